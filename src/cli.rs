@@ -1,0 +1,273 @@
+//! Command-line interface: arguments, wiring of configuration, inventory and engine, and
+//! the exit-code contract (0 done, 1 instances failed/busy or interrupted, 2 bad usage or
+//! configuration, 3 the inventory could not be listed).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand, ValueEnum};
+use fleet_updater::clock::WallClock;
+use fleet_updater::config::{Config, Format, InventoryKind, Overrides, StrategyKind, render};
+use fleet_updater::inventory::Inventory;
+use fleet_updater::inventory::scripted::load_scenario;
+use fleet_updater::output::{TextOutput, plan_text, summary, write_json_file};
+use fleet_updater::rollout::{PlanReport, Rollout, RolloutError};
+use tokio::sync::watch;
+
+const DONE: u8 = 0;
+const INSTANCES_FAILED: u8 = 1;
+const BAD_CONFIG: u8 = 2;
+const LIST_FAILED: u8 = 3;
+
+#[derive(Parser)]
+#[command(
+    name = "fleet-updater",
+    version,
+    about = "Brings a fleet of BOSH-deployed service instances up to date"
+)]
+struct Cli {
+    /// Log filter for stderr (tracing syntax, e.g. `info` or `fleet_updater=debug`).
+    #[arg(long, global = true, env = "FLEET_UPDATER_LOG", default_value = "warn")]
+    log_level: String,
+    /// Log format on stderr.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Human)]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Human,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Update or recreate the fleet's service instances.
+    Run(RunArgs),
+    /// Validate a configuration and print it resolved, secrets redacted.
+    CheckConfig(RunArgs),
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// Configuration file (YAML); without one, the defaults apply.
+    #[arg(short = 'c', long = "config", env = "FLEET_UPDATER_CONFIG")]
+    config: Option<PathBuf>,
+    /// Overrides `strategy.type`.
+    #[arg(long, value_enum)]
+    strategy: Option<StrategyArg>,
+    /// Overrides the chosen strategy's `max_in_parallel`.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    max_in_parallel: Option<u32>,
+    /// Overrides the chosen strategy's `canaries`.
+    #[arg(long)]
+    canaries: Option<u32>,
+    /// List and plan, print what would happen, trigger nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Overrides `output.format`: `json` prints the report on stdout and the event lines
+    /// on stderr.
+    #[arg(long, value_enum)]
+    format: Option<FormatArg>,
+    /// Overrides `output.report_file`: also write the JSON report to this file.
+    #[arg(long)]
+    report: Option<PathBuf>,
+    /// Overrides `state_dir`, where the embedded fleet keeps its state.
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum StrategyArg {
+    Update,
+    Recreate,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum FormatArg {
+    Text,
+    Json,
+}
+
+impl RunArgs {
+    fn overrides(&self) -> Overrides {
+        Overrides {
+            strategy: self.strategy.map(|s| match s {
+                StrategyArg::Update => StrategyKind::Update,
+                StrategyArg::Recreate => StrategyKind::Recreate,
+            }),
+            max_in_parallel: self.max_in_parallel.map(|n| n as usize),
+            canaries: self.canaries.map(|n| n as usize),
+            dry_run: self.dry_run,
+            format: self.format.map(|f| match f {
+                FormatArg::Text => Format::Text,
+                FormatArg::Json => Format::Json,
+            }),
+            report_file: self.report.clone(),
+            state_dir: self.state_dir.clone(),
+        }
+    }
+
+    fn config(&self) -> Result<Config, ExitCode> {
+        let mut config = match &self.config {
+            Some(path) => Config::load(path).map_err(|e| {
+                eprintln!("error: {e}");
+                ExitCode::from(BAD_CONFIG)
+            })?,
+            None => Config::default(),
+        };
+        config.apply(&self.overrides());
+        Ok(config)
+    }
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(&cli);
+    match cli.command {
+        Command::CheckConfig(args) => match args.config() {
+            Ok(config) => {
+                print!("{}", render(&config));
+                ExitCode::from(DONE)
+            }
+            Err(code) => code,
+        },
+        Command::Run(args) => {
+            let config = match args.config() {
+                Ok(config) => config,
+                Err(code) => return code,
+            };
+            let runtime = match tokio::runtime::Runtime::new() {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("error: cannot start the async runtime: {e}");
+                    return ExitCode::from(INSTANCES_FAILED);
+                }
+            };
+            match runtime.block_on(run(config)) {
+                Ok(code) => code,
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    ExitCode::from(INSTANCES_FAILED)
+                }
+            }
+        }
+    }
+}
+
+fn init_logging(cli: &Cli) {
+    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log_level)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match cli.log_format {
+        LogFormat::Human => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+async fn run(config: Config) -> anyhow::Result<ExitCode> {
+    match config.inventory {
+        InventoryKind::Scripted => {
+            let path = config
+                .scenario
+                .as_deref()
+                .expect("validation requires a scenario for the scripted inventory");
+            match load_scenario(path) {
+                Ok(inventory) => drive(Arc::new(inventory), &config).await,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    Ok(ExitCode::from(BAD_CONFIG))
+                }
+            }
+        }
+        kind => {
+            eprintln!(
+                "error: inventory `{}` is not available in this version; the `scripted` inventory \
+                 (`inventory.type: scripted` with a scenario file) is",
+                kind.as_str()
+            );
+            Ok(ExitCode::from(BAD_CONFIG))
+        }
+    }
+}
+
+/// Turns SIGINT and SIGTERM into a count the engine watches.
+fn watch_signals() -> watch::Receiver<u32> {
+    let (sender, receiver) = watch::channel(0);
+    tokio::spawn(async move {
+        #[cfg(unix)]
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("a SIGTERM handler can be installed");
+        loop {
+            #[cfg(unix)]
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            #[cfg(not(unix))]
+            let _ = tokio::signal::ctrl_c().await;
+            sender.send_modify(|n| *n += 1);
+        }
+    });
+    receiver
+}
+
+async fn drive<I: Inventory>(inventory: Arc<I>, config: &Config) -> anyhow::Result<ExitCode> {
+    let settings = config.settings();
+    let max_in_parallel = settings.max_in_parallel;
+    let rollout = Rollout::new(inventory, settings, WallClock::new());
+    let interrupts = watch_signals();
+    let plan = match rollout.plan().await {
+        Ok(plan) => plan,
+        Err(e @ RolloutError::List(_)) => {
+            eprintln!("error: {e}; nothing was triggered");
+            return Ok(ExitCode::from(LIST_FAILED));
+        }
+    };
+    let json = config.format == Format::Json;
+    if config.dry_run {
+        let report = PlanReport::new(&plan, max_in_parallel);
+        if json {
+            println!("{}", serde_json::to_string_pretty(&report)?);
+        } else {
+            print!("{}", plan_text(&report));
+        }
+        if let Some(path) = &config.report_file {
+            write_json_file(path, &report)
+                .with_context(|| format!("cannot write the plan to {}", path.display()))?;
+        }
+        return Ok(ExitCode::from(DONE));
+    }
+    let report = if json {
+        let mut observer = TextOutput::new(std::io::stderr());
+        rollout.execute(plan, &mut observer, interrupts).await
+    } else {
+        let mut observer = TextOutput::new(std::io::stdout());
+        rollout.execute(plan, &mut observer, interrupts).await
+    };
+    if json {
+        eprint!("{}", summary(&report));
+        let mut stdout = std::io::stdout().lock();
+        serde_json::to_writer_pretty(&mut stdout, &report)?;
+        writeln!(stdout)?;
+    } else {
+        print!("{}", summary(&report));
+    }
+    std::io::stdout().flush().ok();
+    if let Some(path) = &config.report_file {
+        write_json_file(path, &report)
+            .with_context(|| format!("cannot write the report to {}", path.display()))?;
+    }
+    Ok(ExitCode::from(if report.succeeded() {
+        DONE
+    } else {
+        INSTANCES_FAILED
+    }))
+}

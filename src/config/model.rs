@@ -1,0 +1,178 @@
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::secret::Secret;
+use crate::inventory::Selection;
+use crate::rollout::{Backoff, Settings, Strategy};
+
+/// The a9s `service_broker` properties.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServiceBroker {
+    pub api_endpoint: String,
+    pub username: String,
+    pub password: Secret,
+    pub skip_ssl_validation: bool,
+    /// PEM, already checked to hold at least one certificate.
+    pub ca: Option<String>,
+    /// Per-request timeout.
+    pub timeout: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StrategyKind {
+    Update,
+    Recreate,
+}
+
+impl StrategyKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StrategyKind::Update => "update",
+            StrategyKind::Recreate => "recreate",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpdateConfig {
+    pub instance_type: Selection,
+    pub force_update: bool,
+    pub max_in_parallel: usize,
+    pub canaries: usize,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecreateConfig {
+    pub max_in_parallel: usize,
+    pub canaries: usize,
+    /// Recreate VMs with unresponsive agents too (`bosh recreate --fix`).
+    pub fix: bool,
+    pub skip_blocked: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+impl Format {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Format::Text => "text",
+            Format::Json => "json",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InventoryKind {
+    Embedded,
+    Broker,
+    Director,
+    Scripted,
+}
+
+impl InventoryKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InventoryKind::Embedded => "embedded",
+            InventoryKind::Broker => "broker",
+            InventoryKind::Director => "director",
+            InventoryKind::Scripted => "scripted",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub service_broker: Option<ServiceBroker>,
+    pub strategy: StrategyKind,
+    pub update: UpdateConfig,
+    pub recreate: RecreateConfig,
+    pub busy_attempts: u32,
+    pub busy_interval: Duration,
+    pub poll_interval: Duration,
+    pub operation_timeout: Duration,
+    pub requests_per_second: f64,
+    pub grace_period: Duration,
+    pub format: Format,
+    pub report_file: Option<PathBuf>,
+    pub inventory: InventoryKind,
+    /// The scenario file of the scripted inventory, resolved against the config's folder.
+    pub scenario: Option<PathBuf>,
+    pub state_dir: PathBuf,
+    /// Only from the command line: list and plan, trigger nothing.
+    pub dry_run: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        let settings = Settings::default();
+        Config {
+            service_broker: None,
+            strategy: StrategyKind::Update,
+            update: UpdateConfig {
+                instance_type: Selection::Outdated,
+                force_update: false,
+                max_in_parallel: 1,
+                canaries: 0,
+            },
+            recreate: RecreateConfig {
+                max_in_parallel: 1,
+                canaries: 0,
+                fix: true,
+                skip_blocked: false,
+            },
+            busy_attempts: settings.busy_attempts,
+            busy_interval: settings.busy_interval,
+            poll_interval: settings.poll_interval,
+            operation_timeout: settings.operation_timeout,
+            requests_per_second: settings.requests_per_second,
+            grace_period: settings.grace_period,
+            format: Format::Text,
+            report_file: None,
+            inventory: InventoryKind::Embedded,
+            scenario: None,
+            state_dir: PathBuf::from(".fleet-updater"),
+            dry_run: false,
+        }
+    }
+}
+
+impl Config {
+    /// The engine's settings for the chosen strategy.
+    pub fn settings(&self) -> Settings {
+        let (strategy, max_in_parallel, canaries) = match self.strategy {
+            StrategyKind::Update => (
+                Strategy::Update {
+                    instance_type: self.update.instance_type,
+                    force: self.update.force_update,
+                },
+                self.update.max_in_parallel,
+                self.update.canaries,
+            ),
+            StrategyKind::Recreate => (
+                Strategy::Recreate {
+                    fix: self.recreate.fix,
+                    skip_blocked: self.recreate.skip_blocked,
+                },
+                self.recreate.max_in_parallel,
+                self.recreate.canaries,
+            ),
+        };
+        Settings {
+            strategy,
+            max_in_parallel,
+            canaries,
+            busy_attempts: self.busy_attempts,
+            busy_interval: self.busy_interval,
+            poll_interval: self.poll_interval,
+            operation_timeout: self.operation_timeout,
+            requests_per_second: self.requests_per_second,
+            backoff: Backoff::default(),
+            progress_interval: Settings::default().progress_interval,
+            grace_period: self.grace_period,
+        }
+    }
+}

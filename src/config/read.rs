@@ -1,0 +1,385 @@
+//! From the YAML tree to a [`Config`], collecting every problem in one walk.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::duration::parse_positive;
+use super::model::{Config, Format, InventoryKind, ServiceBroker, StrategyKind};
+use super::secret::Secret;
+use crate::inventory::Selection;
+use crate::yaml::{Checker, Node, Position, Value, describe, join};
+
+const TOP: &[&str] = &[
+    "service_broker",
+    "strategy",
+    "busy_retry",
+    "polling",
+    "operation_timeout",
+    "rate_limit",
+    "shutdown_grace_period",
+    "output",
+    "inventory",
+    "state_dir",
+];
+const BROKER: &[&str] = &[
+    "api_endpoint",
+    "username",
+    "password",
+    "skip_ssl_validation",
+    "ca",
+    "timeout",
+];
+const STRATEGY: &[&str] = &["type", "update", "recreate"];
+const UPDATE: &[&str] = &[
+    "instance_type",
+    "force_update",
+    "max_in_parallel",
+    "canaries",
+];
+const RECREATE: &[&str] = &["max_in_parallel", "canaries", "fix", "skip_blocked"];
+const INSTANCE_TYPES: &[&str] = &["outdated", "provisioned", "failed"];
+const INVENTORIES: &[&str] = &["embedded", "broker", "director", "scripted"];
+
+/// Reads the document into `config` (which holds the defaults); `base` is the folder that
+/// relative paths inside the file are resolved against.
+pub fn read(root: &Node, base: &Path, config: &mut Config, checker: &mut Checker) {
+    let mut broker = BrokerFields::default();
+    let mut inventory_at = None;
+    for (key, node) in checker.map(root, "", TOP) {
+        let path = key.name.as_str();
+        match path {
+            "service_broker" => broker.read(node, checker),
+            "strategy" => read_strategy(node, config, checker),
+            "busy_retry" => {
+                for (k, v) in checker.map(node, path, &["attempts", "interval"]) {
+                    let p = join(path, &k.name);
+                    match k.name.as_str() {
+                        "attempts" => {
+                            if let Some(n) = at_least(checker, v, &p, 1) {
+                                config.busy_attempts = u32::try_from(n).unwrap_or(u32::MAX);
+                            }
+                        }
+                        _ => set(&mut config.busy_interval, duration(checker, v, &p)),
+                    }
+                }
+            }
+            "polling" => {
+                for (k, v) in checker.map(node, path, &["interval"]) {
+                    set(
+                        &mut config.poll_interval,
+                        duration(checker, v, &join(path, &k.name)),
+                    );
+                }
+            }
+            "operation_timeout" => {
+                set(&mut config.operation_timeout, duration(checker, node, path))
+            }
+            "shutdown_grace_period" => set(&mut config.grace_period, duration(checker, node, path)),
+            "rate_limit" => {
+                for (k, v) in checker.map(node, path, &["requests_per_second"]) {
+                    let p = join(path, &k.name);
+                    if let Some(rps) = checker.number(v, &p) {
+                        if rps > 0.0 && rps.is_finite() {
+                            config.requests_per_second = rps;
+                        } else {
+                            checker.report(
+                                &p,
+                                v.at,
+                                format!("must be a positive number, got {rps}"),
+                            );
+                        }
+                    }
+                }
+            }
+            "output" => {
+                for (k, v) in checker.map(node, path, &["format", "report_file"]) {
+                    let p = join(path, &k.name);
+                    match k.name.as_str() {
+                        "format" => match checker.choice(v, &p, &["text", "json"]) {
+                            Some("json") => config.format = Format::Json,
+                            Some(_) => config.format = Format::Text,
+                            None => {}
+                        },
+                        _ => config.report_file = path_value(checker, v, &p, None),
+                    }
+                }
+            }
+            "inventory" => {
+                for (k, v) in checker.map(node, path, &["type", "scenario"]) {
+                    let p = join(path, &k.name);
+                    match k.name.as_str() {
+                        "type" => {
+                            inventory_at = Some(v.at);
+                            config.inventory = match checker.choice(v, &p, INVENTORIES) {
+                                Some("broker") => InventoryKind::Broker,
+                                Some("director") => InventoryKind::Director,
+                                Some("scripted") => InventoryKind::Scripted,
+                                _ => InventoryKind::Embedded,
+                            };
+                        }
+                        _ => config.scenario = path_value(checker, v, &p, Some(base)),
+                    }
+                }
+            }
+            "state_dir" => {
+                if let Some(dir) = path_value(checker, node, path, Some(base)) {
+                    config.state_dir = dir;
+                }
+            }
+            _ => {}
+        }
+    }
+    config.service_broker = broker.resolve(checker);
+    match (inventory_at, &config.service_broker) {
+        (None, Some(_)) => config.inventory = InventoryKind::Broker,
+        (Some(at), None) if config.inventory == InventoryKind::Broker => checker.report(
+            "inventory.type",
+            at,
+            "`broker` needs `service_broker.api_endpoint`, `username` and `password`",
+        ),
+        _ => {}
+    }
+    if config.inventory == InventoryKind::Scripted && config.scenario.is_none() {
+        checker.report(
+            "inventory.scenario",
+            inventory_at.unwrap_or_default(),
+            "the scripted inventory needs a scenario file",
+        );
+    }
+}
+
+fn read_strategy(node: &Node, config: &mut Config, checker: &mut Checker) {
+    for (key, value) in checker.map(node, "strategy", STRATEGY) {
+        let path = join("strategy", &key.name);
+        match key.name.as_str() {
+            "type" => match checker.choice(value, &path, &["update", "recreate"]) {
+                Some("recreate") => config.strategy = StrategyKind::Recreate,
+                Some(_) => config.strategy = StrategyKind::Update,
+                None => {}
+            },
+            "update" => {
+                for (k, v) in checker.map(value, &path, UPDATE) {
+                    let p = join(&path, &k.name);
+                    let update = &mut config.update;
+                    match k.name.as_str() {
+                        "instance_type" => match checker.choice(v, &p, INSTANCE_TYPES) {
+                            Some("provisioned") => update.instance_type = Selection::Provisioned,
+                            Some("failed") => update.instance_type = Selection::Failed,
+                            Some(_) => update.instance_type = Selection::Outdated,
+                            None => {}
+                        },
+                        "force_update" => set(&mut update.force_update, checker.boolean(v, &p)),
+                        "max_in_parallel" => {
+                            set(&mut update.max_in_parallel, count(checker, v, &p, 1))
+                        }
+                        _ => set(&mut update.canaries, count(checker, v, &p, 0)),
+                    }
+                }
+            }
+            _ => {
+                for (k, v) in checker.map(value, &path, RECREATE) {
+                    let p = join(&path, &k.name);
+                    let recreate = &mut config.recreate;
+                    match k.name.as_str() {
+                        "max_in_parallel" => {
+                            set(&mut recreate.max_in_parallel, count(checker, v, &p, 1))
+                        }
+                        "canaries" => set(&mut recreate.canaries, count(checker, v, &p, 0)),
+                        "fix" => set(&mut recreate.fix, checker.boolean(v, &p)),
+                        _ => set(&mut recreate.skip_blocked, checker.boolean(v, &p)),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The `service_broker` keys as written; checked together once all are read, because
+/// an endpoint needs its credentials.
+#[derive(Default)]
+struct BrokerFields {
+    at: Option<Position>,
+    api_endpoint: Option<(String, Position)>,
+    username: Option<String>,
+    password: Option<Secret>,
+    skip_ssl_validation: bool,
+    ca: Option<String>,
+    timeout: Option<Duration>,
+}
+
+impl BrokerFields {
+    fn read(&mut self, node: &Node, checker: &mut Checker) {
+        self.at = Some(node.at);
+        for (key, value) in checker.map(node, "service_broker", BROKER) {
+            let path = join("service_broker", &key.name);
+            match key.name.as_str() {
+                "api_endpoint" => {
+                    if let Some(url) = checker.string(value, &path) {
+                        if valid_endpoint(&url) {
+                            self.api_endpoint = Some((url, value.at));
+                        } else {
+                            checker.report(
+                                &path,
+                                value.at,
+                                format!("`{url}` is not an http:// or https:// URL"),
+                            );
+                        }
+                    }
+                }
+                "username" => self.username = checker.string(value, &path),
+                "password" => {
+                    // Never echo the value: a wrong type is reported by kind only.
+                    match &value.value {
+                        Value::Str(s) => self.password = Some(Secret::new(s.clone())),
+                        other => checker.report(
+                            &path,
+                            value.at,
+                            format!("must be a string, found {}", other.kind()),
+                        ),
+                    }
+                }
+                "skip_ssl_validation" => {
+                    set(&mut self.skip_ssl_validation, checker.boolean(value, &path))
+                }
+                "ca" => {
+                    if let Some(pem) = checker.string(value, &path) {
+                        match check_pem(&pem) {
+                            Ok(()) => self.ca = Some(pem),
+                            Err(message) => checker.report(&path, value.at, message),
+                        }
+                    }
+                }
+                _ => {
+                    self.timeout = match &value.value {
+                        Value::Int(s) if *s >= 1 => Some(Duration::from_secs(*s as u64)),
+                        Value::Int(s) => {
+                            checker.report(
+                                &path,
+                                value.at,
+                                format!("must be at least 1 second, got {s}"),
+                            );
+                            None
+                        }
+                        _ => duration(checker, value, &path),
+                    }
+                }
+            }
+        }
+    }
+
+    fn resolve(self, checker: &mut Checker) -> Option<ServiceBroker> {
+        let at = self.at?;
+        let Some((api_endpoint, endpoint_at)) = self.api_endpoint else {
+            if self.username.is_some() || self.password.is_some() {
+                checker.report(
+                    "service_broker",
+                    at,
+                    "credentials are given but `api_endpoint` is missing",
+                );
+            }
+            return None;
+        };
+        let (Some(username), Some(password)) = (self.username, self.password) else {
+            checker.report(
+                "service_broker.api_endpoint",
+                endpoint_at,
+                "a broker endpoint needs `service_broker.username` and `service_broker.password`",
+            );
+            return None;
+        };
+        Some(ServiceBroker {
+            api_endpoint,
+            username,
+            password,
+            skip_ssl_validation: self.skip_ssl_validation,
+            ca: self.ca,
+            timeout: self.timeout.unwrap_or(Duration::from_secs(120)),
+        })
+    }
+}
+
+fn set<T>(slot: &mut T, value: Option<T>) {
+    if let Some(v) = value {
+        *slot = v;
+    }
+}
+
+fn duration(checker: &mut Checker, node: &Node, path: &str) -> Option<Duration> {
+    match &node.value {
+        Value::Str(text) => match parse_positive(text) {
+            Ok(d) => Some(d),
+            Err(message) => {
+                checker.report(path, node.at, message);
+                None
+            }
+        },
+        other => {
+            checker.report(
+                path,
+                node.at,
+                format!(
+                    "must be a duration like `30s`, `5m` or `2h`, found {}",
+                    describe(other)
+                ),
+            );
+            None
+        }
+    }
+}
+
+fn at_least(checker: &mut Checker, node: &Node, path: &str, min: i64) -> Option<i64> {
+    let n = checker.integer(node, path)?;
+    if n < min {
+        checker.report(path, node.at, format!("must be at least {min}, got {n}"));
+        return None;
+    }
+    Some(n)
+}
+
+fn count(checker: &mut Checker, node: &Node, path: &str, min: i64) -> Option<usize> {
+    at_least(checker, node, path, min).map(|n| usize::try_from(n).unwrap_or(usize::MAX))
+}
+
+fn path_value(
+    checker: &mut Checker,
+    node: &Node,
+    path: &str,
+    base: Option<&Path>,
+) -> Option<PathBuf> {
+    let text = checker.string(node, path)?;
+    if text.is_empty() {
+        checker.report(path, node.at, "must not be empty");
+        return None;
+    }
+    let p = PathBuf::from(text);
+    Some(match base {
+        Some(base) if p.is_relative() => base.join(p),
+        _ => p,
+    })
+}
+
+fn valid_endpoint(url: &str) -> bool {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"));
+    rest.is_some_and(|r| !r.is_empty() && !r.starts_with('/') && !r.contains(char::is_whitespace))
+}
+
+/// At least one certificate, and nothing in the PEM that fails to decode.
+fn check_pem(pem: &str) -> Result<(), String> {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject;
+    let mut certificates = 0;
+    for cert in CertificateDer::pem_slice_iter(pem.as_bytes()) {
+        match cert {
+            Ok(_) => certificates += 1,
+            Err(e) => return Err(format!("is not valid PEM: {e}")),
+        }
+    }
+    if certificates == 0 {
+        return Err(
+            "is not a PEM certificate: expected `-----BEGIN CERTIFICATE-----` blocks".into(),
+        );
+    }
+    Ok(())
+}

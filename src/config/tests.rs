@@ -1,0 +1,250 @@
+use std::path::Path;
+use std::time::Duration;
+
+use super::*;
+use crate::inventory::Selection;
+use crate::rollout::Strategy;
+
+const CA: &str = "-----BEGIN CERTIFICATE-----
+MIIBljCCATugAwIBAgIUYfSu8ezAmvoADjiPXIE78tuvfQAwCgYIKoZIzj0EAwIw
+IDEeMBwGA1UEAwwVZmxlZXQtdXBkYXRlciB0ZXN0IENBMB4XDTI2MTEyMTE0MTcw
+NFoXDTM2MTExODE0MTcwNFowIDEeMBwGA1UEAwwVZmxlZXQtdXBkYXRlciB0ZXN0
+IENBMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEdHa6slUfjJ2ZId2z7tTosPtX
+VHNy5VkRkmeF7BUTbAgORuMqoyQ0bEvkZnZrXuzZ7DMqhoKewD53zY5v7TlksaNT
+MFEwHQYDVR0OBBYEFFmChr8QG3bd/KBAeDJc86EwSA8eMB8GA1UdIwQYMBaAFFmC
+hr8QG3bd/KBAeDJc86EwSA8eMA8GA1UdEwEB/wQFMAMBAf8wCgYIKoZIzj0EAwID
+SQAwRgIhAI5WJ/BP8MYijQtAWPdd9zi8tOZp0UL2bRPe6lftGiRBAiEAy4rDEURm
+ror45EmiG8DtAt9Q9p3/hVzxOCptCVLVEwk=
+-----END CERTIFICATE-----
+";
+
+fn parse(text: &str) -> Result<Config, ConfigError> {
+    Config::parse(text, "fleet.yml", Path::new("/etc/fleet"))
+}
+
+fn problems(text: &str) -> Vec<String> {
+    match parse(text) {
+        Err(ConfigError::Invalid { problems, .. }) => problems
+            .iter()
+            .map(|p| format!("{}:{} {}: {}", p.at.line, p.at.column, p.path, p.message))
+            .collect(),
+        other => panic!("expected validation problems, got {other:?}"),
+    }
+}
+
+#[test]
+fn an_empty_file_gives_the_documented_defaults() {
+    let config = parse("").unwrap();
+    assert_eq!(config.strategy, StrategyKind::Update);
+    assert_eq!(config.update.instance_type, Selection::Outdated);
+    assert!(!config.update.force_update);
+    assert_eq!(config.update.max_in_parallel, 1);
+    assert_eq!(config.update.canaries, 0);
+    assert_eq!(config.busy_attempts, 5);
+    assert_eq!(config.busy_interval, Duration::from_secs(60));
+    assert_eq!(config.poll_interval, Duration::from_secs(10));
+    assert_eq!(config.operation_timeout, Duration::from_secs(7200));
+    assert_eq!(config.inventory, InventoryKind::Embedded);
+    assert_eq!(config.format, Format::Text);
+}
+
+#[test]
+fn a_complete_a9s_style_configuration_is_accepted() {
+    let text = format!(
+        "service_broker:
+  api_endpoint: https://broker.service.internal:3000
+  username: admin
+  password: s3cret
+  skip_ssl_validation: false
+  ca: |
+{}
+  timeout: 60
+strategy:
+  type: update
+  update:
+    instance_type: provisioned
+    force_update: true
+    max_in_parallel: 4
+    canaries: 2
+  recreate:
+    max_in_parallel: 2
+    canaries: 1
+busy_retry:
+  attempts: 3
+  interval: 2m
+polling:
+  interval: 15s
+operation_timeout: 90m
+rate_limit:
+  requests_per_second: 2.5
+shutdown_grace_period: 1m
+output:
+  format: json
+  report_file: /var/vcap/sys/log/fleet-updater/report.json
+",
+        CA.lines()
+            .map(|l| format!("    {l}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    let config = parse(&text).unwrap();
+    let broker = config.service_broker.as_ref().unwrap();
+    assert_eq!(broker.api_endpoint, "https://broker.service.internal:3000");
+    assert_eq!(broker.password.expose(), "s3cret");
+    assert_eq!(broker.timeout, Duration::from_secs(60));
+    assert!(broker.ca.as_deref().unwrap().contains("BEGIN CERTIFICATE"));
+    assert_eq!(config.inventory, InventoryKind::Broker);
+    assert_eq!(config.requests_per_second, 2.5);
+    let settings = config.settings();
+    assert_eq!(
+        settings.strategy,
+        Strategy::Update {
+            instance_type: Selection::Provisioned,
+            force: true
+        }
+    );
+    assert_eq!((settings.max_in_parallel, settings.canaries), (4, 2));
+    assert_eq!(settings.busy_attempts, 3);
+    assert_eq!(settings.busy_interval, Duration::from_secs(120));
+    assert_eq!(settings.poll_interval, Duration::from_secs(15));
+    assert_eq!(settings.operation_timeout, Duration::from_secs(5400));
+}
+
+#[test]
+fn every_problem_is_reported_in_one_pass_with_key_and_line() {
+    let found = problems(
+        "strategy:
+  type: rolling
+  update:
+    max_in_paralel: 3
+    max_in_parallel: 0
+    canaries: -1
+    force_update: yes please
+busy_retry:
+  interval: 0s
+polling:
+  interval: 30
+operation_timeout: -5m
+rate_limit:
+  requests_per_second: 0
+colour: blue
+",
+    );
+    let expected = [
+        "2:9 strategy.type: `rolling` is not allowed; use one of `update`, `recreate`",
+        "4:5 strategy.update.max_in_paralel: unknown key; did you mean `max_in_parallel`?",
+        "5:22 strategy.update.max_in_parallel: must be at least 1, got 0",
+        "6:15 strategy.update.canaries: must be at least 0, got -1",
+        "7:19 strategy.update.force_update: must be true or false, found the string `yes please`",
+        "9:13 busy_retry.interval: `0s` is zero; durations must be positive",
+        "11:13 polling.interval: must be a duration like `30s`, `5m` or `2h`, found `30`",
+        "12:20 operation_timeout: `-5m` is negative; durations must be positive",
+        "14:24 rate_limit.requests_per_second: must be a positive number, got 0",
+        "15:1 colour: unknown key; known keys are `service_broker`, `strategy`, `busy_retry`, `polling`, `operation_timeout`, `rate_limit`, `shutdown_grace_period`, `output`, `inventory`, `state_dir`",
+    ];
+    assert_eq!(found, expected);
+}
+
+#[test]
+fn a_broker_endpoint_without_credentials_is_refused() {
+    let found =
+        problems("service_broker:\n  api_endpoint: https://broker:3000\n  username: admin\n");
+    assert_eq!(
+        found,
+        [
+            "2:17 service_broker.api_endpoint: a broker endpoint needs `service_broker.username` and `service_broker.password`"
+        ]
+    );
+}
+
+#[test]
+fn a_ca_that_is_not_pem_is_refused() {
+    let found = problems(
+        "service_broker:\n  api_endpoint: https://b\n  username: u\n  password: p\n  ca: not a certificate\n",
+    );
+    assert_eq!(found.len(), 1);
+    assert!(
+        found[0].starts_with("5:7 service_broker.ca: is not a PEM certificate"),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn a_wrongly_typed_password_is_reported_without_its_value() {
+    let found =
+        problems("service_broker:\n  api_endpoint: https://b\n  username: u\n  password: 123456\n");
+    assert!(
+        found
+            .iter()
+            .any(|p| p == "4:13 service_broker.password: must be a string, found an integer"),
+        "{found:?}"
+    );
+    assert!(found.iter().all(|p| !p.contains("123456")), "{found:?}");
+}
+
+#[test]
+fn syntax_errors_name_file_line_and_column() {
+    let err = parse("strategy: [update\n").unwrap_err().to_string();
+    assert!(err.starts_with("fleet.yml:"), "{err}");
+}
+
+#[test]
+fn a_scripted_inventory_needs_its_scenario_resolved_against_the_config_folder() {
+    let config = parse("inventory:\n  type: scripted\n  scenario: fleet.yml\n").unwrap();
+    assert_eq!(
+        config.scenario.as_deref(),
+        Some(Path::new("/etc/fleet/fleet.yml"))
+    );
+    let found = problems("inventory:\n  type: scripted\n");
+    assert_eq!(
+        found,
+        ["2:9 inventory.scenario: the scripted inventory needs a scenario file"]
+    );
+}
+
+#[test]
+fn the_broker_inventory_needs_a_broker() {
+    let found = problems("inventory:\n  type: broker\n");
+    assert_eq!(found.len(), 1);
+    assert!(found[0].contains("needs `service_broker.api_endpoint`"));
+}
+
+#[test]
+fn command_line_overrides_win_for_the_chosen_strategy() {
+    let mut config = parse("strategy:\n  update:\n    max_in_parallel: 3\n").unwrap();
+    config.apply(&Overrides {
+        strategy: Some(StrategyKind::Recreate),
+        max_in_parallel: Some(7),
+        canaries: Some(2),
+        dry_run: true,
+        format: Some(Format::Json),
+        report_file: None,
+        state_dir: None,
+    });
+    let settings = config.settings();
+    assert_eq!(
+        settings.strategy,
+        Strategy::Recreate {
+            fix: true,
+            skip_blocked: false
+        }
+    );
+    assert_eq!((settings.max_in_parallel, settings.canaries), (7, 2));
+    assert_eq!(config.update.max_in_parallel, 3);
+    assert!(config.dry_run);
+    assert_eq!(config.format, Format::Json);
+}
+
+#[test]
+fn the_rendered_configuration_redacts_secrets_and_reparses() {
+    let text =
+        "service_broker:\n  api_endpoint: https://b:3000\n  username: admin\n  password: hunter2\n";
+    let config = parse(text).unwrap();
+    let rendered = render(&config);
+    assert!(!rendered.contains("hunter2"), "{rendered}");
+    assert!(rendered.contains("password: \"<redacted>\""), "{rendered}");
+    assert!(rendered.contains("operation_timeout: 2h"), "{rendered}");
+    let again = parse(&rendered).unwrap();
+    assert_eq!(again.update, config.update);
+    assert_eq!(again.operation_timeout, config.operation_timeout);
+}

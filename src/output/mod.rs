@@ -1,0 +1,12 @@
+//! What a person reads (errand lines on stdout) and what a machine reads (one JSON
+//! document), both from the engine's events and report.
+
+mod plan;
+mod report_file;
+mod summary;
+mod text;
+
+pub use plan::plan_text;
+pub use report_file::write_json_file;
+pub use summary::summary;
+pub use text::{TextOutput, line};

@@ -1,0 +1,76 @@
+//! One rate limiter for every inventory request of a run.
+//!
+//! governor's own waiting sleeps on a real-time clock, which would make virtual-time tests
+//! wait for real; this limiter gives governor tokio's clock and sleeps with tokio.
+
+// governor's clock speaks `std::time::Instant`; every value of it here comes from tokio's
+// clock, so virtual time still holds.
+#![allow(clippy::disallowed_types)]
+
+use std::time::Duration;
+
+use governor::clock::Clock;
+use governor::middleware::NoOpMiddleware;
+use governor::state::{InMemoryState, NotKeyed};
+use governor::{Quota, RateLimiter};
+
+/// governor's view of tokio's (possibly paused) clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TokioClock;
+
+impl Clock for TokioClock {
+    type Instant = std::time::Instant;
+
+    fn now(&self) -> Self::Instant {
+        tokio::time::Instant::now().into_std()
+    }
+}
+
+type Limiter = RateLimiter<NotKeyed, InMemoryState, TokioClock, NoOpMiddleware<std::time::Instant>>;
+
+/// Spreads requests evenly: with a rate of N per second, no second holds more than N.
+pub struct RequestLimiter {
+    /// `None`: unlimited, for benchmarks and tests whose subject is not the rate.
+    limiter: Option<Limiter>,
+}
+
+impl RequestLimiter {
+    /// `requests_per_second` must be positive; infinity means no limit.
+    pub fn new(requests_per_second: f64) -> Self {
+        if requests_per_second.is_infinite() {
+            return RequestLimiter { limiter: None };
+        }
+        let period =
+            Duration::from_secs_f64(1.0 / requests_per_second).max(Duration::from_nanos(1));
+        let quota = Quota::with_period(period).expect("the period is positive");
+        RequestLimiter {
+            limiter: Some(RateLimiter::direct_with_clock(quota, TokioClock)),
+        }
+    }
+
+    /// Waits until the next request may go out.
+    pub async fn acquire(&self) {
+        let Some(limiter) = &self.limiter else {
+            return;
+        };
+        while let Err(not_until) = limiter.check() {
+            tokio::time::sleep(not_until.wait_time_from(TokioClock.now())).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::time::Instant;
+
+    #[tokio::test(start_paused = true)]
+    async fn requests_are_spaced_in_virtual_time() {
+        let limiter = RequestLimiter::new(4.0);
+        let start = Instant::now();
+        for _ in 0..9 {
+            limiter.acquire().await;
+        }
+        assert_eq!(Instant::now() - start, Duration::from_secs(2));
+    }
+}

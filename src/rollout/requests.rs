@@ -1,0 +1,79 @@
+//! Every inventory request of a run goes through here: one rate limiter, and retries with
+//! backoff for faults that certainly had no effect.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use super::limiter::RequestLimiter;
+use super::settings::Backoff;
+use crate::inventory::{
+    Action, Instance, InstanceId, Inventory, InventoryError, Operation, OperationState, Selection,
+    Triggered,
+};
+
+pub struct Requests<I> {
+    inventory: Arc<I>,
+    limiter: RequestLimiter,
+    backoff: Backoff,
+}
+
+impl<I: Inventory> Requests<I> {
+    pub fn new(inventory: Arc<I>, requests_per_second: f64, backoff: Backoff) -> Self {
+        Requests {
+            inventory,
+            limiter: RequestLimiter::new(requests_per_second),
+            backoff,
+        }
+    }
+
+    async fn with_retries<T, F, Fut>(&self, mut request: F) -> Result<T, InventoryError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, InventoryError>>,
+    {
+        let mut delay = self.backoff.initial;
+        let mut attempt = 1;
+        loop {
+            self.limiter.acquire().await;
+            match request().await {
+                Err(e) if e.is_transient() && attempt < self.backoff.attempts => {
+                    tracing::warn!(error = %e, attempt, "inventory request failed; retrying");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(self.backoff.max);
+                    attempt += 1;
+                }
+                Err(e) if e.is_transient() => {
+                    return Err(InventoryError {
+                        message: format!("{} (after {attempt} attempts)", e.message),
+                        ..e
+                    });
+                }
+                other => return other,
+            }
+        }
+    }
+
+    pub async fn list(&self, selection: Selection) -> Result<Vec<Instance>, InventoryError> {
+        self.with_retries(|| self.inventory.list(selection)).await
+    }
+
+    pub async fn instance(&self, id: &InstanceId) -> Result<Option<Instance>, InventoryError> {
+        self.with_retries(|| self.inventory.instance(id)).await
+    }
+
+    /// Transient faults are retried because they never reached the server; an ambiguous
+    /// one is returned at once for the caller to read the instance back.
+    pub async fn trigger(
+        &self,
+        instance: &Instance,
+        action: Action,
+        force: bool,
+    ) -> Result<Triggered, InventoryError> {
+        self.with_retries(|| self.inventory.trigger(instance, action, force))
+            .await
+    }
+
+    pub async fn poll(&self, operation: &Operation) -> Result<OperationState, InventoryError> {
+        self.with_retries(|| self.inventory.poll(operation)).await
+    }
+}

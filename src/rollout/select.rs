@@ -1,0 +1,231 @@
+//! Which instances a run touches, in which order, and which of them are canaries.
+//!
+//! Order: instances are grouped by plan (plans by id), each group sorted by instance id,
+//! and the groups are interleaved round-robin. The canaries are the first `canaries`
+//! eligible instances of that order, so with at least as many canaries as plans every plan
+//! is proven before the rest of the fleet is touched. The order depends only on ids, so
+//! two runs over the same fleet agree whatever order the inventory lists in.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::settings::Strategy;
+use crate::inventory::{Instance, InstanceState};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    pub instance: Instance,
+    /// Sent with the trigger: the owner blocked updates and the operator overrides it.
+    pub force: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SkipReason {
+    Blocked,
+}
+
+impl SkipReason {
+    pub fn describe(self) -> &'static str {
+        match self {
+            SkipReason::Blocked => "the owner blocked maintenance updates",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skipped {
+    pub instance: Instance,
+    pub reason: SkipReason,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub strategy: Strategy,
+    /// Instances the strategy selected, the skipped ones included.
+    pub selected: usize,
+    /// Instances to trigger, in processing order.
+    pub order: Vec<Candidate>,
+    /// How many canaries the canary phase waits for: the requested number, clamped to the
+    /// eligible instances.
+    pub canaries: usize,
+    pub skipped: Vec<Skipped>,
+}
+
+impl Plan {
+    /// The instances the canary phase tries first; if one of them turns out to need
+    /// nothing (up to date, gone, busy), the next in order takes its place.
+    pub fn canary_candidates(&self) -> &[Candidate] {
+        &self.order[..self.canaries]
+    }
+}
+
+pub fn plan(instances: Vec<Instance>, strategy: Strategy, canaries: usize) -> Plan {
+    let mut seen = BTreeSet::new();
+    let mut by_plan: BTreeMap<String, Vec<Instance>> = BTreeMap::new();
+    for instance in instances {
+        if selected(&instance, strategy) && seen.insert(instance.id.clone()) {
+            by_plan
+                .entry(instance.plan_id.clone())
+                .or_default()
+                .push(instance);
+        }
+    }
+    let selected_count = seen.len();
+    for group in by_plan.values_mut() {
+        group.sort_by(|a, b| a.id.cmp(&b.id));
+    }
+    let mut order = Vec::with_capacity(selected_count);
+    let mut skipped = Vec::new();
+    for instance in round_robin(by_plan.into_values().collect()) {
+        let blocked = instance.maintenance_updates_blocked;
+        match strategy {
+            Strategy::Update { force: false, .. }
+            | Strategy::Recreate {
+                skip_blocked: true, ..
+            } if blocked => skipped.push(Skipped {
+                instance,
+                reason: SkipReason::Blocked,
+            }),
+            _ => order.push(Candidate {
+                instance,
+                force: blocked,
+            }),
+        }
+    }
+    Plan {
+        strategy,
+        selected: selected_count,
+        canaries: canaries.min(order.len()),
+        order,
+        skipped,
+    }
+}
+
+fn selected(instance: &Instance, strategy: Strategy) -> bool {
+    match strategy {
+        Strategy::Update { instance_type, .. } => instance_type.matches(instance),
+        Strategy::Recreate { .. } => instance.state != InstanceState::Deleted,
+    }
+}
+
+fn round_robin(groups: Vec<Vec<Instance>>) -> Vec<Instance> {
+    let total = groups.iter().map(Vec::len).sum();
+    let mut iters: Vec<_> = groups.into_iter().map(Vec::into_iter).collect();
+    let mut out = Vec::with_capacity(total);
+    while out.len() < total {
+        for it in &mut iters {
+            if let Some(instance) = it.next() {
+                out.push(instance);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inventory::Selection;
+
+    fn ids(plan: &Plan) -> Vec<&str> {
+        plan.order
+            .iter()
+            .map(|c| c.instance.id.0.as_str())
+            .collect()
+    }
+
+    fn update(force: bool) -> Strategy {
+        Strategy::Update {
+            instance_type: Selection::Outdated,
+            force,
+        }
+    }
+
+    #[test]
+    fn order_interleaves_plans_and_sorts_by_id() {
+        let fleet = vec![
+            Instance::new("b2", "big"),
+            Instance::new("s2", "small"),
+            Instance::new("b1", "big"),
+            Instance::new("s1", "small"),
+            Instance::new("s3", "small"),
+        ];
+        let plan = plan(fleet, update(false), 2);
+        assert_eq!(ids(&plan), ["b1", "s1", "b2", "s2", "s3"]);
+        let canaries: Vec<_> = plan
+            .canary_candidates()
+            .iter()
+            .map(|c| c.instance.id.0.as_str())
+            .collect();
+        assert_eq!(canaries, ["b1", "s1"]);
+    }
+
+    #[test]
+    fn update_selects_the_instance_type_and_skips_blocked() {
+        let mut blocked = Instance::new("a", "p");
+        blocked.maintenance_updates_blocked = true;
+        let mut current = Instance::new("b", "p");
+        current.update_available = false;
+        let plan = plan(
+            vec![blocked, current, Instance::new("c", "p")],
+            update(false),
+            0,
+        );
+        assert_eq!(plan.selected, 2);
+        assert_eq!(ids(&plan), ["c"]);
+        assert_eq!(plan.skipped.len(), 1);
+        assert_eq!(plan.skipped[0].reason, SkipReason::Blocked);
+    }
+
+    #[test]
+    fn force_updates_blocked_instances_with_force() {
+        let mut blocked = Instance::new("a", "p");
+        blocked.maintenance_updates_blocked = true;
+        let plan = plan(vec![blocked, Instance::new("b", "p")], update(true), 0);
+        assert_eq!(ids(&plan), ["a", "b"]);
+        assert!(plan.order[0].force);
+        assert!(!plan.order[1].force);
+    }
+
+    #[test]
+    fn recreate_takes_every_instance_that_is_not_deleted() {
+        let mut gone = Instance::new("gone", "p");
+        gone.state = InstanceState::Deleted;
+        let mut failed = Instance::new("failed", "p");
+        failed.state = InstanceState::Failed;
+        failed.update_available = false;
+        let mut blocked = Instance::new("blocked", "p");
+        blocked.maintenance_updates_blocked = true;
+        let strategy = Strategy::Recreate {
+            fix: true,
+            skip_blocked: false,
+        };
+        let plan = plan(vec![gone, failed, blocked.clone()], strategy, 0);
+        assert_eq!(ids(&plan), ["blocked", "failed"]);
+        assert!(plan.order[0].force);
+
+        let respectful = Strategy::Recreate {
+            fix: true,
+            skip_blocked: true,
+        };
+        let plan = super::plan(vec![blocked], respectful, 0);
+        assert!(plan.order.is_empty());
+        assert_eq!(plan.skipped.len(), 1);
+    }
+
+    #[test]
+    fn canaries_are_clamped_to_the_eligible_instances() {
+        let plan = plan(vec![Instance::new("a", "p")], update(false), 5);
+        assert_eq!(plan.canaries, 1);
+    }
+
+    #[test]
+    fn duplicate_ids_are_taken_once() {
+        let plan = plan(
+            vec![Instance::new("a", "p"), Instance::new("a", "p")],
+            update(false),
+            0,
+        );
+        assert_eq!(plan.selected, 1);
+        assert_eq!(ids(&plan), ["a"]);
+    }
+}

@@ -1,0 +1,105 @@
+use std::time::Duration;
+
+use crate::inventory::{Action, Selection};
+
+/// What the rollout does to the fleet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strategy {
+    /// Redeploy the instances of `instance_type`; blocked instances only with `force`.
+    Update {
+        instance_type: Selection,
+        force: bool,
+    },
+    /// Recreate every instance that is not deleted. Blocked instances are recreated too
+    /// (with force), because a NATS certificate rotation leaves any VM that is not recreated
+    /// unreachable; `skip_blocked` respects the owners' blocks instead.
+    Recreate { fix: bool, skip_blocked: bool },
+}
+
+impl Strategy {
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::Update { .. } => "update",
+            Strategy::Recreate { .. } => "recreate",
+        }
+    }
+
+    pub fn action(self) -> Action {
+        match self {
+            Strategy::Update { .. } => Action::Update,
+            Strategy::Recreate { fix, .. } => Action::Recreate { fix },
+        }
+    }
+
+    /// What to ask the inventory for.
+    pub fn selection(self) -> Selection {
+        match self {
+            Strategy::Update { instance_type, .. } => instance_type,
+            Strategy::Recreate { .. } => Selection::All,
+        }
+    }
+}
+
+/// Retries of requests that failed without effect (connection refused, 5xx on a read).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    /// Tries in all, the first included.
+    pub attempts: u32,
+    pub initial: Duration,
+    pub max: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff {
+            attempts: 5,
+            initial: Duration::from_secs(1),
+            max: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Everything the engine needs to know, already validated; the configuration file and the
+/// CLI flags are resolved into this before the engine starts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    pub strategy: Strategy,
+    pub max_in_parallel: usize,
+    pub canaries: usize,
+    /// Triggers per instance while it answers busy, the first included.
+    pub busy_attempts: u32,
+    /// Time between the end of one busy-retry round and the start of the next.
+    pub busy_interval: Duration,
+    pub poll_interval: Duration,
+    /// From acceptance to a final state; past it the operation counts as failed.
+    pub operation_timeout: Duration,
+    /// Inventory requests per second over the whole run, spread evenly; infinity means
+    /// no limit.
+    pub requests_per_second: f64,
+    pub backoff: Backoff,
+    /// How often a progress line is printed while the run waits.
+    pub progress_interval: Duration,
+    /// After SIGINT/SIGTERM, how long in-flight operations are still watched.
+    pub grace_period: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            strategy: Strategy::Update {
+                instance_type: Selection::Outdated,
+                force: false,
+            },
+            max_in_parallel: 1,
+            canaries: 0,
+            busy_attempts: 5,
+            busy_interval: Duration::from_secs(60),
+            poll_interval: Duration::from_secs(10),
+            operation_timeout: Duration::from_secs(2 * 3600),
+            requests_per_second: 10.0,
+            backoff: Backoff::default(),
+            progress_interval: Duration::from_secs(30),
+            grace_period: Duration::from_secs(300),
+        }
+    }
+}

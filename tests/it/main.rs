@@ -1,0 +1,5 @@
+//! Integration tests, compiled into one binary: the `fleet-updater` command as a user runs it.
+
+mod check_config;
+mod run;
+mod support;

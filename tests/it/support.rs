@@ -1,0 +1,54 @@
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+
+/// A temporary folder holding a configuration and its scenario.
+pub struct Workspace {
+    pub dir: tempfile::TempDir,
+}
+
+impl Workspace {
+    pub fn new() -> Self {
+        Workspace {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    pub fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// A configuration replaying `scenario` with intervals short enough for real time;
+    /// `extra` adds top-level sections and replaces the defaults' `busy_retry`.
+    pub fn scripted(&self, scenario: &str, extra: &str) -> PathBuf {
+        self.write("scenario.yml", scenario);
+        let busy_retry = if extra.contains("busy_retry:") {
+            ""
+        } else {
+            "busy_retry:\n  interval: 200ms\n"
+        };
+        self.write(
+            "fleet.yml",
+            &format!(
+                "inventory:\n  type: scripted\n  scenario: scenario.yml\n{busy_retry}polling:\n  interval: 50ms\nrate_limit:\n  requests_per_second: 1000\n{extra}"
+            ),
+        )
+    }
+}
+
+pub fn fleet_updater() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_fleet-updater"));
+    cmd.env_remove("FLEET_UPDATER_CONFIG")
+        .env_remove("FLEET_UPDATER_LOG");
+    cmd
+}
+
+pub fn json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
