@@ -132,7 +132,7 @@ pub fn main() -> ExitCode {
     match cli.command {
         Command::CheckConfig(args) => match args.config() {
             Ok(config) => {
-                print!("{}", render(&config));
+                print_text(&render(&config));
                 ExitCode::from(DONE)
             }
             Err(code) => code,
@@ -223,25 +223,31 @@ async fn drive<I: Inventory>(inventory: Arc<I>, config: &Config) -> anyhow::Resu
     let settings = config.settings();
     let max_in_parallel = settings.max_in_parallel;
     let rollout = Rollout::new(inventory, settings, WallClock::new());
-    let interrupts = watch_signals();
-    let plan = match rollout.plan().await {
-        Ok(plan) => plan,
-        Err(e @ RolloutError::List(_)) => {
-            eprintln!("error: {e}; nothing was triggered");
-            return Ok(ExitCode::from(LIST_FAILED));
+    let mut interrupts = watch_signals();
+    let plan = tokio::select! {
+        planned = rollout.plan() => match planned {
+            Ok(plan) => plan,
+            Err(e @ RolloutError::List(_)) => {
+                eprintln!("error: {e}; nothing was triggered");
+                return Ok(ExitCode::from(LIST_FAILED));
+            }
+        },
+        _ = interrupts.changed() => {
+            eprintln!("interrupted while listing the fleet; nothing was triggered");
+            return Ok(ExitCode::from(INSTANCES_FAILED));
         }
     };
     let json = config.format == Format::Json;
     if config.dry_run {
         let report = PlanReport::new(&plan, max_in_parallel);
-        if json {
-            println!("{}", serde_json::to_string_pretty(&report)?);
-        } else {
-            print!("{}", plan_text(&report));
-        }
         if let Some(path) = &config.report_file {
             write_json_file(path, &report)
                 .with_context(|| format!("cannot write the plan to {}", path.display()))?;
+        }
+        if json {
+            print_json(&report);
+        } else {
+            print_text(&plan_text(&report));
         }
         return Ok(ExitCode::from(DONE));
     }
@@ -252,22 +258,40 @@ async fn drive<I: Inventory>(inventory: Arc<I>, config: &Config) -> anyhow::Resu
         let mut observer = TextOutput::new(std::io::stdout());
         rollout.execute(plan, &mut observer, interrupts).await
     };
+    // The report file first: a closed stdout must not lose it.
+    let written = config.report_file.as_ref().map(|path| {
+        write_json_file(path, &report)
+            .with_context(|| format!("cannot write the report to {}", path.display()))
+    });
     if json {
         eprint!("{}", summary(&report));
-        let mut stdout = std::io::stdout().lock();
-        serde_json::to_writer_pretty(&mut stdout, &report)?;
-        writeln!(stdout)?;
+        print_json(&report);
     } else {
-        print!("{}", summary(&report));
+        print_text(&summary(&report));
     }
-    std::io::stdout().flush().ok();
-    if let Some(path) = &config.report_file {
-        write_json_file(path, &report)
-            .with_context(|| format!("cannot write the report to {}", path.display()))?;
+    if let Some(Err(e)) = written {
+        eprintln!("error: {e:#}");
+        return Ok(ExitCode::from(INSTANCES_FAILED));
     }
     Ok(ExitCode::from(if report.succeeded() {
         DONE
     } else {
         INSTANCES_FAILED
     }))
+}
+
+/// Writes to stdout, ignoring a closed pipe (`fleet-updater run | head`): the exit code
+/// and the report file still tell the result.
+fn print_text(text: &str) {
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout.write_all(text.as_bytes());
+    let _ = stdout.flush();
+}
+
+fn print_json(value: &impl serde::Serialize) {
+    let mut stdout = std::io::stdout().lock();
+    if serde_json::to_writer_pretty(&mut stdout, value).is_ok() {
+        let _ = writeln!(stdout);
+    }
+    let _ = stdout.flush();
 }

@@ -2,6 +2,9 @@
 
 use std::time::Duration;
 
+/// Longer than any sensible interval or timeout, and far from overflowing a deadline.
+const LONGEST: Duration = Duration::from_secs(365 * 86_400);
+
 /// Parses a duration, refusing zero and negative values with a message that says what is
 /// allowed.
 ///
@@ -22,6 +25,9 @@ pub fn parse_positive(text: &str) -> Result<Duration, String> {
     })?;
     if d.is_zero() {
         return Err(format!("`{text}` is zero; durations must be positive"));
+    }
+    if d > LONGEST {
+        return Err(format!("`{text}` is longer than the limit of 365 days"));
     }
     Ok(d)
 }
@@ -54,6 +60,11 @@ mod tests {
                 .contains("not a duration")
         );
         assert!(parse_positive("30").unwrap_err().contains("not a duration"));
+        assert!(
+            parse_positive("400days")
+                .unwrap_err()
+                .contains("longer than")
+        );
     }
 
     #[test]

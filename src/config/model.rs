@@ -47,7 +47,8 @@ pub struct RecreateConfig {
     pub canaries: usize,
     /// Recreate VMs with unresponsive agents too (`bosh recreate --fix`).
     pub fix: bool,
-    pub skip_blocked: bool,
+    /// Recreate instances whose owner blocked updates too.
+    pub force: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,7 +123,7 @@ impl Default for Config {
                 max_in_parallel: 1,
                 canaries: 0,
                 fix: true,
-                skip_blocked: false,
+                force: false,
             },
             busy_attempts: settings.busy_attempts,
             busy_interval: settings.busy_interval,
@@ -155,7 +156,7 @@ impl Config {
             StrategyKind::Recreate => (
                 Strategy::Recreate {
                     fix: self.recreate.fix,
-                    skip_blocked: self.recreate.skip_blocked,
+                    force: self.recreate.force,
                 },
                 self.recreate.max_in_parallel,
                 self.recreate.canaries,

@@ -36,8 +36,11 @@ const UPDATE: &[&str] = &[
     "max_in_parallel",
     "canaries",
 ];
-const RECREATE: &[&str] = &["max_in_parallel", "canaries", "fix", "skip_blocked"];
+const RECREATE: &[&str] = &["max_in_parallel", "canaries", "fix", "force"];
 const INSTANCE_TYPES: &[&str] = &["outdated", "provisioned", "failed"];
+/// One request every 1,000 s at the slowest; a million per second is no limit at all.
+const MIN_RATE: f64 = 0.001;
+const MAX_RATE: f64 = 1_000_000.0;
 const INVENTORIES: &[&str] = &["embedded", "broker", "director", "scripted"];
 
 /// Reads the document into `config` (which holds the defaults); `base` is the folder that
@@ -79,13 +82,13 @@ pub fn read(root: &Node, base: &Path, config: &mut Config, checker: &mut Checker
                 for (k, v) in checker.map(node, path, &["requests_per_second"]) {
                     let p = join(path, &k.name);
                     if let Some(rps) = checker.number(v, &p) {
-                        if rps > 0.0 && rps.is_finite() {
+                        if (MIN_RATE..=MAX_RATE).contains(&rps) {
                             config.requests_per_second = rps;
                         } else {
                             checker.report(
                                 &p,
                                 v.at,
-                                format!("must be a positive number, got {rps}"),
+                                format!("must be between {MIN_RATE} and {MAX_RATE}, got {rps}"),
                             );
                         }
                     }
@@ -186,7 +189,7 @@ fn read_strategy(node: &Node, config: &mut Config, checker: &mut Checker) {
                         }
                         "canaries" => set(&mut recreate.canaries, count(checker, v, &p, 0)),
                         "fix" => set(&mut recreate.fix, checker.boolean(v, &p)),
-                        _ => set(&mut recreate.skip_blocked, checker.boolean(v, &p)),
+                        _ => set(&mut recreate.force, checker.boolean(v, &p)),
                     }
                 }
             }
@@ -199,6 +202,9 @@ fn read_strategy(node: &Node, config: &mut Config, checker: &mut Checker) {
 #[derive(Default)]
 struct BrokerFields {
     at: Option<Position>,
+    /// The key was written, valid or not: an invalid endpoint is reported once, not again
+    /// as missing.
+    endpoint_written: bool,
     api_endpoint: Option<(String, Position)>,
     username: Option<String>,
     password: Option<Secret>,
@@ -214,15 +220,11 @@ impl BrokerFields {
             let path = join("service_broker", &key.name);
             match key.name.as_str() {
                 "api_endpoint" => {
+                    self.endpoint_written = true;
                     if let Some(url) = checker.string(value, &path) {
-                        if valid_endpoint(&url) {
-                            self.api_endpoint = Some((url, value.at));
-                        } else {
-                            checker.report(
-                                &path,
-                                value.at,
-                                format!("`{url}` is not an http:// or https:// URL"),
-                            );
+                        match check_endpoint(&url) {
+                            Ok(()) => self.api_endpoint = Some((url, value.at)),
+                            Err(message) => checker.report(&path, value.at, message),
                         }
                     }
                 }
@@ -270,7 +272,7 @@ impl BrokerFields {
     fn resolve(self, checker: &mut Checker) -> Option<ServiceBroker> {
         let at = self.at?;
         let Some((api_endpoint, endpoint_at)) = self.api_endpoint else {
-            if self.username.is_some() || self.password.is_some() {
+            if !self.endpoint_written && (self.username.is_some() || self.password.is_some()) {
                 checker.report(
                     "service_broker",
                     at,
@@ -358,11 +360,22 @@ fn path_value(
     })
 }
 
-fn valid_endpoint(url: &str) -> bool {
+/// An http(s) URL with a host and no credentials in it (they belong in `username` and
+/// `password`, where they are redacted); a URL with credentials is not echoed.
+fn check_endpoint(url: &str) -> Result<(), String> {
     let rest = url
         .strip_prefix("https://")
         .or_else(|| url.strip_prefix("http://"));
-    rest.is_some_and(|r| !r.is_empty() && !r.starts_with('/') && !r.contains(char::is_whitespace))
+    let authority = rest.map(|r| r.split(['/', '?', '#']).next().unwrap_or(""));
+    match authority {
+        Some(a) if a.contains('@') => Err(
+            "must not carry credentials; put them in `service_broker.username` and `password`"
+                .into(),
+        ),
+        Some(a) if !a.is_empty() && !url.contains(char::is_whitespace) => Ok(()),
+        _ if url.contains('@') => Err("is not an http:// or https:// URL".into()),
+        _ => Err(format!("`{url}` is not an http:// or https:// URL")),
+    }
 }
 
 /// At least one certificate, and nothing in the PEM that fails to decode.

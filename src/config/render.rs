@@ -67,7 +67,7 @@ pub fn render(config: &Config) -> String {
                         ("max_in_parallel", plain(config.recreate.max_in_parallel)),
                         ("canaries", plain(config.recreate.canaries)),
                         ("fix", plain(config.recreate.fix)),
-                        ("skip_blocked", plain(config.recreate.skip_blocked)),
+                        ("force", plain(config.recreate.force)),
                     ]),
                 ),
             ]),

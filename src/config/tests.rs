@@ -139,7 +139,7 @@ colour: blue
         "9:13 busy_retry.interval: `0s` is zero; durations must be positive",
         "11:13 polling.interval: must be a duration like `30s`, `5m` or `2h`, found `30`",
         "12:20 operation_timeout: `-5m` is negative; durations must be positive",
-        "14:24 rate_limit.requests_per_second: must be a positive number, got 0",
+        "14:24 rate_limit.requests_per_second: must be between 0.001 and 1000000, got 0",
         "15:1 colour: unknown key; known keys are `service_broker`, `strategy`, `busy_retry`, `polling`, `operation_timeout`, `rate_limit`, `shutdown_grace_period`, `output`, `inventory`, `state_dir`",
     ];
     assert_eq!(found, expected);
@@ -154,6 +154,40 @@ fn a_broker_endpoint_without_credentials_is_refused() {
         [
             "2:17 service_broker.api_endpoint: a broker endpoint needs `service_broker.username` and `service_broker.password`"
         ]
+    );
+}
+
+#[test]
+fn credentials_in_the_endpoint_are_refused_without_echoing_them() {
+    let found = problems(
+        "service_broker:\n  api_endpoint: https://admin:hunter2@broker:3000\n  username: u\n  password: p\n",
+    );
+    assert_eq!(
+        found,
+        [
+            "2:17 service_broker.api_endpoint: must not carry credentials; put them in `service_broker.username` and `password`"
+        ]
+    );
+    let found =
+        problems("service_broker:\n  api_endpoint: broker:3000\n  username: u\n  password: p\n");
+    assert_eq!(
+        found,
+        ["2:17 service_broker.api_endpoint: `broker:3000` is not an http:// or https:// URL"]
+    );
+}
+
+#[test]
+fn absurd_rates_and_durations_are_refused() {
+    let found =
+        problems("rate_limit:\n  requests_per_second: 1.0e-9\noperation_timeout: 100000h\n");
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(
+        found[0].contains("must be between 0.001 and 1000000"),
+        "{found:?}"
+    );
+    assert!(
+        found[1].contains("longer than the limit of 365 days"),
+        "{found:?}"
     );
 }
 
@@ -226,7 +260,7 @@ fn command_line_overrides_win_for_the_chosen_strategy() {
         settings.strategy,
         Strategy::Recreate {
             fix: true,
-            skip_blocked: false
+            force: false
         }
     );
     assert_eq!((settings.max_in_parallel, settings.canaries), (7, 2));

@@ -9,13 +9,13 @@
 //! instance of the phase has been tried. A failure stops new launches; in-flight work
 //! finishes and is reported.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio::sync::watch;
-use tokio::task::JoinSet;
+use tokio::task::{Id as TaskId, JoinError, JoinSet};
 use tokio::time::{Instant, sleep_until};
 
 use super::events::{Event, Observer, Phase};
@@ -45,6 +45,8 @@ struct Entry {
     started_at: Option<SystemTime>,
     finished_at: Option<SystemTime>,
     accepted_at: Option<Instant>,
+    /// The current attempt's trigger has been answered.
+    answered: bool,
     outcome: Option<Outcome>,
     reason: Option<String>,
     operation: Option<String>,
@@ -58,6 +60,8 @@ pub(super) struct Engine<'a, I> {
     entries: Vec<Entry>,
     eligible: usize,
     tasks: JoinSet<()>,
+    /// Which instance each running task works for, to fail it if the task panics.
+    task_index: HashMap<TaskId, usize>,
     sender: UnboundedSender<(usize, Message)>,
     in_flight: usize,
     awaiting_answer: usize,
@@ -71,6 +75,7 @@ pub(super) struct Engine<'a, I> {
     started_instances: usize,
     finished: usize,
     stop: Option<Stop>,
+    interrupted: bool,
     started: Instant,
     started_at: SystemTime,
 }
@@ -105,6 +110,7 @@ impl<'a, I: Inventory> Engine<'a, I> {
             entries,
             eligible,
             tasks: JoinSet::new(),
+            task_index: HashMap::new(),
             sender,
             in_flight: 0,
             awaiting_answer: 0,
@@ -122,6 +128,7 @@ impl<'a, I: Inventory> Engine<'a, I> {
             started_instances: 0,
             finished: plan_skipped,
             stop: None,
+            interrupted: false,
             started: Instant::now(),
             started_at: clock.now(),
         };
@@ -191,6 +198,10 @@ impl<'a, I: Inventory> Engine<'a, I> {
                     self.start_round();
                     self.advance();
                 }
+                Some(joined) = self.tasks.join_next_with_id() => {
+                    self.reap(joined, &mut receiver);
+                    self.advance();
+                }
                 _ = progress.tick() => self.progress(),
                 changed = interrupts.changed(), if interrupts_open => match changed {
                     Err(_) => interrupts_open = false,
@@ -216,7 +227,8 @@ impl<'a, I: Inventory> Engine<'a, I> {
 
     /// Stops launching and returns when the grace period ends.
     fn interrupt(&mut self) -> Instant {
-        self.stop = Some(Stop::Interrupted);
+        self.interrupted = true;
+        self.stop.get_or_insert(Stop::Interrupted);
         let grace = self.settings.grace_period;
         let in_flight = self.in_flight;
         self.emit(Event::Stopping {
@@ -309,12 +321,14 @@ impl<'a, I: Inventory> Engine<'a, I> {
             poll_interval: self.settings.poll_interval,
             operation_timeout: self.settings.operation_timeout,
         };
-        self.tasks.spawn(operation::run(
+        self.entries[index].answered = false;
+        let task = self.tasks.spawn(operation::run(
             Arc::clone(&self.requests),
             job,
             timing,
             self.sender.clone(),
         ));
+        self.task_index.insert(task.id(), index);
     }
 
     fn handle(&mut self, index: usize, message: Message) {
@@ -323,6 +337,7 @@ impl<'a, I: Inventory> Engine<'a, I> {
             Message::Answered(Answer::Accepted { operation }) => {
                 self.awaiting_answer -= 1;
                 let entry = &mut self.entries[index];
+                entry.answered = true;
                 entry.operation = Some(operation.clone());
                 entry.accepted_at = Some(Instant::now());
                 entry.canary |= self.phase == Phase::Canaries;
@@ -331,6 +346,7 @@ impl<'a, I: Inventory> Engine<'a, I> {
             Message::Answered(answer) => {
                 self.awaiting_answer -= 1;
                 self.in_flight -= 1;
+                self.entries[index].answered = true;
                 match answer {
                     Answer::Accepted { .. } => unreachable!("handled above"),
                     Answer::UpToDate => {
@@ -410,10 +426,18 @@ impl<'a, I: Inventory> Engine<'a, I> {
 
     fn busy(&mut self, index: usize, reason: String) {
         let attempt = self.entries[index].attempts;
-        let will_retry = attempt < self.settings.busy_attempts;
+        let will_retry = attempt < self.settings.busy_attempts && self.stop.is_none();
         let id = self.entries[index].instance.id.clone();
         if will_retry {
             self.busy.push(index);
+        } else if self.stop.is_some() {
+            self.conclude(
+                index,
+                Outcome::Busy,
+                Some(format!(
+                    "busy at attempt {attempt}; not retried because the run stopped: {reason}"
+                )),
+            );
         } else {
             self.conclude(
                 index,
@@ -450,6 +474,39 @@ impl<'a, I: Inventory> Engine<'a, I> {
         }
     }
 
+    /// A finished task has already reported through the channel; a task that panicked
+    /// has not finished its report, and its instance fails rather than hanging the run.
+    fn reap(
+        &mut self,
+        joined: Result<(TaskId, ()), JoinError>,
+        receiver: &mut UnboundedReceiver<(usize, Message)>,
+    ) {
+        let (id, panic) = match joined {
+            Ok((id, ())) => (id, None),
+            Err(e) if e.is_panic() => (e.id(), Some(e)),
+            Err(e) => (e.id(), None),
+        };
+        let index = self.task_index.remove(&id);
+        let (Some(index), Some(panic)) = (index, panic) else {
+            return;
+        };
+        // Whatever the task sent before it panicked is handled first.
+        while let Ok((i, message)) = receiver.try_recv() {
+            self.handle(i, message);
+        }
+        if self.entries[index].outcome.is_some() {
+            return;
+        }
+        if !self.entries[index].answered {
+            self.awaiting_answer -= 1;
+        }
+        self.in_flight -= 1;
+        self.fail(
+            index,
+            format!("internal error while watching the instance: {panic}"),
+        );
+    }
+
     fn start_round(&mut self) {
         self.next_round_at = None;
         self.round += 1;
@@ -477,8 +534,8 @@ impl<'a, I: Inventory> Engine<'a, I> {
 
     fn finish(mut self) -> Report {
         let why = match self.stop {
-            Some(Stop::Interrupted) => "the run was interrupted",
-            _ => "the run stopped after a failure",
+            Some(Stop::Failure) => "the run stopped after a failure",
+            _ => "the run was interrupted",
         };
         for index in std::mem::take(&mut self.queue) {
             let outcome = if self.entries[index].attempts > 0 {
@@ -508,7 +565,14 @@ impl<'a, I: Inventory> Engine<'a, I> {
                 let outcome = entry.outcome.unwrap_or(Outcome::Unfinished);
                 counts.add(outcome);
                 let reason = match (entry.outcome, &entry.operation) {
-                    (None, Some(op)) => Some(format!("{op} was still running when the run ended")),
+                    (None, Some(op)) if entry.answered => {
+                        Some(format!("{op} was still running when the run ended"))
+                    }
+                    (None, _) => Some(
+                        "the trigger was sent but not answered before the run ended; an \
+                         operation may have started"
+                            .into(),
+                    ),
                     _ => entry.reason,
                 };
                 InstanceReport {
@@ -523,7 +587,7 @@ impl<'a, I: Inventory> Engine<'a, I> {
                 }
             })
             .collect();
-        let interrupted = self.stop == Some(Stop::Interrupted);
+        let interrupted = self.interrupted;
         let clean = counts.failed == 0
             && counts.busy == 0
             && counts.not_started == 0
@@ -556,6 +620,7 @@ impl Entry {
             started_at: None,
             finished_at: None,
             accepted_at: None,
+            answered: false,
             outcome: None,
             reason: None,
             operation: None,

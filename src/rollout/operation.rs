@@ -59,7 +59,7 @@ pub async fn run<I: Inventory>(
     timing: Timing,
     report: UnboundedSender<(usize, Message)>,
 ) {
-    let answer = trigger(&requests, &job).await;
+    let answer = trigger(&requests, &job, timing).await;
     let operation = match answer {
         Ok(operation) => operation,
         Err(answer) => {
@@ -78,7 +78,11 @@ pub async fn run<I: Inventory>(
 }
 
 /// The accepted operation, or the answer that ends this attempt.
-async fn trigger<I: Inventory>(requests: &Requests<I>, job: &Job) -> Result<Operation, Answer> {
+async fn trigger<I: Inventory>(
+    requests: &Requests<I>,
+    job: &Job,
+    timing: Timing,
+) -> Result<Operation, Answer> {
     match requests.trigger(&job.instance, job.action, job.force).await {
         Ok(Triggered::Accepted(operation)) => Ok(operation),
         Ok(Triggered::UpToDate) => Err(Answer::UpToDate),
@@ -88,7 +92,9 @@ async fn trigger<I: Inventory>(requests: &Requests<I>, job: &Job) -> Result<Oper
         }),
         Ok(Triggered::Deleted) => Err(Answer::Deleted),
         Ok(Triggered::Orphaned) => Err(Answer::Orphaned),
-        Err(e) if e.kind == ErrorKind::Ambiguous => Err(read_back(requests, job, &e.message).await),
+        Err(e) if e.kind == ErrorKind::Ambiguous => {
+            Err(read_back(requests, job, timing, &e.message).await)
+        }
         Err(e) => Err(Answer::Failed {
             reason: format!("{} request failed: {e}", job.action.verb()),
         }),
@@ -96,31 +102,67 @@ async fn trigger<I: Inventory>(requests: &Requests<I>, job: &Job) -> Result<Oper
 }
 
 /// After a trigger that may or may not have arrived, the instance is read back rather than
-/// triggered again: a running operation means busy, and either way the trigger is only
-/// repeated in the next busy round, after the retry interval.
-async fn read_back<I: Inventory>(requests: &Requests<I>, job: &Job, error: &str) -> Answer {
-    match requests.instance(&job.instance.id).await {
-        Ok(None) => Answer::Deleted,
-        Ok(Some(instance)) if instance.state == InstanceState::Deleted => Answer::Deleted,
-        Ok(Some(instance)) if instance.operation_in_progress() => Answer::Busy {
-            reason: format!(
-                "the trigger's answer was lost ({error}) and an operation is in progress"
-            ),
-        },
-        Ok(Some(_)) => Answer::Busy {
-            reason: format!(
-                "the trigger's answer was lost ({error}) and no operation is in progress; \
-                 it is sent again in the next round"
-            ),
-        },
-        Err(e) => Answer::Failed {
-            reason: format!(
-                "the trigger's answer was lost ({error}) and the instance could not be read back: {e}"
-            ),
-        },
+/// triggered again. An operation in progress may be ours, so the slot stays taken and the
+/// instance is read again every poll interval until the operation ends; then the instance
+/// counts as busy and is tried again in the next round, where the broker says whether
+/// anything is left to do.
+async fn read_back<I: Inventory>(
+    requests: &Requests<I>,
+    job: &Job,
+    timing: Timing,
+    error: &str,
+) -> Answer {
+    let deadline = Instant::now() + timing.operation_timeout;
+    let mut watched = false;
+    loop {
+        match requests.instance(&job.instance.id).await {
+            Ok(None) => return Answer::Deleted,
+            Ok(Some(instance)) if instance.state == InstanceState::Deleted => {
+                return Answer::Deleted;
+            }
+            Ok(Some(instance)) if instance.operation_in_progress() => {
+                if Instant::now() >= deadline {
+                    return Answer::Failed {
+                        reason: format!(
+                            "the trigger's answer was lost ({error}) and the operation in progress \
+                             did not end within {}",
+                            short(timing.operation_timeout)
+                        ),
+                    };
+                }
+                watched = true;
+                sleep_until((Instant::now() + timing.poll_interval).min(deadline)).await;
+            }
+            Ok(Some(_)) if watched => {
+                return Answer::Busy {
+                    reason: format!(
+                        "the trigger's answer was lost ({error}); the operation in progress has \
+                         ended and the instance is tried again in the next round"
+                    ),
+                };
+            }
+            Ok(Some(_)) => {
+                return Answer::Busy {
+                    reason: format!(
+                        "the trigger's answer was lost ({error}) and no operation is in progress; \
+                         it is sent again in the next round"
+                    ),
+                };
+            }
+            Err(e) => {
+                return Answer::Failed {
+                    reason: format!(
+                        "the trigger's answer was lost ({error}) and the instance could not be read back: {e}"
+                    ),
+                };
+            }
+        }
     }
 }
 
+/// Polls until the operation ends. A poll that fails without effect on the operation
+/// (the broker briefly unreachable) is not the operation failing: polling goes on until
+/// the deadline; only a permanent error ends it.
 async fn watch<I: Inventory>(
     requests: &Requests<I>,
     operation: &Operation,
@@ -129,20 +171,28 @@ async fn watch<I: Inventory>(
     let deadline = Instant::now() + timing.operation_timeout;
     let mut wait = timing.poll_interval;
     loop {
-        let last = Instant::now() + wait >= deadline;
-        sleep_until((Instant::now() + wait).min(deadline)).await;
+        let next = Instant::now() + wait;
+        let last = next >= deadline;
+        sleep_until(next.min(deadline)).await;
         match requests.poll(operation).await {
             Ok(OperationState::InProgress { retry_after }) => {
-                wait = timing.poll_interval.max(retry_after.unwrap_or_default());
+                let asked = retry_after
+                    .unwrap_or_default()
+                    .min(timing.operation_timeout);
+                wait = timing.poll_interval.max(asked);
             }
             Ok(OperationState::Succeeded) => return Completion::Succeeded,
             Ok(OperationState::Failed { reason }) => return Completion::Failed { reason },
             Ok(OperationState::Deleted) => return Completion::Deleted,
             Ok(OperationState::Orphaned) => return Completion::Orphaned,
-            Err(e) => {
+            Err(e) if e.kind == ErrorKind::Permanent => {
                 return Completion::Failed {
                     reason: format!("polling {} failed: {e}", operation.describe()),
                 };
+            }
+            Err(e) => {
+                tracing::warn!(operation = %operation.describe(), error = %e, "polling failed; polling again");
+                wait = timing.poll_interval;
             }
         }
         if last || Instant::now() >= deadline {

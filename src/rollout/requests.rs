@@ -7,8 +7,8 @@ use std::sync::Arc;
 use super::limiter::RequestLimiter;
 use super::settings::Backoff;
 use crate::inventory::{
-    Action, Instance, InstanceId, Inventory, InventoryError, Operation, OperationState, Selection,
-    Triggered,
+    Action, ErrorKind, Instance, InstanceId, Inventory, InventoryError, Operation, OperationState,
+    Selection, Triggered,
 };
 
 pub struct Requests<I> {
@@ -26,7 +26,13 @@ impl<I: Inventory> Requests<I> {
         }
     }
 
-    async fn with_retries<T, F, Fut>(&self, mut request: F) -> Result<T, InventoryError>
+    /// Retries faults that had no effect; for reads (`idempotent`) also those whose fate is
+    /// unknown, since reading twice harms nothing.
+    async fn with_retries<T, F, Fut>(
+        &self,
+        idempotent: bool,
+        mut request: F,
+    ) -> Result<T, InventoryError>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, InventoryError>>,
@@ -35,14 +41,17 @@ impl<I: Inventory> Requests<I> {
         let mut attempt = 1;
         loop {
             self.limiter.acquire().await;
+            let retryable = |e: &InventoryError| {
+                e.is_transient() || (idempotent && e.kind == ErrorKind::Ambiguous)
+            };
             match request().await {
-                Err(e) if e.is_transient() && attempt < self.backoff.attempts => {
+                Err(e) if retryable(&e) && attempt < self.backoff.attempts => {
                     tracing::warn!(error = %e, attempt, "inventory request failed; retrying");
                     tokio::time::sleep(delay).await;
                     delay = (delay * 2).min(self.backoff.max);
                     attempt += 1;
                 }
-                Err(e) if e.is_transient() => {
+                Err(e) if retryable(&e) => {
                     return Err(InventoryError {
                         message: format!("{} (after {attempt} attempts)", e.message),
                         ..e
@@ -54,11 +63,13 @@ impl<I: Inventory> Requests<I> {
     }
 
     pub async fn list(&self, selection: Selection) -> Result<Vec<Instance>, InventoryError> {
-        self.with_retries(|| self.inventory.list(selection)).await
+        self.with_retries(true, || self.inventory.list(selection))
+            .await
     }
 
     pub async fn instance(&self, id: &InstanceId) -> Result<Option<Instance>, InventoryError> {
-        self.with_retries(|| self.inventory.instance(id)).await
+        self.with_retries(true, || self.inventory.instance(id))
+            .await
     }
 
     /// Transient faults are retried because they never reached the server; an ambiguous
@@ -69,11 +80,12 @@ impl<I: Inventory> Requests<I> {
         action: Action,
         force: bool,
     ) -> Result<Triggered, InventoryError> {
-        self.with_retries(|| self.inventory.trigger(instance, action, force))
+        self.with_retries(false, || self.inventory.trigger(instance, action, force))
             .await
     }
 
     pub async fn poll(&self, operation: &Operation) -> Result<OperationState, InventoryError> {
-        self.with_retries(|| self.inventory.poll(operation)).await
+        self.with_retries(true, || self.inventory.poll(operation))
+            .await
     }
 }

@@ -76,19 +76,14 @@ pub fn plan(instances: Vec<Instance>, strategy: Strategy, canaries: usize) -> Pl
     let mut order = Vec::with_capacity(selected_count);
     let mut skipped = Vec::new();
     for instance in round_robin(by_plan.into_values().collect()) {
-        let blocked = instance.maintenance_updates_blocked;
-        match strategy {
-            Strategy::Update { force: false, .. }
-            | Strategy::Recreate {
-                skip_blocked: true, ..
-            } if blocked => skipped.push(Skipped {
+        if instance.maintenance_updates_blocked && !strategy.force() {
+            skipped.push(Skipped {
                 instance,
                 reason: SkipReason::Blocked,
-            }),
-            _ => order.push(Candidate {
-                instance,
-                force: blocked,
-            }),
+            });
+        } else {
+            let force = instance.maintenance_updates_blocked;
+            order.push(Candidate { instance, force });
         }
     }
     Plan {
@@ -101,10 +96,7 @@ pub fn plan(instances: Vec<Instance>, strategy: Strategy, canaries: usize) -> Pl
 }
 
 fn selected(instance: &Instance, strategy: Strategy) -> bool {
-    match strategy {
-        Strategy::Update { instance_type, .. } => instance_type.matches(instance),
-        Strategy::Recreate { .. } => instance.state != InstanceState::Deleted,
-    }
+    instance.state != InstanceState::Deleted && strategy.selection().matches(instance)
 }
 
 fn round_robin(groups: Vec<Vec<Instance>>) -> Vec<Instance> {
@@ -195,21 +187,29 @@ mod tests {
         failed.update_available = false;
         let mut blocked = Instance::new("blocked", "p");
         blocked.maintenance_updates_blocked = true;
-        let strategy = Strategy::Recreate {
-            fix: true,
-            skip_blocked: false,
-        };
-        let plan = plan(vec![gone, failed, blocked.clone()], strategy, 0);
-        assert_eq!(ids(&plan), ["blocked", "failed"]);
-        assert!(plan.order[0].force);
-
         let respectful = Strategy::Recreate {
             fix: true,
-            skip_blocked: true,
+            force: false,
         };
-        let plan = super::plan(vec![blocked], respectful, 0);
-        assert!(plan.order.is_empty());
+        let plan = plan(vec![gone, failed, blocked.clone()], respectful, 0);
+        assert_eq!(ids(&plan), ["failed"]);
         assert_eq!(plan.skipped.len(), 1);
+
+        let forced = Strategy::Recreate {
+            fix: true,
+            force: true,
+        };
+        let plan = super::plan(vec![blocked], forced, 0);
+        assert_eq!(ids(&plan), ["blocked"]);
+        assert!(plan.order[0].force);
+    }
+
+    #[test]
+    fn update_never_selects_a_deleted_instance() {
+        let mut gone = Instance::new("gone", "p");
+        gone.state = InstanceState::Deleted;
+        let plan = plan(vec![gone], update(false), 0);
+        assert_eq!(plan.selected, 0);
     }
 
     #[test]

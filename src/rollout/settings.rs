@@ -10,10 +10,9 @@ pub enum Strategy {
         instance_type: Selection,
         force: bool,
     },
-    /// Recreate every instance that is not deleted. Blocked instances are recreated too
-    /// (with force), because a NATS certificate rotation leaves any VM that is not recreated
-    /// unreachable; `skip_blocked` respects the owners' blocks instead.
-    Recreate { fix: bool, skip_blocked: bool },
+    /// Recreate every instance that is not deleted; blocked instances only with `force`
+    /// (a NATS certificate rotation needs it: a VM left out becomes unreachable).
+    Recreate { fix: bool, force: bool },
 }
 
 impl Strategy {
@@ -28,6 +27,13 @@ impl Strategy {
         match self {
             Strategy::Update { .. } => Action::Update,
             Strategy::Recreate { fix, .. } => Action::Recreate { fix },
+        }
+    }
+
+    /// Whether instances whose owner blocked updates are triggered anyway.
+    pub fn force(self) -> bool {
+        match self {
+            Strategy::Update { force, .. } | Strategy::Recreate { force, .. } => force,
         }
     }
 

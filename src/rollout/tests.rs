@@ -408,31 +408,122 @@ async fn the_rate_limit_holds_in_every_virtual_second() {
 
 #[tokio::test(start_paused = true)]
 async fn an_ambiguous_trigger_is_read_back_not_repeated() {
-    let inventory = fleet(&[("a", "lost, up_to_date"), ("b", "runs 1m")]);
+    // The lost trigger did start a five-minute operation; b must wait for its slot.
+    let inventory = fleet(&[("a", "lost, runs 5m, up_to_date"), ("b", "runs 1m")]);
+    let start = Instant::now();
     let run = run(&inventory, settings(1, 0)).await;
+    assert!(run.report.succeeded(), "{:?}", run.report.counts);
     let a = inventory.triggers_of("a");
     assert_eq!(a.len(), 2, "sent once, then once more in the next round");
-    assert!(a[1] - a[0] >= MIN);
     let calls = inventory.calls();
-    let read_back = calls
-        .iter()
-        .position(|c| matches!(&c.kind, CallKind::Read(id) if id.0 == "a"))
-        .expect("the instance was read back");
     let first_trigger = calls
         .iter()
         .position(|c| matches!(&c.kind, CallKind::Trigger { id, .. } if id.0 == "a"))
         .unwrap();
-    assert_eq!(
-        read_back,
-        first_trigger + 1,
+    assert!(
+        matches!(&calls[first_trigger + 1].kind, CallKind::Read(id) if id.0 == "a"),
         "read back right after the lost answer"
+    );
+    assert!(
+        inventory.triggers_of("b")[0] >= start + 5 * MIN,
+        "the slot stayed taken"
+    );
+    assert_eq!(inventory.peak_running(), 1);
+    assert!(
+        a[1] >= inventory.triggers_of("b")[0],
+        "retried after the others"
     );
     assert!(run.events.iter().any(|e| matches!(
         e,
-        Event::Busy { id, reason, .. } if id.0 == "a" && reason.contains("an operation is in progress")
+        Event::Busy { id, reason, .. } if id.0 == "a" && reason.contains("operation in progress has ended")
     )));
     assert_eq!(run.outcome("a"), Outcome::SkippedUpToDate);
-    assert!(run.report.succeeded());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lost_trigger_that_started_nothing_is_retried_in_the_next_round() {
+    let inventory = fleet(&[("a", "lost, up_to_date")]);
+    let run = run(&inventory, settings(1, 0)).await;
+    let a = inventory.triggers_of("a");
+    assert_eq!(a.len(), 2);
+    assert!(a[1] - a[0] >= MIN);
+    assert!(run.events.iter().any(|e| matches!(
+        e,
+        Event::Busy { reason, .. } if reason.contains("no operation is in progress")
+    )));
+}
+
+#[tokio::test(start_paused = true)]
+async fn polling_survives_a_broker_outage_longer_than_the_backoff() {
+    let inventory = fleet(&[(
+        "a",
+        "runs 1m, poll_unavailable x5, poll_unavailable x5, succeeded",
+    )]);
+    let run = run(&inventory, settings(1, 0)).await;
+    assert_eq!(run.outcome("a"), Outcome::Updated);
+}
+
+/// Panics when polling one instance, as a buggy adapter might.
+#[derive(Clone)]
+struct Panicking(ScriptedInventory);
+
+impl crate::inventory::Inventory for Panicking {
+    async fn list(
+        &self,
+        selection: Selection,
+    ) -> Result<Vec<Instance>, crate::inventory::InventoryError> {
+        self.0.list(selection).await
+    }
+
+    async fn instance(
+        &self,
+        id: &crate::inventory::InstanceId,
+    ) -> Result<Option<Instance>, crate::inventory::InventoryError> {
+        self.0.instance(id).await
+    }
+
+    async fn trigger(
+        &self,
+        instance: &Instance,
+        action: crate::inventory::Action,
+        force: bool,
+    ) -> Result<crate::inventory::Triggered, crate::inventory::InventoryError> {
+        self.0.trigger(instance, action, force).await
+    }
+
+    async fn poll(
+        &self,
+        operation: &crate::inventory::Operation,
+    ) -> Result<crate::inventory::OperationState, crate::inventory::InventoryError> {
+        assert_ne!(operation.instance.0, "a-fragile", "adapter bug");
+        self.0.poll(operation).await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panicking_task_fails_its_instance_instead_of_hanging_the_run() {
+    let inventory = Panicking(fleet(&[
+        ("a-fragile", "runs 1m"),
+        ("b-sturdy", "runs 2m"),
+        ("c-later", "runs 1m"),
+    ]));
+    let rollout = Rollout::new(Arc::new(inventory), settings(2, 0), WallClock::new());
+    let plan = rollout.plan().await.unwrap();
+    let (_signals, interrupts) = watch::channel(0);
+    let report = rollout
+        .execute(plan, &mut Recorder::default(), interrupts)
+        .await;
+    let outcome = |id: &str| report.instances.iter().find(|i| i.id == id).unwrap();
+    assert_eq!(outcome("a-fragile").outcome, Outcome::Failed);
+    assert!(
+        outcome("a-fragile")
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("internal error")
+    );
+    assert_eq!(outcome("b-sturdy").outcome, Outcome::Updated);
+    assert_eq!(outcome("c-later").outcome, Outcome::NotStarted);
 }
 
 #[tokio::test(start_paused = true)]
@@ -572,7 +663,7 @@ async fn recreate_touches_every_instance_that_is_not_deleted() {
     let mut settings = settings(2, 0);
     settings.strategy = Strategy::Recreate {
         fix: true,
-        skip_blocked: false,
+        force: false,
     };
     let run = run(&inventory, settings).await;
     assert_eq!(run.report.counts.updated, 2);
@@ -596,4 +687,24 @@ async fn the_report_counts_every_selected_instance_once() {
     let json = serde_json::to_value(&run.report).unwrap();
     assert_eq!(json["started_at"], "2027-01-15T08:00:00Z");
     assert_eq!(json["instances"][0]["started_at"], "2027-01-15T08:00:00Z");
+}
+
+#[tokio::test(start_paused = true)]
+async fn planning_lists_and_triggers_nothing() {
+    let mut blocked = Instance::new("blocked", "plan");
+    blocked.maintenance_updates_blocked = true;
+    let inventory = fleet(&[("a", "runs 1m"), ("b", "error")]).with(blocked, script("runs 1m"));
+    let rollout = Rollout::new(
+        Arc::new(inventory.clone()),
+        settings(2, 1),
+        WallClock::new(),
+    );
+    let plan = rollout.plan().await.unwrap();
+    assert_eq!(plan.canaries, 1);
+    assert_eq!(plan.order.len(), 2);
+    assert_eq!(plan.skipped.len(), 1);
+    let report = PlanReport::new(&plan, 2);
+    assert!(report.order[0].canary_candidate && !report.order[1].canary_candidate);
+    let calls: Vec<CallKind> = inventory.calls().into_iter().map(|c| c.kind).collect();
+    assert_eq!(calls, [CallKind::List]);
 }

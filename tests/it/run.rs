@@ -183,26 +183,51 @@ fn recreate_from_the_command_line_touches_every_instance() {
     let config = ws.scripted(FLEET, "");
     let report = ws.path("report.json");
     fleet_updater()
-        .args([
-            "run",
-            "--strategy",
-            "recreate",
-            "--max-in-parallel",
-            "3",
-            "-c",
-        ])
+        .args(["run", "--strategy", "recreate", "--max-in-parallel", "3"])
+        .arg("-c")
         .arg(&config)
         .arg("--report")
         .arg(&report)
         .assert()
         .success()
         .stdout(predicate::str::contains(
-            "starting recreate: 6 instances selected, 6 to process",
+            "starting recreate: 6 instances selected, 5 to process",
         ));
     let report = json(&report);
     assert_eq!(report["strategy"], "recreate");
-    // Blocked and current instances are recreated too; only up to date and deleted settle.
-    assert_eq!(report["counts"]["updated"], 4);
+    // Current instances are recreated too; the blocked one only with `force`.
+    assert_eq!(report["counts"]["updated"], 3);
+    assert_eq!(report["counts"]["skipped_blocked"], 1);
+
+    let forced = ws.scripted(FLEET, "strategy:\n  recreate:\n    force: true\n");
+    fleet_updater()
+        .args(["run", "--strategy", "recreate", "-c"])
+        .arg(&forced)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "6 instances selected, 6 to process",
+        ));
+}
+
+#[test]
+fn a_closed_stdout_neither_crashes_the_run_nor_loses_the_report() {
+    let ws = Workspace::new();
+    let config = ws.scripted(FLEET, "");
+    let report = ws.path("report.json");
+    let mut child = Process::new(env!("CARGO_BIN_EXE_fleet-updater"))
+        .args(["run", "-c"])
+        .arg(&config)
+        .arg("--report")
+        .arg(&report)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let exit = child.wait().unwrap();
+    assert_eq!(exit.code(), Some(0));
+    assert_eq!(json(&report)["counts"]["updated"], 2);
 }
 
 #[test]

@@ -49,8 +49,9 @@ pub struct Call {
 struct Scripted {
     instance: Instance,
     script: VecDeque<Step>,
-    /// An operation started by a trigger whose answer was lost.
-    lost_operation: bool,
+    /// When a trigger whose answer was lost started an operation; it runs for the `runs`
+    /// step that follows `lost` in the script, or ends at the first look.
+    lost_operation: Option<Instant>,
 }
 
 struct RunningOperation {
@@ -97,7 +98,7 @@ impl ScriptedInventory {
             let scripted = Scripted {
                 instance,
                 script: script.into_iter().collect(),
-                lost_operation: false,
+                lost_operation: None,
             };
             match state.index.get(&id) {
                 Some(&i) => state.instances[i] = scripted,
@@ -172,7 +173,7 @@ impl State {
         Some(&mut self.instances[i])
     }
 
-    fn start_operation(&mut self, id: &InstanceId) -> Operation {
+    fn run_operation(&mut self, id: &InstanceId) {
         self.running.insert(
             id.clone(),
             RunningOperation {
@@ -180,6 +181,30 @@ impl State {
             },
         );
         self.peak_running = self.peak_running.max(self.running.len());
+    }
+
+    /// Ends the lost operation of `id` once its time is up; true while it still runs.
+    fn lost_operation_running(&mut self, id: &InstanceId) -> bool {
+        let Some(scripted) = self.scripted(id) else {
+            return false;
+        };
+        let Some(started) = scripted.lost_operation else {
+            return false;
+        };
+        if let Some(Step::Runs(d)) = scripted.script.front() {
+            if Instant::now() < started + *d {
+                return true;
+            }
+            scripted.script.pop_front();
+        }
+        scripted.lost_operation = None;
+        scripted.instance.update_available = false;
+        self.running.remove(id);
+        false
+    }
+
+    fn start_operation(&mut self, id: &InstanceId) -> Operation {
+        self.run_operation(id);
         self.next_operation += 1;
         Operation {
             instance: id.clone(),
@@ -189,7 +214,7 @@ impl State {
 
     fn view(scripted: &Scripted) -> Instance {
         let mut instance = scripted.instance.clone();
-        if scripted.lost_operation {
+        if scripted.lost_operation.is_some() {
             instance.last_operation = Some(LastOperation {
                 kind: Some("update".into()),
                 state: LastOperationState::InProgress,
@@ -216,6 +241,14 @@ impl Inventory for ScriptedInventory {
             }
             None => {}
         }
+        let ids: Vec<InstanceId> = state
+            .instances
+            .iter()
+            .map(|s| s.instance.id.clone())
+            .collect();
+        for id in &ids {
+            state.lost_operation_running(id);
+        }
         Ok(state
             .instances
             .iter()
@@ -227,6 +260,7 @@ impl Inventory for ScriptedInventory {
     async fn instance(&self, id: &InstanceId) -> Result<Option<Instance>, InventoryError> {
         let mut state = self.lock();
         Self::record(&mut state, CallKind::Read(id.clone()));
+        state.lost_operation_running(id);
         Ok(state.scripted(id).map(|s| State::view(s)))
     }
 
@@ -246,10 +280,12 @@ impl Inventory for ScriptedInventory {
                 force,
             },
         );
+        if state.lost_operation_running(&id) {
+            return Ok(Triggered::Busy);
+        }
         let Some(scripted) = state.scripted(&id) else {
             return Ok(Triggered::Deleted);
         };
-        scripted.lost_operation = false;
         let blocked = scripted.instance.maintenance_updates_blocked && !force;
         let step = match scripted.script.front() {
             None => return Ok(Triggered::UpToDate),
@@ -280,8 +316,9 @@ impl Inventory for ScriptedInventory {
                 return Err(InventoryError::transient("connection refused (scripted)"));
             }
             Step::Lost => {
+                state.run_operation(&id);
                 if let Some(s) = state.scripted(&id) {
-                    s.lost_operation = true;
+                    s.lost_operation = Some(Instant::now());
                 }
                 return Err(InventoryError::ambiguous(
                     "timed out after the trigger was sent (scripted)",

@@ -17,7 +17,8 @@ pub enum Step {
     Error,
     /// A transient fault: the request never arrived.
     Unavailable,
-    /// The trigger started an operation, but its answer was lost (timeout after sending).
+    /// The trigger started an operation, but its answer was lost (timeout after sending);
+    /// a `runs` step right after it says how long that operation runs.
     Lost,
     // Answers to a poll.
     InProgress,
