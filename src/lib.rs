@@ -6,6 +6,7 @@
 
 pub mod clock;
 pub mod config;
+pub mod director;
 pub mod inventory;
 pub mod output;
 pub mod rollout;

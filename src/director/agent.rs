@@ -1,0 +1,50 @@
+//! The agent on each VM, as the director talks to it.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use super::model::InstanceSpec;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AgentError {
+    /// The agent did not answer in time: its VM is gone, or its NATS certificate expired.
+    #[error("timed out sending {method} to agent {agent_id}")]
+    Unresponsive { agent_id: String, method: String },
+    #[error("agent {agent_id} failed {method}: {message}")]
+    Failed {
+        agent_id: String,
+        method: String,
+        message: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    Running,
+    Starting,
+    Stopped,
+    Failing,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentState {
+    pub job_state: JobState,
+    pub applied: Option<InstanceSpec>,
+    /// Jobs whose processes are not running, for error messages.
+    pub failing_jobs: Vec<String>,
+}
+
+#[async_trait]
+pub trait Agent: Send + Sync {
+    async fn get_state(&self, agent_id: &str) -> Result<AgentState, AgentError>;
+    /// Downloads what `apply` will need.
+    async fn prepare(&self, agent_id: &str, spec: &InstanceSpec) -> Result<(), AgentError>;
+    /// Runs the drain scripts; a negative answer means "ask again after that many seconds".
+    async fn drain(&self, agent_id: &str, status_only: bool) -> Result<i64, AgentError>;
+    async fn stop(&self, agent_id: &str) -> Result<(), AgentError>;
+    async fn apply(&self, agent_id: &str, spec: &InstanceSpec) -> Result<(), AgentError>;
+    async fn start(&self, agent_id: &str) -> Result<(), AgentError>;
+    async fn mount_disk(&self, agent_id: &str, disk_cid: &str) -> Result<(), AgentError>;
+    async fn unmount_disk(&self, agent_id: &str, disk_cid: &str) -> Result<(), AgentError>;
+}

@@ -1,0 +1,27 @@
+//! The cloud provider interface: what the director asks of the IaaS.
+
+use async_trait::async_trait;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct CpiError(pub String);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VmRequest {
+    pub agent_id: String,
+    pub stemcell: String,
+    pub vm_type: Option<String>,
+    pub deployment: String,
+    /// `group/index`, which the simulated cloud uses to decide configured faults.
+    pub instance: String,
+}
+
+#[async_trait]
+pub trait Cpi: Send + Sync {
+    async fn create_vm(&self, request: &VmRequest) -> Result<String, CpiError>;
+    async fn delete_vm(&self, cid: &str) -> Result<(), CpiError>;
+    async fn has_vm(&self, cid: &str) -> Result<bool, CpiError>;
+    async fn create_disk(&self, size: u64, vm_cid: &str) -> Result<String, CpiError>;
+    async fn attach_disk(&self, vm_cid: &str, disk_cid: &str) -> Result<(), CpiError>;
+    async fn detach_disk(&self, vm_cid: &str, disk_cid: &str) -> Result<(), CpiError>;
+}

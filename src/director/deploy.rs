@@ -1,0 +1,228 @@
+//! The deploy procedure (seed 000) as far as this version implements it: validate, bind
+//! existing VMs, plan, delete what is no longer wanted, create missing VMs, and update
+//! instance groups. Recreate and delete are deploys of the stored manifest with other
+//! options. Compilation and IP management slot in between binding and VM creation.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use tokio::task::JoinSet;
+
+use super::Core;
+use super::manifest::{Manifest, parse};
+use super::model::{DeploymentRecord, InstanceRecord, Release, Stemcell};
+use super::plan::{Change, PlanOptions, plan};
+use super::store::{Collection, get, list, put, remove};
+use super::task::TaskLog;
+use super::update::{UpdateOptions, create_missing_vm, delete_instance, update_groups};
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeployOptions {
+    /// Recreate every VM.
+    pub recreate: bool,
+    /// Replace VMs whose agents do not answer instead of failing.
+    pub fix: bool,
+    pub skip_drain: bool,
+    pub canaries: Option<usize>,
+    pub max_in_flight: Option<usize>,
+    /// Plan and report, change nothing.
+    pub dry_run: bool,
+}
+
+fn check_uploads(core: &Core, manifest: &Manifest) -> Result<(), String> {
+    let mut missing = Vec::new();
+    for r in &manifest.releases {
+        let key = format!("{}/{}", r.name, r.version);
+        match get::<Release>(&*core.store, Collection::Releases, &key) {
+            Ok(Some(_)) => {}
+            Ok(None) => missing.push(format!("release `{key}`")),
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    for s in &manifest.stemcells {
+        let key = format!("{}/{}", s.os, s.version);
+        match get::<Stemcell>(&*core.store, Collection::Stemcells, &key) {
+            Ok(Some(_)) => {}
+            Ok(None) => missing.push(format!("stemcell `{key}` (alias `{}`)", s.alias)),
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "not uploaded to the director: {}",
+            missing.join(", ")
+        ))
+    }
+}
+
+/// Asks every agent of the deployment for its state, in parallel. Unanswered agents fail
+/// the deploy, unless `fix`: then their instances get new VMs.
+async fn bind(
+    core: &Arc<Core>,
+    log: &TaskLog,
+    existing: &[InstanceRecord],
+    fix: bool,
+) -> Result<BTreeSet<String>, String> {
+    let stage = log.stage("Preparing deployment", Vec::new(), 1);
+    let step = stage.start("Binding existing deployment");
+    let mut calls = JoinSet::new();
+    for instance in existing {
+        let (Some(agent), Some(_)) = (instance.agent_id.clone(), &instance.vm_cid) else {
+            continue;
+        };
+        let core = Arc::clone(core);
+        let (id, name) = (instance.id.clone(), instance.name());
+        calls.spawn(async move {
+            let answered = core
+                .agent_call(&agent, "get_state", core.agent.get_state(&agent))
+                .await
+                .is_ok();
+            (id, name, answered)
+        });
+    }
+    let mut unresponsive = BTreeSet::new();
+    let mut names = Vec::new();
+    while let Some(joined) = calls.join_next().await {
+        let (id, name, answered) = joined.map_err(|e| format!("internal error: {e}"))?;
+        if !answered {
+            unresponsive.insert(id);
+            names.push(name);
+        }
+    }
+    names.sort();
+    if !names.is_empty() && !fix {
+        return step.end(Err(format!(
+            "Timed out sending get_state to the agents of {}; run cloud check (`bosh cck`) to see why they \
+             cannot be reached, or recreate with fix to replace their VMs",
+            names.join(", ")
+        )));
+    }
+    step.finish();
+    Ok(unresponsive)
+}
+
+pub async fn deploy(
+    core: Arc<Core>,
+    log: TaskLog,
+    text: String,
+    options: DeployOptions,
+) -> Result<String, String> {
+    let manifest = parse(&text).map_err(|e| format!("the manifest is invalid:\n{e}"))?;
+    check_uploads(&core, &manifest)?;
+    let name = manifest.name.clone();
+    let existing: Vec<InstanceRecord> =
+        list(&*core.store, Collection::Instances, Some(&name)).map_err(|e| e.to_string())?;
+    let unresponsive = bind(&core, &log, &existing, options.fix).await?;
+    let mut plan = plan(
+        &manifest,
+        existing,
+        &PlanOptions {
+            recreate: options.recreate,
+            unresponsive,
+        },
+    );
+    let changed = plan.changed_instances();
+    let obsolete = plan.obsolete.len();
+    if options.dry_run {
+        return Ok(format!(
+            "dry run: {changed} instances would be updated and {obsolete} deleted; nothing was changed"
+        ));
+    }
+
+    if obsolete > 0 {
+        let stage = log.stage("Deleting unneeded instances", Vec::new(), obsolete as u32);
+        for record in std::mem::take(&mut plan.obsolete) {
+            let step = stage.start(record.name());
+            step.end(delete_instance(&core, record, true).await)?;
+        }
+    }
+
+    let missing: Vec<_> = plan
+        .groups
+        .iter_mut()
+        .flat_map(|g| g.instances.iter_mut())
+        .filter(|i| i.changes.contains(&Change::New))
+        .collect();
+    if !missing.is_empty() {
+        let stage = log.stage("Creating missing vms", Vec::new(), missing.len() as u32);
+        let mut created = JoinSet::new();
+        for (slot, instance) in missing.iter().enumerate() {
+            let (core, stage, name, instance) = (
+                Arc::clone(&core),
+                stage.clone(),
+                name.clone(),
+                (*instance).clone(),
+            );
+            created.spawn(async move {
+                let step = stage.start(format!("{}/{}", instance.group, instance.index));
+                (
+                    slot,
+                    step.end(create_missing_vm(&core, &name, &instance).await),
+                )
+            });
+        }
+        let mut records = vec![None; missing.len()];
+        let mut first_error = None;
+        while let Some(joined) = created.join_next().await {
+            match joined {
+                Ok((slot, Ok(record))) => records[slot] = Some(record),
+                Ok((_, Err(e))) => {
+                    first_error.get_or_insert(e);
+                }
+                Err(e) => {
+                    first_error.get_or_insert(format!("internal error: {e}"));
+                }
+            }
+        }
+        if let Some(e) = first_error {
+            return Err(e);
+        }
+        for (instance, record) in missing.into_iter().zip(records) {
+            instance.existing = record;
+        }
+    }
+
+    let update = UpdateOptions {
+        skip_drain: options.skip_drain,
+        canaries: options.canaries,
+        max_in_flight: options.max_in_flight,
+    };
+    update_groups(&core, &log, &name, &plan.groups, &update).await?;
+    core.store
+        .write(vec![put(
+            Collection::Deployments,
+            &name,
+            &name,
+            &DeploymentRecord {
+                name: name.clone(),
+                manifest: Some(text),
+            },
+        )])
+        .map_err(|e| e.to_string())?;
+    Ok(format!(
+        "deployment `{name}`: {changed} instances updated, {obsolete} deleted"
+    ))
+}
+
+/// Deletes every instance of the deployment (VMs deleted, disks orphaned) and the
+/// deployment itself.
+pub async fn delete(core: Arc<Core>, log: TaskLog, name: String) -> Result<String, String> {
+    let existing: Vec<InstanceRecord> =
+        list(&*core.store, Collection::Instances, Some(&name)).map_err(|e| e.to_string())?;
+    let unresponsive = bind(&core, &log, &existing, true).await?;
+    let stage = log.stage("Deleting instances", Vec::new(), existing.len() as u32);
+    let count = existing.len();
+    for record in existing {
+        let responsive = !unresponsive.contains(&record.id);
+        let step = stage.start(record.name());
+        step.end(delete_instance(&core, record, responsive).await)?;
+    }
+    core.store
+        .write(vec![remove(Collection::Deployments, &name)])
+        .map_err(|e| e.to_string())?;
+    Ok(format!(
+        "deployment `{name}` deleted with {count} instances"
+    ))
+}

@@ -1,0 +1,381 @@
+//! The embedded director core: releases, stemcells, cloud config, deployments and their
+//! instances, VMs and disks, and tasks with event logs, behind one facade. Operations run
+//! as background tasks; one operation per deployment at a time (a second is refused at
+//! once, naming the task that holds the lock). State lives in a [`store::Store`]; the IaaS
+//! and the agents are behind the [`cpi::Cpi`] and [`agent::Agent`] traits.
+
+pub mod agent;
+pub mod cpi;
+mod deploy;
+mod error;
+mod ids;
+pub mod manifest;
+pub mod model;
+pub mod plan;
+pub mod sim;
+pub mod store;
+mod task;
+mod update;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+pub use deploy::DeployOptions;
+pub use error::DirectorError;
+
+use agent::{Agent, AgentError};
+use cpi::Cpi;
+use model::{
+    DeploymentRecord, DiskRecord, InstanceRecord, Release, Stemcell, Task, TaskEvent, TaskState,
+    VmRecord,
+};
+use store::{Collection, Store, get, list, put};
+use task::{TaskLog, unix_now};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DirectorSettings {
+    /// How long an agent may take to answer before it counts as unresponsive.
+    pub agent_timeout: Duration,
+    /// How often `get_state` is polled while watching jobs start.
+    pub watch_poll: Duration,
+}
+
+impl Default for DirectorSettings {
+    fn default() -> Self {
+        DirectorSettings {
+            agent_timeout: Duration::from_secs(45),
+            watch_poll: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Options of `recreate`, as `bosh recreate` takes them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RecreateOptions {
+    pub fix: bool,
+    pub skip_drain: bool,
+    pub canaries: Option<usize>,
+    pub max_in_flight: Option<usize>,
+    pub dry_run: bool,
+}
+
+/// What the director's jobs need: the store, the cloud, the agents and settings.
+pub struct Core {
+    pub store: Arc<dyn Store>,
+    pub cpi: Arc<dyn Cpi>,
+    pub agent: Arc<dyn Agent>,
+    pub settings: DirectorSettings,
+}
+
+impl Core {
+    /// Bounds an agent call by the agent timeout.
+    pub async fn agent_call<T>(
+        &self,
+        agent_id: &str,
+        method: &str,
+        call: impl Future<Output = Result<T, AgentError>>,
+    ) -> Result<T, AgentError> {
+        match tokio::time::timeout(self.settings.agent_timeout, call).await {
+            Ok(result) => result,
+            Err(_) => Err(AgentError::Unresponsive {
+                agent_id: agent_id.to_string(),
+                method: method.to_string(),
+            }),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct Director {
+    core: Arc<Core>,
+    finished: Arc<Notify>,
+}
+
+/// The reason recorded on tasks that a previous process left unfinished.
+pub const RECOVERY_REASON: &str =
+    "the director stopped while this task was running; its deployment is left as far as it got";
+
+fn lock_name(deployment: &str) -> String {
+    format!("lock:deployment:{deployment}")
+}
+
+impl Director {
+    /// A director over `store`; tasks a previous process left running are marked as
+    /// errored and stale locks released.
+    ///
+    /// # Errors
+    /// When the store cannot be read or written.
+    pub fn new(
+        store: Arc<dyn Store>,
+        cpi: Arc<dyn Cpi>,
+        agent: Arc<dyn Agent>,
+        settings: DirectorSettings,
+    ) -> Result<Self, DirectorError> {
+        let recovered = store.recover(RECOVERY_REASON, unix_now())?;
+        if !recovered.is_empty() {
+            tracing::warn!(tasks = ?recovered, "tasks left running by a previous process were marked as errored");
+        }
+        Ok(Director {
+            core: Arc::new(Core {
+                store,
+                cpi,
+                agent,
+                settings,
+            }),
+            finished: Arc::new(Notify::new()),
+        })
+    }
+
+    fn store(&self) -> &dyn Store {
+        &*self.core.store
+    }
+
+    pub fn upload_release(&self, release: &Release) -> Result<(), DirectorError> {
+        let key = format!("{}/{}", release.name, release.version);
+        Ok(self.store().write(vec![put(
+            Collection::Releases,
+            &key,
+            &release.name,
+            release,
+        )])?)
+    }
+
+    pub fn upload_stemcell(&self, stemcell: &Stemcell) -> Result<(), DirectorError> {
+        let key = format!("{}/{}", stemcell.os, stemcell.version);
+        Ok(self.store().write(vec![put(
+            Collection::Stemcells,
+            &key,
+            &stemcell.os,
+            stemcell,
+        )])?)
+    }
+
+    pub fn releases(&self) -> Result<Vec<Release>, DirectorError> {
+        Ok(list(self.store(), Collection::Releases, None)?)
+    }
+
+    pub fn stemcells(&self) -> Result<Vec<Stemcell>, DirectorError> {
+        Ok(list(self.store(), Collection::Stemcells, None)?)
+    }
+
+    /// Replaces the cloud config; it must be YAML.
+    pub fn update_cloud_config(&self, text: &str) -> Result<(), DirectorError> {
+        crate::yaml::load(text, crate::yaml::Limits::default())
+            .map_err(|e| DirectorError::Invalid(format!("cloud config is not valid YAML: {e}")))?;
+        Ok(self
+            .store()
+            .write(vec![put(Collection::CloudConfig, "current", "", &text)])?)
+    }
+
+    pub fn cloud_config(&self) -> Result<Option<String>, DirectorError> {
+        Ok(get(self.store(), Collection::CloudConfig, "current")?)
+    }
+
+    /// Starts a deploy of `manifest`. Text that is not YAML or has no name is refused at
+    /// once; everything else is checked inside the task.
+    ///
+    /// # Errors
+    /// [`DirectorError::Locked`] when another task holds the deployment, manifest errors
+    /// when its name cannot be read.
+    pub fn deploy(&self, manifest: &str, options: DeployOptions) -> Result<Task, DirectorError> {
+        let root = crate::yaml::load(manifest, crate::yaml::Limits::default())
+            .map_err(|e| DirectorError::Manifest(manifest::ManifestError::Syntax(e)))?;
+        let name = root
+            .get("name")
+            .and_then(|n| n.as_str())
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| DirectorError::Invalid("the manifest has no `name`".into()))?
+            .to_string();
+        let text = manifest.to_string();
+        let known: Option<DeploymentRecord> = get(self.store(), Collection::Deployments, &name)?;
+        let description = if known.is_some() {
+            "update deployment"
+        } else {
+            "create deployment"
+        };
+        self.start_task(description, &name, true, move |core, log| {
+            deploy::deploy(core, log, text, options)
+        })
+    }
+
+    /// Recreates every VM of the deployment from its last deployed manifest.
+    ///
+    /// # Errors
+    /// [`DirectorError::NotFound`] for a deployment that never deployed successfully,
+    /// [`DirectorError::Locked`] when another task holds it.
+    pub fn recreate(
+        &self,
+        deployment: &str,
+        options: RecreateOptions,
+    ) -> Result<Task, DirectorError> {
+        let manifest = self.deployed_manifest(deployment)?;
+        let deploy_options = DeployOptions {
+            recreate: true,
+            fix: options.fix,
+            skip_drain: options.skip_drain,
+            canaries: options.canaries,
+            max_in_flight: options.max_in_flight,
+            dry_run: options.dry_run,
+        };
+        self.start_task(
+            "recreate deployment",
+            deployment,
+            false,
+            move |core, log| deploy::deploy(core, log, manifest, deploy_options),
+        )
+    }
+
+    /// # Errors
+    /// [`DirectorError::NotFound`] for an unknown deployment, [`DirectorError::Locked`].
+    pub fn delete(&self, deployment: &str) -> Result<Task, DirectorError> {
+        if get::<DeploymentRecord>(self.store(), Collection::Deployments, deployment)?.is_none() {
+            return Err(DirectorError::NotFound {
+                what: format!("deployment `{deployment}`"),
+            });
+        }
+        let name = deployment.to_string();
+        self.start_task("delete deployment", deployment, false, move |core, log| {
+            deploy::delete(core, log, name)
+        })
+    }
+
+    fn deployed_manifest(&self, deployment: &str) -> Result<String, DirectorError> {
+        get::<DeploymentRecord>(self.store(), Collection::Deployments, deployment)?
+            .and_then(|d| d.manifest)
+            .ok_or_else(|| DirectorError::NotFound {
+                what: format!("a successfully deployed manifest of deployment `{deployment}`"),
+            })
+    }
+
+    /// Takes the deployment's lock with a new task and runs `job` in the background.
+    fn start_task<F, Fut>(
+        &self,
+        description: &str,
+        deployment: &str,
+        create: bool,
+        job: F,
+    ) -> Result<Task, DirectorError>
+    where
+        F: FnOnce(Arc<Core>, TaskLog) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<String, String>> + Send + 'static,
+    {
+        let lock = lock_name(deployment);
+        let task = match self
+            .store()
+            .create_task(description, Some(deployment), Some(&lock))?
+        {
+            Ok(task) => task,
+            Err(holder) => {
+                return Err(DirectorError::Locked {
+                    deployment: deployment.to_string(),
+                    task: holder,
+                });
+            }
+        };
+        if create
+            && get::<DeploymentRecord>(self.store(), Collection::Deployments, deployment)?.is_none()
+        {
+            let record = DeploymentRecord {
+                name: deployment.to_string(),
+                manifest: None,
+            };
+            self.store().write(vec![put(
+                Collection::Deployments,
+                deployment,
+                deployment,
+                &record,
+            )])?;
+        }
+        let core = Arc::clone(&self.core);
+        let finished = Arc::clone(&self.finished);
+        let mut running = task.clone();
+        tokio::spawn(async move {
+            running.state = TaskState::Processing;
+            running.started_at = Some(unix_now());
+            let _ = core.store.put_task(&running);
+            let log = TaskLog::new(running.id, Arc::clone(&core.store));
+            let outcome = job(Arc::clone(&core), log).await;
+            let (state, result) = match outcome {
+                Ok(result) => (TaskState::Done, result),
+                Err(error) => (TaskState::Error, error),
+            };
+            running.state = state;
+            running.result = Some(result);
+            running.finished_at = Some(unix_now());
+            if let Err(e) = core.store.put_task(&running) {
+                tracing::error!(task = running.id, error = %e, "cannot record the end of a task");
+            }
+            let _ = core.store.release_lock(&lock, running.id);
+            finished.notify_waiters();
+        });
+        Ok(task)
+    }
+
+    /// Waits until the task has ended and returns it.
+    ///
+    /// # Errors
+    /// [`DirectorError::NotFound`] for an unknown task.
+    pub async fn wait(&self, id: u64) -> Result<Task, DirectorError> {
+        loop {
+            let notified = self.finished.notified();
+            let task = self.task(id)?.ok_or_else(|| DirectorError::NotFound {
+                what: format!("task {id}"),
+            })?;
+            if !task.state.is_running() {
+                return Ok(task);
+            }
+            notified.await;
+        }
+    }
+
+    pub fn deployment(&self, name: &str) -> Result<Option<DeploymentRecord>, DirectorError> {
+        Ok(get(self.store(), Collection::Deployments, name)?)
+    }
+
+    pub fn deployments(&self) -> Result<Vec<DeploymentRecord>, DirectorError> {
+        Ok(list(self.store(), Collection::Deployments, None)?)
+    }
+
+    pub fn instances(&self, deployment: &str) -> Result<Vec<InstanceRecord>, DirectorError> {
+        let mut instances: Vec<InstanceRecord> =
+            list(self.store(), Collection::Instances, Some(deployment))?;
+        instances.sort_by(|a, b| (&a.group, a.index).cmp(&(&b.group, b.index)));
+        Ok(instances)
+    }
+
+    pub fn vms(&self, deployment: &str) -> Result<Vec<VmRecord>, DirectorError> {
+        Ok(list(self.store(), Collection::Vms, Some(deployment))?)
+    }
+
+    pub fn disks(&self, deployment: &str) -> Result<Vec<DiskRecord>, DirectorError> {
+        Ok(list(self.store(), Collection::Disks, Some(deployment))?)
+    }
+
+    /// Newest first.
+    pub fn tasks(&self) -> Result<Vec<Task>, DirectorError> {
+        Ok(self.store().tasks()?)
+    }
+
+    pub fn task(&self, id: u64) -> Result<Option<Task>, DirectorError> {
+        Ok(self.store().task(id)?)
+    }
+
+    pub fn events(&self, id: u64) -> Result<Vec<TaskEvent>, DirectorError> {
+        Ok(self.store().events(id)?)
+    }
+
+    pub fn locks(&self) -> Result<Vec<(String, u64)>, DirectorError> {
+        Ok(self.store().locks()?)
+    }
+
+    /// The task holding the deployment's lock, if any.
+    pub fn lock_holder(&self, deployment: &str) -> Result<Option<u64>, DirectorError> {
+        Ok(self.store().lock_holder(&lock_name(deployment))?)
+    }
+}
+
+#[cfg(test)]
+mod tests;

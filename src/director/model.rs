@@ -1,0 +1,175 @@
+//! The director's records: what it knows about releases, stemcells, deployments,
+//! instances, VMs, disks and tasks. Everything here is persisted as JSON in the store.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Package {
+    pub name: String,
+    #[serde(default)]
+    pub dependencies: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReleaseJob {
+    pub name: String,
+    #[serde(default)]
+    pub packages: Vec<String>,
+}
+
+/// A release's metadata: its jobs and packages with their dependencies.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Release {
+    pub name: String,
+    pub version: String,
+    #[serde(default)]
+    pub jobs: Vec<ReleaseJob>,
+    #[serde(default)]
+    pub packages: Vec<Package>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stemcell {
+    pub name: String,
+    pub os: String,
+    pub version: String,
+}
+
+/// What an instance runs, recorded when it was last applied; comparing it with the
+/// desired spec tells whether the instance changes.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct InstanceSpec {
+    pub stemcell: String,
+    /// Release name to version, for the releases whose jobs the instance runs.
+    pub releases: BTreeMap<String, String>,
+    pub jobs: Vec<String>,
+    pub vm_type: Option<String>,
+    /// Persistent disk size in MB; 0 for none.
+    pub persistent_disk: u64,
+    pub networks: Vec<String>,
+    /// Job properties, rendered: a change here restarts the jobs.
+    pub properties: serde_json::Value,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DesiredState {
+    Started,
+    Stopped,
+}
+
+/// One instance of an instance group, with the VM and disk it has now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstanceRecord {
+    pub id: String,
+    pub deployment: String,
+    pub group: String,
+    pub index: u32,
+    pub az: Option<String>,
+    pub vm_cid: Option<String>,
+    pub agent_id: Option<String>,
+    pub disk_cid: Option<String>,
+    /// The spec last applied and started successfully; `None` until then.
+    pub applied: Option<InstanceSpec>,
+    pub state: DesiredState,
+}
+
+impl InstanceRecord {
+    /// `group/index`, the name BOSH shows in events.
+    pub fn name(&self) -> String {
+        format!("{}/{} ({})", self.group, self.id, self.index)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VmRecord {
+    pub cid: String,
+    pub agent_id: String,
+    pub deployment: String,
+    pub instance_id: Option<String>,
+    pub stemcell: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DiskRecord {
+    pub cid: String,
+    pub deployment: String,
+    pub instance_id: Option<String>,
+    pub size: u64,
+    /// Kept when its instance went away; listed as orphaned, never deleted by a deploy.
+    pub orphaned: bool,
+}
+
+/// A deployment and the manifest it last deployed successfully.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeploymentRecord {
+    pub name: String,
+    /// The manifest of the last successful deploy; `None` while the first one has not
+    /// succeeded.
+    pub manifest: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskState {
+    Queued,
+    Processing,
+    Done,
+    Error,
+    Cancelled,
+}
+
+impl TaskState {
+    pub fn is_running(self) -> bool {
+        matches!(self, TaskState::Queued | TaskState::Processing)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskState::Queued => "queued",
+            TaskState::Processing => "processing",
+            TaskState::Done => "done",
+            TaskState::Error => "error",
+            TaskState::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// A background operation of the director, as `GET /tasks/:id` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Task {
+    pub id: u64,
+    pub state: TaskState,
+    pub description: String,
+    pub deployment: Option<String>,
+    /// What happened, in one line: the outcome of a finished task or its error.
+    pub result: Option<String>,
+    /// Unix seconds.
+    pub started_at: Option<u64>,
+    pub finished_at: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventState {
+    Started,
+    Finished,
+    Failed,
+}
+
+/// One line of a task's event log, in the director's event format.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskEvent {
+    pub time: u64,
+    pub stage: String,
+    pub tags: Vec<String>,
+    pub task: String,
+    pub index: u32,
+    pub total: u32,
+    pub state: EventState,
+    pub progress: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}

@@ -1,0 +1,82 @@
+//! Typed access to the store's JSON documents.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::{Store, StoreError, Write};
+
+/// The collections, so that a typo in a name cannot split the data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Collection {
+    Releases,
+    Stemcells,
+    CloudConfig,
+    Deployments,
+    Instances,
+    Vms,
+    Disks,
+    /// The simulated IaaS: VMs and disks as the cloud sees them.
+    CloudVms,
+    CloudDisks,
+    /// The simulated agents' state.
+    Agents,
+    /// The embedded broker's service instances.
+    ServiceInstances,
+}
+
+impl Collection {
+    pub fn name(self) -> &'static str {
+        match self {
+            Collection::Releases => "releases",
+            Collection::Stemcells => "stemcells",
+            Collection::CloudConfig => "cloud_config",
+            Collection::Deployments => "deployments",
+            Collection::Instances => "instances",
+            Collection::Vms => "vms",
+            Collection::Disks => "disks",
+            Collection::CloudVms => "cloud_vms",
+            Collection::CloudDisks => "cloud_disks",
+            Collection::Agents => "agents",
+            Collection::ServiceInstances => "service_instances",
+        }
+    }
+}
+
+pub fn get<T: DeserializeOwned>(
+    store: &dyn Store,
+    collection: Collection,
+    key: &str,
+) -> Result<Option<T>, StoreError> {
+    store
+        .get(collection, key)?
+        .map(|body| serde_json::from_str(&body).map_err(StoreError::from))
+        .transpose()
+}
+
+pub fn list<T: DeserializeOwned>(
+    store: &dyn Store,
+    collection: Collection,
+    scope: Option<&str>,
+) -> Result<Vec<T>, StoreError> {
+    store
+        .list(collection, scope)?
+        .iter()
+        .map(|body| serde_json::from_str(body).map_err(StoreError::from))
+        .collect()
+}
+
+pub fn put<T: Serialize>(collection: Collection, key: &str, scope: &str, value: &T) -> Write {
+    Write::Put {
+        collection,
+        key: key.to_string(),
+        scope: scope.to_string(),
+        body: serde_json::to_string(value).expect("records serialize"),
+    }
+}
+
+pub fn remove(collection: Collection, key: &str) -> Write {
+    Write::Delete {
+        collection,
+        key: key.to_string(),
+    }
+}

@@ -1,0 +1,413 @@
+//! The director facade against the simulated cloud, in virtual time.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::model::{EventState, Package, Release, ReleaseJob, Stemcell, TaskState};
+use super::sim::{Fault, FaultKind, Latency, SimulatedCloud, SimulationSettings};
+use super::store::SqliteStore;
+use super::*;
+
+fn manifest(name: &str, instances: u32, stemcell: &str, disk: u64) -> String {
+    format!(
+        "name: {name}
+releases: [{{name: nginx, version: '1'}}]
+stemcells: [{{alias: default, os: jammy, version: '{stemcell}'}}]
+update: {{canaries: 1, max_in_flight: 2, canary_watch_time: 1000-5000, update_watch_time: 1000-5000}}
+instance_groups:
+- name: web
+  instances: {instances}
+  azs: [z1, z2]
+  jobs: [{{name: nginx, release: nginx, properties: {{port: 80}}}}]
+  vm_type: small
+  stemcell: default
+  persistent_disk: {disk}
+  networks: [{{name: default}}]
+"
+    )
+}
+
+struct Fixture {
+    director: Director,
+    cloud: Arc<SimulatedCloud>,
+}
+
+fn fixture(faults: Vec<Fault>) -> Fixture {
+    let store: Arc<dyn store::Store> = Arc::new(SqliteStore::in_memory().unwrap());
+    let latency = Latency {
+        min: Duration::from_millis(100),
+        max: Duration::from_millis(300),
+    };
+    let cloud = Arc::new(SimulatedCloud::new(
+        Arc::clone(&store),
+        SimulationSettings {
+            seed: 7,
+            cpi_latency: latency,
+            agent_latency: latency,
+            faults,
+        },
+    ));
+    let director = Director::new(
+        store,
+        Arc::clone(&cloud) as Arc<dyn Cpi>,
+        Arc::clone(&cloud) as Arc<dyn Agent>,
+        DirectorSettings::default(),
+    )
+    .unwrap();
+    director
+        .upload_release(&Release {
+            name: "nginx".into(),
+            version: "1".into(),
+            jobs: vec![ReleaseJob {
+                name: "nginx".into(),
+                packages: vec!["nginx".into()],
+            }],
+            packages: vec![Package {
+                name: "nginx".into(),
+                dependencies: vec![],
+            }],
+        })
+        .unwrap();
+    for version in ["1.0", "2.0"] {
+        director
+            .upload_stemcell(&Stemcell {
+                name: "bosh-jammy".into(),
+                os: "jammy".into(),
+                version: version.into(),
+            })
+            .unwrap();
+    }
+    Fixture { director, cloud }
+}
+
+async fn deploy(director: &Director, text: &str) -> Task {
+    let task = director.deploy(text, DeployOptions::default()).unwrap();
+    director.wait(task.id).await.unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deploy_creates_starts_and_records_every_instance() {
+    let f = fixture(vec![]);
+    let task = deploy(&f.director, &manifest("d", 3, "1.0", 1024)).await;
+    assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+    assert_eq!(task.description, "create deployment");
+    let instances = f.director.instances("d").unwrap();
+    assert_eq!(instances.len(), 3);
+    assert!(
+        instances
+            .iter()
+            .all(|i| i.vm_cid.is_some() && i.applied.is_some() && i.disk_cid.is_some())
+    );
+    assert_eq!(instances[1].az.as_deref(), Some("z2"));
+    assert_eq!(f.director.vms("d").unwrap().len(), 3);
+    assert_eq!(f.cloud.vms().len(), 3);
+    assert!(
+        f.director
+            .deployment("d")
+            .unwrap()
+            .unwrap()
+            .manifest
+            .is_some()
+    );
+    let events = f.director.events(task.id).unwrap();
+    let stages: Vec<&str> = events.iter().map(|e| e.stage.as_str()).collect();
+    assert!(stages.contains(&"Preparing deployment"));
+    assert!(stages.contains(&"Creating missing vms"));
+    let updates: Vec<_> = events
+        .iter()
+        .filter(|e| e.stage == "Updating instance")
+        .collect();
+    assert_eq!(updates.len(), 6, "three started, three finished");
+    assert!(updates[0].task.ends_with("(canary)"));
+    assert_eq!(updates[0].total, 3);
+    // The canary finished before anything else started.
+    assert_eq!(updates[1].state, EventState::Finished);
+    assert_eq!(updates[1].task, updates[0].task);
+    assert!(
+        f.director.locks().unwrap().is_empty(),
+        "the lock was released"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_second_operation_on_a_locked_deployment_is_refused_naming_the_holder() {
+    let f = fixture(vec![]);
+    let first = f
+        .director
+        .deploy(&manifest("d", 2, "1.0", 0), DeployOptions::default())
+        .unwrap();
+    let refused = f
+        .director
+        .deploy(&manifest("d", 2, "1.0", 0), DeployOptions::default());
+    match refused {
+        Err(DirectorError::Locked { deployment, task }) => {
+            assert_eq!((deployment.as_str(), task), ("d", first.id));
+        }
+        other => panic!("expected a lock error, got {other:?}"),
+    }
+    assert_eq!(f.director.lock_holder("d").unwrap(), Some(first.id));
+    assert!(
+        f.director
+            .deploy(&manifest("other", 1, "1.0", 0), DeployOptions::default())
+            .is_ok()
+    );
+    f.director.wait(first.id).await.unwrap();
+    assert!(f.director.recreate("d", RecreateOptions::default()).is_ok());
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unchanged_redeploy_touches_nothing() {
+    let f = fixture(vec![]);
+    deploy(&f.director, &manifest("d", 2, "1.0", 0)).await;
+    let before = f.cloud.vms();
+    let task = deploy(&f.director, &manifest("d", 2, "1.0", 0)).await;
+    assert_eq!(task.state, TaskState::Done);
+    assert_eq!(task.description, "update deployment");
+    assert!(
+        task.result
+            .as_deref()
+            .unwrap()
+            .contains("0 instances updated")
+    );
+    assert_eq!(f.cloud.vms(), before);
+    let events = f.director.events(task.id).unwrap();
+    assert!(events.iter().all(|e| e.stage != "Updating instance"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_new_stemcell_replaces_every_vm_and_keeps_the_disks() {
+    let f = fixture(vec![]);
+    deploy(&f.director, &manifest("d", 2, "1.0", 1024)).await;
+    let before = f.director.instances("d").unwrap();
+    let task = deploy(&f.director, &manifest("d", 2, "2.0", 1024)).await;
+    assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+    let after = f.director.instances("d").unwrap();
+    for (b, a) in before.iter().zip(&after) {
+        assert_eq!(a.id, b.id);
+        assert_ne!(a.vm_cid, b.vm_cid);
+        assert_eq!(a.disk_cid, b.disk_cid);
+        assert_eq!(a.applied.as_ref().unwrap().stemcell, "jammy/2.0");
+    }
+    assert_eq!(f.cloud.vms().len(), 2, "old VMs deleted");
+}
+
+#[tokio::test(start_paused = true)]
+async fn scaling_down_deletes_vms_and_orphans_their_disks() {
+    let f = fixture(vec![]);
+    deploy(&f.director, &manifest("d", 3, "1.0", 1024)).await;
+    let task = deploy(&f.director, &manifest("d", 1, "1.0", 1024)).await;
+    assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+    assert_eq!(f.director.instances("d").unwrap().len(), 1);
+    assert_eq!(f.cloud.vms().len(), 1);
+    let orphaned = f
+        .director
+        .disks("d")
+        .unwrap()
+        .into_iter()
+        .filter(|d| d.orphaned)
+        .count();
+    assert_eq!(orphaned, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_create_vm_fault_fails_the_task_naming_the_step_and_instance() {
+    let f = fixture(vec![Fault {
+        kind: FaultKind::CreateVm,
+        deployment: "broken".into(),
+        probability: 1.0,
+    }]);
+    let task = deploy(&f.director, &manifest("broken", 1, "1.0", 0)).await;
+    assert_eq!(task.state, TaskState::Error);
+    let result = task.result.unwrap();
+    assert!(result.starts_with("create_vm for web/"), "{result}");
+    assert!(result.contains("(0)"), "{result}");
+    let failed = f
+        .director
+        .events(task.id)
+        .unwrap()
+        .into_iter()
+        .find(|e| e.state == EventState::Failed);
+    assert_eq!(failed.unwrap().stage, "Creating missing vms");
+    assert!(f.director.locks().unwrap().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn jobs_that_do_not_start_fail_the_task_after_the_watch_time() {
+    let f = fixture(vec![Fault {
+        kind: FaultKind::JobStart,
+        deployment: "flaky".into(),
+        probability: 1.0,
+    }]);
+    let start = tokio::time::Instant::now();
+    let task = deploy(&f.director, &manifest("flaky", 2, "1.0", 0)).await;
+    assert_eq!(task.state, TaskState::Error);
+    let result = task.result.unwrap();
+    assert!(
+        result.contains("is not running after update. Review logs for failed jobs: nginx"),
+        "{result}"
+    );
+    assert!(result.contains("web/"), "{result}");
+    assert!(
+        tokio::time::Instant::now() - start >= Duration::from_secs(5),
+        "waited the watch time"
+    );
+    // The canary failed, so the second instance was never updated.
+    let updated = f
+        .director
+        .events(task.id)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.stage == "Updating instance" && e.state == EventState::Started)
+        .count();
+    assert_eq!(updated, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn unresponsive_agents_fail_a_deploy_and_are_replaced_by_recreate_with_fix() {
+    let f = fixture(vec![]);
+    deploy(&f.director, &manifest("d", 2, "1.0", 1024)).await;
+    let instances = f.director.instances("d").unwrap();
+    let stuck = instances[0].agent_id.clone().unwrap();
+    f.cloud.set_responsive(&stuck, false).unwrap();
+
+    let task = deploy(&f.director, &manifest("d", 2, "2.0", 1024)).await;
+    assert_eq!(task.state, TaskState::Error);
+    let result = task.result.unwrap();
+    assert!(result.contains("Timed out sending get_state"), "{result}");
+    assert!(result.contains(&instances[0].name()), "{result}");
+    assert!(result.contains("cloud check"), "{result}");
+
+    let recreate = f
+        .director
+        .recreate(
+            "d",
+            RecreateOptions {
+                fix: true,
+                ..RecreateOptions::default()
+            },
+        )
+        .unwrap();
+    let done = f.director.wait(recreate.id).await.unwrap();
+    assert_eq!(done.state, TaskState::Done, "{:?}", done.result);
+    let after = f.director.instances("d").unwrap();
+    assert_ne!(after[0].agent_id.as_deref(), Some(stuck.as_str()));
+    assert_ne!(
+        after[1].vm_cid, instances[1].vm_cid,
+        "recreate replaces every VM"
+    );
+    assert_eq!(
+        after[0].disk_cid, instances[0].disk_cid,
+        "the disk is re-attached"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_invalid_manifest_fails_the_task_and_changes_nothing() {
+    let f = fixture(vec![]);
+    let task = deploy(&f.director, &manifest("d", 2, "9.9", 0)).await;
+    assert_eq!(task.state, TaskState::Error);
+    assert!(task.result.unwrap().contains("stemcell `jammy/9.9`"));
+    assert!(f.director.instances("d").unwrap().is_empty());
+    assert!(matches!(
+        f.director.deploy("not: [yaml", DeployOptions::default()),
+        Err(DirectorError::Manifest(_))
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn tasks_left_running_by_a_crash_are_errored_on_the_next_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    // The first process: its runtime is dropped with the task still queued, as a crash
+    // would leave it.
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let store: Arc<dyn store::Store> = Arc::new(SqliteStore::open(&path).unwrap());
+            let cloud = Arc::new(SimulatedCloud::new(
+                Arc::clone(&store),
+                SimulationSettings::default(),
+            ));
+            let director =
+                Director::new(store, cloud.clone(), cloud, DirectorSettings::default()).unwrap();
+            director
+                .upload_release(&Release {
+                    name: "nginx".into(),
+                    version: "1".into(),
+                    jobs: vec![],
+                    packages: vec![],
+                })
+                .unwrap();
+            director
+                .upload_stemcell(&Stemcell {
+                    name: "s".into(),
+                    os: "jammy".into(),
+                    version: "1.0".into(),
+                })
+                .unwrap();
+            director
+                .deploy(&manifest("d", 1, "1.0", 0), DeployOptions::default())
+                .unwrap();
+        });
+        drop(runtime);
+    })
+    .join()
+    .unwrap();
+    let store: Arc<dyn store::Store> = Arc::new(SqliteStore::open(dir.path()).unwrap());
+    let cloud = Arc::new(SimulatedCloud::new(
+        Arc::clone(&store),
+        SimulationSettings::default(),
+    ));
+    let director = Director::new(store, cloud.clone(), cloud, DirectorSettings::default()).unwrap();
+    let task = director.task(1).unwrap().unwrap();
+    assert_eq!(task.state, TaskState::Error);
+    assert_eq!(task.result.as_deref(), Some(RECOVERY_REASON));
+    assert!(director.locks().unwrap().is_empty());
+    let again = director
+        .deploy(&manifest("d", 1, "1.0", 0), DeployOptions::default())
+        .unwrap();
+    assert_eq!(
+        director.wait(again.id).await.unwrap().state,
+        TaskState::Done
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dry_run_changes_nothing() {
+    let f = fixture(vec![]);
+    let task = f
+        .director
+        .deploy(
+            &manifest("d", 2, "1.0", 0),
+            DeployOptions {
+                dry_run: true,
+                ..DeployOptions::default()
+            },
+        )
+        .unwrap();
+    let task = f.director.wait(task.id).await.unwrap();
+    assert_eq!(task.state, TaskState::Done);
+    assert!(
+        task.result
+            .unwrap()
+            .starts_with("dry run: 2 instances would be updated")
+    );
+    assert!(f.cloud.vms().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn delete_removes_vms_and_the_deployment() {
+    let f = fixture(vec![]);
+    deploy(&f.director, &manifest("d", 2, "1.0", 1024)).await;
+    let task = f.director.delete("d").unwrap();
+    assert_eq!(
+        f.director.wait(task.id).await.unwrap().state,
+        TaskState::Done
+    );
+    assert!(f.director.deployment("d").unwrap().is_none());
+    assert!(f.cloud.vms().is_empty());
+    assert!(f.director.instances("d").unwrap().is_empty());
+}

@@ -1,0 +1,206 @@
+//! One instance's update: stop (prepare, drain, stop), a new VM when the old one cannot
+//! be reconfigured, the persistent disk, apply, start, and watching the jobs come up.
+
+use std::time::Duration;
+
+use tokio::time::{Instant, sleep};
+
+use super::super::Core;
+use super::super::agent::JobState;
+use super::super::manifest::WatchTime;
+use super::super::model::{DesiredState, DiskRecord, InstanceRecord};
+use super::super::plan::{Change, InstancePlan};
+use super::super::store::{Collection, put};
+use super::super::task::Stage;
+use super::UpdateOptions;
+use super::vm::{create_missing_vm, create_vm, delete_vm, persist};
+
+pub async fn update_instance(
+    core: &Core,
+    stage: &Stage,
+    deployment: &str,
+    plan: InstancePlan,
+    watch_time: WatchTime,
+    canary: bool,
+    options: &UpdateOptions,
+) -> Result<(), String> {
+    let label = |record: &InstanceRecord| {
+        let suffix = if canary { " (canary)" } else { "" };
+        format!("{}{suffix}", record.name())
+    };
+    let mut record = match plan.existing.clone() {
+        Some(record) => record,
+        None => create_missing_vm(core, deployment, &plan).await?,
+    };
+    let step = stage.start(label(&record));
+    step.end(procedure(core, &mut record, &plan, watch_time, options).await)
+}
+
+async fn procedure(
+    core: &Core,
+    record: &mut InstanceRecord,
+    plan: &InstancePlan,
+    watch_time: WatchTime,
+    options: &UpdateOptions,
+) -> Result<(), String> {
+    let name = record.name();
+    let unresponsive = plan.changes.contains(&Change::Unresponsive);
+    let running = record.vm_cid.is_some() && record.applied.is_some() && !unresponsive;
+    if running {
+        let agent = record.agent_id.clone().unwrap_or_default();
+        if !plan.needs_new_vm() {
+            core.agent_call(&agent, "prepare", core.agent.prepare(&agent, &plan.desired))
+                .await
+                .map_err(|e| format!("prepare for {name}: {e}"))?;
+        }
+        if !options.skip_drain {
+            drain(core, &agent, &name).await?;
+        }
+        core.agent_call(&agent, "stop", core.agent.stop(&agent))
+            .await
+            .map_err(|e| format!("stop for {name}: {e}"))?;
+    }
+    if record.vm_cid.is_none() || plan.needs_new_vm() {
+        delete_vm(core, record, !unresponsive).await?;
+        persist(core, record)?;
+        create_vm(core, record, plan).await?;
+    }
+    if plan.changes.contains(&Change::PersistentDisk) {
+        replace_disk(core, record, plan).await?;
+    }
+    let agent = record.agent_id.clone().unwrap_or_default();
+    core.agent_call(&agent, "apply", core.agent.apply(&agent, &plan.desired))
+        .await
+        .map_err(|e| format!("apply for {name}: {e}"))?;
+    record.state = DesiredState::Started;
+    core.agent_call(&agent, "start", core.agent.start(&agent))
+        .await
+        .map_err(|e| format!("start for {name}: {e}"))?;
+    watch(core, &agent, &name, watch_time).await?;
+    record.applied = Some(plan.desired.clone());
+    persist(core, record)
+}
+
+/// Drain: a positive answer is a wait in seconds; a negative one means wait that long
+/// and ask again.
+async fn drain(core: &Core, agent: &str, name: &str) -> Result<(), String> {
+    let mut answer = core
+        .agent_call(agent, "drain", core.agent.drain(agent, false))
+        .await
+        .map_err(|e| format!("drain for {name}: {e}"))?;
+    while answer < 0 {
+        sleep(Duration::from_secs(answer.unsigned_abs())).await;
+        answer = core
+            .agent_call(agent, "drain", core.agent.drain(agent, true))
+            .await
+            .map_err(|e| format!("drain for {name}: {e}"))?;
+    }
+    if answer > 0 {
+        sleep(Duration::from_secs(answer as u64)).await;
+    }
+    Ok(())
+}
+
+/// A changed persistent disk: a new one is created, attached and mounted, and the old one
+/// orphaned once the data has moved.
+async fn replace_disk(
+    core: &Core,
+    record: &mut InstanceRecord,
+    plan: &InstancePlan,
+) -> Result<(), String> {
+    let name = record.name();
+    let (Some(vm), Some(agent)) = (record.vm_cid.clone(), record.agent_id.clone()) else {
+        return Ok(());
+    };
+    let old = record.disk_cid.take();
+    let mut writes = Vec::new();
+    if plan.desired.persistent_disk > 0 {
+        let disk = core
+            .cpi
+            .create_disk(plan.desired.persistent_disk, &vm)
+            .await
+            .map_err(|e| format!("create_disk for {name}: {e}"))?;
+        core.cpi
+            .attach_disk(&vm, &disk)
+            .await
+            .map_err(|e| format!("attach_disk for {name}: {e}"))?;
+        core.agent_call(&agent, "mount_disk", core.agent.mount_disk(&agent, &disk))
+            .await
+            .map_err(|e| format!("mount_disk for {name}: {e}"))?;
+        let record_disk = DiskRecord {
+            cid: disk.clone(),
+            deployment: record.deployment.clone(),
+            instance_id: Some(record.id.clone()),
+            size: plan.desired.persistent_disk,
+            orphaned: false,
+        };
+        writes.push(put(
+            Collection::Disks,
+            &disk,
+            &record.deployment,
+            &record_disk,
+        ));
+        record.disk_cid = Some(disk);
+    }
+    if let Some(old) = old {
+        core.agent_call(
+            &agent,
+            "unmount_disk",
+            core.agent.unmount_disk(&agent, &old),
+        )
+        .await
+        .map_err(|e| format!("unmount_disk for {name}: {e}"))?;
+        core.cpi
+            .detach_disk(&vm, &old)
+            .await
+            .map_err(|e| format!("detach_disk for {name}: {e}"))?;
+        let orphan = DiskRecord {
+            cid: old.clone(),
+            deployment: record.deployment.clone(),
+            instance_id: None,
+            size: record
+                .applied
+                .as_ref()
+                .map(|a| a.persistent_disk)
+                .unwrap_or_default(),
+            orphaned: true,
+        };
+        writes.push(put(Collection::Disks, &old, &record.deployment, &orphan));
+    }
+    writes.push(put(
+        Collection::Instances,
+        &record.id,
+        &record.deployment,
+        &*record,
+    ));
+    core.store.write(writes).map_err(|e| e.to_string())
+}
+
+/// Polls `get_state` from the watch time's minimum until its maximum; the jobs must be
+/// running by then.
+async fn watch(core: &Core, agent: &str, name: &str, watch: WatchTime) -> Result<(), String> {
+    let start = Instant::now();
+    sleep(watch.min).await;
+    let failing = loop {
+        let state = core
+            .agent_call(agent, "get_state", core.agent.get_state(agent))
+            .await
+            .map_err(|e| format!("get_state for {name}: {e}"))?;
+        if state.job_state == JobState::Running {
+            return Ok(());
+        }
+        if Instant::now() - start >= watch.max {
+            break state.failing_jobs;
+        }
+        let remaining = watch.max - (Instant::now() - start);
+        sleep(core.settings.watch_poll.min(remaining)).await;
+    };
+    Err(format!(
+        "'{name}' is not running after update. Review logs for failed jobs: {}",
+        if failing.is_empty() {
+            "(none reported)".to_string()
+        } else {
+            failing.join(", ")
+        }
+    ))
+}

@@ -1,0 +1,179 @@
+//! Updating instance groups: canaries first, then the rest with `max_in_flight`, serial
+//! groups one after another. The first failure stops new instances from starting; those
+//! in flight finish; the task ends in error.
+
+mod instance;
+mod vm;
+
+use std::sync::Arc;
+
+use tokio::task::JoinSet;
+
+pub use instance::update_instance;
+pub use vm::{create_missing_vm, delete_instance};
+
+use super::Core;
+use super::manifest::WatchTime;
+use super::plan::{GroupPlan, InstancePlan};
+use super::task::{Stage, TaskLog};
+
+/// Options of one deploy that change how instances are updated.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UpdateOptions {
+    pub skip_drain: bool,
+    /// Override the manifest's `canaries` / `max_in_flight`.
+    pub canaries: Option<usize>,
+    pub max_in_flight: Option<usize>,
+}
+
+/// How one batch of a group runs: canaries, or the rest.
+#[derive(Debug, Clone, Copy)]
+struct Batch {
+    /// Instances in flight at once.
+    limit: usize,
+    watch_time: WatchTime,
+    canary: bool,
+}
+
+/// Runs `instances` at most `batch.limit` at a time; after the first error nothing new
+/// starts.
+async fn run_window(
+    core: &Arc<Core>,
+    stage: &Stage,
+    deployment: &str,
+    instances: Vec<InstancePlan>,
+    batch: Batch,
+    options: &UpdateOptions,
+) -> Result<(), String> {
+    let mut running = JoinSet::new();
+    let mut first_error: Option<String> = None;
+    let mut pending = instances.into_iter();
+    loop {
+        while first_error.is_none() && running.len() < batch.limit.max(1) {
+            let Some(plan) = pending.next() else { break };
+            let core = Arc::clone(core);
+            let stage = stage.clone();
+            let deployment = deployment.to_string();
+            let options = options.clone();
+            running.spawn(async move {
+                update_instance(
+                    &core,
+                    &stage,
+                    &deployment,
+                    plan,
+                    batch.watch_time,
+                    batch.canary,
+                    &options,
+                )
+                .await
+            });
+        }
+        match running.join_next().await {
+            None => break,
+            Some(Ok(Ok(()))) => {}
+            Some(Ok(Err(e))) => {
+                first_error.get_or_insert(e);
+            }
+            Some(Err(e)) => {
+                first_error.get_or_insert(format!("internal error: {e}"));
+            }
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+pub async fn update_group(
+    core: &Arc<Core>,
+    log: &TaskLog,
+    deployment: &str,
+    group: &GroupPlan,
+    options: &UpdateOptions,
+) -> Result<(), String> {
+    let changed: Vec<InstancePlan> = group
+        .instances
+        .iter()
+        .filter(|i| i.changed())
+        .cloned()
+        .collect();
+    if changed.is_empty() {
+        return Ok(());
+    }
+    let n = changed.len();
+    let canaries = options
+        .canaries
+        .unwrap_or_else(|| group.update.canaries.of(n))
+        .min(n);
+    let max_in_flight = options
+        .max_in_flight
+        .unwrap_or_else(|| group.update.max_in_flight.of(n))
+        .max(1);
+    let stage = log.stage("Updating instance", vec![group.name.clone()], n as u32);
+    let mut rest = changed;
+    let canary_plans: Vec<InstancePlan> = rest.drain(..canaries).collect();
+    let canary_batch = Batch {
+        limit: canaries.min(max_in_flight),
+        watch_time: group.update.canary_watch_time,
+        canary: true,
+    };
+    run_window(
+        core,
+        &stage,
+        deployment,
+        canary_plans,
+        canary_batch,
+        options,
+    )
+    .await?;
+    let rest_batch = Batch {
+        limit: max_in_flight,
+        watch_time: group.update.update_watch_time,
+        canary: false,
+    };
+    run_window(core, &stage, deployment, rest, rest_batch, options).await
+}
+
+/// Groups in order: a `serial` group runs alone after the ones before it; neighbouring
+/// groups with `serial: false` run together.
+pub async fn update_groups(
+    core: &Arc<Core>,
+    log: &TaskLog,
+    deployment: &str,
+    groups: &[GroupPlan],
+    options: &UpdateOptions,
+) -> Result<(), String> {
+    let mut i = 0;
+    while i < groups.len() {
+        if groups[i].update.serial {
+            update_group(core, log, deployment, &groups[i], options).await?;
+            i += 1;
+            continue;
+        }
+        let batch_end = (i..groups.len())
+            .find(|&j| groups[j].update.serial)
+            .unwrap_or(groups.len());
+        let mut set = JoinSet::new();
+        for group in &groups[i..batch_end] {
+            let (core, log, deployment, group, options) = (
+                Arc::clone(core),
+                log.clone(),
+                deployment.to_string(),
+                group.clone(),
+                options.clone(),
+            );
+            set.spawn(
+                async move { update_group(&core, &log, &deployment, &group, &options).await },
+            );
+        }
+        let mut first_error = None;
+        while let Some(joined) = set.join_next().await {
+            if let Err(e) = joined.unwrap_or_else(|e| Err(format!("internal error: {e}"))) {
+                first_error.get_or_insert(e);
+            }
+        }
+        if let Some(e) = first_error {
+            return Err(e);
+        }
+        i = batch_end;
+    }
+    Ok(())
+}
