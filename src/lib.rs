@@ -4,9 +4,11 @@
 //! [`inventory`] and runs the [`rollout`] engine, whose events the [`output`] layer prints.
 //! The engine sees only the inventory trait, a clock and a rate limiter.
 
+pub mod broker;
 pub mod clock;
 pub mod config;
 pub mod director;
+pub mod fleet;
 pub mod inventory;
 pub mod output;
 pub mod rollout;

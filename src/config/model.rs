@@ -2,6 +2,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::secret::Secret;
+use crate::director::sim::Fault;
 use crate::inventory::Selection;
 use crate::rollout::{Backoff, Settings, Strategy};
 
@@ -47,7 +48,8 @@ pub struct RecreateConfig {
     pub canaries: usize,
     /// Recreate VMs with unresponsive agents too (`bosh recreate --fix`).
     pub fix: bool,
-    /// Recreate instances whose owner blocked updates too.
+    /// Recreate instances whose owner blocked updates too (the default: recreating is
+    /// what a NATS certificate rotation needs of every VM).
     pub force: bool,
 }
 
@@ -103,6 +105,10 @@ pub struct Config {
     /// The scenario file of the scripted inventory, resolved against the config's folder.
     pub scenario: Option<PathBuf>,
     pub state_dir: PathBuf,
+    /// The embedded fleet's definition; the built-in demo fleet when `None`.
+    pub fleet: Option<PathBuf>,
+    /// Faults added to the embedded fleet's simulation.
+    pub faults: Vec<Fault>,
     /// Only from the command line: list and plan, trigger nothing.
     pub dry_run: bool,
 }
@@ -123,7 +129,7 @@ impl Default for Config {
                 max_in_parallel: 1,
                 canaries: 0,
                 fix: true,
-                force: false,
+                force: true,
             },
             busy_attempts: settings.busy_attempts,
             busy_interval: settings.busy_interval,
@@ -136,6 +142,8 @@ impl Default for Config {
             inventory: InventoryKind::Embedded,
             scenario: None,
             state_dir: PathBuf::from(".fleet-updater"),
+            fleet: None,
+            faults: Vec::new(),
             dry_run: false,
         }
     }

@@ -6,6 +6,7 @@ use std::time::Duration;
 use super::duration::parse_positive;
 use super::model::{Config, Format, InventoryKind, ServiceBroker, StrategyKind};
 use super::secret::Secret;
+use crate::fleet::{FaultText, parse_fault};
 use crate::inventory::Selection;
 use crate::yaml::{Checker, Node, Position, Value, describe, join};
 
@@ -19,6 +20,7 @@ const TOP: &[&str] = &[
     "shutdown_grace_period",
     "output",
     "inventory",
+    "embedded",
     "state_dir",
 ];
 const BROKER: &[&str] = &[
@@ -124,6 +126,7 @@ pub fn read(root: &Node, base: &Path, config: &mut Config, checker: &mut Checker
                     }
                 }
             }
+            "embedded" => read_embedded(node, base, config, checker),
             "state_dir" => {
                 if let Some(dir) = path_value(checker, node, path, Some(base)) {
                     config.state_dir = dir;
@@ -148,6 +151,56 @@ pub fn read(root: &Node, base: &Path, config: &mut Config, checker: &mut Checker
             inventory_at.unwrap_or_default(),
             "the scripted inventory needs a scenario file",
         );
+    }
+}
+
+fn read_embedded(node: &Node, base: &Path, config: &mut Config, checker: &mut Checker) {
+    for (key, value) in checker.map(node, "embedded", &["fleet", "faults"]) {
+        let path = join("embedded", &key.name);
+        if key.name == "fleet" {
+            config.fleet = path_value(checker, value, &path, Some(base));
+            continue;
+        }
+        let Value::Seq(items) = &value.value else {
+            checker.report(
+                &path,
+                value.at,
+                format!("must be a list, found {}", value.value.kind()),
+            );
+            continue;
+        };
+        for (i, item) in items.iter().enumerate() {
+            let p = format!("{path}[{i}]");
+            let mut fault = FaultText {
+                kind: String::new(),
+                deployment: String::new(),
+                probability: 1.0,
+            };
+            for (k, v) in checker.map(item, &p, &["kind", "deployment", "probability"]) {
+                let kp = join(&p, &k.name);
+                match k.name.as_str() {
+                    "kind" => {
+                        if let Some(kind) =
+                            checker.choice(v, &kp, &["create_vm", "unresponsive", "job_start"])
+                        {
+                            fault.kind = kind.to_string();
+                        }
+                    }
+                    "deployment" => set(&mut fault.deployment, checker.string(v, &kp)),
+                    _ => set(&mut fault.probability, checker.number(v, &kp)),
+                }
+            }
+            if fault.kind.is_empty() {
+                if item.get("kind").is_none() {
+                    checker.report(&p, item.at, "a fault needs a `kind`");
+                }
+                continue;
+            }
+            match parse_fault(&fault) {
+                Ok(f) => config.faults.push(f),
+                Err(message) => checker.report(&p, item.at, message),
+            }
+        }
     }
 }
 

@@ -112,6 +112,40 @@ pub fn render(config: &Config) -> String {
                 ),
             ]),
         ),
+        (
+            "embedded",
+            Item::Map(vec![
+                (
+                    "fleet",
+                    config
+                        .fleet
+                        .as_deref()
+                        .map_or(plain("null  # the built-in demo fleet"), path),
+                ),
+                (
+                    "faults",
+                    if config.faults.is_empty() {
+                        plain("[]")
+                    } else {
+                        plain(format!(
+                            "[{}]",
+                            config
+                                .faults
+                                .iter()
+                                .map(|f| format!(
+                                    "{{kind: {}, deployment: {}, probability: {}}}",
+                                    f.kind.as_str(),
+                                    serde_json::to_string(&f.deployment)
+                                        .expect("strings serialize"),
+                                    f.probability
+                                ))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ))
+                    },
+                ),
+            ]),
+        ),
         ("state_dir", path(&config.state_dir)),
     ]);
     let mut out = String::new();

@@ -140,7 +140,7 @@ colour: blue
         "11:13 polling.interval: must be a duration like `30s`, `5m` or `2h`, found `30`",
         "12:20 operation_timeout: `-5m` is negative; durations must be positive",
         "14:24 rate_limit.requests_per_second: must be between 0.001 and 1000000, got 0",
-        "15:1 colour: unknown key; known keys are `service_broker`, `strategy`, `busy_retry`, `polling`, `operation_timeout`, `rate_limit`, `shutdown_grace_period`, `output`, `inventory`, `state_dir`",
+        "15:1 colour: unknown key; known keys are `service_broker`, `strategy`, `busy_retry`, `polling`, `operation_timeout`, `rate_limit`, `shutdown_grace_period`, `output`, `inventory`, `embedded`, `state_dir`",
     ];
     assert_eq!(found, expected);
 }
@@ -260,7 +260,7 @@ fn command_line_overrides_win_for_the_chosen_strategy() {
         settings.strategy,
         Strategy::Recreate {
             fix: true,
-            force: false
+            force: true
         }
     );
     assert_eq!((settings.max_in_parallel, settings.canaries), (7, 2));

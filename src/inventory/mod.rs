@@ -3,6 +3,7 @@
 //! The engine sees only this trait, so one engine drives the embedded fleet, a real broker
 //! and a real director, and is tested in virtual time against the scripted inventory.
 
+pub mod embedded;
 mod error;
 pub mod scripted;
 mod types;

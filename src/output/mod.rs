@@ -4,9 +4,11 @@
 mod plan;
 mod report_file;
 mod summary;
+mod table;
 mod text;
 
 pub use plan::plan_text;
 pub use report_file::write_json_file;
 pub use summary::summary;
+pub use table::table;
 pub use text::{TextOutput, line};

@@ -45,6 +45,16 @@ pub fn line(event: &Event) -> String {
             eligible,
             canaries,
             max_in_parallel,
+        } if *eligible == 0 => format!(
+            "starting {strategy}: {} selected; nothing to {strategy}",
+            plural(*selected, "instance", "instances"),
+        ),
+        Event::Started {
+            strategy,
+            selected,
+            eligible,
+            canaries,
+            max_in_parallel,
         } => format!(
             "starting {strategy}: {} selected, {eligible} to process, {}, at most {max_in_parallel} in parallel",
             plural(*selected, "instance", "instances"),

@@ -191,22 +191,24 @@ fn recreate_from_the_command_line_touches_every_instance() {
         .assert()
         .success()
         .stdout(predicate::str::contains(
-            "starting recreate: 6 instances selected, 5 to process",
+            "starting recreate: 6 instances selected, 6 to process",
         ));
     let report = json(&report);
     assert_eq!(report["strategy"], "recreate");
-    // Current instances are recreated too; the blocked one only with `force`.
-    assert_eq!(report["counts"]["updated"], 3);
-    assert_eq!(report["counts"]["skipped_blocked"], 1);
+    // Current and blocked instances are recreated too; only up to date and deleted settle.
+    assert_eq!(report["counts"]["updated"], 4);
 
-    let forced = ws.scripted(FLEET, "strategy:\n  recreate:\n    force: true\n");
+    let respectful = ws.scripted(FLEET, "strategy:\n  recreate:\n    force: false\n");
     fleet_updater()
         .args(["run", "--strategy", "recreate", "-c"])
-        .arg(&forced)
+        .arg(&respectful)
         .assert()
         .success()
         .stdout(predicate::str::contains(
-            "6 instances selected, 6 to process",
+            "6 instances selected, 5 to process",
+        ))
+        .stdout(predicate::str::contains(
+            "[a-3] skipped: the owner blocked maintenance updates",
         ));
 }
 

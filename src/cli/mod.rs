@@ -2,6 +2,8 @@
 //! the exit-code contract (0 done, 1 instances failed/busy or interrupted, 2 bad usage or
 //! configuration, 3 the inventory could not be listed).
 
+mod listing;
+
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,16 +13,18 @@ use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use fleet_updater::clock::WallClock;
 use fleet_updater::config::{Config, Format, InventoryKind, Overrides, StrategyKind, render};
+use fleet_updater::fleet::DEMO_CONFIG;
 use fleet_updater::inventory::Inventory;
+use fleet_updater::inventory::embedded::EmbeddedInventory;
 use fleet_updater::inventory::scripted::load_scenario;
 use fleet_updater::output::{TextOutput, plan_text, summary, write_json_file};
 use fleet_updater::rollout::{PlanReport, Rollout, RolloutError};
 use tokio::sync::watch;
 
-const DONE: u8 = 0;
-const INSTANCES_FAILED: u8 = 1;
-const BAD_CONFIG: u8 = 2;
-const LIST_FAILED: u8 = 3;
+pub(crate) const DONE: u8 = 0;
+pub(crate) const INSTANCES_FAILED: u8 = 1;
+pub(crate) const BAD_CONFIG: u8 = 2;
+pub(crate) const LIST_FAILED: u8 = 3;
 
 #[derive(Parser)]
 #[command(
@@ -51,11 +55,15 @@ enum Command {
     Run(RunArgs),
     /// Validate a configuration and print it resolved, secrets redacted.
     CheckConfig(RunArgs),
+    /// List the embedded fleet's service instances: state, versions, pending update, blocked.
+    Fleet(listing::StateArgs),
+    /// Show the embedded director's side: deployments, instances, tasks, a task's events.
+    Director(listing::DirectorArgs),
 }
 
 #[derive(clap::Args)]
 struct RunArgs {
-    /// Configuration file (YAML); without one, the defaults apply.
+    /// Configuration file (YAML); without one, the built-in demo (config/demo.yml) applies.
     #[arg(short = 'c', long = "config", env = "FLEET_UPDATER_CONFIG")]
     config: Option<PathBuf>,
     /// Overrides `strategy.type`.
@@ -114,16 +122,33 @@ impl RunArgs {
     }
 
     fn config(&self) -> Result<Config, ExitCode> {
-        let mut config = match &self.config {
-            Some(path) => Config::load(path).map_err(|e| {
-                eprintln!("error: {e}");
-                ExitCode::from(BAD_CONFIG)
-            })?,
-            None => Config::default(),
-        };
+        let mut config = load_config(self.config.as_deref())?;
         config.apply(&self.overrides());
         Ok(config)
     }
+}
+
+/// The configuration file, or the built-in demo configuration without one.
+fn load_config(path: Option<&std::path::Path>) -> Result<Config, ExitCode> {
+    let loaded = match path {
+        Some(path) => Config::load(path),
+        None => Config::parse(
+            DEMO_CONFIG,
+            "the built-in demo configuration",
+            std::path::Path::new("."),
+        ),
+    };
+    loaded.map_err(|e| {
+        eprintln!("error: {e}");
+        ExitCode::from(BAD_CONFIG)
+    })
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Runtime::new().map_err(|e| {
+        eprintln!("error: cannot start the async runtime: {e}");
+        ExitCode::from(INSTANCES_FAILED)
+    })
 }
 
 pub fn main() -> ExitCode {
@@ -142,12 +167,9 @@ pub fn main() -> ExitCode {
                 Ok(config) => config,
                 Err(code) => return code,
             };
-            let runtime = match tokio::runtime::Runtime::new() {
+            let runtime = match runtime() {
                 Ok(rt) => rt,
-                Err(e) => {
-                    eprintln!("error: cannot start the async runtime: {e}");
-                    return ExitCode::from(INSTANCES_FAILED);
-                }
+                Err(code) => return code,
             };
             match runtime.block_on(run(config)) {
                 Ok(code) => code,
@@ -157,6 +179,8 @@ pub fn main() -> ExitCode {
                 }
             }
         }
+        Command::Fleet(args) => listing::fleet(&args),
+        Command::Director(args) => listing::director(&args),
     }
 }
 
@@ -187,10 +211,21 @@ async fn run(config: Config) -> anyhow::Result<ExitCode> {
                 }
             }
         }
+        InventoryKind::Embedded => {
+            let fleet = match listing::open_fleet(&config).await {
+                Ok(fleet) => fleet,
+                Err(code) => return Ok(code),
+            };
+            drive(
+                Arc::new(EmbeddedInventory::new(Arc::clone(&fleet.broker))),
+                &config,
+            )
+            .await
+        }
         kind => {
             eprintln!(
-                "error: inventory `{}` is not available in this version; the `scripted` inventory \
-                 (`inventory.type: scripted` with a scenario file) is",
+                "error: inventory `{}` is not available in this version; the `embedded` and \
+                 `scripted` inventories are",
                 kind.as_str()
             );
             Ok(ExitCode::from(BAD_CONFIG))

@@ -1,0 +1,339 @@
+//! `fleet` and `director`: what the embedded fleet and its director hold, for a user who
+//! has no other tools.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use fleet_updater::broker::State;
+use fleet_updater::clock::rfc3339;
+use fleet_updater::config::Config;
+use fleet_updater::director::manifest;
+use fleet_updater::fleet::{self, DEMO, Definition, EmbeddedFleet};
+use fleet_updater::output::table;
+
+use super::{BAD_CONFIG, DONE, INSTANCES_FAILED, LIST_FAILED, load_config, print_text, runtime};
+
+#[derive(Args)]
+pub struct StateArgs {
+    /// Configuration file naming the embedded fleet and its state directory; without one,
+    /// the built-in demo.
+    #[arg(short = 'c', long = "config", env = "FLEET_UPDATER_CONFIG")]
+    config: Option<PathBuf>,
+    /// Overrides `state_dir`.
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct DirectorArgs {
+    #[command(flatten)]
+    state: StateArgs,
+    #[command(subcommand)]
+    what: DirectorCommand,
+}
+
+#[derive(Subcommand)]
+enum DirectorCommand {
+    /// Deployments with their releases, stemcell, instances and lock.
+    Deployments,
+    /// Instances with their VMs, disks and what they run.
+    Instances {
+        /// Only this deployment.
+        deployment: Option<String>,
+    },
+    /// Tasks, newest first.
+    Tasks {
+        /// Only this deployment's tasks.
+        #[arg(long)]
+        deployment: Option<String>,
+        /// How many to show.
+        #[arg(long, default_value_t = 30)]
+        limit: usize,
+    },
+    /// One task and its event log.
+    Task { id: u64 },
+}
+
+/// Opens the embedded fleet the configuration names, provisioning it on first use.
+pub(crate) async fn open_fleet(config: &Config) -> Result<EmbeddedFleet, ExitCode> {
+    let (text, shown) = match &config.fleet {
+        Some(path) => match std::fs::read_to_string(path) {
+            Ok(text) => (text, path.display().to_string()),
+            Err(e) => {
+                eprintln!(
+                    "error: cannot read the fleet definition {}: {e}",
+                    path.display()
+                );
+                return Err(ExitCode::from(BAD_CONFIG));
+            }
+        },
+        None => (DEMO.to_string(), "the built-in demo fleet".to_string()),
+    };
+    let mut definition = Definition::parse(&text).map_err(|e| {
+        eprintln!("error: {shown}: {e}");
+        ExitCode::from(BAD_CONFIG)
+    })?;
+    definition
+        .simulation
+        .faults
+        .extend(config.faults.iter().cloned());
+    fleet::open(&config.state_dir, &definition, &mut |line| {
+        eprintln!("{line}")
+    })
+    .await
+    .map_err(|e| {
+        eprintln!(
+            "error: the embedded fleet in {} could not be opened: {e}",
+            config.state_dir.display()
+        );
+        ExitCode::from(LIST_FAILED)
+    })
+}
+
+fn with_fleet(
+    args: &StateArgs,
+    show: impl FnOnce(&EmbeddedFleet) -> Result<String, String>,
+) -> ExitCode {
+    let mut config = match load_config(args.config.as_deref()) {
+        Ok(config) => config,
+        Err(code) => return code,
+    };
+    if let Some(dir) = &args.state_dir {
+        config.state_dir = dir.clone();
+    }
+    let runtime = match runtime() {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    let fleet = match runtime.block_on(open_fleet(&config)) {
+        Ok(fleet) => fleet,
+        Err(code) => return code,
+    };
+    match show(&fleet) {
+        Ok(text) => {
+            print_text(&text);
+            ExitCode::from(DONE)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(INSTANCES_FAILED)
+        }
+    }
+}
+
+fn yes(b: bool) -> String {
+    if b { "yes" } else { "no" }.to_string()
+}
+
+pub fn fleet(args: &StateArgs) -> ExitCode {
+    with_fleet(args, |fleet| {
+        let views = fleet.broker.instances().map_err(|e| e.to_string())?;
+        let rows: Vec<Vec<String>> = views
+            .into_iter()
+            .map(|v| {
+                vec![
+                    v.instance.id.clone(),
+                    v.instance.plan_id.clone(),
+                    match v.state {
+                        State::Provisioned => "provisioned",
+                        State::Deploying => "deploying",
+                        State::Failed => "failed",
+                    }
+                    .to_string(),
+                    v.running
+                        .map(|r| r.describe())
+                        .unwrap_or_else(|| "-".into()),
+                    yes(v.update_available),
+                    yes(v.instance.maintenance_updates_blocked),
+                ]
+            })
+            .collect();
+        Ok(table(
+            &[
+                "ID",
+                "PLAN",
+                "STATE",
+                "RUNNING",
+                "UPDATE AVAILABLE",
+                "BLOCKED",
+            ],
+            &rows,
+        ))
+    })
+}
+
+/// `postgres/16.4, ubuntu-jammy/1.612` from a deployed manifest.
+fn versions(manifest_text: Option<&str>) -> String {
+    let Some(m) = manifest_text.and_then(|t| manifest::parse(t).ok()) else {
+        return "-".into();
+    };
+    let mut parts: Vec<String> = m
+        .releases
+        .iter()
+        .map(|r| format!("{}/{}", r.name, r.version))
+        .collect();
+    parts.extend(
+        m.stemcells
+            .iter()
+            .map(|s| format!("{}/{}", s.os, s.version)),
+    );
+    parts.join(", ")
+}
+
+fn time(unix: Option<u64>) -> String {
+    unix.map(|t| rfc3339(std::time::UNIX_EPOCH + std::time::Duration::from_secs(t)))
+        .unwrap_or_else(|| "-".into())
+}
+
+pub fn director(args: &DirectorArgs) -> ExitCode {
+    with_fleet(&args.state, |fleet| {
+        let director = fleet.director();
+        let e = |e: fleet_updater::director::DirectorError| e.to_string();
+        match &args.what {
+            DirectorCommand::Deployments => {
+                let mut rows = Vec::new();
+                for d in director.deployments().map_err(e)? {
+                    let instances = director.instances(&d.name).map_err(e)?.len();
+                    let orphaned = director
+                        .disks(&d.name)
+                        .map_err(e)?
+                        .iter()
+                        .filter(|d| d.orphaned)
+                        .count();
+                    let lock = director
+                        .lock_holder(&d.name)
+                        .map_err(e)?
+                        .map_or("-".to_string(), |t| format!("task {t}"));
+                    rows.push(vec![
+                        d.name.clone(),
+                        instances.to_string(),
+                        versions(d.manifest.as_deref()),
+                        orphaned.to_string(),
+                        lock,
+                    ]);
+                }
+                Ok(table(
+                    &[
+                        "DEPLOYMENT",
+                        "INSTANCES",
+                        "RUNNING",
+                        "ORPHANED DISKS",
+                        "LOCKED BY",
+                    ],
+                    &rows,
+                ))
+            }
+            DirectorCommand::Instances { deployment } => {
+                let names = match deployment {
+                    Some(d) => vec![d.clone()],
+                    None => director
+                        .deployments()
+                        .map_err(e)?
+                        .into_iter()
+                        .map(|d| d.name)
+                        .collect(),
+                };
+                let mut rows = Vec::new();
+                for name in names {
+                    for i in director.instances(&name).map_err(e)? {
+                        rows.push(vec![
+                            name.clone(),
+                            format!("{}/{}", i.group, i.index),
+                            i.id.clone(),
+                            i.az.clone().unwrap_or_else(|| "-".into()),
+                            i.vm_cid.clone().unwrap_or_else(|| "-".into()),
+                            i.disk_cid.clone().unwrap_or_else(|| "-".into()),
+                            i.applied
+                                .as_ref()
+                                .map_or("-".into(), |a| a.stemcell.clone()),
+                        ]);
+                    }
+                }
+                Ok(table(
+                    &[
+                        "DEPLOYMENT",
+                        "INSTANCE",
+                        "ID",
+                        "AZ",
+                        "VM",
+                        "DISK",
+                        "STEMCELL",
+                    ],
+                    &rows,
+                ))
+            }
+            DirectorCommand::Tasks { deployment, limit } => {
+                let rows: Vec<Vec<String>> = director
+                    .tasks()
+                    .map_err(e)?
+                    .into_iter()
+                    .filter(|t| deployment.is_none() || t.deployment == *deployment)
+                    .take(*limit)
+                    .map(|t| {
+                        let mut result = t.result.clone().unwrap_or_default().replace('\n', " ");
+                        if result.chars().count() > 100 {
+                            result = result.chars().take(97).collect::<String>() + "...";
+                        }
+                        vec![
+                            t.id.to_string(),
+                            t.state.as_str().to_string(),
+                            time(t.started_at),
+                            t.deployment.clone().unwrap_or_else(|| "-".into()),
+                            t.description.clone(),
+                            result,
+                        ]
+                    })
+                    .collect();
+                Ok(table(
+                    &[
+                        "ID",
+                        "STATE",
+                        "STARTED",
+                        "DEPLOYMENT",
+                        "DESCRIPTION",
+                        "RESULT",
+                    ],
+                    &rows,
+                ))
+            }
+            DirectorCommand::Task { id } => {
+                let task = director
+                    .task(*id)
+                    .map_err(e)?
+                    .ok_or_else(|| format!("task {id} not found"))?;
+                let mut text = format!(
+                    "task {}: {} ({}), deployment {}, started {}, finished {}\nresult: {}\n\n",
+                    task.id,
+                    task.description,
+                    task.state.as_str(),
+                    task.deployment.as_deref().unwrap_or("-"),
+                    time(task.started_at),
+                    time(task.finished_at),
+                    task.result.as_deref().unwrap_or("-"),
+                );
+                let rows: Vec<Vec<String>> = director
+                    .events(*id)
+                    .map_err(e)?
+                    .into_iter()
+                    .map(|ev| {
+                        vec![
+                            time(Some(ev.time)),
+                            ev.stage.clone(),
+                            ev.tags.join(","),
+                            ev.task.clone(),
+                            format!("{}/{}", ev.index, ev.total),
+                            format!("{:?}", ev.state).to_lowercase(),
+                            ev.error.clone().unwrap_or_default(),
+                        ]
+                    })
+                    .collect();
+                text.push_str(&table(
+                    &["TIME", "STAGE", "TAGS", "TASK", "STEP", "STATE", "ERROR"],
+                    &rows,
+                ));
+                Ok(text)
+            }
+        }
+    })
+}
