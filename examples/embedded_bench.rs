@@ -1,0 +1,72 @@
+//! Prints the embedded fleet's figures; run with `cargo run --release --example embedded_bench`.
+//!
+//! Both rollouts run the real director, broker and SQLite store in a temporary state
+//! directory, with every simulated latency at zero. Waits that are policy, not work (watch
+//! times, poll and retry intervals) elapse in virtual time, so the wall time measured is
+//! what the embedded fleet itself costs.
+//! (a) the demo fleet (30 instances): provisioning and the update run; target under 1 s.
+//! (b) 1,000 instances (600 single-VM, 400 three-node clusters): target under 10 s.
+
+// Wall time is what this measures, so it reads the real clock.
+#![allow(clippy::disallowed_types)]
+
+use std::io;
+use std::sync::Arc;
+use std::time::Instant;
+
+use fleet_updater::clock::WallClock;
+use fleet_updater::config::Config;
+use fleet_updater::fleet::{self, DEMO, DEMO_CONFIG, Definition};
+use fleet_updater::inventory::embedded::EmbeddedInventory;
+use fleet_updater::output::TextOutput;
+use fleet_updater::rollout::Rollout;
+use tokio::sync::watch;
+
+fn measure(label: &str, definition: Definition) {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let settings = Config::parse(DEMO_CONFIG, "demo", std::path::Path::new("."))
+        .expect("the demo configuration is valid")
+        .settings();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a runtime");
+    let started = Instant::now();
+    let (provisioned, report) = runtime.block_on(async {
+        let fleet = fleet::open(dir.path(), &definition, &mut |_| {})
+            .await
+            .expect("the fleet opens");
+        let provisioned = started.elapsed();
+        let inventory = Arc::new(EmbeddedInventory::new(Arc::clone(&fleet.broker)));
+        let rollout = Rollout::new(inventory, settings, WallClock::new());
+        let plan = rollout.plan().await.expect("listing succeeds");
+        let (_signals, interrupts) = watch::channel(0);
+        let report = rollout
+            .execute(plan, &mut TextOutput::new(io::sink()), interrupts)
+            .await;
+        (provisioned, report)
+    });
+    let total = started.elapsed();
+    assert!(report.succeeded(), "{:?}", report.counts);
+    println!(
+        "{label}: {} instances, {} updated: provisioning {:.2}s + update run {:.2}s = {:.2}s wall time",
+        report.counts.selected,
+        report.counts.updated,
+        provisioned.as_secs_f64(),
+        (total - provisioned).as_secs_f64(),
+        total.as_secs_f64()
+    );
+}
+
+fn main() {
+    let demo = Definition::parse(DEMO)
+        .expect("the demo fleet is valid")
+        .without_latency();
+    measure("(a) demo fleet, zero latency (target < 1 s)", demo.clone());
+
+    let mut large = demo;
+    large.provision[0].count = 600;
+    large.provision[1].count = 400;
+    measure("(b) 1,000 instances, zero latency (target < 10 s)", large);
+}

@@ -1,0 +1,248 @@
+//! The embedded default fleet through the binary, each test on its own state directory.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command as Process, Stdio};
+
+use predicates::prelude::*;
+use serde_json::Value;
+
+use crate::support::{Workspace, fleet_updater, json};
+
+fn run(state: &Path, args: &[&str]) -> (i32, Value, String) {
+    let output = fleet_updater()
+        .arg("run")
+        .arg("--state-dir")
+        .arg(state)
+        .args(["--format", "json"])
+        .args(args)
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "no JSON report ({e}): {}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    (
+        output.status.code().unwrap(),
+        report,
+        String::from_utf8(output.stderr).unwrap(),
+    )
+}
+
+fn ids_with(report: &Value, outcome: &str) -> BTreeSet<String> {
+    report["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["outcome"] == outcome)
+        .map(|i| i["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The director's tasks as (id, state, deployment, description).
+fn director_tasks(state: &Path) -> Vec<(u64, String, String, String)> {
+    let output = fleet_updater()
+        .args(["director", "--state-dir"])
+        .arg(state)
+        .args(["tasks", "--limit", "100000"])
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|line| {
+            let cells: Vec<&str> = line.split_whitespace().collect();
+            (
+                cells[0].parse().unwrap(),
+                cells[1].to_string(),
+                cells[3].to_string(),
+                format!("{} {}", cells[4], cells[5]),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_demo_updates_all_but_the_blocked_and_a_second_run_finds_nothing() {
+    let ws = Workspace::new();
+    let state = ws.path("state");
+    let (code, report, stderr) = run(&state, &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("30 service instances on older versions"),
+        "{stderr}"
+    );
+    let counts = &report["counts"];
+    assert_eq!(counts["selected"], 30);
+    assert_eq!(counts["updated"], 28);
+    assert_eq!(counts["skipped_blocked"], 2);
+    assert_eq!(counts["failed"], 0);
+    assert_eq!(
+        ids_with(&report, "skipped_blocked"),
+        BTreeSet::from(["pg-05".into(), "rmq-04".into()])
+    );
+
+    let (code, report, stderr) = run(&state, &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("nothing to update"), "{stderr}");
+    assert_eq!(report["counts"]["updated"], 0);
+    assert_eq!(report["counts"]["selected"], 2);
+
+    fleet_updater()
+        .args(["fleet", "--state-dir"])
+        .arg(&state)
+        .assert()
+        .success()
+        .stdout(
+            predicate::str::is_match(r"pg-01\s+postgres-single\s+provisioned\s+postgres/16\.4, ubuntu-jammy/1\.612\s+no\s+no")
+                .unwrap(),
+        )
+        .stdout(predicate::str::is_match(r"pg-05 .*postgres/15\.8, ubuntu-jammy/1\.500\s+yes\s+yes").unwrap());
+}
+
+#[test]
+fn recreate_touches_every_instance() {
+    let ws = Workspace::new();
+    let state = ws.path("state");
+    let (code, report, stderr) = run(&state, &["--strategy", "recreate"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(report["counts"]["selected"], 30);
+    assert_eq!(report["counts"]["updated"], 30);
+    let recreated: BTreeSet<String> = director_tasks(&state)
+        .into_iter()
+        .filter(|(_, state, _, description)| {
+            state == "done" && description == "recreate deployment"
+        })
+        .map(|(_, _, deployment, _)| deployment)
+        .collect();
+    assert_eq!(recreated.len(), 30);
+}
+
+#[test]
+fn a_fault_fails_the_run_after_in_flight_work_finished_and_nothing_started_later() {
+    let ws = Workspace::new();
+    let state = ws.path("state");
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/demo-faults.yml");
+    let report_path = ws.path("report.json");
+    let (code, report, stderr) = run(
+        &state,
+        &[
+            "-c",
+            config.to_str().unwrap(),
+            "--report",
+            report_path.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(json(&report_path), report);
+    assert_eq!(
+        ids_with(&report, "failed"),
+        BTreeSet::from(["pg-09".to_string()])
+    );
+    let instances = report["instances"].as_array().unwrap();
+    let failed_at = instances.iter().find(|i| i["id"] == "pg-09").unwrap()["finished_at"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for i in instances {
+        if let Some(started) = i["started_at"].as_str() {
+            assert!(
+                started <= failed_at.as_str(),
+                "{} started after the failure",
+                i["id"]
+            );
+            assert!(i["finished_at"].is_string(), "{} did not finish", i["id"]);
+        }
+    }
+    assert_eq!(report["counts"]["unfinished"], 0);
+    assert!(report["counts"]["not_started"].as_u64().unwrap() > 0);
+    // The director agrees: every task ended, and no update began after pg-09's.
+    let tasks = director_tasks(&state);
+    assert!(
+        tasks.iter().all(|(_, s, _, _)| s == "done" || s == "error"),
+        "{tasks:?}"
+    );
+    let failing = tasks
+        .iter()
+        .filter(|(_, s, d, desc)| {
+            s == "error" && d == "service-instance_pg-09" && desc == "update deployment"
+        })
+        .map(|(id, ..)| *id)
+        .max()
+        .expect("pg-09's update task failed");
+    let later: Vec<_> = tasks
+        .iter()
+        .filter(|(id, _, _, desc)| *id > failing && desc == "update deployment")
+        .collect();
+    // Updates already in flight when pg-09 failed were triggered before it failed, so any
+    // later task id belongs to one of them; none may belong to an instance started after.
+    for (_, _, deployment, _) in later {
+        let id = deployment.trim_start_matches("service-instance_");
+        let entry = instances.iter().find(|i| i["id"] == id).unwrap();
+        assert!(entry["started_at"].as_str().unwrap() <= failed_at.as_str());
+    }
+}
+
+#[test]
+fn a_run_killed_halfway_is_completed_by_the_next_without_updating_anything_twice() {
+    let ws = Workspace::new();
+    let state = ws.path("state");
+    let mut child = Process::new(env!("CARGO_BIN_EXE_fleet-updater"))
+        .arg("run")
+        .arg("--state-dir")
+        .arg(&state)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut succeeded = BTreeSet::new();
+    while succeeded.len() < 10 {
+        let mut line = String::new();
+        assert!(
+            stdout.read_line(&mut line).unwrap() > 0,
+            "the run ended early"
+        );
+        if let Some(rest) = line
+            .split("] succeeded")
+            .next()
+            .filter(|_| line.contains("] succeeded"))
+        {
+            succeeded.insert(rest.rsplit('[').next().unwrap().to_string());
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let (code, report, stderr) = run(&state, &[]);
+    assert_eq!(code, 0, "{stderr}");
+    let updated = ids_with(&report, "updated");
+    assert!(
+        updated.is_disjoint(&succeeded),
+        "updated twice: {:?}",
+        updated.intersection(&succeeded).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        updated.len() + succeeded.len(),
+        28,
+        "every unblocked instance is updated once"
+    );
+
+    let mut done: BTreeMap<String, usize> = BTreeMap::new();
+    for (_, s, deployment, description) in director_tasks(&state) {
+        if s == "done" && description == "update deployment" {
+            *done.entry(deployment).or_default() += 1;
+        }
+    }
+    assert_eq!(done.len(), 28);
+    assert!(done.values().all(|n| *n == 1), "{done:?}");
+
+    let (code, report, _) = run(&state, &[]);
+    assert_eq!(code, 0);
+    assert_eq!(report["counts"]["updated"], 0);
+}
