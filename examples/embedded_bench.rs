@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use fleet_updater::clock::WallClock;
 use fleet_updater::config::Config;
-use fleet_updater::fleet::{self, DEMO, DEMO_CONFIG, Definition};
+use fleet_updater::fleet::{self, Access, DEMO, DEMO_CONFIG, Definition};
 use fleet_updater::inventory::embedded::EmbeddedInventory;
 use fleet_updater::output::TextOutput;
 use fleet_updater::rollout::Rollout;
@@ -34,7 +34,7 @@ fn measure(label: &str, definition: Definition) {
         .expect("a runtime");
     let started = Instant::now();
     let (provisioned, report) = runtime.block_on(async {
-        let fleet = fleet::open(dir.path(), &definition, &mut |_| {})
+        let fleet = fleet::open(dir.path(), &definition, Access::Exclusive, &mut |_| {})
             .await
             .expect("the fleet opens");
         let provisioned = started.elapsed();

@@ -12,4 +12,5 @@ pub mod fleet;
 pub mod inventory;
 pub mod output;
 pub mod rollout;
+pub mod store;
 pub mod yaml;

@@ -14,9 +14,9 @@ use serde::{Deserialize, Serialize};
 pub use catalog::{Catalog, Plan, StemcellVersion, Version, Versions};
 
 use crate::director::model::{Task, TaskState};
-use crate::director::store::{Collection, Store, StoreError, get, list, put};
 use crate::director::{DeployOptions, manifest};
 use crate::director::{Director, DirectorError, RecreateOptions};
+use crate::store::{Collection, Store, StoreError, get, list, put};
 
 #[derive(Debug, thiserror::Error)]
 pub enum BrokerError {
@@ -131,7 +131,8 @@ impl Broker {
             .ok_or_else(|| BrokerError::UnknownPlan(id.to_string()))
     }
 
-    /// Creates a service instance and deploys it, on `versions` or the plan's current ones.
+    /// Creates a service instance and deploys it, on `versions` or the plan's current ones;
+    /// `blocked` is the owner's choice about maintenance updates, recorded with it.
     ///
     /// # Errors
     /// An unknown plan, an existing id, or a director error.
@@ -140,6 +141,7 @@ impl Broker {
         id: &str,
         plan_id: &str,
         versions: Option<&Versions>,
+        blocked: bool,
     ) -> Result<Task, BrokerError> {
         let plan = self.plan(plan_id)?;
         if self.store.get(Collection::ServiceInstances, id)?.is_some() {
@@ -149,7 +151,7 @@ impl Broker {
             id: id.to_string(),
             plan_id: plan_id.to_string(),
             space_guid: None,
-            maintenance_updates_blocked: false,
+            maintenance_updates_blocked: blocked,
         };
         self.store.write(vec![put(
             Collection::ServiceInstances,
@@ -301,17 +303,29 @@ impl Broker {
         Self::started(self.director.deploy(&desired, DeployOptions::default()))
     }
 
-    /// Recreates every VM, unresponsive agents included (`recreate --fix`).
+    /// Recreates every VM; with `fix`, VMs whose agents do not answer too (`recreate
+    /// --fix`). An instance that never deployed successfully has no manifest to recreate
+    /// from, so its plan's manifest is deployed with every VM recreated.
     ///
     /// # Errors
     /// A store or director error other than a held lock.
-    pub fn recreate(&self, id: &str, force: bool) -> Result<Answer, BrokerError> {
-        let (_, deployment) = match self.precheck(id, force)? {
+    pub fn recreate(&self, id: &str, force: bool, fix: bool) -> Result<Answer, BrokerError> {
+        let (instance, deployment) = match self.precheck(id, force)? {
             Ok(found) => found,
             Err(answer) => return Ok(answer),
         };
+        if self.director.deployed_manifest(&deployment).is_err() {
+            let plan = self.plan(&instance.plan_id)?;
+            let options = DeployOptions {
+                recreate: true,
+                fix,
+                ..DeployOptions::default()
+            };
+            let manifest = plan.manifest_for(&deployment, &plan.current);
+            return Self::started(self.director.deploy(&manifest, options));
+        }
         let options = RecreateOptions {
-            fix: true,
+            fix,
             ..RecreateOptions::default()
         };
         Self::started(self.director.recreate(&deployment, options))

@@ -4,8 +4,8 @@ use std::time::Duration;
 use super::*;
 use crate::director::model::{Release, Stemcell};
 use crate::director::sim::{Latency, SimulatedCloud, SimulationSettings};
-use crate::director::store::SqliteStore;
 use crate::director::{DirectorSettings, agent::Agent, cpi::Cpi};
+use crate::store::SqliteStore;
 
 const TEMPLATE: &str =
     "update: {canaries: 1, max_in_flight: 1, canary_watch_time: 1000, update_watch_time: 1000}
@@ -83,7 +83,7 @@ fn broker() -> Broker {
 
 async fn provisioned(broker: &Broker, id: &str) {
     let task = broker
-        .provision(id, "small", Some(&versions("15", "1.0")))
+        .provision(id, "small", Some(&versions("15", "1.0")), false)
         .unwrap();
     let task = broker.director().wait(task.id).await.unwrap();
     assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
@@ -139,7 +139,7 @@ async fn unknown_and_orphaned_instances_are_reported_as_such() {
     let task = broker.director().delete(&deployment_name("a")).unwrap();
     broker.director().wait(task.id).await.unwrap();
     assert_eq!(broker.upgrade("a", false).unwrap(), Answer::Orphaned);
-    assert_eq!(broker.recreate("a", false).unwrap(), Answer::Orphaned);
+    assert_eq!(broker.recreate("a", false, true).unwrap(), Answer::Orphaned);
 }
 
 #[tokio::test(start_paused = true)]
@@ -147,7 +147,7 @@ async fn recreate_replaces_the_vms_with_fix() {
     let broker = broker();
     provisioned(&broker, "a").await;
     let before = broker.director().vms(&deployment_name("a")).unwrap();
-    let Answer::Accepted { task } = broker.recreate("a", false).unwrap() else {
+    let Answer::Accepted { task } = broker.recreate("a", false, true).unwrap() else {
         panic!("expected the recreate to start");
     };
     let done = broker.director().wait(task).await.unwrap();
@@ -186,4 +186,24 @@ async fn a_failed_operation_is_reported_with_its_task() {
     );
     assert!(reason.contains("release `postgres/99`"), "{reason}");
     assert_eq!(broken.instance("a").unwrap().unwrap().state, State::Failed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_never_deployed_instance_is_recreated_from_its_plan() {
+    let broker = broker();
+    // A release the director lacks makes provisioning fail: nothing was ever deployed.
+    let task = broker
+        .provision("a", "small", Some(&versions("99", "1.0")), false)
+        .unwrap();
+    broker.director().wait(task.id).await.unwrap();
+    assert_eq!(broker.instance("a").unwrap().unwrap().state, State::Failed);
+    let Answer::Accepted { task } = broker.recreate("a", false, true).unwrap() else {
+        panic!("expected the recreate to start");
+    };
+    let done = broker.director().wait(task).await.unwrap();
+    assert_eq!(done.state, TaskState::Done, "{:?}", done.result);
+    assert_eq!(
+        broker.instance("a").unwrap().unwrap().state,
+        State::Provisioned
+    );
 }

@@ -9,7 +9,7 @@ use fleet_updater::broker::State;
 use fleet_updater::clock::rfc3339;
 use fleet_updater::config::Config;
 use fleet_updater::director::manifest;
-use fleet_updater::fleet::{self, DEMO, Definition, EmbeddedFleet};
+use fleet_updater::fleet::{self, Access, DEMO, Definition, EmbeddedFleet, FleetError};
 use fleet_updater::output::table;
 
 use super::{BAD_CONFIG, DONE, INSTANCES_FAILED, LIST_FAILED, load_config, print_text, runtime};
@@ -55,8 +55,9 @@ enum DirectorCommand {
     Task { id: u64 },
 }
 
-/// Opens the embedded fleet the configuration names, provisioning it on first use.
-pub(crate) async fn open_fleet(config: &Config) -> Result<EmbeddedFleet, ExitCode> {
+/// Opens the embedded fleet the configuration names; with exclusive access it is
+/// provisioned on first use.
+pub(crate) async fn open_fleet(config: &Config, access: Access) -> Result<EmbeddedFleet, ExitCode> {
     let (text, shown) = match &config.fleet {
         Some(path) => match std::fs::read_to_string(path) {
             Ok(text) => (text, path.display().to_string()),
@@ -78,16 +79,16 @@ pub(crate) async fn open_fleet(config: &Config) -> Result<EmbeddedFleet, ExitCod
         .simulation
         .faults
         .extend(config.faults.iter().cloned());
-    fleet::open(&config.state_dir, &definition, &mut |line| {
+    fleet::open(&config.state_dir, &definition, access, &mut |line| {
         eprintln!("{line}")
     })
     .await
     .map_err(|e| {
-        eprintln!(
-            "error: the embedded fleet in {} could not be opened: {e}",
-            config.state_dir.display()
-        );
-        ExitCode::from(LIST_FAILED)
+        eprintln!("error: {e}");
+        ExitCode::from(match e {
+            FleetError::NotProvisioned(_) => INSTANCES_FAILED,
+            _ => LIST_FAILED,
+        })
     })
 }
 
@@ -106,7 +107,7 @@ fn with_fleet(
         Ok(rt) => rt,
         Err(code) => return code,
     };
-    let fleet = match runtime.block_on(open_fleet(&config)) {
+    let fleet = match runtime.block_on(open_fleet(&config, Access::ReadOnly)) {
         Ok(fleet) => fleet,
         Err(code) => return code,
     };

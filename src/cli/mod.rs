@@ -13,7 +13,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use fleet_updater::clock::WallClock;
 use fleet_updater::config::{Config, Format, InventoryKind, Overrides, StrategyKind, render};
-use fleet_updater::fleet::DEMO_CONFIG;
+use fleet_updater::fleet::{Access, DEMO_CONFIG};
 use fleet_updater::inventory::Inventory;
 use fleet_updater::inventory::embedded::EmbeddedInventory;
 use fleet_updater::inventory::scripted::load_scenario;
@@ -212,7 +212,7 @@ async fn run(config: Config) -> anyhow::Result<ExitCode> {
             }
         }
         InventoryKind::Embedded => {
-            let fleet = match listing::open_fleet(&config).await {
+            let fleet = match listing::open_fleet(&config, Access::Exclusive).await {
                 Ok(fleet) => fleet,
                 Err(code) => return Ok(code),
             };

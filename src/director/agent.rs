@@ -47,4 +47,6 @@ pub trait Agent: Send + Sync {
     async fn start(&self, agent_id: &str) -> Result<(), AgentError>;
     async fn mount_disk(&self, agent_id: &str, disk_cid: &str) -> Result<(), AgentError>;
     async fn unmount_disk(&self, agent_id: &str, disk_cid: &str) -> Result<(), AgentError>;
+    /// Copies the persistent data from the old disk to the new one; both are mounted.
+    async fn migrate_disk(&self, agent_id: &str, from: &str, to: &str) -> Result<(), AgentError>;
 }

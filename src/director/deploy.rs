@@ -12,9 +12,9 @@ use super::Core;
 use super::manifest::{Manifest, parse};
 use super::model::{DeploymentRecord, InstanceRecord, Release, Stemcell};
 use super::plan::{Change, PlanOptions, plan};
-use super::store::{Collection, get, list, put, remove};
 use super::task::TaskLog;
 use super::update::{UpdateOptions, create_missing_vm, delete_instance, update_groups};
+use crate::store::{Collection, get, list, put, remove};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DeployOptions {
@@ -120,7 +120,7 @@ pub async fn deploy(
         existing,
         &PlanOptions {
             recreate: options.recreate,
-            unresponsive,
+            unresponsive: unresponsive.clone(),
         },
     );
     let changed = plan.changed_instances();
@@ -134,8 +134,9 @@ pub async fn deploy(
     if obsolete > 0 {
         let stage = log.stage("Deleting unneeded instances", Vec::new(), obsolete as u32);
         for record in std::mem::take(&mut plan.obsolete) {
+            let responsive = !unresponsive.contains(&record.id);
             let step = stage.start(record.name());
-            step.end(delete_instance(&core, record, true).await)?;
+            step.end(delete_instance(&core, record, responsive, options.skip_drain).await)?;
         }
     }
 
@@ -206,6 +207,23 @@ pub async fn deploy(
     ))
 }
 
+/// Redeploys the manifest the deployment last deployed successfully, read once the task
+/// holds the lock so that an update finishing just before cannot be rolled back.
+pub async fn recreate(
+    core: Arc<Core>,
+    log: TaskLog,
+    name: String,
+    options: DeployOptions,
+) -> Result<String, String> {
+    let manifest = get::<DeploymentRecord>(&*core.store, Collection::Deployments, &name)
+        .map_err(|e| e.to_string())?
+        .and_then(|d| d.manifest)
+        .ok_or_else(|| {
+            format!("deployment `{name}` has no successfully deployed manifest to recreate")
+        })?;
+    deploy(core, log, manifest, options).await
+}
+
 /// Deletes every instance of the deployment (VMs deleted, disks orphaned) and the
 /// deployment itself.
 pub async fn delete(core: Arc<Core>, log: TaskLog, name: String) -> Result<String, String> {
@@ -217,7 +235,7 @@ pub async fn delete(core: Arc<Core>, log: TaskLog, name: String) -> Result<Strin
     for record in existing {
         let responsive = !unresponsive.contains(&record.id);
         let step = stage.start(record.name());
-        step.end(delete_instance(&core, record, responsive).await)?;
+        step.end(delete_instance(&core, record, responsive, false).await)?;
     }
     core.store
         .write(vec![remove(Collection::Deployments, &name)])

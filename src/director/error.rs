@@ -1,5 +1,5 @@
 use super::manifest::ManifestError;
-use super::store::StoreError;
+use crate::store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DirectorError {

@@ -13,7 +13,6 @@ pub mod manifest;
 pub mod model;
 pub mod plan;
 pub mod sim;
-pub mod store;
 mod task;
 mod update;
 
@@ -26,13 +25,13 @@ use tokio::sync::Notify;
 pub use deploy::DeployOptions;
 pub use error::DirectorError;
 
+use crate::store::{Collection, Store, get, list, put};
 use agent::{Agent, AgentError};
 use cpi::Cpi;
 use model::{
     DeploymentRecord, DiskRecord, InstanceRecord, Release, Stemcell, Task, TaskEvent, TaskState,
     VmRecord,
 };
-use store::{Collection, Store, get, list, put};
 use task::{TaskLog, unix_now};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,8 +102,9 @@ fn lock_name(deployment: &str) -> String {
 }
 
 impl Director {
-    /// A director over `store`; tasks a previous process left running are marked as
-    /// errored and stale locks released.
+    /// A director over `store` for the one process that changes it: tasks a previous
+    /// process left running are marked as errored and stale locks released. The caller
+    /// makes sure no other process runs tasks on the same store.
     ///
     /// # Errors
     /// When the store cannot be read or written.
@@ -118,7 +118,18 @@ impl Director {
         if !recovered.is_empty() {
             tracing::warn!(tasks = ?recovered, "tasks left running by a previous process were marked as errored");
         }
-        Ok(Director {
+        Ok(Self::observing(store, cpi, agent, settings))
+    }
+
+    /// A director that only looks: no recovery, so another process's running tasks stay
+    /// as they are. For listings; it must not start tasks.
+    pub fn observing(
+        store: Arc<dyn Store>,
+        cpi: Arc<dyn Cpi>,
+        agent: Arc<dyn Agent>,
+        settings: DirectorSettings,
+    ) -> Self {
+        Director {
             core: Arc::new(Core {
                 store,
                 cpi,
@@ -126,7 +137,7 @@ impl Director {
                 settings,
             }),
             finished: Arc::new(Notify::new()),
-        })
+        }
     }
 
     fn store(&self) -> &dyn Store {
@@ -211,7 +222,8 @@ impl Director {
         deployment: &str,
         options: RecreateOptions,
     ) -> Result<Task, DirectorError> {
-        let manifest = self.deployed_manifest(deployment)?;
+        self.deployed_manifest(deployment)?;
+        let name = deployment.to_string();
         let deploy_options = DeployOptions {
             recreate: true,
             fix: options.fix,
@@ -224,7 +236,7 @@ impl Director {
             "recreate deployment",
             deployment,
             false,
-            move |core, log| deploy::deploy(core, log, manifest, deploy_options),
+            move |core, log| deploy::recreate(core, log, name, deploy_options),
         )
     }
 
@@ -242,7 +254,11 @@ impl Director {
         })
     }
 
-    fn deployed_manifest(&self, deployment: &str) -> Result<String, DirectorError> {
+    /// The manifest the deployment last deployed successfully.
+    ///
+    /// # Errors
+    /// [`DirectorError::NotFound`] when it never deployed successfully.
+    pub fn deployed_manifest(&self, deployment: &str) -> Result<String, DirectorError> {
         get::<DeploymentRecord>(self.store(), Collection::Deployments, deployment)?
             .and_then(|d| d.manifest)
             .ok_or_else(|| DirectorError::NotFound {
@@ -263,18 +279,8 @@ impl Director {
         Fut: Future<Output = Result<String, String>> + Send + 'static,
     {
         let lock = lock_name(deployment);
-        let task = match self
-            .store()
-            .create_task(description, Some(deployment), Some(&lock))?
-        {
-            Ok(task) => task,
-            Err(holder) => {
-                return Err(DirectorError::Locked {
-                    deployment: deployment.to_string(),
-                    task: holder,
-                });
-            }
-        };
+        // A new deployment is recorded before its first task, so that a failure here
+        // cannot leave a task holding the lock.
         if create
             && get::<DeploymentRecord>(self.store(), Collection::Deployments, deployment)?.is_none()
         {
@@ -289,6 +295,18 @@ impl Director {
                 &record,
             )])?;
         }
+        let task = match self
+            .store()
+            .create_task(description, Some(deployment), Some(&lock))?
+        {
+            Ok(task) => task,
+            Err(holder) => {
+                return Err(DirectorError::Locked {
+                    deployment: deployment.to_string(),
+                    task: holder,
+                });
+            }
+        };
         let core = Arc::clone(&self.core);
         let finished = Arc::clone(&self.finished);
         let mut running = task.clone();
@@ -297,7 +315,12 @@ impl Director {
             running.started_at = Some(unix_now());
             let _ = core.store.put_task(&running);
             let log = TaskLog::new(running.id, Arc::clone(&core.store));
-            let outcome = job(Arc::clone(&core), log).await;
+            // The job runs as its own task so that a panic in it still ends this task
+            // and releases the lock.
+            let outcome = match tokio::spawn(job(Arc::clone(&core), log)).await {
+                Ok(outcome) => outcome,
+                Err(e) => Err(format!("internal error: {e}")),
+            };
             let (state, result) = match outcome {
                 Ok(result) => (TaskState::Done, result),
                 Err(error) => (TaskState::Error, error),

@@ -70,8 +70,12 @@ pub struct InstanceRecord {
     pub az: Option<String>,
     pub vm_cid: Option<String>,
     pub agent_id: Option<String>,
+    /// The stemcell the current VM was created from.
+    #[serde(default)]
+    pub vm_stemcell: Option<String>,
     pub disk_cid: Option<String>,
-    /// The spec last applied and started successfully; `None` until then.
+    /// The spec last applied and started successfully. It is cleared before an update
+    /// makes its first change, so an update cut short is redone by the next deploy.
     pub applied: Option<InstanceSpec>,
     pub state: DesiredState,
 }
@@ -111,65 +115,4 @@ pub struct DeploymentRecord {
     pub manifest: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TaskState {
-    Queued,
-    Processing,
-    Done,
-    Error,
-    Cancelled,
-}
-
-impl TaskState {
-    pub fn is_running(self) -> bool {
-        matches!(self, TaskState::Queued | TaskState::Processing)
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TaskState::Queued => "queued",
-            TaskState::Processing => "processing",
-            TaskState::Done => "done",
-            TaskState::Error => "error",
-            TaskState::Cancelled => "cancelled",
-        }
-    }
-}
-
-/// A background operation of the director, as `GET /tasks/:id` shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Task {
-    pub id: u64,
-    pub state: TaskState,
-    pub description: String,
-    pub deployment: Option<String>,
-    /// What happened, in one line: the outcome of a finished task or its error.
-    pub result: Option<String>,
-    /// Unix seconds.
-    pub started_at: Option<u64>,
-    pub finished_at: Option<u64>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EventState {
-    Started,
-    Finished,
-    Failed,
-}
-
-/// One line of a task's event log, in the director's event format.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TaskEvent {
-    pub time: u64,
-    pub stage: String,
-    pub tags: Vec<String>,
-    pub task: String,
-    pub index: u32,
-    pub total: u32,
-    pub state: EventState,
-    pub progress: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
+pub use crate::store::{EventState, Task, TaskEvent, TaskState};

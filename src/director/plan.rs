@@ -10,8 +10,10 @@ use super::model::{InstanceRecord, InstanceSpec};
 pub enum Change {
     /// The instance does not exist yet.
     New,
-    /// It exists but never finished an update.
+    /// It exists but its last update did not finish.
     Unapplied,
+    /// It has no VM (a deploy stopped between deleting the old VM and creating the new).
+    MissingVm,
     Stemcell,
     Releases,
     Jobs,
@@ -29,7 +31,8 @@ impl Change {
     pub fn describe(self) -> &'static str {
         match self {
             Change::New => "new",
-            Change::Unapplied => "never started",
+            Change::Unapplied => "unfinished update",
+            Change::MissingVm => "missing VM",
             Change::Stemcell => "stemcell",
             Change::Releases => "releases",
             Change::Jobs => "jobs",
@@ -64,6 +67,7 @@ impl InstancePlan {
             matches!(
                 c,
                 Change::Stemcell
+                    | Change::MissingVm
                     | Change::VmType
                     | Change::Networks
                     | Change::Recreate
@@ -181,6 +185,15 @@ pub fn plan(
                     Some(applied) => differences(applied, &desired),
                 };
                 if let Some(e) = &existing {
+                    if e.vm_cid.is_none() {
+                        changes.insert(Change::MissingVm);
+                    } else if e
+                        .vm_stemcell
+                        .as_deref()
+                        .is_some_and(|s| s != desired.stemcell)
+                    {
+                        changes.insert(Change::Stemcell);
+                    }
                     if options.recreate {
                         changes.insert(Change::Recreate);
                     }
@@ -250,6 +263,7 @@ instance_groups:
             az: None,
             vm_cid: Some(format!("vm-{index}")),
             agent_id: Some(format!("agent-{index}")),
+            vm_stemcell: Some("jammy/1.0".into()),
             disk_cid: None,
             applied: Some(desired_spec(m, &m.instance_groups[0])),
             state: DesiredState::Started,
@@ -304,6 +318,30 @@ instance_groups:
         );
         let gone: Vec<u32> = shrunk.obsolete.iter().map(|i| i.index).collect();
         assert_eq!(gone, [1, 2]);
+    }
+
+    #[test]
+    fn an_unfinished_update_is_redone_and_a_lost_or_outdated_vm_replaced() {
+        let old = manifest(2, "1.0");
+        let new = manifest(2, "2.0");
+        let mut unfinished = record(&old, 0);
+        unfinished.applied = None;
+        let mut vmless = record(&new, 1);
+        vmless.vm_cid = None;
+        let plan = plan(&new, vec![unfinished, vmless], &PlanOptions::default());
+        let first = &plan.groups[0].instances[0].changes;
+        assert!(first.contains(&Change::Unapplied) && first.contains(&Change::Stemcell));
+        assert!(
+            plan.groups[0].instances[1]
+                .changes
+                .contains(&Change::MissingVm)
+        );
+        assert!(
+            plan.groups[0]
+                .instances
+                .iter()
+                .all(InstancePlan::needs_new_vm)
+        );
     }
 
     #[test]

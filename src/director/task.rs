@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::model::{EventState, TaskEvent};
-use super::store::Store;
+use crate::store::Store;
 
 pub fn unix_now() -> u64 {
     SystemTime::now()

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use super::model::{EventState, Package, Release, ReleaseJob, Stemcell, TaskState};
 use super::sim::{Fault, FaultKind, Latency, SimulatedCloud, SimulationSettings};
-use super::store::SqliteStore;
 use super::*;
+use crate::store::SqliteStore;
 
 fn manifest(name: &str, instances: u32, stemcell: &str, disk: u64) -> String {
     format!(
@@ -33,7 +33,7 @@ struct Fixture {
 }
 
 fn fixture(faults: Vec<Fault>) -> Fixture {
-    let store: Arc<dyn store::Store> = Arc::new(SqliteStore::in_memory().unwrap());
+    let store: Arc<dyn crate::store::Store> = Arc::new(SqliteStore::in_memory().unwrap());
     let latency = Latency {
         min: Duration::from_millis(100),
         max: Duration::from_millis(300),
@@ -326,7 +326,7 @@ async fn tasks_left_running_by_a_crash_are_errored_on_the_next_start() {
             .build()
             .unwrap();
         runtime.block_on(async {
-            let store: Arc<dyn store::Store> = Arc::new(SqliteStore::open(&path).unwrap());
+            let store: Arc<dyn crate::store::Store> = Arc::new(SqliteStore::open(&path).unwrap());
             let cloud = Arc::new(SimulatedCloud::new(
                 Arc::clone(&store),
                 SimulationSettings::default(),
@@ -356,7 +356,7 @@ async fn tasks_left_running_by_a_crash_are_errored_on_the_next_start() {
     })
     .join()
     .unwrap();
-    let store: Arc<dyn store::Store> = Arc::new(SqliteStore::open(dir.path()).unwrap());
+    let store: Arc<dyn crate::store::Store> = Arc::new(SqliteStore::open(dir.path()).unwrap());
     let cloud = Arc::new(SimulatedCloud::new(
         Arc::clone(&store),
         SimulationSettings::default(),
@@ -410,4 +410,130 @@ async fn delete_removes_vms_and_the_deployment() {
     assert!(f.director.deployment("d").unwrap().is_none());
     assert!(f.cloud.vms().is_empty());
     assert!(f.director.instances("d").unwrap().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unresponsive_fault_fails_the_task_naming_the_call_and_instance() {
+    let f = fixture(vec![Fault {
+        kind: FaultKind::Unresponsive,
+        deployment: "ghost".into(),
+        probability: 1.0,
+    }]);
+    let task = deploy(&f.director, &manifest("ghost", 1, "1.0", 1024)).await;
+    assert_eq!(task.state, TaskState::Error);
+    let result = task.result.unwrap();
+    assert!(result.starts_with("mount_disk for web/"), "{result}");
+    assert!(
+        result.contains("timed out sending mount_disk to agent"),
+        "{result}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_update_cut_short_is_redone_by_the_next_deploy() {
+    let f = fixture(vec![]);
+    deploy(&f.director, &manifest("d", 1, "1.0", 1024)).await;
+    let before = f.director.instances("d").unwrap().remove(0);
+    f.cloud.set_faults(vec![Fault {
+        kind: FaultKind::CreateVm,
+        deployment: "d".into(),
+        probability: 1.0,
+    }]);
+    let failed = deploy(&f.director, &manifest("d", 1, "2.0", 1024)).await;
+    assert_eq!(failed.state, TaskState::Error);
+    let broken = f.director.instances("d").unwrap().remove(0);
+    assert!(
+        broken.vm_cid.is_none(),
+        "the old VM was deleted before create_vm failed"
+    );
+    assert!(
+        broken.applied.is_none(),
+        "the instance is marked unfinished"
+    );
+
+    f.cloud.set_faults(vec![]);
+    // Even the old manifest repairs it: a missing VM is a change.
+    let repaired = deploy(&f.director, &manifest("d", 1, "1.0", 1024)).await;
+    assert_eq!(repaired.state, TaskState::Done, "{:?}", repaired.result);
+    let after = f.director.instances("d").unwrap().remove(0);
+    assert!(after.vm_cid.is_some());
+    assert_eq!(
+        after.disk_cid, before.disk_cid,
+        "the same disk is attached again"
+    );
+    assert_eq!(f.cloud.vms().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_resized_disk_is_migrated_and_the_old_one_orphaned() {
+    let f = fixture(vec![]);
+    deploy(&f.director, &manifest("d", 1, "1.0", 1024)).await;
+    let before = f.director.instances("d").unwrap().remove(0);
+    let task = deploy(&f.director, &manifest("d", 1, "1.0", 2048)).await;
+    assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+    let after = f.director.instances("d").unwrap().remove(0);
+    assert_ne!(after.disk_cid, before.disk_cid);
+    assert_eq!(after.vm_cid, before.vm_cid, "a disk change keeps the VM");
+    let disks = f.director.disks("d").unwrap();
+    let orphaned: Vec<_> = disks.iter().filter(|d| d.orphaned).collect();
+    assert_eq!(orphaned.len(), 1);
+    assert_eq!(
+        (orphaned[0].cid.as_str(), orphaned[0].size),
+        (before.disk_cid.as_deref().unwrap(), 1024)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_disk_added_with_a_new_stemcell_is_created_once() {
+    let f = fixture(vec![]);
+    deploy(&f.director, &manifest("d", 1, "1.0", 0)).await;
+    let task = deploy(&f.director, &manifest("d", 1, "2.0", 1024)).await;
+    assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+    let disks = f.director.disks("d").unwrap();
+    assert_eq!(disks.len(), 1, "{disks:?}");
+    assert!(!disks[0].orphaned);
+}
+
+async fn deploy_duration(seed: u64) -> Duration {
+    let store: Arc<dyn crate::store::Store> = Arc::new(SqliteStore::in_memory().unwrap());
+    let latency = Latency {
+        min: Duration::from_millis(10),
+        max: Duration::from_millis(500),
+    };
+    let settings = SimulationSettings {
+        seed,
+        cpi_latency: latency,
+        agent_latency: latency,
+        faults: vec![],
+    };
+    let cloud = Arc::new(SimulatedCloud::new(Arc::clone(&store), settings));
+    let director = Director::new(store, cloud.clone(), cloud, DirectorSettings::default()).unwrap();
+    director
+        .upload_release(&Release {
+            name: "nginx".into(),
+            version: "1".into(),
+            jobs: vec![],
+            packages: vec![],
+        })
+        .unwrap();
+    director
+        .upload_stemcell(&Stemcell {
+            name: "s".into(),
+            os: "jammy".into(),
+            version: "1.0".into(),
+        })
+        .unwrap();
+    let start = tokio::time::Instant::now();
+    let task = director
+        .deploy(&manifest("d", 5, "1.0", 1024), DeployOptions::default())
+        .unwrap();
+    director.wait(task.id).await.unwrap();
+    tokio::time::Instant::now() - start
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_simulation_is_reproducible_under_a_seed() {
+    let first = deploy_duration(11).await;
+    assert_eq!(deploy_duration(11).await, first);
+    assert_ne!(deploy_duration(12).await, first);
 }

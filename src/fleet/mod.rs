@@ -9,4 +9,4 @@ pub use definition::{
     DEMO, DEMO_CONFIG, Definition, DefinitionError, FaultText, Provision, parse_fault,
     parse_latency,
 };
-pub use open::{EmbeddedFleet, FleetError, open};
+pub use open::{Access, EmbeddedFleet, FleetError, open};

@@ -78,7 +78,7 @@ impl Inventory for EmbeddedInventory {
         let id = &target.id.0;
         let (answer, kind) = match action {
             Action::Update => (self.broker.upgrade(id, force), "upgrade"),
-            Action::Recreate { .. } => (self.broker.recreate(id, force), "recreate"),
+            Action::Recreate { fix } => (self.broker.recreate(id, force, fix), "recreate"),
         };
         Ok(match answer.map_err(failure)? {
             Answer::Accepted { task } => Triggered::Accepted(Operation {

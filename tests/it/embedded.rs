@@ -246,3 +246,57 @@ fn a_run_killed_halfway_is_completed_by_the_next_without_updating_anything_twice
     assert_eq!(code, 0);
     assert_eq!(report["counts"]["updated"], 0);
 }
+
+#[test]
+fn a_running_fleet_can_be_watched_but_not_run_twice() {
+    let ws = Workspace::new();
+    let state = ws.path("state");
+    fleet_updater()
+        .args(["director", "--state-dir"])
+        .arg(&state)
+        .arg("tasks")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("there is no embedded fleet"));
+
+    let mut child = Process::new(env!("CARGO_BIN_EXE_fleet-updater"))
+        .args(["run", "--format", "json", "--state-dir"])
+        .arg(&state)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    while !seen.contains("] accepted") {
+        let mut line = String::new();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "the run ended early: {seen}"
+        );
+        seen.push_str(&line);
+    }
+    // Watching does not disturb the running tasks.
+    let listed = fleet_updater()
+        .args(["director", "--state-dir"])
+        .arg(&state)
+        .arg("tasks")
+        .output()
+        .unwrap();
+    assert!(listed.status.success());
+    assert!(String::from_utf8_lossy(&listed.stdout).contains("processing"));
+    // A second run is refused.
+    fleet_updater()
+        .args(["run", "--state-dir"])
+        .arg(&state)
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains(
+            "in use by another fleet-updater process",
+        ));
+
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["counts"]["updated"], 28);
+}

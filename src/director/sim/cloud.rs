@@ -5,12 +5,12 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use super::draw;
-use super::settings::{FaultKind, SimulationSettings};
+use super::settings::{Fault, FaultKind, SimulationSettings};
 use crate::director::agent::{Agent, AgentError, AgentState, JobState};
 use crate::director::cpi::{Cpi, CpiError, VmRequest};
 use crate::director::ids::new_id;
 use crate::director::model::InstanceSpec;
-use crate::director::store::{Collection, Store, get, put, remove};
+use crate::store::{Collection, Store, get, put, remove};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct CloudVm {
@@ -33,6 +33,9 @@ struct AgentRecord {
     agent_id: String,
     vm_cid: String,
     deployment: String,
+    /// `group/index`: what draws are keyed on, so that they do not depend on random ids.
+    #[serde(default)]
+    instance: String,
     responsive: bool,
     job_start_fails: bool,
     job_state: JobState,
@@ -44,6 +47,8 @@ struct AgentRecord {
 pub struct SimulatedCloud {
     store: Arc<dyn Store>,
     settings: SimulationSettings,
+    /// Faults can change while the cloud runs, to test what a deploy cut short leaves.
+    faults: Mutex<Vec<Fault>>,
     calls: Mutex<HashMap<String, u64>>,
 }
 
@@ -51,21 +56,52 @@ impl SimulatedCloud {
     pub fn new(store: Arc<dyn Store>, settings: SimulationSettings) -> Self {
         SimulatedCloud {
             store,
+            faults: Mutex::new(settings.faults.clone()),
             settings,
             calls: Mutex::new(HashMap::new()),
         }
     }
 
-    /// Sleeps for this call's latency: the n-th call of `method` on `subject` always
-    /// draws the same value under the same seed.
+    /// Replaces the configured faults.
+    pub fn set_faults(&self, faults: Vec<Fault>) {
+        *self.faults.lock().unwrap_or_else(|p| p.into_inner()) = faults;
+    }
+
+    /// The n-th call of `key` so far, counting this one.
+    fn count(&self, key: &str) -> u64 {
+        let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+        let n = calls.entry(key.to_string()).or_default();
+        *n += 1;
+        *n
+    }
+
+    /// `deployment/group/index` of a VM, the stable subject of draws about it.
+    fn vm_subject(&self, cid: &str) -> String {
+        get::<CloudVm>(&*self.store, Collection::CloudVms, cid)
+            .ok()
+            .flatten()
+            .map_or_else(
+                || cid.to_string(),
+                |vm| format!("{}/{}", vm.deployment, vm.instance),
+            )
+    }
+
+    fn agent_subject(&self, agent_id: &str) -> String {
+        get::<AgentRecord>(&*self.store, Collection::Agents, agent_id)
+            .ok()
+            .flatten()
+            .map_or_else(
+                || agent_id.to_string(),
+                |a| format!("{}/{}", a.deployment, a.instance),
+            )
+    }
+
+    /// Sleeps for this call's latency: the n-th call of `method` on an instance always
+    /// draws the same value under the same seed, however calls on other instances
+    /// interleave.
     async fn pause(&self, cpi: bool, method: &str, subject: &str) {
         let key = format!("{method}/{subject}");
-        let n = {
-            let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
-            let n = calls.entry(key.clone()).or_default();
-            *n += 1;
-            *n
-        };
+        let n = self.count(&key);
         let latency = if cpi {
             self.settings.cpi_latency
         } else {
@@ -78,7 +114,8 @@ impl SimulatedCloud {
     }
 
     fn faulty(&self, kind: FaultKind, deployment: &str, subject: &str) -> bool {
-        self.settings.faults.iter().any(|f| {
+        let faults = self.faults.lock().unwrap_or_else(|p| p.into_inner());
+        faults.iter().any(|f| {
             f.kind == kind
                 && deployment.contains(&f.deployment)
                 && draw(
@@ -125,7 +162,8 @@ impl SimulatedCloud {
         method: &str,
         change: impl FnOnce(&mut AgentRecord),
     ) -> Result<AgentRecord, AgentError> {
-        self.pause(false, method, agent_id).await;
+        self.pause(false, method, &self.agent_subject(agent_id))
+            .await;
         let mut record = self.agent(agent_id, method)?;
         change(&mut record);
         self.save_agent(&record, method)?;
@@ -153,7 +191,7 @@ impl SimulatedCloud {
 
     /// The VMs the cloud has, as `(cid, agent id)`: what a test compares with the director's view.
     pub fn vms(&self) -> Vec<(String, String)> {
-        crate::director::store::list::<CloudVm>(&*self.store, Collection::CloudVms, None)
+        crate::store::list::<CloudVm>(&*self.store, Collection::CloudVms, None)
             .unwrap_or_default()
             .into_iter()
             .map(|vm| (vm.cid, vm.agent_id))
@@ -168,7 +206,10 @@ impl SimulatedCloud {
 #[async_trait]
 impl Cpi for SimulatedCloud {
     async fn create_vm(&self, request: &VmRequest) -> Result<String, CpiError> {
-        self.pause(true, "create_vm", &request.agent_id).await;
+        let subject = format!("{}/{}", request.deployment, request.instance);
+        self.pause(true, "create_vm", &subject).await;
+        // Which VM of the instance this is: an unresponsive agent is decided per VM.
+        let generation = self.count(&format!("vm/{subject}"));
         if self.faulty(FaultKind::CreateVm, &request.deployment, &request.instance) {
             return Err(CpiError(format!(
                 "create_vm failed for {} in {}: quota exceeded (simulated fault)",
@@ -187,10 +228,11 @@ impl Cpi for SimulatedCloud {
             agent_id: request.agent_id.clone(),
             vm_cid: cid.clone(),
             deployment: request.deployment.clone(),
+            instance: request.instance.clone(),
             responsive: !self.faulty(
                 FaultKind::Unresponsive,
                 &request.deployment,
-                &request.agent_id,
+                &format!("{}/{generation}", request.instance),
             ),
             job_start_fails: self.faulty(
                 FaultKind::JobStart,
@@ -216,7 +258,7 @@ impl Cpi for SimulatedCloud {
     }
 
     async fn delete_vm(&self, cid: &str) -> Result<(), CpiError> {
-        self.pause(true, "delete_vm", cid).await;
+        self.pause(true, "delete_vm", &self.vm_subject(cid)).await;
         let Some(vm) =
             get::<CloudVm>(&*self.store, Collection::CloudVms, cid).map_err(Self::cpi_error)?
         else {
@@ -227,12 +269,8 @@ impl Cpi for SimulatedCloud {
             remove(Collection::CloudVms, cid),
             remove(Collection::Agents, &vm.agent_id),
         ];
-        for disk in crate::director::store::list::<CloudDisk>(
-            &*self.store,
-            Collection::CloudDisks,
-            Some(cid),
-        )
-        .map_err(Self::cpi_error)?
+        for disk in crate::store::list::<CloudDisk>(&*self.store, Collection::CloudDisks, Some(cid))
+            .map_err(Self::cpi_error)?
         {
             let detached = CloudDisk {
                 vm_cid: None,
@@ -244,7 +282,7 @@ impl Cpi for SimulatedCloud {
     }
 
     async fn has_vm(&self, cid: &str) -> Result<bool, CpiError> {
-        self.pause(true, "has_vm", cid).await;
+        self.pause(true, "has_vm", &self.vm_subject(cid)).await;
         Ok(self
             .store
             .get(Collection::CloudVms, cid)
@@ -253,7 +291,8 @@ impl Cpi for SimulatedCloud {
     }
 
     async fn create_disk(&self, size: u64, vm_cid: &str) -> Result<String, CpiError> {
-        self.pause(true, "create_disk", vm_cid).await;
+        self.pause(true, "create_disk", &self.vm_subject(vm_cid))
+            .await;
         let cid = new_id("disk");
         let disk = CloudDisk {
             cid: cid.clone(),
@@ -267,7 +306,8 @@ impl Cpi for SimulatedCloud {
     }
 
     async fn attach_disk(&self, vm_cid: &str, disk_cid: &str) -> Result<(), CpiError> {
-        self.pause(true, "attach_disk", disk_cid).await;
+        self.pause(true, "attach_disk", &self.vm_subject(vm_cid))
+            .await;
         let disk = get::<CloudDisk>(&*self.store, Collection::CloudDisks, disk_cid)
             .map_err(Self::cpi_error)?
             .ok_or_else(|| CpiError(format!("disk {disk_cid} does not exist")))?;
@@ -293,8 +333,9 @@ impl Cpi for SimulatedCloud {
             .map_err(Self::cpi_error)
     }
 
-    async fn detach_disk(&self, _vm_cid: &str, disk_cid: &str) -> Result<(), CpiError> {
-        self.pause(true, "detach_disk", disk_cid).await;
+    async fn detach_disk(&self, vm_cid: &str, disk_cid: &str) -> Result<(), CpiError> {
+        self.pause(true, "detach_disk", &self.vm_subject(vm_cid))
+            .await;
         if let Some(disk) = get::<CloudDisk>(&*self.store, Collection::CloudDisks, disk_cid)
             .map_err(Self::cpi_error)?
         {
@@ -313,7 +354,8 @@ impl Cpi for SimulatedCloud {
 #[async_trait]
 impl Agent for SimulatedCloud {
     async fn get_state(&self, agent_id: &str) -> Result<AgentState, AgentError> {
-        self.pause(false, "get_state", agent_id).await;
+        self.pause(false, "get_state", &self.agent_subject(agent_id))
+            .await;
         let record = self.agent(agent_id, "get_state")?;
         let failing_jobs = match record.job_state {
             JobState::Failing => record
@@ -369,6 +411,16 @@ impl Agent for SimulatedCloud {
         self.agent_call(agent_id, "mount_disk", |a| {
             if !a.disks.contains(&disk) {
                 a.disks.push(disk);
+            }
+        })
+        .await
+        .map(|_| ())
+    }
+
+    async fn migrate_disk(&self, agent_id: &str, from: &str, to: &str) -> Result<(), AgentError> {
+        self.agent_call(agent_id, "migrate_disk", |a| {
+            if a.disks.iter().any(|d| d == from) && !a.disks.iter().any(|d| d == to) {
+                a.disks.push(to.to_string());
             }
         })
         .await

@@ -39,7 +39,8 @@ impl FaultKind {
 }
 
 /// A configured fault: for instances of deployments whose name contains `deployment`
-/// (all when empty), with the given probability, decided once per instance and seed.
+/// (all when empty), with the given probability; decided from the seed per instance, and per
+/// VM of an instance for `Unresponsive`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Fault {
     pub kind: FaultKind,

@@ -8,11 +8,11 @@ use tokio::time::{Instant, sleep};
 use super::super::Core;
 use super::super::agent::JobState;
 use super::super::manifest::WatchTime;
-use super::super::model::{DesiredState, DiskRecord, InstanceRecord};
+use super::super::model::{DesiredState, InstanceRecord};
 use super::super::plan::{Change, InstancePlan};
-use super::super::store::{Collection, put};
 use super::super::task::Stage;
 use super::UpdateOptions;
+use super::disk::converge_disk;
 use super::vm::{create_missing_vm, create_vm, delete_vm, persist};
 
 pub async fn update_instance(
@@ -46,6 +46,9 @@ async fn procedure(
     let name = record.name();
     let unresponsive = plan.changes.contains(&Change::Unresponsive);
     let running = record.vm_cid.is_some() && record.applied.is_some() && !unresponsive;
+    // From here on the instance is unfinished until it runs the desired spec.
+    record.applied = None;
+    persist(core, record)?;
     if running {
         let agent = record.agent_id.clone().unwrap_or_default();
         if !plan.needs_new_vm() {
@@ -53,21 +56,14 @@ async fn procedure(
                 .await
                 .map_err(|e| format!("prepare for {name}: {e}"))?;
         }
-        if !options.skip_drain {
-            drain(core, &agent, &name).await?;
-        }
-        core.agent_call(&agent, "stop", core.agent.stop(&agent))
-            .await
-            .map_err(|e| format!("stop for {name}: {e}"))?;
+        stop_jobs(core, &agent, &name, options.skip_drain).await?;
     }
-    if record.vm_cid.is_none() || plan.needs_new_vm() {
+    let fresh_vm = record.vm_cid.is_none() || plan.needs_new_vm();
+    if fresh_vm {
         delete_vm(core, record, !unresponsive).await?;
-        persist(core, record)?;
         create_vm(core, record, plan).await?;
     }
-    if plan.changes.contains(&Change::PersistentDisk) {
-        replace_disk(core, record, plan).await?;
-    }
+    converge_disk(core, record, plan, fresh_vm).await?;
     let agent = record.agent_id.clone().unwrap_or_default();
     core.agent_call(&agent, "apply", core.agent.apply(&agent, &plan.desired))
         .await
@@ -81,99 +77,33 @@ async fn procedure(
     persist(core, record)
 }
 
-/// Drain: a positive answer is a wait in seconds; a negative one means wait that long
-/// and ask again.
-async fn drain(core: &Core, agent: &str, name: &str) -> Result<(), String> {
-    let mut answer = core
-        .agent_call(agent, "drain", core.agent.drain(agent, false))
-        .await
-        .map_err(|e| format!("drain for {name}: {e}"))?;
-    while answer < 0 {
-        sleep(Duration::from_secs(answer.unsigned_abs())).await;
-        answer = core
-            .agent_call(agent, "drain", core.agent.drain(agent, true))
+/// Drain (a positive answer is a wait in seconds; a negative one means wait that long
+/// and ask again), then stop.
+pub(super) async fn stop_jobs(
+    core: &Core,
+    agent: &str,
+    name: &str,
+    skip_drain: bool,
+) -> Result<(), String> {
+    if !skip_drain {
+        let mut answer = core
+            .agent_call(agent, "drain", core.agent.drain(agent, false))
             .await
             .map_err(|e| format!("drain for {name}: {e}"))?;
+        while answer < 0 {
+            sleep(Duration::from_secs(answer.unsigned_abs())).await;
+            answer = core
+                .agent_call(agent, "drain", core.agent.drain(agent, true))
+                .await
+                .map_err(|e| format!("drain for {name}: {e}"))?;
+        }
+        if answer > 0 {
+            sleep(Duration::from_secs(answer as u64)).await;
+        }
     }
-    if answer > 0 {
-        sleep(Duration::from_secs(answer as u64)).await;
-    }
-    Ok(())
-}
-
-/// A changed persistent disk: a new one is created, attached and mounted, and the old one
-/// orphaned once the data has moved.
-async fn replace_disk(
-    core: &Core,
-    record: &mut InstanceRecord,
-    plan: &InstancePlan,
-) -> Result<(), String> {
-    let name = record.name();
-    let (Some(vm), Some(agent)) = (record.vm_cid.clone(), record.agent_id.clone()) else {
-        return Ok(());
-    };
-    let old = record.disk_cid.take();
-    let mut writes = Vec::new();
-    if plan.desired.persistent_disk > 0 {
-        let disk = core
-            .cpi
-            .create_disk(plan.desired.persistent_disk, &vm)
-            .await
-            .map_err(|e| format!("create_disk for {name}: {e}"))?;
-        core.cpi
-            .attach_disk(&vm, &disk)
-            .await
-            .map_err(|e| format!("attach_disk for {name}: {e}"))?;
-        core.agent_call(&agent, "mount_disk", core.agent.mount_disk(&agent, &disk))
-            .await
-            .map_err(|e| format!("mount_disk for {name}: {e}"))?;
-        let record_disk = DiskRecord {
-            cid: disk.clone(),
-            deployment: record.deployment.clone(),
-            instance_id: Some(record.id.clone()),
-            size: plan.desired.persistent_disk,
-            orphaned: false,
-        };
-        writes.push(put(
-            Collection::Disks,
-            &disk,
-            &record.deployment,
-            &record_disk,
-        ));
-        record.disk_cid = Some(disk);
-    }
-    if let Some(old) = old {
-        core.agent_call(
-            &agent,
-            "unmount_disk",
-            core.agent.unmount_disk(&agent, &old),
-        )
+    core.agent_call(agent, "stop", core.agent.stop(agent))
         .await
-        .map_err(|e| format!("unmount_disk for {name}: {e}"))?;
-        core.cpi
-            .detach_disk(&vm, &old)
-            .await
-            .map_err(|e| format!("detach_disk for {name}: {e}"))?;
-        let orphan = DiskRecord {
-            cid: old.clone(),
-            deployment: record.deployment.clone(),
-            instance_id: None,
-            size: record
-                .applied
-                .as_ref()
-                .map(|a| a.persistent_disk)
-                .unwrap_or_default(),
-            orphaned: true,
-        };
-        writes.push(put(Collection::Disks, &old, &record.deployment, &orphan));
-    }
-    writes.push(put(
-        Collection::Instances,
-        &record.id,
-        &record.deployment,
-        &*record,
-    ));
-    core.store.write(writes).map_err(|e| e.to_string())
+        .map_err(|e| format!("stop for {name}: {e}"))
 }
 
 /// Polls `get_state` from the watch time's minimum until its maximum; the jobs must be
@@ -192,7 +122,7 @@ async fn watch(core: &Core, agent: &str, name: &str, watch: WatchTime) -> Result
         if Instant::now() - start >= watch.max {
             break state.failing_jobs;
         }
-        let remaining = watch.max - (Instant::now() - start);
+        let remaining = watch.max.saturating_sub(Instant::now() - start);
         sleep(core.settings.watch_poll.min(remaining)).await;
     };
     Err(format!(

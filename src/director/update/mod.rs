@@ -2,6 +2,7 @@
 //! groups one after another. The first failure stops new instances from starting; those
 //! in flight finish; the task ends in error.
 
+mod disk;
 mod instance;
 mod vm;
 

@@ -1,12 +1,14 @@
-//! VM creation and instance deletion, with every record written before the cloud call
-//! that depends on it.
+//! VM creation and deletion, with every record written before the cloud call that
+//! depends on it.
 
 use super::super::Core;
 use super::super::cpi::VmRequest;
 use super::super::ids::new_id;
 use super::super::model::{DesiredState, DiskRecord, InstanceRecord, VmRecord};
 use super::super::plan::InstancePlan;
-use super::super::store::{Collection, put, remove};
+use super::disk::converge_disk;
+use super::instance::stop_jobs;
+use crate::store::{Collection, get, put, remove};
 
 pub fn persist(core: &Core, record: &InstanceRecord) -> Result<(), String> {
     core.store
@@ -19,7 +21,7 @@ pub fn persist(core: &Core, record: &InstanceRecord) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
-/// Creates the VM (and its persistent disk) of an instance that has none.
+/// Creates the VM and persistent disk of a new instance (or one that lost its VM).
 pub async fn create_missing_vm(
     core: &Core,
     deployment: &str,
@@ -33,6 +35,7 @@ pub async fn create_missing_vm(
         az: plan.az.clone(),
         vm_cid: None,
         agent_id: None,
+        vm_stemcell: None,
         disk_cid: None,
         applied: None,
         state: DesiredState::Started,
@@ -40,6 +43,7 @@ pub async fn create_missing_vm(
     persist(core, &record)?;
     if record.vm_cid.is_none() {
         create_vm(core, &mut record, plan).await?;
+        converge_disk(core, &mut record, plan, true).await?;
     }
     Ok(record)
 }
@@ -65,9 +69,10 @@ pub async fn create_vm(
         .map_err(|e| format!("create_vm for {name}: {e}"))?;
     record.vm_cid = Some(cid.clone());
     record.agent_id = Some(agent_id.clone());
+    record.vm_stemcell = Some(plan.desired.stemcell.clone());
     let vm = VmRecord {
         cid: cid.clone(),
-        agent_id: agent_id.clone(),
+        agent_id,
         deployment: record.deployment.clone(),
         instance_id: Some(record.id.clone()),
         stemcell: plan.desired.stemcell.clone(),
@@ -82,61 +87,20 @@ pub async fn create_vm(
             ),
             put(Collection::Vms, &cid, &record.deployment, &vm),
         ])
-        .map_err(|e| e.to_string())?;
-    if plan.desired.persistent_disk > 0 && record.disk_cid.is_none() {
-        let disk = core
-            .cpi
-            .create_disk(plan.desired.persistent_disk, &cid)
-            .await
-            .map_err(|e| format!("create_disk for {name}: {e}"))?;
-        record.disk_cid = Some(disk.clone());
-        let disk_record = DiskRecord {
-            cid: disk.clone(),
-            deployment: record.deployment.clone(),
-            instance_id: Some(record.id.clone()),
-            size: plan.desired.persistent_disk,
-            orphaned: false,
-        };
-        core.store
-            .write(vec![
-                put(
-                    Collection::Instances,
-                    &record.id,
-                    &record.deployment,
-                    &*record,
-                ),
-                put(Collection::Disks, &disk, &record.deployment, &disk_record),
-            ])
-            .map_err(|e| e.to_string())?;
-    }
-    if let Some(disk) = record.disk_cid.clone() {
-        core.cpi
-            .attach_disk(&cid, &disk)
-            .await
-            .map_err(|e| format!("attach_disk for {name}: {e}"))?;
-        core.agent_call(
-            &agent_id,
-            "mount_disk",
-            core.agent.mount_disk(&agent_id, &disk),
-        )
-        .await
-        .map_err(|e| format!("mount_disk for {name}: {e}"))?;
-    }
-    Ok(())
+        .map_err(|e| e.to_string())
 }
 
-/// Deletes the instance's VM; the caller decides whether the agent may be asked first.
+/// Deletes the instance's VM; with a responsive agent its disk is unmounted first.
 pub async fn delete_vm(
     core: &Core,
     record: &mut InstanceRecord,
     agent_responsive: bool,
 ) -> Result<(), String> {
-    let Some(cid) = record.vm_cid.take() else {
+    let Some(cid) = record.vm_cid.clone() else {
         return Ok(());
     };
     let name = record.name();
-    let agent_id = record.agent_id.take();
-    if let (Some(disk), Some(agent)) = (&record.disk_cid, &agent_id)
+    if let (Some(disk), Some(agent)) = (&record.disk_cid, &record.agent_id)
         && agent_responsive
     {
         core.agent_call(agent, "unmount_disk", core.agent.unmount_disk(agent, disk))
@@ -150,6 +114,9 @@ pub async fn delete_vm(
             .map_err(|e| format!("detach_disk for {name}: {e}"))?;
     }
     // Forget the VM first: a crash now leaks a VM rather than pointing at a deleted one.
+    record.vm_cid = None;
+    record.agent_id = None;
+    record.vm_stemcell = None;
     core.store
         .write(vec![
             put(
@@ -167,27 +134,36 @@ pub async fn delete_vm(
         .map_err(|e| format!("delete_vm for {name}: {e}"))
 }
 
-/// Removes an instance that is no longer wanted: its VM is deleted, its persistent disk
-/// orphaned (kept, never deleted by a deploy).
+/// The disk record of `cid` marked orphaned: kept and listed, never deleted by a deploy.
+pub fn orphaned(core: &Core, cid: &str, deployment: &str) -> Result<DiskRecord, String> {
+    let size = get::<DiskRecord>(&*core.store, Collection::Disks, cid)
+        .map_err(|e| e.to_string())?
+        .map(|d| d.size)
+        .unwrap_or_default();
+    Ok(DiskRecord {
+        cid: cid.to_string(),
+        deployment: deployment.to_string(),
+        instance_id: None,
+        size,
+        orphaned: true,
+    })
+}
+
+/// Removes an instance that is no longer wanted: its jobs are drained and stopped (when
+/// its agent answers), its VM deleted and its persistent disk orphaned.
 pub async fn delete_instance(
     core: &Core,
     mut record: InstanceRecord,
     agent_responsive: bool,
+    skip_drain: bool,
 ) -> Result<(), String> {
+    if agent_responsive && let Some(agent) = record.agent_id.clone() {
+        stop_jobs(core, &agent, &record.name(), skip_drain).await?;
+    }
     delete_vm(core, &mut record, agent_responsive).await?;
     let mut writes = vec![remove(Collection::Instances, &record.id)];
     if let Some(disk) = &record.disk_cid {
-        let orphan = DiskRecord {
-            cid: disk.clone(),
-            deployment: record.deployment.clone(),
-            instance_id: None,
-            size: record
-                .applied
-                .as_ref()
-                .map(|a| a.persistent_disk)
-                .unwrap_or_default(),
-            orphaned: true,
-        };
+        let orphan = orphaned(core, disk, &record.deployment)?;
         writes.push(put(Collection::Disks, disk, &record.deployment, &orphan));
     }
     core.store.write(writes).map_err(|e| e.to_string())

@@ -1,4 +1,4 @@
-//! Persistence of the director and the embedded broker.
+//! Persistence shared by the embedded director and the embedded broker.
 //!
 //! The store keeps JSON documents in collections, plus the few things that need real
 //! transactions and ordering: tasks with their event logs, and locks. Every state change
@@ -7,11 +7,11 @@
 
 mod records;
 mod sqlite;
+mod task;
 
 pub use records::{Collection, get, list, put, remove};
 pub use sqlite::SqliteStore;
-
-use super::model::{Task, TaskEvent};
+pub use task::{EventState, Task, TaskEvent, TaskState};
 
 #[derive(Debug, thiserror::Error)]
 #[error("state store: {0}")]

@@ -5,7 +5,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::{Collection, Store, StoreError, Write};
-use crate::director::model::{Task, TaskEvent, TaskState};
+use super::{Task, TaskEvent, TaskState};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS documents (
@@ -47,15 +47,20 @@ fn now() -> u64 {
 }
 
 impl SqliteStore {
-    /// Opens (creating when needed) the database `director.db` in `dir`.
+    /// Opens (creating when needed) the database `fleet.db` in `dir`.
     ///
     /// # Errors
     /// When the folder cannot be created or the database cannot be opened.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
         std::fs::create_dir_all(dir)
             .map_err(|e| StoreError(format!("cannot create {}: {e}", dir.display())))?;
-        let connection = Connection::open(dir.join("director.db"))?;
+        let connection = Connection::open(dir.join("fleet.db"))?;
         Self::with_connection(connection)
+    }
+
+    /// Whether `dir` holds a database already.
+    pub fn exists(dir: &Path) -> bool {
+        dir.join("fleet.db").exists()
     }
 
     /// A private database in memory, for tests and benchmarks.
@@ -304,7 +309,7 @@ impl Store for SqliteStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::director::store::{get, put};
+    use crate::store::{get, put};
 
     #[test]
     fn a_lock_is_taken_with_its_task_or_not_at_all() {
@@ -362,8 +367,7 @@ mod tests {
                 put(Collection::Instances, "c", "d1", &3),
             ])
             .unwrap();
-        let d1: Vec<i32> =
-            crate::director::store::list(&store, Collection::Instances, Some("d1")).unwrap();
+        let d1: Vec<i32> = crate::store::list(&store, Collection::Instances, Some("d1")).unwrap();
         assert_eq!(d1, [1, 3]);
         assert_eq!(
             get::<i32>(&store, Collection::Instances, "b").unwrap(),

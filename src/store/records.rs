@@ -22,6 +22,8 @@ pub enum Collection {
     Agents,
     /// The embedded broker's service instances.
     ServiceInstances,
+    /// Facts about the embedded fleet as a whole (whether it was provisioned).
+    Fleet,
 }
 
 impl Collection {
@@ -38,6 +40,7 @@ impl Collection {
             Collection::CloudDisks => "cloud_disks",
             Collection::Agents => "agents",
             Collection::ServiceInstances => "service_instances",
+            Collection::Fleet => "fleet",
         }
     }
 }
