@@ -188,14 +188,9 @@ impl Broker {
     ) -> Result<InstanceView, BrokerError> {
         let deployment = deployment_name(&instance.id);
         let record = self.director.deployment(&deployment)?;
+        let update_available = self.outdated(&instance, record.as_ref())?;
         let deployed = record.and_then(|r| r.manifest);
         let running = deployed.as_deref().and_then(versions_of);
-        let update_available = match (self.catalog.plan(&instance.plan_id), &deployed) {
-            (Some(plan), Some(deployed)) => {
-                *deployed != plan.manifest_for(&deployment, &plan.current)
-            }
-            _ => true,
-        };
         let state = match &last_task {
             Some(task) if task.state.is_running() => State::Deploying,
             Some(task) if task.state != TaskState::Done => State::Failed,
@@ -249,6 +244,25 @@ impl Broker {
         Ok(Some(self.view(instance, task)?))
     }
 
+    /// Whether a redeploy would change the deployment: its plan renders another manifest
+    /// now, or the cloud config changed since it deployed.
+    fn outdated(
+        &self,
+        instance: &ServiceInstance,
+        record: Option<&crate::director::model::DeploymentRecord>,
+    ) -> Result<bool, BrokerError> {
+        let Some(record) = record else {
+            return Ok(true);
+        };
+        let (Some(plan), Some(deployed)) = (self.catalog.plan(&instance.plan_id), &record.manifest)
+        else {
+            return Ok(true);
+        };
+        let cloud_config = self.director.cloud_config()?.map(|c| c.version);
+        Ok(*deployed != plan.manifest_for(&record.name, &plan.current)
+            || record.cloud_config != cloud_config)
+    }
+
     /// What stands before any operation: gone, orphaned, blocked or busy.
     fn precheck(
         &self,
@@ -293,11 +307,8 @@ impl Broker {
         };
         let plan = self.plan(&instance.plan_id)?;
         let desired = plan.manifest_for(&deployment, &plan.current);
-        let deployed = self
-            .director
-            .deployment(&deployment)?
-            .and_then(|d| d.manifest);
-        if deployed.as_deref() == Some(desired.as_str()) {
+        let record = self.director.deployment(&deployment)?;
+        if !self.outdated(&instance, record.as_ref())? {
             return Ok(Answer::UpToDate);
         }
         Self::started(self.director.deploy(&desired, DeployOptions::default()))

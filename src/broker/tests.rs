@@ -207,3 +207,38 @@ async fn a_never_deployed_instance_is_recreated_from_its_plan() {
         State::Provisioned
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_new_cloud_config_makes_every_instance_outdated() {
+    let broker = broker();
+    broker
+        .director()
+        .update_cloud_config("vm_types: [{name: small}]\n")
+        .unwrap();
+    provisioned(&broker, "a").await;
+    let Answer::Accepted { task } = broker.upgrade("a", false).unwrap() else {
+        panic!("expected the upgrade to start");
+    };
+    broker.director().wait(task).await.unwrap();
+    assert!(!broker.instance("a").unwrap().unwrap().update_available);
+    assert_eq!(
+        broker
+            .director()
+            .update_cloud_config("vm_types: [{name: small}]\n")
+            .unwrap(),
+        1,
+        "the same text is no new version"
+    );
+    assert_eq!(
+        broker
+            .director()
+            .update_cloud_config("vm_types: [{name: large}]\n")
+            .unwrap(),
+        2
+    );
+    assert!(broker.instance("a").unwrap().unwrap().update_available);
+    assert!(matches!(
+        broker.upgrade("a", false).unwrap(),
+        Answer::Accepted { .. }
+    ));
+}

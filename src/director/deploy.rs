@@ -10,7 +10,7 @@ use tokio::task::JoinSet;
 
 use super::Core;
 use super::manifest::{Manifest, parse};
-use super::model::{DeploymentRecord, InstanceRecord, Release, Stemcell};
+use super::model::{CloudConfig, DeploymentRecord, InstanceRecord, Release, Stemcell};
 use super::plan::{Change, PlanOptions, plan};
 use super::task::TaskLog;
 use super::update::{UpdateOptions, create_missing_vm, delete_instance, update_groups};
@@ -111,6 +111,9 @@ pub async fn deploy(
 ) -> Result<String, String> {
     let manifest = parse(&text).map_err(|e| format!("the manifest is invalid:\n{e}"))?;
     check_uploads(&core, &manifest)?;
+    let cloud_config = get::<CloudConfig>(&*core.store, Collection::CloudConfig, "current")
+        .map_err(|e| e.to_string())?
+        .map(|c| c.version);
     let name = manifest.name.clone();
     let existing: Vec<InstanceRecord> =
         list(&*core.store, Collection::Instances, Some(&name)).map_err(|e| e.to_string())?;
@@ -199,6 +202,7 @@ pub async fn deploy(
             &DeploymentRecord {
                 name: name.clone(),
                 manifest: Some(text),
+                cloud_config,
             },
         )])
         .map_err(|e| e.to_string())?;

@@ -29,8 +29,8 @@ use crate::store::{Collection, Store, get, list, put};
 use agent::{Agent, AgentError};
 use cpi::Cpi;
 use model::{
-    DeploymentRecord, DiskRecord, InstanceRecord, Release, Stemcell, Task, TaskEvent, TaskState,
-    VmRecord,
+    CloudConfig, DeploymentRecord, DiskRecord, InstanceRecord, Release, Stemcell, Task, TaskEvent,
+    TaskState, VmRecord,
 };
 use task::{TaskLog, unix_now};
 
@@ -172,16 +172,27 @@ impl Director {
         Ok(list(self.store(), Collection::Stemcells, None)?)
     }
 
-    /// Replaces the cloud config; it must be YAML.
-    pub fn update_cloud_config(&self, text: &str) -> Result<(), DirectorError> {
+    /// Replaces the cloud config (it must be YAML) with a new version, unless it is the
+    /// same text. Deployments made with an older version are then out of date.
+    pub fn update_cloud_config(&self, text: &str) -> Result<u64, DirectorError> {
         crate::yaml::load(text, crate::yaml::Limits::default())
             .map_err(|e| DirectorError::Invalid(format!("cloud config is not valid YAML: {e}")))?;
-        Ok(self
-            .store()
-            .write(vec![put(Collection::CloudConfig, "current", "", &text)])?)
+        let current = self.cloud_config()?;
+        if let Some(current) = &current
+            && current.text == text
+        {
+            return Ok(current.version);
+        }
+        let config = CloudConfig {
+            version: current.map_or(1, |c| c.version + 1),
+            text: text.to_string(),
+        };
+        self.store()
+            .write(vec![put(Collection::CloudConfig, "current", "", &config)])?;
+        Ok(config.version)
     }
 
-    pub fn cloud_config(&self) -> Result<Option<String>, DirectorError> {
+    pub fn cloud_config(&self) -> Result<Option<CloudConfig>, DirectorError> {
         Ok(get(self.store(), Collection::CloudConfig, "current")?)
     }
 
@@ -287,6 +298,7 @@ impl Director {
             let record = DeploymentRecord {
                 name: deployment.to_string(),
                 manifest: None,
+                cloud_config: None,
             };
             self.store().write(vec![put(
                 Collection::Deployments,

@@ -113,6 +113,16 @@ pub struct DeploymentRecord {
     /// The manifest of the last successful deploy; `None` while the first one has not
     /// succeeded.
     pub manifest: Option<String>,
+    /// The version of the cloud config that deploy used.
+    #[serde(default)]
+    pub cloud_config: Option<u64>,
+}
+
+/// The director's cloud config; every update makes a new version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CloudConfig {
+    pub version: u64,
+    pub text: String,
 }
 
 pub use crate::store::{EventState, Task, TaskEvent, TaskState};

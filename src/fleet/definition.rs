@@ -76,6 +76,9 @@ struct DefinitionText {
     simulation: Option<SimulationText>,
     releases: Vec<Release>,
     stemcells: Vec<Stemcell>,
+    /// The director's cloud config; changing it makes every instance outdated.
+    #[serde(default)]
+    cloud_config: Option<String>,
     plans: Vec<PlanText>,
     #[serde(default)]
     provision: Vec<Provision>,
@@ -92,6 +95,7 @@ pub struct Definition {
     pub simulation: SimulationSettings,
     pub releases: Vec<Release>,
     pub stemcells: Vec<Stemcell>,
+    pub cloud_config: Option<String>,
     pub catalog: Catalog,
     pub provision: Vec<Provision>,
     pub blocked: Vec<String>,
@@ -189,6 +193,7 @@ impl Definition {
             simulation,
             releases: raw.releases,
             stemcells: raw.stemcells,
+            cloud_config: raw.cloud_config,
             catalog,
             provision: raw.provision,
             blocked: raw.blocked,

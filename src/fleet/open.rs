@@ -130,6 +130,9 @@ pub async fn open(
         for stemcell in &definition.stemcells {
             director.upload_stemcell(stemcell)?;
         }
+        if let Some(cloud_config) = &definition.cloud_config {
+            director.update_cloud_config(cloud_config)?;
+        }
         provision(state_dir, &*store, &broker, definition, progress).await?;
     }
     Ok(EmbeddedFleet {

@@ -301,6 +301,7 @@ fn read_group(
     for key in ["instances", "jobs", "stemcell", "networks"] {
         required(checker, node, &fields, &path, key);
     }
+    let mut group_properties = None;
     for (key, value) in &fields {
         let p = join(&path, &key.name);
         match key.name.as_str() {
@@ -376,7 +377,26 @@ fn read_group(
                 }
             }
             "update" => group.update = read_update(checker, value, &p, update),
+            "properties" => group_properties = Some(value.to_json()),
+            "persistent_disk_type" => checker.report(
+                &p,
+                value.at,
+                "disk types from the cloud config are not supported yet; give the size in MB with `persistent_disk`",
+            ),
+            "lifecycle" if value.as_str() != Some("service") => checker.report(
+                &p,
+                value.at,
+                "only `service` instance groups are supported; errands are not",
+            ),
             _ => {}
+        }
+    }
+    // Group-level properties apply to the jobs that set none of their own, as in BOSH.
+    if let Some(properties) = group_properties {
+        for job in &mut group.jobs {
+            if job.properties.is_null() {
+                job.properties = properties.clone();
+            }
         }
     }
     Some(group)
@@ -458,6 +478,29 @@ instance_groups:
         let db = &m.instance_groups[0];
         assert_eq!((db.instances, db.persistent_disk), (3, 10240));
         assert_eq!(db.jobs[0].properties["port"], 5432);
+    }
+
+    #[test]
+    fn group_properties_apply_to_jobs_without_their_own_and_unsupported_keys_are_named() {
+        let with_group = MANIFEST.replace(
+            "jobs: [{name: postgres, release: postgres, properties: {port: 5432}}]",
+            "jobs: [{name: postgres, release: postgres}]\n  properties: {port: 6432}",
+        );
+        let m = parse(&with_group).unwrap();
+        assert_eq!(m.instance_groups[0].jobs[0].properties["port"], 6432);
+        let errand = MANIFEST.replace(
+            "vm_type: small",
+            "vm_type: small\n  lifecycle: errand\n  persistent_disk_type: fast",
+        );
+        let ManifestError::Invalid { problems } = parse(&errand).unwrap_err() else {
+            panic!("expected problems");
+        };
+        let paths: Vec<&str> = problems.iter().map(|p| p.path.as_str()).collect();
+        assert!(paths.contains(&"instance_groups.db.lifecycle"), "{paths:?}");
+        assert!(
+            paths.contains(&"instance_groups.db.persistent_disk_type"),
+            "{paths:?}"
+        );
     }
 
     #[test]
