@@ -11,6 +11,7 @@ mod error;
 mod ids;
 pub mod manifest;
 pub mod model;
+pub mod network;
 pub mod plan;
 pub mod sim;
 mod task;

@@ -29,6 +29,32 @@ impl From<serde_json::Error> for StoreError {
     }
 }
 
+/// Who holds an IP address: an instance (or a compilation VM) of a deployment.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct IpOwner {
+    pub deployment: String,
+    pub instance: String,
+}
+
+impl std::fmt::Display for IpOwner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "instance '{}' of deployment '{}'",
+            self.instance, self.deployment
+        )
+    }
+}
+
+/// An IP reservation as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IpRecord {
+    pub address: u32,
+    pub network: String,
+    pub owner: IpOwner,
+    pub is_static: bool,
+}
+
 /// One change of a batch that is applied atomically.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Write {
@@ -79,6 +105,24 @@ pub trait Store: Send + Sync {
     fn release_lock(&self, lock: &str, task: u64) -> Result<(), StoreError>;
 
     fn locks(&self) -> Result<Vec<(String, u64)>, StoreError>;
+
+    /// Claims an address. Addresses are unique across every network and deployment; the
+    /// owner may claim its own again (its network or static flag may change). Returns the
+    /// holder when someone else has it.
+    fn claim_ip(
+        &self,
+        address: u32,
+        network: &str,
+        owner: &IpOwner,
+        is_static: bool,
+    ) -> Result<Result<(), IpOwner>, StoreError>;
+
+    fn release_ip(&self, address: u32) -> Result<(), StoreError>;
+
+    /// Claimed addresses in `[lo, hi]`, ascending.
+    fn ips_in(&self, lo: u32, hi: u32) -> Result<Vec<u32>, StoreError>;
+
+    fn ips_of(&self, deployment: &str) -> Result<Vec<IpRecord>, StoreError>;
 
     /// After a crash: tasks left queued or processing end in error with `reason`, and
     /// every lock is released. Returns the ids of the tasks it ended.

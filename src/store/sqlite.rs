@@ -4,7 +4,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use super::{Collection, Store, StoreError, Write};
+use super::{Collection, IpOwner, IpRecord, Store, StoreError, Write};
 use super::{Task, TaskEvent, TaskState};
 
 const SCHEMA: &str = "
@@ -28,6 +28,14 @@ CREATE TABLE IF NOT EXISTS task_events (
     body TEXT NOT NULL,
     PRIMARY KEY (task_id, seq)
 );
+CREATE TABLE IF NOT EXISTS ip_addresses (
+    address INTEGER PRIMARY KEY,
+    network TEXT NOT NULL,
+    deployment TEXT NOT NULL,
+    instance TEXT NOT NULL,
+    static INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS ip_addresses_by_deployment ON ip_addresses (deployment, address);
 CREATE TABLE IF NOT EXISTS locks (
     name TEXT PRIMARY KEY,
     task_id INTEGER NOT NULL
@@ -275,6 +283,90 @@ impl Store for SqliteStore {
             connection.prepare_cached("SELECT name, task_id FROM locks ORDER BY name")?;
         let rows = stmt
             .query_map([], |row| Ok((row.get(0)?, row.get::<_, i64>(1)? as u64)))?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(rows)
+    }
+
+    fn claim_ip(
+        &self,
+        address: u32,
+        network: &str,
+        owner: &IpOwner,
+        is_static: bool,
+    ) -> Result<Result<(), IpOwner>, StoreError> {
+        let mut connection = self.lock();
+        let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let inserted = tx.execute(
+            "INSERT INTO ip_addresses (address, network, deployment, instance, static)
+             VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (address) DO NOTHING",
+            params![
+                i64::from(address),
+                network,
+                owner.deployment,
+                owner.instance,
+                is_static
+            ],
+        )?;
+        if inserted == 0 {
+            let holder: IpOwner = tx.query_row(
+                "SELECT deployment, instance FROM ip_addresses WHERE address = ?1",
+                [i64::from(address)],
+                |row| {
+                    Ok(IpOwner {
+                        deployment: row.get(0)?,
+                        instance: row.get(1)?,
+                    })
+                },
+            )?;
+            if holder != *owner {
+                return Ok(Err(holder));
+            }
+            tx.execute(
+                "UPDATE ip_addresses SET network = ?2, static = ?3 WHERE address = ?1",
+                params![i64::from(address), network, is_static],
+            )?;
+        }
+        tx.commit()?;
+        Ok(Ok(()))
+    }
+
+    fn release_ip(&self, address: u32) -> Result<(), StoreError> {
+        self.lock().execute(
+            "DELETE FROM ip_addresses WHERE address = ?1",
+            [i64::from(address)],
+        )?;
+        Ok(())
+    }
+
+    fn ips_in(&self, lo: u32, hi: u32) -> Result<Vec<u32>, StoreError> {
+        let connection = self.lock();
+        let mut stmt = connection.prepare_cached(
+            "SELECT address FROM ip_addresses WHERE address BETWEEN ?1 AND ?2 ORDER BY address",
+        )?;
+        let rows = stmt
+            .query_map([i64::from(lo), i64::from(hi)], |row| row.get::<_, i64>(0))?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(rows.into_iter().map(|a| a as u32).collect())
+    }
+
+    fn ips_of(&self, deployment: &str) -> Result<Vec<IpRecord>, StoreError> {
+        let connection = self.lock();
+        let mut stmt = connection.prepare_cached(
+            "SELECT address, network, instance, static FROM ip_addresses
+             WHERE deployment = ?1 ORDER BY address",
+        )?;
+        let rows = stmt
+            .query_map([deployment], |row| {
+                Ok(IpRecord {
+                    address: row.get::<_, i64>(0)? as u32,
+                    network: row.get(1)?,
+                    owner: IpOwner {
+                        deployment: deployment.to_string(),
+                        instance: row.get(2)?,
+                    },
+                    is_static: row.get(3)?,
+                })
+            })?
             .collect::<Result<Vec<_>, _>>()?;
         Ok(rows)
     }
