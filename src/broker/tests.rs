@@ -9,6 +9,10 @@ use crate::store::SqliteStore;
 
 const TEMPLATE: &str =
     "update: {canaries: 1, max_in_flight: 1, canary_watch_time: 1000, update_watch_time: 1000}
+networks:
+- name: default
+  subnets:
+  - {range: 10.1.0.0/24, gateway: 10.1.0.1}
 instance_groups:
 - name: db
   instances: 1
@@ -208,12 +212,18 @@ async fn a_never_deployed_instance_is_recreated_from_its_plan() {
     );
 }
 
+fn cloud_config(vm_type: &str) -> String {
+    format!(
+        "vm_types: [{{name: {vm_type}}}]\nnetworks:\n- name: default\n  subnets: [{{range: 10.2.0.0/24, gateway: 10.2.0.1}}]\n"
+    )
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_new_cloud_config_makes_every_instance_outdated() {
     let broker = broker();
     broker
         .director()
-        .update_cloud_config("vm_types: [{name: small}]\n")
+        .update_cloud_config(&cloud_config("small"))
         .unwrap();
     provisioned(&broker, "a").await;
     let Answer::Accepted { task } = broker.upgrade("a", false).unwrap() else {
@@ -224,7 +234,7 @@ async fn a_new_cloud_config_makes_every_instance_outdated() {
     assert_eq!(
         broker
             .director()
-            .update_cloud_config("vm_types: [{name: small}]\n")
+            .update_cloud_config(&cloud_config("small"))
             .unwrap(),
         1,
         "the same text is no new version"
@@ -232,7 +242,7 @@ async fn a_new_cloud_config_makes_every_instance_outdated() {
     assert_eq!(
         broker
             .director()
-            .update_cloud_config("vm_types: [{name: large}]\n")
+            .update_cloud_config(&cloud_config("large"))
             .unwrap(),
         2
     );

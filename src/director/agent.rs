@@ -33,6 +33,9 @@ pub struct AgentState {
     pub applied: Option<InstanceSpec>,
     /// Jobs whose processes are not running, for error messages.
     pub failing_jobs: Vec<String>,
+    /// The VM's address on each network, as the agent sees it.
+    #[serde(default)]
+    pub networks: Vec<(String, std::net::Ipv4Addr)>,
 }
 
 #[async_trait]

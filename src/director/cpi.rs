@@ -14,6 +14,8 @@ pub struct VmRequest {
     pub deployment: String,
     /// `group/index`, which the simulated cloud uses to decide configured faults.
     pub instance: String,
+    /// Address per network; `None` where the IaaS assigns one (dynamic networks).
+    pub networks: Vec<(String, Option<std::net::Ipv4Addr>)>,
 }
 
 #[async_trait]

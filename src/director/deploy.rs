@@ -3,7 +3,7 @@
 //! instance groups. Recreate and delete are deploys of the stored manifest with other
 //! options. Compilation and IP management slot in between binding and VM creation.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use tokio::task::JoinSet;
@@ -11,6 +11,8 @@ use tokio::task::JoinSet;
 use super::Core;
 use super::manifest::{Manifest, parse};
 use super::model::{CloudConfig, DeploymentRecord, InstanceRecord, Release, Stemcell};
+use super::network::to_u32;
+use super::networking;
 use super::plan::{Change, PlanOptions, plan};
 use super::task::TaskLog;
 use super::update::{UpdateOptions, create_missing_vm, delete_instance, update_groups};
@@ -57,6 +59,13 @@ fn check_uploads(core: &Core, manifest: &Manifest) -> Result<(), String> {
     }
 }
 
+/// What binding learned: instances whose agents did not answer, and the addresses the
+/// others reported, by instance id.
+struct Bound {
+    unresponsive: BTreeSet<String>,
+    reported: HashMap<String, Vec<(String, u32)>>,
+}
+
 /// Asks every agent of the deployment for its state, in parallel. Unanswered agents fail
 /// the deploy, unless `fix`: then their instances get new VMs.
 async fn bind(
@@ -64,7 +73,7 @@ async fn bind(
     log: &TaskLog,
     existing: &[InstanceRecord],
     fix: bool,
-) -> Result<BTreeSet<String>, String> {
+) -> Result<Bound, String> {
     let stage = log.stage("Preparing deployment", Vec::new(), 1);
     let step = stage.start("Binding existing deployment");
     let mut calls = JoinSet::new();
@@ -75,20 +84,33 @@ async fn bind(
         let core = Arc::clone(core);
         let (id, name) = (instance.id.clone(), instance.name());
         calls.spawn(async move {
-            let answered = core
+            let state = core
                 .agent_call(&agent, "get_state", core.agent.get_state(&agent))
                 .await
-                .is_ok();
-            (id, name, answered)
+                .ok();
+            (id, name, state)
         });
     }
-    let mut unresponsive = BTreeSet::new();
+    let mut bound = Bound {
+        unresponsive: BTreeSet::new(),
+        reported: HashMap::new(),
+    };
     let mut names = Vec::new();
     while let Some(joined) = calls.join_next().await {
-        let (id, name, answered) = joined.map_err(|e| format!("internal error: {e}"))?;
-        if !answered {
-            unresponsive.insert(id);
-            names.push(name);
+        let (id, name, state) = joined.map_err(|e| format!("internal error: {e}"))?;
+        match state {
+            Some(state) => {
+                let nets = state
+                    .networks
+                    .into_iter()
+                    .map(|(n, ip)| (n, to_u32(ip)))
+                    .collect();
+                bound.reported.insert(id, nets);
+            }
+            None => {
+                bound.unresponsive.insert(id);
+                names.push(name);
+            }
         }
     }
     names.sort();
@@ -100,7 +122,7 @@ async fn bind(
         )));
     }
     step.finish();
-    Ok(unresponsive)
+    Ok(bound)
 }
 
 pub async fn deploy(
@@ -117,7 +139,10 @@ pub async fn deploy(
     let name = manifest.name.clone();
     let existing: Vec<InstanceRecord> =
         list(&*core.store, Collection::Instances, Some(&name)).map_err(|e| e.to_string())?;
-    let unresponsive = bind(&core, &log, &existing, options.fix).await?;
+    let Bound {
+        unresponsive,
+        reported,
+    } = bind(&core, &log, &existing, options.fix).await?;
     let mut plan = plan(
         &manifest,
         existing,
@@ -126,20 +151,28 @@ pub async fn deploy(
             unresponsive: unresponsive.clone(),
         },
     );
-    let changed = plan.changed_instances();
-    let obsolete = plan.obsolete.len();
+    let networking = networking::choose(&core, &manifest)?;
     if options.dry_run {
+        // Reserving would change the store, so a dry run counts without addresses.
+        let (changed, obsolete) = (plan.changed_instances(), plan.obsolete.len());
         return Ok(format!(
-            "dry run: {changed} instances would be updated and {obsolete} deleted; nothing was changed"
+            "dry run: {changed} instances would be updated and {obsolete} deleted (address changes not \
+             counted); nothing was changed"
         ));
     }
+    networking::reserve(&core, &networking, &manifest, &mut plan, &reported)?;
+    let global = networking.global();
+    let changed = plan.changed_instances();
+    let obsolete = plan.obsolete.len();
 
     if obsolete > 0 {
         let stage = log.stage("Deleting unneeded instances", Vec::new(), obsolete as u32);
         for record in std::mem::take(&mut plan.obsolete) {
             let responsive = !unresponsive.contains(&record.id);
             let step = stage.start(record.name());
+            let addresses = networking::held_by(&core, &name, &record.id)?;
             step.end(delete_instance(&core, record, responsive, options.skip_drain).await)?;
+            networking::release(&core, global, &addresses)?;
         }
     }
 
@@ -192,6 +225,7 @@ pub async fn deploy(
         skip_drain: options.skip_drain,
         canaries: options.canaries,
         max_in_flight: options.max_in_flight,
+        global_addresses: global,
     };
     update_groups(&core, &log, &name, &plan.groups, &update).await?;
     core.store
@@ -233,7 +267,7 @@ pub async fn recreate(
 pub async fn delete(core: Arc<Core>, log: TaskLog, name: String) -> Result<String, String> {
     let existing: Vec<InstanceRecord> =
         list(&*core.store, Collection::Instances, Some(&name)).map_err(|e| e.to_string())?;
-    let unresponsive = bind(&core, &log, &existing, true).await?;
+    let unresponsive = bind(&core, &log, &existing, true).await?.unresponsive;
     let stage = log.stage("Deleting instances", Vec::new(), existing.len() as u32);
     let count = existing.len();
     for record in existing {

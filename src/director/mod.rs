@@ -12,6 +12,7 @@ mod ids;
 pub mod manifest;
 pub mod model;
 pub mod network;
+mod networking;
 pub mod plan;
 pub mod sim;
 mod task;

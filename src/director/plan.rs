@@ -48,12 +48,18 @@ impl Change {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct InstancePlan {
+    /// The existing instance's id; for a new instance, empty until the deploy names it.
+    pub id: String,
     pub group: String,
     pub index: u32,
     pub az: Option<String>,
     pub existing: Option<InstanceRecord>,
     pub desired: InstanceSpec,
     pub changes: BTreeSet<Change>,
+    /// Address per network, in the group's order; `None` where the IaaS assigns.
+    pub addresses: Vec<(String, Option<u32>)>,
+    /// Addresses the instance holds but will not keep: released once its new VM runs.
+    pub obsolete_addresses: Vec<u32>,
 }
 
 impl InstancePlan {
@@ -133,9 +139,18 @@ pub fn desired_spec(manifest: &Manifest, group: &InstanceGroup) -> InstanceSpec 
         jobs: group.jobs.iter().map(|j| j.name.clone()).collect(),
         vm_type: group.vm_type.clone(),
         persistent_disk: group.persistent_disk,
-        networks: group.networks.clone(),
+        networks: group.networks.iter().map(|n| n.name.clone()).collect(),
         properties: serde_json::Value::Object(properties),
     }
+}
+
+/// Networks without their addresses (`default/10.0.0.5` is on `default`): which
+/// addresses an instance gets is decided when they are reserved, after planning.
+fn network_names(networks: &[String]) -> Vec<&str> {
+    networks
+        .iter()
+        .map(|n| n.split_once('/').map_or(n.as_str(), |(name, _)| name))
+        .collect()
 }
 
 fn differences(applied: &InstanceSpec, desired: &InstanceSpec) -> BTreeSet<Change> {
@@ -150,7 +165,10 @@ fn differences(applied: &InstanceSpec, desired: &InstanceSpec) -> BTreeSet<Chang
             applied.persistent_disk != desired.persistent_disk,
             Change::PersistentDisk,
         ),
-        (applied.networks != desired.networks, Change::Networks),
+        (
+            network_names(&applied.networks) != network_names(&desired.networks),
+            Change::Networks,
+        ),
     ];
     for (differs, change) in pairs {
         if differs {
@@ -207,12 +225,15 @@ pub fn plan(
                     Some(group.azs[index as usize % group.azs.len()].clone())
                 };
                 InstancePlan {
+                    id: existing.as_ref().map(|e| e.id.clone()).unwrap_or_default(),
                     group: group.name.clone(),
                     index,
                     az: existing.as_ref().and_then(|e| e.az.clone()).or(az),
                     existing,
                     desired: desired.clone(),
                     changes,
+                    addresses: Vec::new(),
+                    obsolete_addresses: Vec::new(),
                 }
             })
             .collect();

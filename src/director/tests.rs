@@ -14,6 +14,10 @@ fn manifest(name: &str, instances: u32, stemcell: &str, disk: u64) -> String {
 releases: [{{name: nginx, version: '1'}}]
 stemcells: [{{alias: default, os: jammy, version: '{stemcell}'}}]
 update: {{canaries: 1, max_in_flight: 2, canary_watch_time: 1000-5000, update_watch_time: 1000-5000}}
+networks:
+- name: default
+  subnets:
+  - {{range: 10.0.0.0/24, gateway: 10.0.0.1, azs: [z1, z2]}}
 instance_groups:
 - name: web
   instances: {instances}
@@ -536,4 +540,259 @@ async fn the_simulation_is_reproducible_under_a_seed() {
     let first = deploy_duration(11).await;
     assert_eq!(deploy_duration(11).await, first);
     assert_ne!(deploy_duration(12).await, first);
+}
+
+mod addresses {
+    use super::*;
+
+    const CLOUD: &str = "azs: [{name: z1}, {name: z2}]
+networks:
+- name: default
+  subnets:
+  - {range: 10.10.0.0/24, gateway: 10.10.0.1, static: [10.10.0.200 - 10.10.0.210], azs: [z1, z2]}
+- name: other
+  subnets:
+  - {range: 10.20.0.0/24, gateway: 10.20.0.1, azs: [z1, z2]}
+";
+
+    /// A manifest on the cloud config's networks (no `networks` of its own).
+    fn on(name: &str, instances: u32, network: &str, static_ips: &[&str]) -> String {
+        let statics = if static_ips.is_empty() {
+            String::new()
+        } else {
+            format!(", static_ips: [{}]", static_ips.join(", "))
+        };
+        format!(
+            "name: {name}
+releases: [{{name: nginx, version: '1'}}]
+stemcells: [{{alias: default, os: jammy, version: '1.0'}}]
+update: {{canaries: 1, max_in_flight: 2, canary_watch_time: 1000, update_watch_time: 1000}}
+instance_groups:
+- name: web
+  instances: {instances}
+  azs: [z1, z2]
+  jobs: [{{name: nginx, release: nginx}}]
+  stemcell: default
+  networks: [{{name: {network}{statics}}}]
+"
+        )
+    }
+
+    fn global() -> Fixture {
+        let f = fixture(vec![]);
+        f.director.update_cloud_config(CLOUD).unwrap();
+        f
+    }
+
+    fn addresses(f: &Fixture, deployment: &str) -> Vec<String> {
+        f.director
+            .instances(deployment)
+            .unwrap()
+            .iter()
+            .map(|i| i.applied.as_ref().unwrap().networks.join(","))
+            .collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn deployments_share_the_cloud_configs_address_space_without_overlap() {
+        let f = global();
+        let (a, b) = (
+            f.director
+                .deploy(&on("a", 3, "default", &[]), DeployOptions::default())
+                .unwrap(),
+            f.director
+                .deploy(&on("b", 3, "default", &[]), DeployOptions::default())
+                .unwrap(),
+        );
+        // Both deploy at once.
+        assert_eq!(f.director.wait(a.id).await.unwrap().state, TaskState::Done);
+        assert_eq!(f.director.wait(b.id).await.unwrap().state, TaskState::Done);
+        let mut all: Vec<String> = addresses(&f, "a");
+        all.extend(addresses(&f, "b"));
+        let unique: std::collections::BTreeSet<_> = all.iter().collect();
+        assert_eq!(unique.len(), 6, "{all:?}");
+        assert!(
+            all.iter().all(|a| a.starts_with("default/10.10.0.")),
+            "{all:?}"
+        );
+        assert!(
+            !all.iter().any(|a| a.ends_with(".1") || a.ends_with(".0")),
+            "no gateway or network address: {all:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_redeploy_keeps_addresses_and_scaling_down_releases_them() {
+        let f = global();
+        deploy(&f.director, &on("a", 3, "default", &[])).await;
+        let before = addresses(&f, "a");
+        let again = deploy(&f.director, &on("a", 3, "default", &[])).await;
+        assert!(again.result.unwrap().contains("0 instances updated"));
+        assert_eq!(addresses(&f, "a"), before);
+        deploy(&f.director, &on("a", 1, "default", &[])).await;
+        // The released addresses go to the next deployment that asks.
+        deploy(&f.director, &on("b", 2, "default", &[])).await;
+        let mut reused = addresses(&f, "b");
+        reused.sort();
+        let mut freed = before[1..].to_vec();
+        freed.sort();
+        assert_eq!(reused, freed);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_instance_keeps_its_address_while_its_vm_is_gone() {
+        let f = global();
+        deploy(&f.director, &on("a", 1, "default", &[])).await;
+        let before = f.director.instances("a").unwrap().remove(0);
+        // Someone deletes the VM in the IaaS console.
+        f.cloud
+            .delete_vm(before.vm_cid.as_deref().unwrap())
+            .await
+            .unwrap();
+        // Meanwhile another deployment cannot take the address.
+        deploy(&f.director, &on("b", 1, "default", &[])).await;
+        assert_ne!(addresses(&f, "b"), addresses(&f, "a"));
+        // Recreating with fix (what cloud check does) brings the instance back on it.
+        let task = f
+            .director
+            .recreate(
+                "a",
+                RecreateOptions {
+                    fix: true,
+                    ..RecreateOptions::default()
+                },
+            )
+            .unwrap();
+        assert_eq!(
+            f.director.wait(task.id).await.unwrap().state,
+            TaskState::Done
+        );
+        let after = f.director.instances("a").unwrap().remove(0);
+        assert_ne!(after.vm_cid, before.vm_cid);
+        assert_eq!(
+            after.applied.unwrap().networks,
+            before.applied.unwrap().networks
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_changed_static_address_moves_the_instance_and_frees_the_old_one() {
+        let f = global();
+        deploy(&f.director, &on("a", 1, "default", &["10.10.0.200"])).await;
+        let before = f.director.instances("a").unwrap().remove(0);
+        assert_eq!(
+            before.applied.as_ref().unwrap().networks,
+            ["default/10.10.0.200"]
+        );
+        let moved = deploy(&f.director, &on("a", 1, "default", &["10.10.0.201"])).await;
+        assert_eq!(moved.state, TaskState::Done, "{:?}", moved.result);
+        let after = f.director.instances("a").unwrap().remove(0);
+        assert_eq!(
+            after.applied.as_ref().unwrap().networks,
+            ["default/10.10.0.201"]
+        );
+        assert_ne!(after.vm_cid, before.vm_cid, "a new address needs a new VM");
+        // The old address is free again.
+        let taken = deploy(&f.director, &on("b", 1, "default", &["10.10.0.200"])).await;
+        assert_eq!(taken.state, TaskState::Done, "{:?}", taken.result);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_move_holds_both_addresses_until_the_next_deploy() {
+        let f = global();
+        deploy(&f.director, &on("a", 1, "default", &["10.10.0.200"])).await;
+        f.cloud.set_faults(vec![Fault {
+            kind: FaultKind::CreateVm,
+            deployment: "a".into(),
+            probability: 1.0,
+        }]);
+        let failed = deploy(&f.director, &on("a", 1, "default", &["10.10.0.201"])).await;
+        assert_eq!(failed.state, TaskState::Error);
+        // Both are held: neither can be taken by another deployment.
+        for ip in ["10.10.0.200", "10.10.0.201"] {
+            let other = deploy(&f.director, &on(&format!("x{ip}"), 1, "default", &[ip])).await;
+            assert_eq!(other.state, TaskState::Error, "{ip} was free");
+            assert!(
+                other
+                    .result
+                    .unwrap()
+                    .contains("NetworkReservationAlreadyInUse")
+            );
+        }
+        f.cloud.set_faults(vec![]);
+        let settled = deploy(&f.director, &on("a", 1, "default", &["10.10.0.201"])).await;
+        assert_eq!(settled.state, TaskState::Done, "{:?}", settled.result);
+        let freed = deploy(&f.director, &on("b", 1, "default", &["10.10.0.200"])).await;
+        assert_eq!(
+            freed.state,
+            TaskState::Done,
+            "the old address was released: {:?}",
+            freed.result
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_address_on_a_removed_network_is_released() {
+        let f = global();
+        deploy(&f.director, &on("a", 1, "other", &[])).await;
+        let old = addresses(&f, "a");
+        assert!(old[0].starts_with("other/10.20.0."));
+        f.director.update_cloud_config(&CLOUD.replace("- name: other\n  subnets:\n  - {range: 10.20.0.0/24, gateway: 10.20.0.1, azs: [z1, z2]}\n", "")).unwrap();
+        let moved = deploy(&f.director, &on("a", 1, "default", &[])).await;
+        assert_eq!(moved.state, TaskState::Done, "{:?}", moved.result);
+        assert!(addresses(&f, "a")[0].starts_with("default/"));
+        let ip = old[0].trim_start_matches("other/");
+        let n = crate::director::network::to_u32(ip.parse().unwrap());
+        assert!(
+            f.director.core.store.ips_in(n, n).unwrap().is_empty(),
+            "{ip} is still reserved"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn reservation_errors_fail_the_deploy_naming_instance_network_and_address() {
+        let f = global();
+        let outside = deploy(&f.director, &on("a", 1, "default", &["10.99.0.5"])).await;
+        let text = outside.result.unwrap();
+        assert!(
+            text.contains("NetworkReservationIpOutsideSubnet")
+                && text.contains("10.99.0.5")
+                && text.contains("'default'")
+                && text.contains("'a'"),
+            "{text}"
+        );
+        let full = deploy(&f.director, &on("big", 300, "other", &[])).await;
+        assert!(
+            full.result
+                .unwrap()
+                .contains("NetworkReservationNotEnoughCapacity")
+        );
+        let unknown = deploy(&f.director, &on("c", 1, "nowhere", &[])).await;
+        assert!(
+            unknown
+                .result
+                .unwrap()
+                .contains("names network 'nowhere', which is not defined")
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_a_cloud_config_each_deployment_has_its_own_address_space() {
+        let f = fixture(vec![]);
+        deploy(&f.director, &manifest("a", 2, "1.0", 0)).await;
+        deploy(&f.director, &manifest("b", 2, "1.0", 0)).await;
+        // The manifest's own network: the same addresses in both, rebuilt from the agents.
+        assert_eq!(addresses(&f, "a"), addresses(&f, "b"));
+        assert!(
+            f.director
+                .core
+                .store
+                .ips_in(0, u32::MAX)
+                .unwrap()
+                .is_empty(),
+            "nothing stored"
+        );
+        let again = deploy(&f.director, &manifest("a", 2, "1.0", 0)).await;
+        assert!(again.result.unwrap().contains("0 instances updated"));
+    }
 }

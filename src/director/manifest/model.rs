@@ -70,6 +70,14 @@ pub struct JobRef {
     pub properties: serde_json::Value,
 }
 
+/// A network an instance group is on, with the static addresses of its instances (the
+/// n-th instance gets the n-th address).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetworkRef {
+    pub name: String,
+    pub static_ips: Vec<u32>,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct InstanceGroup {
     pub name: String,
@@ -81,13 +89,15 @@ pub struct InstanceGroup {
     pub stemcell: String,
     /// Persistent disk size in MB, 0 for none.
     pub persistent_disk: u64,
-    pub networks: Vec<String>,
+    pub networks: Vec<NetworkRef>,
     pub update: UpdatePolicy,
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Manifest {
     pub name: String,
+    /// Networks defined in the manifest itself (used when there is no cloud config).
+    pub networks: Option<Vec<crate::director::network::Network>>,
     pub releases: Vec<ReleaseRef>,
     pub stemcells: Vec<StemcellRef>,
     pub update: UpdatePolicy,

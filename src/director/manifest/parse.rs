@@ -1,7 +1,8 @@
 use std::time::Duration;
 
 use super::model::{
-    Count, InstanceGroup, JobRef, Manifest, ReleaseRef, StemcellRef, UpdatePolicy, WatchTime,
+    Count, InstanceGroup, JobRef, Manifest, NetworkRef, ReleaseRef, StemcellRef, UpdatePolicy,
+    WatchTime,
 };
 use crate::yaml::{self, Checker, Node, Problem, Value, join};
 
@@ -15,6 +16,7 @@ pub enum ManifestError {
 
 const TOP: &[&str] = &[
     "name",
+    "networks",
     "director_uuid",
     "releases",
     "stemcells",
@@ -161,8 +163,13 @@ fn read(root: &Node, checker: &mut Checker) -> Manifest {
             }
         }
     }
+    let networks = entries
+        .iter()
+        .find(|(k, _)| k.name == "networks")
+        .map(|(_, node)| crate::director::network::networks(checker, node, "networks", None));
     let manifest = Manifest {
         name,
+        networks,
         releases,
         stemcells,
         update,
@@ -369,10 +376,22 @@ fn read_group(
                 for (n, net) in list(checker, value, &p).iter().enumerate() {
                     let np = format!("{p}[{n}]");
                     let nf = checker.map(net, &np, &["name", "static_ips", "default"]);
+                    let mut static_ips = Vec::new();
+                    if let Some((_, ips)) = nf.iter().find(|(k, _)| k.name == "static_ips") {
+                        let sp = join(&np, "static_ips");
+                        for (i, entry) in list(checker, ips, &sp).iter().enumerate() {
+                            let ep = format!("{sp}[{i}]");
+                            match text(checker, entry, &ep).map(|t| crate::director::network::entry(&t)) {
+                                Some(Ok((a, b))) => static_ips.extend(a..=b),
+                                Some(Err(message)) => checker.report(&ep, entry.at, message),
+                                None => {}
+                            }
+                        }
+                    }
                     if let Some(name) = required(checker, net, &nf, &np, "name")
                         .and_then(|n| text(checker, n, &join(&np, "name")))
                     {
-                        group.networks.push(name);
+                        group.networks.push(NetworkRef { name, static_ips });
                     }
                 }
             }

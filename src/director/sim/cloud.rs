@@ -41,6 +41,9 @@ struct AgentRecord {
     job_state: JobState,
     applied: Option<InstanceSpec>,
     disks: Vec<String>,
+    /// The VM's address per network; the cloud picks those of dynamic networks.
+    #[serde(default)]
+    networks: Vec<(String, std::net::Ipv4Addr)>,
 }
 
 /// The simulated IaaS: both the CPI and every agent.
@@ -242,6 +245,23 @@ impl Cpi for SimulatedCloud {
             job_state: JobState::Stopped,
             applied: None,
             disks: Vec::new(),
+            networks: request
+                .networks
+                .iter()
+                .map(|(network, ip)| {
+                    // A dynamic network's address comes from the IaaS: 172.16.0.0/12, drawn.
+                    let ip = ip.unwrap_or_else(|| {
+                        let n = draw(
+                            self.settings.seed,
+                            &format!("ip/{subject}/{network}/{generation}"),
+                        );
+                        std::net::Ipv4Addr::from(
+                            0xac10_0000 | ((n * f64::from(0x000f_ffff_u32)) as u32 + 1),
+                        )
+                    });
+                    (network.clone(), ip)
+                })
+                .collect(),
         };
         self.store
             .write(vec![
@@ -369,6 +389,7 @@ impl Agent for SimulatedCloud {
             job_state: record.job_state,
             applied: record.applied,
             failing_jobs,
+            networks: record.networks,
         })
     }
 

@@ -74,7 +74,9 @@ async fn procedure(
         .map_err(|e| format!("start for {name}: {e}"))?;
     watch(core, &agent, &name, watch_time).await?;
     record.applied = Some(plan.desired.clone());
-    persist(core, record)
+    persist(core, record)?;
+    // The new VM runs on its new addresses: the old ones can go.
+    crate::director::networking::release(core, options.global_addresses, &plan.obsolete_addresses)
 }
 
 /// Drain (a positive answer is a wait in seconds; a negative one means wait that long

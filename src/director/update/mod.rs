@@ -25,6 +25,8 @@ pub struct UpdateOptions {
     /// Override the manifest's `canaries` / `max_in_flight`.
     pub canaries: Option<usize>,
     pub max_in_flight: Option<usize>,
+    /// Reservations live in the store (a cloud config): release old addresses there.
+    pub global_addresses: bool,
 }
 
 /// How one batch of a group runs: canaries, or the rest.

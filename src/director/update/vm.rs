@@ -28,7 +28,11 @@ pub async fn create_missing_vm(
     plan: &InstancePlan,
 ) -> Result<InstanceRecord, String> {
     let mut record = plan.existing.clone().unwrap_or_else(|| InstanceRecord {
-        id: new_id("instance"),
+        id: if plan.id.is_empty() {
+            new_id("instance")
+        } else {
+            plan.id.clone()
+        },
         deployment: deployment.to_string(),
         group: plan.group.clone(),
         index: plan.index,
@@ -61,6 +65,11 @@ pub async fn create_vm(
         vm_type: plan.desired.vm_type.clone(),
         deployment: record.deployment.clone(),
         instance: format!("{}/{}", record.group, record.index),
+        networks: plan
+            .addresses
+            .iter()
+            .map(|(network, ip)| (network.clone(), ip.map(crate::director::network::to_ip)))
+            .collect(),
     };
     let cid = core
         .cpi

@@ -1,0 +1,226 @@
+//! IP management in a deploy: which networks apply (the cloud config's, else the
+//! manifest's), where reservations live (the store with a cloud config, else memory rebuilt
+//! from the agents), and the reservation flow's result written into the plan.
+
+use std::collections::{BTreeSet, HashMap};
+
+use super::Core;
+use super::ids::new_id;
+use super::manifest::Manifest;
+use super::model::CloudConfig;
+use super::network::{
+    DatabaseIpRepo, Desired, Held, InMemoryIpRepo, InstanceNetworks, IpProvider, IpRepo, IpSet,
+    Network, Owner, networks, to_ip,
+};
+use super::plan::{Change, DeploymentPlan};
+use crate::store::{Collection, get};
+use crate::yaml::{self, Checker};
+
+/// Where this deploy's networks come from.
+pub enum Networking {
+    /// A cloud config: reservations live in the store, unique across deployments.
+    Global(Vec<Network>),
+    /// The manifest's own networks: per deployment, rebuilt from the agents.
+    Local(Vec<Network>),
+}
+
+impl Networking {
+    pub fn global(&self) -> bool {
+        matches!(self, Networking::Global(_))
+    }
+}
+
+/// The cloud config's networks when there is one (its `azs` checked), else the manifest's.
+pub fn choose(core: &Core, manifest: &Manifest) -> Result<Networking, String> {
+    let cloud = get::<CloudConfig>(&*core.store, Collection::CloudConfig, "current")
+        .map_err(|e| e.to_string())?;
+    if let Some(cloud) = cloud {
+        let root = yaml::load(&cloud.text, yaml::Limits::default())
+            .map_err(|e| format!("cloud config: {e}"))?;
+        let azs: Vec<String> = root
+            .get("azs")
+            .map(|a| a.to_json())
+            .and_then(|a| a.as_array().cloned())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|az| az.get("name").and_then(|n| n.as_str()).map(str::to_string))
+            .collect();
+        let mut checker = Checker::new();
+        let nets = match root.get("networks") {
+            Some(node) => networks(
+                &mut checker,
+                node,
+                "networks",
+                (!azs.is_empty()).then_some(azs.as_slice()),
+            ),
+            None => Vec::new(),
+        };
+        if !checker.is_clean() {
+            let problems: Vec<String> = checker
+                .into_problems()
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            return Err(format!(
+                "the cloud config's networks are invalid:\n{}",
+                problems.join("\n")
+            ));
+        }
+        return Ok(Networking::Global(nets));
+    }
+    Ok(Networking::Local(
+        manifest.networks.clone().unwrap_or_default(),
+    ))
+}
+
+/// Names new instances, reserves every instance's addresses, and records in the plan the
+/// addresses, which instances change network (and so need a new VM), and which old
+/// addresses go once they run. `reported` is what the agents said they have (used for the
+/// in-memory repo); with the store, existing reservations come from it.
+pub fn reserve(
+    core: &Core,
+    networking: &Networking,
+    manifest: &Manifest,
+    plan: &mut DeploymentPlan,
+    reported: &HashMap<String, Vec<(String, u32)>>,
+) -> Result<(), String> {
+    let deployment = manifest.name.as_str();
+    for group in &mut plan.groups {
+        for instance in &mut group.instances {
+            if instance.id.is_empty() {
+                instance.id = new_id("instance");
+            }
+        }
+    }
+    let held: HashMap<String, Vec<Held>> = if networking.global() {
+        let mut by_instance: HashMap<String, Vec<Held>> = HashMap::new();
+        let live: BTreeSet<&str> = plan
+            .groups
+            .iter()
+            .flat_map(|g| g.instances.iter().map(|i| i.id.as_str()))
+            .chain(plan.obsolete.iter().map(|i| i.id.as_str()))
+            .collect();
+        for record in core.store.ips_of(deployment).map_err(|e| e.to_string())? {
+            if live.contains(record.owner.instance.as_str()) {
+                by_instance
+                    .entry(record.owner.instance)
+                    .or_default()
+                    .push(Held {
+                        network: record.network,
+                        ip: record.address,
+                    });
+            } else {
+                // Held by no instance (a deploy stopped before recording a new instance):
+                // nobody can bind it, so it goes.
+                core.store
+                    .release_ip(record.address)
+                    .map_err(|e| e.to_string())?;
+            }
+        }
+        by_instance
+    } else {
+        reported
+            .iter()
+            .map(|(id, nets)| {
+                let held = nets
+                    .iter()
+                    .map(|(network, ip)| Held {
+                        network: network.clone(),
+                        ip: *ip,
+                    })
+                    .collect();
+                (id.clone(), held)
+            })
+            .collect()
+    };
+    let mut wanted = Vec::new();
+    for group_plan in &plan.groups {
+        let group = manifest
+            .instance_groups
+            .iter()
+            .find(|g| g.name == group_plan.name)
+            .expect("the plan follows the manifest");
+        for instance in &group_plan.instances {
+            wanted.push(InstanceNetworks {
+                owner: Owner {
+                    deployment: deployment.to_string(),
+                    instance: instance.id.clone(),
+                },
+                az: instance.az.clone(),
+                desired: group
+                    .networks
+                    .iter()
+                    .map(|n| Desired {
+                        network: n.name.clone(),
+                        static_ip: n.static_ips.get(instance.index as usize).copied(),
+                    })
+                    .collect(),
+                existing: held.get(&instance.id).cloned().unwrap_or_default(),
+            });
+        }
+    }
+    let assignments = match networking {
+        Networking::Global(nets) => run(
+            IpProvider::new(nets, IpSet::new(), DatabaseIpRepo::new(&*core.store)),
+            &wanted,
+        )?,
+        Networking::Local(nets) => run(
+            IpProvider::new(nets, IpSet::new(), InMemoryIpRepo::new()),
+            &wanted,
+        )?,
+    };
+    let mut assignments = assignments.into_iter();
+    for group in &mut plan.groups {
+        for instance in &mut group.instances {
+            let assignment = assignments.next().expect("one assignment per instance");
+            instance.addresses = assignment.ips.clone();
+            instance.desired.networks = assignment
+                .ips
+                .iter()
+                .map(|(network, ip)| {
+                    ip.map_or_else(|| network.clone(), |ip| format!("{network}/{}", to_ip(ip)))
+                })
+                .collect();
+            instance.obsolete_addresses = assignment.obsolete.iter().map(|h| h.ip).collect();
+            let applied_networks = instance
+                .existing
+                .as_ref()
+                .and_then(|e| e.applied.as_ref())
+                .map(|a| &a.networks);
+            if applied_networks.is_some_and(|n| *n != instance.desired.networks) {
+                instance.changes.insert(Change::Networks);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn run<R: IpRepo>(
+    mut provider: IpProvider<'_, R>,
+    wanted: &[InstanceNetworks],
+) -> Result<Vec<super::network::Assignment>, String> {
+    provider.plan(wanted).map_err(|e| e.to_string())
+}
+
+/// Releases addresses in the store (with a cloud config; without one nothing persists).
+pub fn release(core: &Core, global: bool, addresses: &[u32]) -> Result<(), String> {
+    if !global {
+        return Ok(());
+    }
+    for ip in addresses {
+        core.store.release_ip(*ip).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// Every address an instance holds in the store.
+pub fn held_by(core: &Core, deployment: &str, instance: &str) -> Result<Vec<u32>, String> {
+    Ok(core
+        .store
+        .ips_of(deployment)
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .filter(|r| r.owner.instance == instance)
+        .map(|r| r.address)
+        .collect())
+}
