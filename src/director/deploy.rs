@@ -10,12 +10,16 @@ use tokio::task::JoinSet;
 
 use super::Core;
 use super::manifest::{Manifest, parse};
-use super::model::{CloudConfig, DeploymentRecord, InstanceRecord, Release, Stemcell};
+use super::model::{
+    CloudConfig, DeploymentRecord, DesiredState, InstanceRecord, Release, Stemcell,
+};
 use super::network::to_u32;
 use super::networking;
 use super::plan::{Change, PlanOptions, plan};
 use super::task::TaskLog;
-use super::update::{UpdateOptions, create_missing_vm, delete_instance, update_groups};
+use super::update::{
+    UpdateOptions, create_missing_vm, delete_instance, stop_instance, update_groups,
+};
 use crate::store::{Collection, get, list, put, remove};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -29,6 +33,8 @@ pub struct DeployOptions {
     pub max_in_flight: Option<usize>,
     /// Plan and report, change nothing.
     pub dry_run: bool,
+    /// Start stopped and detached instances.
+    pub start: bool,
 }
 
 fn check_uploads(core: &Core, manifest: &Manifest) -> Result<(), String> {
@@ -149,6 +155,7 @@ pub async fn deploy(
         &PlanOptions {
             recreate: options.recreate,
             unresponsive: unresponsive.clone(),
+            start: options.start,
         },
     );
     let networking = networking::choose(&core, &manifest)?;
@@ -245,9 +252,10 @@ pub async fn deploy(
     ))
 }
 
-/// Redeploys the manifest the deployment last deployed successfully, read once the task
-/// holds the lock so that an update finishing just before cannot be rolled back.
-pub async fn recreate(
+/// Redeploys the manifest the deployment last deployed successfully (to recreate or start
+/// its instances), read once the task holds the lock so that an update finishing just
+/// before cannot be rolled back.
+pub async fn recreate_or_start(
     core: Arc<Core>,
     log: TaskLog,
     name: String,
@@ -260,6 +268,32 @@ pub async fn recreate(
             format!("deployment `{name}` has no successfully deployed manifest to recreate")
         })?;
     deploy(core, log, manifest, options).await
+}
+
+/// Stops every instance's jobs; `hard` deletes the VMs too (`stop --hard`), keeping
+/// disks and addresses for when the instances are started again.
+pub async fn stop(
+    core: Arc<Core>,
+    log: TaskLog,
+    name: String,
+    hard: bool,
+) -> Result<String, String> {
+    let existing: Vec<InstanceRecord> =
+        list(&*core.store, Collection::Instances, Some(&name)).map_err(|e| e.to_string())?;
+    let unresponsive = bind(&core, &log, &existing, true).await?.unresponsive;
+    let running: Vec<InstanceRecord> = existing
+        .into_iter()
+        .filter(|i| i.state == DesiredState::Started || (hard && i.state == DesiredState::Stopped))
+        .collect();
+    let stage = log.stage("Stopping instances", Vec::new(), running.len() as u32);
+    let count = running.len();
+    for mut record in running {
+        let responsive = !unresponsive.contains(&record.id);
+        let step = stage.start(record.name());
+        step.end(stop_instance(&core, &mut record, hard, responsive).await)?;
+    }
+    let what = if hard { "detached" } else { "stopped" };
+    Ok(format!("deployment `{name}`: {count} instances {what}"))
 }
 
 /// Deletes every instance of the deployment (VMs deleted, disks orphaned) and the

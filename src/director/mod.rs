@@ -244,13 +244,44 @@ impl Director {
             canaries: options.canaries,
             max_in_flight: options.max_in_flight,
             dry_run: options.dry_run,
+            start: false,
         };
         self.start_task(
             "recreate deployment",
             deployment,
             false,
-            move |core, log| deploy::recreate(core, log, name, deploy_options),
+            move |core, log| deploy::recreate_or_start(core, log, name, deploy_options),
         )
+    }
+
+    /// Stops the deployment's jobs; `hard` deletes their VMs too (`bosh stop --hard`),
+    /// keeping the instances' disks and addresses.
+    ///
+    /// # Errors
+    /// [`DirectorError::NotFound`] for an unknown deployment, [`DirectorError::Locked`].
+    pub fn stop(&self, deployment: &str, hard: bool) -> Result<Task, DirectorError> {
+        self.deployed_manifest(deployment)?;
+        let name = deployment.to_string();
+        self.start_task("stop deployment", deployment, false, move |core, log| {
+            deploy::stop(core, log, name, hard)
+        })
+    }
+
+    /// Starts stopped and detached instances: detached ones get new VMs on the addresses
+    /// they kept.
+    ///
+    /// # Errors
+    /// [`DirectorError::NotFound`] for an unknown deployment, [`DirectorError::Locked`].
+    pub fn start(&self, deployment: &str) -> Result<Task, DirectorError> {
+        self.deployed_manifest(deployment)?;
+        let name = deployment.to_string();
+        let options = DeployOptions {
+            start: true,
+            ..DeployOptions::default()
+        };
+        self.start_task("start deployment", deployment, false, move |core, log| {
+            deploy::recreate_or_start(core, log, name, options)
+        })
     }
 
     /// # Errors

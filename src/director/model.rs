@@ -57,7 +57,11 @@ pub struct InstanceSpec {
 #[serde(rename_all = "snake_case")]
 pub enum DesiredState {
     Started,
+    /// Jobs stopped, VM kept (`stop`).
     Stopped,
+    /// Jobs stopped and VM deleted (`stop --hard`); the instance keeps its addresses and
+    /// persistent disk until it is started again.
+    Detached,
 }
 
 /// One instance of an instance group, with the VM and disk it has now.

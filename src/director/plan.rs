@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::manifest::{InstanceGroup, Manifest, UpdatePolicy};
-use super::model::{InstanceRecord, InstanceSpec};
+use super::model::{DesiredState, InstanceRecord, InstanceSpec};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Change {
@@ -25,6 +25,8 @@ pub enum Change {
     Recreate,
     /// Its agent did not answer and `fix` was given: the VM is replaced.
     Unresponsive,
+    /// It is stopped or detached and `start` asks for it to run.
+    Start,
 }
 
 impl Change {
@@ -42,6 +44,7 @@ impl Change {
             Change::Networks => "networks",
             Change::Recreate => "recreate requested",
             Change::Unresponsive => "unresponsive agent",
+            Change::Start => "start requested",
         }
     }
 }
@@ -117,6 +120,8 @@ pub struct PlanOptions {
     pub recreate: bool,
     /// Instance ids whose agents did not answer (only with `fix`).
     pub unresponsive: BTreeSet<String>,
+    /// Start stopped and detached instances (`start`); otherwise they are left as they are.
+    pub start: bool,
 }
 
 /// What an instance of `group` should run under `manifest`.
@@ -218,6 +223,14 @@ pub fn plan(
                     if options.unresponsive.contains(&e.id) {
                         changes.insert(Change::Unresponsive);
                     }
+                    match (e.state, options.start) {
+                        (DesiredState::Started, _) => {}
+                        (_, true) => {
+                            changes.insert(Change::Start);
+                        }
+                        // A stopped or detached instance stays so until it is started.
+                        (_, false) => changes.clear(),
+                    }
                 }
                 let az = if group.azs.is_empty() {
                     None
@@ -256,7 +269,6 @@ pub fn plan(
 mod tests {
     use super::*;
     use crate::director::manifest::parse;
-    use crate::director::model::DesiredState;
 
     fn manifest(instances: u32, stemcell: &str) -> Manifest {
         parse(&format!(
@@ -369,8 +381,8 @@ instance_groups:
     fn recreate_and_unresponsive_agents_need_new_vms() {
         let m = manifest(2, "1.0");
         let options = PlanOptions {
-            recreate: false,
             unresponsive: BTreeSet::from(["id-1".to_string()]),
+            ..PlanOptions::default()
         };
         let plan = plan(&m, vec![record(&m, 0), record(&m, 1)], &options);
         assert!(!plan.groups[0].instances[0].changed());

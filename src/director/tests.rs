@@ -676,6 +676,49 @@ instance_groups:
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_detached_instance_keeps_its_address_and_gets_it_back_when_started() {
+        let f = global();
+        deploy(&f.director, &on("a", 2, "default", &[])).await;
+        let before = f.director.instances("a").unwrap();
+        let stop = f.director.stop("a", true).unwrap();
+        assert_eq!(
+            f.director.wait(stop.id).await.unwrap().state,
+            TaskState::Done
+        );
+        let detached = f.director.instances("a").unwrap();
+        assert!(
+            detached
+                .iter()
+                .all(|i| i.vm_cid.is_none() && i.state == model::DesiredState::Detached)
+        );
+        assert!(f.cloud.vms().is_empty(), "stop --hard deletes the VMs");
+        // The addresses stay reserved while the instances have no VM.
+        deploy(&f.director, &on("b", 2, "default", &[])).await;
+        let b = addresses(&f, "b");
+        assert!(
+            before
+                .iter()
+                .all(|i| !b.contains(&i.applied.as_ref().unwrap().networks.join(",")))
+        );
+        // A deploy leaves detached instances alone; start brings them back on their addresses.
+        let unchanged = deploy(&f.director, &on("a", 2, "default", &[])).await;
+        assert!(unchanged.result.unwrap().contains("0 instances updated"));
+        let start = f.director.start("a").unwrap();
+        let started = f.director.wait(start.id).await.unwrap();
+        assert_eq!(started.state, TaskState::Done, "{:?}", started.result);
+        let after = f.director.instances("a").unwrap();
+        for (b, a) in before.iter().zip(&after) {
+            assert!(a.vm_cid.is_some());
+            assert_eq!(a.state, model::DesiredState::Started);
+            assert_eq!(
+                a.applied.as_ref().unwrap().networks,
+                b.applied.as_ref().unwrap().networks
+            );
+            assert_eq!(a.disk_cid, b.disk_cid);
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_changed_static_address_moves_the_instance_and_frees_the_old_one() {
         let f = global();
         deploy(&f.director, &on("a", 1, "default", &["10.10.0.200"])).await;

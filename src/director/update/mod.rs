@@ -13,6 +13,28 @@ use tokio::task::JoinSet;
 pub use instance::update_instance;
 pub use vm::{create_missing_vm, delete_instance};
 
+use super::model::{DesiredState, InstanceRecord};
+
+/// Stops an instance's jobs (when its agent answers) and, with `hard`, deletes its VM; the
+/// instance keeps its persistent disk and addresses.
+pub async fn stop_instance(
+    core: &Core,
+    record: &mut InstanceRecord,
+    hard: bool,
+    responsive: bool,
+) -> Result<(), String> {
+    if responsive && let (Some(agent), Some(_)) = (record.agent_id.clone(), &record.vm_cid) {
+        instance::stop_jobs(core, &agent, &record.name(), false).await?;
+    }
+    if hard {
+        vm::delete_vm(core, record, responsive).await?;
+        record.state = DesiredState::Detached;
+    } else {
+        record.state = DesiredState::Stopped;
+    }
+    vm::persist(core, record)
+}
+
 use super::Core;
 use super::manifest::WatchTime;
 use super::plan::{GroupPlan, InstancePlan};
