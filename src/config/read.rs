@@ -161,15 +161,7 @@ fn read_embedded(node: &Node, base: &Path, config: &mut Config, checker: &mut Ch
             config.fleet = path_value(checker, value, &path, Some(base));
             continue;
         }
-        let Value::Seq(items) = &value.value else {
-            checker.report(
-                &path,
-                value.at,
-                format!("must be a list, found {}", value.value.kind()),
-            );
-            continue;
-        };
-        for (i, item) in items.iter().enumerate() {
+        for (i, item) in checker.list(value, &path).iter().enumerate() {
             let p = format!("{path}[{i}]");
             let mut fault = FaultText {
                 kind: String::new(),

@@ -90,6 +90,21 @@ impl Checker {
         }
     }
 
+    /// The items of a sequence, reporting a node that is not one.
+    pub fn list<'n>(&mut self, node: &'n Node, path: &str) -> &'n [Node] {
+        match &node.value {
+            Value::Seq(items) => items,
+            other => {
+                self.report(
+                    path,
+                    node.at,
+                    format!("must be a list, found {}", other.kind()),
+                );
+                &[]
+            }
+        }
+    }
+
     pub fn string(&mut self, node: &Node, path: &str) -> Option<String> {
         match &node.value {
             Value::Str(s) => Some(s.clone()),

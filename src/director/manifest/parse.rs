@@ -99,20 +99,6 @@ fn text(checker: &mut Checker, node: &Node, path: &str) -> Option<String> {
     }
 }
 
-fn list<'n>(checker: &mut Checker, node: &'n Node, path: &str) -> &'n [Node] {
-    match &node.value {
-        Value::Seq(items) => items,
-        other => {
-            checker.report(
-                path,
-                node.at,
-                format!("must be a list, found {}", other.kind()),
-            );
-            &[]
-        }
-    }
-}
-
 fn read(root: &Node, checker: &mut Checker) -> Manifest {
     let entries = checker.map(root, "", TOP);
     let name = required(checker, root, &entries, "", "name")
@@ -120,7 +106,7 @@ fn read(root: &Node, checker: &mut Checker) -> Manifest {
         .unwrap_or_default();
     let mut releases = Vec::new();
     if let Some(node) = required(checker, root, &entries, "", "releases") {
-        for (i, r) in list(checker, node, "releases").iter().enumerate() {
+        for (i, r) in checker.list(node, "releases").iter().enumerate() {
             let path = format!("releases[{i}]");
             let fields = checker.map(r, &path, &["name", "version", "url", "sha1"]);
             let name = required(checker, r, &fields, &path, "name")
@@ -134,7 +120,7 @@ fn read(root: &Node, checker: &mut Checker) -> Manifest {
     }
     let mut stemcells = Vec::new();
     if let Some(node) = required(checker, root, &entries, "", "stemcells") {
-        for (i, s) in list(checker, node, "stemcells").iter().enumerate() {
+        for (i, s) in checker.list(node, "stemcells").iter().enumerate() {
             let path = format!("stemcells[{i}]");
             let fields = checker.map(s, &path, &["alias", "os", "version", "name"]);
             let alias = required(checker, s, &fields, &path, "alias")
@@ -157,7 +143,7 @@ fn read(root: &Node, checker: &mut Checker) -> Manifest {
     };
     let mut instance_groups = Vec::new();
     if let Some(node) = required(checker, root, &entries, "", "instance_groups") {
-        for (i, g) in list(checker, node, "instance_groups").iter().enumerate() {
+        for (i, g) in checker.list(node, "instance_groups").iter().enumerate() {
             if let Some(group) = read_group(checker, g, i, update) {
                 instance_groups.push(group);
             }
@@ -324,13 +310,13 @@ fn read_group(
                 ),
             },
             "azs" => {
-                group.azs = list(checker, value, &p)
+                group.azs = checker.list(value, &p)
                     .iter()
                     .filter_map(|a| text(checker, a, &p))
                     .collect();
             }
             "jobs" => {
-                for (j, job) in list(checker, value, &p).iter().enumerate() {
+                for (j, job) in checker.list(value, &p).iter().enumerate() {
                     let jp = format!("{p}[{j}]");
                     let jf = checker.map(
                         job,
@@ -373,13 +359,13 @@ fn read_group(
                 ),
             },
             "networks" => {
-                for (n, net) in list(checker, value, &p).iter().enumerate() {
+                for (n, net) in checker.list(value, &p).iter().enumerate() {
                     let np = format!("{p}[{n}]");
                     let nf = checker.map(net, &np, &["name", "static_ips", "default"]);
                     let mut static_ips = Vec::new();
                     if let Some((_, ips)) = nf.iter().find(|(k, _)| k.name == "static_ips") {
                         let sp = join(&np, "static_ips");
-                        for (i, entry) in list(checker, ips, &sp).iter().enumerate() {
+                        for (i, entry) in checker.list(ips, &sp).iter().enumerate() {
                             let ep = format!("{sp}[{i}]");
                             match text(checker, entry, &ep).map(|t| crate::director::network::entry(&t)) {
                                 Some(Ok((a, b))) => static_ips.extend(a..=b),

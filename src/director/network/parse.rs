@@ -250,14 +250,7 @@ pub fn networks(
     path: &str,
     azs: Option<&[String]>,
 ) -> Vec<Network> {
-    let Value::Seq(items) = &node.value else {
-        checker.report(
-            path,
-            node.at,
-            format!("must be a list, found {}", node.value.kind()),
-        );
-        return Vec::new();
-    };
+    let items = checker.list(node, path);
     let mut out: Vec<Network> = Vec::new();
     for (i, item) in items.iter().enumerate() {
         let fields = checker.map(item, &format!("{path}[{i}]"), NETWORK);
@@ -278,16 +271,11 @@ pub fn networks(
                 None => continue,
             },
         };
-        let subnet_nodes: Vec<&Node> = match get("subnets").map(|s| &s.value) {
-            Some(Value::Seq(items)) => items.iter().collect(),
-            Some(other) => {
-                checker.report(
-                    &join(&np, "subnets"),
-                    item.at,
-                    format!("must be a list, found {}", other.kind()),
-                );
-                Vec::new()
-            }
+        let subnet_nodes: Vec<&Node> = match get("subnets") {
+            Some(subnets) => checker
+                .list(subnets, &join(&np, "subnets"))
+                .iter()
+                .collect(),
             None => Vec::new(),
         };
         let kind = match kind.as_str() {

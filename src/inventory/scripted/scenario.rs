@@ -80,7 +80,7 @@ fn read(root: &yaml::Node, checker: &mut Checker) -> ScriptedInventory {
     for (key, node) in checker.map(root, "", &["list", "instances"]) {
         match key.name.as_str() {
             "list" => {
-                for (i, step) in sequence(node, "list", checker).iter().enumerate() {
+                for (i, step) in checker.list(node, "list").iter().enumerate() {
                     let path = format!("list[{i}]");
                     match checker.choice(step, &path, &["unavailable", "error"]) {
                         Some("unavailable") => list_steps.push(ListStep::Unavailable),
@@ -90,7 +90,7 @@ fn read(root: &yaml::Node, checker: &mut Checker) -> ScriptedInventory {
                 }
             }
             "instances" => {
-                for (i, entry) in sequence(node, "instances", checker).iter().enumerate() {
+                for (i, entry) in checker.list(node, "instances").iter().enumerate() {
                     let path = format!("instances[{i}]");
                     if let Some((instance, script)) = read_instance(entry, &path, checker) {
                         inventory = inventory.with(instance, script);
@@ -101,20 +101,6 @@ fn read(root: &yaml::Node, checker: &mut Checker) -> ScriptedInventory {
         }
     }
     inventory.with_list_script(list_steps)
-}
-
-fn sequence<'n>(node: &'n yaml::Node, path: &str, checker: &mut Checker) -> &'n [yaml::Node] {
-    match &node.value {
-        yaml::Value::Seq(items) => items,
-        other => {
-            checker.report(
-                path,
-                node.at,
-                format!("must be a list, found {}", other.kind()),
-            );
-            &[]
-        }
-    }
 }
 
 fn read_instance(
@@ -156,7 +142,7 @@ fn read_instance(
                     checker.boolean(value, &key_path).unwrap_or(false);
             }
             "script" => {
-                for (i, step) in sequence(value, &key_path, checker).iter().enumerate() {
+                for (i, step) in checker.list(value, &key_path).iter().enumerate() {
                     let step_path = format!("{key_path}[{i}]");
                     if let Some(text) = checker.string(step, &step_path) {
                         match parse_steps(&text) {
