@@ -86,10 +86,13 @@ fn one_in_slash24() {
             .expect("room")
             .expect("an address");
         provider
-            .release(&fleet_updater::director::network::Held {
-                network: "default".into(),
-                ip,
-            })
+            .release(
+                &owner,
+                &fleet_updater::director::network::Held {
+                    network: "default".into(),
+                    ip,
+                },
+            )
             .expect("released");
     }
     let per = started.elapsed() / rounds;

@@ -13,7 +13,7 @@ use super::manifest::{Manifest, parse};
 use super::model::{
     CloudConfig, DeploymentRecord, DesiredState, InstanceRecord, Release, Stemcell,
 };
-use super::network::to_u32;
+use super::network::{Owner, to_u32};
 use super::networking;
 use super::plan::{Change, PlanOptions, plan};
 use super::task::TaskLog;
@@ -178,8 +178,12 @@ pub async fn deploy(
             let responsive = !unresponsive.contains(&record.id);
             let step = stage.start(record.name());
             let addresses = networking::held_by(&core, &name, &record.id)?;
+            let owner = Owner {
+                deployment: name.clone(),
+                instance: record.id.clone(),
+            };
             step.end(delete_instance(&core, record, responsive, options.skip_drain).await)?;
-            networking::release(&core, global, &addresses)?;
+            networking::release(&core, global, &owner, &addresses)?;
         }
     }
 

@@ -77,6 +77,10 @@ pub struct InstanceRecord {
     /// The stemcell the current VM was created from.
     #[serde(default)]
     pub vm_stemcell: Option<String>,
+    /// The current VM's networks with their addresses (`default/10.0.0.5`), as it was
+    /// created with them: what an address change is judged against.
+    #[serde(default)]
+    pub vm_networks: Vec<String>,
     pub disk_cid: Option<String>,
     /// The spec last applied and started successfully. It is cleared before an update
     /// makes its first change, so an update cut short is redone by the next deploy.

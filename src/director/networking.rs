@@ -7,10 +7,10 @@ use std::collections::{BTreeSet, HashMap};
 use super::Core;
 use super::ids::new_id;
 use super::manifest::Manifest;
-use super::model::CloudConfig;
+use super::model::{CloudConfig, DesiredState};
 use super::network::{
     DatabaseIpRepo, Desired, Held, InMemoryIpRepo, InstanceNetworks, IpProvider, IpRepo, IpSet,
-    Network, Owner, networks, to_ip,
+    Network, Owner, networks, to_ip, to_u32,
 };
 use super::plan::{Change, DeploymentPlan};
 use crate::store::{Collection, get};
@@ -73,10 +73,26 @@ pub fn choose(core: &Core, manifest: &Manifest) -> Result<Networking, String> {
     ))
 }
 
+/// Parses `network/address` entries of a recorded spec.
+fn recorded(networks: &[String]) -> Vec<Held> {
+    networks
+        .iter()
+        .filter_map(|n| {
+            let (network, ip) = n.split_once('/')?;
+            let ip: std::net::Ipv4Addr = ip.parse().ok()?;
+            Some(Held {
+                network: network.to_string(),
+                ip: to_u32(ip),
+            })
+        })
+        .collect()
+}
+
 /// Names new instances, reserves every instance's addresses, and records in the plan the
 /// addresses, which instances change network (and so need a new VM), and which old
-/// addresses go once they run. `reported` is what the agents said they have (used for the
-/// in-memory repo); with the store, existing reservations come from it.
+/// addresses go once they run. With the store, existing reservations come from it;
+/// without, from what the agents reported (`reported`), or, for instances whose agents
+/// did not answer or that have no VM, from what was recorded when their VM was made.
 pub fn reserve(
     core: &Core,
     networking: &Networking,
@@ -92,8 +108,8 @@ pub fn reserve(
             }
         }
     }
-    let held: HashMap<String, Vec<Held>> = if networking.global() {
-        let mut by_instance: HashMap<String, Vec<Held>> = HashMap::new();
+    let mut held: HashMap<String, Vec<Held>> = HashMap::new();
+    if networking.global() {
         let live: BTreeSet<&str> = plan
             .groups
             .iter()
@@ -102,37 +118,39 @@ pub fn reserve(
             .collect();
         for record in core.store.ips_of(deployment).map_err(|e| e.to_string())? {
             if live.contains(record.owner.instance.as_str()) {
-                by_instance
-                    .entry(record.owner.instance)
-                    .or_default()
-                    .push(Held {
-                        network: record.network,
-                        ip: record.address,
-                    });
+                held.entry(record.owner.instance).or_default().push(Held {
+                    network: record.network,
+                    ip: record.address,
+                });
             } else {
                 // Held by no instance (a deploy stopped before recording a new instance):
                 // nobody can bind it, so it goes.
                 core.store
-                    .release_ip(record.address)
+                    .release_ip(record.address, &record.network, &record.owner)
                     .map_err(|e| e.to_string())?;
             }
         }
-        by_instance
     } else {
-        reported
+        let existing = plan
+            .groups
             .iter()
-            .map(|(id, nets)| {
-                let held = nets
+            .flat_map(|g| g.instances.iter().filter_map(|i| i.existing.as_ref()))
+            .chain(plan.obsolete.iter());
+        for record in existing {
+            let addresses = match reported.get(&record.id) {
+                Some(nets) => nets
                     .iter()
                     .map(|(network, ip)| Held {
                         network: network.clone(),
                         ip: *ip,
                     })
-                    .collect();
-                (id.clone(), held)
-            })
-            .collect()
-    };
+                    .collect(),
+                None if !record.vm_networks.is_empty() => recorded(&record.vm_networks),
+                None => recorded(record.applied.as_ref().map_or(&[][..], |a| &a.networks)),
+            };
+            held.insert(record.id.clone(), addresses);
+        }
+    }
     let mut wanted = Vec::new();
     for group_plan in &plan.groups {
         let group = manifest
@@ -181,14 +199,44 @@ pub fn reserve(
                     ip.map_or_else(|| network.clone(), |ip| format!("{network}/{}", to_ip(ip)))
                 })
                 .collect();
-            instance.obsolete_addresses = assignment.obsolete.iter().map(|h| h.ip).collect();
-            let applied_networks = instance
-                .existing
-                .as_ref()
-                .and_then(|e| e.applied.as_ref())
-                .map(|a| &a.networks);
-            if applied_networks.is_some_and(|n| *n != instance.desired.networks) {
+            instance.obsolete_addresses = assignment.obsolete;
+            let Some(existing) = &instance.existing else {
+                continue;
+            };
+            // A stopped or detached instance is left alone (unless started): it keeps
+            // every address it holds until then.
+            let idle = existing.state != DesiredState::Started && instance.changes.is_empty();
+            if idle {
+                instance.obsolete_addresses.clear();
+                continue;
+            }
+            // What the VM runs on now, else what was last applied.
+            let current = if existing.vm_networks.is_empty() {
+                existing
+                    .applied
+                    .as_ref()
+                    .map(|a| a.networks.clone())
+                    .unwrap_or_default()
+            } else {
+                existing.vm_networks.clone()
+            };
+            if existing.vm_cid.is_some() && current != instance.desired.networks {
                 instance.changes.insert(Change::Networks);
+            }
+            if !instance.changed() {
+                // The VM keeps running on the addresses it was bound to; the others are
+                // in no use and go now.
+                let owner = Owner {
+                    deployment: deployment.to_string(),
+                    instance: instance.id.clone(),
+                };
+                release(
+                    core,
+                    networking.global(),
+                    &owner,
+                    &instance.obsolete_addresses,
+                )?;
+                instance.obsolete_addresses.clear();
             }
         }
     }
@@ -202,25 +250,31 @@ fn run<R: IpRepo>(
     provider.plan(wanted).map_err(|e| e.to_string())
 }
 
-/// Releases addresses in the store (with a cloud config; without one nothing persists).
-pub fn release(core: &Core, global: bool, addresses: &[u32]) -> Result<(), String> {
+/// Releases `owner`'s addresses in the store (with a cloud config; without one nothing
+/// persists).
+pub fn release(core: &Core, global: bool, owner: &Owner, addresses: &[Held]) -> Result<(), String> {
     if !global {
         return Ok(());
     }
-    for ip in addresses {
-        core.store.release_ip(*ip).map_err(|e| e.to_string())?;
+    for held in addresses {
+        core.store
+            .release_ip(held.ip, &held.network, owner)
+            .map_err(|e| e.to_string())?;
     }
     Ok(())
 }
 
 /// Every address an instance holds in the store.
-pub fn held_by(core: &Core, deployment: &str, instance: &str) -> Result<Vec<u32>, String> {
+pub fn held_by(core: &Core, deployment: &str, instance: &str) -> Result<Vec<Held>, String> {
     Ok(core
         .store
         .ips_of(deployment)
         .map_err(|e| e.to_string())?
         .into_iter()
         .filter(|r| r.owner.instance == instance)
-        .map(|r| r.address)
+        .map(|r| Held {
+            network: r.network,
+            ip: r.address,
+        })
         .collect())
 }

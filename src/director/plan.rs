@@ -62,7 +62,7 @@ pub struct InstancePlan {
     /// Address per network, in the group's order; `None` where the IaaS assigns.
     pub addresses: Vec<(String, Option<u32>)>,
     /// Addresses the instance holds but will not keep: released once its new VM runs.
-    pub obsolete_addresses: Vec<u32>,
+    pub obsolete_addresses: Vec<super::network::Held>,
 }
 
 impl InstancePlan {
@@ -297,6 +297,7 @@ instance_groups:
             vm_cid: Some(format!("vm-{index}")),
             agent_id: Some(format!("agent-{index}")),
             vm_stemcell: Some("jammy/1.0".into()),
+            vm_networks: Vec::new(),
             disk_cid: None,
             applied: Some(desired_spec(m, &m.instance_groups[0])),
             state: DesiredState::Started,

@@ -719,6 +719,97 @@ instance_groups:
     }
 
     #[tokio::test(start_paused = true)]
+    async fn an_address_moved_to_a_renamed_network_stays_reserved() {
+        let f = global();
+        let renamed = format!(
+            "{CLOUD}- name: renamed\n  subnets:\n  - {{range: 10.10.0.0/24, gateway: 10.10.0.1, static: [10.10.0.200 - 10.10.0.210], azs: [z1, z2]}}\n"
+        );
+        f.director.update_cloud_config(&renamed).unwrap();
+        deploy(&f.director, &on("a", 1, "default", &["10.10.0.200"])).await;
+        let moved = deploy(&f.director, &on("a", 1, "renamed", &["10.10.0.200"])).await;
+        assert_eq!(moved.state, TaskState::Done, "{:?}", moved.result);
+        // Releasing the old (default, .200) must not free (renamed, .200).
+        let taken = deploy(&f.director, &on("b", 1, "renamed", &["10.10.0.200"])).await;
+        assert_eq!(taken.state, TaskState::Error);
+        assert!(
+            taken
+                .result
+                .unwrap()
+                .contains("NetworkReservationAlreadyInUse")
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_address_claimed_by_a_failed_plan_is_released_when_the_change_is_reverted() {
+        let f = global();
+        deploy(&f.director, &on("a", 1, "default", &["10.10.0.200"])).await;
+        // The first instance claims .201 before the second fails to reserve.
+        let failed = deploy(
+            &f.director,
+            &on("a", 2, "default", &["10.10.0.201", "10.99.0.1"]),
+        )
+        .await;
+        assert_eq!(failed.state, TaskState::Error);
+        let reverted = deploy(&f.director, &on("a", 1, "default", &["10.10.0.200"])).await;
+        assert_eq!(reverted.state, TaskState::Done, "{:?}", reverted.result);
+        assert!(reverted.result.unwrap().contains("0 instances updated"));
+        let free = deploy(&f.director, &on("b", 1, "default", &["10.10.0.201"])).await;
+        assert_eq!(
+            free.state,
+            TaskState::Done,
+            ".201 was released: {:?}",
+            free.result
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_held_static_address_that_became_reserved_is_refused() {
+        let f = global();
+        deploy(&f.director, &on("a", 1, "default", &["10.10.0.200"])).await;
+        f.director
+            .update_cloud_config(&CLOUD.replace(
+                "static: [10.10.0.200 - 10.10.0.210]",
+                "reserved: [10.10.0.200], static: [10.10.0.201 - 10.10.0.210]",
+            ))
+            .unwrap();
+        let refused = deploy(&f.director, &on("a", 1, "default", &["10.10.0.200"])).await;
+        assert_eq!(refused.state, TaskState::Error);
+        assert!(
+            refused
+                .result
+                .unwrap()
+                .contains("NetworkReservationIpReserved")
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_dynamic_network_never_pins_an_address_nor_recreates_vms() {
+        let f = fixture(vec![]);
+        let manifest = |name: &str| {
+            format!(
+                "name: {name}
+releases: [{{name: nginx, version: '1'}}]
+stemcells: [{{alias: default, os: jammy, version: '1.0'}}]
+update: {{canaries: 1, max_in_flight: 2, canary_watch_time: 1000, update_watch_time: 1000}}
+networks:
+- name: iaas
+  type: dynamic
+instance_groups:
+- name: web
+  instances: 2
+  jobs: [{{name: nginx, release: nginx}}]
+  stemcell: default
+  networks: [{{name: iaas}}]
+"
+            )
+        };
+        deploy(&f.director, &manifest("d")).await;
+        assert!(addresses(&f, "d").iter().all(|a| a == "iaas"));
+        let again = deploy(&f.director, &manifest("d")).await;
+        assert!(again.result.unwrap().contains("0 instances updated"));
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_changed_static_address_moves_the_instance_and_frees_the_old_one() {
         let f = global();
         deploy(&f.director, &on("a", 1, "default", &["10.10.0.200"])).await;

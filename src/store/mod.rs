@@ -117,7 +117,9 @@ pub trait Store: Send + Sync {
         is_static: bool,
     ) -> Result<Result<(), IpOwner>, StoreError>;
 
-    fn release_ip(&self, address: u32) -> Result<(), StoreError>;
+    /// Releases `address` if `owner` holds it on `network`; an address that moved to
+    /// another network or owner since is left alone.
+    fn release_ip(&self, address: u32, network: &str, owner: &IpOwner) -> Result<(), StoreError>;
 
     /// Claimed addresses in `[lo, hi]`, ascending.
     fn ips_in(&self, lo: u32, hi: u32) -> Result<Vec<u32>, StoreError>;

@@ -330,10 +330,16 @@ impl Store for SqliteStore {
         Ok(Ok(()))
     }
 
-    fn release_ip(&self, address: u32) -> Result<(), StoreError> {
+    fn release_ip(&self, address: u32, network: &str, owner: &IpOwner) -> Result<(), StoreError> {
         self.lock().execute(
-            "DELETE FROM ip_addresses WHERE address = ?1",
-            [i64::from(address)],
+            "DELETE FROM ip_addresses
+             WHERE address = ?1 AND network = ?2 AND deployment = ?3 AND instance = ?4",
+            params![
+                i64::from(address),
+                network,
+                owner.deployment,
+                owner.instance
+            ],
         )?;
         Ok(())
     }

@@ -368,7 +368,12 @@ fn read_group(
                         for (i, entry) in checker.list(ips, &sp).iter().enumerate() {
                             let ep = format!("{sp}[{i}]");
                             match text(checker, entry, &ep).map(|t| crate::director::network::entry(&t)) {
-                                Some(Ok((a, b))) => static_ips.extend(a..=b),
+                                Some(Ok((a, b))) if b - a < 65_536 => static_ips.extend(a..=b),
+                                Some(Ok(_)) => checker.report(
+                                    &ep,
+                                    entry.at,
+                                    "a static IP range may hold at most 65,536 addresses",
+                                ),
                                 Some(Err(message)) => checker.report(&ep, entry.at, message),
                                 None => {}
                             }

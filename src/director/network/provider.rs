@@ -70,13 +70,24 @@ impl<'n, R: IpRepo> IpProvider<'n, R> {
         self.networks.iter().find(|n| n.name == name)
     }
 
-    fn in_use(owner: &Owner, network: &str, ip: u32, holder: Option<Owner>) -> NetworkError {
-        NetworkError::AlreadyInUse {
-            ip: to_ip(ip),
-            instance: owner.instance.clone(),
-            deployment: owner.deployment.clone(),
-            network: network.to_string(),
-            holder: holder.map_or_else(|| "another reservation".to_string(), |h| h.to_string()),
+    /// Claims `ip` for `owner`, turning a refusal into `AlreadyInUse`.
+    fn claim(
+        &mut self,
+        network: &str,
+        ip: u32,
+        owner: &Owner,
+        is_static: bool,
+    ) -> Result<(), NetworkError> {
+        match self.repo.add(network, ip, owner, is_static) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(holder)) => Err(NetworkError::AlreadyInUse {
+                ip: to_ip(ip),
+                instance: owner.instance.clone(),
+                deployment: owner.deployment.clone(),
+                network: network.to_string(),
+                holder: holder.to_string(),
+            }),
+            Err(e) => Err(NetworkError::Store(e.to_string())),
         }
     }
 
@@ -122,11 +133,7 @@ impl<'n, R: IpRepo> IpProvider<'n, R> {
                 };
                 if reservable {
                     let is_static = matches!(&network.kind, NetworkKind::Manual(s) if s.iter().any(|s| s.statics.contains(held.ip)));
-                    self.repo
-                        .add(&held.network, held.ip, &instance.owner, is_static)
-                        .map_err(|holder| {
-                            Self::in_use(&instance.owner, &held.network, held.ip, holder)
-                        })?;
+                    self.claim(&held.network, held.ip, &instance.owner, is_static)?;
                 }
             }
         }
@@ -137,9 +144,28 @@ impl<'n, R: IpRepo> IpProvider<'n, R> {
             let mut changed = false;
             for d in &instance.desired {
                 let network = self.network(&d.network).expect("checked above");
+                if matches!(network.kind, NetworkKind::Dynamic { .. }) && d.static_ip.is_none() {
+                    // The IaaS assigns and keeps the address; the director holds none, so
+                    // whatever is held on a dynamic network (say, from when it was manual)
+                    // is obsolete, and nothing changes for the VM.
+                    ips.push((d.network.clone(), None));
+                    continue;
+                }
                 let fits = |h: &Held| {
                     h.network == d.network
                         && match (&network.kind, d.static_ip) {
+                            // A held static address is kept only while it is still a valid
+                            // static address for this instance; otherwise reserving it
+                            // again raises the error that says why.
+                            (NetworkKind::Manual(subnets), Some(ip)) => {
+                                h.ip == ip
+                                    && subnets.iter().any(|s| {
+                                        s.contains(ip)
+                                            && s.in_az(instance.az.as_deref())
+                                            && s.statics.contains(ip)
+                                            && !s.restricted(ip, &self.director)
+                                    })
+                            }
                             (_, Some(ip)) => h.ip == ip,
                             (NetworkKind::Manual(subnets), None) => subnets.iter().any(|s| {
                                 s.contains(h.ip)
@@ -147,24 +173,10 @@ impl<'n, R: IpRepo> IpProvider<'n, R> {
                                     && !s.statics.contains(h.ip)
                                     && !s.restricted(h.ip, &self.director)
                             }),
-                            (NetworkKind::Dynamic { .. }, None) => true,
-                            (NetworkKind::Vip { .. }, None) => false,
+                            (_, None) => false,
                         }
                 };
                 if let Some(i) = unbound.iter().position(fits) {
-                    let held = unbound.remove(i);
-                    ips.push((d.network.clone(), Some(held.ip)));
-                    continue;
-                }
-                if matches!(network.kind, NetworkKind::Dynamic { .. })
-                    && d.static_ip.is_none()
-                    && instance.existing.iter().any(|h| h.network == d.network)
-                {
-                    // The IaaS keeps assigning; nothing changes for a dynamic network.
-                    let i = unbound
-                        .iter()
-                        .position(|h| h.network == d.network)
-                        .expect("exists");
                     let held = unbound.remove(i);
                     ips.push((d.network.clone(), Some(held.ip)));
                     continue;
@@ -243,9 +255,7 @@ impl<'n, R: IpRepo> IpProvider<'n, R> {
                         to_ip(ip)
                     )));
                 }
-                self.repo
-                    .add(&network.name, ip, owner, true)
-                    .map_err(|holder| Self::in_use(owner, &network.name, ip, holder))?;
+                self.claim(&network.name, ip, owner, true)?;
                 Ok(Some(ip))
             }
             (NetworkKind::Manual(subnets), None) => {
@@ -283,9 +293,7 @@ impl<'n, R: IpRepo> IpProvider<'n, R> {
             (NetworkKind::Dynamic { .. }, None) => Ok(None),
             (NetworkKind::Vip { .. }, None) => Err(wrong_type("vip networks take only static IPs")),
             (NetworkKind::Vip { .. }, Some(ip)) => {
-                self.repo
-                    .add(&network.name, ip, owner, true)
-                    .map_err(|holder| Self::in_use(owner, &network.name, ip, holder))?;
+                self.claim(&network.name, ip, owner, true)?;
                 Ok(Some(ip))
             }
         }
@@ -324,13 +332,13 @@ impl<'n, R: IpRepo> IpProvider<'n, R> {
         )
     }
 
-    /// Releases an address through its network, or through a default network with one
-    /// subnet `0.0.0.0/0` when its network is gone, so that every release takes the same
-    /// path.
+    /// Releases an address `owner` holds, through its network, or through a default
+    /// network with one subnet `0.0.0.0/0` when its network is gone, so that every release
+    /// takes the same path.
     ///
     /// # Errors
     /// When the store cannot be written.
-    pub fn release(&mut self, held: &Held) -> Result<(), NetworkError> {
+    pub fn release(&mut self, owner: &Owner, held: &Held) -> Result<(), NetworkError> {
         let default;
         let network = match self.network(&held.network) {
             Some(n) => n,
@@ -339,11 +347,8 @@ impl<'n, R: IpRepo> IpProvider<'n, R> {
                 &default
             }
         };
-        if matches!(network.kind, NetworkKind::Dynamic { .. }) {
-            return Ok(());
-        }
         self.repo
-            .release(&network.name, held.ip)
+            .release(&network.name, held.ip, owner)
             .map_err(|e| NetworkError::Store(e.to_string()))
     }
 }

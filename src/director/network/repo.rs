@@ -12,14 +12,14 @@ use crate::store::{IpOwner, Store, StoreError};
 pub type Owner = IpOwner;
 
 pub trait IpRepo {
-    /// Claims `ip` on `network` for `owner`; `Err(Some(holder))` when someone else has it.
+    /// Claims `ip` on `network` for `owner`; `Ok(Err(holder))` when someone else has it.
     fn add(
         &mut self,
         network: &str,
         ip: u32,
         owner: &Owner,
         is_static: bool,
-    ) -> Result<(), Option<Owner>>;
+    ) -> Result<Result<(), Owner>, StoreError>;
 
     /// Claims the lowest address of `subnet` that is neither `blocked` nor taken.
     fn allocate(
@@ -30,7 +30,8 @@ pub trait IpRepo {
         owner: &Owner,
     ) -> Result<Option<u32>, StoreError>;
 
-    fn release(&mut self, network: &str, ip: u32) -> Result<(), StoreError>;
+    /// Releases `ip` if `owner` holds it on `network`.
+    fn release(&mut self, network: &str, ip: u32, owner: &Owner) -> Result<(), StoreError>;
 }
 
 /// The lowest address of `[lo, hi]` in neither set.
@@ -67,17 +68,17 @@ impl IpRepo for InMemoryIpRepo {
         ip: u32,
         owner: &Owner,
         _is_static: bool,
-    ) -> Result<(), Option<Owner>> {
+    ) -> Result<Result<(), Owner>, StoreError> {
         let key = (network.to_string(), ip);
         if let Some(holder) = self.owners.get(&key) {
-            return Err(Some(holder.clone()));
+            return Ok(Err(holder.clone()));
         }
         self.owners.insert(key, owner.clone());
         self.taken
             .entry(network.to_string())
             .or_default()
             .insert(ip);
-        Ok(())
+        Ok(Ok(()))
     }
 
     fn allocate(
@@ -96,10 +97,13 @@ impl IpRepo for InMemoryIpRepo {
         Ok(Some(ip))
     }
 
-    fn release(&mut self, network: &str, ip: u32) -> Result<(), StoreError> {
-        self.owners.remove(&(network.to_string(), ip));
-        if let Some(taken) = self.taken.get_mut(network) {
-            taken.remove(ip);
+    fn release(&mut self, network: &str, ip: u32, owner: &Owner) -> Result<(), StoreError> {
+        let key = (network.to_string(), ip);
+        if self.owners.get(&key) == Some(owner) {
+            self.owners.remove(&key);
+            if let Some(taken) = self.taken.get_mut(network) {
+                taken.remove(ip);
+            }
         }
         Ok(())
     }
@@ -132,6 +136,18 @@ impl<'s> DatabaseIpRepo<'s> {
         }
         Ok(self.cache.get_mut(&(first, last)).expect("just inserted"))
     }
+
+    fn mark(&mut self, ip: u32, taken: bool) {
+        for ((first, last), set) in &mut self.cache {
+            if (*first..=*last).contains(&ip) {
+                if taken {
+                    set.insert(ip);
+                } else {
+                    set.remove(ip);
+                }
+            }
+        }
+    }
 }
 
 impl IpRepo for DatabaseIpRepo<'_> {
@@ -141,22 +157,10 @@ impl IpRepo for DatabaseIpRepo<'_> {
         ip: u32,
         owner: &Owner,
         is_static: bool,
-    ) -> Result<(), Option<Owner>> {
-        match self.store.claim_ip(ip, network, owner, is_static) {
-            Ok(Ok(())) => {
-                for ((first, last), set) in &mut self.cache {
-                    if (*first..=*last).contains(&ip) {
-                        set.insert(ip);
-                    }
-                }
-                Ok(())
-            }
-            Ok(Err(holder)) => Err(Some(holder)),
-            Err(e) => {
-                tracing::error!(error = %e, "cannot record an IP reservation");
-                Err(None)
-            }
-        }
+    ) -> Result<Result<(), Owner>, StoreError> {
+        let claimed = self.store.claim_ip(ip, network, owner, is_static)?;
+        self.mark(ip, true);
+        Ok(claimed)
     }
 
     fn allocate(
@@ -180,12 +184,11 @@ impl IpRepo for DatabaseIpRepo<'_> {
         }
     }
 
-    fn release(&mut self, _network: &str, ip: u32) -> Result<(), StoreError> {
-        self.store.release_ip(ip)?;
-        for ((first, last), set) in &mut self.cache {
-            if (*first..=*last).contains(&ip) {
-                set.remove(ip);
-            }
+    fn release(&mut self, network: &str, ip: u32, owner: &Owner) -> Result<(), StoreError> {
+        self.store.release_ip(ip, network, owner)?;
+        // Whether or not it was ours, the store decides; read it again when next needed.
+        if self.store.ips_in(ip, ip)?.is_empty() {
+            self.mark(ip, false);
         }
         Ok(())
     }

@@ -364,10 +364,13 @@ fn compilation_vms_get_a_dynamic_address_released_afterwards() {
         .unwrap();
     assert_eq!(store.ips_of("d").unwrap()[0].owner, worker);
     provider
-        .release(&Held {
-            network: "default".into(),
-            ip,
-        })
+        .release(
+            &worker,
+            &Held {
+                network: "default".into(),
+                ip,
+            },
+        )
         .unwrap();
     assert!(store.ips_of("d").unwrap().is_empty());
 }
@@ -410,17 +413,20 @@ fn deploy(
             .any(|(id, _, _)| *id == record.owner.instance)
         {
             provider
-                .release(&Held {
-                    network: record.network.clone(),
-                    ip: record.address,
-                })
+                .release(
+                    &record.owner,
+                    &Held {
+                        network: record.network.clone(),
+                        ip: record.address,
+                    },
+                )
                 .unwrap();
         }
     }
     if !vm_fails {
         for a in &out {
             for held in &a.obsolete {
-                provider.release(held).unwrap();
+                provider.release(&a.owner, held).unwrap();
             }
         }
     }

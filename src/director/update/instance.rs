@@ -76,7 +76,16 @@ async fn procedure(
     record.applied = Some(plan.desired.clone());
     persist(core, record)?;
     // The new VM runs on its new addresses: the old ones can go.
-    crate::director::networking::release(core, options.global_addresses, &plan.obsolete_addresses)
+    let owner = crate::director::network::Owner {
+        deployment: record.deployment.clone(),
+        instance: record.id.clone(),
+    };
+    crate::director::networking::release(
+        core,
+        options.global_addresses,
+        &owner,
+        &plan.obsolete_addresses,
+    )
 }
 
 /// Drain (a positive answer is a wait in seconds; a negative one means wait that long
