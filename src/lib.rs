@@ -10,6 +10,7 @@ pub mod config;
 pub mod director;
 pub mod fleet;
 pub mod inventory;
+pub mod ipset;
 pub mod output;
 pub mod rollout;
 pub mod store;

@@ -61,7 +61,10 @@ fn broker() -> Broker {
             .upload_release(&Release {
                 name: "postgres".into(),
                 version: v.into(),
-                jobs: vec![],
+                jobs: vec![crate::director::model::ReleaseJob {
+                    name: "postgres".into(),
+                    packages: vec![],
+                }],
                 packages: vec![],
             })
             .unwrap();

@@ -50,6 +50,14 @@ pub trait Agent: Send + Sync {
     async fn start(&self, agent_id: &str) -> Result<(), AgentError>;
     async fn mount_disk(&self, agent_id: &str, disk_cid: &str) -> Result<(), AgentError>;
     async fn unmount_disk(&self, agent_id: &str, disk_cid: &str) -> Result<(), AgentError>;
+    /// Compiles a package (its dependencies already compiled) and returns the blob that
+    /// holds the result.
+    async fn compile_package(
+        &self,
+        agent_id: &str,
+        package: &str,
+        dependencies: &[String],
+    ) -> Result<String, AgentError>;
     /// Copies the persistent data from the old disk to the new one; both are mounted.
     async fn migrate_disk(&self, agent_id: &str, from: &str, to: &str) -> Result<(), AgentError>;
 }

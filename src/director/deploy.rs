@@ -9,6 +9,7 @@ use std::sync::Arc;
 use tokio::task::JoinSet;
 
 use super::Core;
+use super::compilation;
 use super::manifest::{Manifest, parse};
 use super::model::{
     CloudConfig, DeploymentRecord, DesiredState, InstanceRecord, Release, Stemcell,
@@ -186,6 +187,8 @@ pub async fn deploy(
             networking::release(&core, global, &owner, &addresses)?;
         }
     }
+
+    compilation::compile(&core, &log, &manifest, &text, &networking).await?;
 
     let missing: Vec<_> = plan
         .groups

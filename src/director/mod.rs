@@ -5,6 +5,8 @@
 //! and the agents are behind the [`cpi::Cpi`] and [`agent::Agent`] traits.
 
 pub mod agent;
+mod compilation;
+pub mod compile;
 pub mod cpi;
 mod deploy;
 mod error;
@@ -69,9 +71,18 @@ pub struct Core {
     pub cpi: Arc<dyn Cpi>,
     pub agent: Arc<dyn Agent>,
     pub settings: DirectorSettings,
+    /// One lock per package and stemcell: deploys running at once compile a package once,
+    /// the others wait and find it compiled.
+    compile_locks: std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl Core {
+    /// The lock for compiling `key`.
+    pub fn compile_lock(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.compile_locks.lock().unwrap_or_else(|p| p.into_inner());
+        Arc::clone(locks.entry(key.to_string()).or_default())
+    }
+
     /// Bounds an agent call by the agent timeout.
     pub async fn agent_call<T>(
         &self,
@@ -137,6 +148,7 @@ impl Director {
                 cpi,
                 agent,
                 settings,
+                compile_locks: std::sync::Mutex::new(std::collections::HashMap::new()),
             }),
             finished: Arc::new(Notify::new()),
         }

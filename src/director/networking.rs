@@ -28,6 +28,12 @@ impl Networking {
     pub fn global(&self) -> bool {
         matches!(self, Networking::Global(_))
     }
+
+    pub fn networks(&self) -> &[Network] {
+        match self {
+            Networking::Global(n) | Networking::Local(n) => n,
+        }
+    }
 }
 
 /// The cloud config's networks when there is one (its `azs` checked), else the manifest's.

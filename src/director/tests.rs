@@ -215,7 +215,10 @@ async fn scaling_down_deletes_vms_and_orphans_their_disks() {
 
 #[tokio::test(start_paused = true)]
 async fn a_create_vm_fault_fails_the_task_naming_the_step_and_instance() {
-    let f = fixture(vec![Fault {
+    let f = fixture(vec![]);
+    // Packages compiled first, so that the fault meets an instance's VM.
+    deploy(&f.director, &manifest("warm", 1, "1.0", 0)).await;
+    f.cloud.set_faults(vec![Fault {
         kind: FaultKind::CreateVm,
         deployment: "broken".into(),
         probability: 1.0,
@@ -341,7 +344,10 @@ async fn tasks_left_running_by_a_crash_are_errored_on_the_next_start() {
                 .upload_release(&Release {
                     name: "nginx".into(),
                     version: "1".into(),
-                    jobs: vec![],
+                    jobs: vec![crate::director::model::ReleaseJob {
+                        name: "nginx".into(),
+                        packages: vec![],
+                    }],
                     packages: vec![],
                 })
                 .unwrap();
@@ -418,7 +424,9 @@ async fn delete_removes_vms_and_the_deployment() {
 
 #[tokio::test(start_paused = true)]
 async fn an_unresponsive_fault_fails_the_task_naming_the_call_and_instance() {
-    let f = fixture(vec![Fault {
+    let f = fixture(vec![]);
+    deploy(&f.director, &manifest("warm", 1, "1.0", 0)).await;
+    f.cloud.set_faults(vec![Fault {
         kind: FaultKind::Unresponsive,
         deployment: "ghost".into(),
         probability: 1.0,
@@ -437,6 +445,8 @@ async fn an_unresponsive_fault_fails_the_task_naming_the_call_and_instance() {
 async fn an_update_cut_short_is_redone_by_the_next_deploy() {
     let f = fixture(vec![]);
     deploy(&f.director, &manifest("d", 1, "1.0", 1024)).await;
+    // Compile for the new stemcell beforehand, so that the fault meets the instance.
+    deploy(&f.director, &manifest("warm", 1, "2.0", 0)).await;
     let before = f.director.instances("d").unwrap().remove(0);
     f.cloud.set_faults(vec![Fault {
         kind: FaultKind::CreateVm,
@@ -465,7 +475,7 @@ async fn an_update_cut_short_is_redone_by_the_next_deploy() {
         after.disk_cid, before.disk_cid,
         "the same disk is attached again"
     );
-    assert_eq!(f.cloud.vms().len(), 1);
+    assert_eq!(f.director.vms("d").unwrap().len(), 1);
 }
 
 #[tokio::test(start_paused = true)]
@@ -516,7 +526,10 @@ async fn deploy_duration(seed: u64) -> Duration {
         .upload_release(&Release {
             name: "nginx".into(),
             version: "1".into(),
-            jobs: vec![],
+            jobs: vec![crate::director::model::ReleaseJob {
+                name: "nginx".into(),
+                packages: vec![],
+            }],
             packages: vec![],
         })
         .unwrap();
@@ -928,5 +941,134 @@ instance_groups:
         );
         let again = deploy(&f.director, &manifest("a", 2, "1.0", 0)).await;
         assert!(again.result.unwrap().contains("0 instances updated"));
+    }
+}
+
+mod compilation {
+    use super::*;
+
+    fn diamond(director: &Director, cycle: bool) {
+        let package = |name: &str, deps: &[&str]| Package {
+            name: name.into(),
+            dependencies: deps.iter().map(|d| d.to_string()).collect(),
+        };
+        let base = if cycle {
+            package("base", &["app"])
+        } else {
+            package("base", &[])
+        };
+        director
+            .upload_release(&Release {
+                name: "diamond".into(),
+                version: "1".into(),
+                jobs: vec![ReleaseJob {
+                    name: "app".into(),
+                    packages: vec!["app".into()],
+                }],
+                packages: vec![
+                    package("app", &["left", "right"]),
+                    package("left", &["base"]),
+                    package("right", &["base"]),
+                    base,
+                ],
+            })
+            .unwrap();
+    }
+
+    fn manifest(name: &str, stemcell: &str) -> String {
+        format!(
+            "name: {name}
+releases: [{{name: diamond, version: '1'}}]
+stemcells: [{{alias: default, os: jammy, version: '{stemcell}'}}]
+update: {{canaries: 1, max_in_flight: 2, canary_watch_time: 1000, update_watch_time: 1000}}
+compilation: {{workers: 2, network: default, reuse_compilation_vms: false}}
+networks:
+- name: default
+  subnets: [{{range: 10.0.0.0/24, gateway: 10.0.0.1}}]
+instance_groups:
+- name: app
+  instances: 2
+  jobs: [{{name: app, release: diamond}}]
+  stemcell: default
+  networks: [{{name: default}}]
+"
+        )
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_diamond_compiles_each_package_once_dependencies_first_within_the_workers() {
+        let f = fixture(vec![]);
+        diamond(&f.director, false);
+        let task = deploy(&f.director, &manifest("d", "1.0")).await;
+        assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+        let compiled = f.cloud.compiled();
+        assert_eq!(compiled.len(), 4, "{compiled:?}");
+        let at = |p: &str| compiled.iter().position(|c| c.ends_with(p)).unwrap();
+        assert_eq!(at("/base"), 0);
+        assert!(at("/left") < at("/app") && at("/right") < at("/app"));
+        assert_eq!(
+            f.cloud.peak_compilations(),
+            2,
+            "left and right compile together, no more"
+        );
+        assert_eq!(f.cloud.vms().len(), 2, "the compilation VMs were deleted");
+        let events = f.director.events(task.id).unwrap();
+        let compiling: Vec<_> = events
+            .iter()
+            .filter(|e| e.stage == "Compiling packages")
+            .collect();
+        assert_eq!(compiling.len(), 8);
+        assert_eq!(compiling[0].total, 4);
+
+        // A redeploy finds everything compiled; a new stemcell compiles again.
+        deploy(&f.director, &manifest("d", "1.0")).await;
+        assert_eq!(f.cloud.compiled().len(), 4, "the cache was hit");
+        let bumped = deploy(&f.director, &manifest("d", "2.0")).await;
+        assert_eq!(bumped.state, TaskState::Done, "{:?}", bumped.result);
+        assert_eq!(
+            f.cloud.compiled().len(),
+            8,
+            "compiled once more for the new stemcell"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_package_cycle_fails_the_deploy_naming_it() {
+        let f = fixture(vec![]);
+        diamond(&f.director, true);
+        let task = deploy(&f.director, &manifest("d", "1.0")).await;
+        assert_eq!(task.state, TaskState::Error);
+        let result = task.result.unwrap();
+        assert!(
+            result.contains("package dependency cycle in release diamond/1"),
+            "{result}"
+        );
+        assert!(f.cloud.vms().is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn compilation_vms_are_deleted_and_their_addresses_released_when_compiling_fails() {
+        let f = fixture(vec![Fault {
+            kind: FaultKind::Unresponsive,
+            deployment: "broken".into(),
+            probability: 1.0,
+        }]);
+        diamond(&f.director, false);
+        f.director
+            .update_cloud_config("networks:\n- name: default\n  subnets: [{range: 10.0.0.0/24, gateway: 10.0.0.1}]\ncompilation: {workers: 2, network: default, reuse_compilation_vms: true}\n")
+            .unwrap();
+        let task = deploy(&f.director, &manifest("broken", "1.0")).await;
+        assert_eq!(task.state, TaskState::Error);
+        assert!(task.result.unwrap().contains("compiling diamond/1/base"));
+        assert!(
+            f.cloud.vms().is_empty(),
+            "compilation VMs deleted after the failure"
+        );
+        let held = f.director.core.store.ips_of("broken").unwrap();
+        assert!(
+            held.iter()
+                .all(|r| !r.owner.instance.starts_with("compilation")),
+            "{held:?}"
+        );
     }
 }

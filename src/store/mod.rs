@@ -121,6 +121,15 @@ pub trait Store: Send + Sync {
     /// another network or owner since is left alone.
     fn release_ip(&self, address: u32, network: &str, owner: &IpOwner) -> Result<(), StoreError>;
 
+    /// The lowest address of `[lo, hi]` that is neither claimed nor in `blocked`; kept in
+    /// memory so that it costs O(log n), however many addresses are claimed.
+    fn lowest_unclaimed(
+        &self,
+        lo: u32,
+        hi: u32,
+        blocked: &crate::ipset::IpSet,
+    ) -> Result<Option<u32>, StoreError>;
+
     /// Claimed addresses in `[lo, hi]`, ascending.
     fn ips_in(&self, lo: u32, hi: u32) -> Result<Vec<u32>, StoreError>;
 

@@ -24,6 +24,8 @@ pub enum Collection {
     ServiceInstances,
     /// Facts about the embedded fleet as a whole (whether it was provisioned).
     Fleet,
+    /// Packages compiled per stemcell, the director's compilation cache.
+    CompiledPackages,
 }
 
 impl Collection {
@@ -41,6 +43,7 @@ impl Collection {
             Collection::Agents => "agents",
             Collection::ServiceInstances => "service_instances",
             Collection::Fleet => "fleet",
+            Collection::CompiledPackages => "compiled_packages",
         }
     }
 }

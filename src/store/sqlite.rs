@@ -6,6 +6,7 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::{Collection, IpOwner, IpRecord, Store, StoreError, Write};
 use super::{Task, TaskEvent, TaskState};
+use crate::ipset::IpSet;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS documents (
@@ -45,6 +46,9 @@ CREATE TABLE IF NOT EXISTS locks (
 /// SQLite in WAL mode: one file, safe against crashes, readable while a run writes.
 pub struct SqliteStore {
     connection: Mutex<Connection>,
+    /// Every claimed address, loaded once and kept current by `claim_ip` and `release_ip`:
+    /// one process changes a state directory at a time.
+    claimed: Mutex<IpSet>,
 }
 
 fn now() -> u64 {
@@ -84,8 +88,16 @@ impl SqliteStore {
         connection.pragma_update(None, "journal_mode", "WAL")?;
         connection.pragma_update(None, "synchronous", "NORMAL")?;
         connection.execute_batch(SCHEMA)?;
+        let mut claimed = IpSet::new();
+        {
+            let mut stmt = connection.prepare("SELECT address FROM ip_addresses")?;
+            for address in stmt.query_map([], |row| row.get::<_, i64>(0))? {
+                claimed.insert(address? as u32);
+            }
+        }
         Ok(SqliteStore {
             connection: Mutex::new(connection),
+            claimed: Mutex::new(claimed),
         })
     }
 
@@ -307,6 +319,10 @@ impl Store for SqliteStore {
                 is_static
             ],
         )?;
+        self.claimed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(address);
         if inserted == 0 {
             let holder: IpOwner = tx.query_row(
                 "SELECT deployment, instance FROM ip_addresses WHERE address = ?1",
@@ -331,7 +347,7 @@ impl Store for SqliteStore {
     }
 
     fn release_ip(&self, address: u32, network: &str, owner: &IpOwner) -> Result<(), StoreError> {
-        self.lock().execute(
+        let deleted = self.lock().execute(
             "DELETE FROM ip_addresses
              WHERE address = ?1 AND network = ?2 AND deployment = ?3 AND instance = ?4",
             params![
@@ -341,7 +357,26 @@ impl Store for SqliteStore {
                 owner.instance
             ],
         )?;
+        if deleted > 0 {
+            self.claimed
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(address);
+        }
         Ok(())
+    }
+
+    fn lowest_unclaimed(
+        &self,
+        lo: u32,
+        hi: u32,
+        blocked: &IpSet,
+    ) -> Result<Option<u32>, StoreError> {
+        Ok(self
+            .claimed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .lowest_free_with(blocked, lo, hi))
     }
 
     fn ips_in(&self, lo: u32, hi: u32) -> Result<Vec<u32>, StoreError> {

@@ -17,6 +17,7 @@ pub enum ManifestError {
 const TOP: &[&str] = &[
     "name",
     "networks",
+    "compilation",
     "director_uuid",
     "releases",
     "stemcells",

@@ -4,18 +4,17 @@
 //! store-backed repository is handed a store.
 
 mod error;
-mod ipset;
 mod model;
 mod parse;
 mod provider;
 mod repo;
 
+pub use crate::ipset::{IpSet, to_ip, to_u32};
 pub use error::NetworkError;
-pub use ipset::{IpSet, to_ip, to_u32};
 pub use model::{Network, NetworkKind, Subnet};
 pub use parse::{cidr, entry, networks};
 pub use provider::{Assignment, Desired, Held, InstanceNetworks, IpProvider};
-pub use repo::{DatabaseIpRepo, InMemoryIpRepo, IpRepo, Owner, lowest_free};
+pub use repo::{DatabaseIpRepo, InMemoryIpRepo, IpRepo, Owner};
 
 #[cfg(test)]
 mod tests;

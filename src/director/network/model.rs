@@ -1,6 +1,6 @@
 use std::net::Ipv4Addr;
 
-use super::ipset::{IpSet, to_ip};
+use crate::ipset::{IpSet, to_ip};
 
 /// A subnet of a manual network.
 #[derive(Debug, Clone, PartialEq)]

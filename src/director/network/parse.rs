@@ -3,8 +3,8 @@
 
 use std::net::Ipv4Addr;
 
-use super::ipset::{IpSet, to_u32};
 use super::model::{Network, NetworkKind, Subnet};
+use crate::ipset::{IpSet, to_u32};
 use crate::yaml::{Checker, Node, Value, join};
 
 const NETWORK: &[&str] = &["name", "type", "subnets", "dns", "cloud_properties"];

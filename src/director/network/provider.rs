@@ -6,9 +6,9 @@
 use std::collections::{BTreeSet, HashMap};
 
 use super::error::NetworkError;
-use super::ipset::{IpSet, to_ip};
 use super::model::{Network, NetworkKind};
 use super::repo::{IpRepo, Owner};
+use crate::ipset::{IpSet, to_ip};
 
 /// What an instance wants on one network: a static address, or any (dynamic).
 #[derive(Debug, Clone, PartialEq, Eq)]

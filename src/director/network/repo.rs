@@ -4,8 +4,8 @@
 
 use std::collections::HashMap;
 
-use super::ipset::IpSet;
 use super::model::Subnet;
+use crate::ipset::IpSet;
 use crate::store::{IpOwner, Store, StoreError};
 
 /// Who holds an address.
@@ -32,19 +32,6 @@ pub trait IpRepo {
 
     /// Releases `ip` if `owner` holds it on `network`.
     fn release(&mut self, network: &str, ip: u32, owner: &Owner) -> Result<(), StoreError>;
-}
-
-/// The lowest address of `[lo, hi]` in neither set.
-pub fn lowest_free(taken: &IpSet, blocked: &IpSet, lo: u32, hi: u32) -> Option<u32> {
-    let mut candidate = lo;
-    loop {
-        let a = taken.lowest_free(candidate, hi)?;
-        let b = blocked.lowest_free(a, hi)?;
-        if a == b {
-            return Some(a);
-        }
-        candidate = b;
-    }
 }
 
 /// Per deployment, rebuilt from the agents at each deploy. Claiming an address twice is
@@ -89,7 +76,7 @@ impl IpRepo for InMemoryIpRepo {
         owner: &Owner,
     ) -> Result<Option<u32>, StoreError> {
         let taken = self.taken.entry(network.to_string()).or_default();
-        let Some(ip) = lowest_free(taken, blocked, subnet.first, subnet.last) else {
+        let Some(ip) = taken.lowest_free_with(blocked, subnet.first, subnet.last) else {
             return Ok(None);
         };
         taken.insert(ip);
@@ -110,43 +97,16 @@ impl IpRepo for InMemoryIpRepo {
 }
 
 /// Reservations in the store: an address is unique across every network and deployment
-/// (a unique key), and only its owner may claim it again. Each subnet's taken addresses
-/// are read once and then kept current, so an allocation costs O(log n); a claim that
-/// loses a race with another deploy marks that address taken and tries the next.
+/// (a unique key), and only its owner may claim it again. The store finds the lowest
+/// unclaimed address in O(log n); a claim that loses a race with another deploy moves on
+/// to the next address.
 pub struct DatabaseIpRepo<'s> {
     store: &'s dyn Store,
-    cache: HashMap<(u32, u32), IpSet>,
 }
 
 impl<'s> DatabaseIpRepo<'s> {
     pub fn new(store: &'s dyn Store) -> Self {
-        DatabaseIpRepo {
-            store,
-            cache: HashMap::new(),
-        }
-    }
-
-    fn taken(&mut self, first: u32, last: u32) -> Result<&mut IpSet, StoreError> {
-        if !self.cache.contains_key(&(first, last)) {
-            let mut set = IpSet::new();
-            for ip in self.store.ips_in(first, last)? {
-                set.insert(ip);
-            }
-            self.cache.insert((first, last), set);
-        }
-        Ok(self.cache.get_mut(&(first, last)).expect("just inserted"))
-    }
-
-    fn mark(&mut self, ip: u32, taken: bool) {
-        for ((first, last), set) in &mut self.cache {
-            if (*first..=*last).contains(&ip) {
-                if taken {
-                    set.insert(ip);
-                } else {
-                    set.remove(ip);
-                }
-            }
-        }
+        DatabaseIpRepo { store }
     }
 }
 
@@ -158,9 +118,7 @@ impl IpRepo for DatabaseIpRepo<'_> {
         owner: &Owner,
         is_static: bool,
     ) -> Result<Result<(), Owner>, StoreError> {
-        let claimed = self.store.claim_ip(ip, network, owner, is_static)?;
-        self.mark(ip, true);
-        Ok(claimed)
+        self.store.claim_ip(ip, network, owner, is_static)
     }
 
     fn allocate(
@@ -171,25 +129,21 @@ impl IpRepo for DatabaseIpRepo<'_> {
         owner: &Owner,
     ) -> Result<Option<u32>, StoreError> {
         loop {
-            let taken = self.taken(subnet.first, subnet.last)?;
-            let Some(ip) = lowest_free(taken, blocked, subnet.first, subnet.last) else {
+            let Some(ip) = self
+                .store
+                .lowest_unclaimed(subnet.first, subnet.last, blocked)?
+            else {
                 return Ok(None);
             };
-            taken.insert(ip);
             match self.store.claim_ip(ip, network, owner, false)? {
                 Ok(()) => return Ok(Some(ip)),
-                // Another deploy took it since the cache was read: try the next one.
+                // Taken since it was found (the store now knows): try the next one.
                 Err(_) => continue,
             }
         }
     }
 
     fn release(&mut self, network: &str, ip: u32, owner: &Owner) -> Result<(), StoreError> {
-        self.store.release_ip(ip, network, owner)?;
-        // Whether or not it was ours, the store decides; read it again when next needed.
-        if self.store.ips_in(ip, ip)?.is_empty() {
-            self.mark(ip, false);
-        }
-        Ok(())
+        self.store.release_ip(ip, network, owner)
     }
 }

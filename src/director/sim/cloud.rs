@@ -49,6 +49,8 @@ struct AgentRecord {
 /// The simulated IaaS: both the CPI and every agent.
 pub struct SimulatedCloud {
     store: Arc<dyn Store>,
+    /// Compilations running now, the most at once, and every package compiled in order.
+    compiling: Mutex<(usize, usize, Vec<String>)>,
     settings: SimulationSettings,
     /// Faults can change while the cloud runs, to test what a deploy cut short leaves.
     faults: Mutex<Vec<Fault>>,
@@ -59,6 +61,7 @@ impl SimulatedCloud {
     pub fn new(store: Arc<dyn Store>, settings: SimulationSettings) -> Self {
         SimulatedCloud {
             store,
+            compiling: Mutex::new((0, 0, Vec::new())),
             faults: Mutex::new(settings.faults.clone()),
             settings,
             calls: Mutex::new(HashMap::new()),
@@ -190,6 +193,20 @@ impl SimulatedCloud {
                 &record,
             )])
             .map_err(|e| e.to_string())
+    }
+
+    /// Every package compiled so far, in the order compilations finished.
+    pub fn compiled(&self) -> Vec<String> {
+        self.compiling
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .2
+            .clone()
+    }
+
+    /// The most compilations that ran at once.
+    pub fn peak_compilations(&self) -> usize {
+        self.compiling.lock().unwrap_or_else(|p| p.into_inner()).1
     }
 
     /// The VMs the cloud has, as `(cid, agent id)`: what a test compares with the director's view.
@@ -436,6 +453,25 @@ impl Agent for SimulatedCloud {
         })
         .await
         .map(|_| ())
+    }
+
+    async fn compile_package(
+        &self,
+        agent_id: &str,
+        package: &str,
+        _dependencies: &[String],
+    ) -> Result<String, AgentError> {
+        {
+            let mut c = self.compiling.lock().unwrap_or_else(|p| p.into_inner());
+            c.0 += 1;
+            c.1 = c.1.max(c.0);
+        }
+        let result = self.agent_call(agent_id, "compile_package", |_| {}).await;
+        let mut c = self.compiling.lock().unwrap_or_else(|p| p.into_inner());
+        c.0 -= 1;
+        result?;
+        c.2.push(package.to_string());
+        Ok(format!("blob-{}", package.replace('/', "-")))
     }
 
     async fn migrate_disk(&self, agent_id: &str, from: &str, to: &str) -> Result<(), AgentError> {

@@ -72,6 +72,19 @@ impl IpSet {
         (candidate <= hi).then_some(candidate)
     }
 
+    /// The lowest address of `[lo, hi]` in neither this set nor `other`.
+    pub fn lowest_free_with(&self, other: &IpSet, lo: u32, hi: u32) -> Option<u32> {
+        let mut candidate = lo;
+        loop {
+            let a = self.lowest_free(candidate, hi)?;
+            let b = other.lowest_free(a, hi)?;
+            if a == b {
+                return Some(a);
+            }
+            candidate = b;
+        }
+    }
+
     /// How many addresses the set holds.
     pub fn len(&self) -> u64 {
         self.ranges
