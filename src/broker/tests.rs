@@ -17,6 +17,7 @@ instance_groups:
 - name: db
   instances: 1
   jobs: [{name: postgres, release: postgres}]
+  vm_type: small
   stemcell: default
   persistent_disk: 1024
   networks: [{name: default}]
@@ -191,7 +192,10 @@ async fn a_failed_operation_is_reported_with_its_task() {
         reason.contains(&format!("bosh task {task} error")),
         "{reason}"
     );
-    assert!(reason.contains("release `postgres/99`"), "{reason}");
+    assert!(
+        reason.contains("releases.postgres: version `99` is not uploaded"),
+        "{reason}"
+    );
     assert_eq!(broken.instance("a").unwrap().unwrap().state, State::Failed);
 }
 
@@ -217,7 +221,7 @@ async fn a_never_deployed_instance_is_recreated_from_its_plan() {
 
 fn cloud_config(vm_type: &str) -> String {
     format!(
-        "vm_types: [{{name: {vm_type}}}]\nnetworks:\n- name: default\n  subnets: [{{range: 10.2.0.0/24, gateway: 10.2.0.1}}]\n"
+        "vm_types: [{{name: small, cloud_properties: {{flavor: {vm_type}}}}}]\nnetworks:\n- name: default\n  subnets: [{{range: 10.2.0.0/24, gateway: 10.2.0.1}}]\n"
     )
 }
 

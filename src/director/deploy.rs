@@ -21,6 +21,7 @@ use super::task::TaskLog;
 use super::update::{
     UpdateOptions, create_missing_vm, delete_instance, stop_instance, update_groups,
 };
+use super::validate::{self, Uploaded};
 use crate::store::{Collection, get, list, put, remove};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -38,32 +39,34 @@ pub struct DeployOptions {
     pub start: bool,
 }
 
-fn check_uploads(core: &Core, manifest: &Manifest) -> Result<(), String> {
-    let mut missing = Vec::new();
-    for r in &manifest.releases {
-        let key = format!("{}/{}", r.name, r.version);
-        match get::<Release>(&*core.store, Collection::Releases, &key) {
-            Ok(Some(_)) => {}
-            Ok(None) => missing.push(format!("release `{key}`")),
-            Err(e) => return Err(e.to_string()),
-        }
+/// The manifest against what the director has; every problem together.
+fn validate(
+    core: &Core,
+    manifest: &mut Manifest,
+    networking: &networking::Networking,
+) -> Result<(), String> {
+    let uploaded = Uploaded {
+        releases: list::<Release>(&*core.store, Collection::Releases, None)
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .map(|r| format!("{}/{}", r.name, r.version))
+            .collect(),
+        stemcells: list::<Stemcell>(&*core.store, Collection::Stemcells, None)
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .map(|s| format!("{}/{}", s.os, s.version))
+            .collect(),
+    };
+    let facts = networking::facts(core, networking)?;
+    let problems = validate::problems(manifest, &facts, &uploaded);
+    if !problems.is_empty() {
+        return Err(format!(
+            "the manifest is invalid:\n  {}",
+            problems.join("\n  ")
+        ));
     }
-    for s in &manifest.stemcells {
-        let key = format!("{}/{}", s.os, s.version);
-        match get::<Stemcell>(&*core.store, Collection::Stemcells, &key) {
-            Ok(Some(_)) => {}
-            Ok(None) => missing.push(format!("stemcell `{key}` (alias `{}`)", s.alias)),
-            Err(e) => return Err(e.to_string()),
-        }
-    }
-    if missing.is_empty() {
-        Ok(())
-    } else {
-        Err(format!(
-            "not uploaded to the director: {}",
-            missing.join(", ")
-        ))
-    }
+    validate::resolve_disk_types(manifest, &facts);
+    Ok(())
 }
 
 /// What binding learned: instances whose agents did not answer, and the addresses the
@@ -138,8 +141,9 @@ pub async fn deploy(
     text: String,
     options: DeployOptions,
 ) -> Result<String, String> {
-    let manifest = parse(&text).map_err(|e| format!("the manifest is invalid:\n{e}"))?;
-    check_uploads(&core, &manifest)?;
+    let mut manifest = parse(&text).map_err(|e| format!("the manifest is invalid:\n{e}"))?;
+    let networking = networking::choose(&core, &manifest)?;
+    validate(&core, &mut manifest, &networking)?;
     let cloud_config = get::<CloudConfig>(&*core.store, Collection::CloudConfig, "current")
         .map_err(|e| e.to_string())?
         .map(|c| c.version);
@@ -159,7 +163,6 @@ pub async fn deploy(
             start: options.start,
         },
     );
-    let networking = networking::choose(&core, &manifest)?;
     if options.dry_run {
         // Reserving would change the store, so a dry run counts without addresses.
         let (changed, obsolete) = (plan.changed_instances(), plan.obsolete.len());

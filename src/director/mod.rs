@@ -19,6 +19,7 @@ pub mod plan;
 pub mod sim;
 mod task;
 mod update;
+pub mod validate;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -42,15 +43,12 @@ use task::{TaskLog, unix_now};
 pub struct DirectorSettings {
     /// How long an agent may take to answer before it counts as unresponsive.
     pub agent_timeout: Duration,
-    /// How often `get_state` is polled while watching jobs start.
-    pub watch_poll: Duration,
 }
 
 impl Default for DirectorSettings {
     fn default() -> Self {
         DirectorSettings {
             agent_timeout: Duration::from_secs(45),
-            watch_poll: Duration::from_secs(1),
         }
     }
 }

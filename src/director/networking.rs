@@ -13,6 +13,7 @@ use super::network::{
     Network, Owner, networks, to_ip, to_u32,
 };
 use super::plan::{Change, DeploymentPlan};
+use super::validate::CloudFacts;
 use crate::store::{Collection, get};
 use crate::yaml::{self, Checker};
 
@@ -92,6 +93,28 @@ fn recorded(networks: &[String]) -> Vec<Held> {
             })
         })
         .collect()
+}
+
+/// The names the cloud config (or the manifest's networks) define, for validation.
+pub fn facts(core: &Core, networking: &Networking) -> Result<CloudFacts, String> {
+    let names = networking
+        .networks()
+        .iter()
+        .map(|n| n.name.clone())
+        .collect();
+    if !networking.global() {
+        return Ok(CloudFacts {
+            networks: names,
+            ..CloudFacts::default()
+        });
+    }
+    let cloud = get::<CloudConfig>(&*core.store, Collection::CloudConfig, "current")
+        .map_err(|e| e.to_string())?
+        .map(|c| c.text)
+        .unwrap_or_default();
+    let root =
+        yaml::load(&cloud, yaml::Limits::default()).map_err(|e| format!("cloud config: {e}"))?;
+    Ok(CloudFacts::from_cloud_config(&root, names))
 }
 
 /// Names new instances, reserves every instance's addresses, and records in the plan the

@@ -313,7 +313,11 @@ async fn an_invalid_manifest_fails_the_task_and_changes_nothing() {
     let f = fixture(vec![]);
     let task = deploy(&f.director, &manifest("d", 2, "9.9", 0)).await;
     assert_eq!(task.state, TaskState::Error);
-    assert!(task.result.unwrap().contains("stemcell `jammy/9.9`"));
+    assert!(
+        task.result
+            .unwrap()
+            .contains("stemcells.default: `jammy/9.9` is not uploaded")
+    );
     assert!(f.director.instances("d").unwrap().is_empty());
     assert!(matches!(
         f.director.deploy("not: [yaml", DeployOptions::default()),
@@ -559,6 +563,7 @@ mod addresses {
     use super::*;
 
     const CLOUD: &str = "azs: [{name: z1}, {name: z2}]
+vm_types: [{name: small}]
 networks:
 - name: default
   subnets:
@@ -585,6 +590,7 @@ instance_groups:
   instances: {instances}
   azs: [z1, z2]
   jobs: [{{name: nginx, release: nginx}}]
+  vm_type: small
   stemcell: default
   networks: [{{name: {network}{statics}}}]
 "
@@ -919,7 +925,7 @@ instance_groups:
             unknown
                 .result
                 .unwrap()
-                .contains("names network 'nowhere', which is not defined")
+                .contains("instance_groups.web.networks.nowhere: unknown network")
         );
     }
 
@@ -989,6 +995,7 @@ instance_groups:
 - name: app
   instances: 2
   jobs: [{{name: app, release: diamond}}]
+  vm_type: small
   stemcell: default
   networks: [{{name: default}}]
 "
@@ -1055,7 +1062,7 @@ instance_groups:
         }]);
         diamond(&f.director, false);
         f.director
-            .update_cloud_config("networks:\n- name: default\n  subnets: [{range: 10.0.0.0/24, gateway: 10.0.0.1}]\ncompilation: {workers: 2, network: default, reuse_compilation_vms: true}\n")
+            .update_cloud_config("vm_types: [{name: small}]\nnetworks:\n- name: default\n  subnets: [{range: 10.0.0.0/24, gateway: 10.0.0.1}]\ncompilation: {workers: 2, network: default, reuse_compilation_vms: true}\n")
             .unwrap();
         let task = deploy(&f.director, &manifest("broken", "1.0")).await;
         assert_eq!(task.state, TaskState::Error);

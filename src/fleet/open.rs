@@ -108,7 +108,6 @@ pub async fn open(
     ));
     let settings = DirectorSettings {
         agent_timeout: Duration::from_secs(10),
-        watch_poll: Duration::from_millis(250),
     };
     let (cpi, agent) = (
         Arc::clone(&cloud) as Arc<dyn Cpi>,

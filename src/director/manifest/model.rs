@@ -24,6 +24,22 @@ pub struct WatchTime {
     pub max: Duration,
 }
 
+impl WatchTime {
+    /// The pauses before each `get_state`, as the BOSH director schedules them: the
+    /// minimum, then steps of (max - min) / 9 clamped to 1 to 15 seconds, as many as fit
+    /// before the maximum (a remainder smaller than a step is dropped).
+    pub fn schedule(&self) -> Vec<Duration> {
+        // Whole milliseconds, as the director computes them.
+        let span = self.max.saturating_sub(self.min).as_millis() as u64;
+        let step_ms = (span / 9).clamp(1000, 15_000);
+        let step = Duration::from_millis(step_ms);
+        let steps = (span / step_ms) as usize;
+        std::iter::once(self.min)
+            .chain(std::iter::repeat_n(step, steps))
+            .collect()
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UpdatePolicy {
     pub canaries: Count,
@@ -89,6 +105,8 @@ pub struct InstanceGroup {
     pub stemcell: String,
     /// Persistent disk size in MB, 0 for none.
     pub persistent_disk: u64,
+    /// A disk type of the cloud config; its size replaces `persistent_disk`.
+    pub persistent_disk_type: Option<String>,
     pub networks: Vec<NetworkRef>,
     pub update: UpdatePolicy,
 }

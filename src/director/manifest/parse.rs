@@ -289,6 +289,7 @@ fn read_group(
         vm_type: None,
         stemcell: String::new(),
         persistent_disk: 0,
+        persistent_disk_type: None,
         networks: Vec::new(),
         update,
     };
@@ -311,7 +312,8 @@ fn read_group(
                 ),
             },
             "azs" => {
-                group.azs = checker.list(value, &p)
+                group.azs = checker
+                    .list(value, &p)
                     .iter()
                     .filter_map(|a| text(checker, a, &p))
                     .collect();
@@ -368,7 +370,9 @@ fn read_group(
                         let sp = join(&np, "static_ips");
                         for (i, entry) in checker.list(ips, &sp).iter().enumerate() {
                             let ep = format!("{sp}[{i}]");
-                            match text(checker, entry, &ep).map(|t| crate::director::network::entry(&t)) {
+                            match text(checker, entry, &ep)
+                                .map(|t| crate::director::network::entry(&t))
+                            {
                                 Some(Ok((a, b))) if b - a < 65_536 => static_ips.extend(a..=b),
                                 Some(Ok(_)) => checker.report(
                                     &ep,
@@ -389,11 +393,7 @@ fn read_group(
             }
             "update" => group.update = read_update(checker, value, &p, update),
             "properties" => group_properties = Some(value.to_json()),
-            "persistent_disk_type" => checker.report(
-                &p,
-                value.at,
-                "disk types from the cloud config are not supported yet; give the size in MB with `persistent_disk`",
-            ),
+            "persistent_disk_type" => group.persistent_disk_type = text(checker, value, &p),
             "lifecycle" if value.as_str() != Some("service") => checker.report(
                 &p,
                 value.at,
@@ -499,18 +499,37 @@ instance_groups:
         );
         let m = parse(&with_group).unwrap();
         assert_eq!(m.instance_groups[0].jobs[0].properties["port"], 6432);
-        let errand = MANIFEST.replace(
-            "vm_type: small",
-            "vm_type: small\n  lifecycle: errand\n  persistent_disk_type: fast",
-        );
+        let errand = MANIFEST.replace("vm_type: small", "vm_type: small\n  lifecycle: errand");
         let ManifestError::Invalid { problems } = parse(&errand).unwrap_err() else {
             panic!("expected problems");
         };
         let paths: Vec<&str> = problems.iter().map(|p| p.path.as_str()).collect();
         assert!(paths.contains(&"instance_groups.db.lifecycle"), "{paths:?}");
-        assert!(
-            paths.contains(&"instance_groups.db.persistent_disk_type"),
-            "{paths:?}"
+    }
+
+    #[test]
+    fn watch_times_follow_the_directors_schedule() {
+        let ms = Duration::from_millis;
+        let w = |min, max| WatchTime {
+            min: ms(min),
+            max: ms(max),
+        };
+        let one_to_thirty = w(1000, 30_000).schedule();
+        assert_eq!(one_to_thirty.len(), 10, "1 s, then 9 polls");
+        assert_eq!(one_to_thirty[0], ms(1000));
+        assert_eq!(one_to_thirty[1], ms(3222));
+        assert_eq!(w(30_000, 30_000).schedule(), vec![ms(30_000)]);
+        let long = w(5000, 300_000).schedule();
+        assert_eq!(
+            (long[1], long.len()),
+            (ms(15_000), 20),
+            "steps capped at 15 s"
+        );
+        let total: Duration = long.iter().sum();
+        assert_eq!(
+            total,
+            ms(290_000),
+            "the remainder smaller than a step is dropped"
         );
     }
 

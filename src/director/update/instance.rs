@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use tokio::time::{Instant, sleep};
+use tokio::time::sleep;
 
 use super::super::Core;
 use super::super::agent::JobState;
@@ -117,12 +117,12 @@ pub(super) async fn stop_jobs(
         .map_err(|e| format!("stop for {name}: {e}"))
 }
 
-/// Polls `get_state` from the watch time's minimum until its maximum; the jobs must be
-/// running by then.
+/// Polls `get_state` on the director's schedule: after the watch time's minimum, then in
+/// equal steps until its maximum; the jobs must be running by then.
 async fn watch(core: &Core, agent: &str, name: &str, watch: WatchTime) -> Result<(), String> {
-    let start = Instant::now();
-    sleep(watch.min).await;
-    let failing = loop {
+    let mut failing = Vec::new();
+    for pause in watch.schedule() {
+        sleep(pause).await;
         let state = core
             .agent_call(agent, "get_state", core.agent.get_state(agent))
             .await
@@ -130,12 +130,8 @@ async fn watch(core: &Core, agent: &str, name: &str, watch: WatchTime) -> Result
         if state.job_state == JobState::Running {
             return Ok(());
         }
-        if Instant::now() - start >= watch.max {
-            break state.failing_jobs;
-        }
-        let remaining = watch.max.saturating_sub(Instant::now() - start);
-        sleep(core.settings.watch_poll.min(remaining)).await;
-    };
+        failing = state.failing_jobs;
+    }
     Err(format!(
         "'{name}' is not running after update. Review logs for failed jobs: {}",
         if failing.is_empty() {
