@@ -1079,3 +1079,38 @@ instance_groups:
         );
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn azs_are_updated_one_after_another_with_canaries_only_in_the_first() {
+    let f = fixture(vec![]);
+    deploy(&f.director, &manifest("d", 4, "1.0", 0)).await;
+    let task = deploy(&f.director, &manifest("d", 4, "2.0", 0)).await;
+    assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+    let events: Vec<_> = f
+        .director
+        .events(task.id)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.stage == "Updating instance")
+        .collect();
+    let index = |task: &str| -> u32 {
+        let start = task.find('(').unwrap() + 1;
+        task[start..start + 1].parse().unwrap()
+    };
+    // Indexes 0 and 2 are in z1, 1 and 3 in z2 (the bootstrap, index 0, is in z1).
+    let last_z1_finish = events
+        .iter()
+        .rposition(|e| e.state == EventState::Finished && index(&e.task) % 2 == 0)
+        .unwrap();
+    let first_z2_start = events
+        .iter()
+        .position(|e| e.state == EventState::Started && index(&e.task) % 2 == 1)
+        .unwrap();
+    assert!(last_z1_finish < first_z2_start, "{events:#?}");
+    let canaries: Vec<_> = events
+        .iter()
+        .filter(|e| e.state == EventState::Started && e.task.ends_with("(canary)"))
+        .collect();
+    assert_eq!(canaries.len(), 1);
+    assert_eq!(index(&canaries[0].task), 0);
+}

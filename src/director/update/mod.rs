@@ -107,6 +107,43 @@ async fn run_window(
     first_error.map_or(Ok(()), Err)
 }
 
+/// The changed instances of a group in the director's order, batched by AZ: the
+/// bootstrap instance's AZ (the lowest index) first, then instances without an AZ, then the
+/// other AZs alphabetically; by index inside an AZ.
+pub fn az_batches(instances: &[InstancePlan]) -> Vec<Vec<InstancePlan>> {
+    let mut changed: Vec<&InstancePlan> = instances.iter().filter(|i| i.changed()).collect();
+    changed.sort_by_key(|i| i.index);
+    let Some(bootstrap) = changed.first() else {
+        return Vec::new();
+    };
+    let first_az = bootstrap.az.clone();
+    let mut order: Vec<Option<String>> = vec![first_az.clone()];
+    if first_az.is_some() {
+        order.push(None);
+    }
+    let mut others: Vec<String> = changed
+        .iter()
+        .filter_map(|i| i.az.clone())
+        .filter(|az| Some(az) != first_az.as_ref())
+        .collect();
+    others.sort();
+    others.dedup();
+    order.extend(others.into_iter().map(Some));
+    order
+        .into_iter()
+        .map(|az| {
+            changed
+                .iter()
+                .filter(|i| i.az == az)
+                .map(|i| (*i).clone())
+                .collect::<Vec<_>>()
+        })
+        .filter(|batch| !batch.is_empty())
+        .collect()
+}
+
+/// One group: AZ by AZ, each finished before the next starts. Canaries come only from the
+/// first AZ; `canaries` and `max_in_flight` are computed from each AZ's changed instances.
 pub async fn update_group(
     core: &Arc<Core>,
     log: &TaskLog,
@@ -114,47 +151,49 @@ pub async fn update_group(
     group: &GroupPlan,
     options: &UpdateOptions,
 ) -> Result<(), String> {
-    let changed: Vec<InstancePlan> = group
-        .instances
-        .iter()
-        .filter(|i| i.changed())
-        .cloned()
-        .collect();
-    if changed.is_empty() {
+    let batches = az_batches(&group.instances);
+    let n: usize = batches.iter().map(Vec::len).sum();
+    if n == 0 {
         return Ok(());
     }
-    let n = changed.len();
-    let canaries = options
-        .canaries
-        .unwrap_or_else(|| group.update.canaries.of(n))
-        .min(n);
-    let max_in_flight = options
-        .max_in_flight
-        .unwrap_or_else(|| group.update.max_in_flight.of(n))
-        .max(1);
     let stage = log.stage("Updating instance", vec![group.name.clone()], n as u32);
-    let mut rest = changed;
-    let canary_plans: Vec<InstancePlan> = rest.drain(..canaries).collect();
-    let canary_batch = Batch {
-        limit: canaries.min(max_in_flight),
-        watch_time: group.update.canary_watch_time,
-        canary: true,
-    };
-    run_window(
-        core,
-        &stage,
-        deployment,
-        canary_plans,
-        canary_batch,
-        options,
-    )
-    .await?;
-    let rest_batch = Batch {
-        limit: max_in_flight,
-        watch_time: group.update.update_watch_time,
-        canary: false,
-    };
-    run_window(core, &stage, deployment, rest, rest_batch, options).await
+    for (position, mut batch) in batches.into_iter().enumerate() {
+        let size = batch.len();
+        let max_in_flight = options
+            .max_in_flight
+            .unwrap_or_else(|| group.update.max_in_flight.of(size))
+            .max(1);
+        let canaries = if position == 0 {
+            options
+                .canaries
+                .unwrap_or_else(|| group.update.canaries.of(size))
+                .min(size)
+        } else {
+            0
+        };
+        let canary_plans: Vec<InstancePlan> = batch.drain(..canaries).collect();
+        let canary_batch = Batch {
+            limit: canaries.min(max_in_flight),
+            watch_time: group.update.canary_watch_time,
+            canary: true,
+        };
+        run_window(
+            core,
+            &stage,
+            deployment,
+            canary_plans,
+            canary_batch,
+            options,
+        )
+        .await?;
+        let rest_batch = Batch {
+            limit: max_in_flight,
+            watch_time: group.update.update_watch_time,
+            canary: false,
+        };
+        run_window(core, &stage, deployment, batch, rest_batch, options).await?;
+    }
+    Ok(())
 }
 
 /// Groups in order: a `serial` group runs alone after the ones before it; neighbouring
@@ -201,4 +240,46 @@ pub async fn update_groups(
         i = batch_end;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::director::model::InstanceSpec;
+    use crate::director::plan::Change;
+
+    fn plan(index: u32, az: Option<&str>, changed: bool) -> InstancePlan {
+        InstancePlan {
+            id: format!("i{index}"),
+            group: "g".into(),
+            index,
+            az: az.map(str::to_string),
+            existing: None,
+            desired: InstanceSpec::default(),
+            changes: if changed {
+                [Change::New].into()
+            } else {
+                Default::default()
+            },
+            addresses: Vec::new(),
+            obsolete_addresses: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_bootstrap_az_comes_first_then_no_az_then_the_others_alphabetically() {
+        let plans = vec![
+            plan(0, Some("z2"), true),
+            plan(1, Some("z1"), true),
+            plan(2, None, true),
+            plan(3, Some("z2"), true),
+            plan(4, Some("z3"), false),
+            plan(5, Some("z0"), true),
+        ];
+        let order: Vec<Vec<u32>> = az_batches(&plans)
+            .iter()
+            .map(|b| b.iter().map(|p| p.index).collect())
+            .collect();
+        assert_eq!(order, vec![vec![0, 3], vec![2], vec![5], vec![1]]);
+    }
 }
