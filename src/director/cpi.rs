@@ -26,4 +26,6 @@ pub trait Cpi: Send + Sync {
     async fn create_disk(&self, size: u64, vm_cid: &str) -> Result<String, CpiError>;
     async fn attach_disk(&self, vm_cid: &str, disk_cid: &str) -> Result<(), CpiError>;
     async fn detach_disk(&self, vm_cid: &str, disk_cid: &str) -> Result<(), CpiError>;
+    /// Takes a snapshot of a persistent disk; returns the snapshot's id.
+    async fn snapshot_disk(&self, disk_cid: &str) -> Result<String, CpiError>;
 }

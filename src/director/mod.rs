@@ -43,12 +43,15 @@ use task::{TaskLog, unix_now};
 pub struct DirectorSettings {
     /// How long an agent may take to answer before it counts as unresponsive.
     pub agent_timeout: Duration,
+    /// Snapshot persistent disks before an instance changes.
+    pub snapshots: bool,
 }
 
 impl Default for DirectorSettings {
     fn default() -> Self {
         DirectorSettings {
             agent_timeout: Duration::from_secs(45),
+            snapshots: false,
         }
     }
 }

@@ -1114,3 +1114,314 @@ async fn azs_are_updated_one_after_another_with_canaries_only_in_the_first() {
     assert_eq!(canaries.len(), 1);
     assert_eq!(index(&canaries[0].task), 0);
 }
+
+mod sequences {
+    use super::*;
+
+    async fn run(f: &Fixture, text: &str) -> Vec<String> {
+        f.cloud.take_calls();
+        let task = deploy(&f.director, text).await;
+        assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+        f.cloud.take_calls()
+    }
+
+    fn calls(list: &[&str]) -> Vec<String> {
+        list.iter().map(|c| c.to_string()).collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn each_kind_of_deploy_makes_exactly_the_directors_calls() {
+        let f = fixture(vec![]);
+        let first = run(&f, &manifest("d", 1, "1.0", 1024)).await;
+        assert_eq!(
+            first,
+            calls(&[
+                "create_vm d/compilation-1",
+                "compile_package d/compilation-1",
+                "delete_vm d/compilation-1",
+                "create_vm d/web/0",
+                "create_disk d/web/0",
+                "attach_disk d/web/0",
+                "mount_disk d/web/0",
+                "apply d/web/0",
+                "start d/web/0",
+                "get_state d/web/0",
+            ])
+        );
+        let unchanged = run(&f, &manifest("d", 1, "1.0", 1024)).await;
+        assert_eq!(
+            unchanged,
+            calls(&["get_state d/web/0"]),
+            "nothing beyond get_state"
+        );
+
+        let up = run(&f, &manifest("d", 2, "1.0", 1024)).await;
+        assert_eq!(
+            up,
+            calls(&[
+                "get_state d/web/0",
+                "create_vm d/web/1",
+                "create_disk d/web/1",
+                "attach_disk d/web/1",
+                "mount_disk d/web/1",
+                "apply d/web/1",
+                "start d/web/1",
+                "get_state d/web/1",
+            ])
+        );
+
+        let down = run(&f, &manifest("d", 1, "1.0", 1024)).await;
+        let (bind, rest) = down.split_at(2);
+        let mut bind = bind.to_vec();
+        bind.sort();
+        assert_eq!(bind, calls(&["get_state d/web/0", "get_state d/web/1"]));
+        assert_eq!(
+            rest,
+            calls(&[
+                "drain d/web/1",
+                "stop d/web/1",
+                "unmount_disk d/web/1",
+                "detach_disk d/web/1",
+                "delete_vm d/web/1"
+            ])
+        );
+        let orphaned: Vec<_> = f
+            .director
+            .disks("d")
+            .unwrap()
+            .into_iter()
+            .filter(|d| d.orphaned)
+            .collect();
+        assert_eq!(
+            orphaned.len(),
+            1,
+            "the removed instance's disk is orphaned, not deleted"
+        );
+
+        let stemcell = run(&f, &manifest("d", 1, "2.0", 1024)).await;
+        assert_eq!(
+            stemcell,
+            calls(&[
+                "get_state d/web/0",
+                "create_vm d/compilation-1",
+                "compile_package d/compilation-1",
+                "delete_vm d/compilation-1",
+                "drain d/web/0",
+                "stop d/web/0",
+                "unmount_disk d/web/0",
+                "detach_disk d/web/0",
+                "delete_vm d/web/0",
+                "create_vm d/web/0",
+                "attach_disk d/web/0",
+                "mount_disk d/web/0",
+                "apply d/web/0",
+                "start d/web/0",
+                "get_state d/web/0",
+            ])
+        );
+
+        let disk = run(&f, &manifest("d", 1, "2.0", 2048)).await;
+        assert_eq!(
+            disk,
+            calls(&[
+                "get_state d/web/0",
+                "prepare d/web/0",
+                "drain d/web/0",
+                "stop d/web/0",
+                "create_disk d/web/0",
+                "attach_disk d/web/0",
+                "mount_disk d/web/0",
+                "migrate_disk d/web/0",
+                "unmount_disk d/web/0",
+                "detach_disk d/web/0",
+                "apply d/web/0",
+                "start d/web/0",
+                "get_state d/web/0",
+            ])
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_network_change_recreates_the_vm_and_updates_dns() {
+        let f = fixture(vec![]);
+        let cloud = "vm_types: [{name: small}]\nnetworks:\n- name: default\n  subnets: [{range: 10.0.0.0/24, gateway: 10.0.0.1, static: [10.0.0.100 - 10.0.0.110]}]\n";
+        f.director.update_cloud_config(cloud).unwrap();
+        let text = |ip: &str| {
+            format!(
+                "name: d
+releases: [{{name: nginx, version: '1'}}]
+stemcells: [{{alias: default, os: jammy, version: '1.0'}}]
+update: {{canaries: 1, max_in_flight: 1, canary_watch_time: 1000, update_watch_time: 1000}}
+instance_groups:
+- name: web
+  instances: 1
+  jobs: [{{name: nginx, release: nginx}}]
+  vm_type: small
+  stemcell: default
+  networks: [{{name: default, static_ips: [{ip}]}}]
+"
+            )
+        };
+        run(&f, &text("10.0.0.100")).await;
+        let moved = run(&f, &text("10.0.0.101")).await;
+        assert_eq!(
+            moved,
+            calls(&[
+                "get_state d/web/0",
+                "drain d/web/0",
+                "stop d/web/0",
+                "delete_vm d/web/0",
+                "create_vm d/web/0",
+                "apply d/web/0",
+                "start d/web/0",
+                "get_state d/web/0",
+            ])
+        );
+        let id = f.director.instances("d").unwrap()[0].id.clone();
+        let dns: Option<String> = crate::store::get(
+            &*f.director.core.store,
+            crate::store::Collection::Dns,
+            &format!("{id}.web.default.d.bosh"),
+        )
+        .unwrap();
+        assert_eq!(dns.as_deref(), Some("10.0.0.101"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn recreate_with_fix_skips_the_unresponsive_agent_and_without_fix_fails() {
+        let f = fixture(vec![]);
+        run(&f, &manifest("d", 1, "1.0", 1024)).await;
+        let agent = f.director.instances("d").unwrap()[0]
+            .agent_id
+            .clone()
+            .unwrap();
+        f.cloud.set_responsive(&agent, false).unwrap();
+        f.cloud.take_calls();
+        let failed = f
+            .director
+            .recreate("d", RecreateOptions::default())
+            .unwrap();
+        assert_eq!(
+            f.director.wait(failed.id).await.unwrap().state,
+            TaskState::Error
+        );
+        assert_eq!(
+            f.cloud.take_calls(),
+            calls(&["get_state d/web/0"]),
+            "nothing touched without fix"
+        );
+        let fixed = f
+            .director
+            .recreate(
+                "d",
+                RecreateOptions {
+                    fix: true,
+                    ..RecreateOptions::default()
+                },
+            )
+            .unwrap();
+        assert_eq!(
+            f.director.wait(fixed.id).await.unwrap().state,
+            TaskState::Done
+        );
+        assert_eq!(
+            f.cloud.take_calls(),
+            calls(&[
+                "get_state d/web/0",
+                "detach_disk d/web/0",
+                "delete_vm d/web/0",
+                "create_vm d/web/0",
+                "attach_disk d/web/0",
+                "mount_disk d/web/0",
+                "apply d/web/0",
+                "start d/web/0",
+                "get_state d/web/0",
+            ]),
+            "no drain, stop or unmount on an agent that does not answer"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_canary_touches_no_further_instance() {
+        let f = fixture(vec![]);
+        run(&f, &manifest("d", 3, "1.0", 0)).await;
+        f.cloud.set_faults(vec![Fault {
+            kind: FaultKind::JobStart,
+            deployment: "d".into(),
+            probability: 1.0,
+        }]);
+        f.cloud.take_calls();
+        let task = deploy(&f.director, &manifest("d", 3, "2.0", 0)).await;
+        assert_eq!(task.state, TaskState::Error);
+        let touched: std::collections::BTreeSet<String> = f
+            .cloud
+            .take_calls()
+            .into_iter()
+            .filter(|c| !c.starts_with("get_state") && !c.contains("compilation"))
+            .map(|c| c.split_whitespace().nth(1).unwrap().to_string())
+            .collect();
+        assert_eq!(touched.len(), 1, "only the canary: {touched:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn dynamic_drain_waits_and_asks_again() {
+        let f = fixture(vec![]);
+        run(&f, &manifest("d", 1, "1.0", 0)).await;
+        f.cloud.script_drains([-5, -3, 2]);
+        let start = tokio::time::Instant::now();
+        let sequence = run(&f, &manifest("d", 1, "2.0", 0)).await;
+        let drains: Vec<&String> = sequence.iter().filter(|c| c.starts_with("drain")).collect();
+        assert_eq!(
+            drains,
+            [
+                "drain d/web/0",
+                "drain_status d/web/0",
+                "drain_status d/web/0"
+            ]
+        );
+        assert!(
+            tokio::time::Instant::now() - start >= std::time::Duration::from_secs(10),
+            "5 s + 3 s + 2 s"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn snapshots_are_taken_before_the_change_when_enabled() {
+        let store: Arc<dyn crate::store::Store> = Arc::new(SqliteStore::in_memory().unwrap());
+        let cloud = Arc::new(SimulatedCloud::new(
+            Arc::clone(&store),
+            SimulationSettings::default(),
+        ));
+        let settings = DirectorSettings {
+            snapshots: true,
+            ..DirectorSettings::default()
+        };
+        let director = Director::new(store, cloud.clone(), cloud.clone(), settings).unwrap();
+        director
+            .upload_release(&Release {
+                name: "nginx".into(),
+                version: "1".into(),
+                jobs: vec![ReleaseJob {
+                    name: "nginx".into(),
+                    packages: vec![],
+                }],
+                packages: vec![],
+            })
+            .unwrap();
+        for v in ["1.0", "2.0"] {
+            director
+                .upload_stemcell(&Stemcell {
+                    name: "s".into(),
+                    os: "jammy".into(),
+                    version: v.into(),
+                })
+                .unwrap();
+        }
+        deploy(&director, &manifest("d", 1, "1.0", 1024)).await;
+        cloud.take_calls();
+        deploy(&director, &manifest("d", 1, "2.0", 1024)).await;
+        let sequence = cloud.take_calls();
+        let stop = sequence.iter().position(|c| c == "stop d/web/0").unwrap();
+        assert_eq!(sequence[stop + 1], "snapshot_disk d/web/0");
+    }
+}

@@ -108,6 +108,7 @@ pub async fn open(
     ));
     let settings = DirectorSettings {
         agent_timeout: Duration::from_secs(10),
+        snapshots: false,
     };
     let (cpi, agent) = (
         Arc::clone(&cloud) as Arc<dyn Cpi>,

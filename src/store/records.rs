@@ -26,6 +26,8 @@ pub enum Collection {
     Fleet,
     /// Packages compiled per stemcell, the director's compilation cache.
     CompiledPackages,
+    /// DNS records: `<instance>.<group>.<network>.<deployment>.bosh` to its address.
+    Dns,
 }
 
 impl Collection {
@@ -44,6 +46,7 @@ impl Collection {
             Collection::ServiceInstances => "service_instances",
             Collection::Fleet => "fleet",
             Collection::CompiledPackages => "compiled_packages",
+            Collection::Dns => "dns",
         }
     }
 }

@@ -55,6 +55,10 @@ pub struct SimulatedCloud {
     /// Faults can change while the cloud runs, to test what a deploy cut short leaves.
     faults: Mutex<Vec<Fault>>,
     calls: Mutex<HashMap<String, u64>>,
+    /// Every CPI and agent call as `method deployment/instance`, in order.
+    log: Mutex<Vec<String>>,
+    /// Answers of the next drain calls; 0 once they run out.
+    drains: Mutex<std::collections::VecDeque<i64>>,
 }
 
 impl SimulatedCloud {
@@ -65,7 +69,23 @@ impl SimulatedCloud {
             faults: Mutex::new(settings.faults.clone()),
             settings,
             calls: Mutex::new(HashMap::new()),
+            log: Mutex::new(Vec::new()),
+            drains: Mutex::new(std::collections::VecDeque::new()),
         }
+    }
+
+    /// The calls made since the last time they were taken.
+    pub fn take_calls(&self) -> Vec<String> {
+        std::mem::take(&mut *self.log.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// What the next drain calls answer: a negative value asks the director to wait that
+    /// many seconds and ask again (dynamic drain).
+    pub fn script_drains(&self, answers: impl IntoIterator<Item = i64>) {
+        self.drains
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(answers);
     }
 
     /// Replaces the configured faults.
@@ -107,6 +127,10 @@ impl SimulatedCloud {
     /// interleave.
     async fn pause(&self, cpi: bool, method: &str, subject: &str) {
         let key = format!("{method}/{subject}");
+        self.log
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(format!("{method} {subject}"));
         let n = self.count(&key);
         let latency = if cpi {
             self.settings.cpi_latency
@@ -370,6 +394,12 @@ impl Cpi for SimulatedCloud {
             .map_err(Self::cpi_error)
     }
 
+    async fn snapshot_disk(&self, disk_cid: &str) -> Result<String, CpiError> {
+        self.pause(true, "snapshot_disk", &self.disk_subject(disk_cid))
+            .await;
+        Ok(new_id("snapshot"))
+    }
+
     async fn detach_disk(&self, vm_cid: &str, disk_cid: &str) -> Result<(), CpiError> {
         self.pause(true, "detach_disk", &self.vm_subject(vm_cid))
             .await;
@@ -385,6 +415,16 @@ impl Cpi for SimulatedCloud {
                 .map_err(Self::cpi_error)?;
         }
         Ok(())
+    }
+}
+
+impl SimulatedCloud {
+    fn disk_subject(&self, disk_cid: &str) -> String {
+        get::<CloudDisk>(&*self.store, Collection::CloudDisks, disk_cid)
+            .ok()
+            .flatten()
+            .and_then(|d| d.vm_cid)
+            .map_or_else(|| disk_cid.to_string(), |vm| self.vm_subject(&vm))
     }
 }
 
@@ -416,8 +456,15 @@ impl Agent for SimulatedCloud {
             .map(|_| ())
     }
 
-    async fn drain(&self, agent_id: &str, _status_only: bool) -> Result<i64, AgentError> {
-        self.agent_call(agent_id, "drain", |_| {}).await.map(|_| 0)
+    async fn drain(&self, agent_id: &str, status_only: bool) -> Result<i64, AgentError> {
+        let method = if status_only { "drain_status" } else { "drain" };
+        self.agent_call(agent_id, method, |_| {}).await?;
+        Ok(self
+            .drains
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop_front()
+            .unwrap_or(0))
     }
 
     async fn stop(&self, agent_id: &str) -> Result<(), AgentError> {

@@ -57,6 +57,14 @@ async fn procedure(
                 .map_err(|e| format!("prepare for {name}: {e}"))?;
         }
         stop_jobs(core, &agent, &name, options.skip_drain).await?;
+        if core.settings.snapshots
+            && let Some(disk) = &record.disk_cid
+        {
+            core.cpi
+                .snapshot_disk(disk)
+                .await
+                .map_err(|e| format!("snapshot_disk for {name}: {e}"))?;
+        }
     }
     let fresh_vm = record.vm_cid.is_none() || plan.needs_new_vm();
     if fresh_vm {
@@ -64,6 +72,7 @@ async fn procedure(
         create_vm(core, record, plan).await?;
     }
     converge_disk(core, record, plan, fresh_vm).await?;
+    update_dns(core, record, plan)?;
     let agent = record.agent_id.clone().unwrap_or_default();
     core.agent_call(&agent, "apply", core.agent.apply(&agent, &plan.desired))
         .await
@@ -86,6 +95,31 @@ async fn procedure(
         &owner,
         &plan.obsolete_addresses,
     )
+}
+
+/// The instance's DNS records point at its addresses (`<id>.<group>.<network>.<deployment>.bosh`).
+fn update_dns(core: &Core, record: &InstanceRecord, plan: &InstancePlan) -> Result<(), String> {
+    let writes = plan
+        .addresses
+        .iter()
+        .filter_map(|(network, ip)| {
+            let ip = crate::director::network::to_ip((*ip)?).to_string();
+            let name = format!(
+                "{}.{}.{network}.{}.bosh",
+                record.id, record.group, record.deployment
+            );
+            Some(crate::store::put(
+                crate::store::Collection::Dns,
+                &name,
+                &record.deployment,
+                &ip,
+            ))
+        })
+        .collect::<Vec<_>>();
+    if writes.is_empty() {
+        return Ok(());
+    }
+    core.store.write(writes).map_err(|e| e.to_string())
 }
 
 /// Drain (a positive answer is a wait in seconds; a negative one means wait that long

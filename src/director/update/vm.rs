@@ -174,6 +174,22 @@ pub async fn delete_instance(
     }
     delete_vm(core, &mut record, agent_responsive).await?;
     let mut writes = vec![remove(Collection::Instances, &record.id)];
+    // Its DNS records go with it.
+    let networks = record
+        .applied
+        .as_ref()
+        .map(|a| a.networks.clone())
+        .unwrap_or_default();
+    for network in networks.iter().chain(&record.vm_networks) {
+        let name = network.split_once('/').map_or(network.as_str(), |(n, _)| n);
+        writes.push(remove(
+            Collection::Dns,
+            &format!(
+                "{}.{}.{name}.{}.bosh",
+                record.id, record.group, record.deployment
+            ),
+        ));
+    }
     if let Some(disk) = &record.disk_cid {
         let orphan = orphaned(core, disk, &record.deployment)?;
         writes.push(put(Collection::Disks, disk, &record.deployment, &orphan));
