@@ -114,11 +114,8 @@ impl Store for SqliteStore {
     fn get(&self, collection: Collection, key: &str) -> Result<Option<String>, StoreError> {
         Ok(self
             .lock()
-            .query_row(
-                "SELECT body FROM documents WHERE collection = ?1 AND key = ?2",
-                params![collection.name(), key],
-                |row| row.get(0),
-            )
+            .prepare_cached("SELECT body FROM documents WHERE collection = ?1 AND key = ?2")?
+            .query_row(params![collection.name(), key], |row| row.get(0))
             .optional()?)
     }
 
@@ -154,17 +151,15 @@ impl Store for SqliteStore {
                     scope,
                     body,
                 } => {
-                    tx.execute(
+                    tx.prepare_cached(
                         "INSERT INTO documents (collection, key, scope, body) VALUES (?1, ?2, ?3, ?4)
                          ON CONFLICT (collection, key) DO UPDATE SET scope = ?3, body = ?4",
-                        params![collection.name(), key, scope, body],
-                    )?;
+                    )?
+                    .execute(params![collection.name(), key, scope, body])?;
                 }
                 Write::Delete { collection, key } => {
-                    tx.execute(
-                        "DELETE FROM documents WHERE collection = ?1 AND key = ?2",
-                        params![collection.name(), key],
-                    )?;
+                    tx.prepare_cached("DELETE FROM documents WHERE collection = ?1 AND key = ?2")?
+                        .execute(params![collection.name(), key])?;
                 }
             }
         }
@@ -219,23 +214,21 @@ impl Store for SqliteStore {
     }
 
     fn put_task(&self, task: &Task) -> Result<(), StoreError> {
-        self.lock().execute(
-            "UPDATE tasks SET state = ?1, body = ?2 WHERE id = ?3",
-            params![
+        self.lock()
+            .prepare_cached("UPDATE tasks SET state = ?1, body = ?2 WHERE id = ?3")?
+            .execute(params![
                 task.state.as_str(),
                 serde_json::to_string(task)?,
                 task.id as i64
-            ],
-        )?;
+            ])?;
         Ok(())
     }
 
     fn task(&self, id: u64) -> Result<Option<Task>, StoreError> {
         let body: Option<String> = self
             .lock()
-            .query_row("SELECT body FROM tasks WHERE id = ?1", [id as i64], |row| {
-                row.get(0)
-            })
+            .prepare_cached("SELECT body FROM tasks WHERE id = ?1")?
+            .query_row([id as i64], |row| row.get(0))
             .optional()?;
         body.map(|b| task_from(&b)).transpose()
     }
@@ -250,11 +243,12 @@ impl Store for SqliteStore {
     }
 
     fn append_event(&self, task: u64, event: &TaskEvent) -> Result<(), StoreError> {
-        self.lock().execute(
-            "INSERT INTO task_events (task_id, seq, body)
-             VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM task_events WHERE task_id = ?1), ?2)",
-            params![task as i64, serde_json::to_string(event)?],
-        )?;
+        self.lock()
+            .prepare_cached(
+                "INSERT INTO task_events (task_id, seq, body)
+                 VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM task_events WHERE task_id = ?1), ?2)",
+            )?
+            .execute(params![task as i64, serde_json::to_string(event)?])?;
         Ok(())
     }
 

@@ -265,22 +265,20 @@ fn read_group(
     i: usize,
     update: UpdatePolicy,
 ) -> Option<InstanceGroup> {
-    let fields = checker.map(node, &format!("instance_groups[{i}]"), GROUP);
-    let name = fields
-        .iter()
-        .find(|(k, _)| k.name == "name")
-        .and_then(|(_, v)| v.as_str().map(str::to_string));
+    // The group's name first, so that every problem inside it can name the group.
+    let name = node
+        .get("name")
+        .and_then(|v| v.as_str())
+        .map(str::to_string);
     let path = match &name {
         Some(n) => format!("instance_groups.{n}"),
-        None => {
-            checker.report(
-                &format!("instance_groups[{i}].name"),
-                node.at,
-                "is required",
-            );
-            return None;
-        }
+        None => format!("instance_groups[{i}]"),
     };
+    let fields = checker.map(node, &path, GROUP);
+    if name.is_none() {
+        checker.report(&format!("{path}.name"), node.at, "is required");
+        return None;
+    }
     let mut group = InstanceGroup {
         name: name.unwrap_or_default(),
         instances: 0,
@@ -505,6 +503,103 @@ instance_groups:
         };
         let paths: Vec<&str> = problems.iter().map(|p| p.path.as_str()).collect();
         assert!(paths.contains(&"instance_groups.db.lifecycle"), "{paths:?}");
+    }
+
+    fn problems(text: &str) -> Vec<String> {
+        match parse(text) {
+            Err(ManifestError::Invalid { problems }) => problems
+                .iter()
+                .map(|p| format!("{}:{} {}: {}", p.at.line, p.at.column, p.path, p.message))
+                .collect(),
+            other => panic!("expected problems, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn yaml_errors_carry_line_and_column() {
+        let ManifestError::Syntax(e) = parse("name: d\nreleases: [\n").unwrap_err() else {
+            panic!("expected a syntax error");
+        };
+        assert!(e.at.line >= 2, "{e}");
+    }
+
+    #[test]
+    fn each_kind_of_problem_is_named_with_its_group_key_and_line() {
+        let cases: &[(&str, &str, &str)] = &[
+            (
+                "  canaries: 1\n",
+                "  canaries: many\n",
+                "update.canaries: must be an integer of at least 0 or a percentage",
+            ),
+            (
+                "max_in_flight: 50%",
+                "max_in_flight: 0",
+                "update.max_in_flight: must be an integer of at least 1",
+            ),
+            (
+                "canary_watch_time: 1000-30000",
+                "canary_watch_time: 30000-1000",
+                "update.canary_watch_time: must be milliseconds `N` or a range `A-B` with A <= B",
+            ),
+            (
+                "update_watch_time: 5000",
+                "update_watch_time: soon",
+                "update.update_watch_time: must be milliseconds",
+            ),
+            (
+                "instances: 3",
+                "instances: three",
+                "instance_groups.db.instances: must be an integer of at least 0",
+            ),
+            (
+                "vm_type: small",
+                "vm_type: small\n  colour: red",
+                "instance_groups.db.colour: unknown key",
+            ),
+            (
+                "stemcell: default",
+                "stemcell: jammy",
+                "instance_groups.db.stemcell: unknown stemcell alias `jammy`",
+            ),
+            (
+                "release: postgres,",
+                "release: mysql,",
+                "which the manifest does not name",
+            ),
+        ];
+        for (from, to, expected) in cases {
+            let found = problems(&MANIFEST.replace(from, to));
+            assert!(
+                found.iter().any(|p| p.contains(expected)),
+                "{to}: {found:?}"
+            );
+            assert!(
+                found.iter().all(|p| !p.starts_with("0:")),
+                "every problem has a line: {found:?}"
+            );
+        }
+        let duplicate_group = format!(
+            "{MANIFEST}- name: db\n  instances: 1\n  jobs: [{{name: postgres, release: postgres}}]\n  stemcell: default\n  networks: [{{name: default}}]\n"
+        );
+        assert!(
+            problems(&duplicate_group)
+                .iter()
+                .any(|p| p.contains("instance_groups.db: duplicate instance group name"))
+        );
+        let duplicate_job = MANIFEST.replace(
+            "jobs: [{name: postgres, release: postgres, properties: {port: 5432}}]",
+            "jobs: [{name: postgres, release: postgres}, {name: postgres, release: postgres}]",
+        );
+        assert!(
+            problems(&duplicate_job)
+                .iter()
+                .any(|p| p.contains("duplicate job `postgres`"))
+        );
+        let missing = problems("name: d\nreleases: []\nstemcells: []\ninstance_groups: []\n");
+        assert!(
+            missing.iter().any(|p| p.contains("update: is required")),
+            "{missing:?}"
+        );
     }
 
     #[test]
