@@ -829,6 +829,28 @@ instance_groups:
     }
 
     #[tokio::test(start_paused = true)]
+    async fn swapping_static_addresses_is_refused() {
+        let f = global();
+        deploy(
+            &f.director,
+            &on("a", 2, "default", &["10.10.0.200", "10.10.0.201"]),
+        )
+        .await;
+        let swapped = deploy(
+            &f.director,
+            &on("a", 2, "default", &["10.10.0.201", "10.10.0.200"]),
+        )
+        .await;
+        assert_eq!(swapped.state, TaskState::Error);
+        assert!(
+            swapped
+                .result
+                .unwrap()
+                .contains("swapping static IPs between instances is not supported")
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_changed_static_address_moves_the_instance_and_frees_the_old_one() {
         let f = global();
         deploy(&f.director, &on("a", 1, "default", &["10.10.0.200"])).await;

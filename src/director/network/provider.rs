@@ -85,7 +85,11 @@ impl<'n, R: IpRepo> IpProvider<'n, R> {
                 instance: owner.instance.clone(),
                 deployment: owner.deployment.clone(),
                 network: network.to_string(),
-                holder: holder.to_string(),
+                holder: if holder.deployment == owner.deployment {
+                    format!("{holder} (swapping static IPs between instances is not supported)")
+                } else {
+                    holder.to_string()
+                },
             }),
             Err(e) => Err(NetworkError::Store(e.to_string())),
         }
