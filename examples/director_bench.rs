@@ -104,6 +104,7 @@ fn planning() {
                 vm_cid: Some(format!("vm-{}-{i}", g.name)),
                 agent_id: Some(format!("agent-{}-{i}", g.name)),
                 vm_stemcell: Some("jammy/0.9".into()),
+                vm_type: Some("small".into()),
                 vm_networks: Vec::new(),
                 disk_cid: None,
                 applied: Some(spec.clone()),

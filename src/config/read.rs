@@ -166,9 +166,11 @@ fn read_embedded(node: &Node, base: &Path, config: &mut Config, checker: &mut Ch
             let mut fault = FaultText {
                 kind: String::new(),
                 deployment: String::new(),
+                instance_group: String::new(),
                 probability: 1.0,
             };
-            for (k, v) in checker.map(item, &p, &["kind", "deployment", "probability"]) {
+            let keys = ["kind", "deployment", "instance_group", "probability"];
+            for (k, v) in checker.map(item, &p, &keys) {
                 let kp = join(&p, &k.name);
                 match k.name.as_str() {
                     "kind" => {
@@ -179,6 +181,7 @@ fn read_embedded(node: &Node, base: &Path, config: &mut Config, checker: &mut Ch
                         }
                     }
                     "deployment" => set(&mut fault.deployment, checker.string(v, &kp)),
+                    "instance_group" => set(&mut fault.instance_group, checker.string(v, &kp)),
                     _ => set(&mut fault.probability, checker.number(v, &kp)),
                 }
             }

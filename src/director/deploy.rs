@@ -319,6 +319,12 @@ pub async fn delete(core: Arc<Core>, log: TaskLog, name: String) -> Result<Strin
         let step = stage.start(record.name());
         step.end(delete_instance(&core, record, responsive, false).await)?;
     }
+    // Every address the deployment held, static or dynamic, returns to its network.
+    for held in core.store.ips_of(&name).map_err(|e| e.to_string())? {
+        core.store
+            .release_ip(held.address, &held.network, &held.owner)
+            .map_err(|e| e.to_string())?;
+    }
     core.store
         .write(vec![remove(Collection::Deployments, &name)])
         .map_err(|e| e.to_string())?;

@@ -77,6 +77,10 @@ pub struct InstanceRecord {
     /// The stemcell the current VM was created from.
     #[serde(default)]
     pub vm_stemcell: Option<String>,
+    /// The VM type the current VM was created with: with no applied spec (an update that
+    /// stopped part way) it is all that tells whether the VM still has to change.
+    #[serde(default)]
+    pub vm_type: Option<String>,
     /// The current VM's networks with their addresses (`default/10.0.0.5`), as it was
     /// created with them: what an address change is judged against.
     #[serde(default)]

@@ -216,6 +216,8 @@ pub fn plan(
                         .is_some_and(|s| s != desired.stemcell)
                     {
                         changes.insert(Change::Stemcell);
+                    } else if e.applied.is_none() && e.vm_type != desired.vm_type {
+                        changes.insert(Change::VmType);
                     }
                     if options.recreate {
                         changes.insert(Change::Recreate);
@@ -297,6 +299,7 @@ instance_groups:
             vm_cid: Some(format!("vm-{index}")),
             agent_id: Some(format!("agent-{index}")),
             vm_stemcell: Some("jammy/1.0".into()),
+            vm_type: None,
             vm_networks: Vec::new(),
             disk_cid: None,
             applied: Some(desired_spec(m, &m.instance_groups[0])),
@@ -376,6 +379,22 @@ instance_groups:
                 .iter()
                 .all(InstancePlan::needs_new_vm)
         );
+    }
+
+    #[test]
+    fn an_unfinished_update_still_replaces_a_vm_of_the_old_vm_type() {
+        let m = manifest(2, "1.0");
+        let mut stale = record(&m, 0);
+        stale.applied = None;
+        stale.vm_type = Some("large".into());
+        let mut current = record(&m, 1);
+        current.applied = None;
+        let plan = plan(&m, vec![stale, current], &PlanOptions::default());
+        let [stale, current] = &plan.groups[0].instances[..] else {
+            panic!("two instances planned")
+        };
+        assert!(stale.changes.contains(&Change::VmType) && stale.needs_new_vm());
+        assert!(!current.changes.contains(&Change::VmType) && !current.needs_new_vm());
     }
 
     #[test]

@@ -221,6 +221,7 @@ async fn a_create_vm_fault_fails_the_task_naming_the_step_and_instance() {
     f.cloud.set_faults(vec![Fault {
         kind: FaultKind::CreateVm,
         deployment: "broken".into(),
+        instance_group: String::new(),
         probability: 1.0,
     }]);
     let task = deploy(&f.director, &manifest("broken", 1, "1.0", 0)).await;
@@ -243,6 +244,7 @@ async fn jobs_that_do_not_start_fail_the_task_after_the_watch_time() {
     let f = fixture(vec![Fault {
         kind: FaultKind::JobStart,
         deployment: "flaky".into(),
+        instance_group: String::new(),
         probability: 1.0,
     }]);
     let start = tokio::time::Instant::now();
@@ -427,12 +429,62 @@ async fn delete_removes_vms_and_the_deployment() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_failure_in_one_parallel_group_stops_the_groups_beside_it() {
+    let f = fixture(vec![Fault {
+        kind: FaultKind::JobStart,
+        deployment: String::new(),
+        instance_group: "broken".into(),
+        probability: 1.0,
+    }]);
+    let text = "name: side
+releases: [{name: nginx, version: '1'}]
+stemcells: [{alias: default, os: jammy, version: '1.0'}]
+update: {canaries: 1, max_in_flight: 1, canary_watch_time: 1000-5000, update_watch_time: 1000-5000, serial: false}
+networks:
+- name: default
+  subnets: [{range: 10.0.0.0/24, gateway: 10.0.0.1, azs: [z1]}]
+instance_groups:
+- name: broken
+  instances: 1
+  azs: [z1]
+  jobs: [{name: nginx, release: nginx}]
+  vm_type: small
+  stemcell: default
+  networks: [{name: default}]
+- name: healthy
+  instances: 6
+  azs: [z1]
+  jobs: [{name: nginx, release: nginx}]
+  vm_type: small
+  stemcell: default
+  networks: [{name: default}]
+";
+    let task = deploy(&f.director, text).await;
+    assert_eq!(task.state, TaskState::Error);
+    let result = task.result.unwrap();
+    assert!(result.contains("broken/"), "{result}");
+    // The healthy group finished what it had in flight and started nothing more.
+    let healthy = f
+        .director
+        .instances("side")
+        .unwrap()
+        .iter()
+        .filter(|i| i.group == "healthy" && i.applied.is_some())
+        .count();
+    assert!(
+        (1..6).contains(&healthy),
+        "{healthy} healthy instances updated"
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn an_unresponsive_fault_fails_the_task_naming_the_call_and_instance() {
     let f = fixture(vec![]);
     deploy(&f.director, &manifest("warm", 1, "1.0", 0)).await;
     f.cloud.set_faults(vec![Fault {
         kind: FaultKind::Unresponsive,
         deployment: "ghost".into(),
+        instance_group: String::new(),
         probability: 1.0,
     }]);
     let task = deploy(&f.director, &manifest("ghost", 1, "1.0", 1024)).await;
@@ -455,6 +507,7 @@ async fn an_update_cut_short_is_redone_by_the_next_deploy() {
     f.cloud.set_faults(vec![Fault {
         kind: FaultKind::CreateVm,
         deployment: "d".into(),
+        instance_group: String::new(),
         probability: 1.0,
     }]);
     let failed = deploy(&f.director, &manifest("d", 1, "2.0", 1024)).await;
@@ -638,6 +691,24 @@ instance_groups:
             !all.iter().any(|a| a.ends_with(".1") || a.ends_with(".0")),
             "no gateway or network address: {all:?}"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn deleting_a_deployment_returns_its_addresses() {
+        let f = global();
+        deploy(&f.director, &on("a", 2, "default", &[])).await;
+        let mut freed = addresses(&f, "a");
+        freed.sort();
+        let task = f.director.delete("a").unwrap();
+        assert_eq!(
+            f.director.wait(task.id).await.unwrap().state,
+            TaskState::Done
+        );
+        assert!(f.director.core.store.ips_of("a").unwrap().is_empty());
+        deploy(&f.director, &on("b", 2, "default", &[])).await;
+        let mut reused = addresses(&f, "b");
+        reused.sort();
+        assert_eq!(reused, freed);
     }
 
     #[tokio::test(start_paused = true)]
@@ -879,6 +950,7 @@ instance_groups:
         f.cloud.set_faults(vec![Fault {
             kind: FaultKind::CreateVm,
             deployment: "a".into(),
+            instance_group: String::new(),
             probability: 1.0,
         }]);
         let failed = deploy(&f.director, &on("a", 1, "default", &["10.10.0.201"])).await;
@@ -1080,6 +1152,7 @@ instance_groups:
         let f = fixture(vec![Fault {
             kind: FaultKind::Unresponsive,
             deployment: "broken".into(),
+            instance_group: String::new(),
             probability: 1.0,
         }]);
         diamond(&f.director, false);
@@ -1370,6 +1443,7 @@ instance_groups:
         f.cloud.set_faults(vec![Fault {
             kind: FaultKind::JobStart,
             deployment: "d".into(),
+            instance_group: String::new(),
             probability: 1.0,
         }]);
         f.cloud.take_calls();

@@ -37,6 +37,8 @@ pub struct FaultText {
     pub kind: String,
     #[serde(default)]
     pub deployment: String,
+    #[serde(default)]
+    pub instance_group: String,
     #[serde(default = "always")]
     pub probability: f64,
 }
@@ -143,6 +145,7 @@ pub fn parse_fault(f: &FaultText) -> Result<Fault, String> {
     Ok(Fault {
         kind,
         deployment: f.deployment.clone(),
+        instance_group: f.instance_group.clone(),
         probability: f.probability,
     })
 }
@@ -260,6 +263,7 @@ mod tests {
         let bad = FaultText {
             kind: "meteor".into(),
             deployment: String::new(),
+            instance_group: String::new(),
             probability: 1.0,
         };
         assert!(parse_fault(&bad).unwrap_err().contains("unknown"));

@@ -148,6 +148,8 @@ impl SimulatedCloud {
         faults.iter().any(|f| {
             f.kind == kind
                 && deployment.contains(&f.deployment)
+                && (f.instance_group.is_empty()
+                    || subject.split('/').next() == Some(f.instance_group.as_str()))
                 && draw(
                     self.settings.seed,
                     &format!("fault/{}/{deployment}/{subject}", kind.as_str()),

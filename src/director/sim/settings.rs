@@ -39,12 +39,14 @@ impl FaultKind {
 }
 
 /// A configured fault: for instances of deployments whose name contains `deployment`
-/// (all when empty), with the given probability; decided from the seed per instance, and per
-/// VM of an instance for `Unresponsive`.
+/// (all when empty), in the instance group named `instance_group` (any when empty), with
+/// the given probability; decided from the seed per instance, and per VM of an instance for
+/// `Unresponsive`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Fault {
     pub kind: FaultKind,
     pub deployment: String,
+    pub instance_group: String,
     pub probability: f64,
 }
 

@@ -7,6 +7,7 @@ mod instance;
 mod vm;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::task::JoinSet;
 
@@ -60,8 +61,15 @@ struct Batch {
     canary: bool,
 }
 
-/// Runs `instances` at most `batch.limit` at a time; after the first error nothing new
-/// starts.
+/// Raised by the first failure anywhere in a deploy, so groups updating side by side
+/// (`serial: false`) stop starting instances too, not only the group that failed.
+pub type Halt = Arc<AtomicBool>;
+
+/// What a group that stopped for another group's failure returns.
+const STOPPED: &str = "stopped after a failure in another instance group";
+
+/// Runs `instances` at most `batch.limit` at a time; after the first error (here or in a
+/// group running alongside) nothing new starts.
 async fn run_window(
     core: &Arc<Core>,
     stage: &Stage,
@@ -69,12 +77,16 @@ async fn run_window(
     instances: Vec<InstancePlan>,
     batch: Batch,
     options: &UpdateOptions,
+    halt: &Halt,
 ) -> Result<(), String> {
     let mut running = JoinSet::new();
     let mut first_error: Option<String> = None;
     let mut pending = instances.into_iter();
     loop {
-        while first_error.is_none() && running.len() < batch.limit.max(1) {
+        while first_error.is_none()
+            && !halt.load(Ordering::SeqCst)
+            && running.len() < batch.limit.max(1)
+        {
             let Some(plan) = pending.next() else { break };
             let core = Arc::clone(core);
             let stage = stage.clone();
@@ -97,14 +109,21 @@ async fn run_window(
             None => break,
             Some(Ok(Ok(()))) => {}
             Some(Ok(Err(e))) => {
+                halt.store(true, Ordering::SeqCst);
                 first_error.get_or_insert(e);
             }
             Some(Err(e)) => {
+                halt.store(true, Ordering::SeqCst);
                 first_error.get_or_insert(format!("internal error: {e}"));
             }
         }
     }
-    first_error.map_or(Ok(()), Err)
+    match first_error {
+        Some(e) => Err(e),
+        // Stopped because a neighbouring group failed: that group reports the error.
+        None if halt.load(Ordering::SeqCst) => Err(STOPPED.into()),
+        None => Ok(()),
+    }
 }
 
 /// The changed instances of a group in the director's order, batched by AZ: the
@@ -150,6 +169,7 @@ pub async fn update_group(
     deployment: &str,
     group: &GroupPlan,
     options: &UpdateOptions,
+    halt: &Halt,
 ) -> Result<(), String> {
     let batches = az_batches(&group.instances);
     let n: usize = batches.iter().map(Vec::len).sum();
@@ -184,6 +204,7 @@ pub async fn update_group(
             canary_plans,
             canary_batch,
             options,
+            halt,
         )
         .await?;
         let rest_batch = Batch {
@@ -191,7 +212,7 @@ pub async fn update_group(
             watch_time: group.update.update_watch_time,
             canary: false,
         };
-        run_window(core, &stage, deployment, batch, rest_batch, options).await?;
+        run_window(core, &stage, deployment, batch, rest_batch, options, halt).await?;
     }
     Ok(())
 }
@@ -205,10 +226,11 @@ pub async fn update_groups(
     groups: &[GroupPlan],
     options: &UpdateOptions,
 ) -> Result<(), String> {
+    let halt: Halt = Arc::default();
     let mut i = 0;
     while i < groups.len() {
         if groups[i].update.serial {
-            update_group(core, log, deployment, &groups[i], options).await?;
+            update_group(core, log, deployment, &groups[i], options, &halt).await?;
             i += 1;
             continue;
         }
@@ -217,25 +239,31 @@ pub async fn update_groups(
             .unwrap_or(groups.len());
         let mut set = JoinSet::new();
         for group in &groups[i..batch_end] {
-            let (core, log, deployment, group, options) = (
+            let (core, log, deployment, group, options, halt) = (
                 Arc::clone(core),
                 log.clone(),
                 deployment.to_string(),
                 group.clone(),
                 options.clone(),
+                Arc::clone(&halt),
             );
-            set.spawn(
-                async move { update_group(&core, &log, &deployment, &group, &options).await },
-            );
+            set.spawn(async move {
+                update_group(&core, &log, &deployment, &group, &options, &halt).await
+            });
         }
-        let mut first_error = None;
+        // The group that failed first names the error; the others only stopped for it.
+        let mut failures = Vec::new();
         while let Some(joined) = set.join_next().await {
             if let Err(e) = joined.unwrap_or_else(|e| Err(format!("internal error: {e}"))) {
-                first_error.get_or_insert(e);
+                failures.push(e);
             }
         }
-        if let Some(e) = first_error {
-            return Err(e);
+        if let Some(e) = failures
+            .iter()
+            .find(|e| e.as_str() != STOPPED)
+            .or(failures.first())
+        {
+            return Err(e.clone());
         }
         i = batch_end;
     }

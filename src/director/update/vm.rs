@@ -40,6 +40,7 @@ pub async fn create_missing_vm(
         vm_cid: None,
         agent_id: None,
         vm_stemcell: None,
+        vm_type: None,
         vm_networks: Vec::new(),
         disk_cid: None,
         applied: None,
@@ -80,6 +81,7 @@ pub async fn create_vm(
     record.vm_cid = Some(cid.clone());
     record.agent_id = Some(agent_id.clone());
     record.vm_stemcell = Some(plan.desired.stemcell.clone());
+    record.vm_type = plan.desired.vm_type.clone();
     record.vm_networks = plan.desired.networks.clone();
     let vm = VmRecord {
         cid: cid.clone(),
@@ -128,6 +130,7 @@ pub async fn delete_vm(
     record.vm_cid = None;
     record.agent_id = None;
     record.vm_stemcell = None;
+    record.vm_type = None;
     record.vm_networks.clear();
     core.store
         .write(vec![
