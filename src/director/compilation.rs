@@ -16,7 +16,9 @@ use super::cpi::VmRequest;
 use super::ids::new_id;
 use super::manifest::Manifest;
 use super::model::{CloudConfig, Release};
-use super::network::{DatabaseIpRepo, Held, InMemoryIpRepo, IpProvider, IpSet, Owner, to_ip};
+use super::network::{
+    DatabaseIpRepo, Held, InMemoryIpRepo, IpProvider, IpRepo, IpSet, Network, Owner, to_ip,
+};
 use super::networking::Networking;
 use super::task::TaskLog;
 use crate::store::{Collection, get, put};
@@ -199,6 +201,7 @@ pub async fn compile(
     manifest: &Manifest,
     manifest_text: &str,
     networking: &Networking,
+    taken: &[(String, u32)],
 ) -> Result<usize, String> {
     let mut releases: Vec<Release> = Vec::new();
     for r in &manifest.releases {
@@ -251,24 +254,32 @@ pub async fn compile(
     let config = config(core, manifest_text)?;
     let stage = log.stage("Compiling packages", Vec::new(), total as u32);
     // One address per worker on the compilation network, held while compilation runs.
-    let mut slots = Vec::new();
-    for n in 0..config.workers {
-        let owner = Owner {
+    let owners: Vec<Owner> = (0..config.workers)
+        .map(|n| Owner {
             deployment: manifest.name.clone(),
             instance: format!("compilation-{}", n + 1),
-        };
-        let ip = match &config.network {
-            None => None,
-            Some(network) => {
-                reserve_compilation(core, networking, network, &owner, config.az.as_deref())?
-            }
-        };
-        slots.push(Slot {
+        })
+        .collect();
+    let ips = match &config.network {
+        None => vec![None; owners.len()],
+        Some(network) => reserve_workers(
+            core,
+            networking,
+            network,
+            &owners,
+            config.az.as_deref(),
+            taken,
+        )?,
+    };
+    let slots: Vec<Slot> = owners
+        .into_iter()
+        .zip(ips)
+        .map(|(owner, ip)| Slot {
             owner,
             ip,
             vm: None,
-        });
-    }
+        })
+        .collect();
     let slots = Arc::new(Mutex::new(slots));
     let mut result = Ok(());
     for batch in &work {
@@ -304,23 +315,60 @@ pub async fn compile(
     result.map(|()| total)
 }
 
-fn reserve_compilation(
+/// An address for each worker. With a cloud config the store knows every claim.
+fn reserve_workers(
     core: &Core,
     networking: &Networking,
     network: &str,
-    owner: &Owner,
+    owners: &[Owner],
     az: Option<&str>,
-) -> Result<Option<u32>, String> {
-    let nets = networking.networks();
-    let reserved = match networking {
-        Networking::Global(_) => {
-            IpProvider::new(nets, IpSet::new(), DatabaseIpRepo::new(&*core.store))
-                .reserve_compilation(network, owner, az)
+    taken: &[(String, u32)],
+) -> Result<Vec<Option<u32>>, String> {
+    match networking {
+        Networking::Global(nets) => {
+            let mut provider =
+                IpProvider::new(nets, IpSet::new(), DatabaseIpRepo::new(&*core.store));
+            owners
+                .iter()
+                .map(|owner| provider.reserve_compilation(network, owner, az))
+                .collect::<Result<_, _>>()
+                .map_err(|e| e.to_string())
         }
-        Networking::Local(_) => IpProvider::new(nets, IpSet::new(), InMemoryIpRepo::new())
-            .reserve_compilation(network, owner, az),
+        Networking::Local(nets) => local_worker_addresses(nets, network, owners, az, taken),
+    }
+}
+
+/// Without a cloud config: the deployment's own instance addresses (`taken`) are claimed
+/// first in one in-memory repo shared by all workers, so no worker gets an instance's or
+/// another worker's address.
+fn local_worker_addresses(
+    nets: &[Network],
+    network: &str,
+    owners: &[Owner],
+    az: Option<&str>,
+    taken: &[(String, u32)],
+) -> Result<Vec<Option<u32>>, String> {
+    let Some(first) = owners.first() else {
+        return Ok(Vec::new());
     };
-    reserved.map_err(|e| e.to_string())
+    let instances = Owner {
+        deployment: first.deployment.clone(),
+        instance: "instances".into(),
+    };
+    let mut repo = InMemoryIpRepo::new();
+    for (net, ip) in taken {
+        // An address claimed twice is the instances' conflict, judged when they were
+        // planned; here it only has to be taken.
+        let _ = repo
+            .add(net, *ip, &instances, false)
+            .map_err(|e| e.to_string())?;
+    }
+    let mut provider = IpProvider::new(nets, IpSet::new(), repo);
+    owners
+        .iter()
+        .map(|owner| provider.reserve_compilation(network, owner, az))
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())
 }
 
 /// What one stemcell needs compiled.
@@ -396,5 +444,48 @@ async fn run(
         Some(e) => Err(e),
         None if !pending.is_empty() => Err("packages left uncompiled".into()),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::director::network::to_u32;
+    use crate::yaml::{Checker, Limits, load};
+
+    #[test]
+    fn without_a_cloud_config_workers_skip_the_instances_and_each_other() {
+        let text =
+            "networks:\n- name: default\n  subnets: [{range: 10.0.0.0/29, gateway: 10.0.0.1}]\n";
+        let root = load(text, Limits::default()).unwrap();
+        let mut checker = Checker::new();
+        let nets = super::super::network::networks(
+            &mut checker,
+            root.get("networks").unwrap(),
+            "networks",
+            None,
+        );
+        assert!(checker.is_clean());
+        let ip = |t: &str| to_u32(t.parse().unwrap());
+        let owners: Vec<Owner> = (1..=2)
+            .map(|n| Owner {
+                deployment: "d".into(),
+                instance: format!("compilation-{n}"),
+            })
+            .collect();
+        let taken = [
+            ("default".to_string(), ip("10.0.0.2")),
+            ("default".to_string(), ip("10.0.0.4")),
+        ];
+        let got = local_worker_addresses(&nets, "default", &owners, None, &taken).unwrap();
+        assert_eq!(got, [Some(ip("10.0.0.3")), Some(ip("10.0.0.5"))]);
+        // Full: 10.0.0.2-10.0.0.6 usable, two taken, three workers fit and a fourth does not.
+        let many: Vec<Owner> = (1..=4)
+            .map(|n| Owner {
+                deployment: "d".into(),
+                instance: format!("compilation-{n}"),
+            })
+            .collect();
+        assert!(local_worker_addresses(&nets, "default", &many, None, &taken).is_err());
     }
 }

@@ -191,7 +191,15 @@ pub async fn deploy(
         }
     }
 
-    compilation::compile(&core, &log, &manifest, &text, &networking).await?;
+    // The instances' addresses, which compilation workers must not take.
+    let taken: Vec<(String, u32)> = plan
+        .groups
+        .iter()
+        .flat_map(|g| &g.instances)
+        .flat_map(|i| &i.addresses)
+        .filter_map(|(network, ip)| ip.map(|ip| (network.clone(), ip)))
+        .collect();
+    compilation::compile(&core, &log, &manifest, &text, &networking, &taken).await?;
 
     let missing: Vec<_> = plan
         .groups

@@ -555,6 +555,42 @@ async fn a_resized_disk_is_migrated_and_the_old_one_orphaned() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_retried_migration_reuses_the_disk_the_failed_attempt_created() {
+    let f = fixture(vec![]);
+    deploy(&f.director, &manifest("d", 1, "1.0", 1024)).await;
+    let before = f.director.instances("d").unwrap().remove(0);
+    // What a migration that failed after creating its disk leaves behind.
+    let left = f
+        .cloud
+        .create_disk(2048, before.vm_cid.as_deref().unwrap())
+        .await
+        .unwrap();
+    let record = crate::director::model::DiskRecord {
+        cid: left.clone(),
+        deployment: "d".into(),
+        instance_id: Some(before.id.clone()),
+        size: 2048,
+        orphaned: false,
+    };
+    f.director
+        .core
+        .store
+        .write(vec![crate::store::put(
+            Collection::Disks,
+            &left,
+            "d",
+            &record,
+        )])
+        .unwrap();
+    let task = deploy(&f.director, &manifest("d", 1, "1.0", 2048)).await;
+    assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+    let after = f.director.instances("d").unwrap().remove(0);
+    assert_eq!(after.disk_cid.as_deref(), Some(left.as_str()));
+    let disks = f.director.disks("d").unwrap();
+    assert_eq!(disks.len(), 2, "no third disk: {disks:?}");
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_disk_added_with_a_new_stemcell_is_created_once() {
     let f = fixture(vec![]);
     deploy(&f.director, &manifest("d", 1, "1.0", 0)).await;

@@ -6,7 +6,7 @@ use super::super::Core;
 use super::super::model::{DiskRecord, InstanceRecord};
 use super::super::plan::{Change, InstancePlan};
 use super::vm::{orphaned, persist};
-use crate::store::{Collection, get, put};
+use crate::store::{Collection, get, list, put};
 
 /// `fresh_vm`: the VM was just created, so the existing disk must be attached to it.
 pub async fn converge_disk(
@@ -58,27 +58,11 @@ pub async fn converge_disk(
             }
             let mut writes = Vec::new();
             let new_disk = if wanted > 0 {
-                let disk = core
-                    .cpi
-                    .create_disk(wanted, &vm)
-                    .await
-                    .map_err(|e| format!("create_disk for {name}: {e}"))?;
-                let disk_record = DiskRecord {
-                    cid: disk.clone(),
-                    deployment: record.deployment.clone(),
-                    instance_id: Some(record.id.clone()),
-                    size: wanted,
-                    orphaned: false,
+                let old_cid = old.as_ref().map(|(cid, _)| cid.as_str());
+                let disk = match left_from_a_failed_migration(core, record, wanted, old_cid)? {
+                    Some(disk) => disk,
+                    None => create_disk(core, record, wanted, &vm).await?,
                 };
-                // Recorded at once: a crash from here on leaves a disk the next deploy knows.
-                core.store
-                    .write(vec![put(
-                        Collection::Disks,
-                        &disk,
-                        &record.deployment,
-                        &disk_record,
-                    )])
-                    .map_err(|e| e.to_string())?;
                 core.cpi
                     .attach_disk(&vm, &disk)
                     .await
@@ -124,4 +108,56 @@ pub async fn converge_disk(
             persist(core, record)
         }
     }
+}
+
+/// A disk of the wanted size an earlier attempt created for this instance but never
+/// switched to (the migration failed): reusing it keeps retries from piling up disks.
+fn left_from_a_failed_migration(
+    core: &Core,
+    record: &InstanceRecord,
+    wanted: u64,
+    current: Option<&str>,
+) -> Result<Option<String>, String> {
+    let disks: Vec<DiskRecord> = list(&*core.store, Collection::Disks, Some(&record.deployment))
+        .map_err(|e| e.to_string())?;
+    Ok(disks
+        .into_iter()
+        .find(|d| {
+            !d.orphaned
+                && d.size == wanted
+                && d.instance_id.as_deref() == Some(record.id.as_str())
+                && Some(d.cid.as_str()) != current
+        })
+        .map(|d| d.cid))
+}
+
+/// Creates and records a disk for the instance; recorded at once, so a crash from here on
+/// leaves a disk the next deploy knows.
+async fn create_disk(
+    core: &Core,
+    record: &InstanceRecord,
+    wanted: u64,
+    vm: &str,
+) -> Result<String, String> {
+    let disk = core
+        .cpi
+        .create_disk(wanted, vm)
+        .await
+        .map_err(|e| format!("create_disk for {}: {e}", record.name()))?;
+    let disk_record = DiskRecord {
+        cid: disk.clone(),
+        deployment: record.deployment.clone(),
+        instance_id: Some(record.id.clone()),
+        size: wanted,
+        orphaned: false,
+    };
+    core.store
+        .write(vec![put(
+            Collection::Disks,
+            &disk,
+            &record.deployment,
+            &disk_record,
+        )])
+        .map_err(|e| e.to_string())?;
+    Ok(disk)
 }
