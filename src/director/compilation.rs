@@ -195,14 +195,8 @@ impl Worker<'_> {
 
 /// Compiles what the deployment needs and the cache lacks; returns how many packages
 /// were compiled.
-pub async fn compile(
-    core: &Arc<Core>,
-    log: &TaskLog,
-    manifest: &Manifest,
-    manifest_text: &str,
-    networking: &Networking,
-    taken: &[(String, u32)],
-) -> Result<usize, String> {
+/// Each stemcell's package graph: every package the manifest's jobs need on it.
+fn graphs(core: &Core, manifest: &Manifest) -> Result<Vec<(String, Graph)>, String> {
     let mut releases: Vec<Release> = Vec::new();
     for r in &manifest.releases {
         let key = format!("{}/{}", r.name, r.version);
@@ -212,7 +206,6 @@ pub async fn compile(
             releases.push(release);
         }
     }
-    // Jobs per stemcell.
     let mut jobs: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
     for group in &manifest.instance_groups {
         let Some(stemcell) = manifest.stemcell(&group.stemcell) else {
@@ -225,9 +218,34 @@ pub async fn compile(
             entry.push((job.release.clone(), job.name.clone()));
         }
     }
+    jobs.into_iter()
+        .map(|(stemcell, jobs)| {
+            let graph = needed(&releases, &jobs).map_err(|e| e.to_string())?;
+            Ok((stemcell, graph))
+        })
+        .collect()
+}
+
+/// What compilation would refuse (a dependency cycle or a missing package, a bad
+/// `compilation` block), found before the deploy changes anything.
+///
+/// # Errors
+/// The first such problem.
+pub fn check(core: &Core, manifest: &Manifest, manifest_text: &str) -> Result<(), String> {
+    graphs(core, manifest)?;
+    config(core, manifest_text).map(|_| ())
+}
+
+pub async fn compile(
+    core: &Arc<Core>,
+    log: &TaskLog,
+    manifest: &Manifest,
+    manifest_text: &str,
+    networking: &Networking,
+    taken: &[(String, u32)],
+) -> Result<usize, String> {
     let mut work: Vec<Batch> = Vec::new();
-    for (stemcell, jobs) in jobs {
-        let graph = needed(&releases, &jobs).map_err(|e| e.to_string())?;
+    for (stemcell, graph) in graphs(core, manifest)? {
         let mut todo = BTreeSet::new();
         for package in graph.keys() {
             if core

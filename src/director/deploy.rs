@@ -144,6 +144,7 @@ pub async fn deploy(
     let mut manifest = parse(&text).map_err(|e| format!("the manifest is invalid:\n{e}"))?;
     let networking = networking::choose(&core, &manifest)?;
     validate(&core, &mut manifest, &networking)?;
+    compilation::check(&core, &manifest, &text)?;
     let cloud_config = get::<CloudConfig>(&*core.store, Collection::CloudConfig, "current")
         .map_err(|e| e.to_string())?
         .map(|c| c.version);

@@ -210,7 +210,15 @@ pub fn reserve(
         Networking::Global(nets) => run(
             IpProvider::new(nets, IpSet::new(), DatabaseIpRepo::new(&*core.store)),
             &wanted,
-        )?,
+        )
+        .map_err(|e| {
+            // No instance record names the new instances yet, so what they claimed
+            // before the failure would stay taken from every other deployment.
+            match release_new(core, deployment, plan) {
+                Ok(()) => e,
+                Err(cleanup) => format!("{e}; releasing the new instances' addresses: {cleanup}"),
+            }
+        })?,
         Networking::Local(nets) => run(
             IpProvider::new(nets, IpSet::new(), InMemoryIpRepo::new()),
             &wanted,
@@ -267,6 +275,25 @@ pub fn reserve(
                 )?;
                 instance.obsolete_addresses.clear();
             }
+        }
+    }
+    Ok(())
+}
+
+/// Releases every address claimed for instances this deploy would have created.
+fn release_new(core: &Core, deployment: &str, plan: &DeploymentPlan) -> Result<(), String> {
+    let new: BTreeSet<&str> = plan
+        .groups
+        .iter()
+        .flat_map(|g| &g.instances)
+        .filter(|i| i.existing.is_none())
+        .map(|i| i.id.as_str())
+        .collect();
+    for record in core.store.ips_of(deployment).map_err(|e| e.to_string())? {
+        if new.contains(record.owner.instance.as_str()) {
+            core.store
+                .release_ip(record.address, &record.network, &record.owner)
+                .map_err(|e| e.to_string())?;
         }
     }
     Ok(())

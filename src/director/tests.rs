@@ -1050,6 +1050,10 @@ instance_groups:
                 .unwrap()
                 .contains("NetworkReservationNotEnoughCapacity")
         );
+        // The addresses claimed before the network ran out are free again.
+        assert!(f.director.core.store.ips_of("big").unwrap().is_empty());
+        let fits = deploy(&f.director, &on("small", 250, "other", &[])).await;
+        assert_eq!(fits.state, TaskState::Done, "{:?}", fits.result);
         let unknown = deploy(&f.director, &on("c", 1, "nowhere", &[])).await;
         assert!(
             unknown
@@ -1181,6 +1185,21 @@ instance_groups:
             "{result}"
         );
         assert!(f.cloud.vms().is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_package_cycle_is_found_before_the_deploy_changes_anything() {
+        let f = fixture(vec![]);
+        diamond(&f.director, false);
+        deploy(&f.director, &manifest("d", "1.0")).await;
+        diamond(&f.director, true);
+        f.cloud.take_calls();
+        let shrunk = manifest("d", "2.0").replace("instances: 2", "instances: 1");
+        let task = deploy(&f.director, &shrunk).await;
+        assert_eq!(task.state, TaskState::Error);
+        assert!(task.result.unwrap().contains("package dependency cycle"));
+        assert_eq!(f.director.instances("d").unwrap().len(), 2);
+        assert_eq!(f.cloud.take_calls(), Vec::<String>::new());
     }
 
     #[tokio::test(start_paused = true)]
