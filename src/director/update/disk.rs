@@ -59,7 +59,14 @@ pub async fn converge_disk(
             let mut writes = Vec::new();
             let new_disk = if wanted > 0 {
                 let old_cid = old.as_ref().map(|(cid, _)| cid.as_str());
-                let disk = match left_from_a_failed_migration(core, record, wanted, old_cid)? {
+                // Only a migration or an update cut short can have left a disk behind; a
+                // first disk skips the look-up, which reads every disk of the deployment.
+                let leftover = if old.is_some() || unfinished {
+                    left_from_a_failed_migration(core, record, wanted, old_cid)?
+                } else {
+                    None
+                };
+                let disk = match leftover {
                     Some(disk) => disk,
                     None => create_disk(core, record, wanted, &vm).await?,
                 };
