@@ -343,15 +343,12 @@ fn reserve_workers(
     taken: &[(String, u32)],
 ) -> Result<Vec<Option<u32>>, String> {
     match networking {
-        Networking::Global(nets) => {
-            let mut provider =
-                IpProvider::new(nets, IpSet::new(), DatabaseIpRepo::new(&*core.store));
-            owners
-                .iter()
-                .map(|owner| provider.reserve_compilation(network, owner, az))
-                .collect::<Result<_, _>>()
-                .map_err(|e| e.to_string())
-        }
+        Networking::Global(nets) => reserve_each(
+            IpProvider::new(nets, IpSet::new(), DatabaseIpRepo::new(&*core.store)),
+            network,
+            owners,
+            az,
+        ),
         Networking::Local(nets) => local_worker_addresses(nets, network, owners, az, taken),
     }
 }
@@ -381,7 +378,21 @@ fn local_worker_addresses(
             .add(net, *ip, &instances, false)
             .map_err(|e| e.to_string())?;
     }
-    let mut provider = IpProvider::new(nets, IpSet::new(), repo);
+    reserve_each(
+        IpProvider::new(nets, IpSet::new(), repo),
+        network,
+        owners,
+        az,
+    )
+}
+
+/// One compilation address per owner from one provider, so each sees the others' claims.
+fn reserve_each<R: IpRepo>(
+    mut provider: IpProvider<'_, R>,
+    network: &str,
+    owners: &[Owner],
+    az: Option<&str>,
+) -> Result<Vec<Option<u32>>, String> {
     owners
         .iter()
         .map(|owner| provider.reserve_compilation(network, owner, az))

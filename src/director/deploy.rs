@@ -194,9 +194,7 @@ pub async fn deploy(
 
     // The instances' addresses, which compilation workers must not take.
     let taken: Vec<(String, u32)> = plan
-        .groups
-        .iter()
-        .flat_map(|g| &g.instances)
+        .instances()
         .flat_map(|i| &i.addresses)
         .filter_map(|(network, ip)| ip.map(|ip| (network.clone(), ip)))
         .collect();
@@ -329,11 +327,7 @@ pub async fn delete(core: Arc<Core>, log: TaskLog, name: String) -> Result<Strin
         step.end(delete_instance(&core, record, responsive, false).await)?;
     }
     // Every address the deployment held, static or dynamic, returns to its network.
-    for held in core.store.ips_of(&name).map_err(|e| e.to_string())? {
-        core.store
-            .release_ip(held.address, &held.network, &held.owner)
-            .map_err(|e| e.to_string())?;
-    }
+    networking::release_where(&core, &name, |_| true)?;
     core.store
         .write(vec![remove(Collection::Deployments, &name)])
         .map_err(|e| e.to_string())?;

@@ -14,7 +14,7 @@ use super::network::{
 };
 use super::plan::{Change, DeploymentPlan};
 use super::validate::CloudFacts;
-use crate::store::{Collection, get};
+use crate::store::{Collection, IpRecord, get};
 use crate::yaml::{self, Checker};
 
 /// Where this deploy's networks come from.
@@ -140,30 +140,22 @@ pub fn reserve(
     let mut held: HashMap<String, Vec<Held>> = HashMap::new();
     if networking.global() {
         let live: BTreeSet<&str> = plan
-            .groups
-            .iter()
-            .flat_map(|g| g.instances.iter().map(|i| i.id.as_str()))
+            .instances()
+            .map(|i| i.id.as_str())
             .chain(plan.obsolete.iter().map(|i| i.id.as_str()))
             .collect();
-        for record in core.store.ips_of(deployment).map_err(|e| e.to_string())? {
-            if live.contains(record.owner.instance.as_str()) {
-                held.entry(record.owner.instance).or_default().push(Held {
-                    network: record.network,
-                    ip: record.address,
-                });
-            } else {
-                // Held by no instance (a deploy stopped before recording a new instance):
-                // nobody can bind it, so it goes.
-                core.store
-                    .release_ip(record.address, &record.network, &record.owner)
-                    .map_err(|e| e.to_string())?;
-            }
+        // Held by no instance (a deploy stopped before recording a new instance): nobody
+        // can bind it, so it goes.
+        for record in release_where(core, deployment, |owner| !live.contains(owner))? {
+            held.entry(record.owner.instance).or_default().push(Held {
+                network: record.network,
+                ip: record.address,
+            });
         }
     } else {
         let existing = plan
-            .groups
-            .iter()
-            .flat_map(|g| g.instances.iter().filter_map(|i| i.existing.as_ref()))
+            .instances()
+            .filter_map(|i| i.existing.as_ref())
             .chain(plan.obsolete.iter());
         for record in existing {
             let addresses = match reported.get(&record.id) {
@@ -283,20 +275,31 @@ pub fn reserve(
 /// Releases every address claimed for instances this deploy would have created.
 fn release_new(core: &Core, deployment: &str, plan: &DeploymentPlan) -> Result<(), String> {
     let new: BTreeSet<&str> = plan
-        .groups
-        .iter()
-        .flat_map(|g| &g.instances)
+        .instances()
         .filter(|i| i.existing.is_none())
         .map(|i| i.id.as_str())
         .collect();
+    release_where(core, deployment, |owner| new.contains(owner)).map(drop)
+}
+
+/// Releases the store's addresses of `deployment` whose owning instance `goes`, and
+/// returns the ones kept.
+pub fn release_where(
+    core: &Core,
+    deployment: &str,
+    goes: impl Fn(&str) -> bool,
+) -> Result<Vec<IpRecord>, String> {
+    let mut kept = Vec::new();
     for record in core.store.ips_of(deployment).map_err(|e| e.to_string())? {
-        if new.contains(record.owner.instance.as_str()) {
+        if goes(&record.owner.instance) {
             core.store
                 .release_ip(record.address, &record.network, &record.owner)
                 .map_err(|e| e.to_string())?;
+        } else {
+            kept.push(record);
         }
     }
-    Ok(())
+    Ok(kept)
 }
 
 fn run<R: IpRepo>(

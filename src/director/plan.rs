@@ -101,12 +101,13 @@ pub struct DeploymentPlan {
 }
 
 impl DeploymentPlan {
+    /// Every wanted instance, group by group.
+    pub fn instances(&self) -> impl Iterator<Item = &InstancePlan> {
+        self.groups.iter().flat_map(|g| &g.instances)
+    }
+
     pub fn changed_instances(&self) -> usize {
-        self.groups
-            .iter()
-            .flat_map(|g| &g.instances)
-            .filter(|i| i.changed())
-            .count()
+        self.instances().filter(|i| i.changed()).count()
     }
 
     pub fn is_noop(&self) -> bool {

@@ -65,9 +65,6 @@ struct Batch {
 /// (`serial: false`) stop starting instances too, not only the group that failed.
 pub type Halt = Arc<AtomicBool>;
 
-/// What a group that stopped for another group's failure returns.
-const STOPPED: &str = "stopped after a failure in another instance group";
-
 /// Runs `instances` at most `batch.limit` at a time; after the first error (here or in a
 /// group running alongside) nothing new starts.
 async fn run_window(
@@ -118,12 +115,9 @@ async fn run_window(
             }
         }
     }
-    match first_error {
-        Some(e) => Err(e),
-        // Stopped because a neighbouring group failed: that group reports the error.
-        None if halt.load(Ordering::SeqCst) => Err(STOPPED.into()),
-        None => Ok(()),
-    }
+    // A window halted by a neighbouring group has no error of its own: that group reports
+    // it, and the halt keeps this group's later windows from starting anything.
+    first_error.map_or(Ok(()), Err)
 }
 
 /// The changed instances of a group in the director's order, batched by AZ: the
@@ -251,19 +245,15 @@ pub async fn update_groups(
                 update_group(&core, &log, &deployment, &group, &options, &halt).await
             });
         }
-        // The group that failed first names the error; the others only stopped for it.
-        let mut failures = Vec::new();
+        // Only a group that failed returns an error; those it halted end quietly.
+        let mut first_error = None;
         while let Some(joined) = set.join_next().await {
             if let Err(e) = joined.unwrap_or_else(|e| Err(format!("internal error: {e}"))) {
-                failures.push(e);
+                first_error.get_or_insert(e);
             }
         }
-        if let Some(e) = failures
-            .iter()
-            .find(|e| e.as_str() != STOPPED)
-            .or(failures.first())
-        {
-            return Err(e.clone());
+        if let Some(e) = first_error {
+            return Err(e);
         }
         i = batch_end;
     }
