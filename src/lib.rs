@@ -13,5 +13,6 @@ pub mod inventory;
 pub mod ipset;
 pub mod output;
 pub mod rollout;
+pub mod serve;
 pub mod store;
 pub mod yaml;

@@ -4,6 +4,7 @@
 //! deployment's lock is held) and which the owner blocked, and turns upgrade and recreate
 //! requests into director tasks. It uses only the director's public facade.
 
+pub mod api;
 pub mod catalog;
 
 use std::collections::HashMap;
@@ -352,7 +353,9 @@ impl Broker {
             .task(task)?
             .ok_or_else(|| BrokerError::NotFound(format!("task {task}")))?;
         Ok(match task.state {
-            TaskState::Queued | TaskState::Processing => OperationStatus::InProgress,
+            TaskState::Queued | TaskState::Processing | TaskState::Cancelling => {
+                OperationStatus::InProgress
+            }
             TaskState::Done => OperationStatus::Succeeded,
             TaskState::Error | TaskState::Cancelled => OperationStatus::Failed(format!(
                 "bosh task {} {}: {}",

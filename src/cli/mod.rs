@@ -3,6 +3,7 @@
 //! configuration, 3 the inventory could not be listed).
 
 mod listing;
+mod serve;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -59,6 +60,9 @@ enum Command {
     Fleet(listing::StateArgs),
     /// Show the embedded director's side: deployments, instances, tasks, a task's events.
     Director(listing::DirectorArgs),
+    /// Serve the embedded fleet's director API (as a BOSH director) and broker API over
+    /// HTTPS.
+    Serve(serve::ServeArgs),
 }
 
 #[derive(clap::Args)]
@@ -129,7 +133,7 @@ impl RunArgs {
 }
 
 /// The configuration file, or the built-in demo configuration without one.
-fn load_config(path: Option<&std::path::Path>) -> Result<Config, ExitCode> {
+pub(crate) fn load_config(path: Option<&std::path::Path>) -> Result<Config, ExitCode> {
     let loaded = match path {
         Some(path) => Config::load(path),
         None => Config::parse(
@@ -144,7 +148,7 @@ fn load_config(path: Option<&std::path::Path>) -> Result<Config, ExitCode> {
     })
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
     tokio::runtime::Runtime::new().map_err(|e| {
         eprintln!("error: cannot start the async runtime: {e}");
         ExitCode::from(INSTANCES_FAILED)
@@ -181,6 +185,7 @@ pub fn main() -> ExitCode {
         }
         Command::Fleet(args) => listing::fleet(&args),
         Command::Director(args) => listing::director(&args),
+        Command::Serve(args) => serve::serve(&args),
     }
 }
 

@@ -4,6 +4,8 @@
 mod duration;
 mod model;
 mod read;
+mod read_director;
+mod read_serve;
 mod render;
 mod secret;
 
@@ -11,7 +13,8 @@ use std::path::{Path, PathBuf};
 
 pub use duration::{format as format_duration, parse_positive as parse_duration};
 pub use model::{
-    Config, Format, InventoryKind, RecreateConfig, ServiceBroker, StrategyKind, UpdateConfig,
+    Config, DirectorAuth, DirectorEndpoint, Format, InventoryKind, RecreateConfig, ServeConfig,
+    ServeLimits, ServeUser, ServiceBroker, StrategyKind, UpdateConfig,
 };
 pub use render::render;
 pub use secret::Secret;

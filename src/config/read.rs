@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use super::duration::parse_positive;
 use super::model::{Config, Format, InventoryKind, ServiceBroker, StrategyKind};
+use super::read_director::DirectorFields;
+use super::read_serve::read_serve;
 use super::secret::Secret;
 use crate::fleet::{FaultText, parse_fault};
 use crate::inventory::Selection;
@@ -22,6 +24,8 @@ const TOP: &[&str] = &[
     "inventory",
     "embedded",
     "state_dir",
+    "director",
+    "serve",
 ];
 const BROKER: &[&str] = &[
     "api_endpoint",
@@ -49,6 +53,7 @@ const INVENTORIES: &[&str] = &["embedded", "broker", "director", "scripted"];
 /// relative paths inside the file are resolved against.
 pub fn read(root: &Node, base: &Path, config: &mut Config, checker: &mut Checker) {
     let mut broker = BrokerFields::default();
+    let mut director = DirectorFields::default();
     let mut inventory_at = None;
     for (key, node) in checker.map(root, "", TOP) {
         let path = key.name.as_str();
@@ -127,6 +132,8 @@ pub fn read(root: &Node, base: &Path, config: &mut Config, checker: &mut Checker
                 }
             }
             "embedded" => read_embedded(node, base, config, checker),
+            "director" => director.read(node, checker),
+            "serve" => read_serve(node, base, &mut config.serve, checker),
             "state_dir" => {
                 if let Some(dir) = path_value(checker, node, path, Some(base)) {
                     config.state_dir = dir;
@@ -136,12 +143,25 @@ pub fn read(root: &Node, base: &Path, config: &mut Config, checker: &mut Checker
         }
     }
     config.service_broker = broker.resolve(checker);
-    match (inventory_at, &config.service_broker) {
-        (None, Some(_)) => config.inventory = InventoryKind::Broker,
-        (Some(at), None) if config.inventory == InventoryKind::Broker => checker.report(
+    config.director = director.resolve(checker);
+    match (inventory_at, &config.service_broker, &config.director) {
+        (None, Some(_), None) => config.inventory = InventoryKind::Broker,
+        (None, None, Some(_)) => config.inventory = InventoryKind::Director,
+        (None, Some(_), Some(_)) => checker.report(
+            "inventory.type",
+            Position::default(),
+            "both `service_broker` and `director` are given: say which one to update with \
+             `inventory.type: broker` or `inventory.type: director`",
+        ),
+        (Some(at), None, _) if config.inventory == InventoryKind::Broker => checker.report(
             "inventory.type",
             at,
             "`broker` needs `service_broker.api_endpoint`, `username` and `password`",
+        ),
+        (Some(at), _, None) if config.inventory == InventoryKind::Director => checker.report(
+            "inventory.type",
+            at,
+            "`director` needs `director.url` and its credentials",
         ),
         _ => {}
     }
@@ -270,24 +290,14 @@ impl BrokerFields {
                 "api_endpoint" => {
                     self.endpoint_written = true;
                     if let Some(url) = checker.string(value, &path) {
-                        match check_endpoint(&url) {
+                        match check_endpoint(&url, "service_broker") {
                             Ok(()) => self.api_endpoint = Some((url, value.at)),
                             Err(message) => checker.report(&path, value.at, message),
                         }
                     }
                 }
                 "username" => self.username = checker.string(value, &path),
-                "password" => {
-                    // Never echo the value: a wrong type is reported by kind only.
-                    match &value.value {
-                        Value::Str(s) => self.password = Some(Secret::new(s.clone())),
-                        other => checker.report(
-                            &path,
-                            value.at,
-                            format!("must be a string, found {}", other.kind()),
-                        ),
-                    }
-                }
+                "password" => self.password = secret(checker, value, &path),
                 "skip_ssl_validation" => {
                     set(&mut self.skip_ssl_validation, checker.boolean(value, &path))
                 }
@@ -348,13 +358,28 @@ impl BrokerFields {
     }
 }
 
-fn set<T>(slot: &mut T, value: Option<T>) {
+/// A secret string; never echoed: a wrong type is reported by kind only.
+pub(super) fn secret(checker: &mut Checker, node: &Node, path: &str) -> Option<Secret> {
+    match &node.value {
+        Value::Str(s) => Some(Secret::new(s.clone())),
+        other => {
+            checker.report(
+                path,
+                node.at,
+                format!("must be a string, found {}", other.kind()),
+            );
+            None
+        }
+    }
+}
+
+pub(super) fn set<T>(slot: &mut T, value: Option<T>) {
     if let Some(v) = value {
         *slot = v;
     }
 }
 
-fn duration(checker: &mut Checker, node: &Node, path: &str) -> Option<Duration> {
+pub(super) fn duration(checker: &mut Checker, node: &Node, path: &str) -> Option<Duration> {
     match &node.value {
         Value::Str(text) => match parse_positive(text) {
             Ok(d) => Some(d),
@@ -377,7 +402,7 @@ fn duration(checker: &mut Checker, node: &Node, path: &str) -> Option<Duration> 
     }
 }
 
-fn at_least(checker: &mut Checker, node: &Node, path: &str, min: i64) -> Option<i64> {
+pub(super) fn at_least(checker: &mut Checker, node: &Node, path: &str, min: i64) -> Option<i64> {
     let n = checker.integer(node, path)?;
     if n < min {
         checker.report(path, node.at, format!("must be at least {min}, got {n}"));
@@ -390,7 +415,7 @@ fn count(checker: &mut Checker, node: &Node, path: &str, min: i64) -> Option<usi
     at_least(checker, node, path, min).map(|n| usize::try_from(n).unwrap_or(usize::MAX))
 }
 
-fn path_value(
+pub(super) fn path_value(
     checker: &mut Checker,
     node: &Node,
     path: &str,
@@ -409,17 +434,16 @@ fn path_value(
 }
 
 /// An http(s) URL with a host and no credentials in it (they belong in `username` and
-/// `password`, where they are redacted); a URL with credentials is not echoed.
-fn check_endpoint(url: &str) -> Result<(), String> {
+/// `password` of `block`, where they are redacted); a URL with credentials is not echoed.
+pub(super) fn check_endpoint(url: &str, block: &str) -> Result<(), String> {
     let rest = url
         .strip_prefix("https://")
         .or_else(|| url.strip_prefix("http://"));
     let authority = rest.map(|r| r.split(['/', '?', '#']).next().unwrap_or(""));
     match authority {
-        Some(a) if a.contains('@') => Err(
-            "must not carry credentials; put them in `service_broker.username` and `password`"
-                .into(),
-        ),
+        Some(a) if a.contains('@') => Err(format!(
+            "must not carry credentials; put them in `{block}.username` and `password`"
+        )),
         Some(a) if !a.is_empty() && !url.contains(char::is_whitespace) => Ok(()),
         _ if url.contains('@') => Err("is not an http:// or https:// URL".into()),
         _ => Err(format!("`{url}` is not an http:// or https:// URL")),
@@ -427,7 +451,7 @@ fn check_endpoint(url: &str) -> Result<(), String> {
 }
 
 /// At least one certificate, and nothing in the PEM that fails to decode.
-fn check_pem(pem: &str) -> Result<(), String> {
+pub(super) fn check_pem(pem: &str) -> Result<(), String> {
     use rustls_pki_types::CertificateDer;
     use rustls_pki_types::pem::PemObject;
     let mut certificates = 0;

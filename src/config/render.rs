@@ -5,7 +5,7 @@ use std::fmt::Write;
 use std::path::Path;
 
 use super::duration::format;
-use super::model::Config;
+use super::model::{Config, DirectorAuth};
 
 enum Item {
     Scalar(String),
@@ -21,6 +21,17 @@ fn plain(s: impl ToString) -> Item {
     Item::Scalar(s.to_string())
 }
 
+/// A CA bundle is shown by its size, not its text.
+fn pem(pem: Option<&str>) -> Item {
+    match pem {
+        None => plain("null"),
+        Some(pem) => text(&format!(
+            "<PEM, {} certificate(s)>",
+            pem.matches("-----BEGIN CERTIFICATE-----").count()
+        )),
+    }
+}
+
 fn path(p: &Path) -> Item {
     text(&p.display().to_string())
 }
@@ -33,21 +44,91 @@ pub fn render(config: &Config) -> String {
             ("username", text(&b.username)),
             ("password", text(&b.password.to_string())),
             ("skip_ssl_validation", plain(b.skip_ssl_validation)),
-            (
-                "ca",
-                match &b.ca {
-                    None => plain("null"),
-                    Some(pem) => text(&format!(
-                        "<PEM, {} certificate(s)>",
-                        pem.matches("-----BEGIN CERTIFICATE-----").count()
-                    )),
-                },
-            ),
+            ("ca", pem(b.ca.as_deref())),
             ("timeout", plain(b.timeout.as_secs())),
         ]),
     };
+    let director = match &config.director {
+        None => plain("null"),
+        Some(d) => {
+            let mut entries = vec![("url", text(&d.url))];
+            match &d.auth {
+                DirectorAuth::Basic { username, password } => {
+                    entries.push(("username", text(username)));
+                    entries.push(("password", text(&password.to_string())));
+                }
+                DirectorAuth::Uaa {
+                    client,
+                    client_secret,
+                } => {
+                    entries.push(("client", text(client)));
+                    entries.push(("client_secret", text(&client_secret.to_string())));
+                }
+            }
+            entries.extend([
+                ("ca", pem(d.ca.as_deref())),
+                ("skip_ssl_validation", plain(d.skip_ssl_validation)),
+                ("timeout", plain(format(d.timeout))),
+                ("deployments", text(&d.deployments)),
+            ]);
+            Item::Map(entries)
+        }
+    };
+    let serve = &config.serve;
+    let users = if serve.users.is_empty() {
+        plain("[]  # generated in the state directory")
+    } else {
+        plain(format!(
+            "[{}]",
+            serve
+                .users
+                .iter()
+                .map(|u| format!(
+                    "{{name: {}, password: {}}}",
+                    serde_json::to_string(&u.name).expect("strings serialize"),
+                    serde_json::to_string(&u.password.to_string()).expect("strings serialize")
+                ))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    };
+    let serve = Item::Map(vec![
+        ("director", text(&serve.director_listen.to_string())),
+        ("broker", text(&serve.broker_listen.to_string())),
+        (
+            "tls",
+            Item::Map(vec![
+                (
+                    "certificate",
+                    serve.certificate.as_deref().map_or(
+                        plain(
+                            "null  # a CA and a certificate are generated in the state directory",
+                        ),
+                        path,
+                    ),
+                ),
+                (
+                    "private_key",
+                    serve.private_key.as_deref().map_or(plain("null"), path),
+                ),
+            ]),
+        ),
+        ("users", users),
+        (
+            "limits",
+            Item::Map(vec![
+                ("max_body_bytes", plain(serve.limits.max_body_bytes)),
+                (
+                    "request_timeout",
+                    plain(format(serve.limits.request_timeout)),
+                ),
+                ("max_connections", plain(serve.limits.max_connections)),
+            ]),
+        ),
+    ]);
     let root = Item::Map(vec![
         ("service_broker", broker),
+        ("director", director),
         (
             "strategy",
             Item::Map(vec![
@@ -147,6 +228,7 @@ pub fn render(config: &Config) -> String {
             ]),
         ),
         ("state_dir", path(&config.state_dir)),
+        ("serve", serve),
     ]);
     let mut out = String::new();
     write_item(&mut out, &root, 0);

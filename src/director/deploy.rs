@@ -10,13 +10,14 @@ use tokio::task::JoinSet;
 
 use super::Core;
 use super::compilation;
-use super::manifest::{Manifest, parse};
+use super::manifest::{Count, Manifest, parse};
 use super::model::{
     CloudConfig, DeploymentRecord, DesiredState, InstanceRecord, Release, Stemcell,
 };
 use super::network::{Owner, to_u32};
 use super::networking;
 use super::plan::{Change, PlanOptions, plan};
+use super::target::Target;
 use super::task::TaskLog;
 use super::update::{
     UpdateOptions, create_missing_vm, delete_instance, stop_instance, update_groups,
@@ -31,12 +32,14 @@ pub struct DeployOptions {
     /// Replace VMs whose agents do not answer instead of failing.
     pub fix: bool,
     pub skip_drain: bool,
-    pub canaries: Option<usize>,
-    pub max_in_flight: Option<usize>,
+    pub canaries: Option<Count>,
+    pub max_in_flight: Option<Count>,
     /// Plan and report, change nothing.
     pub dry_run: bool,
     /// Start stopped and detached instances.
     pub start: bool,
+    /// The instances `recreate` and `start` apply to.
+    pub target: Target,
 }
 
 /// The manifest against what the director has; every problem together.
@@ -162,6 +165,7 @@ pub async fn deploy(
             recreate: options.recreate,
             unresponsive: unresponsive.clone(),
             start: options.start,
+            target: options.target.clone(),
         },
     );
     if options.dry_run {
@@ -172,6 +176,7 @@ pub async fn deploy(
              counted); nothing was changed"
         ));
     }
+    log.check()?;
     networking::reserve(&core, &networking, &manifest, &mut plan, &reported)?;
     let global = networking.global();
     let changed = plan.changed_instances();
@@ -180,6 +185,7 @@ pub async fn deploy(
     if obsolete > 0 {
         let stage = log.stage("Deleting unneeded instances", Vec::new(), obsolete as u32);
         for record in std::mem::take(&mut plan.obsolete) {
+            log.check()?;
             let responsive = !unresponsive.contains(&record.id);
             let step = stage.start(record.name());
             let addresses = networking::held_by(&core, &name, &record.id)?;
@@ -198,7 +204,9 @@ pub async fn deploy(
         .flat_map(|i| &i.addresses)
         .filter_map(|(network, ip)| ip.map(|ip| (network.clone(), ip)))
         .collect();
+    log.check()?;
     compilation::compile(&core, &log, &manifest, &text, &networking, &taken).await?;
+    log.check()?;
 
     let missing: Vec<_> = plan
         .groups
@@ -251,6 +259,7 @@ pub async fn deploy(
         max_in_flight: options.max_in_flight,
         global_addresses: global,
     };
+    log.check()?;
     update_groups(&core, &log, &name, &plan.groups, &update).await?;
     core.store
         .write(vec![put(
@@ -294,9 +303,13 @@ pub async fn stop(
     log: TaskLog,
     name: String,
     hard: bool,
+    target: Target,
 ) -> Result<String, String> {
-    let existing: Vec<InstanceRecord> =
-        list(&*core.store, Collection::Instances, Some(&name)).map_err(|e| e.to_string())?;
+    let existing: Vec<InstanceRecord> = list(&*core.store, Collection::Instances, Some(&name))
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .filter(|i: &InstanceRecord| target.matches(&i.group, i.index, &i.id))
+        .collect();
     let unresponsive = bind(&core, &log, &existing, true).await?.unresponsive;
     let running: Vec<InstanceRecord> = existing
         .into_iter()
@@ -305,6 +318,7 @@ pub async fn stop(
     let stage = log.stage("Stopping instances", Vec::new(), running.len() as u32);
     let count = running.len();
     for mut record in running {
+        log.check()?;
         let responsive = !unresponsive.contains(&record.id);
         let step = stage.start(record.name());
         step.end(stop_instance(&core, &mut record, hard, responsive).await)?;
@@ -322,6 +336,7 @@ pub async fn delete(core: Arc<Core>, log: TaskLog, name: String) -> Result<Strin
     let stage = log.stage("Deleting instances", Vec::new(), existing.len() as u32);
     let count = existing.len();
     for record in existing {
+        log.check()?;
         let responsive = !unresponsive.contains(&record.id);
         let step = stage.start(record.name());
         step.end(delete_instance(&core, record, responsive, false).await)?;

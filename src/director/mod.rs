@@ -5,10 +5,12 @@
 //! and the agents are behind the [`cpi::Cpi`] and [`agent::Agent`] traits.
 
 pub mod agent;
+pub mod api;
 mod compilation;
 pub mod compile;
 pub mod cpi;
 mod deploy;
+mod details;
 mod error;
 mod ids;
 pub mod manifest;
@@ -17,27 +19,32 @@ pub mod network;
 mod networking;
 pub mod plan;
 pub mod sim;
+mod target;
 mod task;
 mod update;
 pub mod validate;
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::sync::Notify;
 
 pub use deploy::DeployOptions;
 pub use error::DirectorError;
+pub use target::Target;
+pub use task::{CANCELLED, unix_now};
 
 use crate::store::{Collection, Store, get, list, put};
 use agent::{Agent, AgentError};
 use cpi::Cpi;
+use manifest::Count;
 use model::{
     CloudConfig, DeploymentRecord, DiskRecord, InstanceRecord, Release, Stemcell, Task, TaskEvent,
     TaskState, VmRecord,
 };
-use task::{TaskLog, unix_now};
+use task::TaskLog;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DirectorSettings {
@@ -57,13 +64,14 @@ impl Default for DirectorSettings {
 }
 
 /// Options of `recreate`, as `bosh recreate` takes them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RecreateOptions {
     pub fix: bool,
     pub skip_drain: bool,
-    pub canaries: Option<usize>,
-    pub max_in_flight: Option<usize>,
+    pub canaries: Option<Count>,
+    pub max_in_flight: Option<Count>,
     pub dry_run: bool,
+    pub target: Target,
 }
 
 /// What the director's jobs need: the store, the cloud, the agents and settings.
@@ -75,6 +83,8 @@ pub struct Core {
     /// One lock per package and stemcell: deploys running at once compile a package once,
     /// the others wait and find it compiled.
     compile_locks: std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// The cancellation flag of every task this process runs.
+    running: std::sync::Mutex<std::collections::HashMap<u64, Arc<AtomicBool>>>,
 }
 
 impl Core {
@@ -105,6 +115,17 @@ impl Core {
 pub struct Director {
     core: Arc<Core>,
     finished: Arc<Notify>,
+}
+
+/// Whether a task takes its deployment's lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Locking {
+    /// Takes the lock, recording the deployment first when it is new.
+    Create,
+    /// Takes the lock of a deployment that exists.
+    Existing,
+    /// Only reads: runs beside whatever holds the lock.
+    None,
 }
 
 /// The reason recorded on tasks that a previous process left unfinished.
@@ -150,6 +171,7 @@ impl Director {
                 agent,
                 settings,
                 compile_locks: std::sync::Mutex::new(std::collections::HashMap::new()),
+                running: std::sync::Mutex::new(std::collections::HashMap::new()),
             }),
             finished: Arc::new(Notify::new()),
         }
@@ -233,9 +255,12 @@ impl Director {
         } else {
             "create deployment"
         };
-        self.start_task(description, &name, true, move |core, log| {
-            deploy::deploy(core, log, text, options)
-        })
+        self.start_task(
+            description,
+            Some(&name),
+            Locking::Create,
+            move |core, log| deploy::deploy(core, log, text, options),
+        )
     }
 
     /// Recreates every VM of the deployment from its last deployed manifest.
@@ -258,11 +283,12 @@ impl Director {
             max_in_flight: options.max_in_flight,
             dry_run: options.dry_run,
             start: false,
+            target: options.target,
         };
         self.start_task(
             "recreate deployment",
-            deployment,
-            false,
+            Some(deployment),
+            Locking::Existing,
             move |core, log| deploy::recreate_or_start(core, log, name, deploy_options),
         )
     }
@@ -273,11 +299,58 @@ impl Director {
     /// # Errors
     /// [`DirectorError::NotFound`] for an unknown deployment, [`DirectorError::Locked`].
     pub fn stop(&self, deployment: &str, hard: bool) -> Result<Task, DirectorError> {
+        self.stop_instances(deployment, hard, Target::all())
+    }
+
+    /// Stops the targeted instances' jobs; `hard` deletes their VMs too.
+    ///
+    /// # Errors
+    /// As [`Director::stop`].
+    pub fn stop_instances(
+        &self,
+        deployment: &str,
+        hard: bool,
+        target: Target,
+    ) -> Result<Task, DirectorError> {
         self.deployed_manifest(deployment)?;
         let name = deployment.to_string();
-        self.start_task("stop deployment", deployment, false, move |core, log| {
-            deploy::stop(core, log, name, hard)
-        })
+        self.start_task(
+            "stop deployment",
+            Some(deployment),
+            Locking::Existing,
+            move |core, log| deploy::stop(core, log, name, hard, target),
+        )
+    }
+
+    /// Stops the targeted instances' jobs and starts them again, on the VMs they have.
+    ///
+    /// # Errors
+    /// As [`Director::stop`].
+    pub fn restart(&self, deployment: &str, target: Target) -> Result<Task, DirectorError> {
+        self.deployed_manifest(deployment)?;
+        let name = deployment.to_string();
+        self.start_task(
+            "restart deployment",
+            Some(deployment),
+            Locking::Existing,
+            move |core, log| async move {
+                let stopped = deploy::stop(
+                    Arc::clone(&core),
+                    log.clone(),
+                    name.clone(),
+                    false,
+                    target.clone(),
+                )
+                .await?;
+                let options = DeployOptions {
+                    start: true,
+                    target,
+                    ..DeployOptions::default()
+                };
+                let started = deploy::recreate_or_start(core, log, name, options).await?;
+                Ok(format!("{stopped}; {started}"))
+            },
+        )
     }
 
     /// Starts stopped and detached instances: detached ones get new VMs on the addresses
@@ -286,15 +359,27 @@ impl Director {
     /// # Errors
     /// [`DirectorError::NotFound`] for an unknown deployment, [`DirectorError::Locked`].
     pub fn start(&self, deployment: &str) -> Result<Task, DirectorError> {
+        self.start_instances(deployment, Target::all())
+    }
+
+    /// Starts the targeted stopped and detached instances.
+    ///
+    /// # Errors
+    /// As [`Director::start`].
+    pub fn start_instances(&self, deployment: &str, target: Target) -> Result<Task, DirectorError> {
         self.deployed_manifest(deployment)?;
         let name = deployment.to_string();
         let options = DeployOptions {
             start: true,
+            target,
             ..DeployOptions::default()
         };
-        self.start_task("start deployment", deployment, false, move |core, log| {
-            deploy::recreate_or_start(core, log, name, options)
-        })
+        self.start_task(
+            "start deployment",
+            Some(deployment),
+            Locking::Existing,
+            move |core, log| deploy::recreate_or_start(core, log, name, options),
+        )
     }
 
     /// # Errors
@@ -306,9 +391,12 @@ impl Director {
             });
         }
         let name = deployment.to_string();
-        self.start_task("delete deployment", deployment, false, move |core, log| {
-            deploy::delete(core, log, name)
-        })
+        self.start_task(
+            "delete deployment",
+            Some(deployment),
+            Locking::Existing,
+            move |core, log| deploy::delete(core, log, name),
+        )
     }
 
     /// The manifest the deployment last deployed successfully.
@@ -323,22 +411,26 @@ impl Director {
             })
     }
 
-    /// Takes the deployment's lock with a new task and runs `job` in the background.
+    /// Creates a task, taking the deployment's lock unless `locking` says it only reads,
+    /// and runs `job` in the background.
     fn start_task<F, Fut>(
         &self,
         description: &str,
-        deployment: &str,
-        create: bool,
+        deployment: Option<&str>,
+        locking: Locking,
         job: F,
     ) -> Result<Task, DirectorError>
     where
         F: FnOnce(Arc<Core>, TaskLog) -> Fut + Send + 'static,
         Fut: Future<Output = Result<String, String>> + Send + 'static,
     {
-        let lock = lock_name(deployment);
+        let lock = match (locking, deployment) {
+            (Locking::None, _) | (_, None) => None,
+            (_, Some(d)) => Some(lock_name(d)),
+        };
         // A new deployment is recorded before its first task, so that a failure here
         // cannot leave a task holding the lock.
-        if create
+        if let (Locking::Create, Some(deployment)) = (locking, deployment)
             && get::<DeploymentRecord>(self.store(), Collection::Deployments, deployment)?.is_none()
         {
             let record = DeploymentRecord {
@@ -355,12 +447,12 @@ impl Director {
         }
         let task = match self
             .store()
-            .create_task(description, Some(deployment), Some(&lock))?
+            .create_task(description, deployment, lock.as_deref())?
         {
             Ok(task) => task,
             Err(holder) => {
                 return Err(DirectorError::Locked {
-                    deployment: deployment.to_string(),
+                    deployment: deployment.unwrap_or_default().to_string(),
                     task: holder,
                 });
             }
@@ -368,11 +460,16 @@ impl Director {
         let core = Arc::clone(&self.core);
         let finished = Arc::clone(&self.finished);
         let mut running = task.clone();
+        let cancel = Arc::new(AtomicBool::new(false));
+        core.running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(task.id, Arc::clone(&cancel));
         tokio::spawn(async move {
             running.state = TaskState::Processing;
             running.started_at = Some(unix_now());
             let _ = core.store.put_task(&running);
-            let log = TaskLog::new(running.id, Arc::clone(&core.store));
+            let log = TaskLog::new(running.id, Arc::clone(&core.store), Arc::clone(&cancel));
             // The job runs as its own task so that a panic in it still ends this task
             // and releases the lock.
             let outcome = match tokio::spawn(job(Arc::clone(&core), log)).await {
@@ -381,6 +478,7 @@ impl Director {
             };
             let (state, result) = match outcome {
                 Ok(result) => (TaskState::Done, result),
+                Err(error) if cancel.load(Ordering::SeqCst) => (TaskState::Cancelled, error),
                 Err(error) => (TaskState::Error, error),
             };
             running.state = state;
@@ -389,10 +487,102 @@ impl Director {
             if let Err(e) = core.store.put_task(&running) {
                 tracing::error!(task = running.id, error = %e, "cannot record the end of a task");
             }
-            let _ = core.store.release_lock(&lock, running.id);
+            if let Some(lock) = &lock {
+                let _ = core.store.release_lock(lock, running.id);
+            }
+            core.running
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&running.id);
             finished.notify_waiters();
         });
         Ok(task)
+    }
+
+    /// Asks a running task to stop at its next safe point: what it started finishes,
+    /// nothing new starts, and it ends as `cancelled`.
+    ///
+    /// # Errors
+    /// [`DirectorError::NotFound`] for an unknown task, [`DirectorError::Invalid`] for a
+    /// task that has ended or that this process does not run.
+    pub fn cancel(&self, id: u64) -> Result<Task, DirectorError> {
+        let mut task = self.task(id)?.ok_or_else(|| DirectorError::NotFound {
+            what: format!("task {id}"),
+        })?;
+        if !matches!(task.state, TaskState::Queued | TaskState::Processing) {
+            return Err(DirectorError::Invalid(format!(
+                "Cannot cancel task {id}: invalid state ({})",
+                task.state.as_str()
+            )));
+        }
+        let flag = self
+            .core
+            .running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&id)
+            .cloned();
+        let Some(flag) = flag else {
+            return Err(DirectorError::Invalid(format!(
+                "Cannot cancel task {id}: it is not run by this director"
+            )));
+        };
+        flag.store(true, Ordering::SeqCst);
+        task.state = TaskState::Cancelling;
+        self.store().put_task(&task)?;
+        Ok(task)
+    }
+
+    /// Cancels every task this process runs, for a shutdown; returns their ids.
+    pub fn cancel_running(&self) -> Vec<u64> {
+        let ids: Vec<u64> = self
+            .core
+            .running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .copied()
+            .collect();
+        ids.into_iter()
+            .filter(|&id| self.cancel(id).is_ok())
+            .collect()
+    }
+
+    /// Waits until no task of this process runs.
+    pub async fn idle(&self) {
+        loop {
+            let notified = self.finished.notified();
+            if self
+                .core
+                .running
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_empty()
+            {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Starts a task that asks every agent of the deployment for its state and records one
+    /// JSON line per instance as its result (what `bosh instances` reads). It takes no lock.
+    ///
+    /// # Errors
+    /// [`DirectorError::NotFound`] for an unknown deployment.
+    pub fn instance_details(&self, deployment: &str) -> Result<Task, DirectorError> {
+        if self.deployment(deployment)?.is_none() {
+            return Err(DirectorError::NotFound {
+                what: format!("deployment `{deployment}`"),
+            });
+        }
+        let name = deployment.to_string();
+        self.start_task(
+            "retrieve vm-stats",
+            Some(deployment),
+            Locking::None,
+            move |core, _log| details::instance_lines(core, name),
+        )
     }
 
     /// Waits until the task has ended and returns it.

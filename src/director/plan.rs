@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::manifest::{InstanceGroup, Manifest, UpdatePolicy};
 use super::model::{DesiredState, InstanceRecord, InstanceSpec};
+use super::target::Target;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Change {
@@ -123,6 +124,8 @@ pub struct PlanOptions {
     pub unresponsive: BTreeSet<String>,
     /// Start stopped and detached instances (`start`); otherwise they are left as they are.
     pub start: bool,
+    /// The instances `recreate` and `start` apply to; other instances still converge.
+    pub target: Target,
 }
 
 /// What an instance of `group` should run under `manifest`.
@@ -209,6 +212,7 @@ pub fn plan(
                     Some(applied) => differences(applied, &desired),
                 };
                 if let Some(e) = &existing {
+                    let targeted = options.target.matches(&group.name, index, &e.id);
                     if e.vm_cid.is_none() {
                         changes.insert(Change::MissingVm);
                     } else if e
@@ -220,13 +224,13 @@ pub fn plan(
                     } else if e.applied.is_none() && e.vm_type != desired.vm_type {
                         changes.insert(Change::VmType);
                     }
-                    if options.recreate {
+                    if options.recreate && targeted {
                         changes.insert(Change::Recreate);
                     }
                     if options.unresponsive.contains(&e.id) {
                         changes.insert(Change::Unresponsive);
                     }
-                    match (e.state, options.start) {
+                    match (e.state, options.start && targeted) {
                         (DesiredState::Started, _) => {}
                         (_, true) => {
                             changes.insert(Change::Start);

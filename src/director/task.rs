@@ -2,7 +2,7 @@
 //! failed, written to the store as they happen.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::model::{EventState, TaskEvent};
@@ -15,15 +15,38 @@ pub fn unix_now() -> u64 {
         .unwrap_or_default()
 }
 
+/// What a cancelled task reports as its result.
+pub const CANCELLED: &str = "the task was cancelled";
+
 #[derive(Clone)]
 pub struct TaskLog {
     pub task: u64,
     store: Arc<dyn Store>,
+    /// Set when cancellation is asked for; the job looks at it between steps, so that
+    /// what it started finishes and nothing new starts.
+    cancel: Arc<AtomicBool>,
 }
 
 impl TaskLog {
-    pub fn new(task: u64, store: Arc<dyn Store>) -> Self {
-        TaskLog { task, store }
+    pub fn new(task: u64, store: Arc<dyn Store>, cancel: Arc<AtomicBool>) -> Self {
+        TaskLog {
+            task,
+            store,
+            cancel,
+        }
+    }
+
+    pub fn cancelled(&self) -> bool {
+        self.cancel.load(Ordering::SeqCst)
+    }
+
+    /// A safe point: ends the job when cancellation was asked for.
+    pub fn check(&self) -> Result<(), String> {
+        if self.cancelled() {
+            Err(CANCELLED.to_string())
+        } else {
+            Ok(())
+        }
     }
 
     pub fn stage(&self, name: &str, tags: Vec<String>, total: u32) -> Stage {
@@ -63,6 +86,10 @@ pub struct Step {
 }
 
 impl Stage {
+    pub fn cancelled(&self) -> bool {
+        self.log.cancelled()
+    }
+
     pub fn start(&self, task: impl Into<String>) -> Step {
         let index = self.next.fetch_add(1, Ordering::Relaxed) + 1;
         let step = Step {

@@ -7,6 +7,7 @@ use super::definition::Definition;
 use crate::broker::{Broker, BrokerError, deployment_name};
 use crate::director::agent::Agent;
 use crate::director::cpi::Cpi;
+use crate::director::manifest::Count;
 use crate::director::model::TaskState;
 use crate::director::sim::SimulatedCloud;
 use crate::director::{Director, DirectorError, DirectorSettings, RecreateOptions};
@@ -191,8 +192,8 @@ async fn provision(
         // One VM at a time, so that the operation outlasts the canary phase.
         let options = RecreateOptions {
             fix: true,
-            canaries: Some(1),
-            max_in_flight: Some(1),
+            canaries: Some(Count::Fixed(1)),
+            max_in_flight: Some(Count::Fixed(1)),
             ..RecreateOptions::default()
         };
         match director.recreate(&deployment_name(id), options) {

@@ -30,7 +30,9 @@ fn instance(view: InstanceView) -> Instance {
     let last_operation = view.last_task.map(|task| LastOperation {
         kind: Some(task.description.clone()),
         state: match task.state {
-            TaskState::Queued | TaskState::Processing => LastOperationState::InProgress,
+            TaskState::Queued | TaskState::Processing | TaskState::Cancelling => {
+                LastOperationState::InProgress
+            }
             TaskState::Done => LastOperationState::Succeeded,
             TaskState::Error | TaskState::Cancelled => LastOperationState::Failed,
         },

@@ -410,8 +410,9 @@ impl Store for SqliteStore {
         let mut connection = self.lock();
         let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let stale: Vec<String> = {
-            let mut stmt =
-                tx.prepare("SELECT body FROM tasks WHERE state IN ('queued', 'processing')")?;
+            let mut stmt = tx.prepare(
+                "SELECT body FROM tasks WHERE state IN ('queued', 'processing', 'cancelling')",
+            )?;
             stmt.query_map([], |row| row.get(0))?
                 .collect::<Result<Vec<_>, _>>()?
         };

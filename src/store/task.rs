@@ -7,6 +7,8 @@ use serde::{Deserialize, Serialize};
 pub enum TaskState {
     Queued,
     Processing,
+    /// Cancellation was asked for; the task stops at its next safe point.
+    Cancelling,
     Done,
     Error,
     Cancelled,
@@ -14,13 +16,17 @@ pub enum TaskState {
 
 impl TaskState {
     pub fn is_running(self) -> bool {
-        matches!(self, TaskState::Queued | TaskState::Processing)
+        matches!(
+            self,
+            TaskState::Queued | TaskState::Processing | TaskState::Cancelling
+        )
     }
 
     pub fn as_str(self) -> &'static str {
         match self {
             TaskState::Queued => "queued",
             TaskState::Processing => "processing",
+            TaskState::Cancelling => "cancelling",
             TaskState::Done => "done",
             TaskState::Error => "error",
             TaskState::Cancelled => "cancelled",

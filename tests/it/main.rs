@@ -2,5 +2,10 @@
 
 mod check_config;
 mod embedded;
+mod errand;
 mod run;
+mod serve_bosh_cli;
+mod serve_broker;
+mod serve_director;
+mod served;
 mod support;

@@ -37,7 +37,7 @@ pub async fn stop_instance(
 }
 
 use super::Core;
-use super::manifest::WatchTime;
+use super::manifest::{Count, WatchTime};
 use super::plan::{GroupPlan, InstancePlan};
 use super::task::{Stage, TaskLog};
 
@@ -46,8 +46,8 @@ use super::task::{Stage, TaskLog};
 pub struct UpdateOptions {
     pub skip_drain: bool,
     /// Override the manifest's `canaries` / `max_in_flight`.
-    pub canaries: Option<usize>,
-    pub max_in_flight: Option<usize>,
+    pub canaries: Option<Count>,
+    pub max_in_flight: Option<Count>,
     /// Reservations live in the store (a cloud config): release old addresses there.
     pub global_addresses: bool,
 }
@@ -82,6 +82,7 @@ async fn run_window(
     loop {
         while first_error.is_none()
             && !halt.load(Ordering::SeqCst)
+            && !stage.cancelled()
             && running.len() < batch.limit.max(1)
         {
             let Some(plan) = pending.next() else { break };
@@ -117,6 +118,9 @@ async fn run_window(
     }
     // A window halted by a neighbouring group has no error of its own: that group reports
     // it, and the halt keeps this group's later windows from starting anything.
+    if first_error.is_none() && stage.cancelled() && pending.next().is_some() {
+        return Err(super::task::CANCELLED.to_string());
+    }
     first_error.map_or(Ok(()), Err)
 }
 
@@ -175,12 +179,14 @@ pub async fn update_group(
         let size = batch.len();
         let max_in_flight = options
             .max_in_flight
-            .unwrap_or_else(|| group.update.max_in_flight.of(size))
+            .unwrap_or(group.update.max_in_flight)
+            .of(size)
             .max(1);
         let canaries = if position == 0 {
             options
                 .canaries
-                .unwrap_or_else(|| group.update.canaries.of(size))
+                .unwrap_or(group.update.canaries)
+                .of(size)
                 .min(size)
         } else {
             0

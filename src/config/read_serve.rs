@@ -1,0 +1,112 @@
+//! The `serve` block: listen addresses, certificate, users and limits of the HTTP APIs.
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use super::model::{ServeConfig, ServeUser};
+use super::read::{at_least, duration, path_value, secret, set};
+use crate::yaml::{Checker, Node, join};
+
+const KEYS: &[&str] = &["director", "broker", "tls", "users", "limits"];
+const LIMITS: &[&str] = &["max_body_bytes", "request_timeout", "max_connections"];
+
+pub fn read_serve(node: &Node, base: &Path, serve: &mut ServeConfig, checker: &mut Checker) {
+    for (key, value) in checker.map(node, "serve", KEYS) {
+        let path = join("serve", &key.name);
+        match key.name.as_str() {
+            "director" => set(&mut serve.director_listen, listen(checker, value, &path)),
+            "broker" => set(&mut serve.broker_listen, listen(checker, value, &path)),
+            "tls" => {
+                for (k, v) in checker.map(value, &path, &["certificate", "private_key"]) {
+                    let p = join(&path, &k.name);
+                    let file = path_value(checker, v, &p, Some(base));
+                    if k.name == "certificate" {
+                        serve.certificate = file;
+                    } else {
+                        serve.private_key = file;
+                    }
+                }
+                if serve.certificate.is_some() != serve.private_key.is_some() {
+                    checker.report(
+                        &path,
+                        value.at,
+                        "give both `certificate` and `private_key`, or neither to have them \
+                         generated",
+                    );
+                }
+            }
+            "users" => read_users(value, &path, serve, checker),
+            _ => {
+                for (k, v) in checker.map(value, &path, LIMITS) {
+                    let p = join(&path, &k.name);
+                    match k.name.as_str() {
+                        "max_body_bytes" => set(
+                            &mut serve.limits.max_body_bytes,
+                            at_least(checker, v, &p, 1024).map(|n| n as usize),
+                        ),
+                        "request_timeout" => {
+                            set(&mut serve.limits.request_timeout, duration(checker, v, &p))
+                        }
+                        _ => set(
+                            &mut serve.limits.max_connections,
+                            at_least(checker, v, &p, 1).map(|n| n as usize),
+                        ),
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn read_users(node: &Node, path: &str, serve: &mut ServeConfig, checker: &mut Checker) {
+    for (i, item) in checker.list(node, path).iter().enumerate() {
+        let p = format!("{path}[{i}]");
+        let (mut name, mut password) = (None, None);
+        for (k, v) in checker.map(item, &p, &["name", "password"]) {
+            let kp = join(&p, &k.name);
+            if k.name == "name" {
+                name = checker
+                    .string(v, &kp)
+                    .filter(|n| !n.is_empty() && !n.contains(':'));
+                if name.is_none() {
+                    checker.report(&kp, v.at, "must be a non-empty name without `:`");
+                }
+            } else {
+                password = secret(checker, v, &kp).filter(|s| !s.expose().is_empty());
+                if password.is_none() {
+                    checker.report(&kp, v.at, "must be a non-empty string");
+                }
+            }
+        }
+        match (name, password) {
+            (Some(name), Some(password)) => {
+                if serve.users.iter().any(|u| u.name == name) {
+                    checker.report(&p, item.at, format!("user `{name}` is listed twice"));
+                }
+                serve.users.push(ServeUser { name, password });
+            }
+            (None, _) if item.get("name").is_none() => {
+                checker.report(&p, item.at, "a user needs a `name`")
+            }
+            (_, None) if item.get("password").is_none() => {
+                checker.report(&p, item.at, "a user needs a `password`")
+            }
+            _ => {}
+        }
+    }
+}
+
+fn listen(checker: &mut Checker, node: &Node, path: &str) -> Option<SocketAddr> {
+    let text = checker.string(node, path)?;
+    match text.parse::<SocketAddr>() {
+        Ok(addr) => Some(addr),
+        Err(_) => {
+            checker.report(
+                path,
+                node.at,
+                format!("`{text}` is not an address and port like `127.0.0.1:25555`"),
+            );
+            None
+        }
+    }
+}

@@ -1,0 +1,211 @@
+//! The broker management API of `serve` over real HTTPS, answer by answer as
+//! shared/BROKER_API.md lists them.
+
+use std::time::Duration;
+
+use fleet_updater::config::ServeLimits;
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::served::Served;
+
+async fn patch(s: &Served, id: &str, query: &str) -> reqwest::Response {
+    s.broker(
+        Method::PATCH,
+        &format!("/mgmt/service_instances/{id}?{query}"),
+    )
+    .json(&json!({ "plan_id": "postgres-single", "context": { "space_guid": "space" } }))
+    .send()
+    .await
+    .unwrap()
+}
+
+async fn poll_until_done(s: &Served, id: &str, operation: &Value) -> Value {
+    for _ in 0..600 {
+        let state: Value = s
+            .broker(
+                Method::GET,
+                &format!("/v2/service_instances/{id}/last_operation"),
+            )
+            .query(&[("operation", operation.to_string())])
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if state["state"] != "in progress" {
+            return state;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("operation {operation} did not end");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn instances_are_listed_with_every_field_and_filtered_by_state() {
+    let s = Served::start(ServeLimits::default()).await;
+    let all: Value = s
+        .broker(Method::GET, "/mgmt/service_instances")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let ids: Vec<&str> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["service_instance_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["pg-01", "pg-02", "pg-03", "rmq-01", "rmq-02"]);
+    let pg2 = &all[1];
+    assert_eq!(pg2["plan_id"], "postgres-single");
+    assert_eq!(pg2["deployment_name"], "service-instance_pg-02");
+    assert_eq!(pg2["state"], "provisioned");
+    assert_eq!(pg2["update_available"], true);
+    assert_eq!(pg2["maintenance_updates_blocked"], true);
+    assert_eq!(pg2["last_operation"]["state"], "succeeded");
+
+    let outdated: Value = s
+        .broker(Method::GET, "/mgmt/service_instances?state=outdated")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(outdated.as_array().unwrap().len(), 5);
+    let failed: Value = s
+        .broker(Method::GET, "/mgmt/service_instances?state=failed")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(failed, json!([]));
+    let bad = s
+        .broker(Method::GET, "/mgmt/service_instances?state=sleepy")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), 400);
+
+    let one: Value = s
+        .broker(Method::GET, "/mgmt/service_instances/rmq-02")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(one["plan_id"], "rabbitmq-cluster");
+    let missing = s
+        .broker(Method::GET, "/mgmt/service_instances/nope")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn each_trigger_outcome_has_its_status_code() {
+    let s = Served::start(ServeLimits::default()).await;
+    let accepted = patch(&s, "pg-01", "operation_type=upgrade").await;
+    assert_eq!(accepted.status(), 202);
+    let operation: Value = accepted.json().await.unwrap();
+    assert_eq!(operation["OperationType"], "upgrade");
+    assert!(operation["BoshTaskID"].is_u64());
+    // The same instance while its operation runs: busy.
+    let busy = patch(&s, "pg-01", "operation_type=recreate").await;
+    assert_eq!(busy.status(), 409);
+    assert_eq!(
+        poll_until_done(&s, "pg-01", &operation).await["state"],
+        "succeeded"
+    );
+    // Now up to date.
+    assert_eq!(
+        patch(&s, "pg-01", "operation_type=upgrade").await.status(),
+        204
+    );
+
+    let blocked = patch(&s, "pg-02", "operation_type=upgrade").await;
+    assert_eq!(blocked.status(), 422);
+    assert_eq!(
+        blocked.json::<Value>().await.unwrap()["error"],
+        "MaintenanceUpdatesBlocked"
+    );
+    let forced = patch(&s, "pg-02", "operation_type=upgrade&force=true").await;
+    assert_eq!(forced.status(), 202);
+    let forced: Value = forced.json().await.unwrap();
+    assert_eq!(
+        poll_until_done(&s, "pg-02", &forced).await["state"],
+        "succeeded"
+    );
+
+    assert_eq!(
+        patch(&s, "nope", "operation_type=upgrade").await.status(),
+        404
+    );
+    assert_eq!(
+        patch(&s, "pg-03", "operation_type=explode").await.status(),
+        400
+    );
+    let malformed = s
+        .broker(
+            Method::PATCH,
+            "/mgmt/service_instances/pg-03?operation_type=upgrade",
+        )
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(malformed.status(), 400);
+
+    // The deployment deleted behind the broker's back: orphaned.
+    let director = s.serving.fleet().director().clone();
+    let deleted = director.delete("service-instance_pg-03").unwrap();
+    director.wait(deleted.id).await.unwrap();
+    assert_eq!(
+        patch(&s, "pg-03", "operation_type=upgrade").await.status(),
+        410
+    );
+
+    let recreate = patch(&s, "rmq-01", "operation_type=recreate").await;
+    assert_eq!(recreate.status(), 202);
+    let recreate: Value = recreate.json().await.unwrap();
+    assert_eq!(recreate["OperationType"], "recreate");
+    assert_eq!(
+        poll_until_done(&s, "rmq-01", &recreate).await["state"],
+        "succeeded"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn polling_needs_an_operation_and_a_known_instance() {
+    let s = Served::start(ServeLimits::default()).await;
+    let no_operation = s
+        .broker(Method::GET, "/v2/service_instances/pg-01/last_operation")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(no_operation.status(), 400);
+    let gone = s
+        .broker(Method::GET, "/v2/service_instances/nope/last_operation")
+        .query(&[("operation", r#"{"BoshTaskID": 1}"#)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gone.status(), 404);
+    let other_major = s
+        .client
+        .get(s.broker_url("/mgmt/service_instances"))
+        .basic_auth("admin", Some(&s.password))
+        .header("X-Broker-API-Version", "3.0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other_major.status(), 412);
+}

@@ -1,0 +1,131 @@
+//! A `serve` of a small embedded fleet on free ports of 127.0.0.1, and an HTTPS client
+//! that trusts its generated CA.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use fleet_updater::config::{ServeConfig, ServeLimits};
+use fleet_updater::fleet::{self, Access, DEMO, Definition};
+use fleet_updater::serve::{self, Addresses, Serving};
+use reqwest::{Certificate, Client, Method, RequestBuilder};
+use serde_json::Value;
+
+pub struct Served {
+    pub serving: Serving,
+    pub state: tempfile::TempDir,
+    pub password: String,
+    pub ca: PathBuf,
+    /// Follows no redirects, so that tests see them.
+    pub client: Client,
+}
+
+/// Five service instances on older versions: pg-01..03 (pg-02 blocked by its owner),
+/// rmq-01..02 (three VMs each), no latency.
+pub fn small_fleet() -> Definition {
+    let mut definition = Definition::parse(DEMO).unwrap().without_latency();
+    definition.provision[0].count = 3;
+    definition.provision[1].count = 2;
+    definition.blocked = vec!["pg-02".to_string()];
+    definition.busy = Vec::new();
+    definition
+}
+
+pub fn client_trusting(ca: &std::path::Path) -> Client {
+    let pem = std::fs::read(ca).unwrap();
+    Client::builder()
+        .tls_certs_only([Certificate::from_pem(&pem).unwrap()])
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap()
+}
+
+impl Served {
+    pub async fn start(limits: ServeLimits) -> Served {
+        Served::start_in(tempfile::tempdir().unwrap(), limits).await
+    }
+
+    pub async fn start_in(state: tempfile::TempDir, limits: ServeLimits) -> Served {
+        let fleet = fleet::open(state.path(), &small_fleet(), Access::Exclusive, &mut |_| {})
+            .await
+            .unwrap();
+        let config = ServeConfig {
+            limits,
+            ..ServeConfig::default()
+        };
+        let any = "127.0.0.1:0".parse().unwrap();
+        let serving = serve::start(
+            fleet,
+            &config,
+            state.path(),
+            Addresses {
+                director: any,
+                broker: any,
+            },
+        )
+        .await
+        .unwrap();
+        let credentials = std::fs::read_to_string(serving.credentials.as_ref().unwrap()).unwrap();
+        let password = credentials
+            .lines()
+            .find_map(|l| l.strip_prefix("password: "))
+            .unwrap()
+            .to_string();
+        let ca = serving.ca.clone().unwrap();
+        Served {
+            client: client_trusting(&ca),
+            serving,
+            state,
+            password,
+            ca,
+        }
+    }
+
+    pub fn director_url(&self, path: &str) -> String {
+        format!("https://{}{path}", self.serving.director)
+    }
+
+    pub fn broker_url(&self, path: &str) -> String {
+        format!("https://{}{path}", self.serving.broker)
+    }
+
+    /// A request to the director API with credentials.
+    pub fn director(&self, method: Method, path: &str) -> RequestBuilder {
+        self.client
+            .request(method, self.director_url(path))
+            .basic_auth("admin", Some(&self.password))
+    }
+
+    pub fn broker(&self, method: Method, path: &str) -> RequestBuilder {
+        self.client
+            .request(method, self.broker_url(path))
+            .basic_auth("admin", Some(&self.password))
+            .header("X-Broker-API-Version", "2.13")
+    }
+
+    pub async fn get_json(&self, path: &str) -> Value {
+        let response = self.director(Method::GET, path).send().await.unwrap();
+        assert_eq!(response.status(), 200, "GET {path}");
+        response.json().await.unwrap()
+    }
+
+    /// Follows a task redirect: the task's id.
+    pub fn task_of(response: &reqwest::Response) -> u64 {
+        assert_eq!(response.status(), 302, "expected a redirect to a task");
+        let location = response.headers()["location"].to_str().unwrap();
+        location.strip_prefix("/tasks/").unwrap().parse().unwrap()
+    }
+
+    /// Polls the task until it ends; its final JSON.
+    pub async fn wait_task(&self, id: u64) -> Value {
+        for _ in 0..600 {
+            let task = self.get_json(&format!("/tasks/{id}")).await;
+            let state = task["state"].as_str().unwrap().to_string();
+            if !["queued", "processing", "cancelling"].contains(&state.as_str()) {
+                return task;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("task {id} did not end in 30 s");
+    }
+}
