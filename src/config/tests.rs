@@ -140,7 +140,7 @@ colour: blue
         "11:13 polling.interval: must be a duration like `30s`, `5m` or `2h`, found `30`",
         "12:20 operation_timeout: `-5m` is negative; durations must be positive",
         "14:24 rate_limit.requests_per_second: must be between 0.001 and 1000000, got 0",
-        "15:1 colour: unknown key; known keys are `service_broker`, `strategy`, `busy_retry`, `polling`, `operation_timeout`, `rate_limit`, `shutdown_grace_period`, `output`, `inventory`, `embedded`, `state_dir`",
+        "15:1 colour: unknown key; known keys are `service_broker`, `strategy`, `busy_retry`, `polling`, `operation_timeout`, `rate_limit`, `shutdown_grace_period`, `output`, `inventory`, `embedded`, `state_dir`, `director`, `serve`",
     ];
     assert_eq!(found, expected);
 }
@@ -281,4 +281,72 @@ fn the_rendered_configuration_redacts_secrets_and_reparses() {
     let again = parse(&rendered).unwrap();
     assert_eq!(again.update, config.update);
     assert_eq!(again.operation_timeout, config.operation_timeout);
+}
+
+#[test]
+fn a_director_block_selects_the_director_inventory_with_either_kind_of_credentials() {
+    let basic = parse(
+        "director:\n  url: https://10.0.0.6:25555/\n  username: admin\n  password: pw\n  deployments: service-instance_*\n",
+    )
+    .unwrap();
+    assert_eq!(basic.inventory, InventoryKind::Director);
+    let d = basic.director.unwrap();
+    assert_eq!(d.url, "https://10.0.0.6:25555");
+    assert_eq!(d.deployments, "service-instance_*");
+    assert_eq!(d.timeout, Duration::from_secs(30));
+    assert!(matches!(d.auth, DirectorAuth::Basic { .. }));
+    let uaa = parse(&format!(
+        "director:\n  url: https://d:25555\n  client: updater\n  client_secret: s\n  timeout: 10s\n  ca: |\n{}",
+        CA.lines().map(|l| format!("    {l}\n")).collect::<String>()
+    ))
+    .unwrap()
+    .director
+    .unwrap();
+    assert!(matches!(uaa.auth, DirectorAuth::Uaa { ref client, .. } if client == "updater"));
+    assert_eq!(uaa.timeout, Duration::from_secs(10));
+    assert!(uaa.ca.is_some());
+}
+
+#[test]
+fn director_credentials_must_be_complete_and_of_one_kind() {
+    let mixed = problems(
+        "director:\n  url: https://d:25555\n  username: a\n  password: b\n  client: c\n  client_secret: d\n",
+    );
+    assert!(mixed[0].contains("not both"), "{mixed:?}");
+    let none = problems("director:\n  url: https://d:25555\n");
+    assert!(none[0].contains("credentials are missing"), "{none:?}");
+    let half = problems("director:\n  url: https://d:25555\n  username: a\n");
+    assert!(half[0].contains("director.password"), "{half:?}");
+    let url = problems("director:\n  url: ftp://d\n  username: a\n  password: b\n");
+    assert!(url[0].contains("director.url"), "{url:?}");
+    let both = problems(
+        "service_broker:\n  api_endpoint: https://b\n  username: u\n  password: p\ndirector:\n  url: https://d\n  username: a\n  password: b\n",
+    );
+    assert!(both[0].contains("inventory.type"), "{both:?}");
+    let typed = problems("inventory:\n  type: director\n");
+    assert!(typed[0].contains("director.url"), "{typed:?}");
+}
+
+#[test]
+fn the_serve_block_names_each_bad_value() {
+    let config = parse(
+        "serve:\n  director: 0.0.0.0:25555\n  broker: 127.0.0.1:8443\n  users: [{name: ops, password: pw}]\n  limits: {max_body_bytes: 65536, request_timeout: 5s, max_connections: 8}\n",
+    )
+    .unwrap();
+    assert_eq!(config.serve.director_listen.port(), 25555);
+    assert_eq!(config.serve.broker_listen.port(), 8443);
+    assert_eq!(config.serve.users[0].name, "ops");
+    assert_eq!(config.serve.limits.max_connections, 8);
+    assert_eq!(config.serve.limits.request_timeout, Duration::from_secs(5));
+    let bad = problems(
+        "serve:\n  director: localhost\n  tls: {certificate: cert.pem}\n  users: [{name: a}, {name: b, password: x}, {name: b, password: y}]\n  limits: {max_connections: 0}\n",
+    );
+    let all = bad.join("\n");
+    assert!(all.contains("serve.director: `localhost` is not an address"), "{all}");
+    assert!(all.contains("serve.tls: give both"), "{all}");
+    assert!(all.contains("serve.users[0]: a user needs a `password`"), "{all}");
+    assert!(all.contains("user `b` is listed twice"), "{all}");
+    assert!(all.contains("serve.limits.max_connections: must be at least 1"), "{all}");
+    // Passwords are redacted when the configuration is shown.
+    assert!(!render(&config).contains("pw"));
 }
