@@ -83,7 +83,12 @@ fn view_json(view: &InstanceView) -> Value {
             "type": task.description,
             "state": state,
             "description": task.result,
-            "updated_at": task.finished_at.or(task.started_at),
+            "updated_at": task.finished_at.or(task.started_at).map(|secs| {
+                humantime::format_rfc3339_seconds(
+                    std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs),
+                )
+                .to_string()
+            }),
         })
     });
     json!({

@@ -16,6 +16,8 @@ use fleet_updater::clock::WallClock;
 use fleet_updater::config::{Config, Format, InventoryKind, Overrides, StrategyKind, render};
 use fleet_updater::fleet::{Access, DEMO_CONFIG};
 use fleet_updater::inventory::Inventory;
+use fleet_updater::inventory::broker_http::BrokerInventory;
+use fleet_updater::inventory::director_http::DirectorInventory;
 use fleet_updater::inventory::embedded::EmbeddedInventory;
 use fleet_updater::inventory::scripted::load_scenario;
 use fleet_updater::output::{TextOutput, plan_text, summary, write_json_file};
@@ -227,13 +229,31 @@ async fn run(config: Config) -> anyhow::Result<ExitCode> {
             )
             .await
         }
-        kind => {
-            eprintln!(
-                "error: inventory `{}` is not available in this version; the `embedded` and \
-                 `scripted` inventories are",
-                kind.as_str()
-            );
-            Ok(ExitCode::from(BAD_CONFIG))
+        InventoryKind::Broker => {
+            let broker = config
+                .service_broker
+                .as_ref()
+                .expect("validation requires `service_broker` for the broker inventory");
+            match BrokerInventory::new(broker) {
+                Ok(inventory) => drive(Arc::new(inventory), &config).await,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    Ok(ExitCode::from(BAD_CONFIG))
+                }
+            }
+        }
+        InventoryKind::Director => {
+            let director = config
+                .director
+                .as_ref()
+                .expect("validation requires `director` for the director inventory");
+            match DirectorInventory::new(director) {
+                Ok(inventory) => drive(Arc::new(inventory), &config).await,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    Ok(ExitCode::from(BAD_CONFIG))
+                }
+            }
         }
     }
 }

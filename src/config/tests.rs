@@ -342,11 +342,20 @@ fn the_serve_block_names_each_bad_value() {
         "serve:\n  director: localhost\n  tls: {certificate: cert.pem}\n  users: [{name: a}, {name: b, password: x}, {name: b, password: y}]\n  limits: {max_connections: 0}\n",
     );
     let all = bad.join("\n");
-    assert!(all.contains("serve.director: `localhost` is not an address"), "{all}");
+    assert!(
+        all.contains("serve.director: `localhost` is not an address"),
+        "{all}"
+    );
     assert!(all.contains("serve.tls: give both"), "{all}");
-    assert!(all.contains("serve.users[0]: a user needs a `password`"), "{all}");
+    assert!(
+        all.contains("serve.users[0]: a user needs a `password`"),
+        "{all}"
+    );
     assert!(all.contains("user `b` is listed twice"), "{all}");
-    assert!(all.contains("serve.limits.max_connections: must be at least 1"), "{all}");
+    assert!(
+        all.contains("serve.limits.max_connections: must be at least 1"),
+        "{all}"
+    );
     // Passwords are redacted when the configuration is shown.
     assert!(!render(&config).contains("pw"));
 }

@@ -3,8 +3,11 @@
 //! The engine sees only this trait, so one engine drives the embedded fleet, a real broker
 //! and a real director, and is tested in virtual time against the scripted inventory.
 
+pub mod broker_http;
+pub mod director_http;
 pub mod embedded;
 mod error;
+mod http;
 pub mod scripted;
 mod types;
 

@@ -8,7 +8,7 @@ mod files;
 mod limits;
 mod listener;
 mod rejection;
-mod tls;
+pub mod tls;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -154,6 +154,49 @@ pub async fn start(
         stop,
         listeners,
     })
+}
+
+/// One router over TLS with the identity `serve` would use for `state_dir`, without
+/// authentication or limits: for servers other than the fleet's, such as scripted
+/// brokers and directors in tests.
+pub struct Https {
+    pub addr: SocketAddr,
+    pub ca: PathBuf,
+    stop: watch::Sender<bool>,
+    listener: JoinHandle<()>,
+}
+
+impl Https {
+    /// # Errors
+    /// When the port cannot be bound or the identity cannot be made.
+    pub async fn start(
+        router: Router,
+        state_dir: &Path,
+        addr: SocketAddr,
+    ) -> Result<Https, ServeError> {
+        let listener = bind(addr).await?;
+        let addr = listener.local_addr().unwrap_or(addr);
+        let identity = tls::identity(state_dir, None, None, &[addr])?;
+        let (stop, stopped) = watch::channel(false);
+        let listener = tokio::spawn(listener::serve(
+            listener,
+            TlsAcceptor::from(identity.config),
+            router,
+            1024,
+            stopped,
+        ));
+        Ok(Https {
+            addr,
+            ca: identity.ca.unwrap_or_default(),
+            stop,
+            listener,
+        })
+    }
+
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.listener.await;
+    }
 }
 
 impl Serving {

@@ -1,8 +1,11 @@
 //! Integration tests, compiled into one binary: the `fleet-updater` command as a user runs it.
 
+mod broker_http;
 mod check_config;
+mod director_http;
 mod embedded;
 mod errand;
+mod over_http;
 mod run;
 mod serve_bosh_cli;
 mod serve_broker;

@@ -1,0 +1,180 @@
+//! The updater against `serve` over real HTTPS: both strategies through both HTTP
+//! inventories, end to end, and a CA that does not fit.
+
+use std::collections::BTreeSet;
+
+use fleet_updater::config::ServeLimits;
+use serde_json::Value;
+
+use crate::served::Served;
+use crate::support::{Workspace, fleet_updater, json};
+
+/// PEM indented for a YAML block scalar.
+fn block(pem: &str) -> String {
+    pem.lines().map(|l| format!("    {l}\n")).collect()
+}
+
+const TUNING: &str = "busy_retry:\n  interval: 200ms\npolling:\n  interval: 100ms\nrate_limit:\n  requests_per_second: 1000\n";
+
+fn broker_config(s: &Served, ca: &str, strategy: &str) -> String {
+    format!(
+        "service_broker:\n  api_endpoint: https://{}\n  username: admin\n  password: {}\n  ca: |\n{}strategy:\n  type: {strategy}\n  update: {{canaries: 1, max_in_parallel: 3}}\n  recreate: {{canaries: 1, max_in_parallel: 3}}\n{TUNING}",
+        s.serving.broker,
+        s.password,
+        block(ca)
+    )
+}
+
+fn director_config(s: &Served, ca: &str, strategy: &str) -> String {
+    format!(
+        "director:\n  url: https://{}\n  username: admin\n  password: {}\n  deployments: service-instance_*\n  ca: |\n{}strategy:\n  type: {strategy}\n  update: {{canaries: 1, max_in_parallel: 3}}\n  recreate: {{canaries: 1, max_in_parallel: 3}}\n{TUNING}",
+        s.serving.director,
+        s.password,
+        block(ca)
+    )
+}
+
+/// Runs the updater with `config`; exit code, JSON report, stdout and stderr.
+async fn run(workspace: &Workspace, config: &str) -> (i32, Value, String, String) {
+    let path = workspace.write("fleet.yml", config);
+    let report = workspace.path("report.json");
+    let mut cmd = fleet_updater();
+    cmd.args(["run", "-c"])
+        .arg(&path)
+        .arg("--report")
+        .arg(&report);
+    let output = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    let report = if report.exists() {
+        json(&report)
+    } else {
+        Value::Null
+    };
+    (output.status.code().unwrap(), report, stdout, stderr)
+}
+
+fn ids(report: &Value, outcome: &str) -> BTreeSet<String> {
+    report["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["outcome"] == outcome)
+        .map(|i| i["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn set(ids: &[&str]) -> BTreeSet<String> {
+    ids.iter().map(|s| s.to_string()).collect()
+}
+
+/// The director's tasks with a description, by deployment.
+fn deploy_tasks(s: &Served, description: &str) -> BTreeSet<String> {
+    s.serving
+        .fleet()
+        .director()
+        .tasks()
+        .unwrap()
+        .into_iter()
+        .filter(|t| t.description == description && t.state.as_str() == "done")
+        .filter_map(|t| t.deployment)
+        .collect()
+}
+
+fn ca(s: &Served) -> String {
+    std::fs::read_to_string(&s.ca).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_update_strategy_through_the_broker_api_updates_all_but_the_blocked() {
+    let s = Served::start(ServeLimits::default()).await;
+    let w = Workspace::new();
+    let (code, report, stdout, stderr) = run(&w, &broker_config(&s, &ca(&s), "update")).await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert_eq!(
+        ids(&report, "updated"),
+        set(&["pg-01", "pg-03", "rmq-01", "rmq-02"])
+    );
+    assert_eq!(ids(&report, "skipped_blocked"), set(&["pg-02"]));
+    assert!(!stdout.contains(&s.password) && !stderr.contains(&s.password));
+    // Every update is a deploy on the director.
+    assert_eq!(
+        deploy_tasks(&s, "update deployment"),
+        set(&[
+            "service-instance_pg-01",
+            "service-instance_pg-03",
+            "service-instance_rmq-01",
+            "service-instance_rmq-02"
+        ])
+    );
+    // A second run finds nothing to update.
+    let (code, report, ..) = run(&w, &broker_config(&s, &ca(&s), "update")).await;
+    assert_eq!(code, 0);
+    assert!(ids(&report, "updated").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_recreate_strategy_through_the_broker_api_recreates_every_instance() {
+    let s = Served::start(ServeLimits::default()).await;
+    let w = Workspace::new();
+    let (code, report, stdout, stderr) = run(&w, &broker_config(&s, &ca(&s), "recreate")).await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert_eq!(
+        ids(&report, "updated"),
+        set(&["pg-01", "pg-02", "pg-03", "rmq-01", "rmq-02"])
+    );
+    assert_eq!(deploy_tasks(&s, "recreate deployment").len(), 5);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_update_strategy_through_the_director_api_redeploys_on_the_newest_versions() {
+    let s = Served::start(ServeLimits::default()).await;
+    let w = Workspace::new();
+    let (code, report, stdout, stderr) = run(&w, &director_config(&s, &ca(&s), "update")).await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert_eq!(ids(&report, "updated").len(), 5, "{report}");
+    assert_eq!(deploy_tasks(&s, "update deployment").len(), 5);
+    for deployment in s.serving.fleet().director().deployments().unwrap() {
+        let manifest = deployment.manifest.unwrap();
+        assert!(manifest.contains("1.612"), "{manifest}");
+        assert!(
+            manifest.contains("16.4") || manifest.contains("3.13.7"),
+            "{manifest}"
+        );
+    }
+    let (code, report, ..) = run(&w, &director_config(&s, &ca(&s), "update")).await;
+    assert_eq!(code, 0);
+    assert!(ids(&report, "updated").is_empty(), "{report}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_recreate_strategy_through_the_director_api_recreates_with_fix() {
+    let s = Served::start(ServeLimits::default()).await;
+    let w = Workspace::new();
+    let (code, report, stdout, stderr) = run(&w, &director_config(&s, &ca(&s), "recreate")).await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert_eq!(ids(&report, "updated").len(), 5, "{report}");
+    assert_eq!(deploy_tasks(&s, "recreate deployment").len(), 5);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_ca_that_did_not_sign_the_server_fails_listing_with_exit_3() {
+    let s = Served::start(ServeLimits::default()).await;
+    // Another serve's CA: valid PEM, wrong signer.
+    let other = tempfile::tempdir().unwrap();
+    let other_served = Served::start_in(other, ServeLimits::default()).await;
+    let wrong = ca(&other_served);
+    let w = Workspace::new();
+    for config in [
+        broker_config(&s, &wrong, "update"),
+        director_config(&s, &wrong, "update"),
+    ] {
+        let (code, _, stdout, stderr) = run(&w, &config).await;
+        assert_eq!(code, 3, "{stdout}\n{stderr}");
+        assert!(stderr.to_lowercase().contains("certificate"), "{stderr}");
+        assert!(stderr.contains("nothing was triggered"), "{stderr}");
+    }
+    assert!(deploy_tasks(&s, "update deployment").is_empty());
+}
