@@ -428,3 +428,96 @@ async fn redirects_are_followed_to_the_same_host_only() {
     let e = inventory.poll(&op).await.unwrap_err();
     assert!(e.message.contains("203.0.113.9"), "{e}");
 }
+
+/// A broker whose instances each give one answer, for the whole run through the binary.
+fn policy_broker(patches: Arc<Counts>) -> Router {
+    let listing = json!([
+        {"service_instance_id": "a-ok", "plan_id": "p"},
+        {"service_instance_id": "b-current", "plan_id": "p"},
+        {"service_instance_id": "c-blocked", "plan_id": "p", "maintenance_updates_blocked": true},
+        {"service_instance_id": "d-busy", "plan_id": "p"},
+        {"service_instance_id": "e-orphaned", "plan_id": "p"},
+        {"service_instance_id": "f-deleted", "plan_id": "p"},
+        {"service_instance_id": "g-broken", "plan_id": "p"},
+        {"service_instance_id": "h-never", "plan_id": "p"}
+    ]);
+    Router::new()
+        .route(
+            "/mgmt/service_instances",
+            get(move || {
+                let listing = listing.clone();
+                async move { axum::Json(listing) }
+            }),
+        )
+        .route(
+            "/mgmt/service_instances/{id}",
+            axum::routing::patch(|State(c): State<Arc<Counts>>, Path(id): Path<String>| async move {
+                c.patches.fetch_add(1, Ordering::SeqCst);
+                let status = |s: u16| StatusCode::from_u16(s).unwrap();
+                match id.as_str() {
+                    "a-ok" => (status(202), axum::Json(json!({"BoshTaskID": 1}))).into_response(),
+                    "b-current" => status(204).into_response(),
+                    "c-blocked" => (status(422), axum::Json(json!({"error": "MaintenanceUpdatesBlocked"}))).into_response(),
+                    "d-busy" => status(409).into_response(),
+                    "e-orphaned" => status(410).into_response(),
+                    "f-deleted" => status(404).into_response(),
+                    "g-broken" => (status(500), axum::Json(json!({"description": "bosh is down"}))).into_response(),
+                    _ => (status(202), axum::Json(json!({"BoshTaskID": 2}))).into_response(),
+                }
+            }),
+        )
+        .route(
+            "/v2/service_instances/{id}/last_operation",
+            get(|| async { axum::Json(json!({"state": "succeeded"})) }),
+        )
+        .with_state(patches)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn each_answer_of_a_scripted_broker_gets_the_outcome_the_policy_prescribes() {
+    let dir = tempfile::tempdir().unwrap();
+    let counts = Arc::new(Counts::default());
+    let https = Https::start(policy_broker(Arc::clone(&counts)), dir.path(), "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let ca: String = std::fs::read_to_string(&https.ca)
+        .unwrap()
+        .lines()
+        .map(|l| format!("    {l}\n"))
+        .collect();
+    let w = crate::support::Workspace::new();
+    let config = w.write(
+        "fleet.yml",
+        &format!(
+            "service_broker:\n  api_endpoint: https://{}\n  username: admin\n  password: {PASSWORD}\n  ca: |\n{ca}strategy:\n  update: {{max_in_parallel: 1, canaries: 0}}\nbusy_retry:\n  attempts: 2\n  interval: 100ms\npolling:\n  interval: 50ms\nrate_limit:\n  requests_per_second: 1000\n",
+            https.addr
+        ),
+    );
+    let report = w.path("report.json");
+    let mut cmd = crate::support::fleet_updater();
+    cmd.args(["run", "-c"]).arg(&config).arg("--report").arg(&report);
+    let output = tokio::task::spawn_blocking(move || cmd.output().unwrap()).await.unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    let report = crate::support::json(&report);
+    let outcome = |id: &str| {
+        report["instances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["id"] == id)
+            .map(|i| i["outcome"].as_str().unwrap().to_string())
+            .unwrap()
+    };
+    assert_eq!(outcome("a-ok"), "updated");
+    assert_eq!(outcome("b-current"), "skipped_up_to_date");
+    assert_eq!(outcome("c-blocked"), "skipped_blocked");
+    assert_eq!(outcome("e-orphaned"), "orphaned");
+    assert_eq!(outcome("f-deleted"), "deleted");
+    assert_eq!(outcome("g-broken"), "failed");
+    // After the failure nothing new starts: h is never triggered, d is not retried.
+    assert_eq!(outcome("h-never"), "not_started");
+    assert!(["busy", "not_started"].contains(&outcome("d-busy").as_str()));
+    assert!(stdout.contains("bosh is down"), "{stdout}");
+    assert!(!stdout.contains(PASSWORD));
+}
