@@ -451,20 +451,32 @@ fn policy_broker(patches: Arc<Counts>) -> Router {
         )
         .route(
             "/mgmt/service_instances/{id}",
-            axum::routing::patch(|State(c): State<Arc<Counts>>, Path(id): Path<String>| async move {
-                c.patches.fetch_add(1, Ordering::SeqCst);
-                let status = |s: u16| StatusCode::from_u16(s).unwrap();
-                match id.as_str() {
-                    "a-ok" => (status(202), axum::Json(json!({"BoshTaskID": 1}))).into_response(),
-                    "b-current" => status(204).into_response(),
-                    "c-blocked" => (status(422), axum::Json(json!({"error": "MaintenanceUpdatesBlocked"}))).into_response(),
-                    "d-busy" => status(409).into_response(),
-                    "e-orphaned" => status(410).into_response(),
-                    "f-deleted" => status(404).into_response(),
-                    "g-broken" => (status(500), axum::Json(json!({"description": "bosh is down"}))).into_response(),
-                    _ => (status(202), axum::Json(json!({"BoshTaskID": 2}))).into_response(),
-                }
-            }),
+            axum::routing::patch(
+                |State(c): State<Arc<Counts>>, Path(id): Path<String>| async move {
+                    c.patches.fetch_add(1, Ordering::SeqCst);
+                    let status = |s: u16| StatusCode::from_u16(s).unwrap();
+                    match id.as_str() {
+                        "a-ok" => {
+                            (status(202), axum::Json(json!({"BoshTaskID": 1}))).into_response()
+                        }
+                        "b-current" => status(204).into_response(),
+                        "c-blocked" => (
+                            status(422),
+                            axum::Json(json!({"error": "MaintenanceUpdatesBlocked"})),
+                        )
+                            .into_response(),
+                        "d-busy" => status(409).into_response(),
+                        "e-orphaned" => status(410).into_response(),
+                        "f-deleted" => status(404).into_response(),
+                        "g-broken" => (
+                            status(500),
+                            axum::Json(json!({"description": "bosh is down"})),
+                        )
+                            .into_response(),
+                        _ => (status(202), axum::Json(json!({"BoshTaskID": 2}))).into_response(),
+                    }
+                },
+            ),
         )
         .route(
             "/v2/service_instances/{id}/last_operation",
@@ -477,9 +489,13 @@ fn policy_broker(patches: Arc<Counts>) -> Router {
 async fn each_answer_of_a_scripted_broker_gets_the_outcome_the_policy_prescribes() {
     let dir = tempfile::tempdir().unwrap();
     let counts = Arc::new(Counts::default());
-    let https = Https::start(policy_broker(Arc::clone(&counts)), dir.path(), "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
+    let https = Https::start(
+        policy_broker(Arc::clone(&counts)),
+        dir.path(),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
     let ca: String = std::fs::read_to_string(&https.ca)
         .unwrap()
         .lines()
@@ -495,8 +511,13 @@ async fn each_answer_of_a_scripted_broker_gets_the_outcome_the_policy_prescribes
     );
     let report = w.path("report.json");
     let mut cmd = crate::support::fleet_updater();
-    cmd.args(["run", "-c"]).arg(&config).arg("--report").arg(&report);
-    let output = tokio::task::spawn_blocking(move || cmd.output().unwrap()).await.unwrap();
+    cmd.args(["run", "-c"])
+        .arg(&config)
+        .arg("--report")
+        .arg(&report);
+    let output = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert_eq!(output.status.code(), Some(1), "{stdout}");
     let report = crate::support::json(&report);

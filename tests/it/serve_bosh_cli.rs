@@ -54,14 +54,8 @@ async fn env_deployments_tasks_and_locks_decode_as_the_cli_expects() {
     assert!(recent.as_array().unwrap().iter().all(is_task_line));
     // `bosh locks`: timeout and task_id are strings.
     let id = Served::task_of(
-        &s.director(
-            Method::PUT,
-            &format!("/deployments/{PG}/jobs/%2A?state=restart"),
-        )
-        .header("content-type", "text/yaml")
-        .send()
-        .await
-        .unwrap(),
+        &s.put(&format!("/deployments/{PG}/jobs/%2A?state=restart"))
+            .await,
     );
     let locks = s.get_json("/locks").await;
     if let Some(lock) = locks.as_array().unwrap().first() {
@@ -162,14 +156,7 @@ async fn deploy_instances_vms_recreate_stop_start_and_delete_follow_the_cli_sequ
             .unwrap();
         let id = Served::task_of(&response);
         assert_eq!(s.wait_task(id).await["state"], "done");
-        let result = s
-            .director(Method::GET, &format!("/tasks/{id}/output?type=result"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let result = s.output(id, "result").await;
         let line: Value = serde_json::from_str(result.lines().next().unwrap()).unwrap();
         assert_eq!(line["job_name"], "postgres");
         assert_eq!(line["job_state"], "running");
@@ -185,12 +172,7 @@ async fn deploy_instances_vms_recreate_stop_start_and_delete_follow_the_cli_sequ
         "state=restart",
         "skip_drain=true&state=stopped",
     ] {
-        let response = s
-            .director(Method::PUT, &format!("/deployments/{PG}/jobs/%2A?{query}"))
-            .header("content-type", "text/yaml")
-            .send()
-            .await
-            .unwrap();
+        let response = s.put(&format!("/deployments/{PG}/jobs/%2A?{query}")).await;
         let task = s.wait_task(Served::task_of(&response)).await;
         assert_eq!(task["state"], "done", "{query}: {task}");
     }

@@ -45,14 +45,7 @@ async fn poll_until_done(s: &Served, id: &str, operation: &Value) -> Value {
 #[tokio::test(flavor = "multi_thread")]
 async fn instances_are_listed_with_every_field_and_filtered_by_state() {
     let s = Served::start(ServeLimits::default()).await;
-    let all: Value = s
-        .broker(Method::GET, "/mgmt/service_instances")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let all: Value = s.broker_json("/mgmt/service_instances").await;
     let ids: Vec<&str> = all
         .as_array()
         .unwrap()
@@ -69,22 +62,10 @@ async fn instances_are_listed_with_every_field_and_filtered_by_state() {
     assert_eq!(pg2["last_operation"]["state"], "succeeded");
 
     let outdated: Value = s
-        .broker(Method::GET, "/mgmt/service_instances?state=outdated")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .broker_json("/mgmt/service_instances?state=outdated")
+        .await;
     assert_eq!(outdated.as_array().unwrap().len(), 5);
-    let failed: Value = s
-        .broker(Method::GET, "/mgmt/service_instances?state=failed")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let failed: Value = s.broker_json("/mgmt/service_instances?state=failed").await;
     assert_eq!(failed, json!([]));
     let bad = s
         .broker(Method::GET, "/mgmt/service_instances?state=sleepy")
@@ -93,14 +74,7 @@ async fn instances_are_listed_with_every_field_and_filtered_by_state() {
         .unwrap();
     assert_eq!(bad.status(), 400);
 
-    let one: Value = s
-        .broker(Method::GET, "/mgmt/service_instances/rmq-02")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let one: Value = s.broker_json("/mgmt/service_instances/rmq-02").await;
     assert_eq!(one["plan_id"], "rabbitmq-cluster");
     let missing = s
         .broker(Method::GET, "/mgmt/service_instances/nope")

@@ -220,14 +220,7 @@ async fn a_deploy_redirects_to_its_task_whose_output_can_be_tailed_by_range() {
     assert_eq!(task["deployment"], PG);
     assert!(task["timestamp"].is_u64());
 
-    let events = s
-        .director(Method::GET, &format!("/tasks/{id}/output?type=event"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let events = s.output(id, "event").await;
     let parsed: Vec<Value> = events
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -256,14 +249,7 @@ async fn a_deploy_redirects_to_its_task_whose_output_can_be_tailed_by_range() {
         .await
         .unwrap();
     assert_eq!(nothing_new.status(), 416);
-    let result = s
-        .director(Method::GET, &format!("/tasks/{id}/output?type=result"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let result = s.output(id, "result").await;
     assert!(result.contains(PG));
 
     let after = s.get_json("/deployments").await;
@@ -441,14 +427,8 @@ async fn connections_above_the_limit_are_answered_with_429() {
 async fn state_changes_act_on_the_named_group_or_instance_only() {
     let s = Served::start(ServeLimits::default()).await;
     let stop = s
-        .director(
-            Method::PUT,
-            &format!("/deployments/{RMQ}/jobs/rabbitmq/1?state=stopped"),
-        )
-        .header("content-type", "text/yaml")
-        .send()
-        .await
-        .unwrap();
+        .put(&format!("/deployments/{RMQ}/jobs/rabbitmq/1?state=stopped"))
+        .await;
     let task = s.wait_task(Served::task_of(&stop)).await;
     assert_eq!(task["state"], "done", "{task}");
 
@@ -462,14 +442,7 @@ async fn state_changes_act_on_the_named_group_or_instance_only() {
         .unwrap();
     let id = Served::task_of(&details);
     assert_eq!(s.wait_task(id).await["state"], "done");
-    let lines = s
-        .director(Method::GET, &format!("/tasks/{id}/output?type=result"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let lines = s.output(id, "result").await;
     let states: Vec<(u64, String)> = lines
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
@@ -493,56 +466,31 @@ async fn state_changes_act_on_the_named_group_or_instance_only() {
     assert!(listed.as_array().unwrap().iter().all(|t| t["id"] != id));
 
     let start = s
-        .director(
-            Method::PUT,
-            &format!("/deployments/{RMQ}/jobs/*?state=started"),
-        )
-        .header("content-type", "text/yaml")
-        .send()
-        .await
-        .unwrap();
+        .put(&format!("/deployments/{RMQ}/jobs/*?state=started"))
+        .await;
     assert_eq!(s.wait_task(Served::task_of(&start)).await["state"], "done");
     let restart = s
-        .director(
-            Method::PUT,
-            &format!("/deployments/{RMQ}/jobs/rabbitmq?state=restart"),
-        )
-        .header("content-type", "text/yaml")
-        .send()
-        .await
-        .unwrap();
+        .put(&format!("/deployments/{RMQ}/jobs/rabbitmq?state=restart"))
+        .await;
     assert_eq!(
         s.wait_task(Served::task_of(&restart)).await["state"],
         "done"
     );
 
     let unknown_group = s
-        .director(
-            Method::PUT,
-            &format!("/deployments/{RMQ}/jobs/nope?state=recreate"),
-        )
-        .send()
-        .await
-        .unwrap();
+        .put(&format!("/deployments/{RMQ}/jobs/nope?state=recreate"))
+        .await;
     assert_eq!(unknown_group.status(), 404);
     assert_eq!(unknown_group.json::<Value>().await.unwrap()["code"], 70009);
     let unknown_instance = s
-        .director(
-            Method::PUT,
-            &format!("/deployments/{RMQ}/jobs/rabbitmq/7?state=recreate"),
-        )
-        .send()
-        .await
-        .unwrap();
+        .put(&format!(
+            "/deployments/{RMQ}/jobs/rabbitmq/7?state=recreate"
+        ))
+        .await;
     assert_eq!(unknown_instance.status(), 404);
     let bad_state = s
-        .director(
-            Method::PUT,
-            &format!("/deployments/{RMQ}/jobs/*?state=sleeping"),
-        )
-        .send()
-        .await
-        .unwrap();
+        .put(&format!("/deployments/{RMQ}/jobs/*?state=sleeping"))
+        .await;
     assert_eq!(bad_state.status(), 400);
 }
 
@@ -551,14 +499,10 @@ async fn a_running_task_holds_the_lock_and_can_be_cancelled() {
     let s = Served::start(ServeLimits::default()).await;
     // One VM at a time, each watched for at least 300 ms: long enough to cancel.
     let recreate = s
-        .director(
-            Method::PUT,
-            &format!("/deployments/{RMQ}/jobs/*?state=recreate&canaries=1&max_in_flight=1"),
-        )
-        .header("content-type", "text/yaml")
-        .send()
-        .await
-        .unwrap();
+        .put(&format!(
+            "/deployments/{RMQ}/jobs/*?state=recreate&canaries=1&max_in_flight=1"
+        ))
+        .await;
     let id = Served::task_of(&recreate);
     let locks = s.get_json("/locks").await;
     assert_eq!(locks[0]["resource"][0], RMQ);
@@ -584,14 +528,7 @@ async fn a_running_task_holds_the_lock_and_can_be_cancelled() {
     assert_eq!(cancel.status(), 204);
     let task = s.wait_task(id).await;
     assert_eq!(task["state"], "cancelled", "{task}");
-    let events = s
-        .director(Method::GET, &format!("/tasks/{id}/output?type=event"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let events = s.output(id, "event").await;
     let updated = events
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
@@ -693,14 +630,10 @@ async fn the_cloud_config_is_diffed_and_updated_through_configs() {
 async fn shutdown_cancels_running_tasks_and_ends_them() {
     let s = Served::start(ServeLimits::default()).await;
     let recreate = s
-        .director(
-            Method::PUT,
-            &format!("/deployments/{RMQ}/jobs/*?state=recreate&canaries=1&max_in_flight=1"),
-        )
-        .header("content-type", "text/yaml")
-        .send()
-        .await
-        .unwrap();
+        .put(&format!(
+            "/deployments/{RMQ}/jobs/*?state=recreate&canaries=1&max_in_flight=1"
+        ))
+        .await;
     let id = Served::task_of(&recreate);
     let director = s.serving.fleet().director().clone();
     let cancelled = s.serving.shutdown(std::time::Duration::from_secs(20)).await;

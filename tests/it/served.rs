@@ -103,6 +103,32 @@ impl Served {
             .header("X-Broker-API-Version", "2.13")
     }
 
+    /// A state change or another director request with an empty YAML body.
+    pub async fn put(&self, path: &str) -> reqwest::Response {
+        self.director(Method::PUT, path)
+            .header("content-type", "text/yaml")
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// A task's output of `kind`, whole.
+    pub async fn output(&self, id: u64, kind: &str) -> String {
+        self.director(Method::GET, &format!("/tasks/{id}/output?type={kind}"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
+    pub async fn broker_json(&self, path: &str) -> Value {
+        let response = self.broker(Method::GET, path).send().await.unwrap();
+        assert_eq!(response.status(), 200, "GET {path}");
+        response.json().await.unwrap()
+    }
+
     pub async fn get_json(&self, path: &str) -> Value {
         let response = self.director(Method::GET, path).send().await.unwrap();
         assert_eq!(response.status(), 200, "GET {path}");

@@ -176,21 +176,37 @@ fn instance_json(instance: &InstanceRecord) -> Value {
 }
 
 /// Without `format=full` the records alone; with it, a task that asks the agents.
+fn records(
+    director: &Director,
+    name: &str,
+    params: &Params,
+    vms_only: bool,
+) -> ApiResult<Response> {
+    exists(director, name)?;
+    if params.get("format").is_some_and(|f| f == "full") {
+        return Ok(redirect(&director.instance_details(name)?));
+    }
+    let list: Vec<Value> = director
+        .instances(name)?
+        .iter()
+        .filter(|i| !vms_only || i.vm_cid.is_some())
+        .map(|i| {
+            let mut v = instance_json(i);
+            if vms_only {
+                v["active"] = json!(true);
+            }
+            v
+        })
+        .collect();
+    Ok(Json(Value::Array(list)).into_response())
+}
+
 pub async fn instances(
     State(director): State<Director>,
     Path(name): Path<String>,
     Query(params): Query<Params>,
 ) -> ApiResult<Response> {
-    exists(&director, &name)?;
-    if params.get("format").is_some_and(|f| f == "full") {
-        return Ok(redirect(&director.instance_details(&name)?));
-    }
-    let list: Vec<Value> = director
-        .instances(&name)?
-        .iter()
-        .map(instance_json)
-        .collect();
-    Ok(Json(Value::Array(list)).into_response())
+    records(&director, &name, &params, false)
 }
 
 pub async fn vms(
@@ -198,21 +214,7 @@ pub async fn vms(
     Path(name): Path<String>,
     Query(params): Query<Params>,
 ) -> ApiResult<Response> {
-    exists(&director, &name)?;
-    if params.get("format").is_some_and(|f| f == "full") {
-        return Ok(redirect(&director.instance_details(&name)?));
-    }
-    let list: Vec<Value> = director
-        .instances(&name)?
-        .iter()
-        .filter(|i| i.vm_cid.is_some())
-        .map(|i| {
-            let mut v = instance_json(i);
-            v["active"] = json!(true);
-            v
-        })
-        .collect();
-    Ok(Json(Value::Array(list)).into_response())
+    records(&director, &name, &params, true)
 }
 
 pub async fn change_group(
