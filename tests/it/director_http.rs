@@ -13,7 +13,7 @@ use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use fleet_updater::config::{DirectorAuth, DirectorEndpoint, Secret};
 use fleet_updater::inventory::director_http::DirectorInventory;
-use fleet_updater::inventory::{Inventory, Selection};
+use fleet_updater::inventory::{InstanceId, Inventory, Selection};
 use fleet_updater::serve::Https;
 use serde_json::json;
 
@@ -116,6 +116,26 @@ fn router(uaa: Arc<Uaa>) -> Router {
             }),
         )
         .route(
+            "/tasks",
+            get(
+                |State(uaa): State<Arc<Uaa>>,
+                 headers: HeaderMap,
+                 axum::extract::Query(q): axum::extract::Query<std::collections::HashMap<String, String>>| async move {
+                    if !bearer_ok(&headers, &uaa) {
+                        return StatusCode::UNAUTHORIZED.into_response();
+                    }
+                    // svc-a has a task queued that does not hold the lock yet.
+                    if q.get("deployment").map(String::as_str) == Some("svc-a")
+                        && q.get("state").is_some_and(|s| s.contains("queued"))
+                    {
+                        return axum::Json(json!([{"id": 41, "state": "queued", "description": "create deployment"}]))
+                            .into_response();
+                    }
+                    axum::Json(json!([])).into_response()
+                },
+            ),
+        )
+        .route(
             "/locks",
             get(|State(uaa): State<Arc<Uaa>>, headers: HeaderMap| async move {
                 if !bearer_ok(&headers, &uaa) {
@@ -182,6 +202,27 @@ async fn uaa_tokens_are_fetched_from_the_uaa_in_info_and_refreshed_once_on_401()
         uaa.grants.load(Ordering::SeqCst),
         2,
         "the token is kept between requests"
+    );
+
+    // Read back after a lost answer: a queued task makes the deployment busy.
+    let a = inventory
+        .instance(&InstanceId("svc-a".into()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(a.operation_in_progress());
+    let b = inventory
+        .instance(&InstanceId("svc-b".into()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!b.operation_in_progress());
+    assert!(
+        inventory
+            .instance(&InstanceId("cf".into()))
+            .await
+            .unwrap()
+            .is_none()
     );
 }
 

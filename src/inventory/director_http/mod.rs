@@ -111,8 +111,14 @@ impl DirectorInventory {
         Ok(format!("/deployments/{}", segment(name)?))
     }
 
-    /// The task a long-running request started, from the director's redirect.
-    fn started(answer: &Answer, kind: &str, id: &InstanceId) -> Result<Triggered, InventoryError> {
+    /// The task a long-running request started, from the director's redirect. A 404 means
+    /// the deployment is gone only on routes that name it.
+    fn started(
+        answer: &Answer,
+        kind: &str,
+        id: &InstanceId,
+        names_deployment: bool,
+    ) -> Result<Triggered, InventoryError> {
         match answer.code() {
             300..=399 => {
                 let task = answer.location().and_then(wire::task_id).ok_or_else(|| {
@@ -128,10 +134,38 @@ impl DirectorInventory {
                     data: json!({ "BoshTaskID": task, "OperationType": kind }),
                 }))
             }
-            404 => Ok(Triggered::Deleted),
+            404 if names_deployment => Ok(Triggered::Deleted),
             409 => Ok(Triggered::Busy),
             _ => Err(answer.failure()),
         }
+    }
+
+    /// The deployment as `GET /deployments` lists it, with the versions the director
+    /// resolved (`latest` in a manifest is listed as the version it stands for).
+    async fn listed(&self, name: &str) -> Result<Option<Deployment>, InventoryError> {
+        let deployments: Vec<Deployment> = self.get("/deployments").await?;
+        Ok(deployments.into_iter().find(|d| d.name == name))
+    }
+
+    /// Whether a task of the deployment is queued or running: a task the director has
+    /// queued does not hold the lock yet, and a trigger whose answer was lost must see it.
+    async fn task_running(&self, name: &str) -> Result<bool, InventoryError> {
+        let call = Call::get(self.http.url("/tasks"));
+        let answer = self
+            .send(&call, |r| {
+                r.query(&[
+                    ("deployment", name),
+                    ("state", "queued,processing,cancelling"),
+                    ("verbose", "2"),
+                    ("limit", "1"),
+                ])
+            })
+            .await?;
+        if !answer.status.is_success() {
+            return Err(answer.failure());
+        }
+        let tasks: Vec<Task> = answer.json()?;
+        Ok(!tasks.is_empty())
     }
 
     async fn update(&self, instance: &Instance) -> Result<Triggered, InventoryError> {
@@ -155,6 +189,13 @@ impl DirectorInventory {
             return Ok(Triggered::Busy);
         }
         let uploaded = self.uploaded().await?;
+        // Judged on the versions the director resolved, so that a manifest asking for
+        // `latest` is not redeployed on every run.
+        match self.listed(name).await? {
+            None => return Ok(Triggered::Deleted),
+            Some(listed) if !uploaded.outdated(&listed) => return Ok(Triggered::UpToDate),
+            Some(_) => {}
+        }
         let rewritten = manifest::rewrite(&text, &uploaded)
             .map_err(|e| InventoryError::permanent(format!("deployment `{name}`: {e}")))?;
         let Some(rewritten) = rewritten else {
@@ -167,7 +208,7 @@ impl DirectorInventory {
                     .body(rewritten.clone())
             })
             .await?;
-        Self::started(&answer, "upgrade", &instance.id)
+        Self::started(&answer, "upgrade", &instance.id, false)
     }
 
     async fn recreate(&self, instance: &Instance, fix: bool) -> Result<Triggered, InventoryError> {
@@ -185,7 +226,7 @@ impl DirectorInventory {
                     .body("")
             })
             .await?;
-        Self::started(&answer, "recreate", &instance.id)
+        Self::started(&answer, "recreate", &instance.id, true)
     }
 }
 
@@ -227,12 +268,21 @@ impl Inventory for DirectorInventory {
             .collect())
     }
 
+    /// Read back after a trigger whose answer was lost: a queued or running task of the
+    /// deployment makes it busy, so the trigger is not sent twice.
     async fn instance(&self, id: &InstanceId) -> Result<Option<Instance>, InventoryError> {
-        Ok(self
+        let Some(mut found) = self
             .list(Selection::All)
             .await?
             .into_iter()
-            .find(|i| &i.id == id))
+            .find(|i| &i.id == id)
+        else {
+            return Ok(None);
+        };
+        if self.task_running(&id.0).await? {
+            found.state = InstanceState::Deploying;
+        }
+        Ok(Some(found))
     }
 
     /// `force` has no meaning here: a director knows no owner who blocks updates.
