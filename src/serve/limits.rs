@@ -51,3 +51,64 @@ pub async fn enforce(
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use axum::Router;
+    use axum::body::Body;
+    use axum::http::{Request, StatusCode};
+    use axum::middleware::from_fn_with_state;
+    use axum::routing::post;
+    use tower::ServiceExt;
+
+    use super::*;
+
+    fn app() -> Router {
+        let limits = RequestLimits {
+            flavor: Flavor::Director,
+            max_body_bytes: 1024,
+            timeout: Duration::from_secs(60),
+        };
+        Router::new()
+            .route(
+                "/slow",
+                post(|| async {
+                    tokio::time::sleep(Duration::from_secs(120)).await;
+                    "late"
+                }),
+            )
+            .layer(from_fn_with_state(limits, enforce))
+    }
+
+    async fn body_text(response: Response) -> String {
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        String::from_utf8(bytes.to_vec()).unwrap()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_running_past_the_timeout_is_answered_408() {
+        let request = Request::post("/slow").body(Body::empty()).unwrap();
+        let response = app().oneshot(request).await.unwrap();
+        assert_eq!(response.status(), StatusCode::REQUEST_TIMEOUT);
+        assert!(
+            body_text(response)
+                .await
+                .contains("longer than the limit of 1m")
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_declared_body_above_the_limit_is_refused_before_it_is_read() {
+        let request = Request::post("/slow")
+            .header(header::CONTENT_LENGTH, "4096")
+            .body(Body::from(vec![b'x'; 4096]))
+            .unwrap();
+        let response = app().oneshot(request).await.unwrap();
+        assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+        assert!(body_text(response).await.contains("1024 bytes"));
+    }
+}
