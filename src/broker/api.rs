@@ -229,7 +229,20 @@ async fn last_operation(
         );
     };
     match broker.instance(&id) {
-        Ok(Some(_)) => {}
+        Ok(Some(view)) => {
+            // A task of another instance says nothing about this one.
+            match broker.director().task(task) {
+                Ok(Some(t)) if t.deployment.as_deref() == Some(view.deployment.as_str()) => {}
+                Ok(_) => {
+                    return error(
+                        StatusCode::BAD_REQUEST,
+                        "BadRequest",
+                        format!("bosh task {task} is not an operation of service instance {id}"),
+                    );
+                }
+                Err(e) => return failure(e.into()),
+            }
+        }
         Ok(None) => {
             return error(
                 StatusCode::NOT_FOUND,

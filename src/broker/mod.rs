@@ -85,6 +85,12 @@ pub struct Broker {
     catalog: Catalog,
 }
 
+/// Whether a director task is an operation on its deployment; a read-only one is nobody's
+/// last operation.
+fn changes(task: &Task) -> bool {
+    task.description != crate::director::DETAILS_TASK
+}
+
 pub fn deployment_name(id: &str) -> String {
     format!("service-instance_{id}")
 }
@@ -214,7 +220,7 @@ impl Broker {
     /// A store or director error.
     pub fn instances(&self) -> Result<Vec<InstanceView>, BrokerError> {
         let mut latest: HashMap<String, Task> = HashMap::new();
-        for task in self.director.tasks()? {
+        for task in self.director.tasks()?.into_iter().filter(changes) {
             if let Some(d) = task.deployment.clone() {
                 latest.entry(d).or_insert(task);
             }
@@ -241,6 +247,7 @@ impl Broker {
             .director
             .tasks()?
             .into_iter()
+            .filter(changes)
             .find(|t| t.deployment.as_deref() == Some(deployment.as_str()));
         Ok(Some(self.view(instance, task)?))
     }

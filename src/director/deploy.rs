@@ -304,6 +304,7 @@ pub async fn stop(
     name: String,
     hard: bool,
     target: Target,
+    skip_drain: bool,
 ) -> Result<String, String> {
     let existing: Vec<InstanceRecord> = list(&*core.store, Collection::Instances, Some(&name))
         .map_err(|e| e.to_string())?
@@ -321,7 +322,7 @@ pub async fn stop(
         log.check()?;
         let responsive = !unresponsive.contains(&record.id);
         let step = stage.start(record.name());
-        step.end(stop_instance(&core, &mut record, hard, responsive).await)?;
+        step.end(stop_instance(&core, &mut record, hard, responsive, skip_drain).await)?;
     }
     let what = if hard { "detached" } else { "stopped" };
     Ok(format!("deployment `{name}`: {count} instances {what}"))

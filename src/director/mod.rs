@@ -117,6 +117,10 @@ pub struct Director {
     finished: Arc<Notify>,
 }
 
+/// The description of the read-only task behind `instances?format=full`: it changes
+/// nothing, so it is nobody's last operation.
+pub const DETAILS_TASK: &str = "retrieve vm-stats";
+
 /// Whether a task takes its deployment's lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Locking {
@@ -299,7 +303,7 @@ impl Director {
     /// # Errors
     /// [`DirectorError::NotFound`] for an unknown deployment, [`DirectorError::Locked`].
     pub fn stop(&self, deployment: &str, hard: bool) -> Result<Task, DirectorError> {
-        self.stop_instances(deployment, hard, Target::all())
+        self.stop_instances(deployment, hard, Target::all(), false)
     }
 
     /// Stops the targeted instances' jobs; `hard` deletes their VMs too.
@@ -311,6 +315,7 @@ impl Director {
         deployment: &str,
         hard: bool,
         target: Target,
+        skip_drain: bool,
     ) -> Result<Task, DirectorError> {
         self.deployed_manifest(deployment)?;
         let name = deployment.to_string();
@@ -318,7 +323,7 @@ impl Director {
             "stop deployment",
             Some(deployment),
             Locking::Existing,
-            move |core, log| deploy::stop(core, log, name, hard, target),
+            move |core, log| deploy::stop(core, log, name, hard, target, skip_drain),
         )
     }
 
@@ -326,7 +331,12 @@ impl Director {
     ///
     /// # Errors
     /// As [`Director::stop`].
-    pub fn restart(&self, deployment: &str, target: Target) -> Result<Task, DirectorError> {
+    pub fn restart(
+        &self,
+        deployment: &str,
+        target: Target,
+        skip_drain: bool,
+    ) -> Result<Task, DirectorError> {
         self.deployed_manifest(deployment)?;
         let name = deployment.to_string();
         self.start_task(
@@ -340,6 +350,7 @@ impl Director {
                     name.clone(),
                     false,
                     target.clone(),
+                    skip_drain,
                 )
                 .await?;
                 let options = DeployOptions {
@@ -466,9 +477,18 @@ impl Director {
             .unwrap_or_else(|p| p.into_inner())
             .insert(task.id, Arc::clone(&cancel));
         tokio::spawn(async move {
-            running.state = TaskState::Processing;
             running.started_at = Some(unix_now());
-            let _ = core.store.put_task(&running);
+            {
+                // State writes and cancellation take the same mutex, so that neither
+                // overwrites the other.
+                let _guard = core.running.lock().unwrap_or_else(|p| p.into_inner());
+                running.state = if cancel.load(Ordering::SeqCst) {
+                    TaskState::Cancelling
+                } else {
+                    TaskState::Processing
+                };
+                let _ = core.store.put_task(&running);
+            }
             let log = TaskLog::new(running.id, Arc::clone(&core.store), Arc::clone(&cancel));
             // The job runs as its own task so that a panic in it still ends this task
             // and releases the lock.
@@ -476,24 +496,26 @@ impl Director {
                 Ok(outcome) => outcome,
                 Err(e) => Err(format!("internal error: {e}")),
             };
+            // Only the cancellation itself makes a task cancelled; a failure that came
+            // first stays an error.
             let (state, result) = match outcome {
                 Ok(result) => (TaskState::Done, result),
-                Err(error) if cancel.load(Ordering::SeqCst) => (TaskState::Cancelled, error),
+                Err(error) if error == task::CANCELLED => (TaskState::Cancelled, error),
                 Err(error) => (TaskState::Error, error),
             };
             running.state = state;
             running.result = Some(result);
             running.finished_at = Some(unix_now());
-            if let Err(e) = core.store.put_task(&running) {
-                tracing::error!(task = running.id, error = %e, "cannot record the end of a task");
+            {
+                let mut flags = core.running.lock().unwrap_or_else(|p| p.into_inner());
+                if let Err(e) = core.store.put_task(&running) {
+                    tracing::error!(task = running.id, error = %e, "cannot record the end of a task");
+                }
+                flags.remove(&running.id);
             }
             if let Some(lock) = &lock {
                 let _ = core.store.release_lock(lock, running.id);
             }
-            core.running
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&running.id);
             finished.notify_waiters();
         });
         Ok(task)
@@ -506,6 +528,8 @@ impl Director {
     /// [`DirectorError::NotFound`] for an unknown task, [`DirectorError::Invalid`] for a
     /// task that has ended or that this process does not run.
     pub fn cancel(&self, id: u64) -> Result<Task, DirectorError> {
+        // Held across the read and the write: the task cannot record its end in between.
+        let flags = self.core.running.lock().unwrap_or_else(|p| p.into_inner());
         let mut task = self.task(id)?.ok_or_else(|| DirectorError::NotFound {
             what: format!("task {id}"),
         })?;
@@ -515,14 +539,7 @@ impl Director {
                 task.state.as_str()
             )));
         }
-        let flag = self
-            .core
-            .running
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&id)
-            .cloned();
-        let Some(flag) = flag else {
+        let Some(flag) = flags.get(&id) else {
             return Err(DirectorError::Invalid(format!(
                 "Cannot cancel task {id}: it is not run by this director"
             )));
@@ -578,7 +595,7 @@ impl Director {
         }
         let name = deployment.to_string();
         self.start_task(
-            "retrieve vm-stats",
+            DETAILS_TASK,
             Some(deployment),
             Locking::None,
             move |core, _log| details::instance_lines(core, name),

@@ -173,6 +173,25 @@ async fn polling_needs_an_operation_and_a_known_instance() {
         .await
         .unwrap();
     assert_eq!(gone.status(), 404);
+    // Another instance's task says nothing about this one.
+    let accepted: Value = s
+        .broker(
+            Method::PATCH,
+            "/mgmt/service_instances/pg-01?operation_type=upgrade",
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let foreign = s
+        .broker(Method::GET, "/v2/service_instances/pg-03/last_operation")
+        .query(&[("operation", accepted.to_string())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(foreign.status(), 400);
     let other_major = s
         .client
         .get(s.broker_url("/mgmt/service_instances"))

@@ -492,6 +492,13 @@ async fn state_changes_act_on_the_named_group_or_instance_only() {
         .put(&format!("/deployments/{RMQ}/jobs/*?state=sleeping"))
         .await;
     assert_eq!(bad_state.status(), 400);
+    // A dry run of a stop is refused, not ignored.
+    let dry = s
+        .put(&format!(
+            "/deployments/{RMQ}/jobs/*?dry_run=true&state=stopped"
+        ))
+        .await;
+    assert_eq!(dry.status(), 400);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -298,6 +298,19 @@ fn change(
     }
     check_target(director, name, &target)?;
     let state = params.get("state").map(String::as_str).unwrap_or("");
+    let skip_drain = present(params, "skip_drain");
+    if state != "recreate" {
+        // Refused rather than ignored: a dry run that stopped instances would be worse
+        // than an error.
+        for option in ["dry_run", "canaries", "max_in_flight"] {
+            if params.contains_key(option) {
+                return Err(ApiError::bad_request(
+                    code::GENERIC,
+                    format!("{option} is supported with state=recreate only"),
+                ));
+            }
+        }
+    }
     let task = match state {
         "recreate" => director.recreate(
             name,
@@ -310,9 +323,9 @@ fn change(
                 target,
             },
         )?,
-        "restart" => director.restart(name, target)?,
-        "stopped" => director.stop_instances(name, false, target)?,
-        "detached" => director.stop_instances(name, true, target)?,
+        "restart" => director.restart(name, target, skip_drain)?,
+        "stopped" => director.stop_instances(name, false, target, skip_drain)?,
+        "detached" => director.stop_instances(name, true, target, skip_drain)?,
         "started" => director.start_instances(name, target)?,
         other => {
             return Err(ApiError::bad_request(

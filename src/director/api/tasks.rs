@@ -13,7 +13,7 @@ use crate::director::Director;
 use crate::director::model::Task;
 
 /// Tasks that only read, hidden from listings unless `verbose=2`, as the director does.
-const INTERNAL: &[&str] = &["retrieve vm-stats"];
+const INTERNAL: &[&str] = &[crate::director::DETAILS_TASK];
 
 pub async fn list(
     State(director): State<Director>,

@@ -100,7 +100,11 @@ pub fn debug_log(task: &Task, events: &[TaskEvent]) -> String {
 
 /// Lines of `old` and `new` as the director's diff: `[line, "added"|"removed"|null]`.
 pub fn diff(old: &str, new: &str) -> Vec<Value> {
-    similar::TextDiff::from_lines(old, new)
+    // A deadline bounds the work a hostile pair of bodies can ask for; past it the diff
+    // is coarser, not wrong.
+    similar::TextDiff::configure()
+        .timeout(std::time::Duration::from_secs(1))
+        .diff_lines(old, new)
         .iter_all_changes()
         .map(|change| {
             let status = match change.tag() {

@@ -23,9 +23,10 @@ pub async fn stop_instance(
     record: &mut InstanceRecord,
     hard: bool,
     responsive: bool,
+    skip_drain: bool,
 ) -> Result<(), String> {
     if responsive && let (Some(agent), Some(_)) = (record.agent_id.clone(), &record.vm_cid) {
-        instance::stop_jobs(core, &agent, &record.name(), false).await?;
+        instance::stop_jobs(core, &agent, &record.name(), skip_drain).await?;
     }
     if hard {
         vm::delete_vm(core, record, responsive).await?;

@@ -91,6 +91,14 @@ async fn fetch_token(
                  `director.username` and `director.password` instead",
             )
         })?;
+    // The client secret goes to this URL: never in clear text when the director itself
+    // is reached over TLS.
+    if endpoint.url.starts_with("https://") && !uaa_url.starts_with("https://") {
+        return Err(InventoryError::permanent(format!(
+            "the director names the UAA `{uaa_url}`, which is not https; the client secret \
+             is not sent there"
+        )));
+    }
     let uaa = HttpClient::new(&Endpoint {
         url: &uaa_url,
         ..*endpoint
