@@ -259,7 +259,7 @@ async fn run(config: Config) -> anyhow::Result<ExitCode> {
 }
 
 /// Turns SIGINT and SIGTERM into a count the engine watches.
-fn watch_signals() -> watch::Receiver<u32> {
+pub(crate) fn watch_signals() -> watch::Receiver<u32> {
     let (sender, receiver) = watch::channel(0);
     tokio::spawn(async move {
         #[cfg(unix)]

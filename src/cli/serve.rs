@@ -9,7 +9,7 @@ use fleet_updater::fleet::Access;
 use fleet_updater::serve::{self, Addresses};
 
 use super::listing::open_fleet;
-use super::{BAD_CONFIG, DONE, INSTANCES_FAILED, LIST_FAILED, load_config, runtime};
+use super::{BAD_CONFIG, DONE, INSTANCES_FAILED, LIST_FAILED, load_config, runtime, watch_signals};
 
 #[derive(clap::Args)]
 pub struct ServeArgs {
@@ -73,7 +73,8 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
             None => println!("credentials: the users configured in serve.users"),
         }
         println!("stop with Ctrl-C or SIGTERM");
-        if wait_for_signal().await.is_err() {
+        let mut signals = watch_signals();
+        if signals.changed().await.is_err() {
             return ExitCode::from(INSTANCES_FAILED);
         }
         println!("stopping: no new requests; running tasks are cancelled at their next safe point");
@@ -83,17 +84,4 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
         }
         ExitCode::from(DONE)
     })
-}
-
-async fn wait_for_signal() -> std::io::Result<()> {
-    #[cfg(unix)]
-    {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        tokio::select! {
-            r = tokio::signal::ctrl_c() => r,
-            _ = term.recv() => Ok(()),
-        }
-    }
-    #[cfg(not(unix))]
-    tokio::signal::ctrl_c().await
 }
