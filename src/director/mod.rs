@@ -627,6 +627,24 @@ impl Director {
         Ok(list(self.store(), Collection::Deployments, None)?)
     }
 
+    /// Every deployment with its last successfully deployed manifest, parsed; `None`
+    /// before a first success.
+    pub fn deployed_manifests(
+        &self,
+    ) -> Result<Vec<(DeploymentRecord, Option<manifest::Manifest>)>, DirectorError> {
+        Ok(self
+            .deployments()?
+            .into_iter()
+            .map(|record| {
+                let parsed = record
+                    .manifest
+                    .as_deref()
+                    .and_then(|m| manifest::parse(m).ok());
+                (record, parsed)
+            })
+            .collect())
+    }
+
     pub fn instances(&self, deployment: &str) -> Result<Vec<InstanceRecord>, DirectorError> {
         let mut instances: Vec<InstanceRecord> =
             list(self.store(), Collection::Instances, Some(deployment))?;

@@ -217,12 +217,8 @@ struct Deployed {
 
 fn deployed_versions(director: &Director) -> ApiResult<Deployed> {
     let mut deployed = Deployed::default();
-    for record in director.deployments()? {
-        let Some(m) = record
-            .manifest
-            .as_deref()
-            .and_then(|m| crate::director::manifest::parse(m).ok())
-        else {
+    for (record, parsed) in director.deployed_manifests()? {
+        let Some(m) = parsed else {
             continue;
         };
         for r in m.releases {

@@ -59,11 +59,7 @@ pub async fn list(State(director): State<Director>) -> ApiResult<Json<Value>> {
     let current = director.cloud_config()?.map(|c| c.version);
     let uploaded = director.stemcells()?;
     let mut out = Vec::new();
-    for record in director.deployments()? {
-        let parsed = record
-            .manifest
-            .as_deref()
-            .and_then(|m| manifest::parse(m).ok());
+    for (record, parsed) in director.deployed_manifests()? {
         let (releases, stemcells) = versions(parsed.as_ref(), &uploaded);
         let cloud_config = match (current, record.cloud_config) {
             (None, _) => "none",
