@@ -8,7 +8,7 @@ use std::process::{Command as Process, Stdio};
 use predicates::prelude::*;
 use serde_json::Value;
 
-use crate::support::{Workspace, fleet_updater, json};
+use crate::support::{Workspace, fleet_updater, ids_with, json};
 
 fn run(state: &Path, args: &[&str]) -> (i32, Value, String) {
     let output = fleet_updater()
@@ -30,16 +30,6 @@ fn run(state: &Path, args: &[&str]) -> (i32, Value, String) {
         report,
         String::from_utf8(output.stderr).unwrap(),
     )
-}
-
-fn ids_with(report: &Value, outcome: &str) -> BTreeSet<String> {
-    report["instances"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|i| i["outcome"] == outcome)
-        .map(|i| i["id"].as_str().unwrap().to_string())
-        .collect()
 }
 
 /// The director's tasks as (id, state, deployment, description).

@@ -7,7 +7,7 @@ use fleet_updater::config::ServeLimits;
 use serde_json::Value;
 
 use crate::served::Served;
-use crate::support::{Workspace, fleet_updater, json};
+use crate::support::{Workspace, fleet_updater, ids_with, json};
 
 /// PEM indented for a YAML block scalar.
 fn block(pem: &str) -> String {
@@ -56,16 +56,6 @@ async fn run(workspace: &Workspace, config: &str) -> (i32, Value, String, String
     (output.status.code().unwrap(), report, stdout, stderr)
 }
 
-fn ids(report: &Value, outcome: &str) -> BTreeSet<String> {
-    report["instances"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|i| i["outcome"] == outcome)
-        .map(|i| i["id"].as_str().unwrap().to_string())
-        .collect()
-}
-
 fn set(ids: &[&str]) -> BTreeSet<String> {
     ids.iter().map(|s| s.to_string()).collect()
 }
@@ -94,10 +84,10 @@ async fn the_update_strategy_through_the_broker_api_updates_all_but_the_blocked(
     let (code, report, stdout, stderr) = run(&w, &broker_config(&s, &ca(&s), "update")).await;
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert_eq!(
-        ids(&report, "updated"),
+        ids_with(&report, "updated"),
         set(&["pg-01", "pg-03", "rmq-01", "rmq-02"])
     );
-    assert_eq!(ids(&report, "skipped_blocked"), set(&["pg-02"]));
+    assert_eq!(ids_with(&report, "skipped_blocked"), set(&["pg-02"]));
     assert!(!stdout.contains(&s.password) && !stderr.contains(&s.password));
     // Every update is a deploy on the director.
     assert_eq!(
@@ -112,7 +102,7 @@ async fn the_update_strategy_through_the_broker_api_updates_all_but_the_blocked(
     // A second run finds nothing to update.
     let (code, report, ..) = run(&w, &broker_config(&s, &ca(&s), "update")).await;
     assert_eq!(code, 0);
-    assert!(ids(&report, "updated").is_empty());
+    assert!(ids_with(&report, "updated").is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -122,7 +112,7 @@ async fn the_recreate_strategy_through_the_broker_api_recreates_every_instance()
     let (code, report, stdout, stderr) = run(&w, &broker_config(&s, &ca(&s), "recreate")).await;
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert_eq!(
-        ids(&report, "updated"),
+        ids_with(&report, "updated"),
         set(&["pg-01", "pg-02", "pg-03", "rmq-01", "rmq-02"])
     );
     assert_eq!(deploy_tasks(&s, "recreate deployment").len(), 5);
@@ -134,7 +124,7 @@ async fn the_update_strategy_through_the_director_api_redeploys_on_the_newest_ve
     let w = Workspace::new();
     let (code, report, stdout, stderr) = run(&w, &director_config(&s, &ca(&s), "update")).await;
     assert_eq!(code, 0, "{stdout}\n{stderr}");
-    assert_eq!(ids(&report, "updated").len(), 5, "{report}");
+    assert_eq!(ids_with(&report, "updated").len(), 5, "{report}");
     assert_eq!(deploy_tasks(&s, "update deployment").len(), 5);
     for deployment in s.serving.fleet().director().deployments().unwrap() {
         let manifest = deployment.manifest.unwrap();
@@ -146,7 +136,7 @@ async fn the_update_strategy_through_the_director_api_redeploys_on_the_newest_ve
     }
     let (code, report, ..) = run(&w, &director_config(&s, &ca(&s), "update")).await;
     assert_eq!(code, 0);
-    assert!(ids(&report, "updated").is_empty(), "{report}");
+    assert!(ids_with(&report, "updated").is_empty(), "{report}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -155,7 +145,7 @@ async fn the_recreate_strategy_through_the_director_api_recreates_with_fix() {
     let w = Workspace::new();
     let (code, report, stdout, stderr) = run(&w, &director_config(&s, &ca(&s), "recreate")).await;
     assert_eq!(code, 0, "{stdout}\n{stderr}");
-    assert_eq!(ids(&report, "updated").len(), 5, "{report}");
+    assert_eq!(ids_with(&report, "updated").len(), 5, "{report}");
     assert_eq!(deploy_tasks(&s, "recreate deployment").len(), 5);
 }
 

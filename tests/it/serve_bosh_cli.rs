@@ -21,15 +21,7 @@ fn is_task_line(v: &Value) -> bool {
 async fn env_deployments_tasks_and_locks_decode_as_the_cli_expects() {
     let s = Served::start(ServeLimits::default()).await;
     // `bosh env`: /info without credentials; every `features` value an object.
-    let info: Value = s
-        .client
-        .get(s.director_url("/info"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let info: Value = s.info().await;
     assert!(
         info["features"]
             .as_object()
@@ -147,13 +139,11 @@ async fn deploy_instances_vms_recreate_stop_start_and_delete_follow_the_cli_sequ
     // `bosh instances` and `bosh vms`: a task whose result is one VMInfo per line.
     for path in ["instances", "vms"] {
         let response = s
-            .director(
+            .send(
                 Method::GET,
                 &format!("/deployments/{PG}/{path}?format=full"),
             )
-            .send()
-            .await
-            .unwrap();
+            .await;
         let id = Served::task_of(&response);
         assert_eq!(s.wait_task(id).await["state"], "done");
         let result = s.output(id, "result").await;
@@ -178,11 +168,7 @@ async fn deploy_instances_vms_recreate_stop_start_and_delete_follow_the_cli_sequ
     }
 
     // `bosh delete-deployment`: a trailing `?`.
-    let delete = s
-        .director(Method::DELETE, &format!("/deployments/{PG}?"))
-        .send()
-        .await
-        .unwrap();
+    let delete = s.send(Method::DELETE, &format!("/deployments/{PG}?")).await;
     assert_eq!(s.wait_task(Served::task_of(&delete)).await["state"], "done");
     let names: Vec<String> = s
         .get_json("/deployments")

@@ -13,15 +13,7 @@ const RMQ: &str = "service-instance_rmq-01";
 #[tokio::test(flavor = "multi_thread")]
 async fn info_is_open_and_every_other_route_wants_credentials() {
     let s = Served::start(ServeLimits::default()).await;
-    let info: Value = s
-        .client
-        .get(s.director_url("/info"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let info: Value = s.info().await;
     assert_eq!(info["user_authentication"]["type"], "basic");
     assert!(info["version"].as_str().unwrap().contains("fleet-updater"));
 
@@ -163,18 +155,10 @@ async fn listings_have_the_director_shapes() {
     assert!(s.get_json("/cloud_configs?limit=1").await[0]["properties"].is_string());
     assert_eq!(s.get_json("/locks").await, serde_json::json!([]));
 
-    let missing = s
-        .director(Method::GET, "/deployments/nope")
-        .send()
-        .await
-        .unwrap();
+    let missing = s.send(Method::GET, "/deployments/nope").await;
     assert_eq!(missing.status(), 404);
     assert_eq!(missing.json::<Value>().await.unwrap()["code"], 70000);
-    let unknown = s
-        .director(Method::GET, "/nothing/here")
-        .send()
-        .await
-        .unwrap();
+    let unknown = s.send(Method::GET, "/nothing/here").await;
     assert_eq!(unknown.status(), 404);
 }
 
@@ -312,12 +296,7 @@ async fn bad_manifests_are_refused_before_any_task_exists() {
         .await
         .unwrap();
     assert_eq!(bad_count.status(), 400);
-    assert!(
-        bad_count.json::<Value>().await.unwrap()["description"]
-            .as_str()
-            .unwrap()
-            .contains("canaries")
-    );
+    assert!(Served::description(bad_count).await.contains("canaries"));
     let after = s
         .get_json("/tasks?verbose=2")
         .await
@@ -354,10 +333,7 @@ async fn hostile_bodies_are_refused_with_a_clear_4xx() {
         .await
         .unwrap();
     assert_eq!(bomb.status(), 400);
-    let description = bomb.json::<Value>().await.unwrap()["description"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let description = Served::description(bomb).await.to_string();
     assert!(description.contains("Incorrect YAML"), "{description}");
 
     let deep = format!("name: deep\nx: {}{}", "[".repeat(200), "]".repeat(200));
@@ -379,12 +355,7 @@ async fn hostile_bodies_are_refused_with_a_clear_4xx() {
         .await
         .unwrap();
     assert_eq!(too_large.status(), 413);
-    assert!(
-        too_large.json::<Value>().await.unwrap()["description"]
-            .as_str()
-            .unwrap()
-            .contains("4096 bytes")
-    );
+    assert!(Served::description(too_large).await.contains("4096 bytes"));
     // Without a declared length the body is cut off at the limit too.
     let stream = futures_stream(large);
     let chunked = s
@@ -411,7 +382,7 @@ async fn connections_above_the_limit_are_answered_with_429() {
     })
     .await;
     // The first client keeps its connection open in its pool.
-    let first = s.director(Method::GET, "/tasks").send().await.unwrap();
+    let first = s.send(Method::GET, "/tasks").await;
     assert_eq!(first.status(), 200);
     let second = crate::served::client_trusting(&s.ca)
         .get(s.director_url("/tasks"))
@@ -433,13 +404,11 @@ async fn state_changes_act_on_the_named_group_or_instance_only() {
     assert_eq!(task["state"], "done", "{task}");
 
     let details = s
-        .director(
+        .send(
             Method::GET,
             &format!("/deployments/{RMQ}/instances?format=full"),
         )
-        .send()
-        .await
-        .unwrap();
+        .await;
     let id = Served::task_of(&details);
     assert_eq!(s.wait_task(id).await["state"], "done");
     let lines = s.output(id, "result").await;
@@ -514,24 +483,15 @@ async fn a_running_task_holds_the_lock_and_can_be_cancelled() {
     let locks = s.get_json("/locks").await;
     assert_eq!(locks[0]["resource"][0], RMQ);
     assert_eq!(locks[0]["task_id"], id.to_string());
-    let second = s
-        .director(Method::DELETE, &format!("/deployments/{RMQ}"))
-        .send()
-        .await
-        .unwrap();
+    let second = s.send(Method::DELETE, &format!("/deployments/{RMQ}")).await;
     assert_eq!(second.status(), 409);
     assert!(
-        second.json::<Value>().await.unwrap()["description"]
-            .as_str()
-            .unwrap()
+        Served::description(second)
+            .await
             .contains(&format!("task {id}"))
     );
 
-    let cancel = s
-        .director(Method::DELETE, &format!("/task/{id}"))
-        .send()
-        .await
-        .unwrap();
+    let cancel = s.send(Method::DELETE, &format!("/task/{id}")).await;
     assert_eq!(cancel.status(), 204);
     let task = s.wait_task(id).await;
     assert_eq!(task["state"], "cancelled", "{task}");
@@ -543,24 +503,15 @@ async fn a_running_task_holds_the_lock_and_can_be_cancelled() {
         .count();
     assert!(updated < 3, "cancelled after {updated} of 3 instances");
     assert!(events.lines().last().unwrap().contains("\"error\""));
-    let again = s
-        .director(Method::DELETE, &format!("/task/{id}"))
-        .send()
-        .await
-        .unwrap();
+    let again = s.send(Method::DELETE, &format!("/task/{id}")).await;
     assert_eq!(again.status(), 400);
     assert!(
-        again.json::<Value>().await.unwrap()["description"]
-            .as_str()
-            .unwrap()
+        Served::description(again)
+            .await
             .contains("Cannot cancel task")
     );
     assert_eq!(s.get_json("/locks").await, serde_json::json!([]));
-    let missing = s
-        .director(Method::DELETE, "/task/9999")
-        .send()
-        .await
-        .unwrap();
+    let missing = s.send(Method::DELETE, "/task/9999").await;
     assert_eq!(missing.status(), 404);
 }
 
@@ -625,12 +576,7 @@ async fn the_cloud_config_is_diffed_and_updated_through_configs() {
         .await
         .unwrap();
     assert_eq!(refused.status(), 400);
-    assert!(
-        refused.json::<Value>().await.unwrap()["description"]
-            .as_str()
-            .unwrap()
-            .contains("runtime")
-    );
+    assert!(Served::description(refused).await.contains("runtime"));
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -103,6 +103,28 @@ impl Served {
             .header("X-Broker-API-Version", "2.13")
     }
 
+    /// A director request without a body.
+    pub async fn send(&self, method: Method, path: &str) -> reqwest::Response {
+        self.director(method, path).send().await.unwrap()
+    }
+
+    /// `GET /info`, without credentials as clients ask it.
+    pub async fn info(&self) -> Value {
+        let response = self
+            .client
+            .get(self.director_url("/info"))
+            .send()
+            .await
+            .unwrap();
+        response.json().await.unwrap()
+    }
+
+    /// The `description` of an error answer.
+    pub async fn description(response: reqwest::Response) -> String {
+        let body: Value = response.json().await.unwrap();
+        body["description"].as_str().unwrap().to_string()
+    }
+
     /// A state change or another director request with an empty YAML body.
     pub async fn put(&self, path: &str) -> reqwest::Response {
         self.director(Method::PUT, path)

@@ -52,3 +52,14 @@ pub fn fleet_updater() -> Command {
 pub fn json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
+
+/// The ids of the report's instances with `outcome`.
+pub fn ids_with(report: &serde_json::Value, outcome: &str) -> std::collections::BTreeSet<String> {
+    report["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["outcome"] == outcome)
+        .map(|i| i["id"].as_str().unwrap().to_string())
+        .collect()
+}
