@@ -89,6 +89,12 @@ async fn deploy(director: &Director, text: &str) -> Task {
     director.wait(task.id).await.unwrap()
 }
 
+/// The result of a task that must have failed.
+fn failed(task: &Task) -> String {
+    assert_eq!(task.state, TaskState::Error, "{:?}", task.result);
+    task.result.clone().unwrap_or_default()
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_deploy_creates_starts_and_records_every_instance() {
     let f = fixture(vec![]);
@@ -314,11 +320,10 @@ async fn unresponsive_agents_fail_a_deploy_and_are_replaced_by_recreate_with_fix
 async fn an_invalid_manifest_fails_the_task_and_changes_nothing() {
     let f = fixture(vec![]);
     let task = deploy(&f.director, &manifest("d", 2, "9.9", 0)).await;
-    assert_eq!(task.state, TaskState::Error);
     assert!(
+        failed(&task).contains("stemcells.default: `jammy/9.9` is not uploaded"),
+        "{:?}",
         task.result
-            .unwrap()
-            .contains("stemcells.default: `jammy/9.9` is not uploaded")
     );
     assert!(f.director.instances("d").unwrap().is_empty());
     assert!(matches!(
@@ -856,12 +861,10 @@ instance_groups:
         assert_eq!(moved.state, TaskState::Done, "{:?}", moved.result);
         // Releasing the old (default, .200) must not free (renamed, .200).
         let taken = deploy(&f.director, &on("b", 1, "renamed", &["10.10.0.200"])).await;
-        assert_eq!(taken.state, TaskState::Error);
         assert!(
-            taken
-                .result
-                .unwrap()
-                .contains("NetworkReservationAlreadyInUse")
+            failed(&taken).contains("NetworkReservationAlreadyInUse"),
+            "{:?}",
+            taken.result
         );
     }
 
@@ -899,12 +902,10 @@ instance_groups:
             ))
             .unwrap();
         let refused = deploy(&f.director, &on("a", 1, "default", &["10.10.0.200"])).await;
-        assert_eq!(refused.state, TaskState::Error);
         assert!(
-            refused
-                .result
-                .unwrap()
-                .contains("NetworkReservationIpReserved")
+            failed(&refused).contains("NetworkReservationIpReserved"),
+            "{:?}",
+            refused.result
         );
     }
 
@@ -948,12 +949,10 @@ instance_groups:
             &on("a", 2, "default", &["10.10.0.201", "10.10.0.200"]),
         )
         .await;
-        assert_eq!(swapped.state, TaskState::Error);
         assert!(
-            swapped
-                .result
-                .unwrap()
-                .contains("swapping static IPs between instances is not supported")
+            failed(&swapped).contains("swapping static IPs between instances is not supported"),
+            "{:?}",
+            swapped.result
         );
     }
 
@@ -1196,8 +1195,11 @@ instance_groups:
         f.cloud.take_calls();
         let shrunk = manifest("d", "2.0").replace("instances: 2", "instances: 1");
         let task = deploy(&f.director, &shrunk).await;
-        assert_eq!(task.state, TaskState::Error);
-        assert!(task.result.unwrap().contains("package dependency cycle"));
+        assert!(
+            failed(&task).contains("package dependency cycle"),
+            "{:?}",
+            task.result
+        );
         assert_eq!(f.director.instances("d").unwrap().len(), 2);
         assert_eq!(f.cloud.take_calls(), Vec::<String>::new());
     }
@@ -1215,8 +1217,11 @@ instance_groups:
             .update_cloud_config("vm_types: [{name: small}]\nnetworks:\n- name: default\n  subnets: [{range: 10.0.0.0/24, gateway: 10.0.0.1}]\ncompilation: {workers: 2, network: default, reuse_compilation_vms: true}\n")
             .unwrap();
         let task = deploy(&f.director, &manifest("broken", "1.0")).await;
-        assert_eq!(task.state, TaskState::Error);
-        assert!(task.result.unwrap().contains("compiling diamond/1/base"));
+        assert!(
+            failed(&task).contains("compiling diamond/1/base"),
+            "{:?}",
+            task.result
+        );
         assert!(
             f.cloud.vms().is_empty(),
             "compilation VMs deleted after the failure"
