@@ -1,18 +1,28 @@
 //! `fleet-updater` brings a fleet of BOSH-deployed service instances up to date.
 //!
-//! Layers, top to bottom: the CLI (binary) wires a validated [`config`] to an
-//! [`inventory`] and runs the [`rollout`] engine, whose events the [`output`] layer prints.
-//! The engine sees only the inventory trait, a clock and a rate limiter.
+//! This package is the command line: the configuration and the wiring of the layers,
+//! each a crate of the workspace (see the README's architecture section). The layers are
+//! re-exported under their old module names so that the binary, the examples and the
+//! integration tests name them in one way.
 
-pub mod broker;
-pub mod clock;
 pub mod config;
-pub mod director;
-pub mod fleet;
-pub mod inventory;
-pub mod ipset;
-pub mod output;
-pub mod rollout;
-pub mod serve;
-pub mod store;
-pub mod yaml;
+
+pub use fleet_broker as broker;
+pub use fleet_clock as clock;
+pub use fleet_director as director;
+pub use fleet_embedded as fleet;
+pub use fleet_ipset as ipset;
+pub use fleet_output as output;
+pub use fleet_rollout as rollout;
+pub use fleet_serve as serve;
+pub use fleet_store as store;
+pub use fleet_yaml as yaml;
+
+/// The seam between the engine and the fleets, with every adapter.
+pub mod inventory {
+    pub use fleet_inventory_broker as broker_http;
+    pub use fleet_inventory_director as director_http;
+    pub use fleet_inventory_embedded as embedded;
+    pub use fleet_inventory_scripted as scripted;
+    pub use fleet_rollout::inventory::*;
+}

@@ -7,19 +7,18 @@ mod read;
 mod read_director;
 mod read_serve;
 mod render;
-mod secret;
 
 use std::path::{Path, PathBuf};
 
 pub use duration::{format as format_duration, parse_positive as parse_duration};
-pub use model::{
-    Config, DirectorAuth, DirectorEndpoint, Format, InventoryKind, RecreateConfig, ServeConfig,
-    ServeLimits, ServeUser, ServiceBroker, StrategyKind, UpdateConfig,
-};
+pub use fleet_inventory_broker::ServiceBroker;
+pub use fleet_inventory_director::{DirectorAuth, DirectorEndpoint};
+pub use fleet_secret::Secret;
+pub use fleet_serve::{ServeConfig, ServeLimits, ServeUser};
+pub use model::{Config, Format, InventoryKind, RecreateConfig, StrategyKind, UpdateConfig};
 pub use render::render;
-pub use secret::Secret;
 
-use crate::yaml::{self, Checker, Problem};
+use fleet_yaml::{self as yaml, Checker, Problem};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {

@@ -1,107 +1,12 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::secret::Secret;
-use crate::director::sim::Fault;
-use crate::inventory::Selection;
-use crate::rollout::{Backoff, Settings, Strategy};
-
-/// The a9s `service_broker` properties.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ServiceBroker {
-    pub api_endpoint: String,
-    pub username: String,
-    pub password: Secret,
-    pub skip_ssl_validation: bool,
-    /// PEM, already checked to hold at least one certificate.
-    pub ca: Option<String>,
-    /// Per-request timeout.
-    pub timeout: Duration,
-}
-
-/// How the updater signs in to a BOSH director.
-#[derive(Debug, Clone, PartialEq)]
-pub enum DirectorAuth {
-    /// HTTP basic authentication with a director user.
-    Basic { username: String, password: Secret },
-    /// UAA client credentials; the token endpoint is the UAA that the director's `/info`
-    /// names.
-    Uaa {
-        client: String,
-        client_secret: Secret,
-    },
-}
-
-/// The `director` properties: a BOSH director whose deployments are the instances.
-#[derive(Debug, Clone, PartialEq)]
-pub struct DirectorEndpoint {
-    /// `https://host:25555`, without a path.
-    pub url: String,
-    pub auth: DirectorAuth,
-    /// PEM, already checked to hold at least one certificate.
-    pub ca: Option<String>,
-    pub skip_ssl_validation: bool,
-    /// Per-request timeout.
-    pub timeout: Duration,
-    /// Which deployments are instances: a name pattern where `*` stands for any text.
-    pub deployments: String,
-}
-
-/// A user of the APIs that `serve` offers.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ServeUser {
-    pub name: String,
-    pub password: Secret,
-}
-
-/// What one client may ask of `serve`, so that hostile input cannot exhaust it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ServeLimits {
-    /// Largest request body; a manifest or cloud config above it is refused with 413.
-    pub max_body_bytes: usize,
-    /// A request that takes longer is answered with 408.
-    pub request_timeout: Duration,
-    /// Connections served at once; more are answered with 429 and closed.
-    pub max_connections: usize,
-}
-
-impl Default for ServeLimits {
-    fn default() -> Self {
-        ServeLimits {
-            max_body_bytes: 4 * 1024 * 1024,
-            request_timeout: Duration::from_secs(60),
-            max_connections: 256,
-        }
-    }
-}
-
-/// The `serve` block: where the director and broker APIs listen, their certificate and
-/// users.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ServeConfig {
-    pub director_listen: std::net::SocketAddr,
-    pub broker_listen: std::net::SocketAddr,
-    /// A PEM certificate chain and its key; without them a CA and a server certificate are
-    /// generated in the state directory.
-    pub certificate: Option<PathBuf>,
-    pub private_key: Option<PathBuf>,
-    /// Without users, credentials are generated in the state directory.
-    pub users: Vec<ServeUser>,
-    pub limits: ServeLimits,
-}
-
-impl Default for ServeConfig {
-    fn default() -> Self {
-        ServeConfig {
-            director_listen: std::net::SocketAddr::from(([127, 0, 0, 1], 25555)),
-            broker_listen: std::net::SocketAddr::from(([127, 0, 0, 1], 25556)),
-            certificate: None,
-            private_key: None,
-            users: Vec::new(),
-            limits: ServeLimits::default(),
-        }
-    }
-}
+use fleet_director::sim::Fault;
+use fleet_inventory_broker::ServiceBroker;
+use fleet_inventory_director::DirectorEndpoint;
+use fleet_rollout::inventory::Selection;
+use fleet_rollout::{Backoff, Settings, Strategy};
+use fleet_serve::ServeConfig;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StrategyKind {

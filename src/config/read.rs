@@ -4,13 +4,14 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::duration::parse_positive;
-use super::model::{Config, Format, InventoryKind, ServiceBroker, StrategyKind};
+use super::model::{Config, Format, InventoryKind, StrategyKind};
 use super::read_director::DirectorFields;
 use super::read_serve::read_serve;
-use super::secret::Secret;
 use crate::fleet::{FaultText, parse_fault};
 use crate::inventory::Selection;
 use crate::yaml::{Checker, Node, Position, Value, describe, join};
+use fleet_inventory_broker::ServiceBroker;
+use fleet_secret::Secret;
 
 const TOP: &[&str] = &[
     "service_broker",

@@ -2,10 +2,10 @@
 
 use std::time::Duration;
 
-use super::model::{DirectorAuth, DirectorEndpoint};
 use super::read::{check_endpoint, check_pem, duration, secret, set};
-use super::secret::Secret;
 use crate::yaml::{Checker, Node, Position, join};
+use fleet_inventory_director::{DirectorAuth, DirectorEndpoint};
+use fleet_secret::Secret;
 
 const KEYS: &[&str] = &[
     "url",

@@ -3,9 +3,9 @@
 use std::net::SocketAddr;
 use std::path::Path;
 
-use super::model::{ServeConfig, ServeUser};
 use super::read::{at_least, duration, path_value, secret, set};
 use crate::yaml::{Checker, Node, join};
+use fleet_serve::{ServeConfig, ServeUser};
 
 const KEYS: &[&str] = &["director", "broker", "tls", "users", "limits"];
 const LIMITS: &[&str] = &["max_body_bytes", "request_timeout", "max_connections"];

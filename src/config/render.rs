@@ -5,7 +5,8 @@ use std::fmt::Write;
 use std::path::Path;
 
 use super::duration::format;
-use super::model::{Config, DirectorAuth};
+use super::model::Config;
+use fleet_inventory_director::DirectorAuth;
 
 enum Item {
     Scalar(String),

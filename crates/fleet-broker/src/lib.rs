@@ -1,0 +1,377 @@
+//! The embedded service broker: service instances are deployments named
+//! `service-instance_<id>` on the embedded director. It knows which instances are
+//! outdated (what a deployment runs against what its plan wants now), which are busy (the
+//! deployment's lock is held) and which the owner blocked, and turns upgrade and recreate
+//! requests into director tasks. It uses only the director's public facade.
+
+pub mod catalog;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+pub use catalog::{Catalog, Plan, StemcellVersion, Version, Versions};
+
+use fleet_director::model::{Task, TaskState};
+use fleet_director::{DeployOptions, manifest};
+use fleet_director::{Director, DirectorError, RecreateOptions};
+use fleet_store::{Collection, Store, StoreError, get, list, put};
+
+#[derive(Debug, thiserror::Error)]
+pub enum BrokerError {
+    #[error("unknown plan `{0}`")]
+    UnknownPlan(String),
+    #[error("service instance `{0}` already exists")]
+    Exists(String),
+    #[error("service instance `{0}` not found")]
+    NotFound(String),
+    #[error(transparent)]
+    Director(#[from] DirectorError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServiceInstance {
+    pub id: String,
+    pub plan_id: String,
+    pub space_guid: Option<String>,
+    pub maintenance_updates_blocked: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    Provisioned,
+    Deploying,
+    Failed,
+}
+
+/// An instance as the management API lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstanceView {
+    pub instance: ServiceInstance,
+    pub deployment: String,
+    pub state: State,
+    pub update_available: bool,
+    /// What the deployment last deployed successfully; `None` before that.
+    pub running: Option<Versions>,
+    /// The latest director task of the deployment.
+    pub last_task: Option<Task>,
+}
+
+/// The broker's answer to an upgrade or recreate request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    Accepted { task: u64 },
+    UpToDate,
+    Blocked,
+    Busy,
+    Deleted,
+    Orphaned,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OperationStatus {
+    InProgress,
+    Succeeded,
+    Failed(String),
+}
+
+pub struct Broker {
+    director: Director,
+    store: Arc<dyn Store>,
+    catalog: Catalog,
+}
+
+/// Whether a director task is an operation on its deployment; a read-only one is nobody's
+/// last operation.
+fn changes(task: &Task) -> bool {
+    task.description != fleet_director::DETAILS_TASK
+}
+
+pub fn deployment_name(id: &str) -> String {
+    format!("service-instance_{id}")
+}
+
+/// The releases and stemcell a manifest names.
+fn versions_of(manifest_text: &str) -> Option<Versions> {
+    let m = manifest::parse(manifest_text).ok()?;
+    let stemcell = m.stemcells.first()?;
+    Some(Versions {
+        releases: m
+            .releases
+            .iter()
+            .map(|r| Version {
+                name: r.name.clone(),
+                version: r.version.clone(),
+            })
+            .collect(),
+        stemcell: StemcellVersion {
+            os: stemcell.os.clone(),
+            version: stemcell.version.clone(),
+        },
+    })
+}
+
+impl Broker {
+    pub fn new(director: Director, store: Arc<dyn Store>, catalog: Catalog) -> Self {
+        Broker {
+            director,
+            store,
+            catalog,
+        }
+    }
+
+    pub fn director(&self) -> &Director {
+        &self.director
+    }
+
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    fn plan(&self, id: &str) -> Result<&Plan, BrokerError> {
+        self.catalog
+            .plan(id)
+            .ok_or_else(|| BrokerError::UnknownPlan(id.to_string()))
+    }
+
+    /// Creates a service instance and deploys it, on `versions` or the plan's current ones;
+    /// `blocked` is the owner's choice about maintenance updates, recorded with it.
+    ///
+    /// # Errors
+    /// An unknown plan, an existing id, or a director error.
+    pub fn provision(
+        &self,
+        id: &str,
+        plan_id: &str,
+        versions: Option<&Versions>,
+        blocked: bool,
+    ) -> Result<Task, BrokerError> {
+        let plan = self.plan(plan_id)?;
+        if self.store.get(Collection::ServiceInstances, id)?.is_some() {
+            return Err(BrokerError::Exists(id.to_string()));
+        }
+        let instance = ServiceInstance {
+            id: id.to_string(),
+            plan_id: plan_id.to_string(),
+            space_guid: None,
+            maintenance_updates_blocked: blocked,
+        };
+        self.store.write(vec![put(
+            Collection::ServiceInstances,
+            id,
+            plan_id,
+            &instance,
+        )])?;
+        let deployment = deployment_name(id);
+        let manifest = plan.manifest_for(&deployment, versions.unwrap_or(&plan.current));
+        Ok(self.director.deploy(&manifest, DeployOptions::default())?)
+    }
+
+    /// The owner's switch for maintenance updates.
+    ///
+    /// # Errors
+    /// An unknown instance or a store error.
+    pub fn set_blocked(&self, id: &str, blocked: bool) -> Result<(), BrokerError> {
+        let mut instance: ServiceInstance = get(&*self.store, Collection::ServiceInstances, id)?
+            .ok_or_else(|| BrokerError::NotFound(id.to_string()))?;
+        instance.maintenance_updates_blocked = blocked;
+        self.store.write(vec![put(
+            Collection::ServiceInstances,
+            id,
+            &instance.plan_id,
+            &instance,
+        )])?;
+        Ok(())
+    }
+
+    fn view(
+        &self,
+        instance: ServiceInstance,
+        last_task: Option<Task>,
+    ) -> Result<InstanceView, BrokerError> {
+        let deployment = deployment_name(&instance.id);
+        let record = self.director.deployment(&deployment)?;
+        let update_available = self.outdated(&instance, record.as_ref())?;
+        let deployed = record.and_then(|r| r.manifest);
+        let running = deployed.as_deref().and_then(versions_of);
+        let state = match &last_task {
+            Some(task) if task.state.is_running() => State::Deploying,
+            Some(task) if task.state != TaskState::Done => State::Failed,
+            _ if deployed.is_none() => State::Failed,
+            _ => State::Provisioned,
+        };
+        Ok(InstanceView {
+            instance,
+            deployment,
+            state,
+            update_available,
+            running,
+            last_task,
+        })
+    }
+
+    /// Every service instance, in id order.
+    ///
+    /// # Errors
+    /// A store or director error.
+    pub fn instances(&self) -> Result<Vec<InstanceView>, BrokerError> {
+        let mut latest: HashMap<String, Task> = HashMap::new();
+        for task in self.director.tasks()?.into_iter().filter(changes) {
+            if let Some(d) = task.deployment.clone() {
+                latest.entry(d).or_insert(task);
+            }
+        }
+        list::<ServiceInstance>(&*self.store, Collection::ServiceInstances, None)?
+            .into_iter()
+            .map(|i| {
+                let task = latest.remove(&deployment_name(&i.id));
+                self.view(i, task)
+            })
+            .collect()
+    }
+
+    /// # Errors
+    /// A store or director error.
+    pub fn instance(&self, id: &str) -> Result<Option<InstanceView>, BrokerError> {
+        let Some(instance) =
+            get::<ServiceInstance>(&*self.store, Collection::ServiceInstances, id)?
+        else {
+            return Ok(None);
+        };
+        let deployment = deployment_name(id);
+        let task = self
+            .director
+            .tasks()?
+            .into_iter()
+            .filter(changes)
+            .find(|t| t.deployment.as_deref() == Some(deployment.as_str()));
+        Ok(Some(self.view(instance, task)?))
+    }
+
+    /// Whether a redeploy would change the deployment: its plan renders another manifest
+    /// now, or the cloud config changed since it deployed.
+    fn outdated(
+        &self,
+        instance: &ServiceInstance,
+        record: Option<&fleet_director::model::DeploymentRecord>,
+    ) -> Result<bool, BrokerError> {
+        let Some(record) = record else {
+            return Ok(true);
+        };
+        let (Some(plan), Some(deployed)) = (self.catalog.plan(&instance.plan_id), &record.manifest)
+        else {
+            return Ok(true);
+        };
+        let cloud_config = self.director.cloud_config()?.map(|c| c.version);
+        Ok(*deployed != plan.manifest_for(&record.name, &plan.current)
+            || record.cloud_config != cloud_config)
+    }
+
+    /// What stands before any operation: gone, orphaned, blocked or busy.
+    fn precheck(
+        &self,
+        id: &str,
+        force: bool,
+    ) -> Result<Result<(ServiceInstance, String), Answer>, BrokerError> {
+        let Some(instance) =
+            get::<ServiceInstance>(&*self.store, Collection::ServiceInstances, id)?
+        else {
+            return Ok(Err(Answer::Deleted));
+        };
+        let deployment = deployment_name(id);
+        if self.director.deployment(&deployment)?.is_none() {
+            return Ok(Err(Answer::Orphaned));
+        }
+        if instance.maintenance_updates_blocked && !force {
+            return Ok(Err(Answer::Blocked));
+        }
+        if self.director.lock_holder(&deployment)?.is_some() {
+            return Ok(Err(Answer::Busy));
+        }
+        Ok(Ok((instance, deployment)))
+    }
+
+    fn started(result: Result<Task, DirectorError>) -> Result<Answer, BrokerError> {
+        match result {
+            Ok(task) => Ok(Answer::Accepted { task: task.id }),
+            // Another operation took the lock since the check: still busy.
+            Err(DirectorError::Locked { .. }) => Ok(Answer::Busy),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Redeploys with the plan's current releases, stemcell and manifest.
+    ///
+    /// # Errors
+    /// A store or director error other than a held lock.
+    pub fn upgrade(&self, id: &str, force: bool) -> Result<Answer, BrokerError> {
+        let (instance, deployment) = match self.precheck(id, force)? {
+            Ok(found) => found,
+            Err(answer) => return Ok(answer),
+        };
+        let plan = self.plan(&instance.plan_id)?;
+        let desired = plan.manifest_for(&deployment, &plan.current);
+        let record = self.director.deployment(&deployment)?;
+        if !self.outdated(&instance, record.as_ref())? {
+            return Ok(Answer::UpToDate);
+        }
+        Self::started(self.director.deploy(&desired, DeployOptions::default()))
+    }
+
+    /// Recreates every VM; with `fix`, VMs whose agents do not answer too (`recreate
+    /// --fix`). An instance that never deployed successfully has no manifest to recreate
+    /// from, so its plan's manifest is deployed with every VM recreated.
+    ///
+    /// # Errors
+    /// A store or director error other than a held lock.
+    pub fn recreate(&self, id: &str, force: bool, fix: bool) -> Result<Answer, BrokerError> {
+        let (instance, deployment) = match self.precheck(id, force)? {
+            Ok(found) => found,
+            Err(answer) => return Ok(answer),
+        };
+        if self.director.deployed_manifest(&deployment).is_err() {
+            let plan = self.plan(&instance.plan_id)?;
+            let options = DeployOptions {
+                recreate: true,
+                fix,
+                ..DeployOptions::default()
+            };
+            let manifest = plan.manifest_for(&deployment, &plan.current);
+            return Self::started(self.director.deploy(&manifest, options));
+        }
+        let options = RecreateOptions {
+            fix,
+            ..RecreateOptions::default()
+        };
+        Self::started(self.director.recreate(&deployment, options))
+    }
+
+    /// The state of an operation, by its director task.
+    ///
+    /// # Errors
+    /// A store error, or [`BrokerError::NotFound`] for an unknown task.
+    pub fn operation(&self, task: u64) -> Result<OperationStatus, BrokerError> {
+        let task = self
+            .director
+            .task(task)?
+            .ok_or_else(|| BrokerError::NotFound(format!("task {task}")))?;
+        Ok(match task.state {
+            TaskState::Queued | TaskState::Processing | TaskState::Cancelling => {
+                OperationStatus::InProgress
+            }
+            TaskState::Done => OperationStatus::Succeeded,
+            TaskState::Error | TaskState::Cancelled => OperationStatus::Failed(format!(
+                "bosh task {} {}: {}",
+                task.id,
+                task.state.as_str(),
+                task.result.unwrap_or_default()
+            )),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

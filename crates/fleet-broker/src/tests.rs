@@ -1,0 +1,261 @@
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::*;
+use fleet_director::model::{Release, Stemcell};
+use fleet_director::sim::{Latency, SimulatedCloud, SimulationSettings};
+use fleet_director::{DirectorSettings, agent::Agent, cpi::Cpi};
+use fleet_store::SqliteStore;
+
+const TEMPLATE: &str =
+    "update: {canaries: 1, max_in_flight: 1, canary_watch_time: 1000, update_watch_time: 1000}
+networks:
+- name: default
+  subnets:
+  - {range: 10.1.0.0/24, gateway: 10.1.0.1}
+instance_groups:
+- name: db
+  instances: 1
+  jobs: [{name: postgres, release: postgres}]
+  vm_type: small
+  stemcell: default
+  persistent_disk: 1024
+  networks: [{name: default}]
+";
+
+fn versions(release: &str, stemcell: &str) -> Versions {
+    Versions {
+        releases: vec![Version {
+            name: "postgres".into(),
+            version: release.into(),
+        }],
+        stemcell: StemcellVersion {
+            os: "jammy".into(),
+            version: stemcell.into(),
+        },
+    }
+}
+
+fn broker() -> Broker {
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::in_memory().unwrap());
+    let latency = Latency {
+        min: Duration::from_millis(50),
+        max: Duration::from_millis(100),
+    };
+    let cloud = Arc::new(SimulatedCloud::new(
+        Arc::clone(&store),
+        SimulationSettings {
+            cpi_latency: latency,
+            agent_latency: latency,
+            ..SimulationSettings::default()
+        },
+    ));
+    let director = Director::new(
+        Arc::clone(&store),
+        Arc::clone(&cloud) as Arc<dyn Cpi>,
+        cloud as Arc<dyn Agent>,
+        DirectorSettings::default(),
+    )
+    .unwrap();
+    for v in ["15", "16"] {
+        director
+            .upload_release(&Release {
+                name: "postgres".into(),
+                version: v.into(),
+                jobs: vec![fleet_director::model::ReleaseJob {
+                    name: "postgres".into(),
+                    packages: vec![],
+                }],
+                packages: vec![],
+            })
+            .unwrap();
+    }
+    for v in ["1.0", "2.0"] {
+        director
+            .upload_stemcell(&Stemcell {
+                name: "s".into(),
+                os: "jammy".into(),
+                version: v.into(),
+            })
+            .unwrap();
+    }
+    let catalog = Catalog {
+        plans: vec![Plan {
+            id: "small".into(),
+            manifest: TEMPLATE.into(),
+            current: versions("16", "2.0"),
+        }],
+    };
+    Broker::new(director, store, catalog)
+}
+
+async fn provisioned(broker: &Broker, id: &str) {
+    let task = broker
+        .provision(id, "small", Some(&versions("15", "1.0")), false)
+        .unwrap();
+    let task = broker.director().wait(task.id).await.unwrap();
+    assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_outdated_instance_is_upgraded_then_up_to_date() {
+    let broker = broker();
+    provisioned(&broker, "a").await;
+    let view = broker.instance("a").unwrap().unwrap();
+    assert!(view.update_available);
+    assert_eq!(view.state, State::Provisioned);
+    assert_eq!(view.running.unwrap().describe(), "postgres/15, jammy/1.0");
+
+    let Answer::Accepted { task } = broker.upgrade("a", false).unwrap() else {
+        panic!("expected the upgrade to start");
+    };
+    assert_eq!(
+        broker.instance("a").unwrap().unwrap().state,
+        State::Deploying
+    );
+    assert_eq!(
+        broker.upgrade("a", false).unwrap(),
+        Answer::Busy,
+        "busy while the lock is held"
+    );
+    assert_eq!(broker.operation(task).unwrap(), OperationStatus::InProgress);
+    broker.director().wait(task).await.unwrap();
+    assert_eq!(broker.operation(task).unwrap(), OperationStatus::Succeeded);
+    let view = broker.instance("a").unwrap().unwrap();
+    assert!(!view.update_available);
+    assert_eq!(view.running.unwrap().describe(), "postgres/16, jammy/2.0");
+    assert_eq!(broker.upgrade("a", false).unwrap(), Answer::UpToDate);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_blocked_instance_is_upgraded_only_with_force() {
+    let broker = broker();
+    provisioned(&broker, "a").await;
+    broker.set_blocked("a", true).unwrap();
+    assert_eq!(broker.upgrade("a", false).unwrap(), Answer::Blocked);
+    assert!(matches!(
+        broker.upgrade("a", true).unwrap(),
+        Answer::Accepted { .. }
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn unknown_and_orphaned_instances_are_reported_as_such() {
+    let broker = broker();
+    assert_eq!(broker.upgrade("nobody", false).unwrap(), Answer::Deleted);
+    provisioned(&broker, "a").await;
+    let task = broker.director().delete(&deployment_name("a")).unwrap();
+    broker.director().wait(task.id).await.unwrap();
+    assert_eq!(broker.upgrade("a", false).unwrap(), Answer::Orphaned);
+    assert_eq!(broker.recreate("a", false, true).unwrap(), Answer::Orphaned);
+}
+
+#[tokio::test(start_paused = true)]
+async fn recreate_replaces_the_vms_with_fix() {
+    let broker = broker();
+    provisioned(&broker, "a").await;
+    let before = broker.director().vms(&deployment_name("a")).unwrap();
+    let Answer::Accepted { task } = broker.recreate("a", false, true).unwrap() else {
+        panic!("expected the recreate to start");
+    };
+    let done = broker.director().wait(task).await.unwrap();
+    assert_eq!(done.description, "recreate deployment");
+    assert_eq!(done.state, TaskState::Done, "{:?}", done.result);
+    let after = broker.director().vms(&deployment_name("a")).unwrap();
+    assert_ne!(before[0].cid, after[0].cid);
+    assert!(
+        broker.instance("a").unwrap().unwrap().update_available,
+        "recreate changes no versions"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_operation_is_reported_with_its_task() {
+    let broker = broker();
+    provisioned(&broker, "a").await;
+    // A release the director does not have makes the deploy fail inside its task.
+    let mut plan = broker.catalog.plans[0].clone();
+    plan.current = versions("99", "2.0");
+    let broken = Broker::new(
+        broker.director.clone(),
+        Arc::clone(&broker.store),
+        Catalog { plans: vec![plan] },
+    );
+    let Answer::Accepted { task } = broken.upgrade("a", false).unwrap() else {
+        panic!("expected the upgrade to start");
+    };
+    broken.director().wait(task).await.unwrap();
+    let OperationStatus::Failed(reason) = broken.operation(task).unwrap() else {
+        panic!("expected a failure");
+    };
+    assert!(
+        reason.contains(&format!("bosh task {task} error")),
+        "{reason}"
+    );
+    assert!(
+        reason.contains("releases.postgres: version `99` is not uploaded"),
+        "{reason}"
+    );
+    assert_eq!(broken.instance("a").unwrap().unwrap().state, State::Failed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_never_deployed_instance_is_recreated_from_its_plan() {
+    let broker = broker();
+    // A release the director lacks makes provisioning fail: nothing was ever deployed.
+    let task = broker
+        .provision("a", "small", Some(&versions("99", "1.0")), false)
+        .unwrap();
+    broker.director().wait(task.id).await.unwrap();
+    assert_eq!(broker.instance("a").unwrap().unwrap().state, State::Failed);
+    let Answer::Accepted { task } = broker.recreate("a", false, true).unwrap() else {
+        panic!("expected the recreate to start");
+    };
+    let done = broker.director().wait(task).await.unwrap();
+    assert_eq!(done.state, TaskState::Done, "{:?}", done.result);
+    assert_eq!(
+        broker.instance("a").unwrap().unwrap().state,
+        State::Provisioned
+    );
+}
+
+fn cloud_config(vm_type: &str) -> String {
+    format!(
+        "vm_types: [{{name: small, cloud_properties: {{flavor: {vm_type}}}}}]\nnetworks:\n- name: default\n  subnets: [{{range: 10.2.0.0/24, gateway: 10.2.0.1}}]\n"
+    )
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_new_cloud_config_makes_every_instance_outdated() {
+    let broker = broker();
+    broker
+        .director()
+        .update_cloud_config(&cloud_config("small"))
+        .unwrap();
+    provisioned(&broker, "a").await;
+    let Answer::Accepted { task } = broker.upgrade("a", false).unwrap() else {
+        panic!("expected the upgrade to start");
+    };
+    broker.director().wait(task).await.unwrap();
+    assert!(!broker.instance("a").unwrap().unwrap().update_available);
+    assert_eq!(
+        broker
+            .director()
+            .update_cloud_config(&cloud_config("small"))
+            .unwrap(),
+        1,
+        "the same text is no new version"
+    );
+    assert_eq!(
+        broker
+            .director()
+            .update_cloud_config(&cloud_config("large"))
+            .unwrap(),
+        2
+    );
+    assert!(broker.instance("a").unwrap().unwrap().update_available);
+    assert!(matches!(
+        broker.upgrade("a", false).unwrap(),
+        Answer::Accepted { .. }
+    ));
+}

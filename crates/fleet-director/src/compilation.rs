@@ -1,0 +1,520 @@
+//! Compiling packages (seed 000, steps 6 to 8): the packages of the releases in use,
+//! dependencies first, on compilation VMs per the `compilation` section, at most `workers`
+//! at once. Compiled packages are kept per stemcell, so a redeploy compiles nothing twice.
+//! Compilation VMs take dynamic addresses on the compilation network and are deleted at
+//! the end, also when compilation fails.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+use tokio::task::JoinSet;
+
+use super::Core;
+use super::compile::{Graph, PackageKey, needed};
+use super::cpi::VmRequest;
+use super::ids::new_id;
+use super::manifest::Manifest;
+use super::model::{CloudConfig, Release};
+use super::network::{
+    DatabaseIpRepo, Held, InMemoryIpRepo, IpProvider, IpRepo, IpSet, Network, Owner, to_ip,
+};
+use super::networking::Networking;
+use super::task::TaskLog;
+use fleet_store::{Collection, get, put};
+use fleet_yaml as yaml;
+
+/// The `compilation` section of the cloud config (or of the manifest without one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompilationConfig {
+    pub workers: usize,
+    pub network: Option<String>,
+    pub vm_type: Option<String>,
+    pub az: Option<String>,
+    pub reuse_compilation_vms: bool,
+}
+
+impl Default for CompilationConfig {
+    fn default() -> Self {
+        CompilationConfig {
+            workers: 1,
+            network: None,
+            vm_type: None,
+            az: None,
+            reuse_compilation_vms: false,
+        }
+    }
+}
+
+/// A package compiled for a stemcell.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompiledPackage {
+    pub package: String,
+    pub stemcell: String,
+    pub blob: String,
+}
+
+fn cache_key(package: &PackageKey, stemcell: &str) -> String {
+    format!("{}@{stemcell}", package.describe())
+}
+
+fn read_config(node: &yaml::Node) -> Result<CompilationConfig, String> {
+    let json = node.to_json();
+    let text = |key: &str| json.get(key).and_then(|v| v.as_str()).map(str::to_string);
+    let workers = match json.get("workers") {
+        None => 1,
+        Some(w) => w
+            .as_u64()
+            .filter(|w| (1..=256).contains(w))
+            .ok_or_else(|| {
+                format!("compilation.workers must be an integer from 1 to 256, found {w}")
+            })? as usize,
+    };
+    Ok(CompilationConfig {
+        workers,
+        network: text("network"),
+        vm_type: text("vm_type"),
+        az: text("az"),
+        reuse_compilation_vms: json
+            .get("reuse_compilation_vms")
+            .and_then(|v| v.as_bool())
+            .unwrap_or(false),
+    })
+}
+
+/// The cloud config's `compilation` section, else the manifest's, else one worker.
+pub fn config(core: &Core, manifest_text: &str) -> Result<CompilationConfig, String> {
+    let cloud = get::<CloudConfig>(&*core.store, Collection::CloudConfig, "current")
+        .map_err(|e| e.to_string())?;
+    let source = match cloud {
+        Some(c) => c.text,
+        None => manifest_text.to_string(),
+    };
+    let root = yaml::load(&source, yaml::Limits::default()).map_err(|e| e.to_string())?;
+    match root.get("compilation") {
+        Some(node) => read_config(node),
+        None => Ok(CompilationConfig::default()),
+    }
+}
+
+/// A compilation VM's place: its reserved address, and its VM while it has one.
+struct Slot {
+    owner: Owner,
+    ip: Option<u32>,
+    vm: Option<(String, String)>,
+}
+
+struct Worker<'a> {
+    core: &'a Core,
+    deployment: &'a str,
+    stemcell: &'a str,
+    config: &'a CompilationConfig,
+}
+
+impl Worker<'_> {
+    async fn ensure_vm(&self, slot: &mut Slot) -> Result<(String, String), String> {
+        if let Some(vm) = &slot.vm {
+            return Ok(vm.clone());
+        }
+        let agent_id = new_id("agent");
+        let request = VmRequest {
+            agent_id: agent_id.clone(),
+            stemcell: self.stemcell.to_string(),
+            vm_type: self.config.vm_type.clone(),
+            deployment: self.deployment.to_string(),
+            instance: slot.owner.instance.clone(),
+            networks: self
+                .config
+                .network
+                .iter()
+                .map(|n| (n.clone(), slot.ip.map(to_ip)))
+                .collect(),
+        };
+        let cid =
+            self.core.cpi.create_vm(&request).await.map_err(|e| {
+                format!("create_vm for compilation VM {}: {e}", slot.owner.instance)
+            })?;
+        slot.vm = Some((cid.clone(), agent_id.clone()));
+        Ok((cid, agent_id))
+    }
+
+    async fn delete_vm(&self, slot: &mut Slot) -> Result<(), String> {
+        if let Some((cid, _)) = slot.vm.take() {
+            self.core.cpi.delete_vm(&cid).await.map_err(|e| {
+                format!("delete_vm for compilation VM {}: {e}", slot.owner.instance)
+            })?;
+        }
+        Ok(())
+    }
+
+    async fn compile(
+        &self,
+        slot: &mut Slot,
+        package: &PackageKey,
+        dependencies: &[String],
+    ) -> Result<(), String> {
+        let key = cache_key(package, self.stemcell);
+        let lock = self.core.compile_lock(&key);
+        let _held = lock.lock().await;
+        // Another deploy may have compiled it while this one waited.
+        if self
+            .core
+            .store
+            .get(Collection::CompiledPackages, &key)
+            .map_err(|e| e.to_string())?
+            .is_some()
+        {
+            return Ok(());
+        }
+        let (_, agent) = self.ensure_vm(slot).await?;
+        let what = package.describe();
+        let blob = self
+            .core
+            .agent_call(
+                &agent,
+                "compile_package",
+                self.core.agent.compile_package(&agent, &what, dependencies),
+            )
+            .await
+            .map_err(|e| format!("compiling {what} for {}: {e}", self.stemcell))?;
+        let record = CompiledPackage {
+            package: what,
+            stemcell: self.stemcell.to_string(),
+            blob,
+        };
+        self.core
+            .store
+            .write(vec![put(Collection::CompiledPackages, &key, "", &record)])
+            .map_err(|e| e.to_string())?;
+        if !self.config.reuse_compilation_vms {
+            self.delete_vm(slot).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Compiles what the deployment needs and the cache lacks; returns how many packages
+/// were compiled.
+/// Each stemcell's package graph: every package the manifest's jobs need on it.
+fn graphs(core: &Core, manifest: &Manifest) -> Result<Vec<(String, Graph)>, String> {
+    let mut releases: Vec<Release> = Vec::new();
+    for r in &manifest.releases {
+        let key = format!("{}/{}", r.name, r.version);
+        if let Some(release) =
+            get::<Release>(&*core.store, Collection::Releases, &key).map_err(|e| e.to_string())?
+        {
+            releases.push(release);
+        }
+    }
+    let mut jobs: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+    for group in &manifest.instance_groups {
+        let Some(stemcell) = manifest.stemcell(&group.stemcell) else {
+            continue;
+        };
+        let entry = jobs
+            .entry(format!("{}/{}", stemcell.os, stemcell.version))
+            .or_default();
+        for job in &group.jobs {
+            entry.push((job.release.clone(), job.name.clone()));
+        }
+    }
+    jobs.into_iter()
+        .map(|(stemcell, jobs)| {
+            let graph = needed(&releases, &jobs).map_err(|e| e.to_string())?;
+            Ok((stemcell, graph))
+        })
+        .collect()
+}
+
+/// What compilation would refuse (a dependency cycle or a missing package, a bad
+/// `compilation` block), found before the deploy changes anything.
+///
+/// # Errors
+/// The first such problem.
+pub fn check(core: &Core, manifest: &Manifest, manifest_text: &str) -> Result<(), String> {
+    graphs(core, manifest)?;
+    config(core, manifest_text).map(|_| ())
+}
+
+pub async fn compile(
+    core: &Arc<Core>,
+    log: &TaskLog,
+    manifest: &Manifest,
+    manifest_text: &str,
+    networking: &Networking,
+    taken: &[(String, u32)],
+) -> Result<usize, String> {
+    let mut work: Vec<Batch> = Vec::new();
+    for (stemcell, graph) in graphs(core, manifest)? {
+        let mut todo = BTreeSet::new();
+        for package in graph.keys() {
+            if core
+                .store
+                .get(Collection::CompiledPackages, &cache_key(package, &stemcell))
+                .map_err(|e| e.to_string())?
+                .is_none()
+            {
+                todo.insert(package.clone());
+            }
+        }
+        if !todo.is_empty() {
+            work.push(Batch {
+                stemcell,
+                graph,
+                todo,
+            });
+        }
+    }
+    let total: usize = work.iter().map(|b| b.todo.len()).sum();
+    if total == 0 {
+        return Ok(0);
+    }
+    let config = config(core, manifest_text)?;
+    let stage = log.stage("Compiling packages", Vec::new(), total as u32);
+    // One address per worker on the compilation network, held while compilation runs.
+    let owners: Vec<Owner> = (0..config.workers)
+        .map(|n| Owner {
+            deployment: manifest.name.clone(),
+            instance: format!("compilation-{}", n + 1),
+        })
+        .collect();
+    let ips = match &config.network {
+        None => vec![None; owners.len()],
+        Some(network) => reserve_workers(
+            core,
+            networking,
+            network,
+            &owners,
+            config.az.as_deref(),
+            taken,
+        )?,
+    };
+    let slots: Vec<Slot> = owners
+        .into_iter()
+        .zip(ips)
+        .map(|(owner, ip)| Slot {
+            owner,
+            ip,
+            vm: None,
+        })
+        .collect();
+    let slots = Arc::new(Mutex::new(slots));
+    let mut result = Ok(());
+    for batch in &work {
+        result = run(core, &stage, &manifest.name, &config, batch, &slots).await;
+        if result.is_err() {
+            break;
+        }
+    }
+    // Compilation VMs go at the end, also when compilation failed.
+    let leftover: Vec<Slot> = std::mem::take(&mut *slots.lock().unwrap_or_else(|p| p.into_inner()));
+    let worker = Worker {
+        core,
+        deployment: &manifest.name,
+        stemcell: "",
+        config: &config,
+    };
+    for mut slot in leftover {
+        if let Err(e) = worker.delete_vm(&mut slot).await {
+            tracing::warn!(error = %e, "cannot delete a compilation VM");
+        }
+        if let (Some(ip), Some(network)) = (slot.ip, &config.network) {
+            super::networking::release(
+                core,
+                networking.global(),
+                &slot.owner,
+                &[Held {
+                    network: network.clone(),
+                    ip,
+                }],
+            )?;
+        }
+    }
+    result.map(|()| total)
+}
+
+/// An address for each worker. With a cloud config the store knows every claim.
+fn reserve_workers(
+    core: &Core,
+    networking: &Networking,
+    network: &str,
+    owners: &[Owner],
+    az: Option<&str>,
+    taken: &[(String, u32)],
+) -> Result<Vec<Option<u32>>, String> {
+    match networking {
+        Networking::Global(nets) => reserve_each(
+            IpProvider::new(nets, IpSet::new(), DatabaseIpRepo::new(&*core.store)),
+            network,
+            owners,
+            az,
+        ),
+        Networking::Local(nets) => local_worker_addresses(nets, network, owners, az, taken),
+    }
+}
+
+/// Without a cloud config: the deployment's own instance addresses (`taken`) are claimed
+/// first in one in-memory repo shared by all workers, so no worker gets an instance's or
+/// another worker's address.
+fn local_worker_addresses(
+    nets: &[Network],
+    network: &str,
+    owners: &[Owner],
+    az: Option<&str>,
+    taken: &[(String, u32)],
+) -> Result<Vec<Option<u32>>, String> {
+    let Some(first) = owners.first() else {
+        return Ok(Vec::new());
+    };
+    let instances = Owner {
+        deployment: first.deployment.clone(),
+        instance: "instances".into(),
+    };
+    let mut repo = InMemoryIpRepo::new();
+    for (net, ip) in taken {
+        // An address claimed twice is the instances' conflict, judged when they were
+        // planned; here it only has to be taken.
+        let _ = repo
+            .add(net, *ip, &instances, false)
+            .map_err(|e| e.to_string())?;
+    }
+    reserve_each(
+        IpProvider::new(nets, IpSet::new(), repo),
+        network,
+        owners,
+        az,
+    )
+}
+
+/// One compilation address per owner from one provider, so each sees the others' claims.
+fn reserve_each<R: IpRepo>(
+    mut provider: IpProvider<'_, R>,
+    network: &str,
+    owners: &[Owner],
+    az: Option<&str>,
+) -> Result<Vec<Option<u32>>, String> {
+    owners
+        .iter()
+        .map(|owner| provider.reserve_compilation(network, owner, az))
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())
+}
+
+/// What one stemcell needs compiled.
+struct Batch {
+    stemcell: String,
+    graph: Graph,
+    todo: BTreeSet<PackageKey>,
+}
+
+async fn run(
+    core: &Arc<Core>,
+    stage: &super::task::Stage,
+    deployment: &str,
+    config: &CompilationConfig,
+    batch: &Batch,
+    slots: &Arc<Mutex<Vec<Slot>>>,
+) -> Result<(), String> {
+    let (stemcell, graph, todo) = (batch.stemcell.as_str(), &batch.graph, &batch.todo);
+    let mut done: BTreeSet<PackageKey> = graph
+        .keys()
+        .filter(|k| !todo.contains(k))
+        .cloned()
+        .collect();
+    let mut pending: BTreeSet<PackageKey> = todo.clone();
+    let mut running = JoinSet::new();
+    let mut first_error: Option<String> = None;
+    loop {
+        while first_error.is_none() && running.len() < config.workers {
+            let Some(ready) = pending
+                .iter()
+                .find(|p| graph[*p].iter().all(|d| done.contains(d)))
+                .cloned()
+            else {
+                break;
+            };
+            pending.remove(&ready);
+            let Some(mut slot) = slots.lock().unwrap_or_else(|p| p.into_inner()).pop() else {
+                pending.insert(ready);
+                break;
+            };
+            let dependencies: Vec<String> =
+                graph[&ready].iter().map(PackageKey::describe).collect();
+            let (core, stage, slots) = (Arc::clone(core), stage.clone(), Arc::clone(slots));
+            let (deployment, stemcell, config) =
+                (deployment.to_string(), stemcell.to_string(), config.clone());
+            running.spawn(async move {
+                let worker = Worker {
+                    core: &core,
+                    deployment: &deployment,
+                    stemcell: &stemcell,
+                    config: &config,
+                };
+                let step = stage.start(format!("{}/{}", ready.name, ready.version));
+                let result = step.end(worker.compile(&mut slot, &ready, &dependencies).await);
+                slots.lock().unwrap_or_else(|p| p.into_inner()).push(slot);
+                (ready, result)
+            });
+        }
+        match running.join_next().await {
+            None => break,
+            Some(Ok((package, Ok(())))) => {
+                done.insert(package);
+            }
+            Some(Ok((_, Err(e)))) => {
+                first_error.get_or_insert(e);
+            }
+            Some(Err(e)) => {
+                first_error.get_or_insert(format!("internal error: {e}"));
+            }
+        }
+    }
+    match first_error {
+        Some(e) => Err(e),
+        None if !pending.is_empty() => Err("packages left uncompiled".into()),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::network::to_u32;
+    use fleet_yaml::{Checker, Limits, load};
+
+    #[test]
+    fn without_a_cloud_config_workers_skip_the_instances_and_each_other() {
+        let text =
+            "networks:\n- name: default\n  subnets: [{range: 10.0.0.0/29, gateway: 10.0.0.1}]\n";
+        let root = load(text, Limits::default()).unwrap();
+        let mut checker = Checker::new();
+        let nets = super::super::network::networks(
+            &mut checker,
+            root.get("networks").unwrap(),
+            "networks",
+            None,
+        );
+        assert!(checker.is_clean());
+        let ip = |t: &str| to_u32(t.parse().unwrap());
+        let owners: Vec<Owner> = (1..=2)
+            .map(|n| Owner {
+                deployment: "d".into(),
+                instance: format!("compilation-{n}"),
+            })
+            .collect();
+        let taken = [
+            ("default".to_string(), ip("10.0.0.2")),
+            ("default".to_string(), ip("10.0.0.4")),
+        ];
+        let got = local_worker_addresses(&nets, "default", &owners, None, &taken).unwrap();
+        assert_eq!(got, [Some(ip("10.0.0.3")), Some(ip("10.0.0.5"))]);
+        // Full: 10.0.0.2-10.0.0.6 usable, two taken, three workers fit and a fourth does not.
+        let many: Vec<Owner> = (1..=4)
+            .map(|n| Owner {
+                deployment: "d".into(),
+                instance: format!("compilation-{n}"),
+            })
+            .collect();
+        assert!(local_worker_addresses(&nets, "default", &many, None, &taken).is_err());
+    }
+}

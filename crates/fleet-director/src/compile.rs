@@ -1,0 +1,200 @@
+//! The packages a deploy needs, as a dependency graph compiled dependencies first.
+//! Pure: releases and the jobs in use in, an order out (or the cycle that prevents one).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::model::Release;
+
+/// A package of a release, as compiled for one stemcell.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct PackageKey {
+    pub release: String,
+    pub version: String,
+    pub name: String,
+}
+
+impl PackageKey {
+    /// `release/version/package`, also the cache key's prefix.
+    pub fn describe(&self) -> String {
+        format!("{}/{}/{}", self.release, self.version, self.name)
+    }
+}
+
+/// Each package the deploy needs, with the packages it depends on.
+pub type Graph = BTreeMap<PackageKey, BTreeSet<PackageKey>>;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CompileError {
+    #[error("package dependency cycle in release {release}: {}", cycle.join(" -> "))]
+    Cycle { release: String, cycle: Vec<String> },
+    #[error(
+        "package `{package}` of release {release} depends on `{missing}`, which the release does not have"
+    )]
+    MissingDependency {
+        release: String,
+        package: String,
+        missing: String,
+    },
+    #[error("job `{job}` is not in release {release}")]
+    UnknownJob { release: String, job: String },
+}
+
+/// Every package the jobs need (dependencies included), mapped to its dependencies.
+pub fn needed(releases: &[Release], jobs: &[(String, String)]) -> Result<Graph, CompileError> {
+    let mut graph = Graph::new();
+    for (release_name, job_name) in jobs {
+        let Some(release) = releases.iter().find(|r| &r.name == release_name) else {
+            continue;
+        };
+        let job = release
+            .jobs
+            .iter()
+            .find(|j| &j.name == job_name)
+            .ok_or_else(|| CompileError::UnknownJob {
+                release: format!("{}/{}", release.name, release.version),
+                job: job_name.clone(),
+            })?;
+        let mut pending: Vec<String> = job.packages.clone();
+        while let Some(name) = pending.pop() {
+            let key = PackageKey {
+                release: release.name.clone(),
+                version: release.version.clone(),
+                name: name.clone(),
+            };
+            if graph.contains_key(&key) {
+                continue;
+            }
+            let package = release.packages.iter().find(|p| p.name == name);
+            let dependencies = match package {
+                Some(p) => p.dependencies.clone(),
+                // A job may name a package the metadata leaves out; it has no dependencies.
+                None => Vec::new(),
+            };
+            let mut deps = BTreeSet::new();
+            for dep in dependencies {
+                if !release.packages.iter().any(|p| p.name == dep) {
+                    return Err(CompileError::MissingDependency {
+                        release: format!("{}/{}", release.name, release.version),
+                        package: name.clone(),
+                        missing: dep,
+                    });
+                }
+                deps.insert(PackageKey {
+                    release: release.name.clone(),
+                    version: release.version.clone(),
+                    name: dep.clone(),
+                });
+                pending.push(dep);
+            }
+            graph.insert(key, deps);
+        }
+    }
+    check_cycles(&graph)?;
+    Ok(graph)
+}
+
+/// Fails with the full cycle path when the graph has one.
+fn check_cycles(graph: &Graph) -> Result<(), CompileError> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        Open,
+        Done,
+    }
+    fn visit(
+        node: &PackageKey,
+        graph: &Graph,
+        marks: &mut BTreeMap<PackageKey, Mark>,
+        path: &mut Vec<PackageKey>,
+    ) -> Result<(), CompileError> {
+        match marks.get(node) {
+            Some(Mark::Done) => return Ok(()),
+            Some(Mark::Open) => {
+                let start = path.iter().position(|p| p == node).unwrap_or(0);
+                let mut cycle: Vec<String> = path[start..].iter().map(|p| p.name.clone()).collect();
+                cycle.push(node.name.clone());
+                return Err(CompileError::Cycle {
+                    release: format!("{}/{}", node.release, node.version),
+                    cycle,
+                });
+            }
+            None => {}
+        }
+        marks.insert(node.clone(), Mark::Open);
+        path.push(node.clone());
+        for dep in graph.get(node).into_iter().flatten() {
+            visit(dep, graph, marks, path)?;
+        }
+        path.pop();
+        marks.insert(node.clone(), Mark::Done);
+        Ok(())
+    }
+    let mut marks = BTreeMap::new();
+    for node in graph.keys() {
+        visit(node, graph, &mut marks, &mut Vec::new())?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Package, ReleaseJob};
+
+    fn release(packages: &[(&str, &[&str])], job_packages: &[&str]) -> Release {
+        Release {
+            name: "r".into(),
+            version: "1".into(),
+            jobs: vec![ReleaseJob {
+                name: "j".into(),
+                packages: job_packages.iter().map(|p| p.to_string()).collect(),
+            }],
+            packages: packages
+                .iter()
+                .map(|(n, d)| Package {
+                    name: n.to_string(),
+                    dependencies: d.iter().map(|x| x.to_string()).collect(),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_diamond_needs_each_package_once() {
+        let r = release(
+            &[
+                ("app", &["left", "right"]),
+                ("left", &["base"]),
+                ("right", &["base"]),
+                ("base", &[]),
+            ],
+            &["app"],
+        );
+        let graph = needed(&[r], &[("r".into(), "j".into())]).unwrap();
+        assert_eq!(graph.len(), 4);
+        let app = graph.keys().find(|k| k.name == "app").unwrap();
+        assert_eq!(graph[app].len(), 2);
+    }
+
+    #[test]
+    fn a_cycle_is_named_in_full() {
+        let r = release(&[("a", &["b"]), ("b", &["c"]), ("c", &["a"])], &["a"]);
+        let err = needed(&[r], &[("r".into(), "j".into())]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "package dependency cycle in release r/1: a -> b -> c -> a"
+        );
+    }
+
+    #[test]
+    fn a_missing_dependency_and_an_unknown_job_are_errors() {
+        let r = release(&[("a", &["ghost"])], &["a"]);
+        assert!(matches!(
+            needed(std::slice::from_ref(&r), &[("r".into(), "j".into())]),
+            Err(CompileError::MissingDependency { .. })
+        ));
+        assert!(matches!(
+            needed(&[r], &[("r".into(), "nope".into())]),
+            Err(CompileError::UnknownJob { .. })
+        ));
+    }
+}

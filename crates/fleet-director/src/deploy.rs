@@ -1,0 +1,353 @@
+//! The deploy procedure (seed 000) as far as this version implements it: validate, bind
+//! existing VMs, plan, delete what is no longer wanted, create missing VMs, and update
+//! instance groups. Recreate and delete are deploys of the stored manifest with other
+//! options. Compilation and IP management slot in between binding and VM creation.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use tokio::task::JoinSet;
+
+use super::Core;
+use super::compilation;
+use super::manifest::{Count, Manifest, parse};
+use super::model::{
+    CloudConfig, DeploymentRecord, DesiredState, InstanceRecord, Release, Stemcell,
+};
+use super::network::{Owner, to_u32};
+use super::networking;
+use super::plan::{Change, PlanOptions, plan};
+use super::target::Target;
+use super::task::TaskLog;
+use super::update::{
+    UpdateOptions, create_missing_vm, delete_instance, stop_instance, update_groups,
+};
+use super::validate::{self, Uploaded};
+use fleet_store::{Collection, get, list, put, remove};
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeployOptions {
+    /// Recreate every VM.
+    pub recreate: bool,
+    /// Replace VMs whose agents do not answer instead of failing.
+    pub fix: bool,
+    pub skip_drain: bool,
+    pub canaries: Option<Count>,
+    pub max_in_flight: Option<Count>,
+    /// Plan and report, change nothing.
+    pub dry_run: bool,
+    /// Start stopped and detached instances.
+    pub start: bool,
+    /// The instances `recreate` and `start` apply to.
+    pub target: Target,
+}
+
+/// The manifest against what the director has; every problem together.
+fn validate(
+    core: &Core,
+    manifest: &mut Manifest,
+    networking: &networking::Networking,
+) -> Result<(), String> {
+    let uploaded = Uploaded {
+        releases: list::<Release>(&*core.store, Collection::Releases, None)
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .map(|r| format!("{}/{}", r.name, r.version))
+            .collect(),
+        stemcells: list::<Stemcell>(&*core.store, Collection::Stemcells, None)
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .map(|s| format!("{}/{}", s.os, s.version))
+            .collect(),
+    };
+    let facts = networking::facts(core, networking)?;
+    let problems = validate::problems(manifest, &facts, &uploaded);
+    if !problems.is_empty() {
+        return Err(format!(
+            "the manifest is invalid:\n  {}",
+            problems.join("\n  ")
+        ));
+    }
+    validate::resolve_disk_types(manifest, &facts);
+    Ok(())
+}
+
+/// What binding learned: instances whose agents did not answer, and the addresses the
+/// others reported, by instance id.
+struct Bound {
+    unresponsive: BTreeSet<String>,
+    reported: HashMap<String, Vec<(String, u32)>>,
+}
+
+/// Asks every agent of the deployment for its state, in parallel. Unanswered agents fail
+/// the deploy, unless `fix`: then their instances get new VMs.
+async fn bind(
+    core: &Arc<Core>,
+    log: &TaskLog,
+    existing: &[InstanceRecord],
+    fix: bool,
+) -> Result<Bound, String> {
+    let stage = log.stage("Preparing deployment", Vec::new(), 1);
+    let step = stage.start("Binding existing deployment");
+    let mut calls = JoinSet::new();
+    for instance in existing {
+        let (Some(agent), Some(_)) = (instance.agent_id.clone(), &instance.vm_cid) else {
+            continue;
+        };
+        let core = Arc::clone(core);
+        let (id, name) = (instance.id.clone(), instance.name());
+        calls.spawn(async move {
+            let state = core
+                .agent_call(&agent, "get_state", core.agent.get_state(&agent))
+                .await
+                .ok();
+            (id, name, state)
+        });
+    }
+    let mut bound = Bound {
+        unresponsive: BTreeSet::new(),
+        reported: HashMap::new(),
+    };
+    let mut names = Vec::new();
+    while let Some(joined) = calls.join_next().await {
+        let (id, name, state) = joined.map_err(|e| format!("internal error: {e}"))?;
+        match state {
+            Some(state) => {
+                let nets = state
+                    .networks
+                    .into_iter()
+                    .map(|(n, ip)| (n, to_u32(ip)))
+                    .collect();
+                bound.reported.insert(id, nets);
+            }
+            None => {
+                bound.unresponsive.insert(id);
+                names.push(name);
+            }
+        }
+    }
+    names.sort();
+    if !names.is_empty() && !fix {
+        return step.end(Err(format!(
+            "Timed out sending get_state to the agents of {}; run cloud check (`bosh cck`) to see why they \
+             cannot be reached, or recreate with fix to replace their VMs",
+            names.join(", ")
+        )));
+    }
+    step.finish();
+    Ok(bound)
+}
+
+pub async fn deploy(
+    core: Arc<Core>,
+    log: TaskLog,
+    text: String,
+    options: DeployOptions,
+) -> Result<String, String> {
+    let mut manifest = parse(&text).map_err(|e| format!("the manifest is invalid:\n{e}"))?;
+    let networking = networking::choose(&core, &manifest)?;
+    validate(&core, &mut manifest, &networking)?;
+    compilation::check(&core, &manifest, &text)?;
+    let cloud_config = get::<CloudConfig>(&*core.store, Collection::CloudConfig, "current")
+        .map_err(|e| e.to_string())?
+        .map(|c| c.version);
+    let name = manifest.name.clone();
+    let existing: Vec<InstanceRecord> =
+        list(&*core.store, Collection::Instances, Some(&name)).map_err(|e| e.to_string())?;
+    let Bound {
+        unresponsive,
+        reported,
+    } = bind(&core, &log, &existing, options.fix).await?;
+    let mut plan = plan(
+        &manifest,
+        existing,
+        &PlanOptions {
+            recreate: options.recreate,
+            unresponsive: unresponsive.clone(),
+            start: options.start,
+            target: options.target.clone(),
+        },
+    );
+    if options.dry_run {
+        // Reserving would change the store, so a dry run counts without addresses.
+        let (changed, obsolete) = (plan.changed_instances(), plan.obsolete.len());
+        return Ok(format!(
+            "dry run: {changed} instances would be updated and {obsolete} deleted (address changes not \
+             counted); nothing was changed"
+        ));
+    }
+    log.check()?;
+    networking::reserve(&core, &networking, &manifest, &mut plan, &reported)?;
+    let global = networking.global();
+    let changed = plan.changed_instances();
+    let obsolete = plan.obsolete.len();
+
+    if obsolete > 0 {
+        let stage = log.stage("Deleting unneeded instances", Vec::new(), obsolete as u32);
+        for record in std::mem::take(&mut plan.obsolete) {
+            log.check()?;
+            let responsive = !unresponsive.contains(&record.id);
+            let step = stage.start(record.name());
+            let addresses = networking::held_by(&core, &name, &record.id)?;
+            let owner = Owner {
+                deployment: name.clone(),
+                instance: record.id.clone(),
+            };
+            step.end(delete_instance(&core, record, responsive, options.skip_drain).await)?;
+            networking::release(&core, global, &owner, &addresses)?;
+        }
+    }
+
+    // The instances' addresses, which compilation workers must not take.
+    let taken: Vec<(String, u32)> = plan
+        .instances()
+        .flat_map(|i| &i.addresses)
+        .filter_map(|(network, ip)| ip.map(|ip| (network.clone(), ip)))
+        .collect();
+    log.check()?;
+    compilation::compile(&core, &log, &manifest, &text, &networking, &taken).await?;
+    log.check()?;
+
+    let missing: Vec<_> = plan
+        .groups
+        .iter_mut()
+        .flat_map(|g| g.instances.iter_mut())
+        .filter(|i| i.changes.contains(&Change::New))
+        .collect();
+    if !missing.is_empty() {
+        let stage = log.stage("Creating missing vms", Vec::new(), missing.len() as u32);
+        let mut created = JoinSet::new();
+        for (slot, instance) in missing.iter().enumerate() {
+            let (core, stage, name, instance) = (
+                Arc::clone(&core),
+                stage.clone(),
+                name.clone(),
+                (*instance).clone(),
+            );
+            created.spawn(async move {
+                let step = stage.start(format!("{}/{}", instance.group, instance.index));
+                (
+                    slot,
+                    step.end(create_missing_vm(&core, &name, &instance).await),
+                )
+            });
+        }
+        let mut records = vec![None; missing.len()];
+        let mut first_error = None;
+        while let Some(joined) = created.join_next().await {
+            match joined {
+                Ok((slot, Ok(record))) => records[slot] = Some(record),
+                Ok((_, Err(e))) => {
+                    first_error.get_or_insert(e);
+                }
+                Err(e) => {
+                    first_error.get_or_insert(format!("internal error: {e}"));
+                }
+            }
+        }
+        if let Some(e) = first_error {
+            return Err(e);
+        }
+        for (instance, record) in missing.into_iter().zip(records) {
+            instance.existing = record;
+        }
+    }
+
+    let update = UpdateOptions {
+        skip_drain: options.skip_drain,
+        canaries: options.canaries,
+        max_in_flight: options.max_in_flight,
+        global_addresses: global,
+    };
+    log.check()?;
+    update_groups(&core, &log, &name, &plan.groups, &update).await?;
+    core.store
+        .write(vec![put(
+            Collection::Deployments,
+            &name,
+            &name,
+            &DeploymentRecord {
+                name: name.clone(),
+                manifest: Some(text),
+                cloud_config,
+            },
+        )])
+        .map_err(|e| e.to_string())?;
+    Ok(format!(
+        "deployment `{name}`: {changed} instances updated, {obsolete} deleted"
+    ))
+}
+
+/// Redeploys the manifest the deployment last deployed successfully (to recreate or start
+/// its instances), read once the task holds the lock so that an update finishing just
+/// before cannot be rolled back.
+pub async fn recreate_or_start(
+    core: Arc<Core>,
+    log: TaskLog,
+    name: String,
+    options: DeployOptions,
+) -> Result<String, String> {
+    let manifest = get::<DeploymentRecord>(&*core.store, Collection::Deployments, &name)
+        .map_err(|e| e.to_string())?
+        .and_then(|d| d.manifest)
+        .ok_or_else(|| {
+            format!("deployment `{name}` has no successfully deployed manifest to recreate")
+        })?;
+    deploy(core, log, manifest, options).await
+}
+
+/// Stops every instance's jobs; `hard` deletes the VMs too (`stop --hard`), keeping
+/// disks and addresses for when the instances are started again.
+pub async fn stop(
+    core: Arc<Core>,
+    log: TaskLog,
+    name: String,
+    hard: bool,
+    target: Target,
+    skip_drain: bool,
+) -> Result<String, String> {
+    let existing: Vec<InstanceRecord> = list(&*core.store, Collection::Instances, Some(&name))
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .filter(|i: &InstanceRecord| target.matches(&i.group, i.index, &i.id))
+        .collect();
+    let unresponsive = bind(&core, &log, &existing, true).await?.unresponsive;
+    let running: Vec<InstanceRecord> = existing
+        .into_iter()
+        .filter(|i| i.state == DesiredState::Started || (hard && i.state == DesiredState::Stopped))
+        .collect();
+    let stage = log.stage("Stopping instances", Vec::new(), running.len() as u32);
+    let count = running.len();
+    for mut record in running {
+        log.check()?;
+        let responsive = !unresponsive.contains(&record.id);
+        let step = stage.start(record.name());
+        step.end(stop_instance(&core, &mut record, hard, responsive, skip_drain).await)?;
+    }
+    let what = if hard { "detached" } else { "stopped" };
+    Ok(format!("deployment `{name}`: {count} instances {what}"))
+}
+
+/// Deletes every instance of the deployment (VMs deleted, disks orphaned) and the
+/// deployment itself.
+pub async fn delete(core: Arc<Core>, log: TaskLog, name: String) -> Result<String, String> {
+    let existing: Vec<InstanceRecord> =
+        list(&*core.store, Collection::Instances, Some(&name)).map_err(|e| e.to_string())?;
+    let unresponsive = bind(&core, &log, &existing, true).await?.unresponsive;
+    let stage = log.stage("Deleting instances", Vec::new(), existing.len() as u32);
+    let count = existing.len();
+    for record in existing {
+        log.check()?;
+        let responsive = !unresponsive.contains(&record.id);
+        let step = stage.start(record.name());
+        step.end(delete_instance(&core, record, responsive, false).await)?;
+    }
+    // Every address the deployment held, static or dynamic, returns to its network.
+    networking::release_where(&core, &name, |_| true)?;
+    core.store
+        .write(vec![remove(Collection::Deployments, &name)])
+        .map_err(|e| e.to_string())?;
+    Ok(format!(
+        "deployment `{name}` deleted with {count} instances"
+    ))
+}

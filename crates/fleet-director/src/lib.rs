@@ -1,0 +1,686 @@
+//! The embedded director core: releases, stemcells, cloud config, deployments and their
+//! instances, VMs and disks, and tasks with event logs, behind one facade. Operations run
+//! as background tasks; one operation per deployment at a time (a second is refused at
+//! once, naming the task that holds the lock). State lives in a [`store::Store`]; the IaaS
+//! and the agents are behind the [`cpi::Cpi`] and [`agent::Agent`] traits.
+
+pub mod agent;
+mod compilation;
+pub mod compile;
+pub mod cpi;
+mod deploy;
+mod details;
+mod error;
+mod ids;
+pub mod manifest;
+pub mod model;
+pub mod network;
+mod networking;
+pub mod plan;
+pub mod sim;
+mod target;
+mod task;
+mod update;
+pub mod validate;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+pub use deploy::DeployOptions;
+pub use error::DirectorError;
+pub use target::Target;
+pub use task::{CANCELLED, unix_now};
+
+use agent::{Agent, AgentError};
+use cpi::Cpi;
+use fleet_store::{Collection, Store, get, list, put};
+use manifest::Count;
+use model::{
+    CloudConfig, DeploymentRecord, DiskRecord, InstanceRecord, Release, Stemcell, Task, TaskEvent,
+    TaskState, VmRecord,
+};
+use task::TaskLog;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DirectorSettings {
+    /// How long an agent may take to answer before it counts as unresponsive.
+    pub agent_timeout: Duration,
+    /// Snapshot persistent disks before an instance changes.
+    pub snapshots: bool,
+}
+
+impl Default for DirectorSettings {
+    fn default() -> Self {
+        DirectorSettings {
+            agent_timeout: Duration::from_secs(45),
+            snapshots: false,
+        }
+    }
+}
+
+/// Options of `recreate`, as `bosh recreate` takes them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecreateOptions {
+    pub fix: bool,
+    pub skip_drain: bool,
+    pub canaries: Option<Count>,
+    pub max_in_flight: Option<Count>,
+    pub dry_run: bool,
+    pub target: Target,
+}
+
+/// What the director's jobs need: the store, the cloud, the agents and settings.
+pub struct Core {
+    pub store: Arc<dyn Store>,
+    pub cpi: Arc<dyn Cpi>,
+    pub agent: Arc<dyn Agent>,
+    pub settings: DirectorSettings,
+    /// One lock per package and stemcell: deploys running at once compile a package once,
+    /// the others wait and find it compiled.
+    compile_locks: std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// The cancellation flag of every task this process runs.
+    running: std::sync::Mutex<std::collections::HashMap<u64, Arc<AtomicBool>>>,
+}
+
+impl Core {
+    /// The lock for compiling `key`.
+    pub fn compile_lock(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.compile_locks.lock().unwrap_or_else(|p| p.into_inner());
+        Arc::clone(locks.entry(key.to_string()).or_default())
+    }
+
+    /// Bounds an agent call by the agent timeout.
+    pub async fn agent_call<T>(
+        &self,
+        agent_id: &str,
+        method: &str,
+        call: impl Future<Output = Result<T, AgentError>>,
+    ) -> Result<T, AgentError> {
+        match tokio::time::timeout(self.settings.agent_timeout, call).await {
+            Ok(result) => result,
+            Err(_) => Err(AgentError::Unresponsive {
+                agent_id: agent_id.to_string(),
+                method: method.to_string(),
+            }),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct Director {
+    core: Arc<Core>,
+    finished: Arc<Notify>,
+}
+
+/// The description of the read-only task behind `instances?format=full`: it changes
+/// nothing, so it is nobody's last operation.
+pub const DETAILS_TASK: &str = "retrieve vm-stats";
+
+/// Whether a task takes its deployment's lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Locking {
+    /// Takes the lock, recording the deployment first when it is new.
+    Create,
+    /// Takes the lock of a deployment that exists.
+    Existing,
+    /// Only reads: runs beside whatever holds the lock.
+    None,
+}
+
+/// The reason recorded on tasks that a previous process left unfinished.
+pub const RECOVERY_REASON: &str =
+    "the director stopped while this task was running; its deployment is left as far as it got";
+
+fn lock_name(deployment: &str) -> String {
+    format!("lock:deployment:{deployment}")
+}
+
+impl Director {
+    /// A director over `store` for the one process that changes it: tasks a previous
+    /// process left running are marked as errored and stale locks released. The caller
+    /// makes sure no other process runs tasks on the same store.
+    ///
+    /// # Errors
+    /// When the store cannot be read or written.
+    pub fn new(
+        store: Arc<dyn Store>,
+        cpi: Arc<dyn Cpi>,
+        agent: Arc<dyn Agent>,
+        settings: DirectorSettings,
+    ) -> Result<Self, DirectorError> {
+        let recovered = store.recover(RECOVERY_REASON, unix_now())?;
+        if !recovered.is_empty() {
+            tracing::warn!(tasks = ?recovered, "tasks left running by a previous process were marked as errored");
+        }
+        Ok(Self::observing(store, cpi, agent, settings))
+    }
+
+    /// A director that only looks: no recovery, so another process's running tasks stay
+    /// as they are. For listings; it must not start tasks.
+    pub fn observing(
+        store: Arc<dyn Store>,
+        cpi: Arc<dyn Cpi>,
+        agent: Arc<dyn Agent>,
+        settings: DirectorSettings,
+    ) -> Self {
+        Director {
+            core: Arc::new(Core {
+                store,
+                cpi,
+                agent,
+                settings,
+                compile_locks: std::sync::Mutex::new(std::collections::HashMap::new()),
+                running: std::sync::Mutex::new(std::collections::HashMap::new()),
+            }),
+            finished: Arc::new(Notify::new()),
+        }
+    }
+
+    fn store(&self) -> &dyn Store {
+        &*self.core.store
+    }
+
+    pub fn upload_release(&self, release: &Release) -> Result<(), DirectorError> {
+        let key = format!("{}/{}", release.name, release.version);
+        Ok(self.store().write(vec![put(
+            Collection::Releases,
+            &key,
+            &release.name,
+            release,
+        )])?)
+    }
+
+    pub fn upload_stemcell(&self, stemcell: &Stemcell) -> Result<(), DirectorError> {
+        let key = format!("{}/{}", stemcell.os, stemcell.version);
+        Ok(self.store().write(vec![put(
+            Collection::Stemcells,
+            &key,
+            &stemcell.os,
+            stemcell,
+        )])?)
+    }
+
+    pub fn releases(&self) -> Result<Vec<Release>, DirectorError> {
+        Ok(list(self.store(), Collection::Releases, None)?)
+    }
+
+    pub fn stemcells(&self) -> Result<Vec<Stemcell>, DirectorError> {
+        Ok(list(self.store(), Collection::Stemcells, None)?)
+    }
+
+    /// Replaces the cloud config (it must be YAML) with a new version, unless it is the
+    /// same text. Deployments made with an older version are then out of date.
+    pub fn update_cloud_config(&self, text: &str) -> Result<u64, DirectorError> {
+        fleet_yaml::load(text, fleet_yaml::Limits::default())
+            .map_err(|e| DirectorError::Invalid(format!("cloud config is not valid YAML: {e}")))?;
+        let current = self.cloud_config()?;
+        if let Some(current) = &current
+            && current.text == text
+        {
+            return Ok(current.version);
+        }
+        let config = CloudConfig {
+            version: current.map_or(1, |c| c.version + 1),
+            text: text.to_string(),
+        };
+        self.store()
+            .write(vec![put(Collection::CloudConfig, "current", "", &config)])?;
+        Ok(config.version)
+    }
+
+    pub fn cloud_config(&self) -> Result<Option<CloudConfig>, DirectorError> {
+        Ok(get(self.store(), Collection::CloudConfig, "current")?)
+    }
+
+    /// Starts a deploy of `manifest`. Text that is not YAML or has no name is refused at
+    /// once; everything else is checked inside the task.
+    ///
+    /// # Errors
+    /// [`DirectorError::Locked`] when another task holds the deployment, manifest errors
+    /// when its name cannot be read.
+    pub fn deploy(&self, manifest: &str, options: DeployOptions) -> Result<Task, DirectorError> {
+        let root = fleet_yaml::load(manifest, fleet_yaml::Limits::default())
+            .map_err(|e| DirectorError::Manifest(manifest::ManifestError::Syntax(e)))?;
+        let name = root
+            .get("name")
+            .and_then(|n| n.as_str())
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| DirectorError::Invalid("the manifest has no `name`".into()))?
+            .to_string();
+        let text = manifest.to_string();
+        let known: Option<DeploymentRecord> = get(self.store(), Collection::Deployments, &name)?;
+        let description = if known.is_some() {
+            "update deployment"
+        } else {
+            "create deployment"
+        };
+        self.start_task(
+            description,
+            Some(&name),
+            Locking::Create,
+            move |core, log| deploy::deploy(core, log, text, options),
+        )
+    }
+
+    /// Recreates every VM of the deployment from its last deployed manifest.
+    ///
+    /// # Errors
+    /// [`DirectorError::NotFound`] for a deployment that never deployed successfully,
+    /// [`DirectorError::Locked`] when another task holds it.
+    pub fn recreate(
+        &self,
+        deployment: &str,
+        options: RecreateOptions,
+    ) -> Result<Task, DirectorError> {
+        self.deployed_manifest(deployment)?;
+        let name = deployment.to_string();
+        let deploy_options = DeployOptions {
+            recreate: true,
+            fix: options.fix,
+            skip_drain: options.skip_drain,
+            canaries: options.canaries,
+            max_in_flight: options.max_in_flight,
+            dry_run: options.dry_run,
+            start: false,
+            target: options.target,
+        };
+        self.start_task(
+            "recreate deployment",
+            Some(deployment),
+            Locking::Existing,
+            move |core, log| deploy::recreate_or_start(core, log, name, deploy_options),
+        )
+    }
+
+    /// Stops the deployment's jobs; `hard` deletes their VMs too (`bosh stop --hard`),
+    /// keeping the instances' disks and addresses.
+    ///
+    /// # Errors
+    /// [`DirectorError::NotFound`] for an unknown deployment, [`DirectorError::Locked`].
+    pub fn stop(&self, deployment: &str, hard: bool) -> Result<Task, DirectorError> {
+        self.stop_instances(deployment, hard, Target::all(), false)
+    }
+
+    /// Stops the targeted instances' jobs; `hard` deletes their VMs too.
+    ///
+    /// # Errors
+    /// As [`Director::stop`].
+    pub fn stop_instances(
+        &self,
+        deployment: &str,
+        hard: bool,
+        target: Target,
+        skip_drain: bool,
+    ) -> Result<Task, DirectorError> {
+        self.deployed_manifest(deployment)?;
+        let name = deployment.to_string();
+        self.start_task(
+            "stop deployment",
+            Some(deployment),
+            Locking::Existing,
+            move |core, log| deploy::stop(core, log, name, hard, target, skip_drain),
+        )
+    }
+
+    /// Stops the targeted instances' jobs and starts them again, on the VMs they have.
+    ///
+    /// # Errors
+    /// As [`Director::stop`].
+    pub fn restart(
+        &self,
+        deployment: &str,
+        target: Target,
+        skip_drain: bool,
+    ) -> Result<Task, DirectorError> {
+        self.deployed_manifest(deployment)?;
+        let name = deployment.to_string();
+        self.start_task(
+            "restart deployment",
+            Some(deployment),
+            Locking::Existing,
+            move |core, log| async move {
+                let stopped = deploy::stop(
+                    Arc::clone(&core),
+                    log.clone(),
+                    name.clone(),
+                    false,
+                    target.clone(),
+                    skip_drain,
+                )
+                .await?;
+                let options = DeployOptions {
+                    start: true,
+                    target,
+                    ..DeployOptions::default()
+                };
+                let started = deploy::recreate_or_start(core, log, name, options).await?;
+                Ok(format!("{stopped}; {started}"))
+            },
+        )
+    }
+
+    /// Starts stopped and detached instances: detached ones get new VMs on the addresses
+    /// they kept.
+    ///
+    /// # Errors
+    /// [`DirectorError::NotFound`] for an unknown deployment, [`DirectorError::Locked`].
+    pub fn start(&self, deployment: &str) -> Result<Task, DirectorError> {
+        self.start_instances(deployment, Target::all())
+    }
+
+    /// Starts the targeted stopped and detached instances.
+    ///
+    /// # Errors
+    /// As [`Director::start`].
+    pub fn start_instances(&self, deployment: &str, target: Target) -> Result<Task, DirectorError> {
+        self.deployed_manifest(deployment)?;
+        let name = deployment.to_string();
+        let options = DeployOptions {
+            start: true,
+            target,
+            ..DeployOptions::default()
+        };
+        self.start_task(
+            "start deployment",
+            Some(deployment),
+            Locking::Existing,
+            move |core, log| deploy::recreate_or_start(core, log, name, options),
+        )
+    }
+
+    /// # Errors
+    /// [`DirectorError::NotFound`] for an unknown deployment, [`DirectorError::Locked`].
+    pub fn delete(&self, deployment: &str) -> Result<Task, DirectorError> {
+        if get::<DeploymentRecord>(self.store(), Collection::Deployments, deployment)?.is_none() {
+            return Err(DirectorError::NotFound {
+                what: format!("deployment `{deployment}`"),
+            });
+        }
+        let name = deployment.to_string();
+        self.start_task(
+            "delete deployment",
+            Some(deployment),
+            Locking::Existing,
+            move |core, log| deploy::delete(core, log, name),
+        )
+    }
+
+    /// The manifest the deployment last deployed successfully.
+    ///
+    /// # Errors
+    /// [`DirectorError::NotFound`] when it never deployed successfully.
+    pub fn deployed_manifest(&self, deployment: &str) -> Result<String, DirectorError> {
+        get::<DeploymentRecord>(self.store(), Collection::Deployments, deployment)?
+            .and_then(|d| d.manifest)
+            .ok_or_else(|| DirectorError::NotFound {
+                what: format!("a successfully deployed manifest of deployment `{deployment}`"),
+            })
+    }
+
+    /// Creates a task, taking the deployment's lock unless `locking` says it only reads,
+    /// and runs `job` in the background.
+    fn start_task<F, Fut>(
+        &self,
+        description: &str,
+        deployment: Option<&str>,
+        locking: Locking,
+        job: F,
+    ) -> Result<Task, DirectorError>
+    where
+        F: FnOnce(Arc<Core>, TaskLog) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<String, String>> + Send + 'static,
+    {
+        let lock = match (locking, deployment) {
+            (Locking::None, _) | (_, None) => None,
+            (_, Some(d)) => Some(lock_name(d)),
+        };
+        // A new deployment is recorded before its first task, so that a failure here
+        // cannot leave a task holding the lock.
+        if let (Locking::Create, Some(deployment)) = (locking, deployment)
+            && get::<DeploymentRecord>(self.store(), Collection::Deployments, deployment)?.is_none()
+        {
+            let record = DeploymentRecord {
+                name: deployment.to_string(),
+                manifest: None,
+                cloud_config: None,
+            };
+            self.store().write(vec![put(
+                Collection::Deployments,
+                deployment,
+                deployment,
+                &record,
+            )])?;
+        }
+        let task = match self
+            .store()
+            .create_task(description, deployment, lock.as_deref())?
+        {
+            Ok(task) => task,
+            Err(holder) => {
+                return Err(DirectorError::Locked {
+                    deployment: deployment.unwrap_or_default().to_string(),
+                    task: holder,
+                });
+            }
+        };
+        let core = Arc::clone(&self.core);
+        let finished = Arc::clone(&self.finished);
+        let mut running = task.clone();
+        let cancel = Arc::new(AtomicBool::new(false));
+        core.running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(task.id, Arc::clone(&cancel));
+        tokio::spawn(async move {
+            running.started_at = Some(unix_now());
+            {
+                // State writes and cancellation take the same mutex, so that neither
+                // overwrites the other.
+                let _guard = core.running.lock().unwrap_or_else(|p| p.into_inner());
+                running.state = if cancel.load(Ordering::SeqCst) {
+                    TaskState::Cancelling
+                } else {
+                    TaskState::Processing
+                };
+                let _ = core.store.put_task(&running);
+            }
+            let log = TaskLog::new(running.id, Arc::clone(&core.store), Arc::clone(&cancel));
+            // The job runs as its own task so that a panic in it still ends this task
+            // and releases the lock.
+            let outcome = match tokio::spawn(job(Arc::clone(&core), log)).await {
+                Ok(outcome) => outcome,
+                Err(e) => Err(format!("internal error: {e}")),
+            };
+            // Only the cancellation itself makes a task cancelled; a failure that came
+            // first stays an error.
+            let (state, result) = match outcome {
+                Ok(result) => (TaskState::Done, result),
+                Err(error) if error == task::CANCELLED => (TaskState::Cancelled, error),
+                Err(error) => (TaskState::Error, error),
+            };
+            running.state = state;
+            running.result = Some(result);
+            running.finished_at = Some(unix_now());
+            {
+                let mut flags = core.running.lock().unwrap_or_else(|p| p.into_inner());
+                if let Err(e) = core.store.put_task(&running) {
+                    tracing::error!(task = running.id, error = %e, "cannot record the end of a task");
+                }
+                flags.remove(&running.id);
+            }
+            if let Some(lock) = &lock {
+                let _ = core.store.release_lock(lock, running.id);
+            }
+            finished.notify_waiters();
+        });
+        Ok(task)
+    }
+
+    /// Asks a running task to stop at its next safe point: what it started finishes,
+    /// nothing new starts, and it ends as `cancelled`.
+    ///
+    /// # Errors
+    /// [`DirectorError::NotFound`] for an unknown task, [`DirectorError::Invalid`] for a
+    /// task that has ended or that this process does not run.
+    pub fn cancel(&self, id: u64) -> Result<Task, DirectorError> {
+        // Held across the read and the write: the task cannot record its end in between.
+        let flags = self.core.running.lock().unwrap_or_else(|p| p.into_inner());
+        let mut task = self.task(id)?.ok_or_else(|| DirectorError::NotFound {
+            what: format!("task {id}"),
+        })?;
+        if !matches!(task.state, TaskState::Queued | TaskState::Processing) {
+            return Err(DirectorError::Invalid(format!(
+                "Cannot cancel task {id}: invalid state ({})",
+                task.state.as_str()
+            )));
+        }
+        let Some(flag) = flags.get(&id) else {
+            return Err(DirectorError::Invalid(format!(
+                "Cannot cancel task {id}: it is not run by this director"
+            )));
+        };
+        flag.store(true, Ordering::SeqCst);
+        task.state = TaskState::Cancelling;
+        self.store().put_task(&task)?;
+        Ok(task)
+    }
+
+    /// Cancels every task this process runs, for a shutdown; returns their ids.
+    pub fn cancel_running(&self) -> Vec<u64> {
+        let ids: Vec<u64> = self
+            .core
+            .running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .copied()
+            .collect();
+        ids.into_iter()
+            .filter(|&id| self.cancel(id).is_ok())
+            .collect()
+    }
+
+    /// Waits until no task of this process runs.
+    pub async fn idle(&self) {
+        loop {
+            let notified = self.finished.notified();
+            if self
+                .core
+                .running
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_empty()
+            {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Starts a task that asks every agent of the deployment for its state and records one
+    /// JSON line per instance as its result (what `bosh instances` reads). It takes no lock.
+    ///
+    /// # Errors
+    /// [`DirectorError::NotFound`] for an unknown deployment.
+    pub fn instance_details(&self, deployment: &str) -> Result<Task, DirectorError> {
+        if self.deployment(deployment)?.is_none() {
+            return Err(DirectorError::NotFound {
+                what: format!("deployment `{deployment}`"),
+            });
+        }
+        let name = deployment.to_string();
+        self.start_task(
+            DETAILS_TASK,
+            Some(deployment),
+            Locking::None,
+            move |core, _log| details::instance_lines(core, name),
+        )
+    }
+
+    /// Waits until the task has ended and returns it.
+    ///
+    /// # Errors
+    /// [`DirectorError::NotFound`] for an unknown task.
+    pub async fn wait(&self, id: u64) -> Result<Task, DirectorError> {
+        loop {
+            let notified = self.finished.notified();
+            let task = self.task(id)?.ok_or_else(|| DirectorError::NotFound {
+                what: format!("task {id}"),
+            })?;
+            if !task.state.is_running() {
+                return Ok(task);
+            }
+            notified.await;
+        }
+    }
+
+    pub fn deployment(&self, name: &str) -> Result<Option<DeploymentRecord>, DirectorError> {
+        Ok(get(self.store(), Collection::Deployments, name)?)
+    }
+
+    pub fn deployments(&self) -> Result<Vec<DeploymentRecord>, DirectorError> {
+        Ok(list(self.store(), Collection::Deployments, None)?)
+    }
+
+    /// Every deployment with its last successfully deployed manifest, parsed; `None`
+    /// before a first success.
+    pub fn deployed_manifests(
+        &self,
+    ) -> Result<Vec<(DeploymentRecord, Option<manifest::Manifest>)>, DirectorError> {
+        Ok(self
+            .deployments()?
+            .into_iter()
+            .map(|record| {
+                let parsed = record
+                    .manifest
+                    .as_deref()
+                    .and_then(|m| manifest::parse(m).ok());
+                (record, parsed)
+            })
+            .collect())
+    }
+
+    pub fn instances(&self, deployment: &str) -> Result<Vec<InstanceRecord>, DirectorError> {
+        let mut instances: Vec<InstanceRecord> =
+            list(self.store(), Collection::Instances, Some(deployment))?;
+        instances.sort_by(|a, b| (&a.group, a.index).cmp(&(&b.group, b.index)));
+        Ok(instances)
+    }
+
+    pub fn vms(&self, deployment: &str) -> Result<Vec<VmRecord>, DirectorError> {
+        Ok(list(self.store(), Collection::Vms, Some(deployment))?)
+    }
+
+    pub fn disks(&self, deployment: &str) -> Result<Vec<DiskRecord>, DirectorError> {
+        Ok(list(self.store(), Collection::Disks, Some(deployment))?)
+    }
+
+    /// Newest first.
+    pub fn tasks(&self) -> Result<Vec<Task>, DirectorError> {
+        Ok(self.store().tasks()?)
+    }
+
+    pub fn task(&self, id: u64) -> Result<Option<Task>, DirectorError> {
+        Ok(self.store().task(id)?)
+    }
+
+    pub fn events(&self, id: u64) -> Result<Vec<TaskEvent>, DirectorError> {
+        Ok(self.store().events(id)?)
+    }
+
+    pub fn locks(&self) -> Result<Vec<(String, u64)>, DirectorError> {
+        Ok(self.store().locks()?)
+    }
+
+    /// The task holding the deployment's lock, if any.
+    pub fn lock_holder(&self, deployment: &str) -> Result<Option<u64>, DirectorError> {
+        Ok(self.store().lock_holder(&lock_name(deployment))?)
+    }
+}
+
+#[cfg(test)]
+mod tests;

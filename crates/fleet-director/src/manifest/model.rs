@@ -1,0 +1,133 @@
+use std::time::Duration;
+
+/// `canaries` and `max_in_flight`: a number of instances or a percentage of the changed ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Count {
+    Fixed(u32),
+    Percent(u32),
+}
+
+impl Count {
+    /// The number for `changed` instances, percentages rounded down.
+    pub fn of(self, changed: usize) -> usize {
+        match self {
+            Count::Fixed(n) => n as usize,
+            Count::Percent(p) => changed * p as usize / 100,
+        }
+    }
+}
+
+/// How long to wait for jobs to run: `get_state` is polled from `min` until `max`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WatchTime {
+    pub min: Duration,
+    pub max: Duration,
+}
+
+impl WatchTime {
+    /// The pauses before each `get_state`, as the BOSH director schedules them: the
+    /// minimum, then steps of (max - min) / 9 clamped to 1 to 15 seconds, as many as fit
+    /// before the maximum (a remainder smaller than a step is dropped).
+    pub fn schedule(&self) -> Vec<Duration> {
+        // Whole milliseconds, as the director computes them.
+        let span = self.max.saturating_sub(self.min).as_millis() as u64;
+        let step_ms = (span / 9).clamp(1000, 15_000);
+        let step = Duration::from_millis(step_ms);
+        let steps = (span / step_ms) as usize;
+        std::iter::once(self.min)
+            .chain(std::iter::repeat_n(step, steps))
+            .collect()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UpdatePolicy {
+    pub canaries: Count,
+    pub max_in_flight: Count,
+    pub canary_watch_time: WatchTime,
+    pub update_watch_time: WatchTime,
+    /// Update this group alone, after the groups before it finished.
+    pub serial: bool,
+}
+
+impl Default for UpdatePolicy {
+    fn default() -> Self {
+        let watch = WatchTime {
+            min: Duration::from_secs(1),
+            max: Duration::from_secs(30),
+        };
+        UpdatePolicy {
+            canaries: Count::Fixed(1),
+            max_in_flight: Count::Fixed(1),
+            canary_watch_time: watch,
+            update_watch_time: watch,
+            serial: true,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReleaseRef {
+    pub name: String,
+    pub version: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StemcellRef {
+    pub alias: String,
+    pub os: String,
+    pub version: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobRef {
+    pub name: String,
+    pub release: String,
+    pub properties: serde_json::Value,
+}
+
+/// A network an instance group is on, with the static addresses of its instances (the
+/// n-th instance gets the n-th address).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetworkRef {
+    pub name: String,
+    pub static_ips: Vec<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct InstanceGroup {
+    pub name: String,
+    pub instances: u32,
+    pub azs: Vec<String>,
+    pub jobs: Vec<JobRef>,
+    pub vm_type: Option<String>,
+    /// A stemcell alias of the manifest.
+    pub stemcell: String,
+    /// Persistent disk size in MB, 0 for none.
+    pub persistent_disk: u64,
+    /// A disk type of the cloud config; its size replaces `persistent_disk`.
+    pub persistent_disk_type: Option<String>,
+    pub networks: Vec<NetworkRef>,
+    pub update: UpdatePolicy,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Manifest {
+    pub name: String,
+    /// Networks defined in the manifest itself (used when there is no cloud config).
+    pub networks: Option<Vec<crate::network::Network>>,
+    pub releases: Vec<ReleaseRef>,
+    pub stemcells: Vec<StemcellRef>,
+    pub update: UpdatePolicy,
+    pub instance_groups: Vec<InstanceGroup>,
+}
+
+impl Manifest {
+    pub fn release(&self, name: &str) -> Option<&ReleaseRef> {
+        self.releases.iter().find(|r| r.name == name)
+    }
+
+    pub fn stemcell(&self, alias: &str) -> Option<&StemcellRef> {
+        self.stemcells.iter().find(|s| s.alias == alias)
+    }
+}

@@ -1,0 +1,140 @@
+//! The director's records: what it knows about releases, stemcells, deployments,
+//! instances, VMs, disks and tasks. Everything here is persisted as JSON in the store.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Package {
+    pub name: String,
+    #[serde(default)]
+    pub dependencies: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReleaseJob {
+    pub name: String,
+    #[serde(default)]
+    pub packages: Vec<String>,
+}
+
+/// A release's metadata: its jobs and packages with their dependencies.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Release {
+    pub name: String,
+    pub version: String,
+    #[serde(default)]
+    pub jobs: Vec<ReleaseJob>,
+    #[serde(default)]
+    pub packages: Vec<Package>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stemcell {
+    pub name: String,
+    pub os: String,
+    pub version: String,
+}
+
+/// What an instance runs, recorded when it was last applied; comparing it with the
+/// desired spec tells whether the instance changes.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct InstanceSpec {
+    pub stemcell: String,
+    /// Release name to version, for the releases whose jobs the instance runs.
+    pub releases: BTreeMap<String, String>,
+    pub jobs: Vec<String>,
+    pub vm_type: Option<String>,
+    /// Persistent disk size in MB; 0 for none.
+    pub persistent_disk: u64,
+    pub networks: Vec<String>,
+    /// Job properties, rendered: a change here restarts the jobs.
+    pub properties: serde_json::Value,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DesiredState {
+    Started,
+    /// Jobs stopped, VM kept (`stop`).
+    Stopped,
+    /// Jobs stopped and VM deleted (`stop --hard`); the instance keeps its addresses and
+    /// persistent disk until it is started again.
+    Detached,
+}
+
+/// One instance of an instance group, with the VM and disk it has now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstanceRecord {
+    pub id: String,
+    pub deployment: String,
+    pub group: String,
+    pub index: u32,
+    pub az: Option<String>,
+    pub vm_cid: Option<String>,
+    pub agent_id: Option<String>,
+    /// The stemcell the current VM was created from.
+    #[serde(default)]
+    pub vm_stemcell: Option<String>,
+    /// The VM type the current VM was created with: with no applied spec (an update that
+    /// stopped part way) it is all that tells whether the VM still has to change.
+    #[serde(default)]
+    pub vm_type: Option<String>,
+    /// The current VM's networks with their addresses (`default/10.0.0.5`), as it was
+    /// created with them: what an address change is judged against.
+    #[serde(default)]
+    pub vm_networks: Vec<String>,
+    pub disk_cid: Option<String>,
+    /// The spec last applied and started successfully. It is cleared before an update
+    /// makes its first change, so an update cut short is redone by the next deploy.
+    pub applied: Option<InstanceSpec>,
+    pub state: DesiredState,
+}
+
+impl InstanceRecord {
+    /// `group/index`, the name BOSH shows in events.
+    pub fn name(&self) -> String {
+        format!("{}/{} ({})", self.group, self.id, self.index)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VmRecord {
+    pub cid: String,
+    pub agent_id: String,
+    pub deployment: String,
+    pub instance_id: Option<String>,
+    pub stemcell: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DiskRecord {
+    pub cid: String,
+    pub deployment: String,
+    pub instance_id: Option<String>,
+    pub size: u64,
+    /// Kept when its instance went away; listed as orphaned, never deleted by a deploy.
+    pub orphaned: bool,
+}
+
+/// A deployment and the manifest it last deployed successfully.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeploymentRecord {
+    pub name: String,
+    /// The manifest of the last successful deploy; `None` while the first one has not
+    /// succeeded.
+    pub manifest: Option<String>,
+    /// The version of the cloud config that deploy used.
+    #[serde(default)]
+    pub cloud_config: Option<u64>,
+}
+
+/// The director's cloud config; every update makes a new version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CloudConfig {
+    pub version: u64,
+    pub text: String,
+}
+
+pub use fleet_store::{EventState, Task, TaskEvent, TaskState};

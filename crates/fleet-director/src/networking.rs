@@ -1,0 +1,339 @@
+//! IP management in a deploy: which networks apply (the cloud config's, else the
+//! manifest's), where reservations live (the store with a cloud config, else memory rebuilt
+//! from the agents), and the reservation flow's result written into the plan.
+
+use std::collections::{BTreeSet, HashMap};
+
+use super::Core;
+use super::ids::new_id;
+use super::manifest::Manifest;
+use super::model::{CloudConfig, DesiredState};
+use super::network::{
+    DatabaseIpRepo, Desired, Held, InMemoryIpRepo, InstanceNetworks, IpProvider, IpRepo, IpSet,
+    Network, Owner, networks, to_ip, to_u32,
+};
+use super::plan::{Change, DeploymentPlan};
+use super::validate::CloudFacts;
+use fleet_store::{Collection, IpRecord, get};
+use fleet_yaml::{self as yaml, Checker};
+
+/// Where this deploy's networks come from.
+pub enum Networking {
+    /// A cloud config: reservations live in the store, unique across deployments.
+    Global(Vec<Network>),
+    /// The manifest's own networks: per deployment, rebuilt from the agents.
+    Local(Vec<Network>),
+}
+
+impl Networking {
+    pub fn global(&self) -> bool {
+        matches!(self, Networking::Global(_))
+    }
+
+    pub fn networks(&self) -> &[Network] {
+        match self {
+            Networking::Global(n) | Networking::Local(n) => n,
+        }
+    }
+}
+
+/// The cloud config's networks when there is one (its `azs` checked), else the manifest's.
+pub fn choose(core: &Core, manifest: &Manifest) -> Result<Networking, String> {
+    let cloud = get::<CloudConfig>(&*core.store, Collection::CloudConfig, "current")
+        .map_err(|e| e.to_string())?;
+    if let Some(cloud) = cloud {
+        let root = yaml::load(&cloud.text, yaml::Limits::default())
+            .map_err(|e| format!("cloud config: {e}"))?;
+        let azs: Vec<String> = root
+            .get("azs")
+            .map(|a| a.to_json())
+            .and_then(|a| a.as_array().cloned())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|az| az.get("name").and_then(|n| n.as_str()).map(str::to_string))
+            .collect();
+        let mut checker = Checker::new();
+        let nets = match root.get("networks") {
+            Some(node) => networks(
+                &mut checker,
+                node,
+                "networks",
+                (!azs.is_empty()).then_some(azs.as_slice()),
+            ),
+            None => Vec::new(),
+        };
+        if !checker.is_clean() {
+            let problems: Vec<String> = checker
+                .into_problems()
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            return Err(format!(
+                "the cloud config's networks are invalid:\n{}",
+                problems.join("\n")
+            ));
+        }
+        return Ok(Networking::Global(nets));
+    }
+    Ok(Networking::Local(
+        manifest.networks.clone().unwrap_or_default(),
+    ))
+}
+
+/// Parses `network/address` entries of a recorded spec.
+fn recorded(networks: &[String]) -> Vec<Held> {
+    networks
+        .iter()
+        .filter_map(|n| {
+            let (network, ip) = n.split_once('/')?;
+            let ip: std::net::Ipv4Addr = ip.parse().ok()?;
+            Some(Held {
+                network: network.to_string(),
+                ip: to_u32(ip),
+            })
+        })
+        .collect()
+}
+
+/// The names the cloud config (or the manifest's networks) define, for validation.
+pub fn facts(core: &Core, networking: &Networking) -> Result<CloudFacts, String> {
+    let names = networking
+        .networks()
+        .iter()
+        .map(|n| n.name.clone())
+        .collect();
+    if !networking.global() {
+        return Ok(CloudFacts {
+            networks: names,
+            ..CloudFacts::default()
+        });
+    }
+    let cloud = get::<CloudConfig>(&*core.store, Collection::CloudConfig, "current")
+        .map_err(|e| e.to_string())?
+        .map(|c| c.text)
+        .unwrap_or_default();
+    let root =
+        yaml::load(&cloud, yaml::Limits::default()).map_err(|e| format!("cloud config: {e}"))?;
+    Ok(CloudFacts::from_cloud_config(&root, names))
+}
+
+/// Names new instances, reserves every instance's addresses, and records in the plan the
+/// addresses, which instances change network (and so need a new VM), and which old
+/// addresses go once they run. With the store, existing reservations come from it;
+/// without, from what the agents reported (`reported`), or, for instances whose agents
+/// did not answer or that have no VM, from what was recorded when their VM was made.
+pub fn reserve(
+    core: &Core,
+    networking: &Networking,
+    manifest: &Manifest,
+    plan: &mut DeploymentPlan,
+    reported: &HashMap<String, Vec<(String, u32)>>,
+) -> Result<(), String> {
+    let deployment = manifest.name.as_str();
+    for group in &mut plan.groups {
+        for instance in &mut group.instances {
+            if instance.id.is_empty() {
+                instance.id = new_id("instance");
+            }
+        }
+    }
+    let mut held: HashMap<String, Vec<Held>> = HashMap::new();
+    if networking.global() {
+        let live: BTreeSet<&str> = plan
+            .instances()
+            .map(|i| i.id.as_str())
+            .chain(plan.obsolete.iter().map(|i| i.id.as_str()))
+            .collect();
+        // Held by no instance (a deploy stopped before recording a new instance): nobody
+        // can bind it, so it goes.
+        for record in release_where(core, deployment, |owner| !live.contains(owner))? {
+            held.entry(record.owner.instance).or_default().push(Held {
+                network: record.network,
+                ip: record.address,
+            });
+        }
+    } else {
+        let existing = plan
+            .instances()
+            .filter_map(|i| i.existing.as_ref())
+            .chain(plan.obsolete.iter());
+        for record in existing {
+            let addresses = match reported.get(&record.id) {
+                Some(nets) => nets
+                    .iter()
+                    .map(|(network, ip)| Held {
+                        network: network.clone(),
+                        ip: *ip,
+                    })
+                    .collect(),
+                None if !record.vm_networks.is_empty() => recorded(&record.vm_networks),
+                None => recorded(record.applied.as_ref().map_or(&[][..], |a| &a.networks)),
+            };
+            held.insert(record.id.clone(), addresses);
+        }
+    }
+    let mut wanted = Vec::new();
+    for group_plan in &plan.groups {
+        let group = manifest
+            .instance_groups
+            .iter()
+            .find(|g| g.name == group_plan.name)
+            .expect("the plan follows the manifest");
+        for instance in &group_plan.instances {
+            wanted.push(InstanceNetworks {
+                owner: Owner {
+                    deployment: deployment.to_string(),
+                    instance: instance.id.clone(),
+                },
+                az: instance.az.clone(),
+                desired: group
+                    .networks
+                    .iter()
+                    .map(|n| Desired {
+                        network: n.name.clone(),
+                        static_ip: n.static_ips.get(instance.index as usize).copied(),
+                    })
+                    .collect(),
+                existing: held.get(&instance.id).cloned().unwrap_or_default(),
+            });
+        }
+    }
+    let assignments = match networking {
+        Networking::Global(nets) => run(
+            IpProvider::new(nets, IpSet::new(), DatabaseIpRepo::new(&*core.store)),
+            &wanted,
+        )
+        .map_err(|e| {
+            // No instance record names the new instances yet, so what they claimed
+            // before the failure would stay taken from every other deployment.
+            match release_new(core, deployment, plan) {
+                Ok(()) => e,
+                Err(cleanup) => format!("{e}; releasing the new instances' addresses: {cleanup}"),
+            }
+        })?,
+        Networking::Local(nets) => run(
+            IpProvider::new(nets, IpSet::new(), InMemoryIpRepo::new()),
+            &wanted,
+        )?,
+    };
+    let mut assignments = assignments.into_iter();
+    for group in &mut plan.groups {
+        for instance in &mut group.instances {
+            let assignment = assignments.next().expect("one assignment per instance");
+            instance.addresses = assignment.ips.clone();
+            instance.desired.networks = assignment
+                .ips
+                .iter()
+                .map(|(network, ip)| {
+                    ip.map_or_else(|| network.clone(), |ip| format!("{network}/{}", to_ip(ip)))
+                })
+                .collect();
+            instance.obsolete_addresses = assignment.obsolete;
+            let Some(existing) = &instance.existing else {
+                continue;
+            };
+            // A stopped or detached instance is left alone (unless started): it keeps
+            // every address it holds until then.
+            let idle = existing.state != DesiredState::Started && instance.changes.is_empty();
+            if idle {
+                instance.obsolete_addresses.clear();
+                continue;
+            }
+            // What the VM runs on now, else what was last applied.
+            let current = if existing.vm_networks.is_empty() {
+                existing
+                    .applied
+                    .as_ref()
+                    .map(|a| a.networks.clone())
+                    .unwrap_or_default()
+            } else {
+                existing.vm_networks.clone()
+            };
+            if existing.vm_cid.is_some() && current != instance.desired.networks {
+                instance.changes.insert(Change::Networks);
+            }
+            if !instance.changed() {
+                // The VM keeps running on the addresses it was bound to; the others are
+                // in no use and go now.
+                let owner = Owner {
+                    deployment: deployment.to_string(),
+                    instance: instance.id.clone(),
+                };
+                release(
+                    core,
+                    networking.global(),
+                    &owner,
+                    &instance.obsolete_addresses,
+                )?;
+                instance.obsolete_addresses.clear();
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Releases every address claimed for instances this deploy would have created.
+fn release_new(core: &Core, deployment: &str, plan: &DeploymentPlan) -> Result<(), String> {
+    let new: BTreeSet<&str> = plan
+        .instances()
+        .filter(|i| i.existing.is_none())
+        .map(|i| i.id.as_str())
+        .collect();
+    release_where(core, deployment, |owner| new.contains(owner)).map(drop)
+}
+
+/// Releases the store's addresses of `deployment` whose owning instance `goes`, and
+/// returns the ones kept.
+pub fn release_where(
+    core: &Core,
+    deployment: &str,
+    goes: impl Fn(&str) -> bool,
+) -> Result<Vec<IpRecord>, String> {
+    let mut kept = Vec::new();
+    for record in core.store.ips_of(deployment).map_err(|e| e.to_string())? {
+        if goes(&record.owner.instance) {
+            core.store
+                .release_ip(record.address, &record.network, &record.owner)
+                .map_err(|e| e.to_string())?;
+        } else {
+            kept.push(record);
+        }
+    }
+    Ok(kept)
+}
+
+fn run<R: IpRepo>(
+    mut provider: IpProvider<'_, R>,
+    wanted: &[InstanceNetworks],
+) -> Result<Vec<super::network::Assignment>, String> {
+    provider.plan(wanted).map_err(|e| e.to_string())
+}
+
+/// Releases `owner`'s addresses in the store (with a cloud config; without one nothing
+/// persists).
+pub fn release(core: &Core, global: bool, owner: &Owner, addresses: &[Held]) -> Result<(), String> {
+    if !global {
+        return Ok(());
+    }
+    for held in addresses {
+        core.store
+            .release_ip(held.ip, &held.network, owner)
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// Every address an instance holds in the store.
+pub fn held_by(core: &Core, deployment: &str, instance: &str) -> Result<Vec<Held>, String> {
+    Ok(core
+        .store
+        .ips_of(deployment)
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .filter(|r| r.owner.instance == instance)
+        .map(|r| Held {
+            network: r.network,
+            ip: r.address,
+        })
+        .collect())
+}

@@ -1,0 +1,543 @@
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use super::draw;
+use super::settings::{Fault, FaultKind, SimulationSettings};
+use crate::agent::{Agent, AgentError, AgentState, JobState};
+use crate::cpi::{Cpi, CpiError, VmRequest};
+use crate::ids::new_id;
+use crate::model::InstanceSpec;
+use fleet_store::{Collection, Store, get, put, remove};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct CloudVm {
+    cid: String,
+    agent_id: String,
+    stemcell: String,
+    deployment: String,
+    instance: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct CloudDisk {
+    cid: String,
+    size: u64,
+    vm_cid: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct AgentRecord {
+    agent_id: String,
+    vm_cid: String,
+    deployment: String,
+    /// `group/index`: what draws are keyed on, so that they do not depend on random ids.
+    #[serde(default)]
+    instance: String,
+    responsive: bool,
+    job_start_fails: bool,
+    job_state: JobState,
+    applied: Option<InstanceSpec>,
+    disks: Vec<String>,
+    /// The VM's address per network; the cloud picks those of dynamic networks.
+    #[serde(default)]
+    networks: Vec<(String, std::net::Ipv4Addr)>,
+}
+
+/// The simulated IaaS: both the CPI and every agent.
+pub struct SimulatedCloud {
+    store: Arc<dyn Store>,
+    /// Compilations running now, the most at once, and every package compiled in order.
+    compiling: Mutex<(usize, usize, Vec<String>)>,
+    settings: SimulationSettings,
+    /// Faults can change while the cloud runs, to test what a deploy cut short leaves.
+    faults: Mutex<Vec<Fault>>,
+    calls: Mutex<HashMap<String, u64>>,
+    /// Every CPI and agent call as `method deployment/instance`, in order.
+    log: Mutex<Vec<String>>,
+    /// Answers of the next drain calls; 0 once they run out.
+    drains: Mutex<std::collections::VecDeque<i64>>,
+}
+
+impl SimulatedCloud {
+    pub fn new(store: Arc<dyn Store>, settings: SimulationSettings) -> Self {
+        SimulatedCloud {
+            store,
+            compiling: Mutex::new((0, 0, Vec::new())),
+            faults: Mutex::new(settings.faults.clone()),
+            settings,
+            calls: Mutex::new(HashMap::new()),
+            log: Mutex::new(Vec::new()),
+            drains: Mutex::new(std::collections::VecDeque::new()),
+        }
+    }
+
+    /// The calls made since the last time they were taken.
+    pub fn take_calls(&self) -> Vec<String> {
+        std::mem::take(&mut *self.log.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// What the next drain calls answer: a negative value asks the director to wait that
+    /// many seconds and ask again (dynamic drain).
+    pub fn script_drains(&self, answers: impl IntoIterator<Item = i64>) {
+        self.drains
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(answers);
+    }
+
+    /// Replaces the configured faults.
+    pub fn set_faults(&self, faults: Vec<Fault>) {
+        *self.faults.lock().unwrap_or_else(|p| p.into_inner()) = faults;
+    }
+
+    /// The n-th call of `key` so far, counting this one.
+    fn count(&self, key: &str) -> u64 {
+        let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+        let n = calls.entry(key.to_string()).or_default();
+        *n += 1;
+        *n
+    }
+
+    /// `deployment/group/index` of a VM, the stable subject of draws about it.
+    fn vm_subject(&self, cid: &str) -> String {
+        get::<CloudVm>(&*self.store, Collection::CloudVms, cid)
+            .ok()
+            .flatten()
+            .map_or_else(
+                || cid.to_string(),
+                |vm| format!("{}/{}", vm.deployment, vm.instance),
+            )
+    }
+
+    fn agent_subject(&self, agent_id: &str) -> String {
+        get::<AgentRecord>(&*self.store, Collection::Agents, agent_id)
+            .ok()
+            .flatten()
+            .map_or_else(
+                || agent_id.to_string(),
+                |a| format!("{}/{}", a.deployment, a.instance),
+            )
+    }
+
+    /// Sleeps for this call's latency: the n-th call of `method` on an instance always
+    /// draws the same value under the same seed, however calls on other instances
+    /// interleave.
+    async fn pause(&self, cpi: bool, method: &str, subject: &str) {
+        let key = format!("{method}/{subject}");
+        self.log
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(format!("{method} {subject}"));
+        let n = self.count(&key);
+        let latency = if cpi {
+            self.settings.cpi_latency
+        } else {
+            self.settings.agent_latency
+        };
+        let d = latency.at(draw(self.settings.seed, &format!("latency/{key}/{n}")));
+        if !d.is_zero() {
+            tokio::time::sleep(d).await;
+        }
+    }
+
+    fn faulty(&self, kind: FaultKind, deployment: &str, subject: &str) -> bool {
+        let faults = self.faults.lock().unwrap_or_else(|p| p.into_inner());
+        faults.iter().any(|f| {
+            f.kind == kind
+                && deployment.contains(&f.deployment)
+                && (f.instance_group.is_empty()
+                    || subject.split('/').next() == Some(f.instance_group.as_str()))
+                && draw(
+                    self.settings.seed,
+                    &format!("fault/{}/{deployment}/{subject}", kind.as_str()),
+                ) < f.probability
+        })
+    }
+
+    fn agent(&self, agent_id: &str, method: &str) -> Result<AgentRecord, AgentError> {
+        let record: Option<AgentRecord> =
+            get(&*self.store, Collection::Agents, agent_id).map_err(|e| AgentError::Failed {
+                agent_id: agent_id.into(),
+                method: method.into(),
+                message: e.to_string(),
+            })?;
+        match record {
+            Some(r) if r.responsive => Ok(r),
+            _ => Err(AgentError::Unresponsive {
+                agent_id: agent_id.into(),
+                method: method.into(),
+            }),
+        }
+    }
+
+    fn save_agent(&self, record: &AgentRecord, method: &str) -> Result<(), AgentError> {
+        self.store
+            .write(vec![put(
+                Collection::Agents,
+                &record.agent_id,
+                &record.deployment,
+                record,
+            )])
+            .map_err(|e| AgentError::Failed {
+                agent_id: record.agent_id.clone(),
+                method: method.into(),
+                message: e.to_string(),
+            })
+    }
+
+    async fn agent_call(
+        &self,
+        agent_id: &str,
+        method: &str,
+        change: impl FnOnce(&mut AgentRecord),
+    ) -> Result<AgentRecord, AgentError> {
+        self.pause(false, method, &self.agent_subject(agent_id))
+            .await;
+        let mut record = self.agent(agent_id, method)?;
+        change(&mut record);
+        self.save_agent(&record, method)?;
+        Ok(record)
+    }
+
+    /// Makes an agent stop answering (an expired NATS certificate) or answer again.
+    ///
+    /// # Errors
+    /// When the agent does not exist or the store fails.
+    pub fn set_responsive(&self, agent_id: &str, responsive: bool) -> Result<(), String> {
+        let mut record: AgentRecord = get(&*self.store, Collection::Agents, agent_id)
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("no agent {agent_id}"))?;
+        record.responsive = responsive;
+        self.store
+            .write(vec![put(
+                Collection::Agents,
+                agent_id,
+                &record.deployment,
+                &record,
+            )])
+            .map_err(|e| e.to_string())
+    }
+
+    /// Every package compiled so far, in the order compilations finished.
+    pub fn compiled(&self) -> Vec<String> {
+        self.compiling
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .2
+            .clone()
+    }
+
+    /// The most compilations that ran at once.
+    pub fn peak_compilations(&self) -> usize {
+        self.compiling.lock().unwrap_or_else(|p| p.into_inner()).1
+    }
+
+    /// The VMs the cloud has, as `(cid, agent id)`: what a test compares with the director's view.
+    pub fn vms(&self) -> Vec<(String, String)> {
+        fleet_store::list::<CloudVm>(&*self.store, Collection::CloudVms, None)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|vm| (vm.cid, vm.agent_id))
+            .collect()
+    }
+
+    fn cpi_error(e: impl std::fmt::Display) -> CpiError {
+        CpiError(e.to_string())
+    }
+}
+
+#[async_trait]
+impl Cpi for SimulatedCloud {
+    async fn create_vm(&self, request: &VmRequest) -> Result<String, CpiError> {
+        let subject = format!("{}/{}", request.deployment, request.instance);
+        self.pause(true, "create_vm", &subject).await;
+        // Which VM of the instance this is: an unresponsive agent is decided per VM.
+        let generation = self.count(&format!("vm/{subject}"));
+        if self.faulty(FaultKind::CreateVm, &request.deployment, &request.instance) {
+            return Err(CpiError(format!(
+                "create_vm failed for {} in {}: quota exceeded (simulated fault)",
+                request.instance, request.deployment
+            )));
+        }
+        let cid = new_id("vm");
+        let vm = CloudVm {
+            cid: cid.clone(),
+            agent_id: request.agent_id.clone(),
+            stemcell: request.stemcell.clone(),
+            deployment: request.deployment.clone(),
+            instance: request.instance.clone(),
+        };
+        let agent = AgentRecord {
+            agent_id: request.agent_id.clone(),
+            vm_cid: cid.clone(),
+            deployment: request.deployment.clone(),
+            instance: request.instance.clone(),
+            responsive: !self.faulty(
+                FaultKind::Unresponsive,
+                &request.deployment,
+                &format!("{}/{generation}", request.instance),
+            ),
+            job_start_fails: self.faulty(
+                FaultKind::JobStart,
+                &request.deployment,
+                &request.instance,
+            ),
+            job_state: JobState::Stopped,
+            applied: None,
+            disks: Vec::new(),
+            networks: request
+                .networks
+                .iter()
+                .map(|(network, ip)| {
+                    // A dynamic network's address comes from the IaaS: 172.16.0.0/12, drawn.
+                    let ip = ip.unwrap_or_else(|| {
+                        let n = draw(
+                            self.settings.seed,
+                            &format!("ip/{subject}/{network}/{generation}"),
+                        );
+                        std::net::Ipv4Addr::from(
+                            0xac10_0000 | ((n * f64::from(0x000f_ffff_u32)) as u32 + 1),
+                        )
+                    });
+                    (network.clone(), ip)
+                })
+                .collect(),
+        };
+        self.store
+            .write(vec![
+                put(Collection::CloudVms, &cid, &request.deployment, &vm),
+                put(
+                    Collection::Agents,
+                    &request.agent_id,
+                    &request.deployment,
+                    &agent,
+                ),
+            ])
+            .map_err(Self::cpi_error)?;
+        Ok(cid)
+    }
+
+    async fn delete_vm(&self, cid: &str) -> Result<(), CpiError> {
+        self.pause(true, "delete_vm", &self.vm_subject(cid)).await;
+        let Some(vm) =
+            get::<CloudVm>(&*self.store, Collection::CloudVms, cid).map_err(Self::cpi_error)?
+        else {
+            // Deleting a VM that is already gone succeeds, as CPIs do.
+            return Ok(());
+        };
+        let mut writes = vec![
+            remove(Collection::CloudVms, cid),
+            remove(Collection::Agents, &vm.agent_id),
+        ];
+        for disk in fleet_store::list::<CloudDisk>(&*self.store, Collection::CloudDisks, Some(cid))
+            .map_err(Self::cpi_error)?
+        {
+            let detached = CloudDisk {
+                vm_cid: None,
+                ..disk
+            };
+            writes.push(put(Collection::CloudDisks, &detached.cid, "", &detached));
+        }
+        self.store.write(writes).map_err(Self::cpi_error)
+    }
+
+    async fn has_vm(&self, cid: &str) -> Result<bool, CpiError> {
+        self.pause(true, "has_vm", &self.vm_subject(cid)).await;
+        Ok(self
+            .store
+            .get(Collection::CloudVms, cid)
+            .map_err(Self::cpi_error)?
+            .is_some())
+    }
+
+    async fn create_disk(&self, size: u64, vm_cid: &str) -> Result<String, CpiError> {
+        self.pause(true, "create_disk", &self.vm_subject(vm_cid))
+            .await;
+        let cid = new_id("disk");
+        let disk = CloudDisk {
+            cid: cid.clone(),
+            size,
+            vm_cid: None,
+        };
+        self.store
+            .write(vec![put(Collection::CloudDisks, &cid, "", &disk)])
+            .map_err(Self::cpi_error)?;
+        Ok(cid)
+    }
+
+    async fn attach_disk(&self, vm_cid: &str, disk_cid: &str) -> Result<(), CpiError> {
+        self.pause(true, "attach_disk", &self.vm_subject(vm_cid))
+            .await;
+        let disk = get::<CloudDisk>(&*self.store, Collection::CloudDisks, disk_cid)
+            .map_err(Self::cpi_error)?
+            .ok_or_else(|| CpiError(format!("disk {disk_cid} does not exist")))?;
+        if self
+            .store
+            .get(Collection::CloudVms, vm_cid)
+            .map_err(Self::cpi_error)?
+            .is_none()
+        {
+            return Err(CpiError(format!("VM {vm_cid} does not exist")));
+        }
+        let attached = CloudDisk {
+            vm_cid: Some(vm_cid.to_string()),
+            ..disk
+        };
+        self.store
+            .write(vec![put(
+                Collection::CloudDisks,
+                disk_cid,
+                vm_cid,
+                &attached,
+            )])
+            .map_err(Self::cpi_error)
+    }
+
+    async fn snapshot_disk(&self, disk_cid: &str) -> Result<String, CpiError> {
+        self.pause(true, "snapshot_disk", &self.disk_subject(disk_cid))
+            .await;
+        Ok(new_id("snapshot"))
+    }
+
+    async fn detach_disk(&self, vm_cid: &str, disk_cid: &str) -> Result<(), CpiError> {
+        self.pause(true, "detach_disk", &self.vm_subject(vm_cid))
+            .await;
+        if let Some(disk) = get::<CloudDisk>(&*self.store, Collection::CloudDisks, disk_cid)
+            .map_err(Self::cpi_error)?
+        {
+            let detached = CloudDisk {
+                vm_cid: None,
+                ..disk
+            };
+            self.store
+                .write(vec![put(Collection::CloudDisks, disk_cid, "", &detached)])
+                .map_err(Self::cpi_error)?;
+        }
+        Ok(())
+    }
+}
+
+impl SimulatedCloud {
+    fn disk_subject(&self, disk_cid: &str) -> String {
+        get::<CloudDisk>(&*self.store, Collection::CloudDisks, disk_cid)
+            .ok()
+            .flatten()
+            .and_then(|d| d.vm_cid)
+            .map_or_else(|| disk_cid.to_string(), |vm| self.vm_subject(&vm))
+    }
+}
+
+#[async_trait]
+impl Agent for SimulatedCloud {
+    async fn get_state(&self, agent_id: &str) -> Result<AgentState, AgentError> {
+        self.pause(false, "get_state", &self.agent_subject(agent_id))
+            .await;
+        let record = self.agent(agent_id, "get_state")?;
+        let failing_jobs = match record.job_state {
+            JobState::Failing => record
+                .applied
+                .as_ref()
+                .map(|s| s.jobs.clone())
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        Ok(AgentState {
+            job_state: record.job_state,
+            applied: record.applied,
+            failing_jobs,
+            networks: record.networks,
+        })
+    }
+
+    async fn prepare(&self, agent_id: &str, _spec: &InstanceSpec) -> Result<(), AgentError> {
+        self.agent_call(agent_id, "prepare", |_| {})
+            .await
+            .map(|_| ())
+    }
+
+    async fn drain(&self, agent_id: &str, status_only: bool) -> Result<i64, AgentError> {
+        let method = if status_only { "drain_status" } else { "drain" };
+        self.agent_call(agent_id, method, |_| {}).await?;
+        Ok(self
+            .drains
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop_front()
+            .unwrap_or(0))
+    }
+
+    async fn stop(&self, agent_id: &str) -> Result<(), AgentError> {
+        self.agent_call(agent_id, "stop", |a| a.job_state = JobState::Stopped)
+            .await
+            .map(|_| ())
+    }
+
+    async fn apply(&self, agent_id: &str, spec: &InstanceSpec) -> Result<(), AgentError> {
+        self.agent_call(agent_id, "apply", |a| a.applied = Some(spec.clone()))
+            .await
+            .map(|_| ())
+    }
+
+    async fn start(&self, agent_id: &str) -> Result<(), AgentError> {
+        self.agent_call(agent_id, "start", |a| {
+            a.job_state = if a.job_start_fails {
+                JobState::Failing
+            } else {
+                JobState::Running
+            }
+        })
+        .await
+        .map(|_| ())
+    }
+
+    async fn mount_disk(&self, agent_id: &str, disk_cid: &str) -> Result<(), AgentError> {
+        let disk = disk_cid.to_string();
+        self.agent_call(agent_id, "mount_disk", |a| {
+            if !a.disks.contains(&disk) {
+                a.disks.push(disk);
+            }
+        })
+        .await
+        .map(|_| ())
+    }
+
+    async fn compile_package(
+        &self,
+        agent_id: &str,
+        package: &str,
+        _dependencies: &[String],
+    ) -> Result<String, AgentError> {
+        {
+            let mut c = self.compiling.lock().unwrap_or_else(|p| p.into_inner());
+            c.0 += 1;
+            c.1 = c.1.max(c.0);
+        }
+        let result = self.agent_call(agent_id, "compile_package", |_| {}).await;
+        let mut c = self.compiling.lock().unwrap_or_else(|p| p.into_inner());
+        c.0 -= 1;
+        result?;
+        c.2.push(package.to_string());
+        Ok(format!("blob-{}", package.replace('/', "-")))
+    }
+
+    async fn migrate_disk(&self, agent_id: &str, from: &str, to: &str) -> Result<(), AgentError> {
+        self.agent_call(agent_id, "migrate_disk", |a| {
+            if a.disks.iter().any(|d| d == from) && !a.disks.iter().any(|d| d == to) {
+                a.disks.push(to.to_string());
+            }
+        })
+        .await
+        .map(|_| ())
+    }
+
+    async fn unmount_disk(&self, agent_id: &str, disk_cid: &str) -> Result<(), AgentError> {
+        self.agent_call(agent_id, "unmount_disk", |a| {
+            a.disks.retain(|d| d != disk_cid)
+        })
+        .await
+        .map(|_| ())
+    }
+}

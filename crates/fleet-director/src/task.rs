@@ -1,0 +1,136 @@
+//! A task's event log: stages of numbered steps, each started and then finished or
+//! failed, written to the store as they happen.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use super::model::{EventState, TaskEvent};
+use fleet_store::Store;
+
+pub fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default()
+}
+
+/// What a cancelled task reports as its result.
+pub const CANCELLED: &str = "the task was cancelled";
+
+#[derive(Clone)]
+pub struct TaskLog {
+    pub task: u64,
+    store: Arc<dyn Store>,
+    /// Set when cancellation is asked for; the job looks at it between steps, so that
+    /// what it started finishes and nothing new starts.
+    cancel: Arc<AtomicBool>,
+}
+
+impl TaskLog {
+    pub fn new(task: u64, store: Arc<dyn Store>, cancel: Arc<AtomicBool>) -> Self {
+        TaskLog {
+            task,
+            store,
+            cancel,
+        }
+    }
+
+    pub fn cancelled(&self) -> bool {
+        self.cancel.load(Ordering::SeqCst)
+    }
+
+    /// A safe point: ends the job when cancellation was asked for.
+    pub fn check(&self) -> Result<(), String> {
+        if self.cancelled() {
+            Err(CANCELLED.to_string())
+        } else {
+            Ok(())
+        }
+    }
+
+    pub fn stage(&self, name: &str, tags: Vec<String>, total: u32) -> Stage {
+        Stage {
+            log: self.clone(),
+            name: name.to_string(),
+            tags,
+            total,
+            next: Arc::new(AtomicU32::new(0)),
+        }
+    }
+
+    fn write(&self, event: TaskEvent) {
+        // The event log is a record of what happened; failing to write it must not change
+        // what happens.
+        if let Err(e) = self.store.append_event(self.task, &event) {
+            tracing::warn!(task = self.task, error = %e, "cannot record a task event");
+        }
+    }
+}
+
+/// One stage of a task, such as "Updating instance"; steps are numbered in start order.
+#[derive(Clone)]
+pub struct Stage {
+    log: TaskLog,
+    name: String,
+    tags: Vec<String>,
+    total: u32,
+    next: Arc<AtomicU32>,
+}
+
+/// A started step; it ends as finished or failed.
+pub struct Step {
+    stage: Stage,
+    task: String,
+    index: u32,
+}
+
+impl Stage {
+    pub fn cancelled(&self) -> bool {
+        self.log.cancelled()
+    }
+
+    pub fn start(&self, task: impl Into<String>) -> Step {
+        let index = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+        let step = Step {
+            stage: self.clone(),
+            task: task.into(),
+            index,
+        };
+        step.write(EventState::Started, 0, None);
+        step
+    }
+}
+
+impl Step {
+    fn write(&self, state: EventState, progress: u32, error: Option<String>) {
+        self.stage.log.write(TaskEvent {
+            time: unix_now(),
+            stage: self.stage.name.clone(),
+            tags: self.stage.tags.clone(),
+            task: self.task.clone(),
+            index: self.index,
+            total: self.stage.total,
+            state,
+            progress,
+            error,
+        });
+    }
+
+    pub fn finish(self) {
+        self.write(EventState::Finished, 100, None);
+    }
+
+    pub fn fail(self, error: &str) {
+        self.write(EventState::Failed, 100, Some(error.to_string()));
+    }
+
+    /// Ends the step by the outcome of `result`, passing it on.
+    pub fn end<T>(self, result: Result<T, String>) -> Result<T, String> {
+        match &result {
+            Ok(_) => self.finish(),
+            Err(e) => self.fail(e),
+        }
+        result
+    }
+}

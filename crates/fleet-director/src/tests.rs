@@ -1,0 +1,1583 @@
+//! The director facade against the simulated cloud, in virtual time.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::model::{EventState, Package, Release, ReleaseJob, Stemcell, TaskState};
+use super::sim::{Fault, FaultKind, Latency, SimulatedCloud, SimulationSettings};
+use super::*;
+use fleet_store::SqliteStore;
+
+fn manifest(name: &str, instances: u32, stemcell: &str, disk: u64) -> String {
+    format!(
+        "name: {name}
+releases: [{{name: nginx, version: '1'}}]
+stemcells: [{{alias: default, os: jammy, version: '{stemcell}'}}]
+update: {{canaries: 1, max_in_flight: 2, canary_watch_time: 1000-5000, update_watch_time: 1000-5000}}
+networks:
+- name: default
+  subnets:
+  - {{range: 10.0.0.0/24, gateway: 10.0.0.1, azs: [z1, z2]}}
+instance_groups:
+- name: web
+  instances: {instances}
+  azs: [z1, z2]
+  jobs: [{{name: nginx, release: nginx, properties: {{port: 80}}}}]
+  vm_type: small
+  stemcell: default
+  persistent_disk: {disk}
+  networks: [{{name: default}}]
+"
+    )
+}
+
+struct Fixture {
+    director: Director,
+    cloud: Arc<SimulatedCloud>,
+}
+
+fn fixture(faults: Vec<Fault>) -> Fixture {
+    let store: Arc<dyn fleet_store::Store> = Arc::new(SqliteStore::in_memory().unwrap());
+    let latency = Latency {
+        min: Duration::from_millis(100),
+        max: Duration::from_millis(300),
+    };
+    let cloud = Arc::new(SimulatedCloud::new(
+        Arc::clone(&store),
+        SimulationSettings {
+            seed: 7,
+            cpi_latency: latency,
+            agent_latency: latency,
+            faults,
+        },
+    ));
+    let director = Director::new(
+        store,
+        Arc::clone(&cloud) as Arc<dyn Cpi>,
+        Arc::clone(&cloud) as Arc<dyn Agent>,
+        DirectorSettings::default(),
+    )
+    .unwrap();
+    director
+        .upload_release(&Release {
+            name: "nginx".into(),
+            version: "1".into(),
+            jobs: vec![ReleaseJob {
+                name: "nginx".into(),
+                packages: vec!["nginx".into()],
+            }],
+            packages: vec![Package {
+                name: "nginx".into(),
+                dependencies: vec![],
+            }],
+        })
+        .unwrap();
+    for version in ["1.0", "2.0"] {
+        director
+            .upload_stemcell(&Stemcell {
+                name: "bosh-jammy".into(),
+                os: "jammy".into(),
+                version: version.into(),
+            })
+            .unwrap();
+    }
+    Fixture { director, cloud }
+}
+
+async fn deploy(director: &Director, text: &str) -> Task {
+    let task = director.deploy(text, DeployOptions::default()).unwrap();
+    director.wait(task.id).await.unwrap()
+}
+
+/// The result of a task that must have failed.
+fn failed(task: &Task) -> String {
+    assert_eq!(task.state, TaskState::Error, "{:?}", task.result);
+    task.result.clone().unwrap_or_default()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deploy_creates_starts_and_records_every_instance() {
+    let f = fixture(vec![]);
+    let task = deploy(&f.director, &manifest("d", 3, "1.0", 1024)).await;
+    assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+    assert_eq!(task.description, "create deployment");
+    let instances = f.director.instances("d").unwrap();
+    assert_eq!(instances.len(), 3);
+    assert!(
+        instances
+            .iter()
+            .all(|i| i.vm_cid.is_some() && i.applied.is_some() && i.disk_cid.is_some())
+    );
+    assert_eq!(instances[1].az.as_deref(), Some("z2"));
+    assert_eq!(f.director.vms("d").unwrap().len(), 3);
+    assert_eq!(f.cloud.vms().len(), 3);
+    assert!(
+        f.director
+            .deployment("d")
+            .unwrap()
+            .unwrap()
+            .manifest
+            .is_some()
+    );
+    let events = f.director.events(task.id).unwrap();
+    let stages: Vec<&str> = events.iter().map(|e| e.stage.as_str()).collect();
+    assert!(stages.contains(&"Preparing deployment"));
+    assert!(stages.contains(&"Creating missing vms"));
+    let updates: Vec<_> = events
+        .iter()
+        .filter(|e| e.stage == "Updating instance")
+        .collect();
+    assert_eq!(updates.len(), 6, "three started, three finished");
+    assert!(updates[0].task.ends_with("(canary)"));
+    assert_eq!(updates[0].total, 3);
+    // The canary finished before anything else started.
+    assert_eq!(updates[1].state, EventState::Finished);
+    assert_eq!(updates[1].task, updates[0].task);
+    assert!(
+        f.director.locks().unwrap().is_empty(),
+        "the lock was released"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_second_operation_on_a_locked_deployment_is_refused_naming_the_holder() {
+    let f = fixture(vec![]);
+    let first = f
+        .director
+        .deploy(&manifest("d", 2, "1.0", 0), DeployOptions::default())
+        .unwrap();
+    let refused = f
+        .director
+        .deploy(&manifest("d", 2, "1.0", 0), DeployOptions::default());
+    match refused {
+        Err(DirectorError::Locked { deployment, task }) => {
+            assert_eq!((deployment.as_str(), task), ("d", first.id));
+        }
+        other => panic!("expected a lock error, got {other:?}"),
+    }
+    assert_eq!(f.director.lock_holder("d").unwrap(), Some(first.id));
+    assert!(
+        f.director
+            .deploy(&manifest("other", 1, "1.0", 0), DeployOptions::default())
+            .is_ok()
+    );
+    f.director.wait(first.id).await.unwrap();
+    assert!(f.director.recreate("d", RecreateOptions::default()).is_ok());
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unchanged_redeploy_touches_nothing() {
+    let f = fixture(vec![]);
+    deploy(&f.director, &manifest("d", 2, "1.0", 0)).await;
+    let before = f.cloud.vms();
+    let task = deploy(&f.director, &manifest("d", 2, "1.0", 0)).await;
+    assert_eq!(task.state, TaskState::Done);
+    assert_eq!(task.description, "update deployment");
+    assert!(
+        task.result
+            .as_deref()
+            .unwrap()
+            .contains("0 instances updated")
+    );
+    assert_eq!(f.cloud.vms(), before);
+    let events = f.director.events(task.id).unwrap();
+    assert!(events.iter().all(|e| e.stage != "Updating instance"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_new_stemcell_replaces_every_vm_and_keeps_the_disks() {
+    let f = fixture(vec![]);
+    deploy(&f.director, &manifest("d", 2, "1.0", 1024)).await;
+    let before = f.director.instances("d").unwrap();
+    let task = deploy(&f.director, &manifest("d", 2, "2.0", 1024)).await;
+    assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+    let after = f.director.instances("d").unwrap();
+    for (b, a) in before.iter().zip(&after) {
+        assert_eq!(a.id, b.id);
+        assert_ne!(a.vm_cid, b.vm_cid);
+        assert_eq!(a.disk_cid, b.disk_cid);
+        assert_eq!(a.applied.as_ref().unwrap().stemcell, "jammy/2.0");
+    }
+    assert_eq!(f.cloud.vms().len(), 2, "old VMs deleted");
+}
+
+#[tokio::test(start_paused = true)]
+async fn scaling_down_deletes_vms_and_orphans_their_disks() {
+    let f = fixture(vec![]);
+    deploy(&f.director, &manifest("d", 3, "1.0", 1024)).await;
+    let task = deploy(&f.director, &manifest("d", 1, "1.0", 1024)).await;
+    assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+    assert_eq!(f.director.instances("d").unwrap().len(), 1);
+    assert_eq!(f.cloud.vms().len(), 1);
+    let orphaned = f
+        .director
+        .disks("d")
+        .unwrap()
+        .into_iter()
+        .filter(|d| d.orphaned)
+        .count();
+    assert_eq!(orphaned, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_create_vm_fault_fails_the_task_naming_the_step_and_instance() {
+    let f = fixture(vec![]);
+    // Packages compiled first, so that the fault meets an instance's VM.
+    deploy(&f.director, &manifest("warm", 1, "1.0", 0)).await;
+    f.cloud.set_faults(vec![Fault {
+        kind: FaultKind::CreateVm,
+        deployment: "broken".into(),
+        instance_group: String::new(),
+        probability: 1.0,
+    }]);
+    let task = deploy(&f.director, &manifest("broken", 1, "1.0", 0)).await;
+    assert_eq!(task.state, TaskState::Error);
+    let result = task.result.unwrap();
+    assert!(result.starts_with("create_vm for web/"), "{result}");
+    assert!(result.contains("(0)"), "{result}");
+    let failed = f
+        .director
+        .events(task.id)
+        .unwrap()
+        .into_iter()
+        .find(|e| e.state == EventState::Failed);
+    assert_eq!(failed.unwrap().stage, "Creating missing vms");
+    assert!(f.director.locks().unwrap().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn jobs_that_do_not_start_fail_the_task_after_the_watch_time() {
+    let f = fixture(vec![Fault {
+        kind: FaultKind::JobStart,
+        deployment: "flaky".into(),
+        instance_group: String::new(),
+        probability: 1.0,
+    }]);
+    let start = tokio::time::Instant::now();
+    let task = deploy(&f.director, &manifest("flaky", 2, "1.0", 0)).await;
+    assert_eq!(task.state, TaskState::Error);
+    let result = task.result.unwrap();
+    assert!(
+        result.contains("is not running after update. Review logs for failed jobs: nginx"),
+        "{result}"
+    );
+    assert!(result.contains("web/"), "{result}");
+    assert!(
+        tokio::time::Instant::now() - start >= Duration::from_secs(5),
+        "waited the watch time"
+    );
+    // The canary failed, so the second instance was never updated.
+    let updated = f
+        .director
+        .events(task.id)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.stage == "Updating instance" && e.state == EventState::Started)
+        .count();
+    assert_eq!(updated, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn unresponsive_agents_fail_a_deploy_and_are_replaced_by_recreate_with_fix() {
+    let f = fixture(vec![]);
+    deploy(&f.director, &manifest("d", 2, "1.0", 1024)).await;
+    let instances = f.director.instances("d").unwrap();
+    let stuck = instances[0].agent_id.clone().unwrap();
+    f.cloud.set_responsive(&stuck, false).unwrap();
+
+    let task = deploy(&f.director, &manifest("d", 2, "2.0", 1024)).await;
+    assert_eq!(task.state, TaskState::Error);
+    let result = task.result.unwrap();
+    assert!(result.contains("Timed out sending get_state"), "{result}");
+    assert!(result.contains(&instances[0].name()), "{result}");
+    assert!(result.contains("cloud check"), "{result}");
+
+    let recreate = f
+        .director
+        .recreate(
+            "d",
+            RecreateOptions {
+                fix: true,
+                ..RecreateOptions::default()
+            },
+        )
+        .unwrap();
+    let done = f.director.wait(recreate.id).await.unwrap();
+    assert_eq!(done.state, TaskState::Done, "{:?}", done.result);
+    let after = f.director.instances("d").unwrap();
+    assert_ne!(after[0].agent_id.as_deref(), Some(stuck.as_str()));
+    assert_ne!(
+        after[1].vm_cid, instances[1].vm_cid,
+        "recreate replaces every VM"
+    );
+    assert_eq!(
+        after[0].disk_cid, instances[0].disk_cid,
+        "the disk is re-attached"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_invalid_manifest_fails_the_task_and_changes_nothing() {
+    let f = fixture(vec![]);
+    let task = deploy(&f.director, &manifest("d", 2, "9.9", 0)).await;
+    assert!(
+        failed(&task).contains("stemcells.default: `jammy/9.9` is not uploaded"),
+        "{:?}",
+        task.result
+    );
+    assert!(f.director.instances("d").unwrap().is_empty());
+    assert!(matches!(
+        f.director.deploy("not: [yaml", DeployOptions::default()),
+        Err(DirectorError::Manifest(_))
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn tasks_left_running_by_a_crash_are_errored_on_the_next_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    // The first process: its runtime is dropped with the task still queued, as a crash
+    // would leave it.
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let store: Arc<dyn fleet_store::Store> = Arc::new(SqliteStore::open(&path).unwrap());
+            let cloud = Arc::new(SimulatedCloud::new(
+                Arc::clone(&store),
+                SimulationSettings::default(),
+            ));
+            let director =
+                Director::new(store, cloud.clone(), cloud, DirectorSettings::default()).unwrap();
+            director
+                .upload_release(&Release {
+                    name: "nginx".into(),
+                    version: "1".into(),
+                    jobs: vec![crate::model::ReleaseJob {
+                        name: "nginx".into(),
+                        packages: vec![],
+                    }],
+                    packages: vec![],
+                })
+                .unwrap();
+            director
+                .upload_stemcell(&Stemcell {
+                    name: "s".into(),
+                    os: "jammy".into(),
+                    version: "1.0".into(),
+                })
+                .unwrap();
+            director
+                .deploy(&manifest("d", 1, "1.0", 0), DeployOptions::default())
+                .unwrap();
+        });
+        drop(runtime);
+    })
+    .join()
+    .unwrap();
+    let store: Arc<dyn fleet_store::Store> = Arc::new(SqliteStore::open(dir.path()).unwrap());
+    let cloud = Arc::new(SimulatedCloud::new(
+        Arc::clone(&store),
+        SimulationSettings::default(),
+    ));
+    let director = Director::new(store, cloud.clone(), cloud, DirectorSettings::default()).unwrap();
+    let task = director.task(1).unwrap().unwrap();
+    assert_eq!(task.state, TaskState::Error);
+    assert_eq!(task.result.as_deref(), Some(RECOVERY_REASON));
+    assert!(director.locks().unwrap().is_empty());
+    let again = director
+        .deploy(&manifest("d", 1, "1.0", 0), DeployOptions::default())
+        .unwrap();
+    assert_eq!(
+        director.wait(again.id).await.unwrap().state,
+        TaskState::Done
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dry_run_changes_nothing() {
+    let f = fixture(vec![]);
+    let task = f
+        .director
+        .deploy(
+            &manifest("d", 2, "1.0", 0),
+            DeployOptions {
+                dry_run: true,
+                ..DeployOptions::default()
+            },
+        )
+        .unwrap();
+    let task = f.director.wait(task.id).await.unwrap();
+    assert_eq!(task.state, TaskState::Done);
+    assert!(
+        task.result
+            .unwrap()
+            .starts_with("dry run: 2 instances would be updated")
+    );
+    assert!(f.cloud.vms().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn delete_removes_vms_and_the_deployment() {
+    let f = fixture(vec![]);
+    deploy(&f.director, &manifest("d", 2, "1.0", 1024)).await;
+    let task = f.director.delete("d").unwrap();
+    assert_eq!(
+        f.director.wait(task.id).await.unwrap().state,
+        TaskState::Done
+    );
+    assert!(f.director.deployment("d").unwrap().is_none());
+    assert!(f.cloud.vms().is_empty());
+    assert!(f.director.instances("d").unwrap().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failure_in_one_parallel_group_stops_the_groups_beside_it() {
+    let f = fixture(vec![Fault {
+        kind: FaultKind::JobStart,
+        deployment: String::new(),
+        instance_group: "broken".into(),
+        probability: 1.0,
+    }]);
+    let text = "name: side
+releases: [{name: nginx, version: '1'}]
+stemcells: [{alias: default, os: jammy, version: '1.0'}]
+update: {canaries: 1, max_in_flight: 1, canary_watch_time: 1000-5000, update_watch_time: 1000-5000, serial: false}
+networks:
+- name: default
+  subnets: [{range: 10.0.0.0/24, gateway: 10.0.0.1, azs: [z1]}]
+instance_groups:
+- name: broken
+  instances: 1
+  azs: [z1]
+  jobs: [{name: nginx, release: nginx}]
+  vm_type: small
+  stemcell: default
+  networks: [{name: default}]
+- name: healthy
+  instances: 6
+  azs: [z1]
+  jobs: [{name: nginx, release: nginx}]
+  vm_type: small
+  stemcell: default
+  networks: [{name: default}]
+";
+    let task = deploy(&f.director, text).await;
+    assert_eq!(task.state, TaskState::Error);
+    let result = task.result.unwrap();
+    assert!(result.contains("broken/"), "{result}");
+    // The healthy group finished what it had in flight and started nothing more.
+    let healthy = f
+        .director
+        .instances("side")
+        .unwrap()
+        .iter()
+        .filter(|i| i.group == "healthy" && i.applied.is_some())
+        .count();
+    assert!(
+        (1..6).contains(&healthy),
+        "{healthy} healthy instances updated"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unresponsive_fault_fails_the_task_naming_the_call_and_instance() {
+    let f = fixture(vec![]);
+    deploy(&f.director, &manifest("warm", 1, "1.0", 0)).await;
+    f.cloud.set_faults(vec![Fault {
+        kind: FaultKind::Unresponsive,
+        deployment: "ghost".into(),
+        instance_group: String::new(),
+        probability: 1.0,
+    }]);
+    let task = deploy(&f.director, &manifest("ghost", 1, "1.0", 1024)).await;
+    assert_eq!(task.state, TaskState::Error);
+    let result = task.result.unwrap();
+    assert!(result.starts_with("mount_disk for web/"), "{result}");
+    assert!(
+        result.contains("timed out sending mount_disk to agent"),
+        "{result}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_update_cut_short_is_redone_by_the_next_deploy() {
+    let f = fixture(vec![]);
+    deploy(&f.director, &manifest("d", 1, "1.0", 1024)).await;
+    // Compile for the new stemcell beforehand, so that the fault meets the instance.
+    deploy(&f.director, &manifest("warm", 1, "2.0", 0)).await;
+    let before = f.director.instances("d").unwrap().remove(0);
+    f.cloud.set_faults(vec![Fault {
+        kind: FaultKind::CreateVm,
+        deployment: "d".into(),
+        instance_group: String::new(),
+        probability: 1.0,
+    }]);
+    let failed = deploy(&f.director, &manifest("d", 1, "2.0", 1024)).await;
+    assert_eq!(failed.state, TaskState::Error);
+    let broken = f.director.instances("d").unwrap().remove(0);
+    assert!(
+        broken.vm_cid.is_none(),
+        "the old VM was deleted before create_vm failed"
+    );
+    assert!(
+        broken.applied.is_none(),
+        "the instance is marked unfinished"
+    );
+
+    f.cloud.set_faults(vec![]);
+    // Even the old manifest repairs it: a missing VM is a change.
+    let repaired = deploy(&f.director, &manifest("d", 1, "1.0", 1024)).await;
+    assert_eq!(repaired.state, TaskState::Done, "{:?}", repaired.result);
+    let after = f.director.instances("d").unwrap().remove(0);
+    assert!(after.vm_cid.is_some());
+    assert_eq!(
+        after.disk_cid, before.disk_cid,
+        "the same disk is attached again"
+    );
+    assert_eq!(f.director.vms("d").unwrap().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_resized_disk_is_migrated_and_the_old_one_orphaned() {
+    let f = fixture(vec![]);
+    deploy(&f.director, &manifest("d", 1, "1.0", 1024)).await;
+    let before = f.director.instances("d").unwrap().remove(0);
+    let task = deploy(&f.director, &manifest("d", 1, "1.0", 2048)).await;
+    assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+    let after = f.director.instances("d").unwrap().remove(0);
+    assert_ne!(after.disk_cid, before.disk_cid);
+    assert_eq!(after.vm_cid, before.vm_cid, "a disk change keeps the VM");
+    let disks = f.director.disks("d").unwrap();
+    let orphaned: Vec<_> = disks.iter().filter(|d| d.orphaned).collect();
+    assert_eq!(orphaned.len(), 1);
+    assert_eq!(
+        (orphaned[0].cid.as_str(), orphaned[0].size),
+        (before.disk_cid.as_deref().unwrap(), 1024)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retried_migration_reuses_the_disk_the_failed_attempt_created() {
+    let f = fixture(vec![]);
+    deploy(&f.director, &manifest("d", 1, "1.0", 1024)).await;
+    let before = f.director.instances("d").unwrap().remove(0);
+    // What a migration that failed after creating its disk leaves behind.
+    let left = f
+        .cloud
+        .create_disk(2048, before.vm_cid.as_deref().unwrap())
+        .await
+        .unwrap();
+    let record = crate::model::DiskRecord {
+        cid: left.clone(),
+        deployment: "d".into(),
+        instance_id: Some(before.id.clone()),
+        size: 2048,
+        orphaned: false,
+    };
+    f.director
+        .core
+        .store
+        .write(vec![fleet_store::put(
+            Collection::Disks,
+            &left,
+            "d",
+            &record,
+        )])
+        .unwrap();
+    let task = deploy(&f.director, &manifest("d", 1, "1.0", 2048)).await;
+    assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+    let after = f.director.instances("d").unwrap().remove(0);
+    assert_eq!(after.disk_cid.as_deref(), Some(left.as_str()));
+    let disks = f.director.disks("d").unwrap();
+    assert_eq!(disks.len(), 2, "no third disk: {disks:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_disk_added_with_a_new_stemcell_is_created_once() {
+    let f = fixture(vec![]);
+    deploy(&f.director, &manifest("d", 1, "1.0", 0)).await;
+    let task = deploy(&f.director, &manifest("d", 1, "2.0", 1024)).await;
+    assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+    let disks = f.director.disks("d").unwrap();
+    assert_eq!(disks.len(), 1, "{disks:?}");
+    assert!(!disks[0].orphaned);
+}
+
+async fn deploy_duration(seed: u64) -> Duration {
+    let store: Arc<dyn fleet_store::Store> = Arc::new(SqliteStore::in_memory().unwrap());
+    let latency = Latency {
+        min: Duration::from_millis(10),
+        max: Duration::from_millis(500),
+    };
+    let settings = SimulationSettings {
+        seed,
+        cpi_latency: latency,
+        agent_latency: latency,
+        faults: vec![],
+    };
+    let cloud = Arc::new(SimulatedCloud::new(Arc::clone(&store), settings));
+    let director = Director::new(store, cloud.clone(), cloud, DirectorSettings::default()).unwrap();
+    director
+        .upload_release(&Release {
+            name: "nginx".into(),
+            version: "1".into(),
+            jobs: vec![crate::model::ReleaseJob {
+                name: "nginx".into(),
+                packages: vec![],
+            }],
+            packages: vec![],
+        })
+        .unwrap();
+    director
+        .upload_stemcell(&Stemcell {
+            name: "s".into(),
+            os: "jammy".into(),
+            version: "1.0".into(),
+        })
+        .unwrap();
+    let start = tokio::time::Instant::now();
+    let task = director
+        .deploy(&manifest("d", 5, "1.0", 1024), DeployOptions::default())
+        .unwrap();
+    director.wait(task.id).await.unwrap();
+    tokio::time::Instant::now() - start
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_simulation_is_reproducible_under_a_seed() {
+    let first = deploy_duration(11).await;
+    assert_eq!(deploy_duration(11).await, first);
+    assert_ne!(deploy_duration(12).await, first);
+}
+
+mod addresses {
+    use super::*;
+
+    const CLOUD: &str = "azs: [{name: z1}, {name: z2}]
+vm_types: [{name: small}]
+networks:
+- name: default
+  subnets:
+  - {range: 10.10.0.0/24, gateway: 10.10.0.1, static: [10.10.0.200 - 10.10.0.210], azs: [z1, z2]}
+- name: other
+  subnets:
+  - {range: 10.20.0.0/24, gateway: 10.20.0.1, azs: [z1, z2]}
+";
+
+    /// A manifest on the cloud config's networks (no `networks` of its own).
+    fn on(name: &str, instances: u32, network: &str, static_ips: &[&str]) -> String {
+        let statics = if static_ips.is_empty() {
+            String::new()
+        } else {
+            format!(", static_ips: [{}]", static_ips.join(", "))
+        };
+        format!(
+            "name: {name}
+releases: [{{name: nginx, version: '1'}}]
+stemcells: [{{alias: default, os: jammy, version: '1.0'}}]
+update: {{canaries: 1, max_in_flight: 2, canary_watch_time: 1000, update_watch_time: 1000}}
+instance_groups:
+- name: web
+  instances: {instances}
+  azs: [z1, z2]
+  jobs: [{{name: nginx, release: nginx}}]
+  vm_type: small
+  stemcell: default
+  networks: [{{name: {network}{statics}}}]
+"
+        )
+    }
+
+    fn global() -> Fixture {
+        let f = fixture(vec![]);
+        f.director.update_cloud_config(CLOUD).unwrap();
+        f
+    }
+
+    fn addresses(f: &Fixture, deployment: &str) -> Vec<String> {
+        f.director
+            .instances(deployment)
+            .unwrap()
+            .iter()
+            .map(|i| i.applied.as_ref().unwrap().networks.join(","))
+            .collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn deployments_share_the_cloud_configs_address_space_without_overlap() {
+        let f = global();
+        let (a, b) = (
+            f.director
+                .deploy(&on("a", 3, "default", &[]), DeployOptions::default())
+                .unwrap(),
+            f.director
+                .deploy(&on("b", 3, "default", &[]), DeployOptions::default())
+                .unwrap(),
+        );
+        // Both deploy at once.
+        assert_eq!(f.director.wait(a.id).await.unwrap().state, TaskState::Done);
+        assert_eq!(f.director.wait(b.id).await.unwrap().state, TaskState::Done);
+        let mut all: Vec<String> = addresses(&f, "a");
+        all.extend(addresses(&f, "b"));
+        let unique: std::collections::BTreeSet<_> = all.iter().collect();
+        assert_eq!(unique.len(), 6, "{all:?}");
+        assert!(
+            all.iter().all(|a| a.starts_with("default/10.10.0.")),
+            "{all:?}"
+        );
+        assert!(
+            !all.iter().any(|a| a.ends_with(".1") || a.ends_with(".0")),
+            "no gateway or network address: {all:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn deleting_a_deployment_returns_its_addresses() {
+        let f = global();
+        deploy(&f.director, &on("a", 2, "default", &[])).await;
+        let mut freed = addresses(&f, "a");
+        freed.sort();
+        let task = f.director.delete("a").unwrap();
+        assert_eq!(
+            f.director.wait(task.id).await.unwrap().state,
+            TaskState::Done
+        );
+        assert!(f.director.core.store.ips_of("a").unwrap().is_empty());
+        deploy(&f.director, &on("b", 2, "default", &[])).await;
+        let mut reused = addresses(&f, "b");
+        reused.sort();
+        assert_eq!(reused, freed);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_redeploy_keeps_addresses_and_scaling_down_releases_them() {
+        let f = global();
+        deploy(&f.director, &on("a", 3, "default", &[])).await;
+        let before = addresses(&f, "a");
+        let again = deploy(&f.director, &on("a", 3, "default", &[])).await;
+        assert!(again.result.unwrap().contains("0 instances updated"));
+        assert_eq!(addresses(&f, "a"), before);
+        deploy(&f.director, &on("a", 1, "default", &[])).await;
+        // The released addresses go to the next deployment that asks.
+        deploy(&f.director, &on("b", 2, "default", &[])).await;
+        let mut reused = addresses(&f, "b");
+        reused.sort();
+        let mut freed = before[1..].to_vec();
+        freed.sort();
+        assert_eq!(reused, freed);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_instance_keeps_its_address_while_its_vm_is_gone() {
+        let f = global();
+        deploy(&f.director, &on("a", 1, "default", &[])).await;
+        let before = f.director.instances("a").unwrap().remove(0);
+        // Someone deletes the VM in the IaaS console.
+        f.cloud
+            .delete_vm(before.vm_cid.as_deref().unwrap())
+            .await
+            .unwrap();
+        // Meanwhile another deployment cannot take the address.
+        deploy(&f.director, &on("b", 1, "default", &[])).await;
+        assert_ne!(addresses(&f, "b"), addresses(&f, "a"));
+        // Recreating with fix (what cloud check does) brings the instance back on it.
+        let task = f
+            .director
+            .recreate(
+                "a",
+                RecreateOptions {
+                    fix: true,
+                    ..RecreateOptions::default()
+                },
+            )
+            .unwrap();
+        assert_eq!(
+            f.director.wait(task.id).await.unwrap().state,
+            TaskState::Done
+        );
+        let after = f.director.instances("a").unwrap().remove(0);
+        assert_ne!(after.vm_cid, before.vm_cid);
+        assert_eq!(
+            after.applied.unwrap().networks,
+            before.applied.unwrap().networks
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_detached_instance_keeps_its_address_and_gets_it_back_when_started() {
+        let f = global();
+        deploy(&f.director, &on("a", 2, "default", &[])).await;
+        let before = f.director.instances("a").unwrap();
+        let stop = f.director.stop("a", true).unwrap();
+        assert_eq!(
+            f.director.wait(stop.id).await.unwrap().state,
+            TaskState::Done
+        );
+        let detached = f.director.instances("a").unwrap();
+        assert!(
+            detached
+                .iter()
+                .all(|i| i.vm_cid.is_none() && i.state == model::DesiredState::Detached)
+        );
+        assert!(f.cloud.vms().is_empty(), "stop --hard deletes the VMs");
+        // The addresses stay reserved while the instances have no VM.
+        deploy(&f.director, &on("b", 2, "default", &[])).await;
+        let b = addresses(&f, "b");
+        assert!(
+            before
+                .iter()
+                .all(|i| !b.contains(&i.applied.as_ref().unwrap().networks.join(",")))
+        );
+        // A deploy leaves detached instances alone; start brings them back on their addresses.
+        let unchanged = deploy(&f.director, &on("a", 2, "default", &[])).await;
+        assert!(unchanged.result.unwrap().contains("0 instances updated"));
+        let start = f.director.start("a").unwrap();
+        let started = f.director.wait(start.id).await.unwrap();
+        assert_eq!(started.state, TaskState::Done, "{:?}", started.result);
+        let after = f.director.instances("a").unwrap();
+        for (b, a) in before.iter().zip(&after) {
+            assert!(a.vm_cid.is_some());
+            assert_eq!(a.state, model::DesiredState::Started);
+            assert_eq!(
+                a.applied.as_ref().unwrap().networks,
+                b.applied.as_ref().unwrap().networks
+            );
+            assert_eq!(a.disk_cid, b.disk_cid);
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_address_moved_to_a_renamed_network_stays_reserved() {
+        let f = global();
+        let renamed = format!(
+            "{CLOUD}- name: renamed\n  subnets:\n  - {{range: 10.10.0.0/24, gateway: 10.10.0.1, static: [10.10.0.200 - 10.10.0.210], azs: [z1, z2]}}\n"
+        );
+        f.director.update_cloud_config(&renamed).unwrap();
+        deploy(&f.director, &on("a", 1, "default", &["10.10.0.200"])).await;
+        let moved = deploy(&f.director, &on("a", 1, "renamed", &["10.10.0.200"])).await;
+        assert_eq!(moved.state, TaskState::Done, "{:?}", moved.result);
+        // Releasing the old (default, .200) must not free (renamed, .200).
+        let taken = deploy(&f.director, &on("b", 1, "renamed", &["10.10.0.200"])).await;
+        assert!(
+            failed(&taken).contains("NetworkReservationAlreadyInUse"),
+            "{:?}",
+            taken.result
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_address_claimed_by_a_failed_plan_is_released_when_the_change_is_reverted() {
+        let f = global();
+        deploy(&f.director, &on("a", 1, "default", &["10.10.0.200"])).await;
+        // The first instance claims .201 before the second fails to reserve.
+        let failed = deploy(
+            &f.director,
+            &on("a", 2, "default", &["10.10.0.201", "10.99.0.1"]),
+        )
+        .await;
+        assert_eq!(failed.state, TaskState::Error);
+        let reverted = deploy(&f.director, &on("a", 1, "default", &["10.10.0.200"])).await;
+        assert_eq!(reverted.state, TaskState::Done, "{:?}", reverted.result);
+        assert!(reverted.result.unwrap().contains("0 instances updated"));
+        let free = deploy(&f.director, &on("b", 1, "default", &["10.10.0.201"])).await;
+        assert_eq!(
+            free.state,
+            TaskState::Done,
+            ".201 was released: {:?}",
+            free.result
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_held_static_address_that_became_reserved_is_refused() {
+        let f = global();
+        deploy(&f.director, &on("a", 1, "default", &["10.10.0.200"])).await;
+        f.director
+            .update_cloud_config(&CLOUD.replace(
+                "static: [10.10.0.200 - 10.10.0.210]",
+                "reserved: [10.10.0.200], static: [10.10.0.201 - 10.10.0.210]",
+            ))
+            .unwrap();
+        let refused = deploy(&f.director, &on("a", 1, "default", &["10.10.0.200"])).await;
+        assert!(
+            failed(&refused).contains("NetworkReservationIpReserved"),
+            "{:?}",
+            refused.result
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_dynamic_network_never_pins_an_address_nor_recreates_vms() {
+        let f = fixture(vec![]);
+        let manifest = |name: &str| {
+            format!(
+                "name: {name}
+releases: [{{name: nginx, version: '1'}}]
+stemcells: [{{alias: default, os: jammy, version: '1.0'}}]
+update: {{canaries: 1, max_in_flight: 2, canary_watch_time: 1000, update_watch_time: 1000}}
+networks:
+- name: iaas
+  type: dynamic
+instance_groups:
+- name: web
+  instances: 2
+  jobs: [{{name: nginx, release: nginx}}]
+  stemcell: default
+  networks: [{{name: iaas}}]
+"
+            )
+        };
+        deploy(&f.director, &manifest("d")).await;
+        assert!(addresses(&f, "d").iter().all(|a| a == "iaas"));
+        let again = deploy(&f.director, &manifest("d")).await;
+        assert!(again.result.unwrap().contains("0 instances updated"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn swapping_static_addresses_is_refused() {
+        let f = global();
+        deploy(
+            &f.director,
+            &on("a", 2, "default", &["10.10.0.200", "10.10.0.201"]),
+        )
+        .await;
+        let swapped = deploy(
+            &f.director,
+            &on("a", 2, "default", &["10.10.0.201", "10.10.0.200"]),
+        )
+        .await;
+        assert!(
+            failed(&swapped).contains("swapping static IPs between instances is not supported"),
+            "{:?}",
+            swapped.result
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_changed_static_address_moves_the_instance_and_frees_the_old_one() {
+        let f = global();
+        deploy(&f.director, &on("a", 1, "default", &["10.10.0.200"])).await;
+        let before = f.director.instances("a").unwrap().remove(0);
+        assert_eq!(
+            before.applied.as_ref().unwrap().networks,
+            ["default/10.10.0.200"]
+        );
+        let moved = deploy(&f.director, &on("a", 1, "default", &["10.10.0.201"])).await;
+        assert_eq!(moved.state, TaskState::Done, "{:?}", moved.result);
+        let after = f.director.instances("a").unwrap().remove(0);
+        assert_eq!(
+            after.applied.as_ref().unwrap().networks,
+            ["default/10.10.0.201"]
+        );
+        assert_ne!(after.vm_cid, before.vm_cid, "a new address needs a new VM");
+        // The old address is free again.
+        let taken = deploy(&f.director, &on("b", 1, "default", &["10.10.0.200"])).await;
+        assert_eq!(taken.state, TaskState::Done, "{:?}", taken.result);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_move_holds_both_addresses_until_the_next_deploy() {
+        let f = global();
+        deploy(&f.director, &on("a", 1, "default", &["10.10.0.200"])).await;
+        f.cloud.set_faults(vec![Fault {
+            kind: FaultKind::CreateVm,
+            deployment: "a".into(),
+            instance_group: String::new(),
+            probability: 1.0,
+        }]);
+        let failed = deploy(&f.director, &on("a", 1, "default", &["10.10.0.201"])).await;
+        assert_eq!(failed.state, TaskState::Error);
+        // Both are held: neither can be taken by another deployment.
+        for ip in ["10.10.0.200", "10.10.0.201"] {
+            let other = deploy(&f.director, &on(&format!("x{ip}"), 1, "default", &[ip])).await;
+            assert_eq!(other.state, TaskState::Error, "{ip} was free");
+            assert!(
+                other
+                    .result
+                    .unwrap()
+                    .contains("NetworkReservationAlreadyInUse")
+            );
+        }
+        f.cloud.set_faults(vec![]);
+        let settled = deploy(&f.director, &on("a", 1, "default", &["10.10.0.201"])).await;
+        assert_eq!(settled.state, TaskState::Done, "{:?}", settled.result);
+        let freed = deploy(&f.director, &on("b", 1, "default", &["10.10.0.200"])).await;
+        assert_eq!(
+            freed.state,
+            TaskState::Done,
+            "the old address was released: {:?}",
+            freed.result
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_address_on_a_removed_network_is_released() {
+        let f = global();
+        deploy(&f.director, &on("a", 1, "other", &[])).await;
+        let old = addresses(&f, "a");
+        assert!(old[0].starts_with("other/10.20.0."));
+        f.director.update_cloud_config(&CLOUD.replace("- name: other\n  subnets:\n  - {range: 10.20.0.0/24, gateway: 10.20.0.1, azs: [z1, z2]}\n", "")).unwrap();
+        let moved = deploy(&f.director, &on("a", 1, "default", &[])).await;
+        assert_eq!(moved.state, TaskState::Done, "{:?}", moved.result);
+        assert!(addresses(&f, "a")[0].starts_with("default/"));
+        let ip = old[0].trim_start_matches("other/");
+        let n = crate::network::to_u32(ip.parse().unwrap());
+        assert!(
+            f.director.core.store.ips_in(n, n).unwrap().is_empty(),
+            "{ip} is still reserved"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn reservation_errors_fail_the_deploy_naming_instance_network_and_address() {
+        let f = global();
+        let outside = deploy(&f.director, &on("a", 1, "default", &["10.99.0.5"])).await;
+        let text = outside.result.unwrap();
+        assert!(
+            text.contains("NetworkReservationIpOutsideSubnet")
+                && text.contains("10.99.0.5")
+                && text.contains("'default'")
+                && text.contains("'a'"),
+            "{text}"
+        );
+        let full = deploy(&f.director, &on("big", 300, "other", &[])).await;
+        assert!(
+            full.result
+                .unwrap()
+                .contains("NetworkReservationNotEnoughCapacity")
+        );
+        // The addresses claimed before the network ran out are free again.
+        assert!(f.director.core.store.ips_of("big").unwrap().is_empty());
+        let fits = deploy(&f.director, &on("small", 250, "other", &[])).await;
+        assert_eq!(fits.state, TaskState::Done, "{:?}", fits.result);
+        let unknown = deploy(&f.director, &on("c", 1, "nowhere", &[])).await;
+        assert!(
+            unknown
+                .result
+                .unwrap()
+                .contains("instance_groups.web.networks.nowhere: unknown network")
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_a_cloud_config_each_deployment_has_its_own_address_space() {
+        let f = fixture(vec![]);
+        deploy(&f.director, &manifest("a", 2, "1.0", 0)).await;
+        deploy(&f.director, &manifest("b", 2, "1.0", 0)).await;
+        // The manifest's own network: the same addresses in both, rebuilt from the agents.
+        assert_eq!(addresses(&f, "a"), addresses(&f, "b"));
+        assert!(
+            f.director
+                .core
+                .store
+                .ips_in(0, u32::MAX)
+                .unwrap()
+                .is_empty(),
+            "nothing stored"
+        );
+        let again = deploy(&f.director, &manifest("a", 2, "1.0", 0)).await;
+        assert!(again.result.unwrap().contains("0 instances updated"));
+    }
+}
+
+mod compilation {
+    use super::*;
+
+    fn diamond(director: &Director, cycle: bool) {
+        let package = |name: &str, deps: &[&str]| Package {
+            name: name.into(),
+            dependencies: deps.iter().map(|d| d.to_string()).collect(),
+        };
+        let base = if cycle {
+            package("base", &["app"])
+        } else {
+            package("base", &[])
+        };
+        director
+            .upload_release(&Release {
+                name: "diamond".into(),
+                version: "1".into(),
+                jobs: vec![ReleaseJob {
+                    name: "app".into(),
+                    packages: vec!["app".into()],
+                }],
+                packages: vec![
+                    package("app", &["left", "right"]),
+                    package("left", &["base"]),
+                    package("right", &["base"]),
+                    base,
+                ],
+            })
+            .unwrap();
+    }
+
+    fn manifest(name: &str, stemcell: &str) -> String {
+        format!(
+            "name: {name}
+releases: [{{name: diamond, version: '1'}}]
+stemcells: [{{alias: default, os: jammy, version: '{stemcell}'}}]
+update: {{canaries: 1, max_in_flight: 2, canary_watch_time: 1000, update_watch_time: 1000}}
+compilation: {{workers: 2, network: default, reuse_compilation_vms: false}}
+networks:
+- name: default
+  subnets: [{{range: 10.0.0.0/24, gateway: 10.0.0.1}}]
+instance_groups:
+- name: app
+  instances: 2
+  jobs: [{{name: app, release: diamond}}]
+  vm_type: small
+  stemcell: default
+  networks: [{{name: default}}]
+"
+        )
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_diamond_compiles_each_package_once_dependencies_first_within_the_workers() {
+        let f = fixture(vec![]);
+        diamond(&f.director, false);
+        let task = deploy(&f.director, &manifest("d", "1.0")).await;
+        assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+        let compiled = f.cloud.compiled();
+        assert_eq!(compiled.len(), 4, "{compiled:?}");
+        let at = |p: &str| compiled.iter().position(|c| c.ends_with(p)).unwrap();
+        assert_eq!(at("/base"), 0);
+        assert!(at("/left") < at("/app") && at("/right") < at("/app"));
+        assert_eq!(
+            f.cloud.peak_compilations(),
+            2,
+            "left and right compile together, no more"
+        );
+        assert_eq!(f.cloud.vms().len(), 2, "the compilation VMs were deleted");
+        let events = f.director.events(task.id).unwrap();
+        let compiling: Vec<_> = events
+            .iter()
+            .filter(|e| e.stage == "Compiling packages")
+            .collect();
+        assert_eq!(compiling.len(), 8);
+        assert_eq!(compiling[0].total, 4);
+
+        // A redeploy finds everything compiled; a new stemcell compiles again.
+        deploy(&f.director, &manifest("d", "1.0")).await;
+        assert_eq!(f.cloud.compiled().len(), 4, "the cache was hit");
+        let bumped = deploy(&f.director, &manifest("d", "2.0")).await;
+        assert_eq!(bumped.state, TaskState::Done, "{:?}", bumped.result);
+        assert_eq!(
+            f.cloud.compiled().len(),
+            8,
+            "compiled once more for the new stemcell"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_package_cycle_fails_the_deploy_naming_it() {
+        let f = fixture(vec![]);
+        diamond(&f.director, true);
+        let task = deploy(&f.director, &manifest("d", "1.0")).await;
+        assert_eq!(task.state, TaskState::Error);
+        let result = task.result.unwrap();
+        assert!(
+            result.contains("package dependency cycle in release diamond/1"),
+            "{result}"
+        );
+        assert!(f.cloud.vms().is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_package_cycle_is_found_before_the_deploy_changes_anything() {
+        let f = fixture(vec![]);
+        diamond(&f.director, false);
+        deploy(&f.director, &manifest("d", "1.0")).await;
+        diamond(&f.director, true);
+        f.cloud.take_calls();
+        let shrunk = manifest("d", "2.0").replace("instances: 2", "instances: 1");
+        let task = deploy(&f.director, &shrunk).await;
+        assert!(
+            failed(&task).contains("package dependency cycle"),
+            "{:?}",
+            task.result
+        );
+        assert_eq!(f.director.instances("d").unwrap().len(), 2);
+        assert_eq!(f.cloud.take_calls(), Vec::<String>::new());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn compilation_vms_are_deleted_and_their_addresses_released_when_compiling_fails() {
+        let f = fixture(vec![Fault {
+            kind: FaultKind::Unresponsive,
+            deployment: "broken".into(),
+            instance_group: String::new(),
+            probability: 1.0,
+        }]);
+        diamond(&f.director, false);
+        f.director
+            .update_cloud_config("vm_types: [{name: small}]\nnetworks:\n- name: default\n  subnets: [{range: 10.0.0.0/24, gateway: 10.0.0.1}]\ncompilation: {workers: 2, network: default, reuse_compilation_vms: true}\n")
+            .unwrap();
+        let task = deploy(&f.director, &manifest("broken", "1.0")).await;
+        assert!(
+            failed(&task).contains("compiling diamond/1/base"),
+            "{:?}",
+            task.result
+        );
+        assert!(
+            f.cloud.vms().is_empty(),
+            "compilation VMs deleted after the failure"
+        );
+        let held = f.director.core.store.ips_of("broken").unwrap();
+        assert!(
+            held.iter()
+                .all(|r| !r.owner.instance.starts_with("compilation")),
+            "{held:?}"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn azs_are_updated_one_after_another_with_canaries_only_in_the_first() {
+    let f = fixture(vec![]);
+    deploy(&f.director, &manifest("d", 4, "1.0", 0)).await;
+    let task = deploy(&f.director, &manifest("d", 4, "2.0", 0)).await;
+    assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+    let events: Vec<_> = f
+        .director
+        .events(task.id)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.stage == "Updating instance")
+        .collect();
+    let index = |task: &str| -> u32 {
+        let start = task.find('(').unwrap() + 1;
+        task[start..start + 1].parse().unwrap()
+    };
+    // Indexes 0 and 2 are in z1, 1 and 3 in z2 (the bootstrap, index 0, is in z1).
+    let last_z1_finish = events
+        .iter()
+        .rposition(|e| e.state == EventState::Finished && index(&e.task) % 2 == 0)
+        .unwrap();
+    let first_z2_start = events
+        .iter()
+        .position(|e| e.state == EventState::Started && index(&e.task) % 2 == 1)
+        .unwrap();
+    assert!(last_z1_finish < first_z2_start, "{events:#?}");
+    let canaries: Vec<_> = events
+        .iter()
+        .filter(|e| e.state == EventState::Started && e.task.ends_with("(canary)"))
+        .collect();
+    assert_eq!(canaries.len(), 1);
+    assert_eq!(index(&canaries[0].task), 0);
+}
+
+mod sequences {
+    use super::*;
+
+    async fn run(f: &Fixture, text: &str) -> Vec<String> {
+        f.cloud.take_calls();
+        let task = deploy(&f.director, text).await;
+        assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+        f.cloud.take_calls()
+    }
+
+    fn calls(list: &[&str]) -> Vec<String> {
+        list.iter().map(|c| c.to_string()).collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn each_kind_of_deploy_makes_exactly_the_directors_calls() {
+        let f = fixture(vec![]);
+        let first = run(&f, &manifest("d", 1, "1.0", 1024)).await;
+        assert_eq!(
+            first,
+            calls(&[
+                "create_vm d/compilation-1",
+                "compile_package d/compilation-1",
+                "delete_vm d/compilation-1",
+                "create_vm d/web/0",
+                "create_disk d/web/0",
+                "attach_disk d/web/0",
+                "mount_disk d/web/0",
+                "apply d/web/0",
+                "start d/web/0",
+                "get_state d/web/0",
+            ])
+        );
+        let unchanged = run(&f, &manifest("d", 1, "1.0", 1024)).await;
+        assert_eq!(
+            unchanged,
+            calls(&["get_state d/web/0"]),
+            "nothing beyond get_state"
+        );
+
+        let up = run(&f, &manifest("d", 2, "1.0", 1024)).await;
+        assert_eq!(
+            up,
+            calls(&[
+                "get_state d/web/0",
+                "create_vm d/web/1",
+                "create_disk d/web/1",
+                "attach_disk d/web/1",
+                "mount_disk d/web/1",
+                "apply d/web/1",
+                "start d/web/1",
+                "get_state d/web/1",
+            ])
+        );
+
+        let down = run(&f, &manifest("d", 1, "1.0", 1024)).await;
+        let (bind, rest) = down.split_at(2);
+        let mut bind = bind.to_vec();
+        bind.sort();
+        assert_eq!(bind, calls(&["get_state d/web/0", "get_state d/web/1"]));
+        assert_eq!(
+            rest,
+            calls(&[
+                "drain d/web/1",
+                "stop d/web/1",
+                "unmount_disk d/web/1",
+                "detach_disk d/web/1",
+                "delete_vm d/web/1"
+            ])
+        );
+        let orphaned: Vec<_> = f
+            .director
+            .disks("d")
+            .unwrap()
+            .into_iter()
+            .filter(|d| d.orphaned)
+            .collect();
+        assert_eq!(
+            orphaned.len(),
+            1,
+            "the removed instance's disk is orphaned, not deleted"
+        );
+
+        let stemcell = run(&f, &manifest("d", 1, "2.0", 1024)).await;
+        assert_eq!(
+            stemcell,
+            calls(&[
+                "get_state d/web/0",
+                "create_vm d/compilation-1",
+                "compile_package d/compilation-1",
+                "delete_vm d/compilation-1",
+                "drain d/web/0",
+                "stop d/web/0",
+                "unmount_disk d/web/0",
+                "detach_disk d/web/0",
+                "delete_vm d/web/0",
+                "create_vm d/web/0",
+                "attach_disk d/web/0",
+                "mount_disk d/web/0",
+                "apply d/web/0",
+                "start d/web/0",
+                "get_state d/web/0",
+            ])
+        );
+
+        let disk = run(&f, &manifest("d", 1, "2.0", 2048)).await;
+        assert_eq!(
+            disk,
+            calls(&[
+                "get_state d/web/0",
+                "prepare d/web/0",
+                "drain d/web/0",
+                "stop d/web/0",
+                "create_disk d/web/0",
+                "attach_disk d/web/0",
+                "mount_disk d/web/0",
+                "migrate_disk d/web/0",
+                "unmount_disk d/web/0",
+                "detach_disk d/web/0",
+                "apply d/web/0",
+                "start d/web/0",
+                "get_state d/web/0",
+            ])
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_network_change_recreates_the_vm_and_updates_dns() {
+        let f = fixture(vec![]);
+        let cloud = "vm_types: [{name: small}]\nnetworks:\n- name: default\n  subnets: [{range: 10.0.0.0/24, gateway: 10.0.0.1, static: [10.0.0.100 - 10.0.0.110]}]\n";
+        f.director.update_cloud_config(cloud).unwrap();
+        let text = |ip: &str| {
+            format!(
+                "name: d
+releases: [{{name: nginx, version: '1'}}]
+stemcells: [{{alias: default, os: jammy, version: '1.0'}}]
+update: {{canaries: 1, max_in_flight: 1, canary_watch_time: 1000, update_watch_time: 1000}}
+instance_groups:
+- name: web
+  instances: 1
+  jobs: [{{name: nginx, release: nginx}}]
+  vm_type: small
+  stemcell: default
+  networks: [{{name: default, static_ips: [{ip}]}}]
+"
+            )
+        };
+        run(&f, &text("10.0.0.100")).await;
+        let moved = run(&f, &text("10.0.0.101")).await;
+        assert_eq!(
+            moved,
+            calls(&[
+                "get_state d/web/0",
+                "drain d/web/0",
+                "stop d/web/0",
+                "delete_vm d/web/0",
+                "create_vm d/web/0",
+                "apply d/web/0",
+                "start d/web/0",
+                "get_state d/web/0",
+            ])
+        );
+        let id = f.director.instances("d").unwrap()[0].id.clone();
+        let dns: Option<String> = fleet_store::get(
+            &*f.director.core.store,
+            fleet_store::Collection::Dns,
+            &format!("{id}.web.default.d.bosh"),
+        )
+        .unwrap();
+        assert_eq!(dns.as_deref(), Some("10.0.0.101"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn recreate_with_fix_skips_the_unresponsive_agent_and_without_fix_fails() {
+        let f = fixture(vec![]);
+        run(&f, &manifest("d", 1, "1.0", 1024)).await;
+        let agent = f.director.instances("d").unwrap()[0]
+            .agent_id
+            .clone()
+            .unwrap();
+        f.cloud.set_responsive(&agent, false).unwrap();
+        f.cloud.take_calls();
+        let failed = f
+            .director
+            .recreate("d", RecreateOptions::default())
+            .unwrap();
+        assert_eq!(
+            f.director.wait(failed.id).await.unwrap().state,
+            TaskState::Error
+        );
+        assert_eq!(
+            f.cloud.take_calls(),
+            calls(&["get_state d/web/0"]),
+            "nothing touched without fix"
+        );
+        let fixed = f
+            .director
+            .recreate(
+                "d",
+                RecreateOptions {
+                    fix: true,
+                    ..RecreateOptions::default()
+                },
+            )
+            .unwrap();
+        assert_eq!(
+            f.director.wait(fixed.id).await.unwrap().state,
+            TaskState::Done
+        );
+        assert_eq!(
+            f.cloud.take_calls(),
+            calls(&[
+                "get_state d/web/0",
+                "detach_disk d/web/0",
+                "delete_vm d/web/0",
+                "create_vm d/web/0",
+                "attach_disk d/web/0",
+                "mount_disk d/web/0",
+                "apply d/web/0",
+                "start d/web/0",
+                "get_state d/web/0",
+            ]),
+            "no drain, stop or unmount on an agent that does not answer"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_canary_touches_no_further_instance() {
+        let f = fixture(vec![]);
+        run(&f, &manifest("d", 3, "1.0", 0)).await;
+        f.cloud.set_faults(vec![Fault {
+            kind: FaultKind::JobStart,
+            deployment: "d".into(),
+            instance_group: String::new(),
+            probability: 1.0,
+        }]);
+        f.cloud.take_calls();
+        let task = deploy(&f.director, &manifest("d", 3, "2.0", 0)).await;
+        assert_eq!(task.state, TaskState::Error);
+        let touched: std::collections::BTreeSet<String> = f
+            .cloud
+            .take_calls()
+            .into_iter()
+            .filter(|c| !c.starts_with("get_state") && !c.contains("compilation"))
+            .map(|c| c.split_whitespace().nth(1).unwrap().to_string())
+            .collect();
+        assert_eq!(touched.len(), 1, "only the canary: {touched:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn dynamic_drain_waits_and_asks_again() {
+        let f = fixture(vec![]);
+        run(&f, &manifest("d", 1, "1.0", 0)).await;
+        f.cloud.script_drains([-5, -3, 2]);
+        let start = tokio::time::Instant::now();
+        let sequence = run(&f, &manifest("d", 1, "2.0", 0)).await;
+        let drains: Vec<&String> = sequence.iter().filter(|c| c.starts_with("drain")).collect();
+        assert_eq!(
+            drains,
+            [
+                "drain d/web/0",
+                "drain_status d/web/0",
+                "drain_status d/web/0"
+            ]
+        );
+        assert!(
+            tokio::time::Instant::now() - start >= std::time::Duration::from_secs(10),
+            "5 s + 3 s + 2 s"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn snapshots_are_taken_before_the_change_when_enabled() {
+        let store: Arc<dyn fleet_store::Store> = Arc::new(SqliteStore::in_memory().unwrap());
+        let cloud = Arc::new(SimulatedCloud::new(
+            Arc::clone(&store),
+            SimulationSettings::default(),
+        ));
+        let settings = DirectorSettings {
+            snapshots: true,
+            ..DirectorSettings::default()
+        };
+        let director = Director::new(store, cloud.clone(), cloud.clone(), settings).unwrap();
+        director
+            .upload_release(&Release {
+                name: "nginx".into(),
+                version: "1".into(),
+                jobs: vec![ReleaseJob {
+                    name: "nginx".into(),
+                    packages: vec![],
+                }],
+                packages: vec![],
+            })
+            .unwrap();
+        for v in ["1.0", "2.0"] {
+            director
+                .upload_stemcell(&Stemcell {
+                    name: "s".into(),
+                    os: "jammy".into(),
+                    version: v.into(),
+                })
+                .unwrap();
+        }
+        deploy(&director, &manifest("d", 1, "1.0", 1024)).await;
+        cloud.take_calls();
+        deploy(&director, &manifest("d", 1, "2.0", 1024)).await;
+        let sequence = cloud.take_calls();
+        let stop = sequence.iter().position(|c| c == "stop d/web/0").unwrap();
+        assert_eq!(sequence[stop + 1], "snapshot_disk d/web/0");
+    }
+}

@@ -1,0 +1,170 @@
+//! The persistent disk of an instance brought to what its plan wants: created, attached
+//! and mounted; replaced (data migrated, old disk orphaned) when its size changes; orphaned
+//! when no longer wanted.
+
+use super::super::Core;
+use super::super::model::{DiskRecord, InstanceRecord};
+use super::super::plan::{Change, InstancePlan};
+use super::vm::{orphaned, persist};
+use fleet_store::{Collection, get, list, put};
+
+/// `fresh_vm`: the VM was just created, so the existing disk must be attached to it.
+pub async fn converge_disk(
+    core: &Core,
+    record: &mut InstanceRecord,
+    plan: &InstancePlan,
+    fresh_vm: bool,
+) -> Result<(), String> {
+    let name = record.name();
+    let (Some(vm), Some(agent)) = (record.vm_cid.clone(), record.agent_id.clone()) else {
+        return Ok(());
+    };
+    let wanted = plan.desired.persistent_disk;
+    let current = match &record.disk_cid {
+        Some(cid) => get::<DiskRecord>(&*core.store, Collection::Disks, cid)
+            .map_err(|e| e.to_string())?
+            .map(|d| (d.cid, d.size)),
+        None => None,
+    };
+    let unfinished = plan.changes.contains(&Change::Unapplied);
+    match current {
+        None if wanted == 0 => Ok(()),
+        Some((cid, size)) if size == wanted => {
+            if fresh_vm || unfinished {
+                // Attaching and mounting again is harmless and finishes a step a crash
+                // may have cut short.
+                core.cpi
+                    .attach_disk(&vm, &cid)
+                    .await
+                    .map_err(|e| format!("attach_disk for {name}: {e}"))?;
+                core.agent_call(&agent, "mount_disk", core.agent.mount_disk(&agent, &cid))
+                    .await
+                    .map_err(|e| format!("mount_disk for {name}: {e}"))?;
+            }
+            Ok(())
+        }
+        old => {
+            if let Some((cid, _)) = &old
+                && fresh_vm
+            {
+                // The old disk must be reachable on the new VM to move its data.
+                core.cpi
+                    .attach_disk(&vm, cid)
+                    .await
+                    .map_err(|e| format!("attach_disk for {name}: {e}"))?;
+                core.agent_call(&agent, "mount_disk", core.agent.mount_disk(&agent, cid))
+                    .await
+                    .map_err(|e| format!("mount_disk for {name}: {e}"))?;
+            }
+            let mut writes = Vec::new();
+            let new_disk = if wanted > 0 {
+                let old_cid = old.as_ref().map(|(cid, _)| cid.as_str());
+                // Only a migration or an update cut short can have left a disk behind; a
+                // first disk skips the look-up, which reads every disk of the deployment.
+                let leftover = if old.is_some() || unfinished {
+                    left_from_a_failed_migration(core, record, wanted, old_cid)?
+                } else {
+                    None
+                };
+                let disk = match leftover {
+                    Some(disk) => disk,
+                    None => create_disk(core, record, wanted, &vm).await?,
+                };
+                core.cpi
+                    .attach_disk(&vm, &disk)
+                    .await
+                    .map_err(|e| format!("attach_disk for {name}: {e}"))?;
+                core.agent_call(&agent, "mount_disk", core.agent.mount_disk(&agent, &disk))
+                    .await
+                    .map_err(|e| format!("mount_disk for {name}: {e}"))?;
+                Some(disk)
+            } else {
+                None
+            };
+            if let Some((old_cid, _)) = old {
+                if let Some(new_cid) = &new_disk {
+                    core.agent_call(
+                        &agent,
+                        "migrate_disk",
+                        core.agent.migrate_disk(&agent, &old_cid, new_cid),
+                    )
+                    .await
+                    .map_err(|e| format!("migrate_disk for {name}: {e}"))?;
+                }
+                core.agent_call(
+                    &agent,
+                    "unmount_disk",
+                    core.agent.unmount_disk(&agent, &old_cid),
+                )
+                .await
+                .map_err(|e| format!("unmount_disk for {name}: {e}"))?;
+                core.cpi
+                    .detach_disk(&vm, &old_cid)
+                    .await
+                    .map_err(|e| format!("detach_disk for {name}: {e}"))?;
+                let orphan = orphaned(core, &old_cid, &record.deployment)?;
+                writes.push(put(
+                    Collection::Disks,
+                    &old_cid,
+                    &record.deployment,
+                    &orphan,
+                ));
+            }
+            record.disk_cid = new_disk;
+            core.store.write(writes).map_err(|e| e.to_string())?;
+            persist(core, record)
+        }
+    }
+}
+
+/// A disk of the wanted size an earlier attempt created for this instance but never
+/// switched to (the migration failed): reusing it keeps retries from piling up disks.
+fn left_from_a_failed_migration(
+    core: &Core,
+    record: &InstanceRecord,
+    wanted: u64,
+    current: Option<&str>,
+) -> Result<Option<String>, String> {
+    let disks: Vec<DiskRecord> = list(&*core.store, Collection::Disks, Some(&record.deployment))
+        .map_err(|e| e.to_string())?;
+    Ok(disks
+        .into_iter()
+        .find(|d| {
+            !d.orphaned
+                && d.size == wanted
+                && d.instance_id.as_deref() == Some(record.id.as_str())
+                && Some(d.cid.as_str()) != current
+        })
+        .map(|d| d.cid))
+}
+
+/// Creates and records a disk for the instance; recorded at once, so a crash from here on
+/// leaves a disk the next deploy knows.
+async fn create_disk(
+    core: &Core,
+    record: &InstanceRecord,
+    wanted: u64,
+    vm: &str,
+) -> Result<String, String> {
+    let disk = core
+        .cpi
+        .create_disk(wanted, vm)
+        .await
+        .map_err(|e| format!("create_disk for {}: {e}", record.name()))?;
+    let disk_record = DiskRecord {
+        cid: disk.clone(),
+        deployment: record.deployment.clone(),
+        instance_id: Some(record.id.clone()),
+        size: wanted,
+        orphaned: false,
+    };
+    core.store
+        .write(vec![put(
+            Collection::Disks,
+            &disk,
+            &record.deployment,
+            &disk_record,
+        )])
+        .map_err(|e| e.to_string())?;
+    Ok(disk)
+}

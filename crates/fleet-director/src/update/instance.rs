@@ -1,0 +1,177 @@
+//! One instance's update: stop (prepare, drain, stop), a new VM when the old one cannot
+//! be reconfigured, the persistent disk, apply, start, and watching the jobs come up.
+
+use std::time::Duration;
+
+use tokio::time::sleep;
+
+use super::super::Core;
+use super::super::agent::JobState;
+use super::super::manifest::WatchTime;
+use super::super::model::{DesiredState, InstanceRecord};
+use super::super::plan::{Change, InstancePlan};
+use super::super::task::Stage;
+use super::UpdateOptions;
+use super::disk::converge_disk;
+use super::vm::{create_missing_vm, create_vm, delete_vm, persist};
+
+pub async fn update_instance(
+    core: &Core,
+    stage: &Stage,
+    deployment: &str,
+    plan: InstancePlan,
+    watch_time: WatchTime,
+    canary: bool,
+    options: &UpdateOptions,
+) -> Result<(), String> {
+    let label = |record: &InstanceRecord| {
+        let suffix = if canary { " (canary)" } else { "" };
+        format!("{}{suffix}", record.name())
+    };
+    let mut record = match plan.existing.clone() {
+        Some(record) => record,
+        None => create_missing_vm(core, deployment, &plan).await?,
+    };
+    let step = stage.start(label(&record));
+    step.end(procedure(core, &mut record, &plan, watch_time, options).await)
+}
+
+async fn procedure(
+    core: &Core,
+    record: &mut InstanceRecord,
+    plan: &InstancePlan,
+    watch_time: WatchTime,
+    options: &UpdateOptions,
+) -> Result<(), String> {
+    let name = record.name();
+    let unresponsive = plan.changes.contains(&Change::Unresponsive);
+    let running = record.vm_cid.is_some() && record.applied.is_some() && !unresponsive;
+    // From here on the instance is unfinished until it runs the desired spec.
+    record.applied = None;
+    persist(core, record)?;
+    if running {
+        let agent = record.agent_id.clone().unwrap_or_default();
+        if !plan.needs_new_vm() {
+            core.agent_call(&agent, "prepare", core.agent.prepare(&agent, &plan.desired))
+                .await
+                .map_err(|e| format!("prepare for {name}: {e}"))?;
+        }
+        stop_jobs(core, &agent, &name, options.skip_drain).await?;
+        if core.settings.snapshots
+            && let Some(disk) = &record.disk_cid
+        {
+            core.cpi
+                .snapshot_disk(disk)
+                .await
+                .map_err(|e| format!("snapshot_disk for {name}: {e}"))?;
+        }
+    }
+    let fresh_vm = record.vm_cid.is_none() || plan.needs_new_vm();
+    if fresh_vm {
+        delete_vm(core, record, !unresponsive).await?;
+        create_vm(core, record, plan).await?;
+    }
+    converge_disk(core, record, plan, fresh_vm).await?;
+    update_dns(core, record, plan)?;
+    let agent = record.agent_id.clone().unwrap_or_default();
+    core.agent_call(&agent, "apply", core.agent.apply(&agent, &plan.desired))
+        .await
+        .map_err(|e| format!("apply for {name}: {e}"))?;
+    record.state = DesiredState::Started;
+    core.agent_call(&agent, "start", core.agent.start(&agent))
+        .await
+        .map_err(|e| format!("start for {name}: {e}"))?;
+    watch(core, &agent, &name, watch_time).await?;
+    record.applied = Some(plan.desired.clone());
+    persist(core, record)?;
+    // The new VM runs on its new addresses: the old ones can go.
+    let owner = crate::network::Owner {
+        deployment: record.deployment.clone(),
+        instance: record.id.clone(),
+    };
+    crate::networking::release(
+        core,
+        options.global_addresses,
+        &owner,
+        &plan.obsolete_addresses,
+    )
+}
+
+/// The instance's DNS records point at its addresses (`<id>.<group>.<network>.<deployment>.bosh`).
+fn update_dns(core: &Core, record: &InstanceRecord, plan: &InstancePlan) -> Result<(), String> {
+    let writes = plan
+        .addresses
+        .iter()
+        .filter_map(|(network, ip)| {
+            let ip = crate::network::to_ip((*ip)?).to_string();
+            let name = format!(
+                "{}.{}.{network}.{}.bosh",
+                record.id, record.group, record.deployment
+            );
+            Some(fleet_store::put(
+                fleet_store::Collection::Dns,
+                &name,
+                &record.deployment,
+                &ip,
+            ))
+        })
+        .collect::<Vec<_>>();
+    if writes.is_empty() {
+        return Ok(());
+    }
+    core.store.write(writes).map_err(|e| e.to_string())
+}
+
+/// Drain (a positive answer is a wait in seconds; a negative one means wait that long
+/// and ask again), then stop.
+pub(super) async fn stop_jobs(
+    core: &Core,
+    agent: &str,
+    name: &str,
+    skip_drain: bool,
+) -> Result<(), String> {
+    if !skip_drain {
+        let mut answer = core
+            .agent_call(agent, "drain", core.agent.drain(agent, false))
+            .await
+            .map_err(|e| format!("drain for {name}: {e}"))?;
+        while answer < 0 {
+            sleep(Duration::from_secs(answer.unsigned_abs())).await;
+            answer = core
+                .agent_call(agent, "drain", core.agent.drain(agent, true))
+                .await
+                .map_err(|e| format!("drain for {name}: {e}"))?;
+        }
+        if answer > 0 {
+            sleep(Duration::from_secs(answer as u64)).await;
+        }
+    }
+    core.agent_call(agent, "stop", core.agent.stop(agent))
+        .await
+        .map_err(|e| format!("stop for {name}: {e}"))
+}
+
+/// Polls `get_state` on the director's schedule: after the watch time's minimum, then in
+/// equal steps until its maximum; the jobs must be running by then.
+async fn watch(core: &Core, agent: &str, name: &str, watch: WatchTime) -> Result<(), String> {
+    let mut failing = Vec::new();
+    for pause in watch.schedule() {
+        sleep(pause).await;
+        let state = core
+            .agent_call(agent, "get_state", core.agent.get_state(agent))
+            .await
+            .map_err(|e| format!("get_state for {name}: {e}"))?;
+        if state.job_state == JobState::Running {
+            return Ok(());
+        }
+        failing = state.failing_jobs;
+    }
+    Err(format!(
+        "'{name}' is not running after update. Review logs for failed jobs: {}",
+        if failing.is_empty() {
+            "(none reported)".to_string()
+        } else {
+            failing.join(", ")
+        }
+    ))
+}

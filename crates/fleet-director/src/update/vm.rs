@@ -1,0 +1,201 @@
+//! VM creation and deletion, with every record written before the cloud call that
+//! depends on it.
+
+use super::super::Core;
+use super::super::cpi::VmRequest;
+use super::super::ids::new_id;
+use super::super::model::{DesiredState, DiskRecord, InstanceRecord, VmRecord};
+use super::super::plan::InstancePlan;
+use super::disk::converge_disk;
+use super::instance::stop_jobs;
+use fleet_store::{Collection, get, put, remove};
+
+pub fn persist(core: &Core, record: &InstanceRecord) -> Result<(), String> {
+    core.store
+        .write(vec![put(
+            Collection::Instances,
+            &record.id,
+            &record.deployment,
+            record,
+        )])
+        .map_err(|e| e.to_string())
+}
+
+/// Creates the VM and persistent disk of a new instance (or one that lost its VM).
+pub async fn create_missing_vm(
+    core: &Core,
+    deployment: &str,
+    plan: &InstancePlan,
+) -> Result<InstanceRecord, String> {
+    let mut record = plan.existing.clone().unwrap_or_else(|| InstanceRecord {
+        id: if plan.id.is_empty() {
+            new_id("instance")
+        } else {
+            plan.id.clone()
+        },
+        deployment: deployment.to_string(),
+        group: plan.group.clone(),
+        index: plan.index,
+        az: plan.az.clone(),
+        vm_cid: None,
+        agent_id: None,
+        vm_stemcell: None,
+        vm_type: None,
+        vm_networks: Vec::new(),
+        disk_cid: None,
+        applied: None,
+        state: DesiredState::Started,
+    });
+    persist(core, &record)?;
+    if record.vm_cid.is_none() {
+        create_vm(core, &mut record, plan).await?;
+        converge_disk(core, &mut record, plan, true).await?;
+    }
+    Ok(record)
+}
+
+pub async fn create_vm(
+    core: &Core,
+    record: &mut InstanceRecord,
+    plan: &InstancePlan,
+) -> Result<(), String> {
+    let name = record.name();
+    let agent_id = new_id("agent");
+    let request = VmRequest {
+        agent_id: agent_id.clone(),
+        stemcell: plan.desired.stemcell.clone(),
+        vm_type: plan.desired.vm_type.clone(),
+        deployment: record.deployment.clone(),
+        instance: format!("{}/{}", record.group, record.index),
+        networks: plan
+            .addresses
+            .iter()
+            .map(|(network, ip)| (network.clone(), ip.map(crate::network::to_ip)))
+            .collect(),
+    };
+    let cid = core
+        .cpi
+        .create_vm(&request)
+        .await
+        .map_err(|e| format!("create_vm for {name}: {e}"))?;
+    record.vm_cid = Some(cid.clone());
+    record.agent_id = Some(agent_id.clone());
+    record.vm_stemcell = Some(plan.desired.stemcell.clone());
+    record.vm_type = plan.desired.vm_type.clone();
+    record.vm_networks = plan.desired.networks.clone();
+    let vm = VmRecord {
+        cid: cid.clone(),
+        agent_id,
+        deployment: record.deployment.clone(),
+        instance_id: Some(record.id.clone()),
+        stemcell: plan.desired.stemcell.clone(),
+    };
+    core.store
+        .write(vec![
+            put(
+                Collection::Instances,
+                &record.id,
+                &record.deployment,
+                &*record,
+            ),
+            put(Collection::Vms, &cid, &record.deployment, &vm),
+        ])
+        .map_err(|e| e.to_string())
+}
+
+/// Deletes the instance's VM; with a responsive agent its disk is unmounted first.
+pub async fn delete_vm(
+    core: &Core,
+    record: &mut InstanceRecord,
+    agent_responsive: bool,
+) -> Result<(), String> {
+    let Some(cid) = record.vm_cid.clone() else {
+        return Ok(());
+    };
+    let name = record.name();
+    if let (Some(disk), Some(agent)) = (&record.disk_cid, &record.agent_id)
+        && agent_responsive
+    {
+        core.agent_call(agent, "unmount_disk", core.agent.unmount_disk(agent, disk))
+            .await
+            .map_err(|e| format!("unmount_disk for {name}: {e}"))?;
+    }
+    if let Some(disk) = &record.disk_cid {
+        core.cpi
+            .detach_disk(&cid, disk)
+            .await
+            .map_err(|e| format!("detach_disk for {name}: {e}"))?;
+    }
+    // Forget the VM first: a crash now leaks a VM rather than pointing at a deleted one.
+    record.vm_cid = None;
+    record.agent_id = None;
+    record.vm_stemcell = None;
+    record.vm_type = None;
+    record.vm_networks.clear();
+    core.store
+        .write(vec![
+            put(
+                Collection::Instances,
+                &record.id,
+                &record.deployment,
+                &*record,
+            ),
+            remove(Collection::Vms, &cid),
+        ])
+        .map_err(|e| e.to_string())?;
+    core.cpi
+        .delete_vm(&cid)
+        .await
+        .map_err(|e| format!("delete_vm for {name}: {e}"))
+}
+
+/// The disk record of `cid` marked orphaned: kept and listed, never deleted by a deploy.
+pub fn orphaned(core: &Core, cid: &str, deployment: &str) -> Result<DiskRecord, String> {
+    let size = get::<DiskRecord>(&*core.store, Collection::Disks, cid)
+        .map_err(|e| e.to_string())?
+        .map(|d| d.size)
+        .unwrap_or_default();
+    Ok(DiskRecord {
+        cid: cid.to_string(),
+        deployment: deployment.to_string(),
+        instance_id: None,
+        size,
+        orphaned: true,
+    })
+}
+
+/// Removes an instance that is no longer wanted: its jobs are drained and stopped (when
+/// its agent answers), its VM deleted and its persistent disk orphaned.
+pub async fn delete_instance(
+    core: &Core,
+    mut record: InstanceRecord,
+    agent_responsive: bool,
+    skip_drain: bool,
+) -> Result<(), String> {
+    if agent_responsive && let Some(agent) = record.agent_id.clone() {
+        stop_jobs(core, &agent, &record.name(), skip_drain).await?;
+    }
+    delete_vm(core, &mut record, agent_responsive).await?;
+    let mut writes = vec![remove(Collection::Instances, &record.id)];
+    // Its DNS records go with it.
+    let networks = record
+        .applied
+        .as_ref()
+        .map(|a| a.networks.clone())
+        .unwrap_or_default();
+    for network in networks.iter().chain(&record.vm_networks) {
+        let name = network.split_once('/').map_or(network.as_str(), |(n, _)| n);
+        writes.push(remove(
+            Collection::Dns,
+            &format!(
+                "{}.{}.{name}.{}.bosh",
+                record.id, record.group, record.deployment
+            ),
+        ));
+    }
+    if let Some(disk) = &record.disk_cid {
+        let orphan = orphaned(core, disk, &record.deployment)?;
+        writes.push(put(Collection::Disks, disk, &record.deployment, &orphan));
+    }
+    core.store.write(writes).map_err(|e| e.to_string())
+}

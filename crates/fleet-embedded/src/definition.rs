@@ -1,0 +1,274 @@
+use serde::Deserialize;
+
+use fleet_broker::{Catalog, Plan, StemcellVersion, Version, Versions};
+use fleet_director::model::{Release, Stemcell};
+use fleet_director::sim::{Fault, FaultKind, Latency, SimulationSettings};
+
+/// The built-in demo fleet (`config/fleets/demo.yml`).
+pub const DEMO: &str = include_str!("../../../config/fleets/demo.yml");
+
+/// The built-in demo configuration (`config/demo.yml`), used when no `-c` is given.
+pub const DEMO_CONFIG: &str = include_str!("../../../config/demo.yml");
+
+#[derive(Debug, thiserror::Error)]
+pub enum DefinitionError {
+    #[error("fleet definition: {0}")]
+    Syntax(#[from] fleet_yaml::LoadError),
+    #[error("fleet definition: {0}")]
+    Invalid(String),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SimulationText {
+    #[serde(default)]
+    seed: u64,
+    #[serde(default)]
+    cpi_latency: Option<String>,
+    #[serde(default)]
+    agent_latency: Option<String>,
+    #[serde(default)]
+    faults: Vec<FaultText>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultText {
+    pub kind: String,
+    #[serde(default)]
+    pub deployment: String,
+    #[serde(default)]
+    pub instance_group: String,
+    #[serde(default = "always")]
+    pub probability: f64,
+}
+
+fn always() -> f64 {
+    1.0
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlanText {
+    id: String,
+    releases: Vec<Version>,
+    stemcell: StemcellVersion,
+    manifest: String,
+}
+
+/// Service instances created when the fleet is first used.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Provision {
+    pub plan: String,
+    /// Ids are `<prefix>-01`, `<prefix>-02`, ...
+    pub prefix: String,
+    pub count: u32,
+    /// The versions they start on; the plan's current ones when absent.
+    #[serde(default)]
+    pub releases: Option<Vec<Version>>,
+    #[serde(default)]
+    pub stemcell: Option<StemcellVersion>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DefinitionText {
+    #[serde(default)]
+    simulation: Option<SimulationText>,
+    releases: Vec<Release>,
+    stemcells: Vec<Stemcell>,
+    /// The director's cloud config; changing it makes every instance outdated.
+    #[serde(default)]
+    cloud_config: Option<String>,
+    plans: Vec<PlanText>,
+    #[serde(default)]
+    provision: Vec<Provision>,
+    /// Instances whose owner blocked maintenance updates.
+    #[serde(default)]
+    blocked: Vec<String>,
+    /// Instances that run a long operation when the fleet is first used.
+    #[serde(default)]
+    busy: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Definition {
+    pub simulation: SimulationSettings,
+    pub releases: Vec<Release>,
+    pub stemcells: Vec<Stemcell>,
+    pub cloud_config: Option<String>,
+    pub catalog: Catalog,
+    pub provision: Vec<Provision>,
+    pub blocked: Vec<String>,
+    pub busy: Vec<String>,
+}
+
+/// `100ms-400ms`, or one duration for a fixed latency.
+pub fn parse_latency(text: &str) -> Result<Latency, String> {
+    let parse = |t: &str| {
+        humantime::parse_duration(t.trim())
+            .map_err(|_| format!("`{t}` is not a duration like `100ms`"))
+    };
+    let (min, max) = match text.split_once('-') {
+        Some((a, b)) => (parse(a)?, parse(b)?),
+        None => {
+            let d = parse(text)?;
+            (d, d)
+        }
+    };
+    if min > max {
+        return Err(format!(
+            "latency `{text}`: the minimum is above the maximum"
+        ));
+    }
+    Ok(Latency { min, max })
+}
+
+pub fn parse_fault(f: &FaultText) -> Result<Fault, String> {
+    let kind = match f.kind.as_str() {
+        "create_vm" => FaultKind::CreateVm,
+        "unresponsive" => FaultKind::Unresponsive,
+        "job_start" => FaultKind::JobStart,
+        other => {
+            return Err(format!(
+                "fault kind `{other}` is unknown; use create_vm, unresponsive or job_start"
+            ));
+        }
+    };
+    if !(0.0..=1.0).contains(&f.probability) {
+        return Err(format!(
+            "fault probability {} is not between 0 and 1",
+            f.probability
+        ));
+    }
+    Ok(Fault {
+        kind,
+        deployment: f.deployment.clone(),
+        instance_group: f.instance_group.clone(),
+        probability: f.probability,
+    })
+}
+
+impl Definition {
+    /// # Errors
+    /// Text that is not YAML, unknown keys, unknown plans, latencies or faults.
+    pub fn parse(text: &str) -> Result<Definition, DefinitionError> {
+        let root = fleet_yaml::load(text, fleet_yaml::Limits::default())?;
+        let raw: DefinitionText = serde_json::from_value(root.to_json())
+            .map_err(|e| DefinitionError::Invalid(e.to_string()))?;
+        let invalid = DefinitionError::Invalid;
+        let mut simulation = SimulationSettings::default();
+        if let Some(sim) = raw.simulation {
+            simulation.seed = sim.seed;
+            if let Some(l) = &sim.cpi_latency {
+                simulation.cpi_latency = parse_latency(l).map_err(invalid)?;
+            }
+            if let Some(l) = &sim.agent_latency {
+                simulation.agent_latency = parse_latency(l).map_err(invalid)?;
+            }
+            for f in &sim.faults {
+                simulation.faults.push(parse_fault(f).map_err(invalid)?);
+            }
+        }
+        let plans = raw
+            .plans
+            .into_iter()
+            .map(|p| Plan {
+                id: p.id,
+                manifest: p.manifest,
+                current: Versions {
+                    releases: p.releases,
+                    stemcell: p.stemcell,
+                },
+            })
+            .collect();
+        let catalog = Catalog { plans };
+        for p in &raw.provision {
+            if catalog.plan(&p.plan).is_none() {
+                return Err(invalid(format!(
+                    "provision names unknown plan `{}`",
+                    p.plan
+                )));
+            }
+        }
+        Ok(Definition {
+            simulation,
+            releases: raw.releases,
+            stemcells: raw.stemcells,
+            cloud_config: raw.cloud_config,
+            catalog,
+            provision: raw.provision,
+            blocked: raw.blocked,
+            busy: raw.busy,
+        })
+    }
+
+    /// The ids and starting versions of the instances to provision, in order.
+    pub fn instances(&self) -> Vec<(String, String, Versions)> {
+        let mut out = Vec::new();
+        for p in &self.provision {
+            let plan = self.catalog.plan(&p.plan).expect("checked when parsed");
+            for n in 1..=p.count {
+                let versions = Versions {
+                    releases: p
+                        .releases
+                        .clone()
+                        .unwrap_or_else(|| plan.current.releases.clone()),
+                    stemcell: p
+                        .stemcell
+                        .clone()
+                        .unwrap_or_else(|| plan.current.stemcell.clone()),
+                };
+                out.push((format!("{}-{n:02}", p.prefix), p.plan.clone(), versions));
+            }
+        }
+        out
+    }
+
+    /// The same fleet with every latency removed, for benchmarks.
+    pub fn without_latency(mut self) -> Self {
+        self.simulation.cpi_latency = Latency::ZERO;
+        self.simulation.agent_latency = Latency::ZERO;
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn the_demo_definition_is_valid() {
+        let d = Definition::parse(DEMO).unwrap();
+        assert_eq!(d.catalog.plans.len(), 2);
+        let instances = d.instances();
+        assert!((25..=35).contains(&instances.len()), "{}", instances.len());
+        assert_eq!(d.blocked.len(), 2);
+        assert_eq!(d.busy.len(), 1);
+        for (id, plan, versions) in &instances {
+            let current = &d.catalog.plan(plan).unwrap().current;
+            assert_ne!(versions, current, "{id} starts outdated");
+        }
+    }
+
+    #[test]
+    fn latencies_and_faults_are_checked() {
+        assert_eq!(
+            parse_latency("100ms-300ms").unwrap().max,
+            Duration::from_millis(300)
+        );
+        assert!(parse_latency("300ms-100ms").is_err());
+        let bad = FaultText {
+            kind: "meteor".into(),
+            deployment: String::new(),
+            instance_group: String::new(),
+            probability: 1.0,
+        };
+        assert!(parse_fault(&bad).unwrap_err().contains("unknown"));
+        let err =
+            Definition::parse("releases: []\nstemcells: []\nplans: []\ncolour: red\n").unwrap_err();
+        assert!(err.to_string().contains("unknown field `colour`"), "{err}");
+    }
+}

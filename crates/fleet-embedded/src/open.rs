@@ -1,0 +1,213 @@
+use std::fs::{File, OpenOptions, TryLockError};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::definition::Definition;
+use fleet_broker::{Broker, BrokerError, deployment_name};
+use fleet_director::agent::Agent;
+use fleet_director::cpi::Cpi;
+use fleet_director::manifest::Count;
+use fleet_director::model::TaskState;
+use fleet_director::sim::SimulatedCloud;
+use fleet_director::{Director, DirectorError, DirectorSettings, RecreateOptions};
+use fleet_store::{Collection, SqliteStore, Store, StoreError, put};
+
+#[derive(Debug, thiserror::Error)]
+pub enum FleetError {
+    #[error("{} is in use by another fleet-updater process", .0.display())]
+    InUse(PathBuf),
+    #[error("there is no embedded fleet in {} yet; `fleet-updater run` creates it", .0.display())]
+    NotProvisioned(PathBuf),
+    #[error("cannot lock {}: {source}", path.display())]
+    Lock {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Director(#[from] DirectorError),
+    #[error(transparent)]
+    Broker(#[from] BrokerError),
+}
+
+/// Who may change the fleet: one process at a time runs tasks and recovers from crashes;
+/// any number may look.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Holds the state directory's lock for as long as the fleet is open.
+    Exclusive,
+    /// No lock, no recovery, no provisioning.
+    ReadOnly,
+}
+
+pub struct EmbeddedFleet {
+    pub broker: Arc<Broker>,
+    pub cloud: Arc<SimulatedCloud>,
+    /// Released when the fleet is dropped (or the process ends, however it ends).
+    _lock: Option<File>,
+}
+
+impl EmbeddedFleet {
+    pub fn director(&self) -> &Director {
+        self.broker.director()
+    }
+}
+
+const PROVISIONED: &str = "provisioned";
+
+fn lock(state_dir: &Path) -> Result<File, FleetError> {
+    let path = state_dir.join("lock");
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|source| FleetError::Lock {
+            path: path.clone(),
+            source,
+        })?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(TryLockError::WouldBlock) => Err(FleetError::InUse(state_dir.to_path_buf())),
+        Err(TryLockError::Error(source)) => Err(FleetError::Lock { path, source }),
+    }
+}
+
+/// Opens the fleet kept in `state_dir`. With [`Access::Exclusive`], on first use (or to
+/// finish a first use that was cut short) the definition's instances are provisioned on
+/// their starting versions, the blocked ones recorded as blocked, and a long operation
+/// started on the busy ones. `progress` hears what happens.
+///
+/// # Errors
+/// When another process holds the fleet, the state cannot be opened, or provisioning
+/// cannot start.
+pub async fn open(
+    state_dir: &Path,
+    definition: &Definition,
+    access: Access,
+    progress: &mut dyn FnMut(String),
+) -> Result<EmbeddedFleet, FleetError> {
+    let held = match access {
+        Access::Exclusive => {
+            std::fs::create_dir_all(state_dir).map_err(|source| FleetError::Lock {
+                path: state_dir.to_path_buf(),
+                source,
+            })?;
+            Some(lock(state_dir)?)
+        }
+        Access::ReadOnly if !SqliteStore::exists(state_dir) => {
+            return Err(FleetError::NotProvisioned(state_dir.to_path_buf()));
+        }
+        Access::ReadOnly => None,
+    };
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(state_dir)?);
+    let cloud = Arc::new(SimulatedCloud::new(
+        Arc::clone(&store),
+        definition.simulation.clone(),
+    ));
+    let settings = DirectorSettings {
+        agent_timeout: Duration::from_secs(10),
+        snapshots: false,
+    };
+    let (cpi, agent) = (
+        Arc::clone(&cloud) as Arc<dyn Cpi>,
+        Arc::clone(&cloud) as Arc<dyn Agent>,
+    );
+    let director = match access {
+        Access::Exclusive => Director::new(Arc::clone(&store), cpi, agent, settings)?,
+        Access::ReadOnly => Director::observing(Arc::clone(&store), cpi, agent, settings),
+    };
+    let broker = Arc::new(Broker::new(
+        director.clone(),
+        Arc::clone(&store),
+        definition.catalog.clone(),
+    ));
+    if access == Access::Exclusive {
+        for release in &definition.releases {
+            director.upload_release(release)?;
+        }
+        for stemcell in &definition.stemcells {
+            director.upload_stemcell(stemcell)?;
+        }
+        if let Some(cloud_config) = &definition.cloud_config {
+            director.update_cloud_config(cloud_config)?;
+        }
+        provision(state_dir, &*store, &broker, definition, progress).await?;
+    }
+    Ok(EmbeddedFleet {
+        broker,
+        cloud,
+        _lock: held,
+    })
+}
+
+/// Provisions what the definition wants and the store lacks, then marks the fleet as
+/// provisioned; a first use cut short is finished by the next.
+async fn provision(
+    state_dir: &Path,
+    store: &dyn Store,
+    broker: &Broker,
+    definition: &Definition,
+    progress: &mut dyn FnMut(String),
+) -> Result<(), FleetError> {
+    if store.get(Collection::Fleet, PROVISIONED)?.is_some() {
+        return Ok(());
+    }
+    let director = broker.director();
+    let existing: Vec<String> = broker
+        .instances()?
+        .into_iter()
+        .map(|v| v.instance.id)
+        .collect();
+    let missing: Vec<_> = definition
+        .instances()
+        .into_iter()
+        .filter(|(id, _, _)| !existing.contains(id))
+        .collect();
+    progress(format!(
+        "provisioning the embedded fleet in {} (first use): {} service instances on older versions",
+        state_dir.display(),
+        missing.len() + existing.len()
+    ));
+    let mut tasks = Vec::new();
+    for (id, plan, versions) in &missing {
+        let blocked = definition.blocked.contains(id);
+        tasks.push((
+            id.clone(),
+            broker.provision(id, plan, Some(versions), blocked)?,
+        ));
+    }
+    for (id, task) in tasks {
+        let done = director.wait(task.id).await?;
+        if done.state != TaskState::Done {
+            progress(format!(
+                "provisioning {id} failed: {}",
+                done.result.unwrap_or_default()
+            ));
+        }
+    }
+    for id in &definition.busy {
+        // One VM at a time, so that the operation outlasts the canary phase.
+        let options = RecreateOptions {
+            fix: true,
+            canaries: Some(Count::Fixed(1)),
+            max_in_flight: Some(Count::Fixed(1)),
+            ..RecreateOptions::default()
+        };
+        match director.recreate(&deployment_name(id), options) {
+            Ok(task) => progress(format!(
+                "{id} is busy with a long operation (task {}) as the run starts",
+                task.id
+            )),
+            Err(e) => progress(format!("{id} could not be made busy: {e}")),
+        }
+    }
+    store.write(vec![put(Collection::Fleet, PROVISIONED, "", &true)])?;
+    progress(format!(
+        "provisioned; blocked by their owners: {}",
+        definition.blocked.join(", ")
+    ));
+    Ok(())
+}

@@ -1,0 +1,48 @@
+//! The seam between the rollout engine and whatever knows the service instances.
+//!
+//! The engine sees only this trait, so one engine drives the embedded fleet, a real broker
+//! and a real director, and is tested in virtual time against the scripted inventory.
+
+mod error;
+mod types;
+
+use std::future::Future;
+
+pub use error::{ErrorKind, InventoryError};
+pub use types::{
+    Action, Instance, InstanceId, InstanceState, LastOperation, LastOperationState, Operation,
+    OperationState, Selection, Triggered,
+};
+
+/// Something that lists service instances and runs operations on them.
+///
+/// Futures are `Send` so that every accepted operation can be polled by its own task.
+pub trait Inventory: Send + Sync + 'static {
+    /// Lists the instances matching `selection`. Implementations whose server cannot
+    /// filter return more and let the engine filter again.
+    fn list(
+        &self,
+        selection: Selection,
+    ) -> impl Future<Output = Result<Vec<Instance>, InventoryError>> + Send;
+
+    /// Reads one instance again, `None` when it no longer exists. Used after a trigger whose
+    /// fate is unknown, so that it is never sent twice blindly.
+    fn instance(
+        &self,
+        id: &InstanceId,
+    ) -> impl Future<Output = Result<Option<Instance>, InventoryError>> + Send;
+
+    /// Starts `action` on the instance. The whole listed instance is passed because brokers
+    /// want its plan and context back with the request.
+    fn trigger(
+        &self,
+        instance: &Instance,
+        action: Action,
+        force: bool,
+    ) -> impl Future<Output = Result<Triggered, InventoryError>> + Send;
+
+    fn poll(
+        &self,
+        operation: &Operation,
+    ) -> impl Future<Output = Result<OperationState, InventoryError>> + Send;
+}

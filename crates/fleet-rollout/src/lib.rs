@@ -1,0 +1,86 @@
+//! The updater itself: list, select, canaries, a rolling window, busy-retry rounds, the
+//! error policy, and the report. It sees only the [`Inventory`] trait, tokio's clock and
+//! its own rate limiter, so the same engine drives every kind of fleet and runs in
+//! virtual time under test.
+
+mod engine;
+pub mod events;
+pub mod inventory;
+mod limiter;
+mod operation;
+pub mod report;
+mod requests;
+pub mod select;
+pub mod settings;
+
+use std::sync::Arc;
+
+pub use engine::Interrupts;
+pub use events::{Discard, Event, Observer, Phase, Recorder};
+pub use report::{Counts, InstanceReport, Outcome, PlanReport, Report, Status};
+pub use select::{Candidate, Plan, SkipReason, Skipped};
+pub use settings::{Backoff, Settings, Strategy};
+
+use crate::inventory::{Inventory, InventoryError};
+use fleet_clock::WallClock;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RolloutError {
+    /// Nothing was triggered: the fleet could not be listed.
+    #[error("the inventory could not be listed: {0}")]
+    List(#[source] InventoryError),
+}
+
+/// One run over one inventory; every request of the run shares its rate limiter.
+pub struct Rollout<I> {
+    requests: Arc<requests::Requests<I>>,
+    settings: Settings,
+    clock: WallClock,
+}
+
+impl<I: Inventory> Rollout<I> {
+    pub fn new(inventory: Arc<I>, settings: Settings, clock: WallClock) -> Self {
+        let requests =
+            requests::Requests::new(inventory, settings.requests_per_second, settings.backoff);
+        Rollout {
+            requests: Arc::new(requests),
+            settings,
+            clock,
+        }
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// Lists the fleet and decides what to do; triggers nothing.
+    ///
+    /// # Errors
+    /// [`RolloutError::List`] when listing fails, after retries for transient faults.
+    pub async fn plan(&self) -> Result<Plan, RolloutError> {
+        let strategy = self.settings.strategy;
+        let instances = self
+            .requests
+            .list(strategy.selection())
+            .await
+            .map_err(RolloutError::List)?;
+        Ok(select::plan(instances, strategy, self.settings.canaries))
+    }
+
+    /// Carries the plan out and reports every instance's outcome.
+    pub async fn execute(
+        &self,
+        plan: Plan,
+        observer: &mut dyn Observer,
+        interrupts: Interrupts,
+    ) -> Report {
+        let (engine, receiver) = engine::Engine::new(
+            &self.settings,
+            Arc::clone(&self.requests),
+            observer,
+            self.clock,
+            plan,
+        );
+        engine.run(receiver, interrupts).await
+    }
+}

@@ -1,0 +1,118 @@
+//! HTTP basic authentication in front of both APIs. A refusal says what is missing in the
+//! API's own error shape, and never echoes what was sent.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+
+use super::rejection::{Flavor, rejection};
+use crate::settings::ServeUser;
+
+#[derive(Clone)]
+pub struct Gate {
+    users: Arc<Vec<ServeUser>>,
+    flavor: Flavor,
+    /// Paths anyone may read: the director's `/info` tells clients how to sign in.
+    open: &'static [&'static str],
+}
+
+impl Gate {
+    pub fn new(users: Vec<ServeUser>, flavor: Flavor, open: &'static [&'static str]) -> Self {
+        Gate {
+            users: Arc::new(users),
+            flavor,
+            open,
+        }
+    }
+
+    fn admits(&self, authorization: Option<&HeaderValue>) -> bool {
+        let Some(encoded) = authorization.and_then(|v| v.to_str().ok()).and_then(|v| {
+            v.strip_prefix("Basic ")
+                .or_else(|| v.strip_prefix("basic "))
+        }) else {
+            return false;
+        };
+        let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(encoded.trim()) else {
+            return false;
+        };
+        let Ok(decoded) = String::from_utf8(decoded) else {
+            return false;
+        };
+        let Some((name, password)) = decoded.split_once(':') else {
+            return false;
+        };
+        // Every user is compared, each in constant time, so timing tells nothing.
+        self.users.iter().fold(false, |found, user| {
+            let matches = same(user.name.as_bytes(), name.as_bytes())
+                & same(user.password.expose().as_bytes(), password.as_bytes());
+            found | matches
+        })
+    }
+}
+
+/// Equality whose time depends on the lengths only.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    let mut difference = u8::from(a.len() != b.len());
+    for i in 0..a.len().max(b.len()) {
+        difference |= a.get(i).copied().unwrap_or(0) ^ b.get(i).copied().unwrap_or(0xff);
+    }
+    difference == 0
+}
+
+pub async fn require(State(gate): State<Gate>, request: Request, next: Next) -> Response {
+    if gate.open.contains(&request.uri().path())
+        || gate.admits(request.headers().get(header::AUTHORIZATION))
+    {
+        return next.run(request).await;
+    }
+    let path = request.uri().path().to_string();
+    let mut response = rejection(
+        gate.flavor,
+        StatusCode::UNAUTHORIZED,
+        &format!("Not authorized: '{path}': give a user and password (HTTP basic authentication)"),
+    )
+    .into_response();
+    let realm = match gate.flavor {
+        Flavor::Director => "Basic realm=\"BOSH Director\"",
+        Flavor::Broker => "Basic realm=\"fleet-updater broker\"",
+    };
+    response
+        .headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(realm));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fleet_secret::Secret;
+
+    fn basic(user: &str, password: &str) -> HeaderValue {
+        let encoded =
+            base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+        HeaderValue::from_str(&format!("Basic {encoded}")).unwrap()
+    }
+
+    #[test]
+    fn only_a_listed_user_with_its_password_is_admitted() {
+        let gate = Gate::new(
+            vec![ServeUser {
+                name: "admin".into(),
+                password: Secret::new("s3cret"),
+            }],
+            Flavor::Broker,
+            &[],
+        );
+        assert!(gate.admits(Some(&basic("admin", "s3cret"))));
+        assert!(!gate.admits(Some(&basic("admin", "s3cret!"))));
+        assert!(!gate.admits(Some(&basic("admin", "s3cre"))));
+        assert!(!gate.admits(Some(&basic("root", "s3cret"))));
+        assert!(!gate.admits(Some(&HeaderValue::from_static("Bearer abc"))));
+        assert!(!gate.admits(Some(&HeaderValue::from_static("Basic !!!"))));
+        assert!(!gate.admits(None));
+    }
+}

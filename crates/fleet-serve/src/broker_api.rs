@@ -1,0 +1,268 @@
+//! The broker management API (shared/BROKER_API.md) over the embedded broker: what our
+//! updater's broker inventory and the On-Demand Service Broker's errands speak.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::middleware::{Next, from_fn};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde_json::{Value, json};
+
+use fleet_broker::{
+    Answer, Broker, BrokerError, InstanceView, OperationStatus, State as InstanceState,
+};
+use fleet_director::model::TaskState;
+
+type Params = std::collections::HashMap<String, String>;
+
+pub fn router(broker: Arc<Broker>) -> Router {
+    Router::new()
+        .route("/mgmt/service_instances", get(list))
+        .route("/mgmt/service_instances/{id}", get(one).patch(trigger))
+        .route(
+            "/v2/service_instances/{id}/last_operation",
+            get(last_operation),
+        )
+        .fallback(|| async { error(StatusCode::NOT_FOUND, "NotFound", "no such route") })
+        .layer(from_fn(api_version))
+        .with_state(broker)
+}
+
+fn error(status: StatusCode, code: &str, description: impl Into<String>) -> Response {
+    (
+        status,
+        Json(json!({ "error": code, "description": description.into() })),
+    )
+        .into_response()
+}
+
+fn failure(e: BrokerError) -> Response {
+    match e {
+        BrokerError::NotFound(what) => error(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            format!("{what} not found"),
+        ),
+        other => {
+            tracing::error!(error = %other, "broker request failed");
+            error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "InternalError",
+                other.to_string(),
+            )
+        }
+    }
+}
+
+/// Clients send `X-Broker-API-Version: 2.x`; any 2.x is accepted, a missing header too
+/// (the management routes predate it), another major version is refused.
+async fn api_version(request: Request, next: Next) -> Response {
+    if let Some(v) = request.headers().get("x-broker-api-version") {
+        let ok = v.to_str().is_ok_and(|v| v.trim().starts_with("2."));
+        if !ok {
+            return error(
+                StatusCode::PRECONDITION_FAILED,
+                "UnsupportedApiVersion",
+                "X-Broker-API-Version must be 2.x",
+            );
+        }
+    }
+    next.run(request).await
+}
+
+fn view_json(view: &InstanceView) -> Value {
+    let last_operation = view.last_task.as_ref().map(|task| {
+        let state = match task.state {
+            TaskState::Queued | TaskState::Processing | TaskState::Cancelling => "in progress",
+            TaskState::Done => "succeeded",
+            TaskState::Error | TaskState::Cancelled => "failed",
+        };
+        json!({
+            "type": task.description,
+            "state": state,
+            "description": task.result,
+            "updated_at": task.finished_at.or(task.started_at).map(|secs| {
+                humantime::format_rfc3339_seconds(
+                    std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs),
+                )
+                .to_string()
+            }),
+        })
+    });
+    json!({
+        "service_instance_id": view.instance.id,
+        "plan_id": view.instance.plan_id,
+        "space_guid": view.instance.space_guid,
+        "deployment_name": view.deployment,
+        "state": match view.state {
+            InstanceState::Provisioned => "provisioned",
+            InstanceState::Deploying => "deploying",
+            InstanceState::Failed => "failed",
+        },
+        "update_available": view.update_available,
+        "maintenance_updates_blocked": view.instance.maintenance_updates_blocked,
+        "last_operation": last_operation,
+    })
+}
+
+async fn list(State(broker): State<Arc<Broker>>, Query(params): Query<Params>) -> Response {
+    let filter: fn(&InstanceView) -> bool = match params.get("state").map(String::as_str) {
+        None | Some("all") => |_| true,
+        Some("outdated") => |v| v.update_available,
+        Some("provisioned") => |v| v.state == InstanceState::Provisioned,
+        Some("failed") => |v| v.state == InstanceState::Failed,
+        Some(other) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "BadRequest",
+                format!("state '{other}' is not one of outdated, provisioned, failed, all"),
+            );
+        }
+    };
+    match broker.instances() {
+        Ok(views) => Json(Value::Array(
+            views.iter().filter(|v| filter(v)).map(view_json).collect(),
+        ))
+        .into_response(),
+        Err(e) => failure(e),
+    }
+}
+
+async fn one(State(broker): State<Arc<Broker>>, Path(id): Path<String>) -> Response {
+    match broker.instance(&id) {
+        Ok(Some(view)) => Json(view_json(&view)).into_response(),
+        Ok(None) => error(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            format!("service instance {id} not found"),
+        ),
+        Err(e) => failure(e),
+    }
+}
+
+async fn trigger(
+    State(broker): State<Arc<Broker>>,
+    Path(id): Path<String>,
+    Query(params): Query<Params>,
+    headers: HeaderMap,
+    body: String,
+) -> Response {
+    let _ = headers;
+    if !body.trim().is_empty() && !serde_json::from_str::<Value>(&body).is_ok_and(|v| v.is_object())
+    {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            "the body must be a JSON object like {\"plan_id\": \"...\", \"context\": {...}}",
+        );
+    }
+    let force = params.get("force").is_some_and(|f| f == "true");
+    let kind = params.get("operation_type").map(String::as_str);
+    let answer = match kind {
+        Some("upgrade") => broker.upgrade(&id, force),
+        // Recreate as the management API defines it: unresponsive agents too.
+        Some("recreate") => broker.recreate(&id, force, true),
+        other => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "BadRequest",
+                format!(
+                    "operation_type must be upgrade or recreate, got '{}'",
+                    other.unwrap_or("")
+                ),
+            );
+        }
+    };
+    match answer {
+        Ok(Answer::Accepted { task }) => (
+            StatusCode::ACCEPTED,
+            Json(json!({ "BoshTaskID": task, "OperationType": kind.unwrap_or_default() })),
+        )
+            .into_response(),
+        Ok(Answer::UpToDate) => StatusCode::NO_CONTENT.into_response(),
+        Ok(Answer::Deleted) => error(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            format!("service instance {id} not found"),
+        ),
+        Ok(Answer::Busy) => error(
+            StatusCode::CONFLICT,
+            "OperationInProgress",
+            format!("another operation is in progress on service instance {id}"),
+        ),
+        Ok(Answer::Orphaned) => error(
+            StatusCode::GONE,
+            "Orphaned",
+            format!("the deployment of service instance {id} does not exist"),
+        ),
+        Ok(Answer::Blocked) => error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "MaintenanceUpdatesBlocked",
+            format!("the owner of service instance {id} blocked maintenance updates"),
+        ),
+        Err(e) => failure(e),
+    }
+}
+
+async fn last_operation(
+    State(broker): State<Arc<Broker>>,
+    Path(id): Path<String>,
+    Query(params): Query<Params>,
+) -> Response {
+    let Some(operation) = params.get("operation") else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            "the `operation` parameter is missing",
+        );
+    };
+    let Some(task) = serde_json::from_str::<Value>(operation)
+        .ok()
+        .and_then(|v| v.get("BoshTaskID").and_then(Value::as_u64))
+    else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            "the `operation` parameter must be the JSON of an accepted operation, with BoshTaskID",
+        );
+    };
+    match broker.instance(&id) {
+        Ok(Some(view)) => {
+            // A task of another instance says nothing about this one.
+            match broker.director().task(task) {
+                Ok(Some(t)) if t.deployment.as_deref() == Some(view.deployment.as_str()) => {}
+                Ok(_) => {
+                    return error(
+                        StatusCode::BAD_REQUEST,
+                        "BadRequest",
+                        format!("bosh task {task} is not an operation of service instance {id}"),
+                    );
+                }
+                Err(e) => return failure(e.into()),
+            }
+        }
+        Ok(None) => {
+            return error(
+                StatusCode::NOT_FOUND,
+                "NotFound",
+                format!("service instance {id} not found"),
+            );
+        }
+        Err(e) => return failure(e),
+    }
+    match broker.operation(task) {
+        Ok(status) => {
+            let (state, description) = match status {
+                OperationStatus::InProgress => ("in progress", format!("bosh task {task} running")),
+                OperationStatus::Succeeded => ("succeeded", format!("bosh task {task} done")),
+                OperationStatus::Failed(reason) => ("failed", reason),
+            };
+            Json(json!({ "state": state, "description": description })).into_response()
+        }
+        Err(e) => failure(e),
+    }
+}

@@ -1,0 +1,336 @@
+//! `/deployments`: list, deploy, diff, manifest, delete, instances and VMs, and the
+//! state changes of groups and instances (recreate, restart, stop, start).
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use super::error::{ApiError, ApiResult, code};
+use super::query::{Params, count, flag, present};
+use super::wire::{self, check_manifest, require_yaml};
+use fleet_director::manifest::{self, Manifest};
+use fleet_director::model::{DesiredState, InstanceRecord, Stemcell, Task};
+use fleet_director::{DeployOptions, Director, RecreateOptions, Target};
+
+/// Long operations answer with the task to follow, as the director does.
+pub fn redirect(task: &Task) -> Response {
+    (
+        StatusCode::FOUND,
+        [(header::LOCATION, format!("/tasks/{}", task.id))],
+    )
+        .into_response()
+}
+
+fn exists(director: &Director, name: &str) -> ApiResult<()> {
+    match director.deployment(name)? {
+        Some(_) => Ok(()),
+        None => Err(ApiError::deployment_not_found(name)),
+    }
+}
+
+/// The releases and stemcells a deployed manifest names, stemcells by their uploaded
+/// name when it is known.
+fn versions(manifest: Option<&Manifest>, uploaded: &[Stemcell]) -> (Value, Value) {
+    let Some(m) = manifest else {
+        return (json!([]), json!([]));
+    };
+    let releases: Vec<Value> = m
+        .releases
+        .iter()
+        .map(|r| json!({ "name": r.name, "version": r.version }))
+        .collect();
+    let stemcells: Vec<Value> = m
+        .stemcells
+        .iter()
+        .map(|s| {
+            let name = uploaded
+                .iter()
+                .find(|u| u.os == s.os && u.version == s.version)
+                .map_or(s.os.as_str(), |u| u.name.as_str());
+            json!({ "name": name, "version": s.version })
+        })
+        .collect();
+    (json!(releases), json!(stemcells))
+}
+
+pub async fn list(State(director): State<Director>) -> ApiResult<Json<Value>> {
+    let current = director.cloud_config()?.map(|c| c.version);
+    let uploaded = director.stemcells()?;
+    let mut out = Vec::new();
+    for (record, parsed) in director.deployed_manifests()? {
+        let (releases, stemcells) = versions(parsed.as_ref(), &uploaded);
+        let cloud_config = match (current, record.cloud_config) {
+            (None, _) => "none",
+            (Some(c), Some(used)) if c == used => "latest",
+            _ => "outdated",
+        };
+        out.push(json!({
+            "name": record.name,
+            "cloud_config": cloud_config,
+            "releases": releases,
+            "stemcells": stemcells,
+            "teams": [],
+            "locked": director.lock_holder(&record.name)?.is_some(),
+        }));
+    }
+    Ok(Json(Value::Array(out)))
+}
+
+fn deploy_options(params: &Params) -> ApiResult<DeployOptions> {
+    Ok(DeployOptions {
+        recreate: flag(params, "recreate"),
+        fix: flag(params, "fix"),
+        skip_drain: present(params, "skip_drain"),
+        canaries: count(params, "canaries")?,
+        max_in_flight: count(params, "max_in_flight")?,
+        dry_run: flag(params, "dry_run"),
+        ..DeployOptions::default()
+    })
+}
+
+pub async fn deploy(
+    State(director): State<Director>,
+    Query(params): Query<Params>,
+    headers: HeaderMap,
+    body: String,
+) -> ApiResult<Response> {
+    require_yaml(&headers)?;
+    check_manifest(&body)?;
+    let options = deploy_options(&params)?;
+    let task = director.deploy(&body, options)?;
+    Ok(redirect(&task))
+}
+
+pub async fn diff(
+    State(director): State<Director>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: String,
+) -> ApiResult<Json<Value>> {
+    require_yaml(&headers)?;
+    let context = json!({
+        "cloud_config_ids": director.cloud_config()?.map(|c| vec![c.version.to_string()]).unwrap_or_default(),
+        "runtime_config_ids": [],
+    });
+    // The director answers a manifest it cannot read with 200 and an `error`.
+    if let Err(e) = check_manifest(&body) {
+        return Ok(Json(
+            json!({ "context": context, "diff": [], "error": e.description }),
+        ));
+    }
+    let old = director
+        .deployment(&name)?
+        .and_then(|d| d.manifest)
+        .unwrap_or_default();
+    Ok(Json(
+        json!({ "context": context, "diff": wire::diff(&old, &body) }),
+    ))
+}
+
+pub async fn manifest(
+    State(director): State<Director>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let record = director
+        .deployment(&name)?
+        .ok_or_else(|| ApiError::deployment_not_found(&name))?;
+    Ok(Json(
+        json!({ "manifest": record.manifest.unwrap_or_default() }),
+    ))
+}
+
+pub async fn delete(
+    State(director): State<Director>,
+    Path(name): Path<String>,
+) -> ApiResult<Response> {
+    exists(&director, &name)?;
+    Ok(redirect(&director.delete(&name)?))
+}
+
+fn ips(instance: &InstanceRecord) -> Vec<&str> {
+    instance
+        .vm_networks
+        .iter()
+        .filter_map(|n| n.split_once('/').map(|(_, ip)| ip))
+        .collect()
+}
+
+fn instance_json(instance: &InstanceRecord) -> Value {
+    json!({
+        "agent_id": instance.agent_id,
+        "cid": instance.vm_cid,
+        "job": instance.group,
+        "index": instance.index,
+        "id": instance.id,
+        "az": instance.az,
+        "ips": ips(instance),
+        "vm_created_at": null,
+        "expects_vm": instance.state != DesiredState::Detached,
+    })
+}
+
+/// Without `format=full` the records alone; with it, a task that asks the agents.
+fn records(
+    director: &Director,
+    name: &str,
+    params: &Params,
+    vms_only: bool,
+) -> ApiResult<Response> {
+    exists(director, name)?;
+    if params.get("format").is_some_and(|f| f == "full") {
+        return Ok(redirect(&director.instance_details(name)?));
+    }
+    let list: Vec<Value> = director
+        .instances(name)?
+        .iter()
+        .filter(|i| !vms_only || i.vm_cid.is_some())
+        .map(|i| {
+            let mut v = instance_json(i);
+            if vms_only {
+                v["active"] = json!(true);
+            }
+            v
+        })
+        .collect();
+    Ok(Json(Value::Array(list)).into_response())
+}
+
+pub async fn instances(
+    State(director): State<Director>,
+    Path(name): Path<String>,
+    Query(params): Query<Params>,
+) -> ApiResult<Response> {
+    records(&director, &name, &params, false)
+}
+
+pub async fn vms(
+    State(director): State<Director>,
+    Path(name): Path<String>,
+    Query(params): Query<Params>,
+) -> ApiResult<Response> {
+    records(&director, &name, &params, true)
+}
+
+pub async fn change_group(
+    State(director): State<Director>,
+    Path((name, group)): Path<(String, String)>,
+    Query(params): Query<Params>,
+    body: String,
+) -> ApiResult<Response> {
+    let target = if group == "*" {
+        Target::all()
+    } else {
+        Target::group(group)
+    };
+    change(&director, &name, target, &params, &body)
+}
+
+pub async fn change_instance(
+    State(director): State<Director>,
+    Path((name, group, instance)): Path<(String, String, String)>,
+    Query(params): Query<Params>,
+    body: String,
+) -> ApiResult<Response> {
+    change(
+        &director,
+        &name,
+        Target::instance(group, instance),
+        &params,
+        &body,
+    )
+}
+
+/// The target must name a group of the deployed manifest and, when it names an instance,
+/// one that exists.
+fn check_target(director: &Director, name: &str, target: &Target) -> ApiResult<()> {
+    let deployed = director.deployed_manifest(name).map_err(|_| {
+        ApiError::bad_request(
+            code::GENERIC,
+            format!("Deployment '{name}' has no successfully deployed manifest to act on"),
+        )
+    })?;
+    let Some(group) = &target.group else {
+        return Ok(());
+    };
+    let known = manifest::parse(&deployed)
+        .map(|m| m.instance_groups.iter().any(|g| &g.name == group))
+        .unwrap_or(false);
+    if !known {
+        return Err(ApiError::not_found(
+            code::JOB_NOT_FOUND,
+            format!("Instance group '{group}' doesn't exist in deployment '{name}'"),
+        ));
+    }
+    if let Some(instance) = &target.instance
+        && !director
+            .instances(name)?
+            .iter()
+            .any(|i| target.matches(&i.group, i.index, &i.id))
+    {
+        return Err(ApiError::not_found(
+            code::INSTANCE_NOT_FOUND,
+            format!("Instance '{group}/{instance}' doesn't exist in deployment '{name}'"),
+        ));
+    }
+    Ok(())
+}
+
+fn change(
+    director: &Director,
+    name: &str,
+    target: Target,
+    params: &Params,
+    body: &str,
+) -> ApiResult<Response> {
+    exists(director, name)?;
+    if !body.trim().is_empty() {
+        return Err(ApiError::bad_request(
+            code::GENERIC,
+            "a manifest with a state change is not supported: POST /deployments to change \
+             the manifest, then change the state with an empty body",
+        ));
+    }
+    check_target(director, name, &target)?;
+    let state = params.get("state").map(String::as_str).unwrap_or("");
+    let skip_drain = present(params, "skip_drain");
+    if state != "recreate" {
+        // Refused rather than ignored: a dry run that stopped instances would be worse
+        // than an error.
+        for option in ["dry_run", "canaries", "max_in_flight"] {
+            if params.contains_key(option) {
+                return Err(ApiError::bad_request(
+                    code::GENERIC,
+                    format!("{option} is supported with state=recreate only"),
+                ));
+            }
+        }
+    }
+    let task = match state {
+        "recreate" => director.recreate(
+            name,
+            RecreateOptions {
+                fix: flag(params, "fix"),
+                skip_drain: present(params, "skip_drain"),
+                canaries: count(params, "canaries")?,
+                max_in_flight: count(params, "max_in_flight")?,
+                dry_run: flag(params, "dry_run"),
+                target,
+            },
+        )?,
+        "restart" => director.restart(name, target, skip_drain)?,
+        "stopped" => director.stop_instances(name, false, target, skip_drain)?,
+        "detached" => director.stop_instances(name, true, target, skip_drain)?,
+        "started" => director.start_instances(name, target)?,
+        other => {
+            return Err(ApiError::bad_request(
+                code::GENERIC,
+                format!(
+                    "state '{other}' is not one of started, stopped, detached, restart, recreate"
+                ),
+            ));
+        }
+    };
+    Ok(redirect(&task))
+}

@@ -1,0 +1,98 @@
+//! Errors as the BOSH director sends them: an HTTP status and `{"code", "description"}`
+//! with the director's numeric codes.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use fleet_director::DirectorError;
+
+/// The director's codes for the errors this API raises.
+pub mod code {
+    pub const GENERIC: u32 = 100;
+    pub const TASK_NOT_FOUND: u32 = 10_000;
+    pub const VALIDATION_INVALID_TYPE: u32 = 40_000;
+    pub const VALIDATION_MISSING_FIELD: u32 = 40_001;
+    pub const DEPLOYMENT_NOT_FOUND: u32 = 70_000;
+    pub const INSTANCE_NOT_FOUND: u32 = 70_001;
+    pub const JOB_NOT_FOUND: u32 = 70_009;
+    pub const BAD_MANIFEST: u32 = 440_001;
+}
+
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: u32,
+    pub description: String,
+}
+
+impl ApiError {
+    pub fn bad_request(code: u32, description: impl Into<String>) -> Self {
+        ApiError {
+            status: StatusCode::BAD_REQUEST,
+            code,
+            description: description.into(),
+        }
+    }
+
+    pub fn not_found(code: u32, description: impl Into<String>) -> Self {
+        ApiError {
+            status: StatusCode::NOT_FOUND,
+            code,
+            description: description.into(),
+        }
+    }
+
+    pub fn deployment_not_found(name: &str) -> Self {
+        ApiError::not_found(
+            code::DEPLOYMENT_NOT_FOUND,
+            format!("Deployment '{name}' doesn't exist"),
+        )
+    }
+
+    pub fn task_not_found(id: u64) -> Self {
+        ApiError::not_found(
+            code::TASK_NOT_FOUND,
+            format!("Task {id} could not be found"),
+        )
+    }
+}
+
+impl From<DirectorError> for ApiError {
+    fn from(e: DirectorError) -> Self {
+        let description = e.to_string();
+        match e {
+            // One operation per deployment: refused at once, and a client can tell it
+            // from a bad request.
+            DirectorError::Locked { .. } => ApiError {
+                status: StatusCode::CONFLICT,
+                code: code::GENERIC,
+                description,
+            },
+            DirectorError::NotFound { .. } => ApiError::not_found(code::GENERIC, description),
+            DirectorError::Manifest(_) => ApiError::bad_request(code::BAD_MANIFEST, description),
+            DirectorError::Invalid(_) => ApiError::bad_request(code::GENERIC, description),
+            DirectorError::Store(_) => {
+                tracing::error!(error = %description, "director store error");
+                ApiError {
+                    status: StatusCode::INTERNAL_SERVER_ERROR,
+                    code: 500_000,
+                    description,
+                }
+            }
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (
+            self.status,
+            Json(json!({ "code": self.code, "description": self.description })),
+        )
+            .into_response()
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;

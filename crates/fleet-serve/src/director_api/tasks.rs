@@ -1,0 +1,153 @@
+//! `/tasks`, `/task/:id` and `/locks`: following, reading and cancelling tasks.
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use super::error::{ApiError, ApiResult, code};
+use super::query::Params;
+use super::wire;
+use fleet_director::Director;
+use fleet_director::model::Task;
+
+/// Tasks that only read, hidden from listings unless `verbose=2`, as the director does.
+const INTERNAL: &[&str] = &[fleet_director::DETAILS_TASK];
+
+pub async fn list(
+    State(director): State<Director>,
+    Query(params): Query<Params>,
+) -> ApiResult<Json<Value>> {
+    let states: Option<Vec<&str>> = params
+        .get("state")
+        .map(|s| s.split(',').map(str::trim).collect());
+    let verbose = params.get("verbose").map_or(1, |v| v.parse().unwrap_or(1));
+    let limit = match params.get("limit") {
+        None => usize::MAX,
+        Some(l) => l.parse::<usize>().map_err(|_| {
+            ApiError::bad_request(
+                code::VALIDATION_INVALID_TYPE,
+                format!("limit must be a number, got '{l}'"),
+            )
+        })?,
+    };
+    let deployment = params.get("deployment");
+    let tasks: Vec<Value> = director
+        .tasks()?
+        .iter()
+        .filter(|t| verbose >= 2 || !INTERNAL.contains(&t.description.as_str()))
+        .filter(|t| {
+            states
+                .as_ref()
+                .is_none_or(|s| s.contains(&t.state.as_str()))
+        })
+        .filter(|t| deployment.is_none_or(|d| t.deployment.as_ref() == Some(d)))
+        .take(limit)
+        .map(wire::task)
+        .collect();
+    Ok(Json(Value::Array(tasks)))
+}
+
+fn find(director: &Director, id: u64) -> ApiResult<Task> {
+    director
+        .task(id)?
+        .ok_or_else(|| ApiError::task_not_found(id))
+}
+
+pub async fn one(State(director): State<Director>, Path(id): Path<u64>) -> ApiResult<Json<Value>> {
+    Ok(Json(wire::task(&find(&director, id)?)))
+}
+
+/// The start of `Range: bytes=N-`, the only form clients use to tail output.
+fn range_start(headers: &HeaderMap) -> ApiResult<Option<usize>> {
+    let Some(value) = headers.get(header::RANGE) else {
+        return Ok(None);
+    };
+    value
+        .to_str()
+        .ok()
+        .and_then(|v| v.strip_prefix("bytes="))
+        .and_then(|v| v.strip_suffix('-'))
+        .and_then(|v| v.parse::<usize>().ok())
+        .map(Some)
+        .ok_or_else(|| ApiError::bad_request(code::GENERIC, "Range must be of the form 'bytes=N-'"))
+}
+
+pub async fn output(
+    State(director): State<Director>,
+    Path(id): Path<u64>,
+    Query(params): Query<Params>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let task = find(&director, id)?;
+    let kind = params.get("type").map(String::as_str).unwrap_or("event");
+    let text = match kind {
+        "event" => wire::event_log(&task, &director.events(id)?),
+        "result" => {
+            if task.state.is_running() {
+                String::new()
+            } else {
+                task.result.clone().unwrap_or_default()
+            }
+        }
+        "debug" | "cpi" => wire::debug_log(&task, &director.events(id)?),
+        "none" => String::new(),
+        other => {
+            return Err(ApiError::bad_request(
+                code::GENERIC,
+                format!("output type '{other}' is not one of event, result, debug, cpi, none"),
+            ));
+        }
+    };
+    let bytes = text.into_bytes();
+    let plain = [(header::CONTENT_TYPE, "text/plain")];
+    match range_start(&headers)? {
+        None if bytes.is_empty() => Ok(StatusCode::NO_CONTENT.into_response()),
+        None => Ok((plain, bytes).into_response()),
+        // Nothing new since the offset.
+        Some(start) if start >= bytes.len() => Ok((
+            StatusCode::RANGE_NOT_SATISFIABLE,
+            [(header::CONTENT_RANGE, format!("bytes */{}", bytes.len()))],
+        )
+            .into_response()),
+        Some(start) => {
+            let range = format!("bytes {start}-{}/{}", bytes.len() - 1, bytes.len());
+            Ok((
+                StatusCode::PARTIAL_CONTENT,
+                [
+                    (header::CONTENT_TYPE, "text/plain".to_string()),
+                    (header::CONTENT_RANGE, range),
+                ],
+                bytes[start..].to_vec(),
+            )
+                .into_response())
+        }
+    }
+}
+
+pub async fn cancel(State(director): State<Director>, Path(id): Path<u64>) -> ApiResult<Response> {
+    find(&director, id)?;
+    director.cancel(id)?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+pub async fn locks(State(director): State<Director>) -> ApiResult<Json<Value>> {
+    // Locks here last as long as their task; the director shows an expiry, so a minute
+    // from now is shown, as a lock that is renewed would be.
+    let expires = fleet_director::unix_now() + 60;
+    let locks: Vec<Value> = director
+        .locks()?
+        .into_iter()
+        .filter_map(|(name, task)| {
+            let deployment = name.strip_prefix("lock:deployment:")?;
+            Some(json!({
+                "type": "deployment",
+                "resource": [deployment],
+                "timeout": format!("{expires}.000000"),
+                "task_id": task.to_string(),
+            }))
+        })
+        .collect();
+    Ok(Json(Value::Array(locks)))
+}

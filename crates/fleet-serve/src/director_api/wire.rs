@@ -1,0 +1,243 @@
+//! The director's JSON shapes: tasks, event log lines, diffs, and the checks a manifest
+//! body passes before a task is created.
+
+use axum::http::{HeaderMap, StatusCode, header};
+use serde_json::{Value, json};
+
+use super::error::{ApiError, code};
+use fleet_director::model::{EventState, Task, TaskEvent, TaskState};
+use fleet_yaml::{self as yaml, Limits, Node};
+
+/// What the director shows of a task's result in listings.
+const RESULT_SHOWN: usize = 128;
+
+pub fn task(task: &Task) -> Value {
+    let result = task.result.as_deref().map(|r| {
+        let line = r.lines().next().unwrap_or("");
+        line.chars().take(RESULT_SHOWN).collect::<String>()
+    });
+    json!({
+        "id": task.id,
+        "state": task.state.as_str(),
+        "description": task.description,
+        // The director's `timestamp` is when the task ended; none while it runs.
+        "timestamp": if task.state.is_running() { None } else { task.finished_at },
+        "started_at": task.started_at,
+        "result": result,
+        "user": "",
+        "deployment": task.deployment,
+        "context_id": "",
+    })
+}
+
+/// One event in the director's event log format.
+pub fn event_line(event: &TaskEvent) -> Value {
+    let state = match event.state {
+        EventState::Started => "started",
+        EventState::Finished => "finished",
+        EventState::Failed => "failed",
+    };
+    let mut line = json!({
+        "time": event.time,
+        "stage": event.stage,
+        "tags": event.tags,
+        "total": event.total,
+        "task": event.task,
+        "index": event.index,
+        "state": state,
+        "progress": event.progress,
+    });
+    if let Some(error) = &event.error {
+        line["data"] = json!({ "error": error });
+    }
+    line
+}
+
+/// The task's event log, ending with the task's own error when it failed.
+pub fn event_log(task: &Task, events: &[TaskEvent]) -> String {
+    let mut out = String::new();
+    for event in events {
+        out.push_str(&event_line(event).to_string());
+        out.push('\n');
+    }
+    if matches!(task.state, TaskState::Error | TaskState::Cancelled) {
+        let error = json!({
+            "time": task.finished_at.unwrap_or_default(),
+            "error": { "code": code::GENERIC, "message": task.result.clone().unwrap_or_default() },
+        });
+        out.push_str(&error.to_string());
+        out.push('\n');
+    }
+    out
+}
+
+/// A readable log of the same events, for `type=debug`.
+pub fn debug_log(task: &Task, events: &[TaskEvent]) -> String {
+    let mut out = format!("task {}: {}\n", task.id, task.description);
+    for e in events {
+        out.push_str(&format!(
+            "[{}] {} > {}: {:?}{}\n",
+            e.time,
+            e.stage,
+            e.task,
+            e.state,
+            e.error
+                .as_deref()
+                .map(|m| format!(" ({m})"))
+                .unwrap_or_default()
+        ));
+    }
+    if !task.state.is_running() {
+        out.push_str(&format!(
+            "task {} {}: {}\n",
+            task.id,
+            task.state.as_str(),
+            task.result.as_deref().unwrap_or("")
+        ));
+    }
+    out
+}
+
+/// Lines of `old` and `new` as the director's diff: `[line, "added"|"removed"|null]`.
+pub fn diff(old: &str, new: &str) -> Vec<Value> {
+    // A deadline bounds the work a hostile pair of bodies can ask for; past it the diff
+    // is coarser, not wrong.
+    similar::TextDiff::configure()
+        .timeout(std::time::Duration::from_secs(1))
+        .diff_lines(old, new)
+        .iter_all_changes()
+        .map(|change| {
+            let status = match change.tag() {
+                similar::ChangeTag::Insert => json!("added"),
+                similar::ChangeTag::Delete => json!("removed"),
+                similar::ChangeTag::Equal => Value::Null,
+            };
+            json!([change.value().trim_end_matches('\n'), status])
+        })
+        .collect()
+}
+
+/// The limits a YAML body is read under: an alias bomb or a deep nesting is refused
+/// while reading, before it can take memory.
+pub fn yaml_limits(max_bytes: usize) -> Limits {
+    Limits {
+        max_bytes,
+        max_depth: 64,
+        max_nodes: 100_000,
+    }
+}
+
+/// Most bodies hold manifests or cloud configs, far below this.
+pub const MAX_YAML_BYTES: usize = 4 * 1024 * 1024;
+
+/// The director's synchronous checks of a manifest body; returns the deployment name.
+///
+/// # Errors
+/// An empty body, YAML that cannot be read, a top level that is not a mapping, or no
+/// `name`.
+pub fn check_manifest(body: &str) -> Result<(Node, String), ApiError> {
+    if body.trim().is_empty() {
+        return Err(ApiError::bad_request(
+            code::BAD_MANIFEST,
+            "Manifest should not be empty",
+        ));
+    }
+    let root = yaml::load(body, yaml_limits(MAX_YAML_BYTES)).map_err(|e| {
+        ApiError::bad_request(
+            code::BAD_MANIFEST,
+            format!(
+                "Incorrect YAML structure of the uploaded manifest: line {} column {}: {}",
+                e.at.line, e.at.column, e.message
+            ),
+        )
+    })?;
+    if root.as_map().is_none() {
+        return Err(ApiError::bad_request(
+            code::BAD_MANIFEST,
+            "Manifest should be a hash",
+        ));
+    }
+    let name = root
+        .get("name")
+        .and_then(Node::as_str)
+        .filter(|n| !n.is_empty())
+        .map(str::to_string)
+        .ok_or_else(|| {
+            ApiError::bad_request(
+                code::VALIDATION_MISSING_FIELD,
+                "Deployment manifest must have a 'name' key",
+            )
+        })?;
+    Ok((root, name))
+}
+
+/// Bodies that carry YAML must say so, as the director's routes require.
+///
+/// # Errors
+/// 415 naming the type that was sent.
+pub fn require_yaml(headers: &HeaderMap) -> Result<(), ApiError> {
+    let given = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let essence = given.split(';').next().unwrap_or("").trim();
+    if essence.eq_ignore_ascii_case("text/yaml") {
+        return Ok(());
+    }
+    Err(ApiError {
+        status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        code: code::GENERIC,
+        description: format!(
+            "Content-Type must be text/yaml, got '{}'",
+            if given.is_empty() { "nothing" } else { given }
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_manifest_body_is_checked_as_the_director_does_before_any_task() {
+        assert_eq!(check_manifest("").unwrap_err().code, code::BAD_MANIFEST);
+        assert_eq!(check_manifest("a: [").unwrap_err().code, code::BAD_MANIFEST);
+        assert!(
+            check_manifest("- 1")
+                .unwrap_err()
+                .description
+                .contains("hash")
+        );
+        assert_eq!(
+            check_manifest("releases: []").unwrap_err().code,
+            code::VALIDATION_MISSING_FIELD
+        );
+        assert_eq!(check_manifest("name: d").unwrap().1, "d");
+    }
+
+    #[test]
+    fn an_alias_bomb_is_refused_while_reading() {
+        let mut bomb = String::from("a: &a [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 0..9 {
+            let prev = if i == 0 {
+                "a".to_string()
+            } else {
+                format!("b{}", i - 1)
+            };
+            bomb.push_str(&format!(
+                "b{i}: &b{i} [*{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}]\n"
+            ));
+        }
+        bomb.push_str("name: boom\n");
+        let e = check_manifest(&bomb).unwrap_err();
+        assert_eq!(e.code, code::BAD_MANIFEST);
+    }
+
+    #[test]
+    fn a_diff_marks_added_and_removed_lines() {
+        let d = diff("a\nb\n", "a\nc\n");
+        assert_eq!(d[0], json!(["a", null]));
+        assert!(d.contains(&json!(["b", "removed"])));
+        assert!(d.contains(&json!(["c", "added"])));
+    }
+}

@@ -1,0 +1,225 @@
+//! `fleet-updater serve`: the embedded director's API (as a BOSH director) and the
+//! embedded broker's management API, each on its own port, over TLS with basic
+//! authentication and limits on what one client may ask.
+
+mod auth;
+pub mod broker_api;
+mod credentials;
+pub mod director_api;
+mod files;
+mod limits;
+mod listener;
+mod rejection;
+mod settings;
+pub mod tls;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::middleware::from_fn_with_state;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_rustls::TlsAcceptor;
+
+use auth::Gate;
+use fleet_embedded::EmbeddedFleet;
+use limits::RequestLimits;
+pub use rejection::Flavor;
+pub use settings::{ServeConfig, ServeLimits, ServeUser};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("TLS: {0}")]
+    Tls(String),
+    #[error("credentials: {0}")]
+    Credentials(String),
+    #[error("{}: {source}", path.display())]
+    File {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// The APIs being served.
+pub struct Serving {
+    pub director: SocketAddr,
+    pub broker: SocketAddr,
+    /// The generated CA that clients must trust; `None` with a configured certificate.
+    pub ca: Option<PathBuf>,
+    /// Where generated credentials are; `None` with configured users.
+    pub credentials: Option<PathBuf>,
+    fleet: Arc<EmbeddedFleet>,
+    stop: watch::Sender<bool>,
+    listeners: Vec<JoinHandle<()>>,
+}
+
+/// Where each API listens, so that tests can take any free port.
+#[derive(Debug, Clone, Copy)]
+pub struct Addresses {
+    pub director: SocketAddr,
+    pub broker: SocketAddr,
+}
+
+fn protect(router: Router, gate: Gate, limits: RequestLimits) -> Router {
+    router
+        .layer(from_fn_with_state(gate, auth::require))
+        .layer(DefaultBodyLimit::max(limits.max_body_bytes))
+        .layer(from_fn_with_state(limits, limits::enforce))
+}
+
+async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Listen { addr, source })
+}
+
+/// Binds both APIs and serves them until [`Serving::shutdown`].
+///
+/// # Errors
+/// When a port cannot be bound, or the certificate or credentials cannot be set up.
+pub async fn start(
+    fleet: EmbeddedFleet,
+    config: &ServeConfig,
+    state_dir: &Path,
+    addresses: Addresses,
+) -> Result<Serving, ServeError> {
+    let director_listener = bind(addresses.director).await?;
+    let broker_listener = bind(addresses.broker).await?;
+    let bound = [
+        director_listener.local_addr().unwrap_or(addresses.director),
+        broker_listener.local_addr().unwrap_or(addresses.broker),
+    ];
+    let identity = tls::identity(
+        state_dir,
+        config.certificate.as_deref(),
+        config.private_key.as_deref(),
+        &bound,
+    )?;
+    let credentials = credentials::credentials(state_dir, &config.users)?;
+    let acceptor = TlsAcceptor::from(identity.config);
+    let fleet = Arc::new(fleet);
+    let director_api = protect(
+        crate::director_api::router(fleet.director().clone()),
+        Gate::new(
+            credentials.users.clone(),
+            Flavor::Director,
+            crate::director_api::OPEN_PATHS,
+        ),
+        RequestLimits {
+            flavor: Flavor::Director,
+            max_body_bytes: config.limits.max_body_bytes,
+            timeout: config.limits.request_timeout,
+        },
+    );
+    let broker_api = protect(
+        crate::broker_api::router(Arc::clone(&fleet.broker)),
+        Gate::new(credentials.users.clone(), Flavor::Broker, &[]),
+        RequestLimits {
+            flavor: Flavor::Broker,
+            max_body_bytes: config.limits.max_body_bytes,
+            timeout: config.limits.request_timeout,
+        },
+    );
+    let (stop, stopped) = watch::channel(false);
+    let max = config.limits.max_connections;
+    let listeners = vec![
+        tokio::spawn(listener::serve(
+            director_listener,
+            acceptor.clone(),
+            director_api,
+            max,
+            stopped.clone(),
+        )),
+        tokio::spawn(listener::serve(
+            broker_listener,
+            acceptor,
+            broker_api,
+            max,
+            stopped,
+        )),
+    ];
+    Ok(Serving {
+        director: bound[0],
+        broker: bound[1],
+        ca: identity.ca,
+        credentials: credentials.file,
+        fleet,
+        stop,
+        listeners,
+    })
+}
+
+/// One router over TLS with the identity `serve` would use for `state_dir`, without
+/// authentication or limits: for servers other than the fleet's, such as scripted
+/// brokers and directors in tests.
+pub struct Https {
+    pub addr: SocketAddr,
+    pub ca: PathBuf,
+    stop: watch::Sender<bool>,
+    listener: JoinHandle<()>,
+}
+
+impl Https {
+    /// # Errors
+    /// When the port cannot be bound or the identity cannot be made.
+    pub async fn start(
+        router: Router,
+        state_dir: &Path,
+        addr: SocketAddr,
+    ) -> Result<Https, ServeError> {
+        let listener = bind(addr).await?;
+        let addr = listener.local_addr().unwrap_or(addr);
+        let identity = tls::identity(state_dir, None, None, &[addr])?;
+        let (stop, stopped) = watch::channel(false);
+        let listener = tokio::spawn(listener::serve(
+            listener,
+            TlsAcceptor::from(identity.config),
+            router,
+            1024,
+            stopped,
+        ));
+        Ok(Https {
+            addr,
+            ca: identity.ca.unwrap_or_default(),
+            stop,
+            listener,
+        })
+    }
+
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.listener.await;
+    }
+}
+
+impl Serving {
+    pub fn fleet(&self) -> &EmbeddedFleet {
+        &self.fleet
+    }
+
+    /// Stops accepting connections, lets requests in flight finish, cancels running tasks
+    /// and gives them `grace` to reach a safe point. A task still running after that is
+    /// cut off with the process and marked as errored by the next start.
+    pub async fn shutdown(self, grace: Duration) -> Vec<u64> {
+        let _ = self.stop.send(true);
+        for listener in self.listeners {
+            let _ = listener.await;
+        }
+        let director = self.fleet.director();
+        let cancelled = director.cancel_running();
+        if tokio::time::timeout(grace, director.idle()).await.is_err() {
+            tracing::warn!("tasks still running after the grace period are left to recovery");
+        }
+        cancelled
+    }
+}

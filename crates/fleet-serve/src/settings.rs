@@ -1,0 +1,60 @@
+use std::path::PathBuf;
+use std::time::Duration;
+
+use fleet_secret::Secret;
+
+/// A user of the APIs that `serve` offers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServeUser {
+    pub name: String,
+    pub password: Secret,
+}
+
+/// What one client may ask of `serve`, so that hostile input cannot exhaust it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServeLimits {
+    /// Largest request body; a manifest or cloud config above it is refused with 413.
+    pub max_body_bytes: usize,
+    /// A request that takes longer is answered with 408.
+    pub request_timeout: Duration,
+    /// Connections served at once; more are answered with 429 and closed.
+    pub max_connections: usize,
+}
+
+impl Default for ServeLimits {
+    fn default() -> Self {
+        ServeLimits {
+            max_body_bytes: 4 * 1024 * 1024,
+            request_timeout: Duration::from_secs(60),
+            max_connections: 256,
+        }
+    }
+}
+
+/// The `serve` block: where the director and broker APIs listen, their certificate and
+/// users.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServeConfig {
+    pub director_listen: std::net::SocketAddr,
+    pub broker_listen: std::net::SocketAddr,
+    /// A PEM certificate chain and its key; without them a CA and a server certificate are
+    /// generated in the state directory.
+    pub certificate: Option<PathBuf>,
+    pub private_key: Option<PathBuf>,
+    /// Without users, credentials are generated in the state directory.
+    pub users: Vec<ServeUser>,
+    pub limits: ServeLimits,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            director_listen: std::net::SocketAddr::from(([127, 0, 0, 1], 25555)),
+            broker_listen: std::net::SocketAddr::from(([127, 0, 0, 1], 25556)),
+            certificate: None,
+            private_key: None,
+            users: Vec::new(),
+            limits: ServeLimits::default(),
+        }
+    }
+}

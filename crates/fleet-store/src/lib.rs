@@ -1,0 +1,141 @@
+//! Persistence shared by the embedded director and the embedded broker.
+//!
+//! The store keeps JSON documents in collections, plus the few things that need real
+//! transactions and ordering: tasks with their event logs, and locks. Every state change
+//! is written before the external step that depends on it, so after a crash the next start
+//! finds a consistent state and converges. The trait keeps SQLite replaceable.
+
+mod records;
+mod sqlite;
+mod task;
+
+pub use records::{Collection, get, list, put, remove};
+pub use sqlite::SqliteStore;
+pub use task::{EventState, Task, TaskEvent, TaskState};
+
+#[derive(Debug, thiserror::Error)]
+#[error("state store: {0}")]
+pub struct StoreError(pub String);
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        StoreError(e.to_string())
+    }
+}
+
+impl From<serde_json::Error> for StoreError {
+    fn from(e: serde_json::Error) -> Self {
+        StoreError(format!("corrupt record: {e}"))
+    }
+}
+
+/// Who holds an IP address: an instance (or a compilation VM) of a deployment.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct IpOwner {
+    pub deployment: String,
+    pub instance: String,
+}
+
+impl std::fmt::Display for IpOwner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "instance '{}' of deployment '{}'",
+            self.instance, self.deployment
+        )
+    }
+}
+
+/// An IP reservation as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IpRecord {
+    pub address: u32,
+    pub network: String,
+    pub owner: IpOwner,
+    pub is_static: bool,
+}
+
+/// One change of a batch that is applied atomically.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Write {
+    Put {
+        collection: Collection,
+        key: String,
+        /// What the document belongs to (a deployment), for listing by scope.
+        scope: String,
+        body: String,
+    },
+    Delete {
+        collection: Collection,
+        key: String,
+    },
+}
+
+pub trait Store: Send + Sync {
+    fn get(&self, collection: Collection, key: &str) -> Result<Option<String>, StoreError>;
+
+    /// Documents of a collection in key order, all or those of one scope.
+    fn list(&self, collection: Collection, scope: Option<&str>) -> Result<Vec<String>, StoreError>;
+
+    /// Applies every write of the batch, or none.
+    fn write(&self, batch: Vec<Write>) -> Result<(), StoreError>;
+
+    /// Creates a queued task. With `lock`, the lock is taken for the task in the same
+    /// transaction; when another task holds it, nothing is written and its id is returned.
+    fn create_task(
+        &self,
+        description: &str,
+        deployment: Option<&str>,
+        lock: Option<&str>,
+    ) -> Result<Result<Task, u64>, StoreError>;
+
+    fn put_task(&self, task: &Task) -> Result<(), StoreError>;
+
+    fn task(&self, id: u64) -> Result<Option<Task>, StoreError>;
+
+    /// Newest first.
+    fn tasks(&self) -> Result<Vec<Task>, StoreError>;
+
+    fn append_event(&self, task: u64, event: &TaskEvent) -> Result<(), StoreError>;
+
+    fn events(&self, task: u64) -> Result<Vec<TaskEvent>, StoreError>;
+
+    fn lock_holder(&self, lock: &str) -> Result<Option<u64>, StoreError>;
+
+    fn release_lock(&self, lock: &str, task: u64) -> Result<(), StoreError>;
+
+    fn locks(&self) -> Result<Vec<(String, u64)>, StoreError>;
+
+    /// Claims an address. Addresses are unique across every network and deployment; the
+    /// owner may claim its own again (its network or static flag may change). Returns the
+    /// holder when someone else has it.
+    fn claim_ip(
+        &self,
+        address: u32,
+        network: &str,
+        owner: &IpOwner,
+        is_static: bool,
+    ) -> Result<Result<(), IpOwner>, StoreError>;
+
+    /// Releases `address` if `owner` holds it on `network`; an address that moved to
+    /// another network or owner since is left alone.
+    fn release_ip(&self, address: u32, network: &str, owner: &IpOwner) -> Result<(), StoreError>;
+
+    /// The lowest address of `[lo, hi]` that is neither claimed nor in `blocked`; kept in
+    /// memory so that it costs O(log n), however many addresses are claimed.
+    fn lowest_unclaimed(
+        &self,
+        lo: u32,
+        hi: u32,
+        blocked: &fleet_ipset::IpSet,
+    ) -> Result<Option<u32>, StoreError>;
+
+    /// Claimed addresses in `[lo, hi]`, ascending.
+    fn ips_in(&self, lo: u32, hi: u32) -> Result<Vec<u32>, StoreError>;
+
+    fn ips_of(&self, deployment: &str) -> Result<Vec<IpRecord>, StoreError>;
+
+    /// After a crash: tasks left queued or processing end in error with `reason`, and
+    /// every lock is released. Returns the ids of the tasks it ended.
+    fn recover(&self, reason: &str, now: u64) -> Result<Vec<u64>, StoreError>;
+}

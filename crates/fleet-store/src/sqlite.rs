@@ -1,0 +1,505 @@
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+
+use super::{Collection, IpOwner, IpRecord, Store, StoreError, Write};
+use super::{Task, TaskEvent, TaskState};
+use fleet_ipset::IpSet;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS documents (
+    collection TEXT NOT NULL,
+    key TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (collection, key)
+);
+CREATE INDEX IF NOT EXISTS documents_by_scope ON documents (collection, scope, key);
+CREATE TABLE IF NOT EXISTS tasks (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    state TEXT NOT NULL,
+    deployment TEXT,
+    body TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS task_events (
+    task_id INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (task_id, seq)
+);
+CREATE TABLE IF NOT EXISTS ip_addresses (
+    address INTEGER PRIMARY KEY,
+    network TEXT NOT NULL,
+    deployment TEXT NOT NULL,
+    instance TEXT NOT NULL,
+    static INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS ip_addresses_by_deployment ON ip_addresses (deployment, address);
+CREATE TABLE IF NOT EXISTS locks (
+    name TEXT PRIMARY KEY,
+    task_id INTEGER NOT NULL
+);
+";
+
+/// SQLite in WAL mode: one file, safe against crashes, readable while a run writes.
+pub struct SqliteStore {
+    connection: Mutex<Connection>,
+    /// Every claimed address, loaded once and kept current by `claim_ip` and `release_ip`:
+    /// one process changes a state directory at a time.
+    claimed: Mutex<IpSet>,
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default()
+}
+
+impl SqliteStore {
+    /// Opens (creating when needed) the database `fleet.db` in `dir`.
+    ///
+    /// # Errors
+    /// When the folder cannot be created or the database cannot be opened.
+    pub fn open(dir: &Path) -> Result<Self, StoreError> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| StoreError(format!("cannot create {}: {e}", dir.display())))?;
+        let connection = Connection::open(dir.join("fleet.db"))?;
+        Self::with_connection(connection)
+    }
+
+    /// Whether `dir` holds a database already.
+    pub fn exists(dir: &Path) -> bool {
+        dir.join("fleet.db").exists()
+    }
+
+    /// A private database in memory, for tests and benchmarks.
+    ///
+    /// # Errors
+    /// When SQLite cannot start.
+    pub fn in_memory() -> Result<Self, StoreError> {
+        Self::with_connection(Connection::open_in_memory()?)
+    }
+
+    fn with_connection(connection: Connection) -> Result<Self, StoreError> {
+        connection.busy_timeout(std::time::Duration::from_secs(10))?;
+        connection.pragma_update(None, "journal_mode", "WAL")?;
+        connection.pragma_update(None, "synchronous", "NORMAL")?;
+        connection.execute_batch(SCHEMA)?;
+        let mut claimed = IpSet::new();
+        {
+            let mut stmt = connection.prepare("SELECT address FROM ip_addresses")?;
+            for address in stmt.query_map([], |row| row.get::<_, i64>(0))? {
+                claimed.insert(address? as u32);
+            }
+        }
+        Ok(SqliteStore {
+            connection: Mutex::new(connection),
+            claimed: Mutex::new(claimed),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Connection> {
+        self.connection.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+fn task_from(body: &str) -> Result<Task, StoreError> {
+    Ok(serde_json::from_str(body)?)
+}
+
+impl Store for SqliteStore {
+    fn get(&self, collection: Collection, key: &str) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .lock()
+            .prepare_cached("SELECT body FROM documents WHERE collection = ?1 AND key = ?2")?
+            .query_row(params![collection.name(), key], |row| row.get(0))
+            .optional()?)
+    }
+
+    fn list(&self, collection: Collection, scope: Option<&str>) -> Result<Vec<String>, StoreError> {
+        let connection = self.lock();
+        let rows = match scope {
+            Some(scope) => {
+                let mut stmt = connection.prepare_cached(
+                    "SELECT body FROM documents WHERE collection = ?1 AND scope = ?2 ORDER BY key",
+                )?;
+                stmt.query_map(params![collection.name(), scope], |row| row.get(0))?
+                    .collect::<Result<Vec<String>, _>>()?
+            }
+            None => {
+                let mut stmt = connection.prepare_cached(
+                    "SELECT body FROM documents WHERE collection = ?1 ORDER BY key",
+                )?;
+                stmt.query_map(params![collection.name()], |row| row.get(0))?
+                    .collect::<Result<Vec<String>, _>>()?
+            }
+        };
+        Ok(rows)
+    }
+
+    fn write(&self, batch: Vec<Write>) -> Result<(), StoreError> {
+        let mut connection = self.lock();
+        let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        for write in batch {
+            match write {
+                Write::Put {
+                    collection,
+                    key,
+                    scope,
+                    body,
+                } => {
+                    tx.prepare_cached(
+                        "INSERT INTO documents (collection, key, scope, body) VALUES (?1, ?2, ?3, ?4)
+                         ON CONFLICT (collection, key) DO UPDATE SET scope = ?3, body = ?4",
+                    )?
+                    .execute(params![collection.name(), key, scope, body])?;
+                }
+                Write::Delete { collection, key } => {
+                    tx.prepare_cached("DELETE FROM documents WHERE collection = ?1 AND key = ?2")?
+                        .execute(params![collection.name(), key])?;
+                }
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn create_task(
+        &self,
+        description: &str,
+        deployment: Option<&str>,
+        lock: Option<&str>,
+    ) -> Result<Result<Task, u64>, StoreError> {
+        let mut connection = self.lock();
+        let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        if let Some(lock) = lock {
+            let holder: Option<i64> = tx
+                .query_row("SELECT task_id FROM locks WHERE name = ?1", [lock], |row| {
+                    row.get(0)
+                })
+                .optional()?;
+            if let Some(holder) = holder {
+                return Ok(Err(holder as u64));
+            }
+        }
+        tx.execute(
+            "INSERT INTO tasks (state, deployment, body) VALUES ('queued', ?1, '{}')",
+            params![deployment],
+        )?;
+        let id = tx.last_insert_rowid() as u64;
+        let task = Task {
+            id,
+            state: TaskState::Queued,
+            description: description.to_string(),
+            deployment: deployment.map(str::to_string),
+            result: None,
+            started_at: Some(now()),
+            finished_at: None,
+        };
+        tx.execute(
+            "UPDATE tasks SET body = ?1 WHERE id = ?2",
+            params![serde_json::to_string(&task)?, id as i64],
+        )?;
+        if let Some(lock) = lock {
+            tx.execute(
+                "INSERT INTO locks (name, task_id) VALUES (?1, ?2)",
+                params![lock, id as i64],
+            )?;
+        }
+        tx.commit()?;
+        Ok(Ok(task))
+    }
+
+    fn put_task(&self, task: &Task) -> Result<(), StoreError> {
+        self.lock()
+            .prepare_cached("UPDATE tasks SET state = ?1, body = ?2 WHERE id = ?3")?
+            .execute(params![
+                task.state.as_str(),
+                serde_json::to_string(task)?,
+                task.id as i64
+            ])?;
+        Ok(())
+    }
+
+    fn task(&self, id: u64) -> Result<Option<Task>, StoreError> {
+        let body: Option<String> = self
+            .lock()
+            .prepare_cached("SELECT body FROM tasks WHERE id = ?1")?
+            .query_row([id as i64], |row| row.get(0))
+            .optional()?;
+        body.map(|b| task_from(&b)).transpose()
+    }
+
+    fn tasks(&self) -> Result<Vec<Task>, StoreError> {
+        let connection = self.lock();
+        let mut stmt = connection.prepare_cached("SELECT body FROM tasks ORDER BY id DESC")?;
+        let bodies = stmt
+            .query_map([], |row| row.get::<_, String>(0))?
+            .collect::<Result<Vec<_>, _>>()?;
+        bodies.iter().map(|b| task_from(b)).collect()
+    }
+
+    fn append_event(&self, task: u64, event: &TaskEvent) -> Result<(), StoreError> {
+        self.lock()
+            .prepare_cached(
+                "INSERT INTO task_events (task_id, seq, body)
+                 VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM task_events WHERE task_id = ?1), ?2)",
+            )?
+            .execute(params![task as i64, serde_json::to_string(event)?])?;
+        Ok(())
+    }
+
+    fn events(&self, task: u64) -> Result<Vec<TaskEvent>, StoreError> {
+        let connection = self.lock();
+        let mut stmt = connection
+            .prepare_cached("SELECT body FROM task_events WHERE task_id = ?1 ORDER BY seq")?;
+        let bodies = stmt
+            .query_map([task as i64], |row| row.get::<_, String>(0))?
+            .collect::<Result<Vec<_>, _>>()?;
+        bodies
+            .iter()
+            .map(|b| serde_json::from_str(b).map_err(StoreError::from))
+            .collect()
+    }
+
+    fn lock_holder(&self, lock: &str) -> Result<Option<u64>, StoreError> {
+        let holder: Option<i64> = self
+            .lock()
+            .query_row("SELECT task_id FROM locks WHERE name = ?1", [lock], |row| {
+                row.get(0)
+            })
+            .optional()?;
+        Ok(holder.map(|h| h as u64))
+    }
+
+    fn release_lock(&self, lock: &str, task: u64) -> Result<(), StoreError> {
+        self.lock().execute(
+            "DELETE FROM locks WHERE name = ?1 AND task_id = ?2",
+            params![lock, task as i64],
+        )?;
+        Ok(())
+    }
+
+    fn locks(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        let connection = self.lock();
+        let mut stmt =
+            connection.prepare_cached("SELECT name, task_id FROM locks ORDER BY name")?;
+        let rows = stmt
+            .query_map([], |row| Ok((row.get(0)?, row.get::<_, i64>(1)? as u64)))?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(rows)
+    }
+
+    fn claim_ip(
+        &self,
+        address: u32,
+        network: &str,
+        owner: &IpOwner,
+        is_static: bool,
+    ) -> Result<Result<(), IpOwner>, StoreError> {
+        let mut connection = self.lock();
+        let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let inserted = tx.execute(
+            "INSERT INTO ip_addresses (address, network, deployment, instance, static)
+             VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (address) DO NOTHING",
+            params![
+                i64::from(address),
+                network,
+                owner.deployment,
+                owner.instance,
+                is_static
+            ],
+        )?;
+        self.claimed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(address);
+        if inserted == 0 {
+            let holder: IpOwner = tx.query_row(
+                "SELECT deployment, instance FROM ip_addresses WHERE address = ?1",
+                [i64::from(address)],
+                |row| {
+                    Ok(IpOwner {
+                        deployment: row.get(0)?,
+                        instance: row.get(1)?,
+                    })
+                },
+            )?;
+            if holder != *owner {
+                return Ok(Err(holder));
+            }
+            tx.execute(
+                "UPDATE ip_addresses SET network = ?2, static = ?3 WHERE address = ?1",
+                params![i64::from(address), network, is_static],
+            )?;
+        }
+        tx.commit()?;
+        Ok(Ok(()))
+    }
+
+    fn release_ip(&self, address: u32, network: &str, owner: &IpOwner) -> Result<(), StoreError> {
+        let deleted = self.lock().execute(
+            "DELETE FROM ip_addresses
+             WHERE address = ?1 AND network = ?2 AND deployment = ?3 AND instance = ?4",
+            params![
+                i64::from(address),
+                network,
+                owner.deployment,
+                owner.instance
+            ],
+        )?;
+        if deleted > 0 {
+            self.claimed
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(address);
+        }
+        Ok(())
+    }
+
+    fn lowest_unclaimed(
+        &self,
+        lo: u32,
+        hi: u32,
+        blocked: &IpSet,
+    ) -> Result<Option<u32>, StoreError> {
+        Ok(self
+            .claimed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .lowest_free_with(blocked, lo, hi))
+    }
+
+    fn ips_in(&self, lo: u32, hi: u32) -> Result<Vec<u32>, StoreError> {
+        let connection = self.lock();
+        let mut stmt = connection.prepare_cached(
+            "SELECT address FROM ip_addresses WHERE address BETWEEN ?1 AND ?2 ORDER BY address",
+        )?;
+        let rows = stmt
+            .query_map([i64::from(lo), i64::from(hi)], |row| row.get::<_, i64>(0))?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(rows.into_iter().map(|a| a as u32).collect())
+    }
+
+    fn ips_of(&self, deployment: &str) -> Result<Vec<IpRecord>, StoreError> {
+        let connection = self.lock();
+        let mut stmt = connection.prepare_cached(
+            "SELECT address, network, instance, static FROM ip_addresses
+             WHERE deployment = ?1 ORDER BY address",
+        )?;
+        let rows = stmt
+            .query_map([deployment], |row| {
+                Ok(IpRecord {
+                    address: row.get::<_, i64>(0)? as u32,
+                    network: row.get(1)?,
+                    owner: IpOwner {
+                        deployment: deployment.to_string(),
+                        instance: row.get(2)?,
+                    },
+                    is_static: row.get(3)?,
+                })
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(rows)
+    }
+
+    fn recover(&self, reason: &str, now: u64) -> Result<Vec<u64>, StoreError> {
+        let mut connection = self.lock();
+        let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let stale: Vec<String> = {
+            let mut stmt = tx.prepare(
+                "SELECT body FROM tasks WHERE state IN ('queued', 'processing', 'cancelling')",
+            )?;
+            stmt.query_map([], |row| row.get(0))?
+                .collect::<Result<Vec<_>, _>>()?
+        };
+        let mut ended = Vec::new();
+        for body in stale {
+            let mut task = task_from(&body)?;
+            task.state = TaskState::Error;
+            task.result = Some(reason.to_string());
+            task.finished_at = Some(now);
+            tx.execute(
+                "UPDATE tasks SET state = 'error', body = ?1 WHERE id = ?2",
+                params![serde_json::to_string(&task)?, task.id as i64],
+            )?;
+            ended.push(task.id);
+        }
+        tx.execute("DELETE FROM locks", [])?;
+        tx.commit()?;
+        Ok(ended)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{get, put};
+
+    #[test]
+    fn a_lock_is_taken_with_its_task_or_not_at_all() {
+        let store = SqliteStore::in_memory().unwrap();
+        let first = store
+            .create_task("deploy", Some("d"), Some("deployment:d"))
+            .unwrap()
+            .unwrap();
+        let refused = store
+            .create_task("recreate", Some("d"), Some("deployment:d"))
+            .unwrap();
+        assert_eq!(refused, Err(first.id));
+        assert_eq!(
+            store.tasks().unwrap().len(),
+            1,
+            "the refused task was not written"
+        );
+        store.release_lock("deployment:d", first.id).unwrap();
+        assert!(
+            store
+                .create_task("recreate", Some("d"), Some("deployment:d"))
+                .unwrap()
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn recovery_errors_unfinished_tasks_and_releases_locks() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = SqliteStore::open(dir.path()).unwrap();
+            let mut task = store
+                .create_task("deploy", Some("d"), Some("deployment:d"))
+                .unwrap()
+                .unwrap();
+            task.state = TaskState::Processing;
+            store.put_task(&task).unwrap();
+        }
+        let store = SqliteStore::open(dir.path()).unwrap();
+        let ended = store.recover("the director stopped", 42).unwrap();
+        assert_eq!(ended, [1]);
+        let task = store.task(1).unwrap().unwrap();
+        assert_eq!(task.state, TaskState::Error);
+        assert_eq!(task.result.as_deref(), Some("the director stopped"));
+        assert!(store.locks().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_batch_is_written_whole_and_documents_list_by_scope() {
+        let store = SqliteStore::in_memory().unwrap();
+        store
+            .write(vec![
+                put(Collection::Instances, "a", "d1", &1),
+                put(Collection::Instances, "b", "d2", &2),
+                put(Collection::Instances, "c", "d1", &3),
+            ])
+            .unwrap();
+        let d1: Vec<i32> = crate::list(&store, Collection::Instances, Some("d1")).unwrap();
+        assert_eq!(d1, [1, 3]);
+        assert_eq!(
+            get::<i32>(&store, Collection::Instances, "b").unwrap(),
+            Some(2)
+        );
+    }
+}
