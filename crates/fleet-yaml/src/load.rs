@@ -1,4 +1,4 @@
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use saphyr_parser::{Event, Parser, ScalarStyle, Span};
 
@@ -35,7 +35,7 @@ pub struct LoadError {
 /// Loads a single YAML document; an empty input is a null node.
 ///
 /// ```
-/// use fleet_updater::yaml::{Limits, Value, load};
+/// use fleet_yaml::{Limits, Value, load};
 ///
 /// let root = load("strategy:\n  canaries: 2\n", Limits::default()).unwrap();
 /// let canaries = root.get("strategy").and_then(|s| s.get("canaries")).unwrap();
@@ -68,6 +68,9 @@ enum Frame {
     },
     Map {
         entries: Vec<(Key, Node)>,
+        /// Each key's first line, so that a duplicate is found in constant time: a flat
+        /// mapping of many keys must load in linear time.
+        lines: HashMap<String, usize>,
         key: Option<Key>,
         at: Position,
         anchor: usize,
@@ -170,6 +173,7 @@ impl Builder {
                     self.open(at)?;
                     self.stack.push(Frame::Map {
                         entries: Vec::new(),
+                        lines: HashMap::new(),
                         key: None,
                         at,
                         anchor,
@@ -261,18 +265,24 @@ impl Builder {
         match self.stack.last_mut() {
             None => self.root = Some(node),
             Some(Frame::Seq { items, .. }) => items.push(node),
-            Some(Frame::Map { entries, key, .. }) => {
+            Some(Frame::Map {
+                entries,
+                lines,
+                key,
+                ..
+            }) => {
                 let key = key.take().expect("a value follows its key");
-                if key.name != "<<"
-                    && let Some((first, _)) = entries.iter().find(|(k, _)| k.name == key.name)
-                {
-                    return fail(
-                        key.at,
-                        format!(
-                            "duplicate key `{}` (first defined at line {})",
-                            key.name, first.at.line
-                        ),
-                    );
+                if key.name != "<<" {
+                    if let Some(first) = lines.get(&key.name) {
+                        return fail(
+                            key.at,
+                            format!(
+                                "duplicate key `{}` (first defined at line {first})",
+                                key.name
+                            ),
+                        );
+                    }
+                    lines.insert(key.name.clone(), key.at.line);
                 }
                 entries.push((key, node));
             }
@@ -296,6 +306,7 @@ fn apply_merge_keys(entries: Vec<(Key, Node)>) -> Result<Vec<(Key, Node)>, LoadE
     }
     let (merges, mut own): (Vec<_>, Vec<_>) =
         entries.into_iter().partition(|(k, _)| k.name == "<<");
+    let mut present: HashSet<String> = own.iter().map(|(k, _)| k.name.clone()).collect();
     for (key, source) in merges {
         let sources = match source.value {
             Value::Map(_) => vec![source],
@@ -315,7 +326,7 @@ fn apply_merge_keys(entries: Vec<(Key, Node)>) -> Result<Vec<(Key, Node)>, LoadE
                 );
             };
             for (k, v) in inherited {
-                if !own.iter().any(|(o, _)| o.name == k.name) {
+                if present.insert(k.name.clone()) {
                     own.push((k, v));
                 }
             }
@@ -393,6 +404,19 @@ mod tests {
         assert_eq!(err.at.line, 3);
         assert!(err.message.contains("duplicate key `a`"), "{err}");
         assert!(err.message.contains("line 1"), "{err}");
+    }
+
+    #[test]
+    fn a_flat_mapping_of_100000_keys_loads_and_its_last_duplicate_is_found() {
+        let mut text: String = (0..100_000).map(|i| format!("k{i}: {i}\n")).collect();
+        let limits = Limits::default();
+        let root = load(&text, limits).unwrap();
+        assert_eq!(root.as_map().map(<[_]>::len), Some(100_000));
+        assert_eq!(root.get("k99999").map(|n| &n.value), Some(&Value::Int(99_999)));
+        text.push_str("k0: again\n");
+        let err = load(&text, limits).unwrap_err();
+        assert!(err.message.contains("duplicate key `k0`"), "{err}");
+        assert_eq!(err.at.line, 100_001);
     }
 
     #[test]
