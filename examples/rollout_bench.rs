@@ -12,6 +12,7 @@
 #![allow(clippy::disallowed_types)]
 
 use std::io;
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,7 +20,7 @@ use fleet_updater::clock::WallClock;
 use fleet_updater::inventory::Instance;
 use fleet_updater::inventory::scripted::{ScriptedInventory, Step};
 use fleet_updater::output::TextOutput;
-use fleet_updater::rollout::{Rollout, Settings};
+use fleet_updater::rollout::{Rate, Rollout, Settings};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -77,7 +78,7 @@ fn makespan_efficiency() {
     let ideal = canary_ideal + main_ideal;
 
     let settings = Settings {
-        max_in_parallel: PARALLEL,
+        max_in_parallel: NonZeroUsize::new(PARALLEL).expect("PARALLEL is positive"),
         canaries: CANARIES,
         ..Settings::default()
     };
@@ -120,9 +121,9 @@ fn overhead_at_scale() {
         )
     });
     let settings = Settings {
-        max_in_parallel: 500,
+        max_in_parallel: NonZeroUsize::new(500).expect("500 is positive"),
         canaries: 5,
-        requests_per_second: f64::INFINITY,
+        requests_per_second: Rate::UNLIMITED,
         ..Settings::default()
     };
     let updated = paused_runtime().block_on(async {

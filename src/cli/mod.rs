@@ -115,7 +115,9 @@ impl RunArgs {
                 StrategyArg::Update => StrategyKind::Update,
                 StrategyArg::Recreate => StrategyKind::Recreate,
             }),
-            max_in_parallel: self.max_in_parallel.map(|n| n as usize),
+            max_in_parallel: self
+                .max_in_parallel
+                .and_then(|n| std::num::NonZeroUsize::new(n as usize)),
             canaries: self.canaries.map(|n| n as usize),
             dry_run: self.dry_run,
             format: self.format.map(|f| match f {
@@ -299,7 +301,7 @@ async fn drive<I: Inventory>(inventory: Arc<I>, config: &Config) -> anyhow::Resu
     };
     let json = config.format == Format::Json;
     if config.dry_run {
-        let report = PlanReport::new(&plan, max_in_parallel);
+        let report = PlanReport::new(&plan, max_in_parallel.get());
         if let Some(path) = &config.report_file {
             write_json_file(path, &report)
                 .with_context(|| format!("cannot write the plan to {}", path.display()))?;

@@ -59,7 +59,7 @@ fn invalid(path: &str, problems: &[Problem]) -> String {
 #[derive(Debug, Clone, Default)]
 pub struct Overrides {
     pub strategy: Option<StrategyKind>,
-    pub max_in_parallel: Option<usize>,
+    pub max_in_parallel: Option<std::num::NonZeroUsize>,
     pub canaries: Option<usize>,
     pub dry_run: bool,
     pub format: Option<Format>,

@@ -1,3 +1,4 @@
+use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -5,7 +6,7 @@ use fleet_director::sim::Fault;
 use fleet_inventory_broker::ServiceBroker;
 use fleet_inventory_director::DirectorEndpoint;
 use fleet_rollout::inventory::Selection;
-use fleet_rollout::{Backoff, Settings, Strategy};
+use fleet_rollout::{Backoff, Rate, Settings, Strategy};
 use fleet_serve::ServeConfig;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,13 +28,13 @@ impl StrategyKind {
 pub struct UpdateConfig {
     pub instance_type: Selection,
     pub force_update: bool,
-    pub max_in_parallel: usize,
+    pub max_in_parallel: NonZeroUsize,
     pub canaries: usize,
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct RecreateConfig {
-    pub max_in_parallel: usize,
+    pub max_in_parallel: NonZeroUsize,
     pub canaries: usize,
     /// Recreate VMs with unresponsive agents too (`bosh recreate --fix`).
     pub fix: bool,
@@ -88,7 +89,7 @@ pub struct Config {
     pub busy_interval: Duration,
     pub poll_interval: Duration,
     pub operation_timeout: Duration,
-    pub requests_per_second: f64,
+    pub requests_per_second: Rate,
     pub grace_period: Duration,
     pub format: Format,
     pub report_file: Option<PathBuf>,
@@ -115,11 +116,11 @@ impl Default for Config {
             update: UpdateConfig {
                 instance_type: Selection::Outdated,
                 force_update: false,
-                max_in_parallel: 1,
+                max_in_parallel: NonZeroUsize::MIN,
                 canaries: 0,
             },
             recreate: RecreateConfig {
-                max_in_parallel: 1,
+                max_in_parallel: NonZeroUsize::MIN,
                 canaries: 0,
                 fix: true,
                 force: true,

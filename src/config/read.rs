@@ -1,5 +1,6 @@
 //! From the YAML tree to a [`Config`], collecting every problem in one walk.
 
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -9,6 +10,7 @@ use super::read_director::DirectorFields;
 use super::read_serve::read_serve;
 use crate::fleet::{FaultText, parse_fault};
 use crate::inventory::Selection;
+use crate::rollout::Rate;
 use crate::yaml::{Checker, Node, Position, Value, describe, join};
 use fleet_inventory_broker::ServiceBroker;
 use fleet_secret::Secret;
@@ -90,8 +92,10 @@ pub fn read(root: &Node, base: &Path, config: &mut Config, checker: &mut Checker
                 for (k, v) in checker.map(node, path, &["requests_per_second"]) {
                     let p = join(path, &k.name);
                     if let Some(rps) = checker.number(v, &p) {
-                        if (MIN_RATE..=MAX_RATE).contains(&rps) {
-                            config.requests_per_second = rps;
+                        if (MIN_RATE..=MAX_RATE).contains(&rps)
+                            && let Ok(rate) = Rate::per_second(rps)
+                        {
+                            config.requests_per_second = rate;
                         } else {
                             checker.report(
                                 &p,
@@ -242,7 +246,7 @@ fn read_strategy(node: &Node, config: &mut Config, checker: &mut Checker) {
                         },
                         "force_update" => set(&mut update.force_update, checker.boolean(v, &p)),
                         "max_in_parallel" => {
-                            set(&mut update.max_in_parallel, count(checker, v, &p, 1))
+                            set(&mut update.max_in_parallel, positive(checker, v, &p))
                         }
                         _ => set(&mut update.canaries, count(checker, v, &p, 0)),
                     }
@@ -254,7 +258,7 @@ fn read_strategy(node: &Node, config: &mut Config, checker: &mut Checker) {
                     let recreate = &mut config.recreate;
                     match k.name.as_str() {
                         "max_in_parallel" => {
-                            set(&mut recreate.max_in_parallel, count(checker, v, &p, 1))
+                            set(&mut recreate.max_in_parallel, positive(checker, v, &p))
                         }
                         "canaries" => set(&mut recreate.canaries, count(checker, v, &p, 0)),
                         "fix" => set(&mut recreate.fix, checker.boolean(v, &p)),
@@ -414,6 +418,10 @@ pub(super) fn at_least(checker: &mut Checker, node: &Node, path: &str, min: i64)
 
 fn count(checker: &mut Checker, node: &Node, path: &str, min: i64) -> Option<usize> {
     at_least(checker, node, path, min).map(|n| usize::try_from(n).unwrap_or(usize::MAX))
+}
+
+fn positive(checker: &mut Checker, node: &Node, path: &str) -> Option<NonZeroUsize> {
+    count(checker, node, path, 1).and_then(NonZeroUsize::new)
 }
 
 pub(super) fn path_value(

@@ -38,7 +38,7 @@ fn an_empty_file_gives_the_documented_defaults() {
     assert_eq!(config.strategy, StrategyKind::Update);
     assert_eq!(config.update.instance_type, Selection::Outdated);
     assert!(!config.update.force_update);
-    assert_eq!(config.update.max_in_parallel, 1);
+    assert_eq!(config.update.max_in_parallel.get(), 1);
     assert_eq!(config.update.canaries, 0);
     assert_eq!(config.busy_attempts, 5);
     assert_eq!(config.busy_interval, Duration::from_secs(60));
@@ -94,7 +94,7 @@ output:
     assert_eq!(broker.timeout, Duration::from_secs(60));
     assert!(broker.ca.as_deref().unwrap().contains("BEGIN CERTIFICATE"));
     assert_eq!(config.inventory, InventoryKind::Broker);
-    assert_eq!(config.requests_per_second, 2.5);
+    assert_eq!(config.requests_per_second.get(), Some(2.5));
     let settings = config.settings();
     assert_eq!(
         settings.strategy,
@@ -103,7 +103,7 @@ output:
             force: true
         }
     );
-    assert_eq!((settings.max_in_parallel, settings.canaries), (4, 2));
+    assert_eq!((settings.max_in_parallel.get(), settings.canaries), (4, 2));
     assert_eq!(settings.busy_attempts, 3);
     assert_eq!(settings.busy_interval, Duration::from_secs(120));
     assert_eq!(settings.poll_interval, Duration::from_secs(15));
@@ -248,7 +248,7 @@ fn command_line_overrides_win_for_the_chosen_strategy() {
     let mut config = parse("strategy:\n  update:\n    max_in_parallel: 3\n").unwrap();
     config.apply(&Overrides {
         strategy: Some(StrategyKind::Recreate),
-        max_in_parallel: Some(7),
+        max_in_parallel: std::num::NonZeroUsize::new(7),
         canaries: Some(2),
         dry_run: true,
         format: Some(Format::Json),
@@ -263,8 +263,8 @@ fn command_line_overrides_win_for_the_chosen_strategy() {
             force: true
         }
     );
-    assert_eq!((settings.max_in_parallel, settings.canaries), (7, 2));
-    assert_eq!(config.update.max_in_parallel, 3);
+    assert_eq!((settings.max_in_parallel.get(), settings.canaries), (7, 2));
+    assert_eq!(config.update.max_in_parallel.get(), 3);
     assert!(config.dry_run);
     assert_eq!(config.format, Format::Json);
 }

@@ -149,7 +149,7 @@ impl<'a, I: Inventory> Engine<'a, I> {
             selected: self.entries.len(),
             eligible: self.eligible,
             canaries: self.canary_target,
-            max_in_parallel: self.settings.max_in_parallel,
+            max_in_parallel: self.settings.max_in_parallel.get(),
         });
         for index in self.eligible..self.entries.len() {
             let entry = &self.entries[index];
@@ -244,7 +244,7 @@ impl<'a, I: Inventory> Engine<'a, I> {
         if self.stop.is_some() {
             return 0;
         }
-        let free = self.settings.max_in_parallel.saturating_sub(self.in_flight);
+        let free = self.settings.max_in_parallel.get().saturating_sub(self.in_flight);
         match self.phase {
             Phase::Canaries => free.min(
                 self.canary_target

@@ -19,7 +19,7 @@ pub use engine::Interrupts;
 pub use events::{Discard, Event, Observer, Phase, Recorder};
 pub use report::{Counts, InstanceReport, Outcome, PlanReport, Report, Status};
 pub use select::{Candidate, Plan, SkipReason, Skipped};
-pub use settings::{Backoff, Settings, Strategy};
+pub use settings::{Backoff, InvalidRate, Rate, Settings, Strategy};
 
 use crate::inventory::{Inventory, InventoryError};
 use fleet_clock::WallClock;

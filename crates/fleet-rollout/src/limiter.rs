@@ -14,6 +14,8 @@ use governor::middleware::NoOpMiddleware;
 use governor::state::{InMemoryState, NotKeyed};
 use governor::{Quota, RateLimiter};
 
+use crate::settings::Rate;
+
 /// governor's view of tokio's (possibly paused) clock.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TokioClock;
@@ -35,11 +37,10 @@ pub struct RequestLimiter {
 }
 
 impl RequestLimiter {
-    /// `requests_per_second` must be positive; infinity means no limit.
-    pub fn new(requests_per_second: f64) -> Self {
-        if requests_per_second.is_infinite() {
+    pub fn new(rate: Rate) -> Self {
+        let Some(requests_per_second) = rate.get() else {
             return RequestLimiter { limiter: None };
-        }
+        };
         let period =
             Duration::from_secs_f64(1.0 / requests_per_second).max(Duration::from_nanos(1));
         let quota = Quota::with_period(period).expect("the period is positive");
@@ -66,7 +67,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn requests_are_spaced_in_virtual_time() {
-        let limiter = RequestLimiter::new(4.0);
+        let limiter = RequestLimiter::new(Rate::per_second(4.0).unwrap());
         let start = Instant::now();
         for _ in 0..9 {
             limiter.acquire().await;

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use super::limiter::RequestLimiter;
-use super::settings::Backoff;
+use super::settings::{Backoff, Rate};
 use crate::inventory::{
     Action, ErrorKind, Instance, InstanceId, Inventory, InventoryError, Operation, OperationState,
     Selection, Triggered,
@@ -18,7 +18,7 @@ pub struct Requests<I> {
 }
 
 impl<I: Inventory> Requests<I> {
-    pub fn new(inventory: Arc<I>, requests_per_second: f64, backoff: Backoff) -> Self {
+    pub fn new(inventory: Arc<I>, requests_per_second: Rate, backoff: Backoff) -> Self {
         Requests {
             inventory,
             limiter: RequestLimiter::new(requests_per_second),

@@ -1,3 +1,5 @@
+use std::fmt;
+use std::num::NonZeroUsize;
 use std::time::Duration;
 
 use crate::inventory::{Action, Selection};
@@ -65,12 +67,50 @@ impl Default for Backoff {
     }
 }
 
+/// Inventory requests per second over a whole run: a positive, finite number, or no limit.
+/// A rate of zero would stall the limiter and a NaN would poison it, so neither can be made.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rate(Option<f64>);
+
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+#[error("a rate must be a positive, finite number of requests per second, got {0}")]
+pub struct InvalidRate(pub f64);
+
+impl Rate {
+    /// No limit, for benchmarks and tests whose subject is not the rate.
+    pub const UNLIMITED: Rate = Rate(None);
+
+    /// # Errors
+    /// When `requests` is zero, negative, infinite or NaN.
+    pub fn per_second(requests: f64) -> Result<Rate, InvalidRate> {
+        if requests.is_finite() && requests > 0.0 {
+            Ok(Rate(Some(requests)))
+        } else {
+            Err(InvalidRate(requests))
+        }
+    }
+
+    /// Requests per second; `None` without a limit.
+    pub fn get(self) -> Option<f64> {
+        self.0
+    }
+}
+
+impl fmt::Display for Rate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(rate) => write!(f, "{rate}"),
+            None => f.write_str("unlimited"),
+        }
+    }
+}
+
 /// Everything the engine needs to know, already validated; the configuration file and the
 /// CLI flags are resolved into this before the engine starts.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
     pub strategy: Strategy,
-    pub max_in_parallel: usize,
+    pub max_in_parallel: NonZeroUsize,
     pub canaries: usize,
     /// Triggers per instance while it answers busy, the first included.
     pub busy_attempts: u32,
@@ -79,9 +119,8 @@ pub struct Settings {
     pub poll_interval: Duration,
     /// From acceptance to a final state; past it the operation counts as failed.
     pub operation_timeout: Duration,
-    /// Inventory requests per second over the whole run, spread evenly; infinity means
-    /// no limit.
-    pub requests_per_second: f64,
+    /// Inventory requests over the whole run, spread evenly.
+    pub requests_per_second: Rate,
     pub backoff: Backoff,
     /// How often a progress line is printed while the run waits.
     pub progress_interval: Duration,
@@ -96,16 +135,30 @@ impl Default for Settings {
                 instance_type: Selection::Outdated,
                 force: false,
             },
-            max_in_parallel: 1,
+            max_in_parallel: NonZeroUsize::MIN,
             canaries: 0,
             busy_attempts: 5,
             busy_interval: Duration::from_secs(60),
             poll_interval: Duration::from_secs(10),
             operation_timeout: Duration::from_secs(2 * 3600),
-            requests_per_second: 10.0,
+            requests_per_second: Rate(Some(10.0)),
             backoff: Backoff::default(),
             progress_interval: Duration::from_secs(30),
             grace_period: Duration::from_secs(300),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rate_is_positive_and_finite() {
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            assert!(Rate::per_second(bad).is_err(), "{bad}");
+        }
+        assert_eq!(Rate::per_second(2.5).unwrap().get(), Some(2.5));
+        assert_eq!(Rate::UNLIMITED.get(), None);
     }
 }

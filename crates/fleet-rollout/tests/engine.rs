@@ -1,5 +1,6 @@
 //! Engine behaviour in virtual time against the scripted inventory.
 
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -29,9 +30,9 @@ fn fleet(scripts: &[(&str, &str)]) -> ScriptedInventory {
 
 fn settings(max_in_parallel: usize, canaries: usize) -> Settings {
     Settings {
-        max_in_parallel,
+        max_in_parallel: NonZeroUsize::new(max_in_parallel).expect("tests run at least one"),
         canaries,
-        requests_per_second: f64::INFINITY,
+        requests_per_second: Rate::UNLIMITED,
         ..Settings::default()
     }
 }
@@ -388,7 +389,7 @@ async fn the_rate_limit_holds_in_every_virtual_second() {
         .collect();
     let inventory = fleet(&scripts);
     let mut settings = settings(10, 0);
-    settings.requests_per_second = 2.0;
+    settings.requests_per_second = Rate::per_second(2.0).unwrap();
     settings.poll_interval = Duration::from_secs(1);
     let run = run(&inventory, settings).await;
     assert!(run.report.succeeded());

@@ -1,6 +1,7 @@
 //! Invariants of the engine over random fleets, scripts and settings.
 
 use std::collections::HashMap;
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,7 +11,7 @@ use tokio::sync::watch;
 use fleet_clock::WallClock;
 use fleet_inventory_scripted::{ScriptedInventory, Step};
 use fleet_rollout::inventory::Instance;
-use fleet_rollout::{Event, Outcome, Recorder, Rollout, Settings, Status};
+use fleet_rollout::{Event, Outcome, Rate, Recorder, Rollout, Settings, Status};
 
 fn trigger_step() -> impl Strategy<Value = Step> {
     prop_oneof![
@@ -88,10 +89,10 @@ proptest! {
             inventory = inventory.with(instance, steps.clone());
         }
         let settings = Settings {
-            max_in_parallel,
+            max_in_parallel: NonZeroUsize::new(max_in_parallel).expect("the strategy draws from 1"),
             canaries,
             busy_attempts,
-            requests_per_second: 50.0,
+            requests_per_second: Rate::per_second(50.0).unwrap(),
             ..Settings::default()
         };
         let (report, events) = runtime.block_on(async {
