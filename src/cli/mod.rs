@@ -21,7 +21,7 @@ use fleet_updater::inventory::director_http::DirectorInventory;
 use fleet_updater::inventory::embedded::EmbeddedInventory;
 use fleet_updater::inventory::scripted::load_scenario;
 use fleet_updater::output::{TextOutput, plan_text, summary, write_json_file};
-use fleet_updater::rollout::{PlanReport, Rollout, RolloutError};
+use fleet_updater::rollout::{PlanReport, RequestLimiter, Rollout, RolloutError};
 use tokio::sync::watch;
 
 pub(crate) const DONE: u8 = 0;
@@ -236,7 +236,7 @@ async fn run(config: Config) -> anyhow::Result<ExitCode> {
                 .service_broker
                 .as_ref()
                 .expect("validation requires `service_broker` for the broker inventory");
-            match BrokerInventory::new(broker) {
+            match BrokerInventory::new(broker, RequestLimiter::new(config.requests_per_second)) {
                 Ok(inventory) => drive(Arc::new(inventory), &config).await,
                 Err(e) => {
                     eprintln!("error: {e}");
@@ -249,7 +249,8 @@ async fn run(config: Config) -> anyhow::Result<ExitCode> {
                 .director
                 .as_ref()
                 .expect("validation requires `director` for the director inventory");
-            match DirectorInventory::new(director) {
+            match DirectorInventory::new(director, RequestLimiter::new(config.requests_per_second))
+            {
                 Ok(inventory) => drive(Arc::new(inventory), &config).await,
                 Err(e) => {
                     eprintln!("error: {e}");

@@ -11,12 +11,14 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
+use fleet_updater::clock::WallClock;
 use fleet_updater::config::{Secret, ServiceBroker};
 use fleet_updater::inventory::broker_http::BrokerInventory;
 use fleet_updater::inventory::{
     Action, ErrorKind, Instance, InstanceId, Inventory, Operation, OperationState, Selection,
     Triggered,
 };
+use fleet_updater::rollout::{Backoff, RequestLimiter, Rollout, Settings};
 use fleet_updater::serve::Https;
 use serde_json::json;
 use tokio::io::AsyncReadExt;
@@ -154,11 +156,14 @@ impl Scripted {
     }
 
     fn inventory(&self, timeout: Duration) -> BrokerInventory {
-        BrokerInventory::new(&config(
-            format!("https://{}", self.https.addr),
-            &self.https.ca,
-            timeout,
-        ))
+        BrokerInventory::new(
+            &config(
+                format!("https://{}", self.https.addr),
+                &self.https.ca,
+                timeout,
+            ),
+            RequestLimiter::unlimited(),
+        )
         .unwrap()
     }
 }
@@ -170,15 +175,48 @@ fn instance(id: &str) -> Instance {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_plain_odb_listing_is_read_with_defaults_filtered_here_and_retried_once_on_503() {
     let s = Scripted::start().await;
-    let inventory = s.inventory(Duration::from_secs(5));
-    let outdated = inventory.list(Selection::Outdated).await.unwrap();
-    let ids: Vec<&str> = outdated.iter().map(|i| i.id.0.as_str()).collect();
+    let limiter = RequestLimiter::unlimited();
+    let inventory = Arc::new(
+        BrokerInventory::new(
+            &config(
+                format!("https://{}", s.https.addr),
+                &s.https.ca,
+                Duration::from_secs(5),
+            ),
+            limiter.clone(),
+        )
+        .unwrap(),
+    );
+    // The engine is the one retry layer: the 503 comes back transient and is retried
+    // there, each attempt taking a token.
+    let settings = Settings {
+        backoff: Backoff {
+            attempts: 3,
+            initial: Duration::from_millis(10),
+            max: Duration::from_millis(10),
+        },
+        ..Settings::default()
+    };
+    let plan = Rollout::new(Arc::clone(&inventory), settings, WallClock::new())
+        .plan()
+        .await
+        .unwrap();
+    let mut ids: Vec<&str> = plan
+        .order
+        .iter()
+        .map(|c| c.instance.id.0.as_str())
+        .collect();
+    ids.sort_unstable();
     assert_eq!(ids, ["a", "c"]);
     assert_eq!(
         s.counts.lists.load(Ordering::SeqCst),
         2,
         "the 503 was retried once"
     );
+    assert_eq!(limiter.taken(), 2, "each attempt took a token");
+    let outdated = inventory.list(Selection::Outdated).await.unwrap();
+    let ids: Vec<&str> = outdated.iter().map(|i| i.id.0.as_str()).collect();
+    assert_eq!(ids, ["a", "c"]);
     let failed = inventory.list(Selection::Failed).await.unwrap();
     assert_eq!(failed.len(), 1);
     // No single-instance route: found through the listing.
@@ -302,11 +340,14 @@ async fn a_refused_connection_is_transient() {
         .local_addr()
         .unwrap();
     let s = Scripted::start().await;
-    let inventory = BrokerInventory::new(&config(
-        format!("https://{port}"),
-        &s.https.ca,
-        Duration::from_secs(2),
-    ))
+    let inventory = BrokerInventory::new(
+        &config(
+            format!("https://{port}"),
+            &s.https.ca,
+            Duration::from_secs(2),
+        ),
+        RequestLimiter::unlimited(),
+    )
     .unwrap();
     let e = inventory.list(Selection::All).await.unwrap_err();
     assert_eq!(e.kind, ErrorKind::Transient, "{e}");
@@ -332,11 +373,14 @@ async fn a_server_that_never_answers_the_handshake_times_out_before_sending() {
         }
     });
     let s = Scripted::start().await;
-    let inventory = BrokerInventory::new(&config(
-        format!("https://{addr}"),
-        &s.https.ca,
-        Duration::from_millis(500),
-    ))
+    let inventory = BrokerInventory::new(
+        &config(
+            format!("https://{addr}"),
+            &s.https.ca,
+            Duration::from_millis(500),
+        ),
+        RequestLimiter::unlimited(),
+    )
     .unwrap();
     let e = inventory
         .trigger(&instance("a"), Action::Update, false)
@@ -366,11 +410,14 @@ async fn a_connection_reset_after_the_request_makes_a_trigger_ambiguous() {
             });
         }
     });
-    let inventory = BrokerInventory::new(&config(
-        format!("https://{addr}"),
-        &identity.ca.unwrap(),
-        Duration::from_secs(5),
-    ))
+    let inventory = BrokerInventory::new(
+        &config(
+            format!("https://{addr}"),
+            &identity.ca.unwrap(),
+            Duration::from_secs(5),
+        ),
+        RequestLimiter::unlimited(),
+    )
     .unwrap();
     let e = inventory
         .trigger(&instance("a"), Action::Update, false)
@@ -413,11 +460,14 @@ async fn redirects_are_followed_to_the_same_host_only() {
     let https = Https::start(router, dir.path(), "127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();
-    let inventory = BrokerInventory::new(&config(
-        format!("https://{}", https.addr),
-        &https.ca,
-        Duration::from_secs(5),
-    ))
+    let inventory = BrokerInventory::new(
+        &config(
+            format!("https://{}", https.addr),
+            &https.ca,
+            Duration::from_secs(5),
+        ),
+        RequestLimiter::unlimited(),
+    )
     .unwrap();
     let listed = inventory.list(Selection::All).await.unwrap();
     assert_eq!(listed[0].id.0, "m", "followed with the same credentials");

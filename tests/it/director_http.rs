@@ -14,6 +14,7 @@ use axum::routing::{get, post};
 use fleet_updater::config::{DirectorAuth, DirectorEndpoint, Secret};
 use fleet_updater::inventory::director_http::DirectorInventory;
 use fleet_updater::inventory::{InstanceId, Inventory, Selection};
+use fleet_updater::rollout::RequestLimiter;
 use fleet_updater::serve::Https;
 use serde_json::json;
 
@@ -24,6 +25,8 @@ struct Uaa {
     /// Where the token endpoint is, known once the server has its port.
     url: OnceLock<String>,
     grants: AtomicUsize,
+    /// Every request that reached the server, token grants included.
+    requests: AtomicUsize,
 }
 
 fn bearer_ok(headers: &HeaderMap, uaa: &Uaa) -> bool {
@@ -144,6 +147,13 @@ fn router(uaa: Arc<Uaa>) -> Router {
                 axum::Json(json!([])).into_response()
             }),
         )
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&uaa),
+            |State(uaa): State<Arc<Uaa>>, request: axum::extract::Request, next: axum::middleware::Next| async move {
+                uaa.requests.fetch_add(1, Ordering::SeqCst);
+                next.run(request).await
+            },
+        ))
         .with_state(uaa)
 }
 
@@ -178,8 +188,20 @@ fn endpoint(https: &Https, secret: &str) -> DirectorEndpoint {
 #[tokio::test(flavor = "multi_thread")]
 async fn uaa_tokens_are_fetched_from_the_uaa_in_info_and_refreshed_once_on_401() {
     let (https, uaa, _dir) = scripted().await;
-    let inventory = DirectorInventory::new(&endpoint(&https, SECRET)).unwrap();
+    let limiter = RequestLimiter::unlimited();
+    let inventory = DirectorInventory::new(&endpoint(&https, SECRET), limiter.clone()).unwrap();
+    assert!(inventory.limits_each_request());
     let all = inventory.list(Selection::All).await.unwrap();
+    let requests = uaa.requests.load(Ordering::SeqCst);
+    assert!(
+        requests >= 6,
+        "info, grants, a 401 and the listings: {requests}"
+    );
+    assert_eq!(
+        limiter.taken(),
+        requests as u64,
+        "every request, token grants and the refused one included, takes a token"
+    );
     assert_eq!(
         uaa.grants.load(Ordering::SeqCst),
         2,
@@ -229,7 +251,11 @@ async fn uaa_tokens_are_fetched_from_the_uaa_in_info_and_refreshed_once_on_401()
 #[tokio::test(flavor = "multi_thread")]
 async fn a_wrong_client_secret_fails_listing_clearly_without_showing_it() {
     let (https, _uaa, _dir) = scripted().await;
-    let inventory = DirectorInventory::new(&endpoint(&https, "wrong-secret")).unwrap();
+    let inventory = DirectorInventory::new(
+        &endpoint(&https, "wrong-secret"),
+        RequestLimiter::unlimited(),
+    )
+    .unwrap();
     let e = inventory.list(Selection::All).await.unwrap_err();
     assert!(!e.message.contains("wrong-secret"), "{e}");
     assert!(

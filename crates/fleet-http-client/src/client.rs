@@ -7,23 +7,20 @@ use reqwest::redirect::Policy;
 use reqwest::{Certificate, Client, Method, RequestBuilder, Response, Url};
 
 use super::answer::Answer;
-use super::classify::{chain, describe, status_kind, transport_error};
+use super::classify::{chain, describe, transport_error};
 use super::redirect::same_origin;
-use fleet_rollout::inventory::{ErrorKind, InventoryError};
+use fleet_rollout::RequestLimiter;
+use fleet_rollout::inventory::InventoryError;
 
 /// Larger answers are refused: the biggest legitimate one is a fleet listing or a
 /// manifest, and a server that streams without end must not exhaust our memory.
 pub const BODY_LIMIT: usize = 8 * 1024 * 1024;
 
-/// Short, because the engine retries with its own, longer backoff on top; these only
-/// smooth over a blip so that one dropped connection does not cost a whole engine round.
-const RETRY_DELAYS: [Duration; 2] = [Duration::from_millis(200), Duration::from_millis(400)];
-
 /// Upper bound for establishing a connection; see [`connect_timeout`].
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Where and how to connect, as the configuration gives it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct Endpoint<'a> {
     /// `http(s)://host[:port][/prefix]`.
     pub url: &'a str,
@@ -34,6 +31,8 @@ pub struct Endpoint<'a> {
     /// Per request, from connecting to the last byte of the answer; zero means none, as
     /// in the ODB errands' `request_timeout`.
     pub timeout: Duration,
+    /// The run's limiter: every request takes a token.
+    pub limiter: &'a RequestLimiter,
 }
 
 /// Whether a request may be repeated: the engine must never send a trigger twice blindly,
@@ -96,6 +95,7 @@ pub struct HttpClient {
     follow: Client,
     direct: Client,
     timeout: Option<Duration>,
+    limiter: RequestLimiter,
 }
 
 impl HttpClient {
@@ -149,6 +149,7 @@ impl HttpClient {
             direct: build(Policy::none())?,
             base,
             timeout,
+            limiter: endpoint.limiter.clone(),
         })
     }
 
@@ -158,9 +159,10 @@ impl HttpClient {
         append_path(&self.base, path)
     }
 
-    /// Sends the request, retrying a read up to twice on a transient failure (a transport
-    /// fault, a 5xx, a 429); a write is sent exactly once. `build` adds headers and body
-    /// and is called once per attempt.
+    /// Sends the request once, after taking a token of the run's limiter. Retries are
+    /// the engine's alone (one layer, each attempt paced): a read that fails transiently
+    /// (a transport fault, a 5xx, a 429) comes back as such, and a write is never
+    /// repeated here. `build` adds headers and body.
     ///
     /// Every status comes back as an [`Answer`], so that an adapter can give meaning to
     /// 404 or 409 on its routes; the adapter turns the statuses it does not expect into
@@ -173,26 +175,8 @@ impl HttpClient {
     where
         F: Fn(RequestBuilder) -> RequestBuilder + Send + Sync,
     {
-        let mut retries = 0;
-        loop {
-            let outcome = self.attempt(call, &build).await;
-            let retryable = call.effect == Effect::Read
-                && match &outcome {
-                    Ok(answer) => {
-                        status_kind(answer.status, Effect::Read) == Some(ErrorKind::Transient)
-                    }
-                    Err(e) => e.is_transient(),
-                };
-            match RETRY_DELAYS.get(retries) {
-                Some(&delay) if retryable => {
-                    tracing::debug!(request = %call.what(), "transient failure; retrying");
-                    drop(outcome);
-                    retries += 1;
-                    tokio::time::sleep(delay).await;
-                }
-                _ => return outcome,
-            }
-        }
+        self.limiter.acquire().await;
+        self.attempt(call, &build).await
     }
 
     async fn attempt<F>(&self, call: &Call, build: &F) -> Result<Answer, InventoryError>
@@ -288,6 +272,16 @@ async fn read_capped(response: &mut Response, limit: usize) -> Result<Vec<u8>, B
     Ok(body)
 }
 
+/// reqwest is built without a crypto provider of its own, so that the whole build uses
+/// ring (no C toolchain for aws-lc); rustls then needs the process default set before the
+/// first client. Another part of the process may have set it already, which is as good.
+fn install_crypto_provider() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -332,6 +326,7 @@ mod tests {
             ca: None,
             skip_ssl_validation: false,
             timeout: Duration::from_secs(1),
+            limiter: &RequestLimiter::unlimited(),
         };
         assert!(HttpClient::new(&endpoint).is_err());
     }
@@ -343,17 +338,8 @@ mod tests {
             ca: Some("-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n"),
             skip_ssl_validation: false,
             timeout: Duration::from_secs(1),
+            limiter: &RequestLimiter::unlimited(),
         };
         assert!(HttpClient::new(&endpoint).is_err());
     }
-}
-
-/// reqwest is built without a crypto provider of its own, so that the whole build uses
-/// ring (no C toolchain for aws-lc); rustls then needs the process default set before the
-/// first client. Another part of the process may have set it already, which is as good.
-fn install_crypto_provider() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
 }

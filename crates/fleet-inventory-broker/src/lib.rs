@@ -8,6 +8,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use fleet_http_client::{Answer, Call, Endpoint, HttpClient, segment};
+use fleet_rollout::RequestLimiter;
 use fleet_rollout::inventory::{
     Action, Instance, InstanceId, Inventory, InventoryError, LastOperationState, Operation,
     OperationState, Selection, Triggered,
@@ -30,12 +31,16 @@ pub struct BrokerInventory {
 impl BrokerInventory {
     /// # Errors
     /// A permanent error when the endpoint or its CA cannot be used.
-    pub fn new(config: &ServiceBroker) -> Result<BrokerInventory, InventoryError> {
+    pub fn new(
+        config: &ServiceBroker,
+        limiter: RequestLimiter,
+    ) -> Result<BrokerInventory, InventoryError> {
         let http = HttpClient::new(&Endpoint {
             url: &config.api_endpoint,
             ca: config.ca.as_deref(),
             skip_ssl_validation: config.skip_ssl_validation,
             timeout: config.timeout,
+            limiter: &limiter,
         })?;
         Ok(BrokerInventory {
             http,
@@ -138,6 +143,10 @@ fn operation_state(answer: LastOperationAnswer, retry_after: Option<Duration>) -
 }
 
 impl Inventory for BrokerInventory {
+    fn limits_each_request(&self) -> bool {
+        true
+    }
+
     /// Sends the filter, and filters again here because a server may ignore it. A plain
     /// ODB with the CF lister refuses unknown filters instead of ignoring them, so a
     /// filtered listing that fails with a status other than an authentication failure

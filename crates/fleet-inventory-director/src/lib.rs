@@ -18,6 +18,7 @@ use serde_json::json;
 
 use auth::{Auth, authorize};
 use fleet_http_client::{Answer, Call, Endpoint, HttpClient, segment};
+use fleet_rollout::RequestLimiter;
 use fleet_rollout::inventory::{
     Action, Instance, InstanceId, InstanceState, Inventory, InventoryError, Operation,
     OperationState, Selection, Triggered,
@@ -37,18 +38,23 @@ pub struct DirectorInventory {
     skip_ssl_validation: bool,
     timeout: Duration,
     pattern: String,
+    limiter: RequestLimiter,
 }
 
 impl DirectorInventory {
     /// # Errors
     /// A permanent error when the URL or the CA cannot be used.
-    pub fn new(config: &DirectorEndpoint) -> Result<DirectorInventory, InventoryError> {
+    pub fn new(
+        config: &DirectorEndpoint,
+        limiter: RequestLimiter,
+    ) -> Result<DirectorInventory, InventoryError> {
         let inventory = DirectorInventory {
             http: HttpClient::new(&Endpoint {
                 url: &config.url,
                 ca: config.ca.as_deref(),
                 skip_ssl_validation: config.skip_ssl_validation,
                 timeout: config.timeout,
+                limiter: &limiter,
             })?,
             auth: Auth::new(config.auth.clone()),
             url: config.url.clone(),
@@ -56,6 +62,7 @@ impl DirectorInventory {
             skip_ssl_validation: config.skip_ssl_validation,
             timeout: config.timeout,
             pattern: config.deployments.clone(),
+            limiter,
         };
         Ok(inventory)
     }
@@ -66,6 +73,7 @@ impl DirectorInventory {
             ca: self.ca.as_deref(),
             skip_ssl_validation: self.skip_ssl_validation,
             timeout: self.timeout,
+            limiter: &self.limiter,
         }
     }
 
@@ -244,6 +252,10 @@ fn instance(deployment: &Deployment, uploaded: &Uploaded, locked: bool) -> Insta
 }
 
 impl Inventory for DirectorInventory {
+    fn limits_each_request(&self) -> bool {
+        true
+    }
+
     async fn list(&self, selection: Selection) -> Result<Vec<Instance>, InventoryError> {
         let deployments: Vec<Deployment> = self.get("/deployments").await?;
         let deployments: Vec<Deployment> = deployments

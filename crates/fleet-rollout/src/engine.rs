@@ -244,7 +244,11 @@ impl<'a, I: Inventory> Engine<'a, I> {
         if self.stop.is_some() {
             return 0;
         }
-        let free = self.settings.max_in_parallel.get().saturating_sub(self.in_flight);
+        let free = self
+            .settings
+            .max_in_parallel
+            .get()
+            .saturating_sub(self.in_flight);
         match self.phase {
             Phase::Canaries => free.min(
                 self.canary_target

@@ -6,7 +6,7 @@
 mod engine;
 pub mod events;
 pub mod inventory;
-mod limiter;
+pub mod limiter;
 mod operation;
 pub mod report;
 mod requests;
@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 pub use engine::Interrupts;
 pub use events::{Discard, Event, Observer, Phase, Recorder};
+pub use limiter::RequestLimiter;
 pub use report::{Counts, InstanceReport, Outcome, PlanReport, Report, Status};
 pub use select::{Candidate, Plan, SkipReason, Skipped};
 pub use settings::{Backoff, InvalidRate, Rate, Settings, Strategy};

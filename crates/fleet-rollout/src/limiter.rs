@@ -7,6 +7,8 @@
 // clock, so virtual time still holds.
 #![allow(clippy::disallowed_types)]
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use governor::clock::Clock;
@@ -31,26 +33,42 @@ impl Clock for TokioClock {
 type Limiter = RateLimiter<NotKeyed, InMemoryState, TokioClock, NoOpMiddleware<std::time::Instant>>;
 
 /// Spreads requests evenly: with a rate of N per second, no second holds more than N.
+///
+/// Clones share one budget, so that an inventory which sends several requests for one
+/// call (a token, a manifest, a task) takes a token for each, from the run's one limiter.
+#[derive(Clone)]
 pub struct RequestLimiter {
     /// `None`: unlimited, for benchmarks and tests whose subject is not the rate.
-    limiter: Option<Limiter>,
+    limiter: Option<Arc<Limiter>>,
+    taken: Arc<AtomicU64>,
 }
 
 impl RequestLimiter {
     pub fn new(rate: Rate) -> Self {
-        let Some(requests_per_second) = rate.get() else {
-            return RequestLimiter { limiter: None };
-        };
-        let period =
-            Duration::from_secs_f64(1.0 / requests_per_second).max(Duration::from_nanos(1));
-        let quota = Quota::with_period(period).expect("the period is positive");
+        let limiter = rate.get().map(|requests_per_second| {
+            let period =
+                Duration::from_secs_f64(1.0 / requests_per_second).max(Duration::from_nanos(1));
+            let quota = Quota::with_period(period).expect("the period is positive");
+            Arc::new(RateLimiter::direct_with_clock(quota, TokioClock))
+        });
         RequestLimiter {
-            limiter: Some(RateLimiter::direct_with_clock(quota, TokioClock)),
+            limiter,
+            taken: Arc::new(AtomicU64::new(0)),
         }
+    }
+
+    pub fn unlimited() -> Self {
+        RequestLimiter::new(Rate::UNLIMITED)
+    }
+
+    /// Tokens handed out so far, by this limiter and its clones.
+    pub fn taken(&self) -> u64 {
+        self.taken.load(Ordering::Relaxed)
     }
 
     /// Waits until the next request may go out.
     pub async fn acquire(&self) {
+        self.taken.fetch_add(1, Ordering::Relaxed);
         let Some(limiter) = &self.limiter else {
             return;
         };

@@ -39,8 +39,11 @@ impl<I: Inventory> Requests<I> {
     {
         let mut delay = self.backoff.initial;
         let mut attempt = 1;
+        let pace_calls = !self.inventory.limits_each_request();
         loop {
-            self.limiter.acquire().await;
+            if pace_calls {
+                self.limiter.acquire().await;
+            }
             let retryable = |e: &InventoryError| {
                 e.is_transient() || (idempotent && e.kind == ErrorKind::Ambiguous)
             };

@@ -412,7 +412,10 @@ mod tests {
         let limits = Limits::default();
         let root = load(&text, limits).unwrap();
         assert_eq!(root.as_map().map(<[_]>::len), Some(100_000));
-        assert_eq!(root.get("k99999").map(|n| &n.value), Some(&Value::Int(99_999)));
+        assert_eq!(
+            root.get("k99999").map(|n| &n.value),
+            Some(&Value::Int(99_999))
+        );
         text.push_str("k0: again\n");
         let err = load(&text, limits).unwrap_err();
         assert!(err.message.contains("duplicate key `k0`"), "{err}");

@@ -45,4 +45,12 @@ pub trait Inventory: Send + Sync + 'static {
         &self,
         operation: &Operation,
     ) -> impl Future<Output = Result<OperationState, InventoryError>> + Send;
+
+    /// `true` when the inventory takes a token of the run's [`crate::RequestLimiter`] for
+    /// every request it sends, because one call may send several (a token grant, a
+    /// manifest, a task). The engine then takes none per call, so that the limit counts
+    /// requests, as the operator means it.
+    fn limits_each_request(&self) -> bool {
+        false
+    }
 }
