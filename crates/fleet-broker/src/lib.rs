@@ -32,6 +32,18 @@ pub enum BrokerError {
     Store(#[from] StoreError),
 }
 
+impl BrokerError {
+    /// Whether the same call may succeed later: the store was busy.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            BrokerError::Store(e) | BrokerError::Director(DirectorError::Store(e)) => {
+                e.is_transient()
+            }
+            _ => false,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServiceInstance {
     pub id: String,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use fleet_broker::{Answer, Broker, InstanceView, OperationStatus, State};
+use fleet_broker::{Answer, Broker, BrokerError, InstanceView, OperationStatus, State};
 use fleet_director::model::TaskState;
 use fleet_rollout::inventory::{
     Action, Instance, InstanceId, InstanceState, Inventory, InventoryError, LastOperation,
@@ -22,8 +22,32 @@ impl EmbeddedInventory {
     }
 }
 
-fn failure(e: impl std::fmt::Display) -> InventoryError {
-    InventoryError::permanent(e.to_string())
+/// A read that met a busy store may be repeated; a trigger that did may have written
+/// part of its work, so only reading the instance back can tell (ambiguous). Everything
+/// else will fail the same way again.
+fn failure(e: BrokerError) -> InventoryError {
+    if !e.is_transient() {
+        InventoryError::permanent(e.to_string())
+    } else {
+        InventoryError::transient(e.to_string())
+    }
+}
+
+fn trigger_failure(e: BrokerError) -> InventoryError {
+    if e.is_transient() {
+        InventoryError::ambiguous(e.to_string())
+    } else {
+        InventoryError::permanent(e.to_string())
+    }
+}
+
+/// The broker's calls block on SQLite, which must not stall the runtime's workers.
+async fn blocking<T: Send + 'static>(
+    call: impl FnOnce() -> Result<T, BrokerError> + Send + 'static,
+) -> Result<T, BrokerError> {
+    tokio::task::spawn_blocking(call)
+        .await
+        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
 }
 
 fn instance(view: InstanceView) -> Instance {
@@ -57,9 +81,9 @@ fn instance(view: InstanceView) -> Instance {
 
 impl Inventory for EmbeddedInventory {
     async fn list(&self, selection: Selection) -> Result<Vec<Instance>, InventoryError> {
-        Ok(self
-            .broker
-            .instances()
+        let broker = Arc::clone(&self.broker);
+        Ok(blocking(move || broker.instances())
+            .await
             .map_err(failure)?
             .into_iter()
             .map(instance)
@@ -68,7 +92,12 @@ impl Inventory for EmbeddedInventory {
     }
 
     async fn instance(&self, id: &InstanceId) -> Result<Option<Instance>, InventoryError> {
-        Ok(self.broker.instance(&id.0).map_err(failure)?.map(instance))
+        let broker = Arc::clone(&self.broker);
+        let id = id.0.clone();
+        Ok(blocking(move || broker.instance(&id))
+            .await
+            .map_err(failure)?
+            .map(instance))
     }
 
     async fn trigger(
@@ -77,12 +106,18 @@ impl Inventory for EmbeddedInventory {
         action: Action,
         force: bool,
     ) -> Result<Triggered, InventoryError> {
-        let id = &target.id.0;
-        let (answer, kind) = match action {
-            Action::Update => (self.broker.upgrade(id, force), "upgrade"),
-            Action::Recreate { fix } => (self.broker.recreate(id, force, fix), "recreate"),
+        let broker = Arc::clone(&self.broker);
+        let id = target.id.0.clone();
+        let kind = match action {
+            Action::Update => "upgrade",
+            Action::Recreate { .. } => "recreate",
         };
-        Ok(match answer.map_err(failure)? {
+        let answer = blocking(move || match action {
+            Action::Update => broker.upgrade(&id, force),
+            Action::Recreate { fix } => broker.recreate(&id, force, fix),
+        })
+        .await;
+        Ok(match answer.map_err(trigger_failure)? {
             Answer::Accepted { task } => Triggered::Accepted(Operation {
                 instance: target.id.clone(),
                 data: json!({ "BoshTaskID": task, "OperationType": kind }),
@@ -100,11 +135,36 @@ impl Inventory for EmbeddedInventory {
             .data
             .get("BoshTaskID")
             .and_then(serde_json::Value::as_u64)
-            .ok_or_else(|| failure(format!("operation {} names no task", operation.data)))?;
-        Ok(match self.broker.operation(task).map_err(failure)? {
+            .ok_or_else(|| {
+                InventoryError::permanent(format!("operation {} names no task", operation.data))
+            })?;
+        let broker = Arc::clone(&self.broker);
+        Ok(match blocking(move || broker.operation(task)).await.map_err(failure)? {
             OperationStatus::InProgress => OperationState::InProgress { retry_after: None },
             OperationStatus::Succeeded => OperationState::Succeeded,
             OperationStatus::Failed(reason) => OperationState::Failed { reason },
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fleet_rollout::inventory::ErrorKind;
+    use fleet_store::StoreError;
+
+    fn busy() -> BrokerError {
+        let code = rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY);
+        BrokerError::Store(StoreError::from(rusqlite::Error::SqliteFailure(code, None)))
+    }
+
+    #[test]
+    fn a_busy_store_is_transient_for_reads_and_ambiguous_for_triggers() {
+        assert_eq!(failure(busy()).kind, ErrorKind::Transient);
+        assert_eq!(trigger_failure(busy()).kind, ErrorKind::Ambiguous);
+        let unknown = BrokerError::UnknownPlan("p".into());
+        assert_eq!(failure(unknown).kind, ErrorKind::Permanent);
+        let unknown = BrokerError::UnknownPlan("p".into());
+        assert_eq!(trigger_failure(unknown).kind, ErrorKind::Permanent);
     }
 }

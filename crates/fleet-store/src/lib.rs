@@ -13,19 +13,49 @@ pub use records::{Collection, get, list, put, remove};
 pub use sqlite::SqliteStore;
 pub use task::{EventState, Task, TaskEvent, TaskState};
 
+/// What went wrong in the store, kept apart by what a caller can do about it: a busy
+/// database may answer on the next try, a refused constraint or a corrupt record will not.
 #[derive(Debug, thiserror::Error)]
-#[error("state store: {0}")]
-pub struct StoreError(pub String);
+pub enum StoreError {
+    /// Another connection or process holds the database.
+    #[error("the state store is busy: {0}")]
+    Busy(#[source] rusqlite::Error),
+    /// A uniqueness or other constraint refused the write; nothing of it was applied.
+    #[error("the state store refused a write: {0}")]
+    Constraint(#[source] rusqlite::Error),
+    #[error("the state store holds a corrupt record: {0}")]
+    Corrupt(#[source] serde_json::Error),
+    #[error("cannot create the state store's folder {}: {source}", path.display())]
+    Open {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the state store failed: {0}")]
+    Database(#[source] rusqlite::Error),
+}
+
+impl StoreError {
+    /// Whether the same call may succeed later, unchanged.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, StoreError::Busy(_))
+    }
+}
 
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> Self {
-        StoreError(e.to_string())
+        use rusqlite::ErrorCode;
+        match e.sqlite_error_code() {
+            Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => StoreError::Busy(e),
+            Some(ErrorCode::ConstraintViolation) => StoreError::Constraint(e),
+            _ => StoreError::Database(e),
+        }
     }
 }
 
 impl From<serde_json::Error> for StoreError {
     fn from(e: serde_json::Error) -> Self {
-        StoreError(format!("corrupt record: {e}"))
+        StoreError::Corrupt(e)
     }
 }
 
