@@ -45,6 +45,43 @@ use model::{
 };
 use task::TaskLog;
 
+/// Tries for a write at a task's start or end; with the delays doubling from
+/// [`PERSIST_DELAY`], a store that stays busy for about three seconds is outlasted.
+const PERSIST_ATTEMPTS: u32 = 6;
+const PERSIST_DELAY: Duration = Duration::from_millis(100);
+
+/// A write that a task's start or end must not lose: a deployment whose lock is not
+/// released stays locked until the next start, and a task not recorded as ended looks
+/// running. A failing store is tried again with backoff; what still fails is logged and
+/// returned, and crash recovery at the next start repairs it.
+async fn persist(
+    what: &str,
+    task: u64,
+    mut write: impl FnMut() -> Result<(), fleet_store::StoreError>,
+) -> Result<(), fleet_store::StoreError> {
+    let mut delay = PERSIST_DELAY;
+    let mut attempt = 1;
+    loop {
+        match write() {
+            Ok(()) => return Ok(()),
+            Err(e) if attempt < PERSIST_ATTEMPTS => {
+                tracing::warn!(task, attempt, error = %e, "cannot {what} task; trying again");
+                tokio::time::sleep(delay).await;
+                delay *= 2;
+                attempt += 1;
+            }
+            Err(e) => {
+                tracing::error!(
+                    task,
+                    error = %e,
+                    "cannot {what} task; the next start of the director repairs it"
+                );
+                return Err(e);
+            }
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DirectorSettings {
     /// How long an agent may take to answer before it counts as unresponsive.
@@ -477,7 +514,8 @@ impl Director {
             .insert(task.id, Arc::clone(&cancel));
         tokio::spawn(async move {
             running.started_at = Some(unix_now());
-            {
+            let id = running.id;
+            let started = persist("record the start of", id, || {
                 // State writes and cancellation take the same mutex, so that neither
                 // overwrites the other.
                 let _guard = core.running.lock().unwrap_or_else(|p| p.into_inner());
@@ -486,14 +524,23 @@ impl Director {
                 } else {
                     TaskState::Processing
                 };
-                let _ = core.store.put_task(&running);
-            }
-            let log = TaskLog::new(running.id, Arc::clone(&core.store), Arc::clone(&cancel));
-            // The job runs as its own task so that a panic in it still ends this task
-            // and releases the lock.
-            let outcome = match tokio::spawn(job(Arc::clone(&core), log)).await {
-                Ok(outcome) => outcome,
-                Err(e) => Err(format!("internal error: {e}")),
+                core.store.put_task(&running)
+            })
+            .await;
+            let outcome = match started {
+                // A task whose start cannot be recorded does not run: nothing it did
+                // could be told apart from a task that never started.
+                Err(e) => Err(format!("cannot record the start of the task: {e}")),
+                Ok(()) => {
+                    let log =
+                        TaskLog::new(running.id, Arc::clone(&core.store), Arc::clone(&cancel));
+                    // The job runs as its own task so that a panic in it still ends this
+                    // task and releases the lock.
+                    match tokio::spawn(job(Arc::clone(&core), log)).await {
+                        Ok(outcome) => outcome,
+                        Err(e) => Err(format!("internal error: {e}")),
+                    }
+                }
             };
             // Only the cancellation itself makes a task cancelled; a failure that came
             // first stays an error.
@@ -505,15 +552,20 @@ impl Director {
             running.state = state;
             running.result = Some(result);
             running.finished_at = Some(unix_now());
-            {
-                let mut flags = core.running.lock().unwrap_or_else(|p| p.into_inner());
-                if let Err(e) = core.store.put_task(&running) {
-                    tracing::error!(task = running.id, error = %e, "cannot record the end of a task");
-                }
-                flags.remove(&running.id);
-            }
+            let _ = persist("record the end of", running.id, || {
+                let _guard = core.running.lock().unwrap_or_else(|p| p.into_inner());
+                core.store.put_task(&running)
+            })
+            .await;
+            core.running
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&running.id);
             if let Some(lock) = &lock {
-                let _ = core.store.release_lock(lock, running.id);
+                let _ = persist("release the lock of", running.id, || {
+                    core.store.release_lock(lock, running.id)
+                })
+                .await;
             }
             finished.notify_waiters();
         });

@@ -37,7 +37,10 @@ struct Fixture {
 }
 
 fn fixture(faults: Vec<Fault>) -> Fixture {
-    let store: Arc<dyn fleet_store::Store> = Arc::new(SqliteStore::in_memory().unwrap());
+    fixture_on(Arc::new(SqliteStore::in_memory().unwrap()), faults)
+}
+
+fn fixture_on(store: Arc<dyn fleet_store::Store>, faults: Vec<Fault>) -> Fixture {
     let latency = Latency {
         min: Duration::from_millis(100),
         max: Duration::from_millis(300),
@@ -1579,5 +1582,172 @@ instance_groups:
         let sequence = cloud.take_calls();
         let stop = sequence.iter().position(|c| c == "stop d/web/0").unwrap();
         assert_eq!(sequence[stop + 1], "snapshot_disk d/web/0");
+    }
+}
+
+mod store_faults {
+    //! A store that fails some writes, to show that a task's end is not lost to them.
+
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use fleet_ipset::IpSet;
+    use fleet_store::{IpOwner, IpRecord, Store, StoreError, Write};
+
+    use super::*;
+
+    /// Delegates to SQLite, but the first `put_task` and `release_lock` calls after
+    /// arming fail as a busy database does.
+    struct FlakyStore {
+        inner: SqliteStore,
+        put_task_failures: AtomicU32,
+        release_failures: AtomicU32,
+    }
+
+    fn busy() -> StoreError {
+        let code = rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY);
+        StoreError::from(rusqlite::Error::SqliteFailure(code, None))
+    }
+
+    fn take(counter: &AtomicU32) -> bool {
+        counter
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+    }
+
+    impl Store for FlakyStore {
+        fn get(&self, c: Collection, key: &str) -> Result<Option<String>, StoreError> {
+            self.inner.get(c, key)
+        }
+        fn list(&self, c: Collection, scope: Option<&str>) -> Result<Vec<String>, StoreError> {
+            self.inner.list(c, scope)
+        }
+        fn write(&self, batch: Vec<Write>) -> Result<(), StoreError> {
+            self.inner.write(batch)
+        }
+        fn create_task(
+            &self,
+            description: &str,
+            deployment: Option<&str>,
+            lock: Option<&str>,
+        ) -> Result<Result<Task, u64>, StoreError> {
+            self.inner.create_task(description, deployment, lock)
+        }
+        fn put_task(&self, task: &Task) -> Result<(), StoreError> {
+            if take(&self.put_task_failures) {
+                return Err(busy());
+            }
+            self.inner.put_task(task)
+        }
+        fn task(&self, id: u64) -> Result<Option<Task>, StoreError> {
+            self.inner.task(id)
+        }
+        fn tasks(&self) -> Result<Vec<Task>, StoreError> {
+            self.inner.tasks()
+        }
+        fn append_event(&self, task: u64, event: &TaskEvent) -> Result<(), StoreError> {
+            self.inner.append_event(task, event)
+        }
+        fn events(&self, task: u64) -> Result<Vec<TaskEvent>, StoreError> {
+            self.inner.events(task)
+        }
+        fn lock_holder(&self, lock: &str) -> Result<Option<u64>, StoreError> {
+            self.inner.lock_holder(lock)
+        }
+        fn release_lock(&self, lock: &str, task: u64) -> Result<(), StoreError> {
+            if take(&self.release_failures) {
+                return Err(busy());
+            }
+            self.inner.release_lock(lock, task)
+        }
+        fn locks(&self) -> Result<Vec<(String, u64)>, StoreError> {
+            self.inner.locks()
+        }
+        fn claim_ip(
+            &self,
+            address: u32,
+            network: &str,
+            owner: &IpOwner,
+            is_static: bool,
+        ) -> Result<Result<(), IpOwner>, StoreError> {
+            self.inner.claim_ip(address, network, owner, is_static)
+        }
+        fn release_ip(
+            &self,
+            address: u32,
+            network: &str,
+            owner: &IpOwner,
+        ) -> Result<(), StoreError> {
+            self.inner.release_ip(address, network, owner)
+        }
+        fn lowest_unclaimed(
+            &self,
+            lo: u32,
+            hi: u32,
+            blocked: &IpSet,
+        ) -> Result<Option<u32>, StoreError> {
+            self.inner.lowest_unclaimed(lo, hi, blocked)
+        }
+        fn ips_in(&self, lo: u32, hi: u32) -> Result<Vec<u32>, StoreError> {
+            self.inner.ips_in(lo, hi)
+        }
+        fn ips_of(&self, deployment: &str) -> Result<Vec<IpRecord>, StoreError> {
+            self.inner.ips_of(deployment)
+        }
+        fn recover(&self, reason: &str, now: u64) -> Result<Vec<u64>, StoreError> {
+            self.inner.recover(reason, now)
+        }
+    }
+
+    fn flaky() -> (Arc<FlakyStore>, Fixture) {
+        let store = Arc::new(FlakyStore {
+            inner: SqliteStore::in_memory().unwrap(),
+            put_task_failures: AtomicU32::new(0),
+            release_failures: AtomicU32::new(0),
+        });
+        let f = fixture_on(Arc::clone(&store) as Arc<dyn Store>, vec![]);
+        (store, f)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lock_release_that_fails_is_tried_again_so_the_deployment_is_not_left_locked() {
+        let (store, f) = flaky();
+        store.release_failures.store(3, Ordering::SeqCst);
+        let task = deploy(&f.director, &manifest("d", 1, "1.0", 0)).await;
+        assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+        f.director.idle().await;
+        assert_eq!(store.release_failures.load(Ordering::SeqCst), 0);
+        assert!(
+            f.director.locks().unwrap().is_empty(),
+            "the lock was released"
+        );
+        let again = deploy(&f.director, &manifest("d", 2, "1.0", 0)).await;
+        assert_eq!(again.state, TaskState::Done, "{:?}", again.result);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_task_whose_start_and_end_meet_a_busy_store_still_ends_recorded() {
+        let (store, f) = flaky();
+        store.put_task_failures.store(2, Ordering::SeqCst);
+        let task = deploy(&f.director, &manifest("d", 1, "1.0", 0)).await;
+        assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+        assert!(task.finished_at.is_some());
+        assert!(f.director.locks().unwrap().is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_store_that_never_records_the_start_fails_the_task_without_running_it() {
+        let (store, f) = flaky();
+        // Every try at the start fails; the end is recorded once the store answers again.
+        store
+            .put_task_failures
+            .store(PERSIST_ATTEMPTS, Ordering::SeqCst);
+        let task = deploy(&f.director, &manifest("d", 1, "1.0", 0)).await;
+        assert!(
+            failed(&task).contains("cannot record the start of the task"),
+            "{:?}",
+            task.result
+        );
+        assert!(f.cloud.vms().is_empty(), "the job did not run");
+        assert!(f.director.locks().unwrap().is_empty());
     }
 }

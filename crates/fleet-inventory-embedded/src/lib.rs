@@ -139,11 +139,16 @@ impl Inventory for EmbeddedInventory {
                 InventoryError::permanent(format!("operation {} names no task", operation.data))
             })?;
         let broker = Arc::clone(&self.broker);
-        Ok(match blocking(move || broker.operation(task)).await.map_err(failure)? {
-            OperationStatus::InProgress => OperationState::InProgress { retry_after: None },
-            OperationStatus::Succeeded => OperationState::Succeeded,
-            OperationStatus::Failed(reason) => OperationState::Failed { reason },
-        })
+        Ok(
+            match blocking(move || broker.operation(task))
+                .await
+                .map_err(failure)?
+            {
+                OperationStatus::InProgress => OperationState::InProgress { retry_after: None },
+                OperationStatus::Succeeded => OperationState::Succeeded,
+                OperationStatus::Failed(reason) => OperationState::Failed { reason },
+            },
+        )
     }
 }
 

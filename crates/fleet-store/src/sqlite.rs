@@ -64,11 +64,10 @@ impl SqliteStore {
     /// # Errors
     /// When the folder cannot be created or the database cannot be opened.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
-        std::fs::create_dir_all(dir)
-            .map_err(|source| StoreError::Open {
-                path: dir.to_path_buf(),
-                source,
-            })?;
+        std::fs::create_dir_all(dir).map_err(|source| StoreError::Open {
+            path: dir.to_path_buf(),
+            source,
+        })?;
         let connection = Connection::open(dir.join("fleet.db"))?;
         Self::with_connection(connection)
     }
