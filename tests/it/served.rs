@@ -32,6 +32,8 @@ pub fn small_fleet() -> Definition {
 
 pub fn client_trusting(ca: &std::path::Path) -> Client {
     let pem = std::fs::read(ca).unwrap();
+    // reqwest is built without a provider of its own (the build uses ring throughout).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     Client::builder()
         .tls_certs_only([Certificate::from_pem(&pem).unwrap()])
         .redirect(reqwest::redirect::Policy::none())

@@ -19,7 +19,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::DefaultBodyLimit;
 use axum::middleware::from_fn_with_state;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -71,10 +70,10 @@ pub struct Addresses {
 }
 
 fn protect(router: Router, gate: Gate, limits: RequestLimits) -> Router {
-    router
-        .layer(from_fn_with_state(gate, auth::require))
-        .layer(DefaultBodyLimit::max(limits.max_body_bytes))
-        .layer(from_fn_with_state(limits, limits::enforce))
+    limits::apply(
+        router.layer(from_fn_with_state(gate, auth::require)),
+        limits,
+    )
 }
 
 async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {

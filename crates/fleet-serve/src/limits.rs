@@ -2,10 +2,13 @@
 
 use std::time::Duration;
 
-use axum::extract::{Request, State};
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{StatusCode, header};
-use axum::middleware::Next;
+use axum::middleware::{Next, from_fn_with_state};
 use axum::response::Response;
+use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::timeout::TimeoutLayer;
 
 use super::rejection::{Flavor, rejection};
 
@@ -16,32 +19,30 @@ pub struct RequestLimits {
     pub timeout: Duration,
 }
 
-/// Refuses a declared body above the limit before reading it; a body without a declared
-/// length is cut off at the limit by the router's body limit. Answers 408 when the
-/// handler takes longer than the timeout.
-pub async fn enforce(
-    State(limits): State<RequestLimits>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let declared = request
+/// Wraps `router` in the limits: tower-http's body limit (a declared length above it is
+/// refused before the body is read, an undeclared one is cut off there) and timeout, and
+/// outside them [`shape`], which gives their bare answers the API's error shape.
+pub fn apply(router: Router, limits: RequestLimits) -> Router {
+    router
+        .layer(DefaultBodyLimit::max(limits.max_body_bytes))
+        .layer(RequestBodyLimitLayer::new(limits.max_body_bytes))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            limits.timeout,
+        ))
+        .layer(from_fn_with_state(limits, shape))
+}
+
+/// A 408 or 413 that is not already the API's JSON came from a limit: it is answered in
+/// the API's own error shape, saying which limit.
+async fn shape(State(limits): State<RequestLimits>, request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    let json = response
         .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limits.max_body_bytes as u64) {
-        return rejection(
-            limits.flavor,
-            StatusCode::PAYLOAD_TOO_LARGE,
-            &format!(
-                "the request body is larger than the limit of {} bytes",
-                limits.max_body_bytes
-            ),
-        );
-    }
-    match tokio::time::timeout(limits.timeout, next.run(request)).await {
-        Ok(response) => response,
-        Err(_) => rejection(
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    match response.status() {
+        StatusCode::REQUEST_TIMEOUT if !json => rejection(
             limits.flavor,
             StatusCode::REQUEST_TIMEOUT,
             &format!(
@@ -49,6 +50,15 @@ pub async fn enforce(
                 humantime::format_duration(limits.timeout)
             ),
         ),
+        StatusCode::PAYLOAD_TOO_LARGE if !json => rejection(
+            limits.flavor,
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!(
+                "the request body is larger than the limit of {} bytes",
+                limits.max_body_bytes
+            ),
+        ),
+        _ => response,
     }
 }
 
@@ -56,10 +66,8 @@ pub async fn enforce(
 mod tests {
     use std::time::Duration;
 
-    use axum::Router;
     use axum::body::Body;
-    use axum::http::{Request, StatusCode};
-    use axum::middleware::from_fn_with_state;
+    use axum::http::Request;
     use axum::routing::post;
     use tower::ServiceExt;
 
@@ -71,15 +79,16 @@ mod tests {
             max_body_bytes: 1024,
             timeout: Duration::from_secs(60),
         };
-        Router::new()
-            .route(
+        apply(
+            Router::new().route(
                 "/slow",
-                post(|| async {
+                post(|body: String| async move {
                     tokio::time::sleep(Duration::from_secs(120)).await;
-                    "late"
+                    body
                 }),
-            )
-            .layer(from_fn_with_state(limits, enforce))
+            ),
+            limits,
+        )
     }
 
     async fn body_text(response: Response) -> String {
@@ -110,5 +119,19 @@ mod tests {
         let response = app().oneshot(request).await.unwrap();
         assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
         assert!(body_text(response).await.contains("1024 bytes"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_undeclared_body_above_the_limit_is_refused_in_the_api_shape() {
+        let request = Request::post("/slow")
+            .body(Body::from(vec![b'x'; 1400]))
+            .unwrap();
+        let response = app().oneshot(request).await.unwrap();
+        assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+        let text = body_text(response).await;
+        assert!(
+            text.contains("\"code\"") && text.contains("1024 bytes"),
+            "{text}"
+        );
     }
 }
