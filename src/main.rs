@@ -5,5 +5,11 @@ mod cli;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    cli::main()
+    match cli::run() {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
 }

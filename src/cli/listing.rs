@@ -2,17 +2,17 @@
 //! has no other tools.
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use fleet_updater::broker::State;
 use fleet_updater::clock::rfc3339;
 use fleet_updater::config::Config;
 use fleet_updater::director::manifest;
-use fleet_updater::fleet::{self, Access, DEMO, Definition, EmbeddedFleet, FleetError};
+use fleet_updater::fleet::{self, Access, DEMO, Definition, EmbeddedFleet};
 use fleet_updater::output::table;
 
-use super::{BAD_CONFIG, DONE, INSTANCES_FAILED, LIST_FAILED, load_config, print_text, runtime};
+use super::error::{CliError, DONE};
+use super::{load_config, print_text, runtime};
 
 #[derive(Args)]
 pub struct StateArgs {
@@ -57,77 +57,51 @@ enum DirectorCommand {
 
 /// Opens the embedded fleet the configuration names; with exclusive access it is
 /// provisioned on first use.
-pub(crate) async fn open_fleet(config: &Config, access: Access) -> Result<EmbeddedFleet, ExitCode> {
+pub(crate) async fn open_fleet(config: &Config, access: Access) -> Result<EmbeddedFleet, CliError> {
     let (text, shown) = match &config.fleet {
         Some(path) => match std::fs::read_to_string(path) {
             Ok(text) => (text, path.display().to_string()),
-            Err(e) => {
-                eprintln!(
-                    "error: cannot read the fleet definition {}: {e}",
-                    path.display()
-                );
-                return Err(ExitCode::from(BAD_CONFIG));
+            Err(source) => {
+                return Err(CliError::FleetFile {
+                    path: path.clone(),
+                    source,
+                });
             }
         },
         None => (DEMO.to_string(), "the built-in demo fleet".to_string()),
     };
-    let mut definition = Definition::parse(&text).map_err(|e| {
-        eprintln!("error: {shown}: {e}");
-        ExitCode::from(BAD_CONFIG)
-    })?;
+    let mut definition =
+        Definition::parse(&text).map_err(|source| CliError::FleetDefinition { shown, source })?;
     definition
         .simulation
         .faults
         .extend(config.faults.iter().cloned());
-    fleet::open(&config.state_dir, &definition, access, &mut |line| {
-        eprintln!("{line}")
-    })
-    .await
-    .map_err(|e| {
-        eprintln!("error: {e}");
-        ExitCode::from(match e {
-            FleetError::NotProvisioned(_) => INSTANCES_FAILED,
-            _ => LIST_FAILED,
+    Ok(
+        fleet::open(&config.state_dir, &definition, access, &mut |line| {
+            eprintln!("{line}")
         })
-    })
+        .await?,
+    )
 }
 
 fn with_fleet(
     args: &StateArgs,
     show: impl FnOnce(&EmbeddedFleet) -> Result<String, String>,
-) -> ExitCode {
-    let mut config = match load_config(args.config.as_deref()) {
-        Ok(config) => config,
-        Err(code) => return code,
-    };
+) -> Result<u8, CliError> {
+    let mut config = load_config(args.config.as_deref())?;
     if let Some(dir) = &args.state_dir {
         config.state_dir = dir.clone();
     }
-    let runtime = match runtime() {
-        Ok(rt) => rt,
-        Err(code) => return code,
-    };
-    let fleet = match runtime.block_on(open_fleet(&config, Access::ReadOnly)) {
-        Ok(fleet) => fleet,
-        Err(code) => return code,
-    };
-    match show(&fleet) {
-        Ok(text) => {
-            print_text(&text);
-            ExitCode::from(DONE)
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(INSTANCES_FAILED)
-        }
-    }
+    let fleet = runtime()?.block_on(open_fleet(&config, Access::ReadOnly))?;
+    print_text(&show(&fleet).map_err(CliError::Show)?);
+    Ok(DONE)
 }
 
 fn yes(b: bool) -> String {
     if b { "yes" } else { "no" }.to_string()
 }
 
-pub fn fleet(args: &StateArgs) -> ExitCode {
+pub fn fleet(args: &StateArgs) -> Result<u8, CliError> {
     with_fleet(args, |fleet| {
         let views = fleet.broker.instances().map_err(|e| e.to_string())?;
         let rows: Vec<Vec<String>> = views
@@ -187,7 +161,7 @@ fn time(unix: Option<u64>) -> String {
         .unwrap_or_else(|| "-".into())
 }
 
-pub fn director(args: &DirectorArgs) -> ExitCode {
+pub fn director(args: &DirectorArgs) -> Result<u8, CliError> {
     with_fleet(&args.state, |fleet| {
         let director = fleet.director();
         let e = |e: fleet_updater::director::DirectorError| e.to_string();

@@ -2,32 +2,23 @@
 //! the exit-code contract (0 done, 1 instances failed/busy or interrupted, 2 bad usage or
 //! configuration, 3 the inventory could not be listed).
 
+mod error;
 mod listing;
+mod run;
 mod serve;
+mod wiring;
+
+pub use error::CliError;
+use error::DONE;
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
-use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
-use fleet_updater::clock::WallClock;
-use fleet_updater::config::{Config, Format, InventoryKind, Overrides, StrategyKind, render};
-use fleet_updater::fleet::{Access, DEMO_CONFIG};
-use fleet_updater::inventory::Inventory;
-use fleet_updater::inventory::broker_http::BrokerInventory;
-use fleet_updater::inventory::director_http::DirectorInventory;
-use fleet_updater::inventory::embedded::EmbeddedInventory;
-use fleet_updater::inventory::scripted::load_scenario;
-use fleet_updater::output::{TextOutput, plan_text, summary, write_json_file};
-use fleet_updater::rollout::{PlanReport, RequestLimiter, Rollout, RolloutError};
+use fleet_updater::config::{Config, Format, Overrides, StrategyKind, render};
+use fleet_updater::fleet::DEMO_CONFIG;
 use tokio::sync::watch;
-
-pub(crate) const DONE: u8 = 0;
-pub(crate) const INSTANCES_FAILED: u8 = 1;
-pub(crate) const BAD_CONFIG: u8 = 2;
-pub(crate) const LIST_FAILED: u8 = 3;
 
 #[derive(Parser)]
 #[command(
@@ -129,7 +120,7 @@ impl RunArgs {
         }
     }
 
-    fn config(&self) -> Result<Config, ExitCode> {
+    fn config(&self) -> Result<Config, CliError> {
         let mut config = load_config(self.config.as_deref())?;
         config.apply(&self.overrides());
         Ok(config)
@@ -137,60 +128,40 @@ impl RunArgs {
 }
 
 /// The configuration file, or the built-in demo configuration without one.
-pub(crate) fn load_config(path: Option<&std::path::Path>) -> Result<Config, ExitCode> {
-    let loaded = match path {
+pub(crate) fn load_config(path: Option<&std::path::Path>) -> Result<Config, CliError> {
+    Ok(match path {
         Some(path) => Config::load(path),
         None => Config::parse(
             DEMO_CONFIG,
             "the built-in demo configuration",
             std::path::Path::new("."),
         ),
-    };
-    loaded.map_err(|e| {
-        eprintln!("error: {e}");
-        ExitCode::from(BAD_CONFIG)
-    })
+    }?)
 }
 
-pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
-    tokio::runtime::Runtime::new().map_err(|e| {
-        eprintln!("error: cannot start the async runtime: {e}");
-        ExitCode::from(INSTANCES_FAILED)
-    })
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
+    tokio::runtime::Runtime::new().map_err(CliError::Runtime)
 }
 
-pub fn main() -> ExitCode {
+/// Parses the arguments and runs the command; the exit code of a command that ran, or
+/// the error that stopped it (whose [`CliError::exit_code`] the binary returns).
+pub fn run() -> Result<ExitCode, CliError> {
     let cli = Cli::parse();
     init_logging(&cli);
-    match cli.command {
-        Command::CheckConfig(args) => match args.config() {
-            Ok(config) => {
-                print_text(&render(&config));
-                ExitCode::from(DONE)
-            }
-            Err(code) => code,
-        },
-        Command::Run(args) => {
-            let config = match args.config() {
-                Ok(config) => config,
-                Err(code) => return code,
-            };
-            let runtime = match runtime() {
-                Ok(rt) => rt,
-                Err(code) => return code,
-            };
-            match runtime.block_on(run(config)) {
-                Ok(code) => code,
-                Err(e) => {
-                    eprintln!("error: {e:#}");
-                    ExitCode::from(INSTANCES_FAILED)
-                }
-            }
+    let code = match cli.command {
+        Command::CheckConfig(args) => {
+            print_text(&render(&args.config()?));
+            DONE
         }
-        Command::Fleet(args) => listing::fleet(&args),
-        Command::Director(args) => listing::director(&args),
-        Command::Serve(args) => serve::serve(&args),
-    }
+        Command::Run(args) => {
+            let config = args.config()?;
+            runtime()?.block_on(wiring::run(config))?
+        }
+        Command::Fleet(args) => listing::fleet(&args)?,
+        Command::Director(args) => listing::director(&args)?,
+        Command::Serve(args) => serve::serve(&args)?,
+    };
+    Ok(ExitCode::from(code))
 }
 
 fn init_logging(cli: &Cli) {
@@ -202,62 +173,6 @@ fn init_logging(cli: &Cli) {
     match cli.log_format {
         LogFormat::Human => builder.init(),
         LogFormat::Json => builder.json().init(),
-    }
-}
-
-async fn run(config: Config) -> anyhow::Result<ExitCode> {
-    match config.inventory {
-        InventoryKind::Scripted => {
-            let path = config
-                .scenario
-                .as_deref()
-                .expect("validation requires a scenario for the scripted inventory");
-            match load_scenario(path) {
-                Ok(inventory) => drive(Arc::new(inventory), &config).await,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    Ok(ExitCode::from(BAD_CONFIG))
-                }
-            }
-        }
-        InventoryKind::Embedded => {
-            let fleet = match listing::open_fleet(&config, Access::Exclusive).await {
-                Ok(fleet) => fleet,
-                Err(code) => return Ok(code),
-            };
-            drive(
-                Arc::new(EmbeddedInventory::new(Arc::clone(&fleet.broker))),
-                &config,
-            )
-            .await
-        }
-        InventoryKind::Broker => {
-            let broker = config
-                .service_broker
-                .as_ref()
-                .expect("validation requires `service_broker` for the broker inventory");
-            match BrokerInventory::new(broker, RequestLimiter::new(config.requests_per_second)) {
-                Ok(inventory) => drive(Arc::new(inventory), &config).await,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    Ok(ExitCode::from(BAD_CONFIG))
-                }
-            }
-        }
-        InventoryKind::Director => {
-            let director = config
-                .director
-                .as_ref()
-                .expect("validation requires `director` for the director inventory");
-            match DirectorInventory::new(director, RequestLimiter::new(config.requests_per_second))
-            {
-                Ok(inventory) => drive(Arc::new(inventory), &config).await,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    Ok(ExitCode::from(BAD_CONFIG))
-                }
-            }
-        }
     }
 }
 
@@ -282,76 +197,15 @@ pub(crate) fn watch_signals() -> watch::Receiver<u32> {
     receiver
 }
 
-async fn drive<I: Inventory>(inventory: Arc<I>, config: &Config) -> anyhow::Result<ExitCode> {
-    let settings = config.settings();
-    let max_in_parallel = settings.max_in_parallel;
-    let rollout = Rollout::new(inventory, settings, WallClock::new());
-    let mut interrupts = watch_signals();
-    let plan = tokio::select! {
-        planned = rollout.plan() => match planned {
-            Ok(plan) => plan,
-            Err(e @ RolloutError::List(_)) => {
-                eprintln!("error: {e}; nothing was triggered");
-                return Ok(ExitCode::from(LIST_FAILED));
-            }
-        },
-        _ = interrupts.changed() => {
-            eprintln!("interrupted while listing the fleet; nothing was triggered");
-            return Ok(ExitCode::from(INSTANCES_FAILED));
-        }
-    };
-    let json = config.format == Format::Json;
-    if config.dry_run {
-        let report = PlanReport::new(&plan, max_in_parallel.get());
-        if let Some(path) = &config.report_file {
-            write_json_file(path, &report)
-                .with_context(|| format!("cannot write the plan to {}", path.display()))?;
-        }
-        if json {
-            print_json(&report);
-        } else {
-            print_text(&plan_text(&report));
-        }
-        return Ok(ExitCode::from(DONE));
-    }
-    let report = if json {
-        let mut observer = TextOutput::new(std::io::stderr());
-        rollout.execute(plan, &mut observer, interrupts).await
-    } else {
-        let mut observer = TextOutput::new(std::io::stdout());
-        rollout.execute(plan, &mut observer, interrupts).await
-    };
-    // The report file first: a closed stdout must not lose it.
-    let written = config.report_file.as_ref().map(|path| {
-        write_json_file(path, &report)
-            .with_context(|| format!("cannot write the report to {}", path.display()))
-    });
-    if json {
-        eprint!("{}", summary(&report));
-        print_json(&report);
-    } else {
-        print_text(&summary(&report));
-    }
-    if let Some(Err(e)) = written {
-        eprintln!("error: {e:#}");
-        return Ok(ExitCode::from(INSTANCES_FAILED));
-    }
-    Ok(ExitCode::from(if report.succeeded() {
-        DONE
-    } else {
-        INSTANCES_FAILED
-    }))
-}
-
 /// Writes to stdout, ignoring a closed pipe (`fleet-updater run | head`): the exit code
 /// and the report file still tell the result.
-fn print_text(text: &str) {
+pub(crate) fn print_text(text: &str) {
     let mut stdout = std::io::stdout().lock();
     let _ = stdout.write_all(text.as_bytes());
     let _ = stdout.flush();
 }
 
-fn print_json(value: &impl serde::Serialize) {
+pub(crate) fn print_json(value: &impl serde::Serialize) {
     let mut stdout = std::io::stdout().lock();
     if serde_json::to_writer_pretty(&mut stdout, value).is_ok() {
         let _ = writeln!(stdout);

@@ -3,13 +3,13 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use fleet_updater::fleet::Access;
 use fleet_updater::serve::{self, Addresses};
 
+use super::error::{CliError, DONE, INSTANCES_FAILED};
 use super::listing::open_fleet;
-use super::{BAD_CONFIG, DONE, INSTANCES_FAILED, LIST_FAILED, load_config, runtime, watch_signals};
+use super::{load_config, runtime, watch_signals};
 
 #[derive(clap::Args)]
 pub struct ServeArgs {
@@ -27,11 +27,8 @@ pub struct ServeArgs {
     broker_listen: Option<SocketAddr>,
 }
 
-pub fn serve(args: &ServeArgs) -> ExitCode {
-    let mut config = match load_config(args.config.as_deref()) {
-        Ok(config) => config,
-        Err(code) => return code,
-    };
+pub fn serve(args: &ServeArgs) -> Result<u8, CliError> {
+    let mut config = load_config(args.config.as_deref())?;
     if let Some(dir) = &args.state_dir {
         config.state_dir = dir.clone();
     }
@@ -39,26 +36,9 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
         director: args.director_listen.unwrap_or(config.serve.director_listen),
         broker: args.broker_listen.unwrap_or(config.serve.broker_listen),
     };
-    let runtime = match runtime() {
-        Ok(rt) => rt,
-        Err(code) => return code,
-    };
-    runtime.block_on(async move {
-        let fleet = match open_fleet(&config, Access::Exclusive).await {
-            Ok(fleet) => fleet,
-            Err(code) => return code,
-        };
-        let serving = match serve::start(fleet, &config.serve, &config.state_dir, addresses).await {
-            Ok(serving) => serving,
-            Err(e @ serve::ServeError::Listen { .. }) => {
-                eprintln!("error: {e}");
-                return ExitCode::from(LIST_FAILED);
-            }
-            Err(e) => {
-                eprintln!("error: {e}");
-                return ExitCode::from(BAD_CONFIG);
-            }
-        };
+    runtime()?.block_on(async move {
+        let fleet = open_fleet(&config, Access::Exclusive).await?;
+        let serving = serve::start(fleet, &config.serve, &config.state_dir, addresses).await?;
         println!("director API (BOSH director): https://{}", serving.director);
         println!("broker API (management API): https://{}", serving.broker);
         match &serving.ca {
@@ -75,13 +55,13 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
         println!("stop with Ctrl-C or SIGTERM");
         let mut signals = watch_signals();
         if signals.changed().await.is_err() {
-            return ExitCode::from(INSTANCES_FAILED);
+            return Ok(INSTANCES_FAILED);
         }
         println!("stopping: no new requests; running tasks are cancelled at their next safe point");
         let cancelled = serving.shutdown(config.grace_period).await;
         if !cancelled.is_empty() {
             println!("cancelled tasks: {cancelled:?}");
         }
-        ExitCode::from(DONE)
+        Ok(DONE)
     })
 }

@@ -15,7 +15,9 @@ pub use fleet_inventory_broker::ServiceBroker;
 pub use fleet_inventory_director::{DirectorAuth, DirectorEndpoint};
 pub use fleet_secret::Secret;
 pub use fleet_serve::{ServeConfig, ServeLimits, ServeUser};
-pub use model::{Config, Format, InventoryKind, RecreateConfig, StrategyKind, UpdateConfig};
+pub use model::{
+    Config, Format, InventoryConfig, InventoryKind, RecreateConfig, StrategyKind, UpdateConfig,
+};
 pub use render::render;
 
 use fleet_yaml::{self as yaml, Checker, Problem};

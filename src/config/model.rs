@@ -66,6 +66,31 @@ pub enum InventoryKind {
     Scripted,
 }
 
+/// Which fleet a run drives, with what that fleet needs, as one value: a broker inventory
+/// without its endpoint cannot be represented.
+#[derive(Debug, Clone, PartialEq)]
+pub enum InventoryConfig {
+    /// The embedded default fleet, as the `embedded` block defines it.
+    Embedded,
+    Broker(ServiceBroker),
+    Director(DirectorEndpoint),
+    /// A scenario file, resolved against the config's folder.
+    Scripted {
+        scenario: PathBuf,
+    },
+}
+
+impl InventoryConfig {
+    pub fn kind(&self) -> InventoryKind {
+        match self {
+            InventoryConfig::Embedded => InventoryKind::Embedded,
+            InventoryConfig::Broker(_) => InventoryKind::Broker,
+            InventoryConfig::Director(_) => InventoryKind::Director,
+            InventoryConfig::Scripted { .. } => InventoryKind::Scripted,
+        }
+    }
+}
+
 impl InventoryKind {
     pub fn as_str(self) -> &'static str {
         match self {
@@ -79,8 +104,6 @@ impl InventoryKind {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
-    pub service_broker: Option<ServiceBroker>,
-    pub director: Option<DirectorEndpoint>,
     pub serve: ServeConfig,
     pub strategy: StrategyKind,
     pub update: UpdateConfig,
@@ -93,9 +116,7 @@ pub struct Config {
     pub grace_period: Duration,
     pub format: Format,
     pub report_file: Option<PathBuf>,
-    pub inventory: InventoryKind,
-    /// The scenario file of the scripted inventory, resolved against the config's folder.
-    pub scenario: Option<PathBuf>,
+    pub inventory: InventoryConfig,
     pub state_dir: PathBuf,
     /// The embedded fleet's definition; the built-in demo fleet when `None`.
     pub fleet: Option<PathBuf>,
@@ -109,8 +130,6 @@ impl Default for Config {
     fn default() -> Self {
         let settings = Settings::default();
         Config {
-            service_broker: None,
-            director: None,
             serve: ServeConfig::default(),
             strategy: StrategyKind::Update,
             update: UpdateConfig {
@@ -133,8 +152,7 @@ impl Default for Config {
             grace_period: settings.grace_period,
             format: Format::Text,
             report_file: None,
-            inventory: InventoryKind::Embedded,
-            scenario: None,
+            inventory: InventoryConfig::Embedded,
             state_dir: PathBuf::from(".fleet-updater"),
             fleet: None,
             faults: Vec::new(),

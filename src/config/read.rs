@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::duration::parse_positive;
-use super::model::{Config, Format, InventoryKind, StrategyKind};
+use super::model::{Config, Format, InventoryConfig, InventoryKind, StrategyKind};
 use super::read_director::DirectorFields;
 use super::read_serve::read_serve;
 use crate::fleet::{FaultText, parse_fault};
@@ -58,6 +58,8 @@ pub fn read(root: &Node, base: &Path, config: &mut Config, checker: &mut Checker
     let mut broker = BrokerFields::default();
     let mut director = DirectorFields::default();
     let mut inventory_at = None;
+    let mut kind = InventoryKind::Embedded;
+    let mut scenario = None;
     for (key, node) in checker.map(root, "", TOP) {
         let path = key.name.as_str();
         match path {
@@ -125,14 +127,14 @@ pub fn read(root: &Node, base: &Path, config: &mut Config, checker: &mut Checker
                     match k.name.as_str() {
                         "type" => {
                             inventory_at = Some(v.at);
-                            config.inventory = match checker.choice(v, &p, INVENTORIES) {
+                            kind = match checker.choice(v, &p, INVENTORIES) {
                                 Some("broker") => InventoryKind::Broker,
                                 Some("director") => InventoryKind::Director,
                                 Some("scripted") => InventoryKind::Scripted,
                                 _ => InventoryKind::Embedded,
                             };
                         }
-                        _ => config.scenario = path_value(checker, v, &p, Some(base)),
+                        _ => scenario = path_value(checker, v, &p, Some(base)),
                     }
                 }
             }
@@ -147,36 +149,58 @@ pub fn read(root: &Node, base: &Path, config: &mut Config, checker: &mut Checker
             _ => {}
         }
     }
-    config.service_broker = broker.resolve(checker);
-    config.director = director.resolve(checker);
-    match (inventory_at, &config.service_broker, &config.director) {
-        (None, Some(_), None) => config.inventory = InventoryKind::Broker,
-        (None, None, Some(_)) => config.inventory = InventoryKind::Director,
-        (None, Some(_), Some(_)) => checker.report(
-            "inventory.type",
-            Position::default(),
-            "both `service_broker` and `director` are given: say which one to update with \
+    let broker = broker.resolve(checker);
+    let director = director.resolve(checker);
+    config.inventory = match (inventory_at, broker, director) {
+        (None, Some(broker), None) => InventoryConfig::Broker(broker),
+        (None, None, Some(director)) => InventoryConfig::Director(director),
+        (None, Some(_), Some(_)) => {
+            checker.report(
+                "inventory.type",
+                Position::default(),
+                "both `service_broker` and `director` are given: say which one to update with \
              `inventory.type: broker` or `inventory.type: director`",
-        ),
-        (Some(at), None, _) if config.inventory == InventoryKind::Broker => checker.report(
-            "inventory.type",
-            at,
-            "`broker` needs `service_broker.api_endpoint`, `username` and `password`",
-        ),
-        (Some(at), _, None) if config.inventory == InventoryKind::Director => checker.report(
-            "inventory.type",
-            at,
-            "`director` needs `director.url` and its credentials",
-        ),
-        _ => {}
-    }
-    if config.inventory == InventoryKind::Scripted && config.scenario.is_none() {
-        checker.report(
-            "inventory.scenario",
-            inventory_at.unwrap_or_default(),
-            "the scripted inventory needs a scenario file",
-        );
-    }
+            );
+            InventoryConfig::Embedded
+        }
+        (None, None, None) => InventoryConfig::Embedded,
+        (Some(at), broker, director) => match kind {
+            InventoryKind::Embedded => InventoryConfig::Embedded,
+            InventoryKind::Broker => match broker {
+                Some(broker) => InventoryConfig::Broker(broker),
+                None => {
+                    checker.report(
+                        "inventory.type",
+                        at,
+                        "`broker` needs `service_broker.api_endpoint`, `username` and `password`",
+                    );
+                    InventoryConfig::Embedded
+                }
+            },
+            InventoryKind::Director => match director {
+                Some(director) => InventoryConfig::Director(director),
+                None => {
+                    checker.report(
+                        "inventory.type",
+                        at,
+                        "`director` needs `director.url` and its credentials",
+                    );
+                    InventoryConfig::Embedded
+                }
+            },
+            InventoryKind::Scripted => match scenario.take() {
+                Some(scenario) => InventoryConfig::Scripted { scenario },
+                None => {
+                    checker.report(
+                        "inventory.scenario",
+                        at,
+                        "the scripted inventory needs a scenario file",
+                    );
+                    InventoryConfig::Embedded
+                }
+            },
+        },
+    };
 }
 
 fn read_embedded(node: &Node, base: &Path, config: &mut Config, checker: &mut Checker) {

@@ -5,7 +5,7 @@ use std::fmt::Write;
 use std::path::Path;
 
 use super::duration::format;
-use super::model::Config;
+use super::model::{Config, InventoryConfig};
 use fleet_inventory_director::DirectorAuth;
 
 enum Item {
@@ -38,9 +38,8 @@ fn path(p: &Path) -> Item {
 }
 
 pub fn render(config: &Config) -> String {
-    let broker = match &config.service_broker {
-        None => plain("null"),
-        Some(b) => Item::Map(vec![
+    let broker = match &config.inventory {
+        InventoryConfig::Broker(b) => Item::Map(vec![
             ("api_endpoint", text(&b.api_endpoint)),
             ("username", text(&b.username)),
             ("password", text(&b.password.to_string())),
@@ -48,10 +47,10 @@ pub fn render(config: &Config) -> String {
             ("ca", pem(b.ca.as_deref())),
             ("timeout", plain(b.timeout.as_secs())),
         ]),
+        _ => plain("null"),
     };
-    let director = match &config.director {
-        None => plain("null"),
-        Some(d) => {
+    let director = match &config.inventory {
+        InventoryConfig::Director(d) => {
             let mut entries = vec![("url", text(&d.url))];
             match &d.auth {
                 DirectorAuth::Basic { username, password } => {
@@ -74,6 +73,7 @@ pub fn render(config: &Config) -> String {
             ]);
             Item::Map(entries)
         }
+        _ => plain("null"),
     };
     let serve = &config.serve;
     let users = if serve.users.is_empty() {
@@ -187,10 +187,13 @@ pub fn render(config: &Config) -> String {
         (
             "inventory",
             Item::Map(vec![
-                ("type", plain(config.inventory.as_str())),
+                ("type", plain(config.inventory.kind().as_str())),
                 (
                     "scenario",
-                    config.scenario.as_deref().map_or(plain("null"), path),
+                    match &config.inventory {
+                        InventoryConfig::Scripted { scenario } => path(scenario),
+                        _ => plain("null"),
+                    },
                 ),
             ]),
         ),

@@ -44,7 +44,7 @@ fn an_empty_file_gives_the_documented_defaults() {
     assert_eq!(config.busy_interval, Duration::from_secs(60));
     assert_eq!(config.poll_interval, Duration::from_secs(10));
     assert_eq!(config.operation_timeout, Duration::from_secs(7200));
-    assert_eq!(config.inventory, InventoryKind::Embedded);
+    assert_eq!(config.inventory, InventoryConfig::Embedded);
     assert_eq!(config.format, Format::Text);
 }
 
@@ -88,12 +88,14 @@ output:
             .join("\n")
     );
     let config = parse(&text).unwrap();
-    let broker = config.service_broker.as_ref().unwrap();
+    let InventoryConfig::Broker(broker) = &config.inventory else {
+        panic!("{:?}", config.inventory)
+    };
     assert_eq!(broker.api_endpoint, "https://broker.service.internal:3000");
     assert_eq!(broker.password.expose(), "s3cret");
     assert_eq!(broker.timeout, Duration::from_secs(60));
     assert!(broker.ca.as_deref().unwrap().contains("BEGIN CERTIFICATE"));
-    assert_eq!(config.inventory, InventoryKind::Broker);
+    assert_eq!(config.inventory.kind(), InventoryKind::Broker);
     assert_eq!(config.requests_per_second.get(), Some(2.5));
     let settings = config.settings();
     assert_eq!(
@@ -226,8 +228,10 @@ fn syntax_errors_name_file_line_and_column() {
 fn a_scripted_inventory_needs_its_scenario_resolved_against_the_config_folder() {
     let config = parse("inventory:\n  type: scripted\n  scenario: fleet.yml\n").unwrap();
     assert_eq!(
-        config.scenario.as_deref(),
-        Some(Path::new("/etc/fleet/fleet.yml"))
+        config.inventory,
+        InventoryConfig::Scripted {
+            scenario: Path::new("/etc/fleet/fleet.yml").to_path_buf()
+        }
     );
     let found = problems("inventory:\n  type: scripted\n");
     assert_eq!(
@@ -289,8 +293,9 @@ fn a_director_block_selects_the_director_inventory_with_either_kind_of_credentia
         "director:\n  url: https://10.0.0.6:25555/\n  username: admin\n  password: pw\n  deployments: service-instance_*\n",
     )
     .unwrap();
-    assert_eq!(basic.inventory, InventoryKind::Director);
-    let d = basic.director.unwrap();
+    let InventoryConfig::Director(d) = basic.inventory else {
+        panic!("{:?}", basic.inventory)
+    };
     assert_eq!(d.url, "https://10.0.0.6:25555");
     assert_eq!(d.deployments, "service-instance_*");
     assert_eq!(d.timeout, Duration::from_secs(30));
@@ -300,8 +305,10 @@ fn a_director_block_selects_the_director_inventory_with_either_kind_of_credentia
         CA.lines().map(|l| format!("    {l}\n")).collect::<String>()
     ))
     .unwrap()
-    .director
-    .unwrap();
+    .inventory;
+    let InventoryConfig::Director(uaa) = uaa else {
+        panic!("{uaa:?}")
+    };
     assert!(matches!(uaa.auth, DirectorAuth::Uaa { ref client, .. } if client == "updater"));
     assert_eq!(uaa.timeout, Duration::from_secs(10));
     assert!(uaa.ca.is_some());

@@ -1,0 +1,80 @@
+//! Every way a command fails, each with its exit code: the one place where the contract
+//! (0 done, 1 instances failed or busy or the run could not finish, 2 bad usage or
+//! configuration, 3 the inventory could not be listed) is decided.
+
+use std::path::PathBuf;
+
+use fleet_updater::config::ConfigError;
+use fleet_updater::director::DirectorError;
+use fleet_updater::fleet::{DefinitionError, FleetError};
+use fleet_updater::inventory::InventoryError;
+use fleet_updater::inventory::scripted::ScenarioError;
+use fleet_updater::rollout::RolloutError;
+use fleet_updater::serve::ServeError;
+
+pub const DONE: u8 = 0;
+pub const INSTANCES_FAILED: u8 = 1;
+pub const BAD_CONFIG: u8 = 2;
+pub const LIST_FAILED: u8 = 3;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("cannot read the fleet definition {}: {source}", path.display())]
+    FleetFile {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{shown}: {source}")]
+    FleetDefinition {
+        shown: String,
+        source: DefinitionError,
+    },
+    #[error(transparent)]
+    Fleet(#[from] FleetError),
+    #[error(transparent)]
+    Scenario(#[from] ScenarioError),
+    /// The inventory's endpoint or CA cannot be used; nothing was sent.
+    #[error(transparent)]
+    InventorySetup(InventoryError),
+    #[error("{0}; nothing was triggered")]
+    List(#[from] RolloutError),
+    #[error("interrupted while listing the fleet; nothing was triggered")]
+    InterruptedListing,
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(std::io::Error),
+    #[error("cannot write the {what} to {}: {source}", path.display())]
+    Report {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Serve(#[from] ServeError),
+    #[error(transparent)]
+    Director(#[from] DirectorError),
+    #[error("{0}")]
+    Show(String),
+}
+
+impl CliError {
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CliError::Config(_)
+            | CliError::FleetFile { .. }
+            | CliError::FleetDefinition { .. }
+            | CliError::Scenario(_)
+            | CliError::InventorySetup(_) => BAD_CONFIG,
+            CliError::Fleet(FleetError::NotProvisioned(_)) => INSTANCES_FAILED,
+            CliError::Fleet(_) | CliError::List(_) => LIST_FAILED,
+            CliError::Serve(ServeError::Listen { .. }) => LIST_FAILED,
+            CliError::Serve(_) => BAD_CONFIG,
+            CliError::InterruptedListing
+            | CliError::Runtime(_)
+            | CliError::Report { .. }
+            | CliError::Director(_)
+            | CliError::Show(_) => INSTANCES_FAILED,
+        }
+    }
+}
