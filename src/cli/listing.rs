@@ -8,6 +8,7 @@ use fleet_updater::broker::State;
 use fleet_updater::clock::rfc3339;
 use fleet_updater::config::Config;
 use fleet_updater::director::manifest;
+use fleet_updater::director::model::TaskFilter;
 use fleet_updater::fleet::{self, Access, DEMO, Definition, EmbeddedFleet};
 use fleet_updater::output::table;
 
@@ -239,12 +240,16 @@ pub fn director(args: &DirectorArgs) -> Result<u8, CliError> {
                 ))
             }
             DirectorCommand::Tasks { deployment, limit } => {
+                let filter = TaskFilter {
+                    deployment: deployment.as_deref(),
+                    read_only: true,
+                    limit: Some(*limit),
+                    ..TaskFilter::default()
+                };
                 let rows: Vec<Vec<String>> = director
-                    .tasks()
+                    .tasks(&filter)
                     .map_err(e)?
                     .into_iter()
-                    .filter(|t| deployment.is_none() || t.deployment == *deployment)
-                    .take(*limit)
                     .map(|t| {
                         let mut result = t.result.clone().unwrap_or_default().replace('\n', " ");
                         if result.chars().count() > 100 {

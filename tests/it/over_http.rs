@@ -65,7 +65,7 @@ fn deploy_tasks(s: &Served, description: &str) -> BTreeSet<String> {
     s.serving
         .fleet()
         .director()
-        .tasks()
+        .tasks(&Default::default())
         .unwrap()
         .into_iter()
         .filter(|t| t.description == description && t.state.as_str() == "done")

@@ -96,12 +96,6 @@ pub struct Broker {
     catalog: Catalog,
 }
 
-/// Whether a director task is an operation on its deployment; a read-only one is nobody's
-/// last operation.
-fn changes(task: &Task) -> bool {
-    task.description != fleet_director::DETAILS_TASK
-}
-
 pub fn deployment_name(id: &str) -> String {
     format!("service-instance_{id}")
 }
@@ -230,12 +224,12 @@ impl Broker {
     /// # Errors
     /// A store or director error.
     pub fn instances(&self) -> Result<Vec<InstanceView>, BrokerError> {
-        let mut latest: HashMap<String, Task> = HashMap::new();
-        for task in self.director.tasks()?.into_iter().filter(changes) {
-            if let Some(d) = task.deployment.clone() {
-                latest.entry(d).or_insert(task);
-            }
-        }
+        let mut latest: HashMap<String, Task> = self
+            .director
+            .last_changes()?
+            .into_iter()
+            .filter_map(|task| Some((task.deployment.clone()?, task)))
+            .collect();
         list::<ServiceInstance>(&*self.store, Collection::ServiceInstances, None)?
             .into_iter()
             .map(|i| {
@@ -253,13 +247,7 @@ impl Broker {
         else {
             return Ok(None);
         };
-        let deployment = deployment_name(id);
-        let task = self
-            .director
-            .tasks()?
-            .into_iter()
-            .filter(changes)
-            .find(|t| t.deployment.as_deref() == Some(deployment.as_str()));
+        let task = self.director.last_change(&deployment_name(id))?;
         Ok(Some(self.view(instance, task)?))
     }
 

@@ -41,7 +41,7 @@ use fleet_store::{Collection, Store, get, list, put};
 use manifest::Count;
 use model::{
     CloudConfig, DeploymentRecord, DiskRecord, InstanceRecord, Release, Stemcell, Task, TaskEvent,
-    TaskState, VmRecord,
+    TaskFilter, TaskKind, TaskState, VmRecord,
 };
 use task::TaskLog;
 
@@ -153,10 +153,6 @@ pub struct Director {
     finished: Arc<Notify>,
 }
 
-/// The description of the read-only task behind `instances?format=full`: it changes
-/// nothing, so it is nobody's last operation.
-pub const DETAILS_TASK: &str = "retrieve vm-stats";
-
 /// Whether a task takes its deployment's lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Locking {
@@ -166,6 +162,16 @@ enum Locking {
     Existing,
     /// Only reads: runs beside whatever holds the lock.
     None,
+}
+
+impl Locking {
+    fn of(kind: TaskKind) -> Locking {
+        match kind {
+            TaskKind::CreateDeployment | TaskKind::UpdateDeployment => Locking::Create,
+            TaskKind::InstanceDetails => Locking::None,
+            _ => Locking::Existing,
+        }
+    }
 }
 
 /// The reason recorded on tasks that a previous process left unfinished.
@@ -290,17 +296,14 @@ impl Director {
             .to_string();
         let text = manifest.to_string();
         let known: Option<DeploymentRecord> = get(self.store(), Collection::Deployments, &name)?;
-        let description = if known.is_some() {
-            "update deployment"
+        let kind = if known.is_some() {
+            TaskKind::UpdateDeployment
         } else {
-            "create deployment"
+            TaskKind::CreateDeployment
         };
-        self.start_task(
-            description,
-            Some(&name),
-            Locking::Create,
-            move |core, log| deploy::deploy(core, log, text, options),
-        )
+        self.start_task(kind, Some(&name), move |core, log| {
+            deploy::deploy(core, log, text, options)
+        })
     }
 
     /// Recreates every VM of the deployment from its last deployed manifest.
@@ -326,9 +329,8 @@ impl Director {
             target: options.target,
         };
         self.start_task(
-            "recreate deployment",
+            TaskKind::RecreateDeployment,
             Some(deployment),
-            Locking::Existing,
             move |core, log| deploy::recreate_or_start(core, log, name, deploy_options),
         )
     }
@@ -356,9 +358,8 @@ impl Director {
         self.deployed_manifest(deployment)?;
         let name = deployment.to_string();
         self.start_task(
-            "stop deployment",
+            TaskKind::StopDeployment,
             Some(deployment),
-            Locking::Existing,
             move |core, log| deploy::stop(core, log, name, hard, target, skip_drain),
         )
     }
@@ -376,9 +377,8 @@ impl Director {
         self.deployed_manifest(deployment)?;
         let name = deployment.to_string();
         self.start_task(
-            "restart deployment",
+            TaskKind::RestartDeployment,
             Some(deployment),
-            Locking::Existing,
             move |core, log| async move {
                 let stopped = deploy::stop(
                     Arc::clone(&core),
@@ -422,9 +422,8 @@ impl Director {
             ..DeployOptions::default()
         };
         self.start_task(
-            "start deployment",
+            TaskKind::StartDeployment,
             Some(deployment),
-            Locking::Existing,
             move |core, log| deploy::recreate_or_start(core, log, name, options),
         )
     }
@@ -439,9 +438,8 @@ impl Director {
         }
         let name = deployment.to_string();
         self.start_task(
-            "delete deployment",
+            TaskKind::DeleteDeployment,
             Some(deployment),
-            Locking::Existing,
             move |core, log| deploy::delete(core, log, name),
         )
     }
@@ -458,19 +456,19 @@ impl Director {
             })
     }
 
-    /// Creates a task, taking the deployment's lock unless `locking` says it only reads,
-    /// and runs `job` in the background.
+    /// Creates a task, taking the deployment's lock unless the kind only reads, and runs
+    /// `job` in the background.
     fn start_task<F, Fut>(
         &self,
-        description: &str,
+        kind: TaskKind,
         deployment: Option<&str>,
-        locking: Locking,
         job: F,
     ) -> Result<Task, DirectorError>
     where
         F: FnOnce(Arc<Core>, TaskLog) -> Fut + Send + 'static,
         Fut: Future<Output = Result<String, String>> + Send + 'static,
     {
+        let locking = Locking::of(kind);
         let lock = match (locking, deployment) {
             (Locking::None, _) | (_, None) => None,
             (_, Some(d)) => Some(lock_name(d)),
@@ -494,7 +492,7 @@ impl Director {
         }
         let task = match self
             .store()
-            .create_task(description, deployment, lock.as_deref())?
+            .create_task(kind, deployment, lock.as_deref())?
         {
             Ok(task) => task,
             Err(holder) => {
@@ -646,9 +644,8 @@ impl Director {
         }
         let name = deployment.to_string();
         self.start_task(
-            DETAILS_TASK,
+            TaskKind::InstanceDetails,
             Some(deployment),
-            Locking::None,
             move |core, _log| details::instance_lines(core, name),
         )
     }
@@ -711,9 +708,19 @@ impl Director {
         Ok(list(self.store(), Collection::Disks, Some(deployment))?)
     }
 
-    /// Newest first.
-    pub fn tasks(&self) -> Result<Vec<Task>, DirectorError> {
-        Ok(self.store().tasks()?)
+    /// The tasks the filter admits, newest first.
+    pub fn tasks(&self, filter: &TaskFilter<'_>) -> Result<Vec<Task>, DirectorError> {
+        Ok(self.store().tasks(filter)?)
+    }
+
+    /// The newest task that changed the deployment: its last operation.
+    pub fn last_change(&self, deployment: &str) -> Result<Option<Task>, DirectorError> {
+        Ok(self.store().last_change(deployment)?)
+    }
+
+    /// The last operation of every deployment that has one.
+    pub fn last_changes(&self) -> Result<Vec<Task>, DirectorError> {
+        Ok(self.store().last_changes()?)
     }
 
     pub fn task(&self, id: u64) -> Result<Option<Task>, DirectorError> {

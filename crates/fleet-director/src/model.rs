@@ -137,4 +137,4 @@ pub struct CloudConfig {
     pub text: String,
 }
 
-pub use fleet_store::{EventState, Task, TaskEvent, TaskState};
+pub use fleet_store::{EventState, Task, TaskEvent, TaskFilter, TaskKind, TaskState};

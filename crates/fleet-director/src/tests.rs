@@ -1626,11 +1626,11 @@ mod store_faults {
         }
         fn create_task(
             &self,
-            description: &str,
+            kind: TaskKind,
             deployment: Option<&str>,
             lock: Option<&str>,
         ) -> Result<Result<Task, u64>, StoreError> {
-            self.inner.create_task(description, deployment, lock)
+            self.inner.create_task(kind, deployment, lock)
         }
         fn put_task(&self, task: &Task) -> Result<(), StoreError> {
             if take(&self.put_task_failures) {
@@ -1641,8 +1641,14 @@ mod store_faults {
         fn task(&self, id: u64) -> Result<Option<Task>, StoreError> {
             self.inner.task(id)
         }
-        fn tasks(&self) -> Result<Vec<Task>, StoreError> {
-            self.inner.tasks()
+        fn tasks(&self, filter: &TaskFilter<'_>) -> Result<Vec<Task>, StoreError> {
+            self.inner.tasks(filter)
+        }
+        fn last_change(&self, deployment: &str) -> Result<Option<Task>, StoreError> {
+            self.inner.last_change(deployment)
+        }
+        fn last_changes(&self) -> Result<Vec<Task>, StoreError> {
+            self.inner.last_changes()
         }
         fn append_event(&self, task: u64, event: &TaskEvent) -> Result<(), StoreError> {
             self.inner.append_event(task, event)

@@ -11,7 +11,7 @@ mod task;
 
 pub use records::{Collection, get, list, put, remove};
 pub use sqlite::SqliteStore;
-pub use task::{EventState, Task, TaskEvent, TaskState};
+pub use task::{EventState, Task, TaskEvent, TaskFilter, TaskKind, TaskState};
 
 /// What went wrong in the store, kept apart by what a caller can do about it: a busy
 /// database may answer on the next try, a refused constraint or a corrupt record will not.
@@ -33,6 +33,11 @@ pub enum StoreError {
     },
     #[error("the state store failed: {0}")]
     Database(#[source] rusqlite::Error),
+    #[error(
+        "the state store has schema version {found}, newer than the {known} this fleet-updater \
+         knows: use the fleet-updater that wrote it, or a newer one"
+    )]
+    NewerSchema { found: i64, known: i64 },
 }
 
 impl StoreError {
@@ -114,7 +119,7 @@ pub trait Store: Send + Sync {
     /// transaction; when another task holds it, nothing is written and its id is returned.
     fn create_task(
         &self,
-        description: &str,
+        kind: TaskKind,
         deployment: Option<&str>,
         lock: Option<&str>,
     ) -> Result<Result<Task, u64>, StoreError>;
@@ -123,8 +128,15 @@ pub trait Store: Send + Sync {
 
     fn task(&self, id: u64) -> Result<Option<Task>, StoreError>;
 
-    /// Newest first.
-    fn tasks(&self) -> Result<Vec<Task>, StoreError>;
+    /// The tasks the filter admits, newest first.
+    fn tasks(&self, filter: &TaskFilter<'_>) -> Result<Vec<Task>, StoreError>;
+
+    /// The newest task that changed `deployment` (read-only tasks are nobody's last
+    /// operation).
+    fn last_change(&self, deployment: &str) -> Result<Option<Task>, StoreError>;
+
+    /// [`Store::last_change`] of every deployment that has one.
+    fn last_changes(&self) -> Result<Vec<Task>, StoreError>;
 
     fn append_event(&self, task: u64, event: &TaskEvent) -> Result<(), StoreError>;
 

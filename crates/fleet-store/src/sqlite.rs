@@ -5,7 +5,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::{Collection, IpOwner, IpRecord, Store, StoreError, Write};
-use super::{Task, TaskEvent, TaskState};
+use super::{Task, TaskEvent, TaskFilter, TaskKind, TaskState};
 use fleet_ipset::IpSet;
 
 const SCHEMA: &str = "
@@ -21,7 +21,9 @@ CREATE TABLE IF NOT EXISTS tasks (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     state TEXT NOT NULL,
     deployment TEXT,
-    body TEXT NOT NULL
+    body TEXT NOT NULL,
+    kind TEXT NOT NULL DEFAULT '',
+    changes INTEGER NOT NULL DEFAULT 1
 );
 CREATE TABLE IF NOT EXISTS task_events (
     task_id INTEGER NOT NULL,
@@ -90,6 +92,7 @@ impl SqliteStore {
         connection.pragma_update(None, "journal_mode", "WAL")?;
         connection.pragma_update(None, "synchronous", "NORMAL")?;
         connection.execute_batch(SCHEMA)?;
+        migrate(&connection)?;
         let mut claimed = IpSet::new();
         {
             let mut stmt = connection.prepare("SELECT address FROM ip_addresses")?;
@@ -106,6 +109,92 @@ impl SqliteStore {
     fn lock(&self) -> MutexGuard<'_, Connection> {
         self.connection.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// The schema this build writes. Version 2 gives tasks their kind and whether they change
+/// their deployment, so that the latest operation of a deployment is one indexed query.
+const SCHEMA_VERSION: i64 = 2;
+
+/// Brings an older database up to [`SCHEMA_VERSION`] in one transaction, and refuses a
+/// newer one rather than misread it.
+fn migrate(connection: &Connection) -> Result<(), StoreError> {
+    let found: i64 = connection.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+    if found > SCHEMA_VERSION {
+        return Err(StoreError::NewerSchema {
+            found,
+            known: SCHEMA_VERSION,
+        });
+    }
+    if found == SCHEMA_VERSION {
+        return Ok(());
+    }
+    connection.execute_batch("BEGIN IMMEDIATE")?;
+    let applied = (|| -> Result<(), StoreError> {
+        let columns: Vec<String> = connection
+            .prepare("SELECT name FROM pragma_table_info('tasks')")?
+            .query_map([], |row| row.get(0))?
+            .collect::<Result<_, _>>()?;
+        if !columns.iter().any(|c| c == "kind") {
+            connection.execute_batch(
+                "ALTER TABLE tasks ADD COLUMN kind TEXT NOT NULL DEFAULT '';
+                 ALTER TABLE tasks ADD COLUMN changes INTEGER NOT NULL DEFAULT 1;",
+            )?;
+        }
+        // Tasks written before kinds were stored are known by their description.
+        let old: Vec<(i64, String)> = connection
+            .prepare("SELECT id, body FROM tasks WHERE kind = ''")?
+            .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
+            .collect::<Result<_, _>>()?;
+        for (id, body) in old {
+            let mut value: serde_json::Value = serde_json::from_str(&body)?;
+            let description = value["description"].as_str().unwrap_or_default();
+            let kind =
+                TaskKind::from_description(description).unwrap_or(TaskKind::UpdateDeployment);
+            value["kind"] = serde_json::to_value(kind)?;
+            connection.execute(
+                "UPDATE tasks SET kind = ?1, changes = ?2, body = ?3 WHERE id = ?4",
+                params![
+                    kind_name(kind),
+                    kind.changes_deployment(),
+                    value.to_string(),
+                    id
+                ],
+            )?;
+        }
+        connection.execute_batch(
+            "CREATE INDEX IF NOT EXISTS tasks_by_deployment ON tasks (deployment, changes, id);",
+        )?;
+        connection.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+        Ok(())
+    })();
+    match applied {
+        Ok(()) => connection.execute_batch("COMMIT")?,
+        Err(e) => {
+            connection.execute_batch("ROLLBACK")?;
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+fn kind_name(kind: TaskKind) -> String {
+    serde_json::to_value(kind)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// `,queued,processing,` for a state filter, matched with `instr`, so that every state
+/// filter is one cached statement.
+fn state_list(states: Option<&[TaskState]>) -> Option<String> {
+    states.map(|states| {
+        let mut list = String::from(",");
+        for state in states {
+            list.push_str(state.as_str());
+            list.push(',');
+        }
+        list
+    })
 }
 
 fn task_from(body: &str) -> Result<Task, StoreError> {
@@ -171,7 +260,7 @@ impl Store for SqliteStore {
 
     fn create_task(
         &self,
-        description: &str,
+        kind: TaskKind,
         deployment: Option<&str>,
         lock: Option<&str>,
     ) -> Result<Result<Task, u64>, StoreError> {
@@ -188,14 +277,16 @@ impl Store for SqliteStore {
             }
         }
         tx.execute(
-            "INSERT INTO tasks (state, deployment, body) VALUES ('queued', ?1, '{}')",
-            params![deployment],
+            "INSERT INTO tasks (state, deployment, body, kind, changes)
+             VALUES ('queued', ?1, '{}', ?2, ?3)",
+            params![deployment, kind_name(kind), kind.changes_deployment()],
         )?;
         let id = tx.last_insert_rowid() as u64;
         let task = Task {
             id,
             state: TaskState::Queued,
-            description: description.to_string(),
+            kind,
+            description: kind.description().to_string(),
             deployment: deployment.map(str::to_string),
             result: None,
             started_at: Some(now()),
@@ -235,9 +326,52 @@ impl Store for SqliteStore {
         body.map(|b| task_from(&b)).transpose()
     }
 
-    fn tasks(&self) -> Result<Vec<Task>, StoreError> {
+    fn tasks(&self, filter: &TaskFilter<'_>) -> Result<Vec<Task>, StoreError> {
         let connection = self.lock();
-        let mut stmt = connection.prepare_cached("SELECT body FROM tasks ORDER BY id DESC")?;
+        let mut stmt = connection.prepare_cached(
+            "SELECT body FROM tasks
+             WHERE (?1 IS NULL OR deployment = ?1)
+               AND (?2 OR changes = 1)
+               AND (?3 IS NULL OR instr(?3, ',' || state || ',') > 0)
+             ORDER BY id DESC LIMIT ?4",
+        )?;
+        let limit = filter
+            .limit
+            .map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
+        let bodies = stmt
+            .query_map(
+                params![
+                    filter.deployment,
+                    filter.read_only,
+                    state_list(filter.states),
+                    limit
+                ],
+                |row| row.get::<_, String>(0),
+            )?
+            .collect::<Result<Vec<_>, _>>()?;
+        bodies.iter().map(|b| task_from(b)).collect()
+    }
+
+    fn last_change(&self, deployment: &str) -> Result<Option<Task>, StoreError> {
+        let body: Option<String> = self
+            .lock()
+            .prepare_cached(
+                "SELECT body FROM tasks WHERE deployment = ?1 AND changes = 1
+                 ORDER BY id DESC LIMIT 1",
+            )?
+            .query_row([deployment], |row| row.get(0))
+            .optional()?;
+        body.map(|b| task_from(&b)).transpose()
+    }
+
+    fn last_changes(&self) -> Result<Vec<Task>, StoreError> {
+        let connection = self.lock();
+        let mut stmt = connection.prepare_cached(
+            "SELECT tasks.body FROM tasks JOIN (
+                 SELECT MAX(id) AS id FROM tasks
+                 WHERE deployment IS NOT NULL AND changes = 1 GROUP BY deployment
+             ) AS latest ON tasks.id = latest.id",
+        )?;
         let bodies = stmt
             .query_map([], |row| row.get::<_, String>(0))?
             .collect::<Result<Vec<_>, _>>()?;
@@ -445,22 +579,30 @@ mod tests {
     fn a_lock_is_taken_with_its_task_or_not_at_all() {
         let store = SqliteStore::in_memory().unwrap();
         let first = store
-            .create_task("deploy", Some("d"), Some("deployment:d"))
+            .create_task(TaskKind::CreateDeployment, Some("d"), Some("deployment:d"))
             .unwrap()
             .unwrap();
         let refused = store
-            .create_task("recreate", Some("d"), Some("deployment:d"))
+            .create_task(
+                TaskKind::RecreateDeployment,
+                Some("d"),
+                Some("deployment:d"),
+            )
             .unwrap();
         assert_eq!(refused, Err(first.id));
         assert_eq!(
-            store.tasks().unwrap().len(),
+            store.tasks(&TaskFilter::default()).unwrap().len(),
             1,
             "the refused task was not written"
         );
         store.release_lock("deployment:d", first.id).unwrap();
         assert!(
             store
-                .create_task("recreate", Some("d"), Some("deployment:d"))
+                .create_task(
+                    TaskKind::RecreateDeployment,
+                    Some("d"),
+                    Some("deployment:d")
+                )
                 .unwrap()
                 .is_ok()
         );
@@ -472,7 +614,7 @@ mod tests {
         {
             let store = SqliteStore::open(dir.path()).unwrap();
             let mut task = store
-                .create_task("deploy", Some("d"), Some("deployment:d"))
+                .create_task(TaskKind::CreateDeployment, Some("d"), Some("deployment:d"))
                 .unwrap()
                 .unwrap();
             task.state = TaskState::Processing;
@@ -502,6 +644,106 @@ mod tests {
         assert_eq!(
             get::<i32>(&store, Collection::Instances, "b").unwrap(),
             Some(2)
+        );
+    }
+
+    fn task(store: &SqliteStore, kind: TaskKind, deployment: &str, state: TaskState) -> Task {
+        let mut task = store
+            .create_task(kind, Some(deployment), None)
+            .unwrap()
+            .unwrap();
+        task.state = state;
+        store.put_task(&task).unwrap();
+        task
+    }
+
+    #[test]
+    fn listings_filter_in_the_query_and_read_only_tasks_are_nobodys_last_change() {
+        let store = SqliteStore::in_memory().unwrap();
+        let a1 = task(&store, TaskKind::CreateDeployment, "a", TaskState::Done);
+        let b1 = task(&store, TaskKind::CreateDeployment, "b", TaskState::Error);
+        let a2 = task(
+            &store,
+            TaskKind::RecreateDeployment,
+            "a",
+            TaskState::Processing,
+        );
+        let a3 = task(&store, TaskKind::InstanceDetails, "a", TaskState::Done);
+        let ids = |tasks: Vec<Task>| tasks.iter().map(|t| t.id).collect::<Vec<_>>();
+        let all = TaskFilter::default();
+        assert_eq!(ids(store.tasks(&all).unwrap()), [a2.id, b1.id, a1.id]);
+        let verbose = TaskFilter {
+            read_only: true,
+            ..all
+        };
+        assert_eq!(
+            ids(store.tasks(&verbose).unwrap()),
+            [a3.id, a2.id, b1.id, a1.id]
+        );
+        let of_a = TaskFilter {
+            deployment: Some("a"),
+            limit: Some(1),
+            ..all
+        };
+        assert_eq!(ids(store.tasks(&of_a).unwrap()), [a2.id]);
+        let ended = TaskFilter {
+            states: Some(&[TaskState::Done, TaskState::Error]),
+            ..all
+        };
+        assert_eq!(ids(store.tasks(&ended).unwrap()), [b1.id, a1.id]);
+        assert_eq!(store.last_change("a").unwrap().map(|t| t.id), Some(a2.id));
+        assert_eq!(store.last_change("c").unwrap(), None);
+        let mut latest = ids(store.last_changes().unwrap());
+        latest.sort_unstable();
+        assert_eq!(latest, [b1.id, a2.id]);
+        assert_eq!(
+            store.task(a3.id).unwrap().unwrap().kind,
+            TaskKind::InstanceDetails
+        );
+    }
+
+    #[test]
+    fn a_version_1_database_gets_task_kinds_from_their_descriptions() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let connection = Connection::open(dir.path().join("fleet.db")).unwrap();
+            connection
+                .execute_batch(
+                    "CREATE TABLE tasks (id INTEGER PRIMARY KEY AUTOINCREMENT, state TEXT NOT NULL,
+                         deployment TEXT, body TEXT NOT NULL);
+                     INSERT INTO tasks (state, deployment, body) VALUES ('done', 'd',
+                         '{\"id\":1,\"state\":\"done\",\"description\":\"create deployment\",\"deployment\":\"d\",\"result\":null,\"started_at\":1,\"finished_at\":2}');
+                     INSERT INTO tasks (state, deployment, body) VALUES ('done', 'd',
+                         '{\"id\":2,\"state\":\"done\",\"description\":\"retrieve vm-stats\",\"deployment\":\"d\",\"result\":null,\"started_at\":3,\"finished_at\":4}');",
+                )
+                .unwrap();
+        }
+        let store = SqliteStore::open(dir.path()).unwrap();
+        assert_eq!(
+            store.task(1).unwrap().unwrap().kind,
+            TaskKind::CreateDeployment
+        );
+        assert_eq!(
+            store.task(2).unwrap().unwrap().kind,
+            TaskKind::InstanceDetails
+        );
+        assert_eq!(store.last_change("d").unwrap().map(|t| t.id), Some(1));
+    }
+
+    #[test]
+    fn a_database_of_a_newer_schema_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(SqliteStore::open(dir.path()).unwrap());
+        Connection::open(dir.path().join("fleet.db"))
+            .unwrap()
+            .pragma_update(None, "user_version", SCHEMA_VERSION + 1)
+            .unwrap();
+        let Err(e) = SqliteStore::open(dir.path()) else {
+            panic!("a newer schema was opened");
+        };
+        assert!(
+            matches!(e, StoreError::NewerSchema { found: 3, known: 2 }),
+            "{e}"
         );
     }
 }

@@ -15,6 +15,15 @@ pub enum TaskState {
 }
 
 impl TaskState {
+    pub const ALL: [TaskState; 6] = [
+        TaskState::Queued,
+        TaskState::Processing,
+        TaskState::Cancelling,
+        TaskState::Done,
+        TaskState::Error,
+        TaskState::Cancelled,
+    ];
+
     pub fn is_running(self) -> bool {
         matches!(
             self,
@@ -34,11 +43,79 @@ impl TaskState {
     }
 }
 
+/// What a task does. It decides the task's lock and whether the task changes its
+/// deployment (a read-only task is nobody's last operation), so nothing has to compare
+/// descriptions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskKind {
+    CreateDeployment,
+    UpdateDeployment,
+    RecreateDeployment,
+    StopDeployment,
+    StartDeployment,
+    RestartDeployment,
+    DeleteDeployment,
+    /// Asks every agent for its state (`bosh instances --details`, `bosh vms`).
+    InstanceDetails,
+}
+
+impl TaskKind {
+    pub const ALL: [TaskKind; 8] = [
+        TaskKind::CreateDeployment,
+        TaskKind::UpdateDeployment,
+        TaskKind::RecreateDeployment,
+        TaskKind::StopDeployment,
+        TaskKind::StartDeployment,
+        TaskKind::RestartDeployment,
+        TaskKind::DeleteDeployment,
+        TaskKind::InstanceDetails,
+    ];
+
+    /// The description the director shows, as BOSH words it.
+    pub fn description(self) -> &'static str {
+        match self {
+            TaskKind::CreateDeployment => "create deployment",
+            TaskKind::UpdateDeployment => "update deployment",
+            TaskKind::RecreateDeployment => "recreate deployment",
+            TaskKind::StopDeployment => "stop deployment",
+            TaskKind::StartDeployment => "start deployment",
+            TaskKind::RestartDeployment => "restart deployment",
+            TaskKind::DeleteDeployment => "delete deployment",
+            TaskKind::InstanceDetails => "retrieve vm-stats",
+        }
+    }
+
+    /// Whether the task changes its deployment; the others only read.
+    pub fn changes_deployment(self) -> bool {
+        self != TaskKind::InstanceDetails
+    }
+
+    /// The kind a description names, for records written before kinds were stored.
+    pub fn from_description(description: &str) -> Option<TaskKind> {
+        TaskKind::ALL
+            .into_iter()
+            .find(|k| k.description() == description)
+    }
+}
+
+/// Which tasks a listing wants, newest first; the store answers it with one query.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TaskFilter<'a> {
+    pub deployment: Option<&'a str>,
+    /// Any of these states; all states when `None`.
+    pub states: Option<&'a [TaskState]>,
+    /// Read-only tasks too; BOSH lists them only when asked (`verbose=2`).
+    pub read_only: bool,
+    pub limit: Option<usize>,
+}
+
 /// A background operation of the director, as `GET /tasks/:id` shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Task {
     pub id: u64,
     pub state: TaskState,
+    pub kind: TaskKind,
     pub description: String,
     pub deployment: Option<String>,
     /// What happened, in one line: the outcome of a finished task or its error.

@@ -10,42 +10,40 @@ use super::error::{ApiError, ApiResult, code};
 use super::query::Params;
 use super::wire;
 use fleet_director::Director;
-use fleet_director::model::Task;
-
-/// Tasks that only read, hidden from listings unless `verbose=2`, as the director does.
-const INTERNAL: &[&str] = &[fleet_director::DETAILS_TASK];
+use fleet_director::model::{Task, TaskFilter, TaskState};
 
 pub async fn list(
     State(director): State<Director>,
     Query(params): Query<Params>,
 ) -> ApiResult<Json<Value>> {
-    let states: Option<Vec<&str>> = params
-        .get("state")
-        .map(|s| s.split(',').map(str::trim).collect());
+    // A state no task can have matches nothing, as on the director.
+    let states: Option<Vec<TaskState>> = params.get("state").map(|s| {
+        s.split(',')
+            .filter_map(|name| {
+                TaskState::ALL
+                    .into_iter()
+                    .find(|t| t.as_str() == name.trim())
+            })
+            .collect()
+    });
     let verbose = params.get("verbose").map_or(1, |v| v.parse().unwrap_or(1));
     let limit = match params.get("limit") {
-        None => usize::MAX,
-        Some(l) => l.parse::<usize>().map_err(|_| {
+        None => None,
+        Some(l) => l.parse::<usize>().map(Some).map_err(|_| {
             ApiError::bad_request(
                 code::VALIDATION_INVALID_TYPE,
                 format!("limit must be a number, got '{l}'"),
             )
         })?,
     };
-    let deployment = params.get("deployment");
-    let tasks: Vec<Value> = director
-        .tasks()?
-        .iter()
-        .filter(|t| verbose >= 2 || !INTERNAL.contains(&t.description.as_str()))
-        .filter(|t| {
-            states
-                .as_ref()
-                .is_none_or(|s| s.contains(&t.state.as_str()))
-        })
-        .filter(|t| deployment.is_none_or(|d| t.deployment.as_ref() == Some(d)))
-        .take(limit)
-        .map(wire::task)
-        .collect();
+    let filter = TaskFilter {
+        deployment: params.get("deployment").map(String::as_str),
+        states: states.as_deref(),
+        // Tasks that only read are listed with `verbose=2` alone, as the director does.
+        read_only: verbose >= 2,
+        limit,
+    };
+    let tasks: Vec<Value> = director.tasks(&filter)?.iter().map(wire::task).collect();
     Ok(Json(Value::Array(tasks)))
 }
 
