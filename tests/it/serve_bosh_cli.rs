@@ -8,6 +8,7 @@ use serde_json::Value;
 use crate::served::Served;
 
 const PG: &str = "service-instance_pg-03";
+const RMQ: &str = "service-instance_rmq-01";
 
 fn is_task_line(v: &Value) -> bool {
     v["id"].is_u64()
@@ -31,8 +32,12 @@ async fn env_deployments_tasks_and_locks_decode_as_the_cli_expects() {
     );
     // `bosh deployments`
     let deployments = s.get_json("/deployments?exclude_configs=true").await;
-    for d in deployments.as_array().unwrap() {
-        for r in d["releases"].as_array().unwrap() {
+    let deployments = deployments.as_array().unwrap();
+    assert_eq!(deployments.len(), 5, "{deployments:?}");
+    for d in deployments {
+        let releases = d["releases"].as_array().unwrap();
+        assert!(!releases.is_empty(), "{d}");
+        for r in releases {
             assert!(!r["version"].as_str().unwrap().is_empty());
         }
     }
@@ -44,15 +49,19 @@ async fn env_deployments_tasks_and_locks_decode_as_the_cli_expects() {
     let recent = s.get_json("/tasks?limit=30&verbose=1").await;
     assert!(!recent.as_array().unwrap().is_empty());
     assert!(recent.as_array().unwrap().iter().all(is_task_line));
-    // `bosh locks`: timeout and task_id are strings.
+    // `bosh locks`: timeout and task_id are strings. One VM at a time, each watched for
+    // at least 300 ms: the lock is held while it is read.
     let id = Served::task_of(
-        &s.put(&format!("/deployments/{PG}/jobs/%2A?state=restart"))
-            .await,
+        &s.put(&format!(
+            "/deployments/{RMQ}/jobs/%2A?state=recreate&canaries=1&max_in_flight=1"
+        ))
+        .await,
     );
     let locks = s.get_json("/locks").await;
-    if let Some(lock) = locks.as_array().unwrap().first() {
-        assert!(lock["timeout"].is_string() && lock["task_id"].is_string());
-    }
+    let locks = locks.as_array().unwrap();
+    assert_eq!(locks.len(), 1, "{locks:?}");
+    assert!(locks[0]["timeout"].is_string());
+    assert_eq!(locks[0]["task_id"], id.to_string());
     s.wait_task(id).await;
 }
 
@@ -131,7 +140,9 @@ async fn deploy_instances_vms_recreate_stop_start_and_delete_follow_the_cli_sequ
         .await
         .unwrap();
     assert_eq!(events.status(), 206);
-    for line in events.text().await.unwrap().lines() {
+    let events = events.text().await.unwrap();
+    assert!(events.lines().count() > 1, "{events}");
+    for line in events.lines() {
         let v: Value = serde_json::from_str(line).unwrap();
         assert!(v["time"].is_u64() && v["index"].is_u64() && v["progress"].is_u64());
     }

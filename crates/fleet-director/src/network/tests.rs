@@ -595,8 +595,10 @@ mod properties {
             // Instances alive per deployment: a failed deploy deletes nothing, so the old
             // ones live on beside the new.
             let mut live: HashMap<String, std::collections::BTreeSet<String>> = HashMap::new();
+            // The addresses each deployment's last successful plan gave its instances.
+            let mut assigned: HashMap<String, Vec<(String, u32)>> = HashMap::new();
             for step in steps {
-                let (name, wanted, ok) = match step {
+                let (name, wanted, ok, settled) = match step {
                     Step::Deploy { deployment, count, network, fails } => {
                         let name = format!("d{deployment}");
                         let net = if network { "other" } else { "default" };
@@ -604,16 +606,24 @@ mod properties {
                         let refs: Vec<(&str, &str, &str)> = list.iter().map(|(a, b, c)| (a.as_str(), *b, *c)).collect();
                         // Running out of addresses is a legal outcome; anything else is not.
                         let ok = match deploy(&store, &nets, &name, &refs, fails) {
-                            Ok(_) => true,
+                            Ok(out) => {
+                                let ips = out
+                                    .iter()
+                                    .flat_map(|a| a.ips.iter().filter_map(|(_, ip)| ip.map(|ip| (a.owner.instance.clone(), ip))))
+                                    .collect();
+                                assigned.insert(name.clone(), ips);
+                                true
+                            }
                             Err(NetworkError::NotEnoughCapacity { .. }) => false,
                             Err(e) => { prop_assert!(false, "unexpected error: {e}"); false }
                         };
-                        (name, list.into_iter().map(|(id, _, _)| id).collect::<Vec<_>>(), ok)
+                        (name, list.into_iter().map(|(id, _, _)| id).collect::<Vec<_>>(), ok, ok && !fails)
                     }
                     Step::Delete { deployment } => {
                         let name = format!("d{deployment}");
                         deploy(&store, &nets, &name, &[], false).unwrap();
-                        (name, Vec::new(), true)
+                        assigned.insert(name.clone(), Vec::new());
+                        (name, Vec::new(), true, true)
                     }
                 };
                 let alive = live.entry(name.clone()).or_default();
@@ -626,15 +636,34 @@ mod properties {
                 for record in store.ips_of(&name).unwrap() {
                     prop_assert!(alive.contains(&record.owner.instance), "{record:?} leaked");
                 }
-                // Never shared: each address has one owner (the store's key), and no owner
-                // holds more than one address per network, but during a failed move.
-                let mut owners: HashMap<u32, (String, String)> = HashMap::new();
-                let mut per_instance: BTreeMap<(String, String), usize> = BTreeMap::new();
+                // Never shared: no plan gives an address that another live instance was given,
+                // and what a plan gave is what the store records for that instance.
+                let mut given: HashMap<u32, (String, String)> = HashMap::new();
+                for (deployment, ips) in &assigned {
+                    let recorded = store.ips_of(deployment).unwrap();
+                    for (instance, ip) in ips {
+                        if let Some(other) = given.insert(*ip, (deployment.clone(), instance.clone())) {
+                            prop_assert!(false, "{ip} given to {other:?} and to {deployment}/{instance}");
+                        }
+                        prop_assert!(
+                            recorded.iter().any(|r| r.address == *ip && r.owner.instance == *instance),
+                            "{deployment}/{instance} was given {ip}, which the store does not record as its own"
+                        );
+                    }
+                }
+                // One address per instance and network, but while a failed move holds both.
+                if settled {
+                    let mut per_instance: BTreeMap<(String, String), usize> = BTreeMap::new();
+                    for r in store.ips_of(&name).unwrap() {
+                        *per_instance.entry((r.owner.instance, r.network)).or_default() += 1;
+                    }
+                    for (key, held) in per_instance {
+                        prop_assert_eq!(held, 1, "{}/{:?} holds {} addresses", name, key, held);
+                    }
+                }
+                // Never restricted.
                 for d in 0..3 {
                     for r in store.ips_of(&format!("d{d}")).unwrap() {
-                        prop_assert!(owners.insert(r.address, (r.owner.deployment.clone(), r.owner.instance.clone())).is_none());
-                        *per_instance.entry((r.owner.deployment, r.network)).or_default() += 1;
-                        // Never restricted.
                         let subnet = restricted.iter().find(|(f, l, _)| (*f..=*l).contains(&r.address));
                         prop_assert!(subnet.is_some_and(|(_, _, s)| !s.restricted(r.address, &director) || s.statics.contains(r.address)));
                     }
