@@ -568,6 +568,26 @@ async fn the_cloud_config_is_diffed_and_updated_through_configs() {
         .await
         .unwrap();
     assert_eq!(refused.status(), 400);
+    // A bad network is refused at upload, naming its key; the config in force stays.
+    let bad_network = current.replace(
+        "compilation:",
+        "- name: broken\n  subnets:\n  - {range: 10.9.0.0/24, gateway: 10.8.0.1}\ncompilation:",
+    );
+    let bad = serde_json::json!({ "type": "cloud", "name": "default", "content": bad_network });
+    let refused = s
+        .director(Method::POST, "/configs")
+        .json(&bad)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 400);
+    let description = Served::description(refused).await;
+    assert!(
+        description.contains("networks.broken.subnets[0].gateway"),
+        "{description}"
+    );
+    let now = s.get_json("/configs?type=cloud&latest=true").await;
+    assert!(now[0]["content"].as_str().unwrap().contains("ram: 3072"));
     let runtime = serde_json::json!({ "type": "runtime", "name": "default", "content": "a: 1" });
     let refused = s
         .director(Method::POST, "/configs")

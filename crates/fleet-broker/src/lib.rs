@@ -30,6 +30,41 @@ pub enum BrokerError {
     Director(#[from] DirectorError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A poll named a task that is not an operation of the instance polled.
+    #[error("bosh task {task} is not an operation of service instance {instance}")]
+    ForeignOperation { task: u64, instance: String },
+}
+
+/// Which instances a listing wants, as the management API names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Filter {
+    All,
+    /// A redeploy would change them.
+    Outdated,
+    Provisioned,
+    Failed,
+}
+
+impl Filter {
+    /// The filter a `state` parameter names.
+    pub fn named(name: &str) -> Option<Filter> {
+        match name {
+            "all" => Some(Filter::All),
+            "outdated" => Some(Filter::Outdated),
+            "provisioned" => Some(Filter::Provisioned),
+            "failed" => Some(Filter::Failed),
+            _ => None,
+        }
+    }
+
+    pub fn admits(self, view: &InstanceView) -> bool {
+        match self {
+            Filter::All => true,
+            Filter::Outdated => view.update_available,
+            Filter::Provisioned => view.state == State::Provisioned,
+            Filter::Failed => view.state == State::Failed,
+        }
+    }
 }
 
 impl BrokerError {
@@ -237,6 +272,36 @@ impl Broker {
                 self.view(i, task)
             })
             .collect()
+    }
+
+    /// The instances `filter` admits, in id order.
+    ///
+    /// # Errors
+    /// A store or director error.
+    pub fn instances_in(&self, filter: Filter) -> Result<Vec<InstanceView>, BrokerError> {
+        let mut views = self.instances()?;
+        views.retain(|v| filter.admits(v));
+        Ok(views)
+    }
+
+    /// The state of `task` as an operation of instance `id`: what a poll of
+    /// `last_operation` asks, answered from the instance's record and the task alone.
+    ///
+    /// # Errors
+    /// [`BrokerError::NotFound`] for an unknown instance or task,
+    /// [`BrokerError::ForeignOperation`] for a task of another instance.
+    pub fn last_operation(&self, id: &str, task: u64) -> Result<OperationStatus, BrokerError> {
+        if get::<ServiceInstance>(&*self.store, Collection::ServiceInstances, id)?.is_none() {
+            return Err(BrokerError::NotFound(format!("service instance {id}")));
+        }
+        let found = self.director.task(task)?;
+        if found.as_ref().and_then(|t| t.deployment.as_deref()) != Some(&deployment_name(id)) {
+            return Err(BrokerError::ForeignOperation {
+                task,
+                instance: id.to_string(),
+            });
+        }
+        self.operation(task)
     }
 
     /// # Errors

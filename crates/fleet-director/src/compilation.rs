@@ -15,13 +15,14 @@ use super::compile::{Graph, PackageKey, needed};
 use super::cpi::VmRequest;
 use super::ids::new_id;
 use super::manifest::Manifest;
-use super::model::{CloudConfig, Release};
+use super::model::Release;
 use super::network::{
     DatabaseIpRepo, Held, InMemoryIpRepo, IpProvider, IpRepo, IpSet, Network, Owner, to_ip,
 };
 use super::networking::Networking;
+use super::snapshot::Snapshot;
 use super::task::TaskLog;
-use fleet_store::{Collection, get, put};
+use fleet_store::{Collection, put};
 use fleet_yaml as yaml;
 
 /// The `compilation` section of the cloud config (or of the manifest without one).
@@ -58,7 +59,7 @@ fn cache_key(package: &PackageKey, stemcell: &str) -> String {
     format!("{}@{stemcell}", package.describe())
 }
 
-fn read_config(node: &yaml::Node) -> Result<CompilationConfig, String> {
+pub(crate) fn read_config(node: &yaml::Node) -> Result<CompilationConfig, String> {
     let json = node.to_json();
     let text = |key: &str| json.get(key).and_then(|v| v.as_str()).map(str::to_string);
     let workers = match json.get("workers") {
@@ -80,21 +81,6 @@ fn read_config(node: &yaml::Node) -> Result<CompilationConfig, String> {
             .and_then(|v| v.as_bool())
             .unwrap_or(false),
     })
-}
-
-/// The cloud config's `compilation` section, else the manifest's, else one worker.
-pub fn config(core: &Core, manifest_text: &str) -> Result<CompilationConfig, String> {
-    let cloud = get::<CloudConfig>(&*core.store, Collection::CloudConfig, "current")
-        .map_err(|e| e.to_string())?;
-    let source = match cloud {
-        Some(c) => c.text,
-        None => manifest_text.to_string(),
-    };
-    let root = yaml::load(&source, yaml::Limits::default()).map_err(|e| e.to_string())?;
-    match root.get("compilation") {
-        Some(node) => read_config(node),
-        None => Ok(CompilationConfig::default()),
-    }
 }
 
 /// A compilation VM's place: its reserved address, and its VM while it has one.
@@ -196,16 +182,7 @@ impl Worker<'_> {
 /// Compiles what the deployment needs and the cache lacks; returns how many packages
 /// were compiled.
 /// Each stemcell's package graph: every package the manifest's jobs need on it.
-fn graphs(core: &Core, manifest: &Manifest) -> Result<Vec<(String, Graph)>, String> {
-    let mut releases: Vec<Release> = Vec::new();
-    for r in &manifest.releases {
-        let key = format!("{}/{}", r.name, r.version);
-        if let Some(release) =
-            get::<Release>(&*core.store, Collection::Releases, &key).map_err(|e| e.to_string())?
-        {
-            releases.push(release);
-        }
-    }
+fn graphs(releases: &[Release], manifest: &Manifest) -> Result<Vec<(String, Graph)>, String> {
     let mut jobs: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
     for group in &manifest.instance_groups {
         let Some(stemcell) = manifest.stemcell(&group.stemcell) else {
@@ -220,7 +197,7 @@ fn graphs(core: &Core, manifest: &Manifest) -> Result<Vec<(String, Graph)>, Stri
     }
     jobs.into_iter()
         .map(|(stemcell, jobs)| {
-            let graph = needed(&releases, &jobs).map_err(|e| e.to_string())?;
+            let graph = needed(releases, &jobs).map_err(|e| e.to_string())?;
             Ok((stemcell, graph))
         })
         .collect()
@@ -231,21 +208,21 @@ fn graphs(core: &Core, manifest: &Manifest) -> Result<Vec<(String, Graph)>, Stri
 ///
 /// # Errors
 /// The first such problem.
-pub fn check(core: &Core, manifest: &Manifest, manifest_text: &str) -> Result<(), String> {
-    graphs(core, manifest)?;
-    config(core, manifest_text).map(|_| ())
+pub fn check(snapshot: &Snapshot) -> Result<(), String> {
+    graphs(&snapshot.releases, &snapshot.manifest)?;
+    snapshot.compilation().map(|_| ())
 }
 
 pub async fn compile(
     core: &Arc<Core>,
     log: &TaskLog,
-    manifest: &Manifest,
-    manifest_text: &str,
+    snapshot: &Snapshot,
     networking: &Networking,
     taken: &[(String, u32)],
 ) -> Result<usize, String> {
+    let manifest = &snapshot.manifest;
     let mut work: Vec<Batch> = Vec::new();
-    for (stemcell, graph) in graphs(core, manifest)? {
+    for (stemcell, graph) in graphs(&snapshot.releases, manifest)? {
         let mut todo = BTreeSet::new();
         for package in graph.keys() {
             if core
@@ -269,7 +246,7 @@ pub async fn compile(
     if total == 0 {
         return Ok(0);
     }
-    let config = config(core, manifest_text)?;
+    let config = snapshot.compilation()?;
     let stage = log.stage("Compiling packages", Vec::new(), total as u32);
     // One address per worker on the compilation network, held while compilation runs.
     let owners: Vec<Owner> = (0..config.workers)

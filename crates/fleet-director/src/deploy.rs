@@ -10,19 +10,18 @@ use tokio::task::JoinSet;
 
 use super::Core;
 use super::compilation;
-use super::manifest::{Count, Manifest, parse};
-use super::model::{
-    CloudConfig, DeploymentRecord, DesiredState, InstanceRecord, Release, Stemcell,
-};
+use super::manifest::Count;
+use super::model::{DeploymentRecord, DesiredState, InstanceRecord};
 use super::network::{Owner, to_u32};
 use super::networking;
 use super::plan::{Change, PlanOptions, plan};
+use super::snapshot::Snapshot;
 use super::target::Target;
 use super::task::TaskLog;
 use super::update::{
     UpdateOptions, create_missing_vm, delete_instance, stop_instance, update_groups,
 };
-use super::validate::{self, Uploaded};
+use super::validate;
 use fleet_store::{Collection, get, list, put, remove};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -42,33 +41,18 @@ pub struct DeployOptions {
     pub target: Target,
 }
 
-/// The manifest against what the director has; every problem together.
-fn validate(
-    core: &Core,
-    manifest: &mut Manifest,
-    networking: &networking::Networking,
-) -> Result<(), String> {
-    let uploaded = Uploaded {
-        releases: list::<Release>(&*core.store, Collection::Releases, None)
-            .map_err(|e| e.to_string())?
-            .into_iter()
-            .map(|r| format!("{}/{}", r.name, r.version))
-            .collect(),
-        stemcells: list::<Stemcell>(&*core.store, Collection::Stemcells, None)
-            .map_err(|e| e.to_string())?
-            .into_iter()
-            .map(|s| format!("{}/{}", s.os, s.version))
-            .collect(),
-    };
-    let facts = networking::facts(core, networking)?;
-    let problems = validate::problems(manifest, &facts, &uploaded);
+/// The manifest against what the director has; every problem together. Pure: it reads
+/// the snapshot alone.
+fn validate(snapshot: &mut Snapshot) -> Result<(), String> {
+    let facts = snapshot.facts();
+    let problems = validate::problems(&snapshot.manifest, &facts, &snapshot.uploaded);
     if !problems.is_empty() {
         return Err(format!(
             "the manifest is invalid:\n  {}",
             problems.join("\n  ")
         ));
     }
-    validate::resolve_disk_types(manifest, &facts);
+    validate::resolve_disk_types(&mut snapshot.manifest, &facts);
     Ok(())
 }
 
@@ -144,13 +128,12 @@ pub async fn deploy(
     text: String,
     options: DeployOptions,
 ) -> Result<String, String> {
-    let mut manifest = parse(&text).map_err(|e| format!("the manifest is invalid:\n{e}"))?;
-    let networking = networking::choose(&core, &manifest)?;
-    validate(&core, &mut manifest, &networking)?;
-    compilation::check(&core, &manifest, &text)?;
-    let cloud_config = get::<CloudConfig>(&*core.store, Collection::CloudConfig, "current")
-        .map_err(|e| e.to_string())?
-        .map(|c| c.version);
+    let mut snapshot = Snapshot::take(&core, text)?;
+    validate(&mut snapshot)?;
+    compilation::check(&snapshot)?;
+    let networking = snapshot.networking();
+    let cloud_config = snapshot.cloud_version();
+    let manifest = &snapshot.manifest;
     let name = manifest.name.clone();
     let existing: Vec<InstanceRecord> =
         list(&*core.store, Collection::Instances, Some(&name)).map_err(|e| e.to_string())?;
@@ -159,7 +142,7 @@ pub async fn deploy(
         reported,
     } = bind(&core, &log, &existing, options.fix).await?;
     let mut plan = plan(
-        &manifest,
+        manifest,
         existing,
         &PlanOptions {
             recreate: options.recreate,
@@ -177,7 +160,7 @@ pub async fn deploy(
         ));
     }
     log.check()?;
-    networking::reserve(&core, &networking, &manifest, &mut plan, &reported)?;
+    networking::reserve(&core, &networking, manifest, &mut plan, &reported)?;
     let global = networking.global();
     let changed = plan.changed_instances();
     let obsolete = plan.obsolete.len();
@@ -205,7 +188,7 @@ pub async fn deploy(
         .filter_map(|(network, ip)| ip.map(|ip| (network.clone(), ip)))
         .collect();
     log.check()?;
-    compilation::compile(&core, &log, &manifest, &text, &networking, &taken).await?;
+    compilation::compile(&core, &log, &snapshot, &networking, &taken).await?;
     log.check()?;
 
     let missing: Vec<_> = plan
@@ -268,7 +251,7 @@ pub async fn deploy(
             &name,
             &DeploymentRecord {
                 name: name.clone(),
-                manifest: Some(text),
+                manifest: Some(snapshot.text),
                 cloud_config,
             },
         )])

@@ -5,6 +5,7 @@
 //! and the agents are behind the [`cpi::Cpi`] and [`agent::Agent`] traits.
 
 pub mod agent;
+pub mod cloud;
 mod compilation;
 pub mod compile;
 pub mod cpi;
@@ -18,6 +19,7 @@ pub mod network;
 mod networking;
 pub mod plan;
 pub mod sim;
+mod snapshot;
 mod target;
 mod task;
 mod update;
@@ -40,8 +42,8 @@ use cpi::Cpi;
 use fleet_store::{Collection, Store, get, list, put};
 use manifest::Count;
 use model::{
-    CloudConfig, DeploymentRecord, DiskRecord, InstanceRecord, Release, Stemcell, Task, TaskEvent,
-    TaskFilter, TaskKind, TaskState, VmRecord,
+    CloudConfig, CloudConfigUse, DeployedVersions, DeploymentRecord, DeploymentSummary, DiskRecord,
+    InstanceRecord, Release, Stemcell, Task, TaskEvent, TaskFilter, TaskKind, TaskState, VmRecord,
 };
 use task::TaskLog;
 
@@ -255,11 +257,14 @@ impl Director {
         Ok(list(self.store(), Collection::Stemcells, None)?)
     }
 
-    /// Replaces the cloud config (it must be YAML) with a new version, unless it is the
-    /// same text. Deployments made with an older version are then out of date.
+    /// Replaces the cloud config with a new version, unless it is the same text.
+    /// Deployments made with an older version are then out of date.
+    ///
+    /// # Errors
+    /// [`DirectorError::CloudConfig`] with every problem of an invalid one, which is not
+    /// stored: the next deploy must not be the first to find it.
     pub fn update_cloud_config(&self, text: &str) -> Result<u64, DirectorError> {
-        fleet_yaml::load(text, fleet_yaml::Limits::default())
-            .map_err(|e| DirectorError::Invalid(format!("cloud config is not valid YAML: {e}")))?;
+        cloud::parse(text, 0)?;
         let current = self.cloud_config()?;
         if let Some(current) = &current
             && current.text == text
@@ -316,7 +321,7 @@ impl Director {
         deployment: &str,
         options: RecreateOptions,
     ) -> Result<Task, DirectorError> {
-        self.deployed_manifest(deployment)?;
+        self.check_target(deployment, &options.target)?;
         let name = deployment.to_string();
         let deploy_options = DeployOptions {
             recreate: true,
@@ -355,7 +360,7 @@ impl Director {
         target: Target,
         skip_drain: bool,
     ) -> Result<Task, DirectorError> {
-        self.deployed_manifest(deployment)?;
+        self.check_target(deployment, &target)?;
         let name = deployment.to_string();
         self.start_task(
             TaskKind::StopDeployment,
@@ -374,7 +379,7 @@ impl Director {
         target: Target,
         skip_drain: bool,
     ) -> Result<Task, DirectorError> {
-        self.deployed_manifest(deployment)?;
+        self.check_target(deployment, &target)?;
         let name = deployment.to_string();
         self.start_task(
             TaskKind::RestartDeployment,
@@ -414,7 +419,7 @@ impl Director {
     /// # Errors
     /// As [`Director::start`].
     pub fn start_instances(&self, deployment: &str, target: Target) -> Result<Task, DirectorError> {
-        self.deployed_manifest(deployment)?;
+        self.check_target(deployment, &target)?;
         let name = deployment.to_string();
         let options = DeployOptions {
             start: true,
@@ -451,9 +456,44 @@ impl Director {
     pub fn deployed_manifest(&self, deployment: &str) -> Result<String, DirectorError> {
         get::<DeploymentRecord>(self.store(), Collection::Deployments, deployment)?
             .and_then(|d| d.manifest)
-            .ok_or_else(|| DirectorError::NotFound {
-                what: format!("a successfully deployed manifest of deployment `{deployment}`"),
+            .ok_or_else(|| DirectorError::NotDeployed {
+                deployment: deployment.to_string(),
             })
+    }
+
+    /// What a state change may act on: a deployment that deployed successfully, a group
+    /// of its manifest, an instance that exists.
+    ///
+    /// # Errors
+    /// [`DirectorError::NotDeployed`], [`DirectorError::UnknownGroup`] or
+    /// [`DirectorError::UnknownInstance`].
+    pub fn check_target(&self, deployment: &str, target: &Target) -> Result<(), DirectorError> {
+        let deployed = self.deployed_manifest(deployment)?;
+        let Some(group) = &target.group else {
+            return Ok(());
+        };
+        let known = manifest::parse(&deployed)
+            .map(|m| m.instance_groups.iter().any(|g| &g.name == group))
+            .unwrap_or(false);
+        if !known {
+            return Err(DirectorError::UnknownGroup {
+                deployment: deployment.to_string(),
+                group: group.clone(),
+            });
+        }
+        if let Some(instance) = &target.instance
+            && !self
+                .instances(deployment)?
+                .iter()
+                .any(|i| target.matches(&i.group, i.index, &i.id))
+        {
+            return Err(DirectorError::UnknownInstance {
+                deployment: deployment.to_string(),
+                group: group.clone(),
+                instance: instance.clone(),
+            });
+        }
+        Ok(())
     }
 
     /// Creates a task, taking the deployment's lock unless the kind only reads, and runs
@@ -691,6 +731,51 @@ impl Director {
                 (record, parsed)
             })
             .collect())
+    }
+
+    /// Every deployment with its parsed manifest, whether its cloud config is the one in
+    /// force, and whether a task holds it.
+    pub fn deployment_summaries(&self) -> Result<Vec<DeploymentSummary>, DirectorError> {
+        let current = self.cloud_config()?.map(|c| c.version);
+        let locked: std::collections::HashSet<String> =
+            self.locks()?.into_iter().map(|(name, _)| name).collect();
+        Ok(self
+            .deployed_manifests()?
+            .into_iter()
+            .map(|(record, manifest)| {
+                let cloud_config = match (current, record.cloud_config) {
+                    (None, _) => CloudConfigUse::None,
+                    (Some(c), Some(used)) if c == used => CloudConfigUse::Latest,
+                    _ => CloudConfigUse::Outdated,
+                };
+                let locked = locked.contains(&lock_name(&record.name));
+                DeploymentSummary {
+                    record,
+                    manifest,
+                    cloud_config,
+                    locked,
+                }
+            })
+            .collect())
+    }
+
+    /// The releases and stemcells the deployed manifests use.
+    pub fn deployed_versions(&self) -> Result<DeployedVersions, DirectorError> {
+        let mut deployed = DeployedVersions::default();
+        for (record, manifest) in self.deployed_manifests()? {
+            let Some(m) = manifest else {
+                continue;
+            };
+            for r in m.releases {
+                deployed.releases.insert((r.name, r.version));
+            }
+            for s in m.stemcells {
+                deployed
+                    .stemcells
+                    .push((s.os, s.version, record.name.clone()));
+            }
+        }
+        Ok(deployed)
     }
 
     pub fn instances(&self, deployment: &str) -> Result<Vec<InstanceRecord>, DirectorError> {

@@ -137,4 +137,44 @@ pub struct CloudConfig {
     pub text: String,
 }
 
+/// How a deployment's cloud config compares with the one in force.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CloudConfigUse {
+    /// The director has no cloud config.
+    None,
+    Latest,
+    /// Deployed with an older version, or before there was one.
+    Outdated,
+}
+
+impl CloudConfigUse {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CloudConfigUse::None => "none",
+            CloudConfigUse::Latest => "latest",
+            CloudConfigUse::Outdated => "outdated",
+        }
+    }
+}
+
+/// A deployment as listings show it.
+#[derive(Debug, Clone)]
+pub struct DeploymentSummary {
+    pub record: DeploymentRecord,
+    /// Its last successfully deployed manifest, parsed; `None` before a first success.
+    pub manifest: Option<crate::manifest::Manifest>,
+    pub cloud_config: CloudConfigUse,
+    pub locked: bool,
+}
+
+/// What the deployed manifests use, for "currently deployed" in release and stemcell
+/// listings.
+#[derive(Debug, Clone, Default)]
+pub struct DeployedVersions {
+    /// Release name and version.
+    pub releases: std::collections::BTreeSet<(String, String)>,
+    /// Stemcell os, version, and the deployment that uses it.
+    pub stemcells: Vec<(String, String, String)>,
+}
+
 pub use fleet_store::{EventState, Task, TaskEvent, TaskFilter, TaskKind, TaskState};

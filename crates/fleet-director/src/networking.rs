@@ -7,15 +7,13 @@ use std::collections::{BTreeSet, HashMap};
 use super::Core;
 use super::ids::new_id;
 use super::manifest::Manifest;
-use super::model::{CloudConfig, DesiredState};
+use super::model::DesiredState;
 use super::network::{
     DatabaseIpRepo, Desired, Held, InMemoryIpRepo, InstanceNetworks, IpProvider, IpRepo, IpSet,
-    Network, Owner, networks, to_ip, to_u32,
+    Network, Owner, to_ip, to_u32,
 };
 use super::plan::{Change, DeploymentPlan};
-use super::validate::CloudFacts;
-use fleet_store::{Collection, IpRecord, get};
-use fleet_yaml::{self as yaml, Checker};
+use fleet_store::IpRecord;
 
 /// Where this deploy's networks come from.
 pub enum Networking {
@@ -29,55 +27,6 @@ impl Networking {
     pub fn global(&self) -> bool {
         matches!(self, Networking::Global(_))
     }
-
-    pub fn networks(&self) -> &[Network] {
-        match self {
-            Networking::Global(n) | Networking::Local(n) => n,
-        }
-    }
-}
-
-/// The cloud config's networks when there is one (its `azs` checked), else the manifest's.
-pub fn choose(core: &Core, manifest: &Manifest) -> Result<Networking, String> {
-    let cloud = get::<CloudConfig>(&*core.store, Collection::CloudConfig, "current")
-        .map_err(|e| e.to_string())?;
-    if let Some(cloud) = cloud {
-        let root = yaml::load(&cloud.text, yaml::Limits::default())
-            .map_err(|e| format!("cloud config: {e}"))?;
-        let azs: Vec<String> = root
-            .get("azs")
-            .map(|a| a.to_json())
-            .and_then(|a| a.as_array().cloned())
-            .unwrap_or_default()
-            .iter()
-            .filter_map(|az| az.get("name").and_then(|n| n.as_str()).map(str::to_string))
-            .collect();
-        let mut checker = Checker::new();
-        let nets = match root.get("networks") {
-            Some(node) => networks(
-                &mut checker,
-                node,
-                "networks",
-                (!azs.is_empty()).then_some(azs.as_slice()),
-            ),
-            None => Vec::new(),
-        };
-        if !checker.is_clean() {
-            let problems: Vec<String> = checker
-                .into_problems()
-                .iter()
-                .map(ToString::to_string)
-                .collect();
-            return Err(format!(
-                "the cloud config's networks are invalid:\n{}",
-                problems.join("\n")
-            ));
-        }
-        return Ok(Networking::Global(nets));
-    }
-    Ok(Networking::Local(
-        manifest.networks.clone().unwrap_or_default(),
-    ))
 }
 
 /// Parses `network/address` entries of a recorded spec.
@@ -93,28 +42,6 @@ fn recorded(networks: &[String]) -> Vec<Held> {
             })
         })
         .collect()
-}
-
-/// The names the cloud config (or the manifest's networks) define, for validation.
-pub fn facts(core: &Core, networking: &Networking) -> Result<CloudFacts, String> {
-    let names = networking
-        .networks()
-        .iter()
-        .map(|n| n.name.clone())
-        .collect();
-    if !networking.global() {
-        return Ok(CloudFacts {
-            networks: names,
-            ..CloudFacts::default()
-        });
-    }
-    let cloud = get::<CloudConfig>(&*core.store, Collection::CloudConfig, "current")
-        .map_err(|e| e.to_string())?
-        .map(|c| c.text)
-        .unwrap_or_default();
-    let root =
-        yaml::load(&cloud, yaml::Limits::default()).map_err(|e| format!("cloud config: {e}"))?;
-    Ok(CloudFacts::from_cloud_config(&root, names))
 }
 
 /// Names new instances, reserves every instance's addresses, and records in the plan the

@@ -1757,3 +1757,28 @@ mod store_faults {
         assert!(f.director.locks().unwrap().is_empty());
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_cloud_config_with_a_bad_network_is_refused_at_upload_and_the_one_in_force_stays() {
+    let f = fixture(vec![]);
+    let good = "networks:\n- name: default\n  subnets: [{range: 10.0.0.0/24, gateway: 10.0.0.1}]\n";
+    let version = f.director.update_cloud_config(good).unwrap();
+    let bad = "networks:\n- name: default\n  subnets: [{range: 10.0.0.0/24, gateway: 10.1.0.1}]\n- name: other\n  subnets: [{range: 10.2.0.0/33, gateway: 10.2.0.1}]\n";
+    match f.director.update_cloud_config(bad) {
+        Err(DirectorError::CloudConfig(e)) => {
+            assert_eq!(e.problems.len(), 2, "{e}");
+            assert!(
+                e.to_string()
+                    .contains("networks.default.subnets[0].gateway"),
+                "{e}"
+            );
+            assert!(
+                e.to_string().contains("networks.other.subnets[0].range"),
+                "{e}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let current = f.director.cloud_config().unwrap().unwrap();
+    assert_eq!((current.version, current.text.as_str()), (version, good));
+}

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use fleet_broker::{Answer, Broker, BrokerError, InstanceView, OperationStatus, State};
+use fleet_broker::{Answer, Broker, BrokerError, Filter, InstanceView, OperationStatus, State};
 use fleet_director::model::TaskState;
 use fleet_rollout::inventory::{
     Action, Instance, InstanceId, InstanceState, Inventory, InventoryError, LastOperation,
@@ -82,12 +82,17 @@ fn instance(view: InstanceView) -> Instance {
 impl Inventory for EmbeddedInventory {
     async fn list(&self, selection: Selection) -> Result<Vec<Instance>, InventoryError> {
         let broker = Arc::clone(&self.broker);
-        Ok(blocking(move || broker.instances())
+        let filter = match selection {
+            Selection::All => Filter::All,
+            Selection::Outdated => Filter::Outdated,
+            Selection::Provisioned => Filter::Provisioned,
+            Selection::Failed => Filter::Failed,
+        };
+        Ok(blocking(move || broker.instances_in(filter))
             .await
             .map_err(failure)?
             .into_iter()
             .map(instance)
-            .filter(|i| selection.matches(i))
             .collect())
     }
 

@@ -13,7 +13,7 @@ use axum::routing::get;
 use serde_json::{Value, json};
 
 use fleet_broker::{
-    Answer, Broker, BrokerError, InstanceView, OperationStatus, State as InstanceState,
+    Answer, Broker, BrokerError, Filter, InstanceView, OperationStatus, State as InstanceState,
 };
 use fleet_director::model::TaskState;
 
@@ -47,6 +47,9 @@ fn failure(e: BrokerError) -> Response {
             "NotFound",
             format!("{what} not found"),
         ),
+        e @ BrokerError::ForeignOperation { .. } => {
+            error(StatusCode::BAD_REQUEST, "BadRequest", e.to_string())
+        }
         other => {
             tracing::error!(error = %other, "broker request failed");
             error(
@@ -110,24 +113,21 @@ fn view_json(view: &InstanceView) -> Value {
 }
 
 async fn list(State(broker): State<Arc<Broker>>, Query(params): Query<Params>) -> Response {
-    let filter: fn(&InstanceView) -> bool = match params.get("state").map(String::as_str) {
-        None | Some("all") => |_| true,
-        Some("outdated") => |v| v.update_available,
-        Some("provisioned") => |v| v.state == InstanceState::Provisioned,
-        Some("failed") => |v| v.state == InstanceState::Failed,
-        Some(other) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "BadRequest",
-                format!("state '{other}' is not one of outdated, provisioned, failed, all"),
-            );
-        }
+    let filter = match params.get("state").map(String::as_str) {
+        None => Filter::All,
+        Some(name) => match Filter::named(name) {
+            Some(filter) => filter,
+            None => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "BadRequest",
+                    format!("state '{name}' is not one of outdated, provisioned, failed, all"),
+                );
+            }
+        },
     };
-    match broker.instances() {
-        Ok(views) => Json(Value::Array(
-            views.iter().filter(|v| filter(v)).map(view_json).collect(),
-        ))
-        .into_response(),
+    match broker.instances_in(filter) {
+        Ok(views) => Json(Value::Array(views.iter().map(view_json).collect())).into_response(),
         Err(e) => failure(e),
     }
 }
@@ -230,31 +230,7 @@ async fn last_operation(
             "the `operation` parameter must be the JSON of an accepted operation, with BoshTaskID",
         );
     };
-    match broker.instance(&id) {
-        Ok(Some(view)) => {
-            // A task of another instance says nothing about this one.
-            match broker.director().task(task) {
-                Ok(Some(t)) if t.deployment.as_deref() == Some(view.deployment.as_str()) => {}
-                Ok(_) => {
-                    return error(
-                        StatusCode::BAD_REQUEST,
-                        "BadRequest",
-                        format!("bosh task {task} is not an operation of service instance {id}"),
-                    );
-                }
-                Err(e) => return failure(e.into()),
-            }
-        }
-        Ok(None) => {
-            return error(
-                StatusCode::NOT_FOUND,
-                "NotFound",
-                format!("service instance {id} not found"),
-            );
-        }
-        Err(e) => return failure(e),
-    }
-    match broker.operation(task) {
+    match broker.last_operation(&id, task) {
         Ok(status) => {
             let (state, description) = match status {
                 OperationStatus::InProgress => ("in progress", format!("bosh task {task} running")),

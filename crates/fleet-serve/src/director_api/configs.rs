@@ -157,7 +157,7 @@ pub async fn update_cloud_config(
 }
 
 pub async fn releases(State(director): State<Director>) -> ApiResult<Json<Value>> {
-    let deployed = deployed_versions(&director)?;
+    let deployed = director.deployed_versions()?;
     let mut by_name: std::collections::BTreeMap<String, Vec<Value>> = Default::default();
     for release in director.releases()? {
         let in_use = deployed
@@ -183,7 +183,7 @@ pub async fn releases(State(director): State<Director>) -> ApiResult<Json<Value>
 }
 
 pub async fn stemcells(State(director): State<Director>) -> ApiResult<Json<Value>> {
-    let deployed = deployed_versions(&director)?;
+    let deployed = director.deployed_versions()?;
     let stemcells: Vec<Value> = director
         .stemcells()?
         .into_iter()
@@ -206,29 +206,4 @@ pub async fn stemcells(State(director): State<Director>) -> ApiResult<Json<Value
         })
         .collect();
     Ok(Json(Value::Array(stemcells)))
-}
-
-#[derive(Default)]
-struct Deployed {
-    releases: Vec<(String, String)>,
-    /// os, version, deployment
-    stemcells: Vec<(String, String, String)>,
-}
-
-fn deployed_versions(director: &Director) -> ApiResult<Deployed> {
-    let mut deployed = Deployed::default();
-    for (record, parsed) in director.deployed_manifests()? {
-        let Some(m) = parsed else {
-            continue;
-        };
-        for r in m.releases {
-            deployed.releases.push((r.name, r.version));
-        }
-        for s in m.stemcells {
-            deployed
-                .stemcells
-                .push((s.os, s.version, record.name.clone()));
-        }
-    }
-    Ok(deployed)
 }

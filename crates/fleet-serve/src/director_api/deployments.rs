@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::error::{ApiError, ApiResult, code};
 use super::query::{Params, count, flag, present};
 use super::wire::{self, check_manifest, require_yaml};
-use fleet_director::manifest::{self, Manifest};
+use fleet_director::manifest::Manifest;
 use fleet_director::model::{DesiredState, InstanceRecord, Stemcell, Task};
 use fleet_director::{DeployOptions, Director, RecreateOptions, Target};
 
@@ -56,23 +56,17 @@ fn versions(manifest: Option<&Manifest>, uploaded: &[Stemcell]) -> (Value, Value
 }
 
 pub async fn list(State(director): State<Director>) -> ApiResult<Json<Value>> {
-    let current = director.cloud_config()?.map(|c| c.version);
     let uploaded = director.stemcells()?;
     let mut out = Vec::new();
-    for (record, parsed) in director.deployed_manifests()? {
-        let (releases, stemcells) = versions(parsed.as_ref(), &uploaded);
-        let cloud_config = match (current, record.cloud_config) {
-            (None, _) => "none",
-            (Some(c), Some(used)) if c == used => "latest",
-            _ => "outdated",
-        };
+    for d in director.deployment_summaries()? {
+        let (releases, stemcells) = versions(d.manifest.as_ref(), &uploaded);
         out.push(json!({
-            "name": record.name,
-            "cloud_config": cloud_config,
+            "name": d.record.name,
+            "cloud_config": d.cloud_config.as_str(),
             "releases": releases,
             "stemcells": stemcells,
             "teams": [],
-            "locked": director.lock_holder(&record.name)?.is_some(),
+            "locked": d.locked,
         }));
     }
     Ok(Json(Value::Array(out)))
@@ -242,41 +236,6 @@ pub async fn change_instance(
     )
 }
 
-/// The target must name a group of the deployed manifest and, when it names an instance,
-/// one that exists.
-fn check_target(director: &Director, name: &str, target: &Target) -> ApiResult<()> {
-    let deployed = director.deployed_manifest(name).map_err(|_| {
-        ApiError::bad_request(
-            code::GENERIC,
-            format!("Deployment '{name}' has no successfully deployed manifest to act on"),
-        )
-    })?;
-    let Some(group) = &target.group else {
-        return Ok(());
-    };
-    let known = manifest::parse(&deployed)
-        .map(|m| m.instance_groups.iter().any(|g| &g.name == group))
-        .unwrap_or(false);
-    if !known {
-        return Err(ApiError::not_found(
-            code::JOB_NOT_FOUND,
-            format!("Instance group '{group}' doesn't exist in deployment '{name}'"),
-        ));
-    }
-    if let Some(instance) = &target.instance
-        && !director
-            .instances(name)?
-            .iter()
-            .any(|i| target.matches(&i.group, i.index, &i.id))
-    {
-        return Err(ApiError::not_found(
-            code::INSTANCE_NOT_FOUND,
-            format!("Instance '{group}/{instance}' doesn't exist in deployment '{name}'"),
-        ));
-    }
-    Ok(())
-}
-
 fn change(
     director: &Director,
     name: &str,
@@ -292,7 +251,6 @@ fn change(
              the manifest, then change the state with an empty body",
         ));
     }
-    check_target(director, name, &target)?;
     let state = params.get("state").map(String::as_str).unwrap_or("");
     let skip_drain = present(params, "skip_drain");
     if state != "recreate" {

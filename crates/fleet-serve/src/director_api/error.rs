@@ -72,7 +72,17 @@ impl From<DirectorError> for ApiError {
             },
             DirectorError::NotFound { .. } => ApiError::not_found(code::GENERIC, description),
             DirectorError::Manifest(_) => ApiError::bad_request(code::BAD_MANIFEST, description),
-            DirectorError::Invalid(_) => ApiError::bad_request(code::GENERIC, description),
+            DirectorError::Invalid(_)
+            | DirectorError::CloudConfig(_)
+            | DirectorError::NotDeployed { .. } => {
+                ApiError::bad_request(code::GENERIC, description)
+            }
+            DirectorError::UnknownGroup { .. } => {
+                ApiError::not_found(code::JOB_NOT_FOUND, description)
+            }
+            DirectorError::UnknownInstance { .. } => {
+                ApiError::not_found(code::INSTANCE_NOT_FOUND, description)
+            }
             DirectorError::Store(_) => {
                 tracing::error!(error = %description, "director store error");
                 ApiError {

@@ -1,0 +1,122 @@
+//! What a deploy works from, read once when its task starts: the manifest, the cloud
+//! config's typed model, and the uploads it names. Validation, planning, IP planning and
+//! compilation planning read this, so nothing re-reads or re-parses the cloud config
+//! mid-deploy, and a cloud config uploaded meanwhile cannot change a deploy halfway.
+
+use super::Core;
+use super::cloud::{self, CloudModel};
+use super::compilation::{CompilationConfig, read_config};
+use super::manifest::{Manifest, parse};
+use super::model::{CloudConfig, Release, Stemcell};
+use super::networking::Networking;
+use super::validate::{CloudFacts, Uploaded};
+use fleet_store::{Collection, get, list};
+
+pub struct Snapshot {
+    pub text: String,
+    pub manifest: Manifest,
+    /// `None` without a cloud config: the manifest's own networks and compilation apply.
+    pub cloud: Option<CloudModel>,
+    /// The releases the manifest names that are uploaded.
+    pub releases: Vec<Release>,
+    /// Every uploaded release and stemcell, by name.
+    pub uploaded: Uploaded,
+    /// The manifest's `compilation` block, used without a cloud config.
+    manifest_compilation: Result<CompilationConfig, String>,
+}
+
+impl Snapshot {
+    /// Reads everything the deploy of `text` needs, once.
+    ///
+    /// # Errors
+    /// An invalid manifest or stored cloud config, or a store failure.
+    pub fn take(core: &Core, text: String) -> Result<Snapshot, String> {
+        let manifest = parse(&text).map_err(|e| format!("the manifest is invalid:\n{e}"))?;
+        let cloud = get::<CloudConfig>(&*core.store, Collection::CloudConfig, "current")
+            .map_err(|e| e.to_string())?
+            .map(|c| cloud::parse(&c.text, c.version))
+            .transpose()
+            .map_err(|e| e.to_string())?;
+        let all_releases: Vec<Release> =
+            list(&*core.store, Collection::Releases, None).map_err(|e| e.to_string())?;
+        let stemcells: Vec<Stemcell> =
+            list(&*core.store, Collection::Stemcells, None).map_err(|e| e.to_string())?;
+        let uploaded = Uploaded {
+            releases: all_releases
+                .iter()
+                .map(|r| format!("{}/{}", r.name, r.version))
+                .collect(),
+            stemcells: stemcells
+                .iter()
+                .map(|s| format!("{}/{}", s.os, s.version))
+                .collect(),
+        };
+        let releases = all_releases
+            .into_iter()
+            .filter(|r| {
+                manifest
+                    .releases
+                    .iter()
+                    .any(|m| m.name == r.name && m.version == r.version)
+            })
+            .collect();
+        let manifest_compilation = match &cloud {
+            Some(_) => Ok(CompilationConfig::default()),
+            None => fleet_yaml::load(&text, fleet_yaml::Limits::default())
+                .map_err(|e| e.to_string())
+                .and_then(|root| match root.get("compilation") {
+                    Some(node) => read_config(node),
+                    None => Ok(CompilationConfig::default()),
+                }),
+        };
+        Ok(Snapshot {
+            text,
+            manifest,
+            cloud,
+            releases,
+            uploaded,
+            manifest_compilation,
+        })
+    }
+
+    /// The cloud config's networks when there is one, else the manifest's.
+    pub fn networking(&self) -> Networking {
+        match &self.cloud {
+            Some(cloud) => Networking::Global(cloud.networks.clone()),
+            None => Networking::Local(self.manifest.networks.clone().unwrap_or_default()),
+        }
+    }
+
+    /// The names the cloud config (or the manifest's networks) define, for validation.
+    pub fn facts(&self) -> CloudFacts {
+        match &self.cloud {
+            Some(cloud) => cloud.facts.clone(),
+            None => CloudFacts {
+                networks: self
+                    .manifest
+                    .networks
+                    .iter()
+                    .flatten()
+                    .map(|n| n.name.clone())
+                    .collect(),
+                ..CloudFacts::default()
+            },
+        }
+    }
+
+    /// The cloud config's `compilation` section, else the manifest's, else one worker.
+    ///
+    /// # Errors
+    /// An invalid `compilation` block of the manifest.
+    pub fn compilation(&self) -> Result<CompilationConfig, String> {
+        match &self.cloud {
+            Some(cloud) => Ok(cloud.compilation.clone()),
+            None => self.manifest_compilation.clone(),
+        }
+    }
+
+    /// The version of the cloud config this deploy used.
+    pub fn cloud_version(&self) -> Option<u64> {
+        self.cloud.as_ref().map(|c| c.version)
+    }
+}
