@@ -17,7 +17,7 @@ use super::networking;
 use super::plan::{Change, PlanOptions, plan};
 use super::snapshot::Snapshot;
 use super::target::Target;
-use super::task::TaskLog;
+use super::task::{JobError, TaskLog};
 use super::update::{
     UpdateOptions, create_missing_vm, delete_instance, stop_instance, update_groups,
 };
@@ -127,7 +127,7 @@ pub async fn deploy(
     log: TaskLog,
     text: String,
     options: DeployOptions,
-) -> Result<String, String> {
+) -> Result<String, JobError> {
     let mut snapshot = Snapshot::take(&core, text)?;
     validate(&mut snapshot)?;
     compilation::check(&snapshot)?;
@@ -229,7 +229,7 @@ pub async fn deploy(
             }
         }
         if let Some(e) = first_error {
-            return Err(e);
+            return Err(e.into());
         }
         for (instance, record) in missing.into_iter().zip(records) {
             instance.existing = record;
@@ -269,7 +269,7 @@ pub async fn recreate_or_start(
     log: TaskLog,
     name: String,
     options: DeployOptions,
-) -> Result<String, String> {
+) -> Result<String, JobError> {
     let manifest = get::<DeploymentRecord>(&*core.store, Collection::Deployments, &name)
         .map_err(|e| e.to_string())?
         .and_then(|d| d.manifest)
@@ -288,7 +288,7 @@ pub async fn stop(
     hard: bool,
     target: Target,
     skip_drain: bool,
-) -> Result<String, String> {
+) -> Result<String, JobError> {
     let existing: Vec<InstanceRecord> = list(&*core.store, Collection::Instances, Some(&name))
         .map_err(|e| e.to_string())?
         .into_iter()
@@ -313,7 +313,7 @@ pub async fn stop(
 
 /// Deletes every instance of the deployment (VMs deleted, disks orphaned) and the
 /// deployment itself.
-pub async fn delete(core: Arc<Core>, log: TaskLog, name: String) -> Result<String, String> {
+pub async fn delete(core: Arc<Core>, log: TaskLog, name: String) -> Result<String, JobError> {
     let existing: Vec<InstanceRecord> =
         list(&*core.store, Collection::Instances, Some(&name)).map_err(|e| e.to_string())?;
     let unresponsive = bind(&core, &log, &existing, true).await?.unresponsive;

@@ -8,6 +8,7 @@ pub mod agent;
 pub mod cloud;
 mod compilation;
 pub mod compile;
+pub mod core;
 pub mod cpi;
 mod deploy;
 mod details;
@@ -18,6 +19,7 @@ pub mod model;
 pub mod network;
 mod networking;
 pub mod plan;
+mod runner;
 pub mod sim;
 mod snapshot;
 mod target;
@@ -25,81 +27,23 @@ mod task;
 mod update;
 pub mod validate;
 
-use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
-use tokio::sync::Notify;
-
+pub use core::{Core, DirectorSettings};
 pub use deploy::DeployOptions;
 pub use error::DirectorError;
 pub use target::Target;
-pub use task::{CANCELLED, unix_now};
+pub use task::{JobError, unix_now};
 
-use agent::{Agent, AgentError};
+use agent::Agent;
 use cpi::Cpi;
 use fleet_store::{Collection, Store, get, list, put};
 use manifest::Count;
 use model::{
     CloudConfig, CloudConfigUse, DeployedVersions, DeploymentRecord, DeploymentSummary, DiskRecord,
-    InstanceRecord, Release, Stemcell, Task, TaskEvent, TaskFilter, TaskKind, TaskState, VmRecord,
+    InstanceRecord, Release, Stemcell, Task, TaskEvent, TaskFilter, TaskKind, VmRecord,
 };
-use task::TaskLog;
-
-/// Tries for a write at a task's start or end; with the delays doubling from
-/// [`PERSIST_DELAY`], a store that stays busy for about three seconds is outlasted.
-const PERSIST_ATTEMPTS: u32 = 6;
-const PERSIST_DELAY: Duration = Duration::from_millis(100);
-
-/// A write that a task's start or end must not lose: a deployment whose lock is not
-/// released stays locked until the next start, and a task not recorded as ended looks
-/// running. A failing store is tried again with backoff; what still fails is logged and
-/// returned, and crash recovery at the next start repairs it.
-async fn persist(
-    what: &str,
-    task: u64,
-    mut write: impl FnMut() -> Result<(), fleet_store::StoreError>,
-) -> Result<(), fleet_store::StoreError> {
-    let mut delay = PERSIST_DELAY;
-    let mut attempt = 1;
-    loop {
-        match write() {
-            Ok(()) => return Ok(()),
-            Err(e) if attempt < PERSIST_ATTEMPTS => {
-                tracing::warn!(task, attempt, error = %e, "cannot {what} task; trying again");
-                tokio::time::sleep(delay).await;
-                delay *= 2;
-                attempt += 1;
-            }
-            Err(e) => {
-                tracing::error!(
-                    task,
-                    error = %e,
-                    "cannot {what} task; the next start of the director repairs it"
-                );
-                return Err(e);
-            }
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DirectorSettings {
-    /// How long an agent may take to answer before it counts as unresponsive.
-    pub agent_timeout: Duration,
-    /// Snapshot persistent disks before an instance changes.
-    pub snapshots: bool,
-}
-
-impl Default for DirectorSettings {
-    fn default() -> Self {
-        DirectorSettings {
-            agent_timeout: Duration::from_secs(45),
-            snapshots: false,
-        }
-    }
-}
+use runner::{TaskRunner, lock_name};
 
 /// Options of `recreate`, as `bosh recreate` takes them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -112,77 +56,15 @@ pub struct RecreateOptions {
     pub target: Target,
 }
 
-/// What the director's jobs need: the store, the cloud, the agents and settings.
-pub struct Core {
-    pub store: Arc<dyn Store>,
-    pub cpi: Arc<dyn Cpi>,
-    pub agent: Arc<dyn Agent>,
-    pub settings: DirectorSettings,
-    /// One lock per package and stemcell: deploys running at once compile a package once,
-    /// the others wait and find it compiled.
-    compile_locks: std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-    /// The cancellation flag of every task this process runs.
-    running: std::sync::Mutex<std::collections::HashMap<u64, Arc<AtomicBool>>>,
-}
-
-impl Core {
-    /// The lock for compiling `key`.
-    pub fn compile_lock(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
-        let mut locks = self.compile_locks.lock().unwrap_or_else(|p| p.into_inner());
-        Arc::clone(locks.entry(key.to_string()).or_default())
-    }
-
-    /// Bounds an agent call by the agent timeout.
-    pub async fn agent_call<T>(
-        &self,
-        agent_id: &str,
-        method: &str,
-        call: impl Future<Output = Result<T, AgentError>>,
-    ) -> Result<T, AgentError> {
-        match tokio::time::timeout(self.settings.agent_timeout, call).await {
-            Ok(result) => result,
-            Err(_) => Err(AgentError::Unresponsive {
-                agent_id: agent_id.to_string(),
-                method: method.to_string(),
-            }),
-        }
-    }
-}
-
 #[derive(Clone)]
 pub struct Director {
     core: Arc<Core>,
-    finished: Arc<Notify>,
-}
-
-/// Whether a task takes its deployment's lock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Locking {
-    /// Takes the lock, recording the deployment first when it is new.
-    Create,
-    /// Takes the lock of a deployment that exists.
-    Existing,
-    /// Only reads: runs beside whatever holds the lock.
-    None,
-}
-
-impl Locking {
-    fn of(kind: TaskKind) -> Locking {
-        match kind {
-            TaskKind::CreateDeployment | TaskKind::UpdateDeployment => Locking::Create,
-            TaskKind::InstanceDetails => Locking::None,
-            _ => Locking::Existing,
-        }
-    }
+    runner: Arc<TaskRunner>,
 }
 
 /// The reason recorded on tasks that a previous process left unfinished.
 pub const RECOVERY_REASON: &str =
     "the director stopped while this task was running; its deployment is left as far as it got";
-
-fn lock_name(deployment: &str) -> String {
-    format!("lock:deployment:{deployment}")
-}
 
 impl Director {
     /// A director over `store` for the one process that changes it: tasks a previous
@@ -212,16 +94,10 @@ impl Director {
         agent: Arc<dyn Agent>,
         settings: DirectorSettings,
     ) -> Self {
+        let core = Arc::new(Core::new(store, cpi, agent, settings));
         Director {
-            core: Arc::new(Core {
-                store,
-                cpi,
-                agent,
-                settings,
-                compile_locks: std::sync::Mutex::new(std::collections::HashMap::new()),
-                running: std::sync::Mutex::new(std::collections::HashMap::new()),
-            }),
-            finished: Arc::new(Notify::new()),
+            runner: Arc::new(TaskRunner::new(Arc::clone(&core))),
+            core,
         }
     }
 
@@ -306,7 +182,7 @@ impl Director {
         } else {
             TaskKind::CreateDeployment
         };
-        self.start_task(kind, Some(&name), move |core, log| {
+        self.runner.start(kind, Some(&name), move |core, log| {
             deploy::deploy(core, log, text, options)
         })
     }
@@ -333,7 +209,7 @@ impl Director {
             start: false,
             target: options.target,
         };
-        self.start_task(
+        self.runner.start(
             TaskKind::RecreateDeployment,
             Some(deployment),
             move |core, log| deploy::recreate_or_start(core, log, name, deploy_options),
@@ -362,7 +238,7 @@ impl Director {
     ) -> Result<Task, DirectorError> {
         self.check_target(deployment, &target)?;
         let name = deployment.to_string();
-        self.start_task(
+        self.runner.start(
             TaskKind::StopDeployment,
             Some(deployment),
             move |core, log| deploy::stop(core, log, name, hard, target, skip_drain),
@@ -381,7 +257,7 @@ impl Director {
     ) -> Result<Task, DirectorError> {
         self.check_target(deployment, &target)?;
         let name = deployment.to_string();
-        self.start_task(
+        self.runner.start(
             TaskKind::RestartDeployment,
             Some(deployment),
             move |core, log| async move {
@@ -426,7 +302,7 @@ impl Director {
             target,
             ..DeployOptions::default()
         };
-        self.start_task(
+        self.runner.start(
             TaskKind::StartDeployment,
             Some(deployment),
             move |core, log| deploy::recreate_or_start(core, log, name, options),
@@ -442,7 +318,7 @@ impl Director {
             });
         }
         let name = deployment.to_string();
-        self.start_task(
+        self.runner.start(
             TaskKind::DeleteDeployment,
             Some(deployment),
             move |core, log| deploy::delete(core, log, name),
@@ -496,120 +372,6 @@ impl Director {
         Ok(())
     }
 
-    /// Creates a task, taking the deployment's lock unless the kind only reads, and runs
-    /// `job` in the background.
-    fn start_task<F, Fut>(
-        &self,
-        kind: TaskKind,
-        deployment: Option<&str>,
-        job: F,
-    ) -> Result<Task, DirectorError>
-    where
-        F: FnOnce(Arc<Core>, TaskLog) -> Fut + Send + 'static,
-        Fut: Future<Output = Result<String, String>> + Send + 'static,
-    {
-        let locking = Locking::of(kind);
-        let lock = match (locking, deployment) {
-            (Locking::None, _) | (_, None) => None,
-            (_, Some(d)) => Some(lock_name(d)),
-        };
-        // A new deployment is recorded before its first task, so that a failure here
-        // cannot leave a task holding the lock.
-        if let (Locking::Create, Some(deployment)) = (locking, deployment)
-            && get::<DeploymentRecord>(self.store(), Collection::Deployments, deployment)?.is_none()
-        {
-            let record = DeploymentRecord {
-                name: deployment.to_string(),
-                manifest: None,
-                cloud_config: None,
-            };
-            self.store().write(vec![put(
-                Collection::Deployments,
-                deployment,
-                deployment,
-                &record,
-            )])?;
-        }
-        let task = match self
-            .store()
-            .create_task(kind, deployment, lock.as_deref())?
-        {
-            Ok(task) => task,
-            Err(holder) => {
-                return Err(DirectorError::Locked {
-                    deployment: deployment.unwrap_or_default().to_string(),
-                    task: holder,
-                });
-            }
-        };
-        let core = Arc::clone(&self.core);
-        let finished = Arc::clone(&self.finished);
-        let mut running = task.clone();
-        let cancel = Arc::new(AtomicBool::new(false));
-        core.running
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(task.id, Arc::clone(&cancel));
-        tokio::spawn(async move {
-            running.started_at = Some(unix_now());
-            let id = running.id;
-            let started = persist("record the start of", id, || {
-                // State writes and cancellation take the same mutex, so that neither
-                // overwrites the other.
-                let _guard = core.running.lock().unwrap_or_else(|p| p.into_inner());
-                running.state = if cancel.load(Ordering::SeqCst) {
-                    TaskState::Cancelling
-                } else {
-                    TaskState::Processing
-                };
-                core.store.put_task(&running)
-            })
-            .await;
-            let outcome = match started {
-                // A task whose start cannot be recorded does not run: nothing it did
-                // could be told apart from a task that never started.
-                Err(e) => Err(format!("cannot record the start of the task: {e}")),
-                Ok(()) => {
-                    let log =
-                        TaskLog::new(running.id, Arc::clone(&core.store), Arc::clone(&cancel));
-                    // The job runs as its own task so that a panic in it still ends this
-                    // task and releases the lock.
-                    match tokio::spawn(job(Arc::clone(&core), log)).await {
-                        Ok(outcome) => outcome,
-                        Err(e) => Err(format!("internal error: {e}")),
-                    }
-                }
-            };
-            // Only the cancellation itself makes a task cancelled; a failure that came
-            // first stays an error.
-            let (state, result) = match outcome {
-                Ok(result) => (TaskState::Done, result),
-                Err(error) if error == task::CANCELLED => (TaskState::Cancelled, error),
-                Err(error) => (TaskState::Error, error),
-            };
-            running.state = state;
-            running.result = Some(result);
-            running.finished_at = Some(unix_now());
-            let _ = persist("record the end of", running.id, || {
-                let _guard = core.running.lock().unwrap_or_else(|p| p.into_inner());
-                core.store.put_task(&running)
-            })
-            .await;
-            core.running
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&running.id);
-            if let Some(lock) = &lock {
-                let _ = persist("release the lock of", running.id, || {
-                    core.store.release_lock(lock, running.id)
-                })
-                .await;
-            }
-            finished.notify_waiters();
-        });
-        Ok(task)
-    }
-
     /// Asks a running task to stop at its next safe point: what it started finishes,
     /// nothing new starts, and it ends as `cancelled`.
     ///
@@ -617,58 +379,25 @@ impl Director {
     /// [`DirectorError::NotFound`] for an unknown task, [`DirectorError::Invalid`] for a
     /// task that has ended or that this process does not run.
     pub fn cancel(&self, id: u64) -> Result<Task, DirectorError> {
-        // Held across the read and the write: the task cannot record its end in between.
-        let flags = self.core.running.lock().unwrap_or_else(|p| p.into_inner());
-        let mut task = self.task(id)?.ok_or_else(|| DirectorError::NotFound {
-            what: format!("task {id}"),
-        })?;
-        if !matches!(task.state, TaskState::Queued | TaskState::Processing) {
-            return Err(DirectorError::Invalid(format!(
-                "Cannot cancel task {id}: invalid state ({})",
-                task.state.as_str()
-            )));
-        }
-        let Some(flag) = flags.get(&id) else {
-            return Err(DirectorError::Invalid(format!(
-                "Cannot cancel task {id}: it is not run by this director"
-            )));
-        };
-        flag.store(true, Ordering::SeqCst);
-        task.state = TaskState::Cancelling;
-        self.store().put_task(&task)?;
-        Ok(task)
+        self.runner.cancel(id)
     }
 
     /// Cancels every task this process runs, for a shutdown; returns their ids.
     pub fn cancel_running(&self) -> Vec<u64> {
-        let ids: Vec<u64> = self
-            .core
-            .running
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .keys()
-            .copied()
-            .collect();
-        ids.into_iter()
-            .filter(|&id| self.cancel(id).is_ok())
-            .collect()
+        self.runner.cancel_running()
     }
 
     /// Waits until no task of this process runs.
     pub async fn idle(&self) {
-        loop {
-            let notified = self.finished.notified();
-            if self
-                .core
-                .running
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .is_empty()
-            {
-                return;
-            }
-            notified.await;
-        }
+        self.runner.idle().await;
+    }
+
+    /// Waits until the task has ended and returns it.
+    ///
+    /// # Errors
+    /// [`DirectorError::NotFound`] for an unknown task.
+    pub async fn wait(&self, id: u64) -> Result<Task, DirectorError> {
+        self.runner.wait(id).await
     }
 
     /// Starts a task that asks every agent of the deployment for its state and records one
@@ -683,28 +412,11 @@ impl Director {
             });
         }
         let name = deployment.to_string();
-        self.start_task(
+        self.runner.start(
             TaskKind::InstanceDetails,
             Some(deployment),
-            move |core, _log| details::instance_lines(core, name),
+            move |core, _log| async move { Ok(details::instance_lines(core, name).await?) },
         )
-    }
-
-    /// Waits until the task has ended and returns it.
-    ///
-    /// # Errors
-    /// [`DirectorError::NotFound`] for an unknown task.
-    pub async fn wait(&self, id: u64) -> Result<Task, DirectorError> {
-        loop {
-            let notified = self.finished.notified();
-            let task = self.task(id)?.ok_or_else(|| DirectorError::NotFound {
-                what: format!("task {id}"),
-            })?;
-            if !task.state.is_running() {
-                return Ok(task);
-            }
-            notified.await;
-        }
     }
 
     pub fn deployment(&self, name: &str) -> Result<Option<DeploymentRecord>, DirectorError> {

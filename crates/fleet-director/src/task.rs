@@ -15,8 +15,24 @@ pub fn unix_now() -> u64 {
         .unwrap_or_default()
 }
 
-/// What a cancelled task reports as its result.
-pub const CANCELLED: &str = "the task was cancelled";
+/// How a task's job ends when it does not succeed. Cancellation is its own variant, so
+/// that only the cancellation itself makes a task `cancelled`: a failure that came first
+/// stays an error.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JobError {
+    /// Cancellation was asked for and the job stopped at a safe point.
+    #[error("the task was cancelled")]
+    Cancelled,
+    /// A step failed; the message becomes the task's result.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl From<String> for JobError {
+    fn from(message: String) -> Self {
+        JobError::Failed(message)
+    }
+}
 
 #[derive(Clone)]
 pub struct TaskLog {
@@ -41,9 +57,9 @@ impl TaskLog {
     }
 
     /// A safe point: ends the job when cancellation was asked for.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), JobError> {
         if self.cancelled() {
-            Err(CANCELLED.to_string())
+            Err(JobError::Cancelled)
         } else {
             Ok(())
         }

@@ -1746,7 +1746,7 @@ mod store_faults {
         // Every try at the start fails; the end is recorded once the store answers again.
         store
             .put_task_failures
-            .store(PERSIST_ATTEMPTS, Ordering::SeqCst);
+            .store(crate::runner::PERSIST_ATTEMPTS, Ordering::SeqCst);
         let task = deploy(&f.director, &manifest("d", 1, "1.0", 0)).await;
         assert!(
             failed(&task).contains("cannot record the start of the task"),

@@ -40,7 +40,7 @@ pub async fn stop_instance(
 use super::Core;
 use super::manifest::{Count, WatchTime};
 use super::plan::{GroupPlan, InstancePlan};
-use super::task::{Stage, TaskLog};
+use super::task::{JobError, Stage, TaskLog};
 
 /// Options of one deploy that change how instances are updated.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -76,7 +76,7 @@ async fn run_window(
     batch: Batch,
     options: &UpdateOptions,
     halt: &Halt,
-) -> Result<(), String> {
+) -> Result<(), JobError> {
     let mut running = JoinSet::new();
     let mut first_error: Option<String> = None;
     let mut pending = instances.into_iter();
@@ -120,9 +120,9 @@ async fn run_window(
     // A window halted by a neighbouring group has no error of its own: that group reports
     // it, and the halt keeps this group's later windows from starting anything.
     if first_error.is_none() && stage.cancelled() && pending.next().is_some() {
-        return Err(super::task::CANCELLED.to_string());
+        return Err(JobError::Cancelled);
     }
-    first_error.map_or(Ok(()), Err)
+    first_error.map_or(Ok(()), |e| Err(JobError::Failed(e)))
 }
 
 /// The changed instances of a group in the director's order, batched by AZ: the
@@ -169,7 +169,7 @@ pub async fn update_group(
     group: &GroupPlan,
     options: &UpdateOptions,
     halt: &Halt,
-) -> Result<(), String> {
+) -> Result<(), JobError> {
     let batches = az_batches(&group.instances);
     let n: usize = batches.iter().map(Vec::len).sum();
     if n == 0 {
@@ -226,7 +226,7 @@ pub async fn update_groups(
     deployment: &str,
     groups: &[GroupPlan],
     options: &UpdateOptions,
-) -> Result<(), String> {
+) -> Result<(), JobError> {
     let halt: Halt = Arc::default();
     let mut i = 0;
     while i < groups.len() {
@@ -255,7 +255,9 @@ pub async fn update_groups(
         // Only a group that failed returns an error; those it halted end quietly.
         let mut first_error = None;
         while let Some(joined) = set.join_next().await {
-            if let Err(e) = joined.unwrap_or_else(|e| Err(format!("internal error: {e}"))) {
+            if let Err(e) =
+                joined.unwrap_or_else(|e| Err(JobError::Failed(format!("internal error: {e}"))))
+            {
                 first_error.get_or_insert(e);
             }
         }

@@ -1,0 +1,78 @@
+//! The ports every job of the director reaches through: the store, the cloud, the agents
+//! and the settings. A leaf: it knows nothing of tasks, plans or the facade.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::agent::{Agent, AgentError};
+use super::cpi::Cpi;
+use fleet_store::Store;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DirectorSettings {
+    /// How long an agent may take to answer before it counts as unresponsive.
+    pub agent_timeout: Duration,
+    /// Snapshot persistent disks before an instance changes.
+    pub snapshots: bool,
+}
+
+impl Default for DirectorSettings {
+    fn default() -> Self {
+        DirectorSettings {
+            agent_timeout: Duration::from_secs(45),
+            snapshots: false,
+        }
+    }
+}
+
+/// What the director's jobs need: the store, the cloud, the agents and settings.
+pub struct Core {
+    pub store: Arc<dyn Store>,
+    pub cpi: Arc<dyn Cpi>,
+    pub agent: Arc<dyn Agent>,
+    pub settings: DirectorSettings,
+    /// One lock per package and stemcell: deploys running at once compile a package once,
+    /// the others wait and find it compiled.
+    compile_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl Core {
+    pub fn new(
+        store: Arc<dyn Store>,
+        cpi: Arc<dyn Cpi>,
+        agent: Arc<dyn Agent>,
+        settings: DirectorSettings,
+    ) -> Self {
+        Core {
+            store,
+            cpi,
+            agent,
+            settings,
+            compile_locks: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The lock for compiling `key`.
+    pub fn compile_lock(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.compile_locks.lock().unwrap_or_else(|p| p.into_inner());
+        Arc::clone(locks.entry(key.to_string()).or_default())
+    }
+
+    /// Bounds an agent call by the agent timeout.
+    pub async fn agent_call<T>(
+        &self,
+        agent_id: &str,
+        method: &str,
+        call: impl Future<Output = Result<T, AgentError>>,
+    ) -> Result<T, AgentError> {
+        match tokio::time::timeout(self.settings.agent_timeout, call).await {
+            Ok(result) => result,
+            Err(_) => Err(AgentError::Unresponsive {
+                agent_id: agent_id.to_string(),
+                method: method.to_string(),
+            }),
+        }
+    }
+}

@@ -1,0 +1,293 @@
+//! Runs the director's jobs as tasks: creates the task (taking the deployment's lock
+//! unless the kind only reads), runs the job in the background, records how it ended and
+//! releases the lock; cancels, waits for one task, or for all of them.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+use super::core::Core;
+use super::error::DirectorError;
+use super::model::{DeploymentRecord, Task, TaskKind, TaskState};
+use super::task::{JobError, TaskLog, unix_now};
+use fleet_store::{Collection, StoreError, get, put};
+
+/// The name of a deployment's lock in the store.
+pub fn lock_name(deployment: &str) -> String {
+    format!("lock:deployment:{deployment}")
+}
+
+/// Whether a task takes its deployment's lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Locking {
+    /// Takes the lock, recording the deployment first when it is new.
+    Create,
+    /// Takes the lock of a deployment that exists.
+    Existing,
+    /// Only reads: runs beside whatever holds the lock.
+    None,
+}
+
+impl Locking {
+    fn of(kind: TaskKind) -> Locking {
+        match kind {
+            TaskKind::CreateDeployment | TaskKind::UpdateDeployment => Locking::Create,
+            TaskKind::InstanceDetails => Locking::None,
+            _ => Locking::Existing,
+        }
+    }
+}
+
+/// Tries for a write at a task's start or end; with the delays doubling from
+/// [`PERSIST_DELAY`], a store that stays busy for about three seconds is outlasted.
+pub(crate) const PERSIST_ATTEMPTS: u32 = 6;
+const PERSIST_DELAY: Duration = Duration::from_millis(100);
+
+/// A write that a task's start or end must not lose: a deployment whose lock is not
+/// released stays locked until the next start, and a task not recorded as ended looks
+/// running. A failing store is tried again with backoff; what still fails is logged and
+/// returned, and crash recovery at the next start repairs it.
+async fn persist(
+    what: &str,
+    task: u64,
+    mut write: impl FnMut() -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
+    let mut delay = PERSIST_DELAY;
+    let mut attempt = 1;
+    loop {
+        match write() {
+            Ok(()) => return Ok(()),
+            Err(e) if attempt < PERSIST_ATTEMPTS => {
+                tracing::warn!(task, attempt, error = %e, "cannot {what} task; trying again");
+                tokio::time::sleep(delay).await;
+                delay *= 2;
+                attempt += 1;
+            }
+            Err(e) => {
+                tracing::error!(
+                    task,
+                    error = %e,
+                    "cannot {what} task; the next start of the director repairs it"
+                );
+                return Err(e);
+            }
+        }
+    }
+}
+
+pub struct TaskRunner {
+    core: Arc<Core>,
+    /// The cancellation flag of every task this process runs.
+    running: Mutex<HashMap<u64, Arc<AtomicBool>>>,
+    finished: Notify,
+}
+
+impl TaskRunner {
+    pub fn new(core: Arc<Core>) -> Self {
+        TaskRunner {
+            core,
+            running: Mutex::new(HashMap::new()),
+            finished: Notify::new(),
+        }
+    }
+
+    fn flags(&self) -> MutexGuard<'_, HashMap<u64, Arc<AtomicBool>>> {
+        self.running.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Creates a task, taking the deployment's lock unless the kind only reads, and runs
+    /// `job` in the background.
+    ///
+    /// # Errors
+    /// [`DirectorError::Locked`] when another task holds the deployment, or a store error.
+    pub fn start<F, Fut>(
+        self: &Arc<Self>,
+        kind: TaskKind,
+        deployment: Option<&str>,
+        job: F,
+    ) -> Result<Task, DirectorError>
+    where
+        F: FnOnce(Arc<Core>, TaskLog) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<String, JobError>> + Send + 'static,
+    {
+        let store = &*self.core.store;
+        let locking = Locking::of(kind);
+        let lock = match (locking, deployment) {
+            (Locking::None, _) | (_, None) => None,
+            (_, Some(d)) => Some(lock_name(d)),
+        };
+        // A new deployment is recorded before its first task, so that a failure here
+        // cannot leave a task holding the lock.
+        if let (Locking::Create, Some(deployment)) = (locking, deployment)
+            && get::<DeploymentRecord>(store, Collection::Deployments, deployment)?.is_none()
+        {
+            let record = DeploymentRecord {
+                name: deployment.to_string(),
+                manifest: None,
+                cloud_config: None,
+            };
+            store.write(vec![put(
+                Collection::Deployments,
+                deployment,
+                deployment,
+                &record,
+            )])?;
+        }
+        let task = match store.create_task(kind, deployment, lock.as_deref())? {
+            Ok(task) => task,
+            Err(holder) => {
+                return Err(DirectorError::Locked {
+                    deployment: deployment.unwrap_or_default().to_string(),
+                    task: holder,
+                });
+            }
+        };
+        let cancel = Arc::new(AtomicBool::new(false));
+        self.flags().insert(task.id, Arc::clone(&cancel));
+        let runner = Arc::clone(self);
+        let running = task.clone();
+        tokio::spawn(async move { runner.run(running, lock, cancel, job).await });
+        Ok(task)
+    }
+
+    async fn run<F, Fut>(
+        &self,
+        mut running: Task,
+        lock: Option<String>,
+        cancel: Arc<AtomicBool>,
+        job: F,
+    ) where
+        F: FnOnce(Arc<Core>, TaskLog) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<String, JobError>> + Send + 'static,
+    {
+        let core = &self.core;
+        running.started_at = Some(unix_now());
+        let id = running.id;
+        let started = persist("record the start of", id, || {
+            // State writes and cancellation take the same mutex, so that neither
+            // overwrites the other.
+            let _guard = self.flags();
+            running.state = if cancel.load(Ordering::SeqCst) {
+                TaskState::Cancelling
+            } else {
+                TaskState::Processing
+            };
+            core.store.put_task(&running)
+        })
+        .await;
+        let outcome = match started {
+            // A task whose start cannot be recorded does not run: nothing it did could be
+            // told apart from a task that never started.
+            Err(e) => Err(JobError::Failed(format!(
+                "cannot record the start of the task: {e}"
+            ))),
+            Ok(()) => {
+                let log = TaskLog::new(id, Arc::clone(&core.store), Arc::clone(&cancel));
+                // The job runs as its own task so that a panic in it still ends this task
+                // and releases the lock.
+                match tokio::spawn(job(Arc::clone(core), log)).await {
+                    Ok(outcome) => outcome,
+                    Err(e) => Err(JobError::Failed(format!("internal error: {e}"))),
+                }
+            }
+        };
+        let (state, result) = match outcome {
+            Ok(result) => (TaskState::Done, result),
+            Err(e @ JobError::Cancelled) => (TaskState::Cancelled, e.to_string()),
+            Err(JobError::Failed(error)) => (TaskState::Error, error),
+        };
+        running.state = state;
+        running.result = Some(result);
+        running.finished_at = Some(unix_now());
+        let _ = persist("record the end of", id, || {
+            let _guard = self.flags();
+            core.store.put_task(&running)
+        })
+        .await;
+        self.flags().remove(&id);
+        if let Some(lock) = &lock {
+            let _ = persist("release the lock of", id, || {
+                core.store.release_lock(lock, id)
+            })
+            .await;
+        }
+        self.finished.notify_waiters();
+    }
+
+    /// Asks a running task to stop at its next safe point: what it started finishes,
+    /// nothing new starts, and it ends as `cancelled`.
+    ///
+    /// # Errors
+    /// [`DirectorError::NotFound`] for an unknown task, [`DirectorError::Invalid`] for a
+    /// task that has ended or that this process does not run.
+    pub fn cancel(&self, id: u64) -> Result<Task, DirectorError> {
+        // Held across the read and the write: the task cannot record its end in between.
+        let flags = self.flags();
+        let mut task = self
+            .core
+            .store
+            .task(id)?
+            .ok_or_else(|| DirectorError::NotFound {
+                what: format!("task {id}"),
+            })?;
+        if !matches!(task.state, TaskState::Queued | TaskState::Processing) {
+            return Err(DirectorError::Invalid(format!(
+                "Cannot cancel task {id}: invalid state ({})",
+                task.state.as_str()
+            )));
+        }
+        let Some(flag) = flags.get(&id) else {
+            return Err(DirectorError::Invalid(format!(
+                "Cannot cancel task {id}: it is not run by this director"
+            )));
+        };
+        flag.store(true, Ordering::SeqCst);
+        task.state = TaskState::Cancelling;
+        self.core.store.put_task(&task)?;
+        Ok(task)
+    }
+
+    /// Cancels every task this process runs, for a shutdown; returns their ids.
+    pub fn cancel_running(&self) -> Vec<u64> {
+        let ids: Vec<u64> = self.flags().keys().copied().collect();
+        ids.into_iter()
+            .filter(|&id| self.cancel(id).is_ok())
+            .collect()
+    }
+
+    /// Waits until no task of this process runs.
+    pub async fn idle(&self) {
+        loop {
+            let notified = self.finished.notified();
+            if self.flags().is_empty() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Waits until the task has ended and returns it.
+    ///
+    /// # Errors
+    /// [`DirectorError::NotFound`] for an unknown task.
+    pub async fn wait(&self, id: u64) -> Result<Task, DirectorError> {
+        loop {
+            let notified = self.finished.notified();
+            let task = self
+                .core
+                .store
+                .task(id)?
+                .ok_or_else(|| DirectorError::NotFound {
+                    what: format!("task {id}"),
+                })?;
+            if !task.state.is_running() {
+                return Ok(task);
+            }
+            notified.await;
+        }
+    }
+}
