@@ -4,6 +4,7 @@
 //! Compilation VMs take dynamic addresses on the compilation network and are deleted at
 //! the end, also when compilation fails.
 
+use crate::error::StepError;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
@@ -98,7 +99,7 @@ struct Worker<'a> {
 }
 
 impl Worker<'_> {
-    async fn ensure_vm(&self, slot: &mut Slot) -> Result<(String, String), String> {
+    async fn ensure_vm(&self, slot: &mut Slot) -> Result<(String, String), StepError> {
         if let Some(vm) = &slot.vm {
             return Ok(vm.clone());
         }
@@ -124,7 +125,7 @@ impl Worker<'_> {
         Ok((cid, agent_id))
     }
 
-    async fn delete_vm(&self, slot: &mut Slot) -> Result<(), String> {
+    async fn delete_vm(&self, slot: &mut Slot) -> Result<(), StepError> {
         if let Some((cid, _)) = slot.vm.take() {
             self.core.cpi.delete_vm(&cid).await.map_err(|e| {
                 format!("delete_vm for compilation VM {}: {e}", slot.owner.instance)
@@ -138,7 +139,7 @@ impl Worker<'_> {
         slot: &mut Slot,
         package: &PackageKey,
         dependencies: &[String],
-    ) -> Result<(), String> {
+    ) -> Result<(), StepError> {
         let key = cache_key(package, self.stemcell);
         let lock = self.core.compile_lock(&key);
         let _held = lock.lock().await;
@@ -146,8 +147,7 @@ impl Worker<'_> {
         if self
             .core
             .store
-            .get(Collection::CompiledPackages, &key)
-            .map_err(|e| e.to_string())?
+            .get(Collection::CompiledPackages, &key)?
             .is_some()
         {
             return Ok(());
@@ -170,8 +170,7 @@ impl Worker<'_> {
         };
         self.core
             .store
-            .write(vec![put(Collection::CompiledPackages, &key, "", &record)])
-            .map_err(|e| e.to_string())?;
+            .write(vec![put(Collection::CompiledPackages, &key, "", &record)])?;
         if !self.config.reuse_compilation_vms {
             self.delete_vm(slot).await?;
         }
@@ -182,7 +181,7 @@ impl Worker<'_> {
 /// Compiles what the deployment needs and the cache lacks; returns how many packages
 /// were compiled.
 /// Each stemcell's package graph: every package the manifest's jobs need on it.
-fn graphs(releases: &[Release], manifest: &Manifest) -> Result<Vec<(String, Graph)>, String> {
+fn graphs(releases: &[Release], manifest: &Manifest) -> Result<Vec<(String, Graph)>, StepError> {
     let mut jobs: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
     for group in &manifest.instance_groups {
         let Some(stemcell) = manifest.stemcell(&group.stemcell) else {
@@ -197,7 +196,7 @@ fn graphs(releases: &[Release], manifest: &Manifest) -> Result<Vec<(String, Grap
     }
     jobs.into_iter()
         .map(|(stemcell, jobs)| {
-            let graph = needed(releases, &jobs).map_err(|e| e.to_string())?;
+            let graph = needed(releases, &jobs)?;
             Ok((stemcell, graph))
         })
         .collect()
@@ -208,7 +207,7 @@ fn graphs(releases: &[Release], manifest: &Manifest) -> Result<Vec<(String, Grap
 ///
 /// # Errors
 /// The first such problem.
-pub fn check(snapshot: &Snapshot) -> Result<(), String> {
+pub fn check(snapshot: &Snapshot) -> Result<(), StepError> {
     graphs(&snapshot.releases, &snapshot.manifest)?;
     snapshot.compilation().map(|_| ())
 }
@@ -219,7 +218,7 @@ pub async fn compile(
     snapshot: &Snapshot,
     networking: &Networking,
     taken: &[(String, u32)],
-) -> Result<usize, String> {
+) -> Result<usize, StepError> {
     let manifest = &snapshot.manifest;
     let mut work: Vec<Batch> = Vec::new();
     for (stemcell, graph) in graphs(&snapshot.releases, manifest)? {
@@ -227,8 +226,7 @@ pub async fn compile(
         for package in graph.keys() {
             if core
                 .store
-                .get(Collection::CompiledPackages, &cache_key(package, &stemcell))
-                .map_err(|e| e.to_string())?
+                .get(Collection::CompiledPackages, &cache_key(package, &stemcell))?
                 .is_none()
             {
                 todo.insert(package.clone());
@@ -391,7 +389,7 @@ async fn run(
     config: &CompilationConfig,
     batch: &Batch,
     slots: &Arc<Mutex<Vec<Slot>>>,
-) -> Result<(), String> {
+) -> Result<(), StepError> {
     let (stemcell, graph, todo) = (batch.stemcell.as_str(), &batch.graph, &batch.todo);
     let mut done: BTreeSet<PackageKey> = graph
         .keys()
@@ -400,7 +398,7 @@ async fn run(
         .collect();
     let mut pending: BTreeSet<PackageKey> = todo.clone();
     let mut running = JoinSet::new();
-    let mut first_error: Option<String> = None;
+    let mut first_error: Option<StepError> = None;
     loop {
         while first_error.is_none() && running.len() < config.workers {
             let Some(ready) = pending
@@ -442,13 +440,13 @@ async fn run(
                 first_error.get_or_insert(e);
             }
             Some(Err(e)) => {
-                first_error.get_or_insert(format!("internal error: {e}"));
+                first_error.get_or_insert(StepError::Failed(format!("internal error: {e}")));
             }
         }
     }
     match first_error {
         Some(e) => Err(e),
-        None if !pending.is_empty() => Err("packages left uncompiled".into()),
+        None if !pending.is_empty() => Err(StepError::Failed("packages left uncompiled".into())),
         None => Ok(()),
     }
 }

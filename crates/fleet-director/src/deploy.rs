@@ -3,6 +3,7 @@
 //! instance groups. Recreate and delete are deploys of the stored manifest with other
 //! options. Compilation and IP management slot in between binding and VM creation.
 
+use crate::error::StepError;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
@@ -43,14 +44,14 @@ pub struct DeployOptions {
 
 /// The manifest against what the director has; every problem together. Pure: it reads
 /// the snapshot alone.
-fn validate(snapshot: &mut Snapshot) -> Result<(), String> {
+fn validate(snapshot: &mut Snapshot) -> Result<(), StepError> {
     let facts = snapshot.facts();
     let problems = validate::problems(&snapshot.manifest, &facts, &snapshot.uploaded);
     if !problems.is_empty() {
-        return Err(format!(
+        return Err(StepError::Failed(format!(
             "the manifest is invalid:\n  {}",
             problems.join("\n  ")
-        ));
+        )));
     }
     validate::resolve_disk_types(&mut snapshot.manifest, &facts);
     Ok(())
@@ -70,7 +71,7 @@ async fn bind(
     log: &TaskLog,
     existing: &[InstanceRecord],
     fix: bool,
-) -> Result<Bound, String> {
+) -> Result<Bound, StepError> {
     let stage = log.stage("Preparing deployment", Vec::new(), 1);
     let step = stage.start("Binding existing deployment");
     let mut calls = JoinSet::new();
@@ -112,11 +113,11 @@ async fn bind(
     }
     names.sort();
     if !names.is_empty() && !fix {
-        return step.end(Err(format!(
+        return step.end(Err(StepError::Failed(format!(
             "Timed out sending get_state to the agents of {}; run cloud check (`bosh cck`) to see why they \
              cannot be reached, or recreate with fix to replace their VMs",
             names.join(", ")
-        )));
+        ))));
     }
     step.finish();
     Ok(bound)
@@ -135,8 +136,7 @@ pub async fn deploy(
     let cloud_config = snapshot.cloud_version();
     let manifest = &snapshot.manifest;
     let name = manifest.name.clone();
-    let existing: Vec<InstanceRecord> =
-        list(&*core.store, Collection::Instances, Some(&name)).map_err(|e| e.to_string())?;
+    let existing: Vec<InstanceRecord> = list(&*core.store, Collection::Instances, Some(&name))?;
     let Bound {
         unresponsive,
         reported,
@@ -224,7 +224,7 @@ pub async fn deploy(
                     first_error.get_or_insert(e);
                 }
                 Err(e) => {
-                    first_error.get_or_insert(format!("internal error: {e}"));
+                    first_error.get_or_insert(StepError::Failed(format!("internal error: {e}")));
                 }
             }
         }
@@ -244,18 +244,16 @@ pub async fn deploy(
     };
     log.check()?;
     update_groups(&core, &log, &name, &plan.groups, &update).await?;
-    core.store
-        .write(vec![put(
-            Collection::Deployments,
-            &name,
-            &name,
-            &DeploymentRecord {
-                name: name.clone(),
-                manifest: Some(snapshot.text),
-                cloud_config,
-            },
-        )])
-        .map_err(|e| e.to_string())?;
+    core.store.write(vec![put(
+        Collection::Deployments,
+        &name,
+        &name,
+        &DeploymentRecord {
+            name: name.clone(),
+            manifest: Some(snapshot.text),
+            cloud_config,
+        },
+    )])?;
     Ok(format!(
         "deployment `{name}`: {changed} instances updated, {obsolete} deleted"
     ))
@@ -270,8 +268,7 @@ pub async fn recreate_or_start(
     name: String,
     options: DeployOptions,
 ) -> Result<String, JobError> {
-    let manifest = get::<DeploymentRecord>(&*core.store, Collection::Deployments, &name)
-        .map_err(|e| e.to_string())?
+    let manifest = get::<DeploymentRecord>(&*core.store, Collection::Deployments, &name)?
         .and_then(|d| d.manifest)
         .ok_or_else(|| {
             format!("deployment `{name}` has no successfully deployed manifest to recreate")
@@ -289,8 +286,7 @@ pub async fn stop(
     target: Target,
     skip_drain: bool,
 ) -> Result<String, JobError> {
-    let existing: Vec<InstanceRecord> = list(&*core.store, Collection::Instances, Some(&name))
-        .map_err(|e| e.to_string())?
+    let existing: Vec<InstanceRecord> = list(&*core.store, Collection::Instances, Some(&name))?
         .into_iter()
         .filter(|i: &InstanceRecord| target.matches(&i.group, i.index, &i.id))
         .collect();
@@ -314,8 +310,7 @@ pub async fn stop(
 /// Deletes every instance of the deployment (VMs deleted, disks orphaned) and the
 /// deployment itself.
 pub async fn delete(core: Arc<Core>, log: TaskLog, name: String) -> Result<String, JobError> {
-    let existing: Vec<InstanceRecord> =
-        list(&*core.store, Collection::Instances, Some(&name)).map_err(|e| e.to_string())?;
+    let existing: Vec<InstanceRecord> = list(&*core.store, Collection::Instances, Some(&name))?;
     let unresponsive = bind(&core, &log, &existing, true).await?.unresponsive;
     let stage = log.stage("Deleting instances", Vec::new(), existing.len() as u32);
     let count = existing.len();
@@ -328,8 +323,7 @@ pub async fn delete(core: Arc<Core>, log: TaskLog, name: String) -> Result<Strin
     // Every address the deployment held, static or dynamic, returns to its network.
     networking::release_where(&core, &name, |_| true)?;
     core.store
-        .write(vec![remove(Collection::Deployments, &name)])
-        .map_err(|e| e.to_string())?;
+        .write(vec![remove(Collection::Deployments, &name)])?;
     Ok(format!(
         "deployment `{name}` deleted with {count} instances"
     ))

@@ -2,6 +2,7 @@
 //! line per instance, in the shape `bosh instances` and `bosh vms` read from a task's
 //! result.
 
+use crate::error::StepError;
 use std::sync::Arc;
 
 use serde_json::json;
@@ -74,9 +75,9 @@ fn line(instance: &InstanceRecord, process_state: &str) -> serde_json::Value {
 }
 
 /// One JSON line per instance, agents asked in parallel, lines in group and index order.
-pub async fn instance_lines(core: Arc<Core>, deployment: String) -> Result<String, String> {
+pub async fn instance_lines(core: Arc<Core>, deployment: String) -> Result<String, StepError> {
     let mut instances: Vec<InstanceRecord> =
-        list(&*core.store, Collection::Instances, Some(&deployment)).map_err(|e| e.to_string())?;
+        list(&*core.store, Collection::Instances, Some(&deployment))?;
     instances.sort_by(|a, b| (&a.group, a.index).cmp(&(&b.group, b.index)));
     let mut asked = JoinSet::new();
     for (slot, instance) in instances.iter().enumerate() {

@@ -1,5 +1,9 @@
+use super::agent::AgentError;
 use super::cloud::CloudConfigError;
+use super::compile::CompileError;
+use super::cpi::CpiError;
 use super::manifest::ManifestError;
+use super::network::NetworkError;
 use fleet_store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
@@ -28,4 +32,34 @@ pub enum DirectorError {
     },
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// Why a step of a director task failed, keeping the failure it came from. It displays
+/// as the task's result shows it: the underlying error's own words, or a message that
+/// names the step and what it acted on.
+#[derive(Debug, thiserror::Error)]
+pub enum StepError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Cpi(#[from] CpiError),
+    #[error(transparent)]
+    Agent(#[from] AgentError),
+    #[error(transparent)]
+    Network(#[from] NetworkError),
+    #[error(transparent)]
+    Compile(#[from] CompileError),
+    #[error(transparent)]
+    Record(#[from] serde_json::Error),
+    #[error(transparent)]
+    CloudConfig(#[from] CloudConfigError),
+    /// A failure in the director's own words.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl From<String> for StepError {
+    fn from(message: String) -> Self {
+        StepError::Failed(message)
+    }
 }

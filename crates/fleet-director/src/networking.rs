@@ -2,6 +2,7 @@
 //! manifest's), where reservations live (the store with a cloud config, else memory rebuilt
 //! from the agents), and the reservation flow's result written into the plan.
 
+use crate::error::StepError;
 use std::collections::{BTreeSet, HashMap};
 
 use super::Core;
@@ -55,7 +56,7 @@ pub fn reserve(
     manifest: &Manifest,
     plan: &mut DeploymentPlan,
     reported: &HashMap<String, Vec<(String, u32)>>,
-) -> Result<(), String> {
+) -> Result<(), StepError> {
     let deployment = manifest.name.as_str();
     for group in &mut plan.groups {
         for instance in &mut group.instances {
@@ -135,7 +136,9 @@ pub fn reserve(
             // before the failure would stay taken from every other deployment.
             match release_new(core, deployment, plan) {
                 Ok(()) => e,
-                Err(cleanup) => format!("{e}; releasing the new instances' addresses: {cleanup}"),
+                Err(cleanup) => StepError::Failed(format!(
+                    "{e}; releasing the new instances' addresses: {cleanup}"
+                )),
             }
         })?,
         Networking::Local(nets) => run(
@@ -200,7 +203,7 @@ pub fn reserve(
 }
 
 /// Releases every address claimed for instances this deploy would have created.
-fn release_new(core: &Core, deployment: &str, plan: &DeploymentPlan) -> Result<(), String> {
+fn release_new(core: &Core, deployment: &str, plan: &DeploymentPlan) -> Result<(), StepError> {
     let new: BTreeSet<&str> = plan
         .instances()
         .filter(|i| i.existing.is_none())
@@ -215,13 +218,12 @@ pub fn release_where(
     core: &Core,
     deployment: &str,
     goes: impl Fn(&str) -> bool,
-) -> Result<Vec<IpRecord>, String> {
+) -> Result<Vec<IpRecord>, StepError> {
     let mut kept = Vec::new();
-    for record in core.store.ips_of(deployment).map_err(|e| e.to_string())? {
+    for record in core.store.ips_of(deployment)? {
         if goes(&record.owner.instance) {
             core.store
-                .release_ip(record.address, &record.network, &record.owner)
-                .map_err(|e| e.to_string())?;
+                .release_ip(record.address, &record.network, &record.owner)?;
         } else {
             kept.push(record);
         }
@@ -232,30 +234,32 @@ pub fn release_where(
 fn run<R: IpRepo>(
     mut provider: IpProvider<'_, R>,
     wanted: &[InstanceNetworks],
-) -> Result<Vec<super::network::Assignment>, String> {
-    provider.plan(wanted).map_err(|e| e.to_string())
+) -> Result<Vec<super::network::Assignment>, StepError> {
+    provider.plan(wanted).map_err(StepError::from)
 }
 
 /// Releases `owner`'s addresses in the store (with a cloud config; without one nothing
 /// persists).
-pub fn release(core: &Core, global: bool, owner: &Owner, addresses: &[Held]) -> Result<(), String> {
+pub fn release(
+    core: &Core,
+    global: bool,
+    owner: &Owner,
+    addresses: &[Held],
+) -> Result<(), StepError> {
     if !global {
         return Ok(());
     }
     for held in addresses {
-        core.store
-            .release_ip(held.ip, &held.network, owner)
-            .map_err(|e| e.to_string())?;
+        core.store.release_ip(held.ip, &held.network, owner)?;
     }
     Ok(())
 }
 
 /// Every address an instance holds in the store.
-pub fn held_by(core: &Core, deployment: &str, instance: &str) -> Result<Vec<Held>, String> {
+pub fn held_by(core: &Core, deployment: &str, instance: &str) -> Result<Vec<Held>, StepError> {
     Ok(core
         .store
-        .ips_of(deployment)
-        .map_err(|e| e.to_string())?
+        .ips_of(deployment)?
         .into_iter()
         .filter(|r| r.owner.instance == instance)
         .map(|r| Held {

@@ -42,8 +42,9 @@ impl Locking {
     }
 }
 
-/// Tries for a write at a task's start or end; with the delays doubling from
-/// [`PERSIST_DELAY`], a store that stays busy for about three seconds is outlasted.
+/// Tries for a write at a task's start or end. The delays between tries double from
+/// [`PERSIST_DELAY`] (3.1 s in all); each try may itself wait for the store's busy
+/// timeout before it fails.
 pub(crate) const PERSIST_ATTEMPTS: u32 = 6;
 const PERSIST_DELAY: Duration = Duration::from_millis(100);
 
@@ -182,7 +183,7 @@ impl TaskRunner {
         let outcome = match started {
             // A task whose start cannot be recorded does not run: nothing it did could be
             // told apart from a task that never started.
-            Err(e) => Err(JobError::Failed(format!(
+            Err(e) => Err(JobError::from(format!(
                 "cannot record the start of the task: {e}"
             ))),
             Ok(()) => {
@@ -191,14 +192,14 @@ impl TaskRunner {
                 // and releases the lock.
                 match tokio::spawn(job(Arc::clone(core), log)).await {
                     Ok(outcome) => outcome,
-                    Err(e) => Err(JobError::Failed(format!("internal error: {e}"))),
+                    Err(e) => Err(JobError::from(format!("internal error: {e}"))),
                 }
             }
         };
         let (state, result) = match outcome {
             Ok(result) => (TaskState::Done, result),
             Err(e @ JobError::Cancelled) => (TaskState::Cancelled, e.to_string()),
-            Err(JobError::Failed(error)) => (TaskState::Error, error),
+            Err(JobError::Failed(error)) => (TaskState::Error, error.to_string()),
         };
         running.state = state;
         running.result = Some(result);
@@ -208,13 +209,15 @@ impl TaskRunner {
             core.store.put_task(&running)
         })
         .await;
-        self.flags().remove(&id);
         if let Some(lock) = &lock {
             let _ = persist("release the lock of", id, || {
                 core.store.release_lock(lock, id)
             })
             .await;
         }
+        // Only now is the task over for `idle` and `wait`: its lock is released (or
+        // cannot be).
+        self.flags().remove(&id);
         self.finished.notify_waiters();
     }
 
@@ -273,7 +276,9 @@ impl TaskRunner {
     /// Waits until the task has ended and returns it.
     ///
     /// # Errors
-    /// [`DirectorError::NotFound`] for an unknown task.
+    /// [`DirectorError::NotFound`] for an unknown task; [`DirectorError::Invalid`] for a
+    /// task this process does not run, or whose end could not be recorded, which would
+    /// otherwise be waited for forever.
     pub async fn wait(&self, id: u64) -> Result<Task, DirectorError> {
         loop {
             let notified = self.finished.notified();
@@ -286,6 +291,12 @@ impl TaskRunner {
                 })?;
             if !task.state.is_running() {
                 return Ok(task);
+            }
+            if !self.flags().contains_key(&id) {
+                return Err(DirectorError::Invalid(format!(
+                    "task {id} is recorded as {} but this director does not run it",
+                    task.state.as_str()
+                )));
             }
             notified.await;
         }

@@ -10,6 +10,7 @@ use super::manifest::{Manifest, parse};
 use super::model::{CloudConfig, Release, Stemcell};
 use super::networking::Networking;
 use super::validate::{CloudFacts, Uploaded};
+use crate::error::StepError;
 use fleet_store::{Collection, get, list};
 
 pub struct Snapshot {
@@ -30,17 +31,13 @@ impl Snapshot {
     ///
     /// # Errors
     /// An invalid manifest or stored cloud config, or a store failure.
-    pub fn take(core: &Core, text: String) -> Result<Snapshot, String> {
+    pub fn take(core: &Core, text: String) -> Result<Snapshot, StepError> {
         let manifest = parse(&text).map_err(|e| format!("the manifest is invalid:\n{e}"))?;
-        let cloud = get::<CloudConfig>(&*core.store, Collection::CloudConfig, "current")
-            .map_err(|e| e.to_string())?
+        let cloud = get::<CloudConfig>(&*core.store, Collection::CloudConfig, "current")?
             .map(|c| cloud::parse(&c.text, c.version))
-            .transpose()
-            .map_err(|e| e.to_string())?;
-        let all_releases: Vec<Release> =
-            list(&*core.store, Collection::Releases, None).map_err(|e| e.to_string())?;
-        let stemcells: Vec<Stemcell> =
-            list(&*core.store, Collection::Stemcells, None).map_err(|e| e.to_string())?;
+            .transpose()?;
+        let all_releases: Vec<Release> = list(&*core.store, Collection::Releases, None)?;
+        let stemcells: Vec<Stemcell> = list(&*core.store, Collection::Stemcells, None)?;
         let uploaded = Uploaded {
             releases: all_releases
                 .iter()
@@ -108,10 +105,10 @@ impl Snapshot {
     ///
     /// # Errors
     /// An invalid `compilation` block of the manifest.
-    pub fn compilation(&self) -> Result<CompilationConfig, String> {
+    pub fn compilation(&self) -> Result<CompilationConfig, StepError> {
         match &self.cloud {
             Some(cloud) => Ok(cloud.compilation.clone()),
-            None => self.manifest_compilation.clone(),
+            None => self.manifest_compilation.clone().map_err(StepError::Failed),
         }
     }
 

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use super::error::StepError;
 use super::model::{EventState, TaskEvent};
 use fleet_store::Store;
 
@@ -18,19 +19,25 @@ pub fn unix_now() -> u64 {
 /// How a task's job ends when it does not succeed. Cancellation is its own variant, so
 /// that only the cancellation itself makes a task `cancelled`: a failure that came first
 /// stays an error.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum JobError {
     /// Cancellation was asked for and the job stopped at a safe point.
     #[error("the task was cancelled")]
     Cancelled,
-    /// A step failed; the message becomes the task's result.
-    #[error("{0}")]
-    Failed(String),
+    /// A step failed; its message becomes the task's result.
+    #[error(transparent)]
+    Failed(#[from] StepError),
 }
 
 impl From<String> for JobError {
     fn from(message: String) -> Self {
-        JobError::Failed(message)
+        JobError::Failed(StepError::Failed(message))
+    }
+}
+
+impl From<fleet_store::StoreError> for JobError {
+    fn from(e: fleet_store::StoreError) -> Self {
+        JobError::Failed(e.into())
     }
 }
 
@@ -142,10 +149,10 @@ impl Step {
     }
 
     /// Ends the step by the outcome of `result`, passing it on.
-    pub fn end<T>(self, result: Result<T, String>) -> Result<T, String> {
+    pub fn end<T>(self, result: Result<T, StepError>) -> Result<T, StepError> {
         match &result {
             Ok(_) => self.finish(),
-            Err(e) => self.fail(e),
+            Err(e) => self.fail(&e.to_string()),
         }
         result
     }

@@ -1741,6 +1741,34 @@ mod store_faults {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn waiting_for_a_task_whose_end_cannot_be_recorded_ends_with_an_error() {
+        let (store, f) = flaky();
+        let task = f
+            .director
+            .deploy(&manifest("d", 1, "1.0", 0), DeployOptions::default())
+            .unwrap();
+        while f.director.task(task.id).unwrap().unwrap().state != TaskState::Processing {
+            tokio::task::yield_now().await;
+        }
+        store
+            .put_task_failures
+            .store(crate::runner::PERSIST_ATTEMPTS, Ordering::SeqCst);
+        let waited = tokio::time::timeout(Duration::from_secs(3600), f.director.wait(task.id))
+            .await
+            .expect("wait does not hang");
+        match waited {
+            Err(DirectorError::Invalid(message)) => {
+                assert!(message.contains("does not run it"), "{message}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            f.director.locks().unwrap().is_empty(),
+            "the lock was released"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_store_that_never_records_the_start_fails_the_task_without_running_it() {
         let (store, f) = flaky();
         // Every try at the start fails; the end is recorded once the store answers again.

@@ -149,8 +149,8 @@ impl Inventory for BrokerInventory {
 
     /// Sends the filter, and filters again here because a server may ignore it. A plain
     /// ODB with the CF lister refuses unknown filters instead of ignoring them, so a
-    /// filtered listing that fails with a status other than an authentication failure
-    /// is asked again without the filter before it counts as failed.
+    /// filtered listing that fails with a status other than an authentication failure or
+    /// 429 is asked again without the filter before it counts as failed.
     async fn list(&self, selection: Selection) -> Result<Vec<Instance>, InventoryError> {
         let instances = if selection == Selection::All {
             self.list_all().await?
@@ -158,7 +158,9 @@ impl Inventory for BrokerInventory {
             let answer = self.fetch(Some(selection)).await?;
             if answer.status.is_success() {
                 answer.json()?
-            } else if matches!(answer.code(), 401 | 403) {
+            } else if matches!(answer.code(), 401 | 403 | 429) {
+                // Not a refused filter: credentials, or a server asking for less load,
+                // which the engine's retry gives it.
                 return Err(answer.failure());
             } else {
                 tracing::debug!(

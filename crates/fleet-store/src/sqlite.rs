@@ -115,8 +115,8 @@ impl SqliteStore {
 /// their deployment, so that the latest operation of a deployment is one indexed query.
 const SCHEMA_VERSION: i64 = 2;
 
-/// Brings an older database up to [`SCHEMA_VERSION`] in one transaction, and refuses a
-/// newer one rather than misread it.
+/// Brings an older database up to [`SCHEMA_VERSION`] in one transaction (and gives tasks
+/// written without a kind theirs), and refuses a newer one rather than misread it.
 fn migrate(connection: &Connection) -> Result<(), StoreError> {
     let found: i64 = connection.query_row("PRAGMA user_version", [], |row| row.get(0))?;
     if found > SCHEMA_VERSION {
@@ -124,9 +124,6 @@ fn migrate(connection: &Connection) -> Result<(), StoreError> {
             found,
             known: SCHEMA_VERSION,
         });
-    }
-    if found == SCHEMA_VERSION {
-        return Ok(());
     }
     connection.execute_batch("BEGIN IMMEDIATE")?;
     let applied = (|| -> Result<(), StoreError> {
@@ -140,7 +137,9 @@ fn migrate(connection: &Connection) -> Result<(), StoreError> {
                  ALTER TABLE tasks ADD COLUMN changes INTEGER NOT NULL DEFAULT 1;",
             )?;
         }
-        // Tasks written before kinds were stored are known by their description.
+        // Tasks written without a kind (before kinds were stored, or since by an older
+        // fleet-updater on the same state) are known by their description; looked for at
+        // every open, so that one such row cannot make every task listing fail.
         let old: Vec<(i64, String)> = connection
             .prepare("SELECT id, body FROM tasks WHERE kind = ''")?
             .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
@@ -164,13 +163,17 @@ fn migrate(connection: &Connection) -> Result<(), StoreError> {
         connection.execute_batch(
             "CREATE INDEX IF NOT EXISTS tasks_by_deployment ON tasks (deployment, changes, id);",
         )?;
-        connection.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+        if found < SCHEMA_VERSION {
+            connection.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+        }
         Ok(())
     })();
     match applied {
         Ok(()) => connection.execute_batch("COMMIT")?,
         Err(e) => {
-            connection.execute_batch("ROLLBACK")?;
+            // The migration's own error says what went wrong; a failed rollback ends
+            // with the connection anyway.
+            let _ = connection.execute_batch("ROLLBACK");
             return Err(e);
         }
     }

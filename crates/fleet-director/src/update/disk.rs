@@ -6,6 +6,7 @@ use super::super::Core;
 use super::super::model::{DiskRecord, InstanceRecord};
 use super::super::plan::{Change, InstancePlan};
 use super::vm::{orphaned, persist};
+use crate::error::StepError;
 use fleet_store::{Collection, get, list, put};
 
 /// `fresh_vm`: the VM was just created, so the existing disk must be attached to it.
@@ -14,16 +15,16 @@ pub async fn converge_disk(
     record: &mut InstanceRecord,
     plan: &InstancePlan,
     fresh_vm: bool,
-) -> Result<(), String> {
+) -> Result<(), StepError> {
     let name = record.name();
     let (Some(vm), Some(agent)) = (record.vm_cid.clone(), record.agent_id.clone()) else {
         return Ok(());
     };
     let wanted = plan.desired.persistent_disk;
     let current = match &record.disk_cid {
-        Some(cid) => get::<DiskRecord>(&*core.store, Collection::Disks, cid)
-            .map_err(|e| e.to_string())?
-            .map(|d| (d.cid, d.size)),
+        Some(cid) => {
+            get::<DiskRecord>(&*core.store, Collection::Disks, cid)?.map(|d| (d.cid, d.size))
+        }
         None => None,
     };
     let unfinished = plan.changes.contains(&Change::Unapplied);
@@ -111,7 +112,7 @@ pub async fn converge_disk(
                 ));
             }
             record.disk_cid = new_disk;
-            core.store.write(writes).map_err(|e| e.to_string())?;
+            core.store.write(writes)?;
             persist(core, record)
         }
     }
@@ -124,9 +125,8 @@ fn left_from_a_failed_migration(
     record: &InstanceRecord,
     wanted: u64,
     current: Option<&str>,
-) -> Result<Option<String>, String> {
-    let disks: Vec<DiskRecord> = list(&*core.store, Collection::Disks, Some(&record.deployment))
-        .map_err(|e| e.to_string())?;
+) -> Result<Option<String>, StepError> {
+    let disks: Vec<DiskRecord> = list(&*core.store, Collection::Disks, Some(&record.deployment))?;
     Ok(disks
         .into_iter()
         .find(|d| {
@@ -145,7 +145,7 @@ async fn create_disk(
     record: &InstanceRecord,
     wanted: u64,
     vm: &str,
-) -> Result<String, String> {
+) -> Result<String, StepError> {
     let disk = core
         .cpi
         .create_disk(wanted, vm)
@@ -158,13 +158,11 @@ async fn create_disk(
         size: wanted,
         orphaned: false,
     };
-    core.store
-        .write(vec![put(
-            Collection::Disks,
-            &disk,
-            &record.deployment,
-            &disk_record,
-        )])
-        .map_err(|e| e.to_string())?;
+    core.store.write(vec![put(
+        Collection::Disks,
+        &disk,
+        &record.deployment,
+        &disk_record,
+    )])?;
     Ok(disk)
 }

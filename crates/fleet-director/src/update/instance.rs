@@ -1,6 +1,7 @@
 //! One instance's update: stop (prepare, drain, stop), a new VM when the old one cannot
 //! be reconfigured, the persistent disk, apply, start, and watching the jobs come up.
 
+use crate::error::StepError;
 use std::time::Duration;
 
 use tokio::time::sleep;
@@ -23,7 +24,7 @@ pub async fn update_instance(
     watch_time: WatchTime,
     canary: bool,
     options: &UpdateOptions,
-) -> Result<(), String> {
+) -> Result<(), StepError> {
     let label = |record: &InstanceRecord| {
         let suffix = if canary { " (canary)" } else { "" };
         format!("{}{suffix}", record.name())
@@ -42,7 +43,7 @@ async fn procedure(
     plan: &InstancePlan,
     watch_time: WatchTime,
     options: &UpdateOptions,
-) -> Result<(), String> {
+) -> Result<(), StepError> {
     let name = record.name();
     let unresponsive = plan.changes.contains(&Change::Unresponsive);
     let running = record.vm_cid.is_some() && record.applied.is_some() && !unresponsive;
@@ -98,7 +99,7 @@ async fn procedure(
 }
 
 /// The instance's DNS records point at its addresses (`<id>.<group>.<network>.<deployment>.bosh`).
-fn update_dns(core: &Core, record: &InstanceRecord, plan: &InstancePlan) -> Result<(), String> {
+fn update_dns(core: &Core, record: &InstanceRecord, plan: &InstancePlan) -> Result<(), StepError> {
     let writes = plan
         .addresses
         .iter()
@@ -119,7 +120,7 @@ fn update_dns(core: &Core, record: &InstanceRecord, plan: &InstancePlan) -> Resu
     if writes.is_empty() {
         return Ok(());
     }
-    core.store.write(writes).map_err(|e| e.to_string())
+    core.store.write(writes).map_err(StepError::from)
 }
 
 /// Drain (a positive answer is a wait in seconds; a negative one means wait that long
@@ -129,7 +130,7 @@ pub(super) async fn stop_jobs(
     agent: &str,
     name: &str,
     skip_drain: bool,
-) -> Result<(), String> {
+) -> Result<(), StepError> {
     if !skip_drain {
         let mut answer = core
             .agent_call(agent, "drain", core.agent.drain(agent, false))
@@ -148,12 +149,12 @@ pub(super) async fn stop_jobs(
     }
     core.agent_call(agent, "stop", core.agent.stop(agent))
         .await
-        .map_err(|e| format!("stop for {name}: {e}"))
+        .map_err(|e| StepError::Failed(format!("stop for {name}: {e}")))
 }
 
 /// Polls `get_state` on the director's schedule: after the watch time's minimum, then in
 /// equal steps until its maximum; the jobs must be running by then.
-async fn watch(core: &Core, agent: &str, name: &str, watch: WatchTime) -> Result<(), String> {
+async fn watch(core: &Core, agent: &str, name: &str, watch: WatchTime) -> Result<(), StepError> {
     let mut failing = Vec::new();
     for pause in watch.schedule() {
         sleep(pause).await;
@@ -166,12 +167,12 @@ async fn watch(core: &Core, agent: &str, name: &str, watch: WatchTime) -> Result
         }
         failing = state.failing_jobs;
     }
-    Err(format!(
+    Err(StepError::Failed(format!(
         "'{name}' is not running after update. Review logs for failed jobs: {}",
         if failing.is_empty() {
             "(none reported)".to_string()
         } else {
             failing.join(", ")
         }
-    ))
+    )))
 }

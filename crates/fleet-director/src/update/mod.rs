@@ -6,6 +6,7 @@ mod disk;
 mod instance;
 mod vm;
 
+use crate::error::StepError;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -24,7 +25,7 @@ pub async fn stop_instance(
     hard: bool,
     responsive: bool,
     skip_drain: bool,
-) -> Result<(), String> {
+) -> Result<(), StepError> {
     if responsive && let (Some(agent), Some(_)) = (record.agent_id.clone(), &record.vm_cid) {
         instance::stop_jobs(core, &agent, &record.name(), skip_drain).await?;
     }
@@ -78,7 +79,7 @@ async fn run_window(
     halt: &Halt,
 ) -> Result<(), JobError> {
     let mut running = JoinSet::new();
-    let mut first_error: Option<String> = None;
+    let mut first_error: Option<StepError> = None;
     let mut pending = instances.into_iter();
     loop {
         while first_error.is_none()
@@ -113,7 +114,7 @@ async fn run_window(
             }
             Some(Err(e)) => {
                 halt.store(true, Ordering::SeqCst);
-                first_error.get_or_insert(format!("internal error: {e}"));
+                first_error.get_or_insert(StepError::Failed(format!("internal error: {e}")));
             }
         }
     }
@@ -256,7 +257,7 @@ pub async fn update_groups(
         let mut first_error = None;
         while let Some(joined) = set.join_next().await {
             if let Err(e) =
-                joined.unwrap_or_else(|e| Err(JobError::Failed(format!("internal error: {e}"))))
+                joined.unwrap_or_else(|e| Err(JobError::from(format!("internal error: {e}"))))
             {
                 first_error.get_or_insert(e);
             }

@@ -8,9 +8,10 @@ use super::super::model::{DesiredState, DiskRecord, InstanceRecord, VmRecord};
 use super::super::plan::InstancePlan;
 use super::disk::converge_disk;
 use super::instance::stop_jobs;
+use crate::error::StepError;
 use fleet_store::{Collection, get, put, remove};
 
-pub fn persist(core: &Core, record: &InstanceRecord) -> Result<(), String> {
+pub fn persist(core: &Core, record: &InstanceRecord) -> Result<(), StepError> {
     core.store
         .write(vec![put(
             Collection::Instances,
@@ -18,7 +19,7 @@ pub fn persist(core: &Core, record: &InstanceRecord) -> Result<(), String> {
             &record.deployment,
             record,
         )])
-        .map_err(|e| e.to_string())
+        .map_err(StepError::from)
 }
 
 /// Creates the VM and persistent disk of a new instance (or one that lost its VM).
@@ -26,7 +27,7 @@ pub async fn create_missing_vm(
     core: &Core,
     deployment: &str,
     plan: &InstancePlan,
-) -> Result<InstanceRecord, String> {
+) -> Result<InstanceRecord, StepError> {
     let mut record = plan.existing.clone().unwrap_or_else(|| InstanceRecord {
         id: if plan.id.is_empty() {
             new_id("instance")
@@ -58,7 +59,7 @@ pub async fn create_vm(
     core: &Core,
     record: &mut InstanceRecord,
     plan: &InstancePlan,
-) -> Result<(), String> {
+) -> Result<(), StepError> {
     let name = record.name();
     let agent_id = new_id("agent");
     let request = VmRequest {
@@ -100,7 +101,7 @@ pub async fn create_vm(
             ),
             put(Collection::Vms, &cid, &record.deployment, &vm),
         ])
-        .map_err(|e| e.to_string())
+        .map_err(StepError::from)
 }
 
 /// Deletes the instance's VM; with a responsive agent its disk is unmounted first.
@@ -108,7 +109,7 @@ pub async fn delete_vm(
     core: &Core,
     record: &mut InstanceRecord,
     agent_responsive: bool,
-) -> Result<(), String> {
+) -> Result<(), StepError> {
     let Some(cid) = record.vm_cid.clone() else {
         return Ok(());
     };
@@ -132,27 +133,24 @@ pub async fn delete_vm(
     record.vm_stemcell = None;
     record.vm_type = None;
     record.vm_networks.clear();
-    core.store
-        .write(vec![
-            put(
-                Collection::Instances,
-                &record.id,
-                &record.deployment,
-                &*record,
-            ),
-            remove(Collection::Vms, &cid),
-        ])
-        .map_err(|e| e.to_string())?;
+    core.store.write(vec![
+        put(
+            Collection::Instances,
+            &record.id,
+            &record.deployment,
+            &*record,
+        ),
+        remove(Collection::Vms, &cid),
+    ])?;
     core.cpi
         .delete_vm(&cid)
         .await
-        .map_err(|e| format!("delete_vm for {name}: {e}"))
+        .map_err(|e| StepError::Failed(format!("delete_vm for {name}: {e}")))
 }
 
 /// The disk record of `cid` marked orphaned: kept and listed, never deleted by a deploy.
-pub fn orphaned(core: &Core, cid: &str, deployment: &str) -> Result<DiskRecord, String> {
-    let size = get::<DiskRecord>(&*core.store, Collection::Disks, cid)
-        .map_err(|e| e.to_string())?
+pub fn orphaned(core: &Core, cid: &str, deployment: &str) -> Result<DiskRecord, StepError> {
+    let size = get::<DiskRecord>(&*core.store, Collection::Disks, cid)?
         .map(|d| d.size)
         .unwrap_or_default();
     Ok(DiskRecord {
@@ -171,7 +169,7 @@ pub async fn delete_instance(
     mut record: InstanceRecord,
     agent_responsive: bool,
     skip_drain: bool,
-) -> Result<(), String> {
+) -> Result<(), StepError> {
     if agent_responsive && let Some(agent) = record.agent_id.clone() {
         stop_jobs(core, &agent, &record.name(), skip_drain).await?;
     }
@@ -197,5 +195,5 @@ pub async fn delete_instance(
         let orphan = orphaned(core, disk, &record.deployment)?;
         writes.push(put(Collection::Disks, disk, &record.deployment, &orphan));
     }
-    core.store.write(writes).map_err(|e| e.to_string())
+    core.store.write(writes).map_err(StepError::from)
 }

@@ -251,6 +251,9 @@ fn change(
              the manifest, then change the state with an empty body",
         ));
     }
+    // The target first, as the director answers: an unknown group or instance is 404
+    // whatever else the request asks.
+    director.check_target(name, &target)?;
     let state = params.get("state").map(String::as_str).unwrap_or("");
     let skip_drain = present(params, "skip_drain");
     if state != "recreate" {
