@@ -91,6 +91,7 @@ impl SqliteStore {
         connection.busy_timeout(std::time::Duration::from_secs(10))?;
         connection.pragma_update(None, "journal_mode", "WAL")?;
         connection.pragma_update(None, "synchronous", "NORMAL")?;
+        connection.pragma_update(None, "wal_autocheckpoint", 16_384)?;
         connection.execute_batch(SCHEMA)?;
         migrate(&connection)?;
         let mut claimed = IpSet::new();
