@@ -100,6 +100,16 @@ impl TaskRunner {
         self.running.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The task as the store has it.
+    fn recorded(&self, id: u64) -> Result<Task, DirectorError> {
+        self.core
+            .store
+            .task(id)?
+            .ok_or_else(|| DirectorError::NotFound {
+                what: format!("task {id}"),
+            })
+    }
+
     /// Creates a task, taking the deployment's lock unless the kind only reads, and runs
     /// `job` in the background.
     ///
@@ -230,13 +240,7 @@ impl TaskRunner {
     pub fn cancel(&self, id: u64) -> Result<Task, DirectorError> {
         // Held across the read and the write: the task cannot record its end in between.
         let flags = self.flags();
-        let mut task = self
-            .core
-            .store
-            .task(id)?
-            .ok_or_else(|| DirectorError::NotFound {
-                what: format!("task {id}"),
-            })?;
+        let mut task = self.recorded(id)?;
         if !matches!(task.state, TaskState::Queued | TaskState::Processing) {
             return Err(DirectorError::Invalid(format!(
                 "Cannot cancel task {id}: invalid state ({})",
@@ -282,17 +286,17 @@ impl TaskRunner {
     pub async fn wait(&self, id: u64) -> Result<Task, DirectorError> {
         loop {
             let notified = self.finished.notified();
-            let task = self
-                .core
-                .store
-                .task(id)?
-                .ok_or_else(|| DirectorError::NotFound {
-                    what: format!("task {id}"),
-                })?;
+            let task = self.recorded(id)?;
             if !task.state.is_running() {
                 return Ok(task);
             }
             if !self.flags().contains_key(&id) {
+                // It may have ended since it was read: its end is recorded before it
+                // leaves the runner, so this read is final.
+                let task = self.recorded(id)?;
+                if !task.state.is_running() {
+                    return Ok(task);
+                }
                 return Err(DirectorError::Invalid(format!(
                     "task {id} is recorded as {} but this director does not run it",
                     task.state.as_str()

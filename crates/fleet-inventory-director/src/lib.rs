@@ -312,13 +312,7 @@ impl Inventory for DirectorInventory {
     }
 
     async fn poll(&self, operation: &Operation) -> Result<OperationState, InventoryError> {
-        let id = operation
-            .data
-            .get("BoshTaskID")
-            .and_then(serde_json::Value::as_u64)
-            .ok_or_else(|| {
-                InventoryError::permanent(format!("operation {} names no task", operation.data))
-            })?;
+        let id = operation.bosh_task()?;
         let task: Task = self.get(&format!("/tasks/{id}")).await?;
         wire::operation_state(&task).ok_or_else(|| {
             InventoryError::permanent(format!(

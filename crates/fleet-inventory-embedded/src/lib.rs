@@ -136,13 +136,7 @@ impl Inventory for EmbeddedInventory {
     }
 
     async fn poll(&self, operation: &Operation) -> Result<OperationState, InventoryError> {
-        let task = operation
-            .data
-            .get("BoshTaskID")
-            .and_then(serde_json::Value::as_u64)
-            .ok_or_else(|| {
-                InventoryError::permanent(format!("operation {} names no task", operation.data))
-            })?;
+        let task = operation.bosh_task()?;
         let broker = Arc::clone(&self.broker);
         Ok(
             match blocking(move || broker.operation(task))

@@ -164,6 +164,20 @@ pub struct Operation {
 }
 
 impl Operation {
+    /// The director task the operation runs as, for inventories whose operations are
+    /// BOSH tasks.
+    ///
+    /// # Errors
+    /// A permanent error when the operation names none.
+    pub fn bosh_task(&self) -> Result<u64, super::InventoryError> {
+        self.data
+            .get("BoshTaskID")
+            .and_then(serde_json::Value::as_u64)
+            .ok_or_else(|| {
+                super::InventoryError::permanent(format!("operation {} names no task", self.data))
+            })
+    }
+
     /// A short human description: the BOSH task when the broker names one.
     pub fn describe(&self) -> String {
         match self
