@@ -2,10 +2,55 @@
 //! problem at once and each naming its key, so that a bad network is refused by
 //! `update-cloud-config` and not by the next deploy. Pure: text in, model or problems out.
 
-use super::compilation::{CompilationConfig, read_config};
 use super::network::{Network, networks};
 use super::validate::CloudFacts;
 use fleet_yaml::{self as yaml, Checker, Node};
+
+/// The `compilation` section of the cloud config (or of the manifest without one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompilationConfig {
+    pub workers: usize,
+    pub network: Option<String>,
+    pub vm_type: Option<String>,
+    pub az: Option<String>,
+    pub reuse_compilation_vms: bool,
+}
+
+impl Default for CompilationConfig {
+    fn default() -> Self {
+        CompilationConfig {
+            workers: 1,
+            network: None,
+            vm_type: None,
+            az: None,
+            reuse_compilation_vms: false,
+        }
+    }
+}
+
+pub(crate) fn read_config(node: &Node) -> Result<CompilationConfig, String> {
+    let json = node.to_json();
+    let text = |key: &str| json.get(key).and_then(|v| v.as_str()).map(str::to_string);
+    let workers = match json.get("workers") {
+        None => 1,
+        Some(w) => w
+            .as_u64()
+            .filter(|w| (1..=256).contains(w))
+            .ok_or_else(|| {
+                format!("compilation.workers must be an integer from 1 to 256, found {w}")
+            })? as usize,
+    };
+    Ok(CompilationConfig {
+        workers,
+        network: text("network"),
+        vm_type: text("vm_type"),
+        az: text("az"),
+        reuse_compilation_vms: json
+            .get("reuse_compilation_vms")
+            .and_then(|v| v.as_bool())
+            .unwrap_or(false),
+    })
+}
 
 /// What deploys read of a cloud config.
 #[derive(Debug, Clone, PartialEq)]

@@ -4,7 +4,6 @@
 //! Compilation VMs take dynamic addresses on the compilation network and are deleted at
 //! the end, also when compilation fails.
 
-use crate::error::StepError;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
@@ -12,8 +11,10 @@ use serde::{Deserialize, Serialize};
 use tokio::task::JoinSet;
 
 use super::Core;
+use super::cloud::CompilationConfig;
 use super::compile::{Graph, PackageKey, needed};
 use super::cpi::VmRequest;
+use super::error::StepError;
 use super::ids::new_id;
 use super::manifest::Manifest;
 use super::model::Release;
@@ -24,29 +25,6 @@ use super::networking::Networking;
 use super::snapshot::Snapshot;
 use super::task::TaskLog;
 use fleet_store::{Collection, put};
-use fleet_yaml as yaml;
-
-/// The `compilation` section of the cloud config (or of the manifest without one).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CompilationConfig {
-    pub workers: usize,
-    pub network: Option<String>,
-    pub vm_type: Option<String>,
-    pub az: Option<String>,
-    pub reuse_compilation_vms: bool,
-}
-
-impl Default for CompilationConfig {
-    fn default() -> Self {
-        CompilationConfig {
-            workers: 1,
-            network: None,
-            vm_type: None,
-            az: None,
-            reuse_compilation_vms: false,
-        }
-    }
-}
 
 /// A package compiled for a stemcell.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -58,30 +36,6 @@ pub struct CompiledPackage {
 
 fn cache_key(package: &PackageKey, stemcell: &str) -> String {
     format!("{}@{stemcell}", package.describe())
-}
-
-pub(crate) fn read_config(node: &yaml::Node) -> Result<CompilationConfig, String> {
-    let json = node.to_json();
-    let text = |key: &str| json.get(key).and_then(|v| v.as_str()).map(str::to_string);
-    let workers = match json.get("workers") {
-        None => 1,
-        Some(w) => w
-            .as_u64()
-            .filter(|w| (1..=256).contains(w))
-            .ok_or_else(|| {
-                format!("compilation.workers must be an integer from 1 to 256, found {w}")
-            })? as usize,
-    };
-    Ok(CompilationConfig {
-        workers,
-        network: text("network"),
-        vm_type: text("vm_type"),
-        az: text("az"),
-        reuse_compilation_vms: json
-            .get("reuse_compilation_vms")
-            .and_then(|v| v.as_bool())
-            .unwrap_or(false),
-    })
 }
 
 /// A compilation VM's place: its reserved address, and its VM while it has one.

@@ -3,7 +3,6 @@
 //! instance groups. Recreate and delete are deploys of the stored manifest with other
 //! options. Compilation and IP management slot in between binding and VM creation.
 
-use crate::error::StepError;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
@@ -11,6 +10,7 @@ use tokio::task::JoinSet;
 
 use super::Core;
 use super::compilation;
+use super::error::StepError;
 use super::manifest::Count;
 use super::model::{DeploymentRecord, DesiredState, InstanceRecord};
 use super::network::{Owner, to_u32};

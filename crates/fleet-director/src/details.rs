@@ -2,7 +2,6 @@
 //! line per instance, in the shape `bosh instances` and `bosh vms` read from a task's
 //! result.
 
-use crate::error::StepError;
 use std::sync::Arc;
 
 use serde_json::json;
@@ -10,6 +9,7 @@ use tokio::task::JoinSet;
 
 use super::Core;
 use super::agent::JobState;
+use super::error::StepError;
 use super::model::{DesiredState, InstanceRecord};
 use fleet_store::{Collection, list};
 

@@ -2,10 +2,10 @@
 //! manifest's), where reservations live (the store with a cloud config, else memory rebuilt
 //! from the agents), and the reservation flow's result written into the plan.
 
-use crate::error::StepError;
 use std::collections::{BTreeSet, HashMap};
 
 use super::Core;
+use super::error::StepError;
 use super::ids::new_id;
 use super::manifest::Manifest;
 use super::model::DesiredState;

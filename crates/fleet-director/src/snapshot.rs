@@ -5,12 +5,12 @@
 
 use super::Core;
 use super::cloud::{self, CloudModel};
-use super::compilation::{CompilationConfig, read_config};
+use super::cloud::{CompilationConfig, read_config};
+use super::error::StepError;
 use super::manifest::{Manifest, parse};
 use super::model::{CloudConfig, Release, Stemcell};
 use super::networking::Networking;
 use super::validate::{CloudFacts, Uploaded};
-use crate::error::StepError;
 use fleet_store::{Collection, get, list};
 
 pub struct Snapshot {

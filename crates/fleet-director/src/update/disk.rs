@@ -3,10 +3,10 @@
 //! when no longer wanted.
 
 use super::super::Core;
+use super::super::error::StepError;
 use super::super::model::{DiskRecord, InstanceRecord};
 use super::super::plan::{Change, InstancePlan};
 use super::vm::{orphaned, persist};
-use crate::error::StepError;
 use fleet_store::{Collection, get, list, put};
 
 /// `fresh_vm`: the VM was just created, so the existing disk must be attached to it.

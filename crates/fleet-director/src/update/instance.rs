@@ -1,13 +1,13 @@
 //! One instance's update: stop (prepare, drain, stop), a new VM when the old one cannot
 //! be reconfigured, the persistent disk, apply, start, and watching the jobs come up.
 
-use crate::error::StepError;
 use std::time::Duration;
 
 use tokio::time::sleep;
 
 use super::super::Core;
 use super::super::agent::JobState;
+use super::super::error::StepError;
 use super::super::manifest::WatchTime;
 use super::super::model::{DesiredState, InstanceRecord};
 use super::super::plan::{Change, InstancePlan};

@@ -6,7 +6,6 @@ mod disk;
 mod instance;
 mod vm;
 
-use crate::error::StepError;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -39,6 +38,7 @@ pub async fn stop_instance(
 }
 
 use super::Core;
+use super::error::StepError;
 use super::manifest::{Count, WatchTime};
 use super::plan::{GroupPlan, InstancePlan};
 use super::task::{JobError, Stage, TaskLog};

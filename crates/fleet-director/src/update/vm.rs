@@ -3,12 +3,12 @@
 
 use super::super::Core;
 use super::super::cpi::VmRequest;
+use super::super::error::StepError;
 use super::super::ids::new_id;
 use super::super::model::{DesiredState, DiskRecord, InstanceRecord, VmRecord};
 use super::super::plan::InstancePlan;
 use super::disk::converge_disk;
 use super::instance::stop_jobs;
-use crate::error::StepError;
 use fleet_store::{Collection, get, put, remove};
 
 pub fn persist(core: &Core, record: &InstanceRecord) -> Result<(), StepError> {
