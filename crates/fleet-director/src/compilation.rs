@@ -19,9 +19,9 @@ use super::ids::new_id;
 use super::manifest::Manifest;
 use super::model::Release;
 use super::network::{
-    DatabaseIpRepo, Held, InMemoryIpRepo, IpProvider, IpRepo, IpSet, Network, Owner, to_ip,
+    Held, InMemoryIpRepo, IpProvider, IpRepo, IpSet, Network, NetworkError, Owner, to_ip,
 };
-use super::networking::Networking;
+use super::networking::{Networking, plan_global};
 use super::snapshot::Snapshot;
 use super::task::TaskLog;
 use fleet_store::{Collection, put};
@@ -272,12 +272,15 @@ fn reserve_workers(
     taken: &[(String, u32)],
 ) -> Result<Vec<Option<u32>>, String> {
     match networking {
-        Networking::Global(nets) => reserve_each(
-            IpProvider::new(nets, IpSet::new(), DatabaseIpRepo::new(&*core.store)),
-            network,
-            owners,
-            az,
-        ),
+        Networking::Global(nets) => plan_global(&*core.store, &[], |repo| {
+            let mut provider = IpProvider::new(nets, IpSet::new(), repo);
+            let ips = owners
+                .iter()
+                .map(|owner| provider.reserve_compilation(network, owner, az))
+                .collect::<Result<Vec<_>, NetworkError>>()?;
+            Ok::<_, NetworkError>((ips, provider.into_repo()))
+        })
+        .map_err(|e| e.to_string()),
         Networking::Local(nets) => local_worker_addresses(nets, network, owners, az, taken),
     }
 }

@@ -10,11 +10,11 @@ use super::ids::new_id;
 use super::manifest::Manifest;
 use super::model::DesiredState;
 use super::network::{
-    DatabaseIpRepo, Desired, Held, InMemoryIpRepo, InstanceNetworks, IpProvider, IpRepo, IpSet,
-    Network, Owner, to_ip, to_u32,
+    Desired, Held, InMemoryIpRepo, InstanceNetworks, IpProvider, IpRepo, IpSet, Network,
+    NetworkError, Owner, PlannedIpRepo, to_ip, to_u32,
 };
 use super::plan::{Change, DeploymentPlan};
-use fleet_store::IpRecord;
+use fleet_store::{IpClaim, IpRecord, IpRelease, Store};
 
 /// Where this deploy's networks come from.
 pub enum Networking {
@@ -127,20 +127,24 @@ pub fn reserve(
         }
     }
     let assignments = match networking {
-        Networking::Global(nets) => run(
-            IpProvider::new(nets, IpSet::new(), DatabaseIpRepo::new(&*core.store)),
-            &wanted,
-        )
-        .map_err(|e| {
-            // No instance record names the new instances yet, so what they claimed
-            // before the failure would stay taken from every other deployment.
-            match release_new(core, deployment, plan) {
-                Ok(()) => e,
-                Err(cleanup) => StepError::Failed(format!(
-                    "{e}; releasing the new instances' addresses: {cleanup}"
-                )),
-            }
-        })?,
+        Networking::Global(nets) => {
+            // Held addresses and requested static ones are claimed by name: their holders
+            // are read with the plan's snapshot.
+            let named: Vec<u32> = wanted
+                .iter()
+                .flat_map(|w| {
+                    w.existing
+                        .iter()
+                        .map(|h| h.ip)
+                        .chain(w.desired.iter().filter_map(|d| d.static_ip))
+                })
+                .collect();
+            plan_global(&*core.store, &named, |repo| {
+                let mut provider = IpProvider::new(nets, IpSet::new(), repo);
+                let assignments = provider.plan(&wanted)?;
+                Ok::<_, StepError>((assignments, provider.into_repo()))
+            })?
+        }
         Networking::Local(nets) => run(
             IpProvider::new(nets, IpSet::new(), InMemoryIpRepo::new()),
             &wanted,
@@ -202,14 +206,61 @@ pub fn reserve(
     Ok(())
 }
 
-/// Releases every address claimed for instances this deploy would have created.
-fn release_new(core: &Core, deployment: &str, plan: &DeploymentPlan) -> Result<(), StepError> {
-    let new: BTreeSet<&str> = plan
-        .instances()
-        .filter(|i| i.existing.is_none())
-        .map(|i| i.id.as_str())
-        .collect();
-    release_where(core, deployment, |owner| new.contains(owner)).map(drop)
+/// Plans made again when another deploy took an address first.
+const PLAN_ATTEMPTS: usize = 5;
+
+/// Plans against the store's addresses without changing the store, then applies what the
+/// plan claimed and released in one transaction; a plan that lost an address to a deploy
+/// planning at the same time is made again. `named` are the addresses the plan may claim
+/// by name (held ones, static ones): their holders are read first.
+///
+/// # Errors
+/// The plan's own errors; a store failure, or a plan that lost a race every time, as
+/// [`NetworkError::Store`].
+pub fn plan_global<T, E: From<NetworkError>>(
+    store: &dyn Store,
+    named: &[u32],
+    mut plan: impl FnMut(PlannedIpRepo) -> Result<(T, PlannedIpRepo), E>,
+) -> Result<T, E> {
+    let store_error = |e: fleet_store::StoreError| E::from(NetworkError::Store(e.to_string()));
+    for _ in 0..PLAN_ATTEMPTS {
+        let holders = store.ip_holders(named).map_err(store_error)?;
+        let claimed = store.claimed().map_err(store_error)?;
+        let repo = PlannedIpRepo::new(
+            claimed,
+            holders.into_iter().map(|r| (r.address, r.network, r.owner)),
+        );
+        let (out, repo) = plan(repo)?;
+        let (claims, releases) = repo.into_changes();
+        let claims: Vec<IpClaim> = claims
+            .into_iter()
+            .map(|c| IpClaim {
+                address: c.ip,
+                network: c.network,
+                owner: c.owner,
+                is_static: c.is_static,
+            })
+            .collect();
+        let releases: Vec<IpRelease> = releases
+            .into_iter()
+            .map(|r| IpRelease {
+                address: r.ip,
+                network: r.network,
+                owner: r.owner,
+            })
+            .collect();
+        match store.apply_ips(&claims, &releases).map_err(store_error)? {
+            Ok(()) => return Ok(out),
+            Err(held) => tracing::debug!(
+                address = %to_ip(held.address),
+                holder = %held.owner,
+                "an address was taken while planning; planning again"
+            ),
+        }
+    }
+    Err(E::from(NetworkError::Store(format!(
+        "other deploys took the planned addresses {PLAN_ATTEMPTS} times in a row; deploy again"
+    ))))
 }
 
 /// Releases the store's addresses of `deployment` whose owning instance `goes`, and

@@ -1591,7 +1591,7 @@ mod store_faults {
     use std::sync::atomic::{AtomicU32, Ordering};
 
     use fleet_ipset::IpSet;
-    use fleet_store::{IpOwner, IpRecord, Store, StoreError, Write};
+    use fleet_store::{IpClaim, IpOwner, IpRecord, IpRelease, Store, StoreError, Write};
 
     use super::*;
 
@@ -1695,6 +1695,19 @@ mod store_faults {
         }
         fn ips_in(&self, lo: u32, hi: u32) -> Result<Vec<u32>, StoreError> {
             self.inner.ips_in(lo, hi)
+        }
+        fn claimed(&self) -> Result<IpSet, StoreError> {
+            self.inner.claimed()
+        }
+        fn ip_holders(&self, addresses: &[u32]) -> Result<Vec<IpRecord>, StoreError> {
+            self.inner.ip_holders(addresses)
+        }
+        fn apply_ips(
+            &self,
+            claims: &[IpClaim],
+            releases: &[IpRelease],
+        ) -> Result<Result<(), IpRecord>, StoreError> {
+            self.inner.apply_ips(claims, releases)
         }
         fn ips_of(&self, deployment: &str) -> Result<Vec<IpRecord>, StoreError> {
             self.inner.ips_of(deployment)

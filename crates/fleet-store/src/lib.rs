@@ -81,6 +81,24 @@ impl std::fmt::Display for IpOwner {
     }
 }
 
+/// An address a plan claims for `owner`: a new one, or its own again with another
+/// network or static flag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IpClaim {
+    pub address: u32,
+    pub network: String,
+    pub owner: IpOwner,
+    pub is_static: bool,
+}
+
+/// An address a plan gives back; released only while `owner` holds it on `network`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IpRelease {
+    pub address: u32,
+    pub network: String,
+    pub owner: IpOwner,
+}
+
 /// An IP reservation as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IpRecord {
@@ -171,6 +189,21 @@ pub trait Store: Send + Sync {
         hi: u32,
         blocked: &fleet_ipset::IpSet,
     ) -> Result<Option<u32>, StoreError>;
+
+    /// Every claimed address: what a plan allocates around.
+    fn claimed(&self) -> Result<fleet_ipset::IpSet, StoreError>;
+
+    /// The reservations of those of `addresses` that are claimed.
+    fn ip_holders(&self, addresses: &[u32]) -> Result<Vec<IpRecord>, StoreError>;
+
+    /// Applies a plan's claims and releases in one transaction. When a claim finds its
+    /// address held by another owner (a deploy that planned at the same time won), nothing
+    /// is applied and that reservation is returned, so that the plan is made again.
+    fn apply_ips(
+        &self,
+        claims: &[IpClaim],
+        releases: &[IpRelease],
+    ) -> Result<Result<(), IpRecord>, StoreError>;
 
     /// Claimed addresses in `[lo, hi]`, ascending.
     fn ips_in(&self, lo: u32, hi: u32) -> Result<Vec<u32>, StoreError>;

@@ -4,7 +4,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use super::{Collection, IpOwner, IpRecord, Store, StoreError, Write};
+use super::{Collection, IpClaim, IpOwner, IpRecord, IpRelease, Store, StoreError, Write};
 use super::{Task, TaskEvent, TaskFilter, TaskKind, TaskState};
 use fleet_ipset::IpSet;
 
@@ -431,6 +431,111 @@ impl Store for SqliteStore {
             .query_map([], |row| Ok((row.get(0)?, row.get::<_, i64>(1)? as u64)))?
             .collect::<Result<Vec<_>, _>>()?;
         Ok(rows)
+    }
+
+    fn claimed(&self) -> Result<IpSet, StoreError> {
+        Ok(self
+            .claimed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone())
+    }
+
+    fn ip_holders(&self, addresses: &[u32]) -> Result<Vec<IpRecord>, StoreError> {
+        let connection = self.lock();
+        let mut stmt = connection.prepare_cached(
+            "SELECT network, deployment, instance, static FROM ip_addresses WHERE address = ?1",
+        )?;
+        let mut found = Vec::new();
+        for &address in addresses {
+            let record = stmt
+                .query_row([i64::from(address)], |row| {
+                    Ok(IpRecord {
+                        address,
+                        network: row.get(0)?,
+                        owner: IpOwner {
+                            deployment: row.get(1)?,
+                            instance: row.get(2)?,
+                        },
+                        is_static: row.get(3)?,
+                    })
+                })
+                .optional()?;
+            found.extend(record);
+        }
+        Ok(found)
+    }
+
+    fn apply_ips(
+        &self,
+        claims: &[IpClaim],
+        releases: &[IpRelease],
+    ) -> Result<Result<(), IpRecord>, StoreError> {
+        let mut connection = self.lock();
+        let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        for claim in claims {
+            let held = tx
+                .prepare_cached(
+                    "SELECT network, deployment, instance, static FROM ip_addresses
+                     WHERE address = ?1",
+                )?
+                .query_row([i64::from(claim.address)], |row| {
+                    Ok(IpRecord {
+                        address: claim.address,
+                        network: row.get(0)?,
+                        owner: IpOwner {
+                            deployment: row.get(1)?,
+                            instance: row.get(2)?,
+                        },
+                        is_static: row.get(3)?,
+                    })
+                })
+                .optional()?;
+            if let Some(held) = held
+                && held.owner != claim.owner
+            {
+                // Dropping the transaction rolls every earlier claim back.
+                return Ok(Err(held));
+            }
+            tx.prepare_cached(
+                "INSERT INTO ip_addresses (address, network, deployment, instance, static)
+                 VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (address) DO UPDATE SET network = ?2, static = ?5",
+            )?
+            .execute(params![
+                i64::from(claim.address),
+                claim.network,
+                claim.owner.deployment,
+                claim.owner.instance,
+                claim.is_static
+            ])?;
+        }
+        let mut released = Vec::new();
+        for release in releases {
+            let deleted = tx
+                .prepare_cached(
+                    "DELETE FROM ip_addresses
+                     WHERE address = ?1 AND network = ?2 AND deployment = ?3 AND instance = ?4",
+                )?
+                .execute(params![
+                    i64::from(release.address),
+                    release.network,
+                    release.owner.deployment,
+                    release.owner.instance
+                ])?;
+            if deleted > 0 {
+                released.push(release.address);
+            }
+        }
+        tx.commit()?;
+        let mut set = self.claimed.lock().unwrap_or_else(|p| p.into_inner());
+        for claim in claims {
+            set.insert(claim.address);
+        }
+        for address in released {
+            set.remove(address);
+        }
+        Ok(Ok(()))
     }
 
     fn claim_ip(

@@ -1,12 +1,13 @@
-//! Where reservations live. Without a cloud config every deploy rebuilds an in-memory
-//! repo from its agents, and IP space is per deployment; with one, reservations live in
-//! the store, unique across all deployments.
+//! Where a plan's reservations are kept while it is made. Without a cloud config every
+//! deploy rebuilds an in-memory repo from its agents, and IP space is per deployment;
+//! with one, the plan works on the addresses the store had taken when it began, and the
+//! deploy applies what it claimed and released in one transaction.
 
 use std::collections::HashMap;
 
 use super::model::Subnet;
 use fleet_ipset::IpSet;
-use fleet_store::{IpOwner, Store, StoreError};
+use fleet_store::{IpOwner, StoreError};
 
 /// Who holds an address.
 pub type Owner = IpOwner;
@@ -96,21 +97,57 @@ impl IpRepo for InMemoryIpRepo {
     }
 }
 
-/// Reservations in the store: an address is unique across every network and deployment
-/// (a unique key), and only its owner may claim it again. The store finds the lowest
-/// unclaimed address in O(log n); a claim that loses a race with another deploy moves on
-/// to the next address.
-pub struct DatabaseIpRepo<'s> {
-    store: &'s dyn Store,
+/// An address a plan claims, to be applied with the others in one transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    pub network: String,
+    pub ip: u32,
+    pub owner: Owner,
+    pub is_static: bool,
 }
 
-impl<'s> DatabaseIpRepo<'s> {
-    pub fn new(store: &'s dyn Store) -> Self {
-        DatabaseIpRepo { store }
+/// An address a plan gives back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Release {
+    pub network: String,
+    pub ip: u32,
+    pub owner: Owner,
+}
+
+/// Plans against the addresses that were taken when planning began (unique across every
+/// network and deployment) and records what the plan claims and releases. It does no I/O:
+/// the caller applies the changes in one transaction and plans again when another deploy
+/// took an address meanwhile.
+#[derive(Debug, Default)]
+pub struct PlannedIpRepo {
+    claimed: IpSet,
+    /// Who holds the addresses the plan may claim by name: the instances' own, and the
+    /// static ones the manifest asks for.
+    holders: HashMap<u32, (String, Owner)>,
+    claims: Vec<Claim>,
+    releases: Vec<Release>,
+}
+
+impl PlannedIpRepo {
+    pub fn new(claimed: IpSet, holders: impl IntoIterator<Item = (u32, String, Owner)>) -> Self {
+        PlannedIpRepo {
+            claimed,
+            holders: holders
+                .into_iter()
+                .map(|(ip, network, owner)| (ip, (network, owner)))
+                .collect(),
+            claims: Vec::new(),
+            releases: Vec::new(),
+        }
+    }
+
+    /// What the plan claimed and released, in order.
+    pub fn into_changes(self) -> (Vec<Claim>, Vec<Release>) {
+        (self.claims, self.releases)
     }
 }
 
-impl IpRepo for DatabaseIpRepo<'_> {
+impl IpRepo for PlannedIpRepo {
     fn add(
         &mut self,
         network: &str,
@@ -118,7 +155,21 @@ impl IpRepo for DatabaseIpRepo<'_> {
         owner: &Owner,
         is_static: bool,
     ) -> Result<Result<(), Owner>, StoreError> {
-        self.store.claim_ip(ip, network, owner, is_static)
+        if let Some((_, holder)) = self.holders.get(&ip)
+            && holder != owner
+        {
+            return Ok(Err(holder.clone()));
+        }
+        self.holders
+            .insert(ip, (network.to_string(), owner.clone()));
+        self.claimed.insert(ip);
+        self.claims.push(Claim {
+            network: network.to_string(),
+            ip,
+            owner: owner.clone(),
+            is_static,
+        });
+        Ok(Ok(()))
     }
 
     fn allocate(
@@ -128,22 +179,31 @@ impl IpRepo for DatabaseIpRepo<'_> {
         blocked: &IpSet,
         owner: &Owner,
     ) -> Result<Option<u32>, StoreError> {
-        loop {
-            let Some(ip) = self
-                .store
-                .lowest_unclaimed(subnet.first, subnet.last, blocked)?
-            else {
-                return Ok(None);
-            };
-            match self.store.claim_ip(ip, network, owner, false)? {
-                Ok(()) => return Ok(Some(ip)),
-                // Taken since it was found (the store now knows): try the next one.
-                Err(_) => continue,
-            }
-        }
+        let Some(ip) = self
+            .claimed
+            .lowest_free_with(blocked, subnet.first, subnet.last)
+        else {
+            return Ok(None);
+        };
+        self.add(network, ip, owner, false)?
+            .expect("a free address has no holder");
+        Ok(Some(ip))
     }
 
     fn release(&mut self, network: &str, ip: u32, owner: &Owner) -> Result<(), StoreError> {
-        self.store.release_ip(ip, network, owner)
+        if self
+            .holders
+            .get(&ip)
+            .is_some_and(|(n, o)| n == network && o == owner)
+        {
+            self.holders.remove(&ip);
+            self.claimed.remove(ip);
+            self.releases.push(Release {
+                network: network.to_string(),
+                ip,
+                owner: owner.clone(),
+            });
+        }
+        Ok(())
     }
 }

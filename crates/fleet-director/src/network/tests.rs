@@ -81,6 +81,41 @@ fn first_ip(a: &Assignment) -> Ipv4Addr {
     to_ip(a.ips[0].1.unwrap())
 }
 
+/// Plans against the store's addresses and applies the plan in one transaction, as a
+/// deploy with a cloud config does; `then` may release addresses in the same plan.
+fn in_store(
+    store: &dyn Store,
+    nets: &[Network],
+    director: IpSet,
+    wanted: &[InstanceNetworks],
+    then: impl Fn(&mut IpProvider<'_, PlannedIpRepo>, &[Assignment]),
+) -> Result<Vec<Assignment>, NetworkError> {
+    let named: Vec<u32> = wanted
+        .iter()
+        .flat_map(|w| {
+            w.existing
+                .iter()
+                .map(|h| h.ip)
+                .chain(w.desired.iter().filter_map(|d| d.static_ip))
+        })
+        .collect();
+    crate::networking::plan_global(store, &named, |repo| {
+        let mut provider = IpProvider::new(nets, director.clone(), repo);
+        let out = provider.plan(wanted)?;
+        then(&mut provider, &out);
+        Ok::<_, NetworkError>((out, provider.into_repo()))
+    })
+}
+
+/// [`in_store`] without releases and without the director's own addresses.
+fn planned(
+    store: &dyn Store,
+    nets: &[Network],
+    wanted: &[InstanceNetworks],
+) -> Result<Vec<Assignment>, NetworkError> {
+    in_store(store, nets, IpSet::new(), wanted, |_, _| {})
+}
+
 #[test]
 fn dynamic_takes_the_lowest_free_address_skipping_every_restricted_one() {
     let nets = networks();
@@ -247,35 +282,47 @@ fn the_in_memory_repo_does_not_share_ip_space_between_deployments() {
 fn the_database_repo_keeps_addresses_unique_across_deployments_and_lets_owners_reclaim() {
     let store = SqliteStore::in_memory().unwrap();
     let nets = networks();
-    let a = IpProvider::new(&nets, IpSet::new(), DatabaseIpRepo::new(&store))
-        .plan(&[wants("a", "x", "z1", &[("default", None)], &[])])
-        .unwrap();
-    let b = IpProvider::new(&nets, IpSet::new(), DatabaseIpRepo::new(&store))
-        .plan(&[wants("b", "x", "z1", &[("default", None)], &[])])
-        .unwrap();
+    let a = planned(
+        &store,
+        &nets,
+        &[wants("a", "x", "z1", &[("default", None)], &[])],
+    )
+    .unwrap();
+    let b = planned(
+        &store,
+        &nets,
+        &[wants("b", "x", "z1", &[("default", None)], &[])],
+    )
+    .unwrap();
     assert_ne!(first_ip(&a[0]), first_ip(&b[0]));
     // The owner's next deploy keeps its address.
-    let again = IpProvider::new(&nets, IpSet::new(), DatabaseIpRepo::new(&store))
-        .plan(&[wants(
+    let again = planned(
+        &store,
+        &nets,
+        &[wants(
             "a",
             "x",
             "z1",
             &[("default", None)],
             &[("default", &first_ip(&a[0]).to_string())],
-        )])
-        .unwrap();
+        )],
+    )
+    .unwrap();
     assert_eq!(first_ip(&again[0]), first_ip(&a[0]));
     assert!(!again[0].changed);
     // Someone else claiming it is refused.
-    let stolen = IpProvider::new(&nets, IpSet::new(), DatabaseIpRepo::new(&store))
-        .plan(&[wants(
+    let stolen = planned(
+        &store,
+        &nets,
+        &[wants(
             "c",
             "y",
             "z1",
             &[("default", None)],
             &[("default", &first_ip(&a[0]).to_string())],
-        )])
-        .unwrap_err();
+        )],
+    )
+    .unwrap_err();
     assert!(
         stolen
             .to_string()
@@ -288,29 +335,48 @@ fn the_database_repo_keeps_addresses_unique_across_deployments_and_lets_owners_r
 fn concurrent_deploys_never_get_the_same_address() {
     let store = SqliteStore::in_memory().unwrap();
     let nets = networks();
-    // Both providers read the subnet before either claims: one claim loses and retries.
-    let mut first = IpProvider::new(&nets, IpSet::new(), DatabaseIpRepo::new(&store));
-    let mut second = IpProvider::new(&nets, IpSet::new(), DatabaseIpRepo::new(&store));
-    let mut seen = std::collections::BTreeSet::new();
-    for i in 0..4 {
-        let a = first
-            .plan(&[wants(
-                "a",
-                &format!("x{i}"),
-                "z1",
-                &[("default", None)],
-                &[],
-            )])
-            .unwrap();
-        let b = second
-            .plan(&[wants(
-                "b",
-                &format!("y{i}"),
-                "z1",
-                &[("default", None)],
-                &[],
-            )])
-            .unwrap();
+    let wanted = |d: &str, i: &str| [wants(d, i, "z1", &[("default", None)], &[])];
+    // Two plans from the same snapshot pick the same address; the first applies, the
+    // second finds it taken and nothing of it is applied.
+    let plan = |d: &str, i: &str| {
+        let repo = PlannedIpRepo::new(store.claimed().unwrap(), []);
+        let mut provider = IpProvider::new(&nets, IpSet::new(), repo);
+        let out = provider.plan(&wanted(d, i)).unwrap();
+        let (claims, releases) = provider.into_repo().into_changes();
+        assert!(releases.is_empty());
+        let claims: Vec<fleet_store::IpClaim> = claims
+            .into_iter()
+            .map(|c| fleet_store::IpClaim {
+                address: c.ip,
+                network: c.network,
+                owner: c.owner,
+                is_static: c.is_static,
+            })
+            .collect();
+        (out, claims)
+    };
+    let (a, a_claims) = plan("a", "x");
+    let (b, b_claims) = plan("b", "y");
+    assert_eq!(
+        first_ip(&a[0]),
+        first_ip(&b[0]),
+        "the same snapshot, the same choice"
+    );
+    assert_eq!(store.apply_ips(&a_claims, &[]).unwrap(), Ok(()));
+    let lost = store.apply_ips(&b_claims, &[]).unwrap().unwrap_err();
+    assert_eq!(lost.owner, owner("a", "x"));
+    assert_eq!(
+        store.ips_in(0, u32::MAX).unwrap().len(),
+        1,
+        "the losing plan left nothing"
+    );
+    // Made again through the deploy's path, the loser gets the next address.
+    let mut seen: std::collections::BTreeSet<Ipv4Addr> = [first_ip(&a[0])].into();
+    let again = planned(&store, &nets, &wanted("b", "y")).unwrap();
+    assert!(seen.insert(first_ip(&again[0])));
+    for i in 0..3 {
+        let a = planned(&store, &nets, &wanted("a", &format!("x{i}x"))).unwrap();
+        let b = planned(&store, &nets, &wanted("b", &format!("y{i}y"))).unwrap();
         assert!(seen.insert(first_ip(&a[0])));
         assert!(seen.insert(first_ip(&b[0])));
     }
@@ -356,22 +422,27 @@ fn dynamic_and_vip_networks_follow_their_rules() {
 fn compilation_vms_get_a_dynamic_address_released_afterwards() {
     let store = SqliteStore::in_memory().unwrap();
     let nets = networks();
-    let mut provider = IpProvider::new(&nets, IpSet::new(), DatabaseIpRepo::new(&store));
     let worker = owner("d", "compilation-1");
-    let ip = provider
-        .reserve_compilation("default", &worker, Some("z1"))
-        .unwrap()
-        .unwrap();
+    let ip = crate::networking::plan_global(&store, &[], |repo| {
+        let mut provider = IpProvider::new(&nets, IpSet::new(), repo);
+        let ip = provider.reserve_compilation("default", &worker, Some("z1"))?;
+        Ok::<_, NetworkError>((ip, provider.into_repo()))
+    })
+    .unwrap()
+    .unwrap();
     assert_eq!(store.ips_of("d").unwrap()[0].owner, worker);
-    provider
-        .release(
+    crate::networking::plan_global(&store, &[ip], |repo| {
+        let mut provider = IpProvider::new(&nets, IpSet::new(), repo);
+        provider.release(
             &worker,
             &Held {
                 network: "default".into(),
                 ip,
             },
-        )
-        .unwrap();
+        )?;
+        Ok::<_, NetworkError>(((), provider.into_repo()))
+    })
+    .unwrap();
     assert!(store.ips_of("d").unwrap().is_empty());
 }
 
@@ -404,33 +475,35 @@ fn deploy(
                 .collect(),
         })
         .collect();
-    let mut provider = IpProvider::new(nets, director_ips(), DatabaseIpRepo::new(store));
-    let out = provider.plan(&wanted)?;
-    // Instances no longer wanted release everything.
-    for record in &held {
-        if !instances
-            .iter()
-            .any(|(id, _, _)| *id == record.owner.instance)
-        {
-            provider
-                .release(
+    // Every held address is named: unwanted instances give theirs back in the same plan.
+    let named: Vec<u32> = held.iter().map(|r| r.address).collect();
+    crate::networking::plan_global(store, &named, |repo| {
+        let mut provider = IpProvider::new(nets, director_ips(), repo);
+        let out = provider.plan(&wanted)?;
+        // Instances no longer wanted release everything.
+        for record in &held {
+            if !instances
+                .iter()
+                .any(|(id, _, _)| *id == record.owner.instance)
+            {
+                provider.release(
                     &record.owner,
                     &Held {
                         network: record.network.clone(),
                         ip: record.address,
                     },
-                )
-                .unwrap();
-        }
-    }
-    if !vm_fails {
-        for a in &out {
-            for held in &a.obsolete {
-                provider.release(&a.owner, held).unwrap();
+                )?;
             }
         }
-    }
-    Ok(out)
+        if !vm_fails {
+            for a in &out {
+                for held in &a.obsolete {
+                    provider.release(&a.owner, held)?;
+                }
+            }
+        }
+        Ok::<_, NetworkError>((out, provider.into_repo()))
+    })
 }
 
 #[test]
@@ -508,36 +581,43 @@ fn the_seeds_cases_keep_release_and_move_addresses_as_described() {
 fn a_static_address_stays_bound_and_a_changed_one_moves() {
     let store = SqliteStore::in_memory().unwrap();
     let nets = networks();
-    let mut p = IpProvider::new(&nets, IpSet::new(), DatabaseIpRepo::new(&store));
-    p.plan(&[wants(
-        "d",
-        "a",
-        "z1",
-        &[("default", Some("10.0.0.10"))],
-        &[],
-    )])
+    planned(
+        &store,
+        &nets,
+        &[wants(
+            "d",
+            "a",
+            "z1",
+            &[("default", Some("10.0.0.10"))],
+            &[],
+        )],
+    )
     .unwrap();
-    let mut p = IpProvider::new(&nets, IpSet::new(), DatabaseIpRepo::new(&store));
-    let same = p
-        .plan(&[wants(
+    let same = planned(
+        &store,
+        &nets,
+        &[wants(
             "d",
             "a",
             "z1",
             &[("default", Some("10.0.0.10"))],
             &[("default", "10.0.0.10")],
-        )])
-        .unwrap();
+        )],
+    )
+    .unwrap();
     assert!(!same[0].changed);
-    let mut p = IpProvider::new(&nets, IpSet::new(), DatabaseIpRepo::new(&store));
-    let moved = p
-        .plan(&[wants(
+    let moved = planned(
+        &store,
+        &nets,
+        &[wants(
             "d",
             "a",
             "z1",
             &[("default", Some("10.0.0.11"))],
             &[("default", "10.0.0.10")],
-        )])
-        .unwrap();
+        )],
+    )
+    .unwrap();
     assert!(moved[0].changed);
     assert_eq!(
         moved[0].obsolete,
