@@ -118,7 +118,7 @@ fn main() {
         .map(|c| IpClaim {
             address: c.ip,
             network: c.network,
-            owner: c.owner,
+            owner: (&c.owner).into(),
             is_static: c.is_static,
         })
         .collect();

@@ -306,9 +306,7 @@ fn local_worker_addresses(
     for (net, ip) in taken {
         // An address claimed twice is the instances' conflict, judged when they were
         // planned; here it only has to be taken.
-        let _ = repo
-            .add(net, *ip, &instances, false)
-            .map_err(|e| e.to_string())?;
+        let _ = repo.add(net, *ip, &instances, false);
     }
     reserve_each(
         IpProvider::new(nets, IpSet::new(), repo),

@@ -228,7 +228,9 @@ pub fn plan_global<T, E: From<NetworkError>>(
         let claimed = store.claimed().map_err(store_error)?;
         let repo = PlannedIpRepo::new(
             claimed,
-            holders.into_iter().map(|r| (r.address, r.network, r.owner)),
+            holders
+                .into_iter()
+                .map(|r| (r.address, r.network, Owner::from(r.owner))),
         );
         let (out, repo) = plan(repo)?;
         let (claims, releases) = repo.into_changes();
@@ -237,7 +239,7 @@ pub fn plan_global<T, E: From<NetworkError>>(
             .map(|c| IpClaim {
                 address: c.ip,
                 network: c.network,
-                owner: c.owner,
+                owner: (&c.owner).into(),
                 is_static: c.is_static,
             })
             .collect();
@@ -246,14 +248,14 @@ pub fn plan_global<T, E: From<NetworkError>>(
             .map(|r| IpRelease {
                 address: r.ip,
                 network: r.network,
-                owner: r.owner,
+                owner: (&r.owner).into(),
             })
             .collect();
         match store.apply_ips(&claims, &releases).map_err(store_error)? {
             Ok(()) => return Ok(out),
             Err(held) => tracing::debug!(
                 address = %to_ip(held.address),
-                holder = %held.owner,
+                holder = %Owner::from(held.owner),
                 "an address was taken while planning; planning again"
             ),
         }
@@ -301,7 +303,8 @@ pub fn release(
         return Ok(());
     }
     for held in addresses {
-        core.store.release_ip(held.ip, &held.network, owner)?;
+        core.store
+            .release_ip(held.ip, &held.network, &owner.into())?;
     }
     Ok(())
 }

@@ -1591,7 +1591,7 @@ mod store_faults {
     use std::sync::atomic::{AtomicU32, Ordering};
 
     use fleet_ipset::IpSet;
-    use fleet_store::{IpClaim, IpOwner, IpRecord, IpRelease, Store, StoreError, Write};
+    use fleet_store::{IpClaim, IpHolder, IpRecord, IpRelease, Store, StoreError, Write};
 
     use super::*;
 
@@ -1672,16 +1672,16 @@ mod store_faults {
             &self,
             address: u32,
             network: &str,
-            owner: &IpOwner,
+            owner: &IpHolder,
             is_static: bool,
-        ) -> Result<Result<(), IpOwner>, StoreError> {
+        ) -> Result<Result<(), IpHolder>, StoreError> {
             self.inner.claim_ip(address, network, owner, is_static)
         }
         fn release_ip(
             &self,
             address: u32,
             network: &str,
-            owner: &IpOwner,
+            owner: &IpHolder,
         ) -> Result<(), StoreError> {
             self.inner.release_ip(address, network, owner)
         }

@@ -64,21 +64,12 @@ impl From<serde_json::Error> for StoreError {
     }
 }
 
-/// Who holds an IP address: an instance (or a compilation VM) of a deployment.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-pub struct IpOwner {
+/// Who holds an IP address, as the store keys its reservations: a deployment and one of
+/// its instances (or compilation VMs). What an owner means is the network model's.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct IpHolder {
     pub deployment: String,
     pub instance: String,
-}
-
-impl std::fmt::Display for IpOwner {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "instance '{}' of deployment '{}'",
-            self.instance, self.deployment
-        )
-    }
 }
 
 /// An address a plan claims for `owner`: a new one, or its own again with another
@@ -87,7 +78,7 @@ impl std::fmt::Display for IpOwner {
 pub struct IpClaim {
     pub address: u32,
     pub network: String,
-    pub owner: IpOwner,
+    pub owner: IpHolder,
     pub is_static: bool,
 }
 
@@ -96,7 +87,7 @@ pub struct IpClaim {
 pub struct IpRelease {
     pub address: u32,
     pub network: String,
-    pub owner: IpOwner,
+    pub owner: IpHolder,
 }
 
 /// An IP reservation as stored.
@@ -104,7 +95,7 @@ pub struct IpRelease {
 pub struct IpRecord {
     pub address: u32,
     pub network: String,
-    pub owner: IpOwner,
+    pub owner: IpHolder,
     pub is_static: bool,
 }
 
@@ -173,13 +164,13 @@ pub trait Store: Send + Sync {
         &self,
         address: u32,
         network: &str,
-        owner: &IpOwner,
+        owner: &IpHolder,
         is_static: bool,
-    ) -> Result<Result<(), IpOwner>, StoreError>;
+    ) -> Result<Result<(), IpHolder>, StoreError>;
 
     /// Releases `address` if `owner` holds it on `network`; an address that moved to
     /// another network or owner since is left alone.
-    fn release_ip(&self, address: u32, network: &str, owner: &IpOwner) -> Result<(), StoreError>;
+    fn release_ip(&self, address: u32, network: &str, owner: &IpHolder) -> Result<(), StoreError>;
 
     /// The lowest address of `[lo, hi]` that is neither claimed nor in `blocked`; kept in
     /// memory so that it costs O(log n), however many addresses are claimed.

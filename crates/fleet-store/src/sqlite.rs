@@ -4,7 +4,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use super::{Collection, IpClaim, IpOwner, IpRecord, IpRelease, Store, StoreError, Write};
+use super::{Collection, IpClaim, IpHolder, IpRecord, IpRelease, Store, StoreError, Write};
 use super::{Task, TaskEvent, TaskFilter, TaskKind, TaskState};
 use fleet_ipset::IpSet;
 
@@ -453,7 +453,7 @@ impl Store for SqliteStore {
                     Ok(IpRecord {
                         address,
                         network: row.get(0)?,
-                        owner: IpOwner {
+                        owner: IpHolder {
                             deployment: row.get(1)?,
                             instance: row.get(2)?,
                         },
@@ -483,7 +483,7 @@ impl Store for SqliteStore {
                     Ok(IpRecord {
                         address: claim.address,
                         network: row.get(0)?,
-                        owner: IpOwner {
+                        owner: IpHolder {
                             deployment: row.get(1)?,
                             instance: row.get(2)?,
                         },
@@ -542,9 +542,9 @@ impl Store for SqliteStore {
         &self,
         address: u32,
         network: &str,
-        owner: &IpOwner,
+        owner: &IpHolder,
         is_static: bool,
-    ) -> Result<Result<(), IpOwner>, StoreError> {
+    ) -> Result<Result<(), IpHolder>, StoreError> {
         let mut connection = self.lock();
         let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let inserted = tx.execute(
@@ -563,11 +563,11 @@ impl Store for SqliteStore {
             .unwrap_or_else(|p| p.into_inner())
             .insert(address);
         if inserted == 0 {
-            let holder: IpOwner = tx.query_row(
+            let holder: IpHolder = tx.query_row(
                 "SELECT deployment, instance FROM ip_addresses WHERE address = ?1",
                 [i64::from(address)],
                 |row| {
-                    Ok(IpOwner {
+                    Ok(IpHolder {
                         deployment: row.get(0)?,
                         instance: row.get(1)?,
                     })
@@ -585,7 +585,7 @@ impl Store for SqliteStore {
         Ok(Ok(()))
     }
 
-    fn release_ip(&self, address: u32, network: &str, owner: &IpOwner) -> Result<(), StoreError> {
+    fn release_ip(&self, address: u32, network: &str, owner: &IpHolder) -> Result<(), StoreError> {
         let deleted = self.lock().execute(
             "DELETE FROM ip_addresses
              WHERE address = ?1 AND network = ?2 AND deployment = ?3 AND instance = ?4",
@@ -640,7 +640,7 @@ impl Store for SqliteStore {
                 Ok(IpRecord {
                     address: row.get::<_, i64>(0)? as u32,
                     network: row.get(1)?,
-                    owner: IpOwner {
+                    owner: IpHolder {
                         deployment: deployment.to_string(),
                         instance: row.get(2)?,
                     },

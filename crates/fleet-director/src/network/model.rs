@@ -2,6 +2,41 @@ use std::net::Ipv4Addr;
 
 use fleet_ipset::{IpSet, to_ip};
 
+/// Who holds an address: an instance (or a compilation VM) of a deployment.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Owner {
+    pub deployment: String,
+    pub instance: String,
+}
+
+impl std::fmt::Display for Owner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "instance '{}' of deployment '{}'",
+            self.instance, self.deployment
+        )
+    }
+}
+
+impl From<fleet_store::IpHolder> for Owner {
+    fn from(holder: fleet_store::IpHolder) -> Self {
+        Owner {
+            deployment: holder.deployment,
+            instance: holder.instance,
+        }
+    }
+}
+
+impl From<&Owner> for fleet_store::IpHolder {
+    fn from(owner: &Owner) -> Self {
+        fleet_store::IpHolder {
+            deployment: owner.deployment.clone(),
+            instance: owner.instance.clone(),
+        }
+    }
+}
+
 /// A subnet of a manual network.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Subnet {

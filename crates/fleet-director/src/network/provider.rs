@@ -79,8 +79,8 @@ impl<'n, R: IpRepo> IpProvider<'n, R> {
         is_static: bool,
     ) -> Result<(), NetworkError> {
         match self.repo.add(network, ip, owner, is_static) {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(holder)) => Err(NetworkError::AlreadyInUse {
+            Ok(()) => Ok(()),
+            Err(holder) => Err(NetworkError::AlreadyInUse {
                 ip: to_ip(ip),
                 instance: owner.instance.clone(),
                 deployment: owner.deployment.clone(),
@@ -91,7 +91,6 @@ impl<'n, R: IpRepo> IpProvider<'n, R> {
                     holder.to_string()
                 },
             }),
-            Err(e) => Err(NetworkError::Store(e.to_string())),
         }
     }
 
@@ -271,11 +270,7 @@ impl<'n, R: IpRepo> IpProvider<'n, R> {
                         .blocked
                         .entry((network.name.clone(), i))
                         .or_insert_with(|| subnet.blocked(&self.director));
-                    if let Some(ip) = self
-                        .repo
-                        .allocate(&network.name, subnet, blocked, owner)
-                        .map_err(|e| NetworkError::Store(e.to_string()))?
-                    {
+                    if let Some(ip) = self.repo.allocate(&network.name, subnet, blocked, owner) {
                         return Ok(Some(ip));
                     }
                 }
@@ -341,7 +336,8 @@ impl<'n, R: IpRepo> IpProvider<'n, R> {
     /// takes the same path.
     ///
     /// # Errors
-    /// When the store cannot be written.
+    /// None today: planning does no I/O. Kept fallible so that callers treat releases as
+    /// they treat claims.
     pub fn release(&mut self, owner: &Owner, held: &Held) -> Result<(), NetworkError> {
         let default;
         let network = match self.network(&held.network) {
@@ -351,8 +347,7 @@ impl<'n, R: IpRepo> IpProvider<'n, R> {
                 &default
             }
         };
-        self.repo
-            .release(&network.name, held.ip, owner)
-            .map_err(|e| NetworkError::Store(e.to_string()))
+        self.repo.release(&network.name, held.ip, owner);
+        Ok(())
     }
 }

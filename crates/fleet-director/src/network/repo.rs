@@ -5,22 +5,13 @@
 
 use std::collections::HashMap;
 
+pub use super::model::Owner;
 use super::model::Subnet;
 use fleet_ipset::IpSet;
-use fleet_store::{IpOwner, StoreError};
-
-/// Who holds an address.
-pub type Owner = IpOwner;
 
 pub trait IpRepo {
-    /// Claims `ip` on `network` for `owner`; `Ok(Err(holder))` when someone else has it.
-    fn add(
-        &mut self,
-        network: &str,
-        ip: u32,
-        owner: &Owner,
-        is_static: bool,
-    ) -> Result<Result<(), Owner>, StoreError>;
+    /// Claims `ip` on `network` for `owner`; `Err(holder)` when someone else has it.
+    fn add(&mut self, network: &str, ip: u32, owner: &Owner, is_static: bool) -> Result<(), Owner>;
 
     /// Claims the lowest address of `subnet` that is neither `blocked` nor taken.
     fn allocate(
@@ -29,10 +20,10 @@ pub trait IpRepo {
         subnet: &Subnet,
         blocked: &IpSet,
         owner: &Owner,
-    ) -> Result<Option<u32>, StoreError>;
+    ) -> Option<u32>;
 
     /// Releases `ip` if `owner` holds it on `network`.
-    fn release(&mut self, network: &str, ip: u32, owner: &Owner) -> Result<(), StoreError>;
+    fn release(&mut self, network: &str, ip: u32, owner: &Owner);
 }
 
 /// Per deployment, rebuilt from the agents at each deploy. Claiming an address twice is
@@ -56,17 +47,17 @@ impl IpRepo for InMemoryIpRepo {
         ip: u32,
         owner: &Owner,
         _is_static: bool,
-    ) -> Result<Result<(), Owner>, StoreError> {
+    ) -> Result<(), Owner> {
         let key = (network.to_string(), ip);
         if let Some(holder) = self.owners.get(&key) {
-            return Ok(Err(holder.clone()));
+            return Err(holder.clone());
         }
         self.owners.insert(key, owner.clone());
         self.taken
             .entry(network.to_string())
             .or_default()
             .insert(ip);
-        Ok(Ok(()))
+        Ok(())
     }
 
     fn allocate(
@@ -75,17 +66,15 @@ impl IpRepo for InMemoryIpRepo {
         subnet: &Subnet,
         blocked: &IpSet,
         owner: &Owner,
-    ) -> Result<Option<u32>, StoreError> {
+    ) -> Option<u32> {
         let taken = self.taken.entry(network.to_string()).or_default();
-        let Some(ip) = taken.lowest_free_with(blocked, subnet.first, subnet.last) else {
-            return Ok(None);
-        };
+        let ip = taken.lowest_free_with(blocked, subnet.first, subnet.last)?;
         taken.insert(ip);
         self.owners.insert((network.to_string(), ip), owner.clone());
-        Ok(Some(ip))
+        Some(ip)
     }
 
-    fn release(&mut self, network: &str, ip: u32, owner: &Owner) -> Result<(), StoreError> {
+    fn release(&mut self, network: &str, ip: u32, owner: &Owner) {
         let key = (network.to_string(), ip);
         if self.owners.get(&key) == Some(owner) {
             self.owners.remove(&key);
@@ -93,7 +82,6 @@ impl IpRepo for InMemoryIpRepo {
                 taken.remove(ip);
             }
         }
-        Ok(())
     }
 }
 
@@ -148,17 +136,11 @@ impl PlannedIpRepo {
 }
 
 impl IpRepo for PlannedIpRepo {
-    fn add(
-        &mut self,
-        network: &str,
-        ip: u32,
-        owner: &Owner,
-        is_static: bool,
-    ) -> Result<Result<(), Owner>, StoreError> {
+    fn add(&mut self, network: &str, ip: u32, owner: &Owner, is_static: bool) -> Result<(), Owner> {
         if let Some((_, holder)) = self.holders.get(&ip)
             && holder != owner
         {
-            return Ok(Err(holder.clone()));
+            return Err(holder.clone());
         }
         self.holders
             .insert(ip, (network.to_string(), owner.clone()));
@@ -169,7 +151,7 @@ impl IpRepo for PlannedIpRepo {
             owner: owner.clone(),
             is_static,
         });
-        Ok(Ok(()))
+        Ok(())
     }
 
     fn allocate(
@@ -178,19 +160,16 @@ impl IpRepo for PlannedIpRepo {
         subnet: &Subnet,
         blocked: &IpSet,
         owner: &Owner,
-    ) -> Result<Option<u32>, StoreError> {
-        let Some(ip) = self
+    ) -> Option<u32> {
+        let ip = self
             .claimed
-            .lowest_free_with(blocked, subnet.first, subnet.last)
-        else {
-            return Ok(None);
-        };
-        self.add(network, ip, owner, false)?
+            .lowest_free_with(blocked, subnet.first, subnet.last)?;
+        self.add(network, ip, owner, false)
             .expect("a free address has no holder");
-        Ok(Some(ip))
+        Some(ip)
     }
 
-    fn release(&mut self, network: &str, ip: u32, owner: &Owner) -> Result<(), StoreError> {
+    fn release(&mut self, network: &str, ip: u32, owner: &Owner) {
         if self
             .holders
             .get(&ip)
@@ -204,6 +183,5 @@ impl IpRepo for PlannedIpRepo {
                 owner: owner.clone(),
             });
         }
-        Ok(())
     }
 }

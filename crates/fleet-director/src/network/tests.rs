@@ -349,7 +349,7 @@ fn concurrent_deploys_never_get_the_same_address() {
             .map(|c| fleet_store::IpClaim {
                 address: c.ip,
                 network: c.network,
-                owner: c.owner,
+                owner: (&c.owner).into(),
                 is_static: c.is_static,
             })
             .collect();
@@ -364,7 +364,7 @@ fn concurrent_deploys_never_get_the_same_address() {
     );
     assert_eq!(store.apply_ips(&a_claims, &[]).unwrap(), Ok(()));
     let lost = store.apply_ips(&b_claims, &[]).unwrap().unwrap_err();
-    assert_eq!(lost.owner, owner("a", "x"));
+    assert_eq!(Owner::from(lost.owner), owner("a", "x"));
     assert_eq!(
         store.ips_in(0, u32::MAX).unwrap().len(),
         1,
@@ -430,7 +430,10 @@ fn compilation_vms_get_a_dynamic_address_released_afterwards() {
     })
     .unwrap()
     .unwrap();
-    assert_eq!(store.ips_of("d").unwrap()[0].owner, worker);
+    assert_eq!(
+        Owner::from(store.ips_of("d").unwrap()[0].owner.clone()),
+        worker
+    );
     crate::networking::plan_global(&store, &[ip], |repo| {
         let mut provider = IpProvider::new(&nets, IpSet::new(), repo);
         provider.release(
@@ -487,7 +490,7 @@ fn deploy(
                 .any(|(id, _, _)| *id == record.owner.instance)
             {
                 provider.release(
-                    &record.owner,
+                    &Owner::from(record.owner.clone()),
                     &Held {
                         network: record.network.clone(),
                         ip: record.address,
