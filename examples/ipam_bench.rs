@@ -113,15 +113,7 @@ fn main() {
     );
     let started = Instant::now();
     let (claims, _) = planned.into_changes();
-    let claims: Vec<IpClaim> = claims
-        .into_iter()
-        .map(|c| IpClaim {
-            address: c.ip,
-            network: c.network,
-            owner: (&c.owner).into(),
-            is_static: c.is_static,
-        })
-        .collect();
+    let claims: Vec<IpClaim> = claims.into_iter().map(IpClaim::from).collect();
     store
         .apply_ips(&claims, &[])
         .expect("SQLite")

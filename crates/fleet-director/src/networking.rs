@@ -11,7 +11,7 @@ use super::manifest::Manifest;
 use super::model::DesiredState;
 use super::network::{
     Desired, Held, InMemoryIpRepo, InstanceNetworks, IpProvider, IpRepo, IpSet, Network,
-    NetworkError, Owner, PlannedIpRepo, to_ip, to_u32,
+    NetworkError, Owner, PlannedIpRepo, named_addresses, to_ip, to_u32,
 };
 use super::plan::{Change, DeploymentPlan};
 use fleet_store::{IpClaim, IpRecord, IpRelease, Store};
@@ -127,24 +127,11 @@ pub fn reserve(
         }
     }
     let assignments = match networking {
-        Networking::Global(nets) => {
-            // Held addresses and requested static ones are claimed by name: their holders
-            // are read with the plan's snapshot.
-            let named: Vec<u32> = wanted
-                .iter()
-                .flat_map(|w| {
-                    w.existing
-                        .iter()
-                        .map(|h| h.ip)
-                        .chain(w.desired.iter().filter_map(|d| d.static_ip))
-                })
-                .collect();
-            plan_global(&*core.store, &named, |repo| {
-                let mut provider = IpProvider::new(nets, IpSet::new(), repo);
-                let assignments = provider.plan(&wanted)?;
-                Ok::<_, StepError>((assignments, provider.into_repo()))
-            })?
-        }
+        Networking::Global(nets) => plan_global(&*core.store, &named_addresses(&wanted), |repo| {
+            let mut provider = IpProvider::new(nets, IpSet::new(), repo);
+            let assignments = provider.plan(&wanted)?;
+            Ok::<_, StepError>((assignments, provider.into_repo()))
+        })?,
         Networking::Local(nets) => run(
             IpProvider::new(nets, IpSet::new(), InMemoryIpRepo::new()),
             &wanted,
@@ -234,23 +221,8 @@ pub fn plan_global<T, E: From<NetworkError>>(
         );
         let (out, repo) = plan(repo)?;
         let (claims, releases) = repo.into_changes();
-        let claims: Vec<IpClaim> = claims
-            .into_iter()
-            .map(|c| IpClaim {
-                address: c.ip,
-                network: c.network,
-                owner: (&c.owner).into(),
-                is_static: c.is_static,
-            })
-            .collect();
-        let releases: Vec<IpRelease> = releases
-            .into_iter()
-            .map(|r| IpRelease {
-                address: r.ip,
-                network: r.network,
-                owner: (&r.owner).into(),
-            })
-            .collect();
+        let claims: Vec<IpClaim> = claims.into_iter().map(IpClaim::from).collect();
+        let releases: Vec<IpRelease> = releases.into_iter().map(IpRelease::from).collect();
         match store.apply_ips(&claims, &releases).map_err(store_error)? {
             Ok(()) => return Ok(out),
             Err(held) => tracing::debug!(

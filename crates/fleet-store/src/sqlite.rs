@@ -201,6 +201,19 @@ fn state_list(states: Option<&[TaskState]>) -> Option<String> {
     })
 }
 
+/// The reservation of `address` from a row of `network, deployment, instance, static`.
+fn reservation(address: u32, row: &rusqlite::Row<'_>) -> rusqlite::Result<IpRecord> {
+    Ok(IpRecord {
+        address,
+        network: row.get(0)?,
+        owner: IpHolder {
+            deployment: row.get(1)?,
+            instance: row.get(2)?,
+        },
+        is_static: row.get(3)?,
+    })
+}
+
 fn task_from(body: &str) -> Result<Task, StoreError> {
     Ok(serde_json::from_str(body)?)
 }
@@ -449,17 +462,7 @@ impl Store for SqliteStore {
         let mut found = Vec::new();
         for &address in addresses {
             let record = stmt
-                .query_row([i64::from(address)], |row| {
-                    Ok(IpRecord {
-                        address,
-                        network: row.get(0)?,
-                        owner: IpHolder {
-                            deployment: row.get(1)?,
-                            instance: row.get(2)?,
-                        },
-                        is_static: row.get(3)?,
-                    })
-                })
+                .query_row([i64::from(address)], |row| reservation(address, row))
                 .optional()?;
             found.extend(record);
         }
@@ -480,15 +483,7 @@ impl Store for SqliteStore {
                      WHERE address = ?1",
                 )?
                 .query_row([i64::from(claim.address)], |row| {
-                    Ok(IpRecord {
-                        address: claim.address,
-                        network: row.get(0)?,
-                        owner: IpHolder {
-                            deployment: row.get(1)?,
-                            instance: row.get(2)?,
-                        },
-                        is_static: row.get(3)?,
-                    })
+                    reservation(claim.address, row)
                 })
                 .optional()?;
             if let Some(held) = held

@@ -44,6 +44,20 @@ pub struct Assignment {
     pub changed: bool,
 }
 
+/// The addresses a plan of `wanted` may claim by name: those the instances hold, and the
+/// static ones they ask for. Their holders must be known before planning.
+pub fn named_addresses(wanted: &[InstanceNetworks]) -> Vec<u32> {
+    wanted
+        .iter()
+        .flat_map(|w| {
+            w.existing
+                .iter()
+                .map(|h| h.ip)
+                .chain(w.desired.iter().filter_map(|d| d.static_ip))
+        })
+        .collect()
+}
+
 pub struct IpProvider<'n, R> {
     networks: &'n [Network],
     director: IpSet,

@@ -94,12 +94,33 @@ pub struct Claim {
     pub is_static: bool,
 }
 
+impl From<Claim> for fleet_store::IpClaim {
+    fn from(claim: Claim) -> Self {
+        fleet_store::IpClaim {
+            address: claim.ip,
+            network: claim.network,
+            owner: (&claim.owner).into(),
+            is_static: claim.is_static,
+        }
+    }
+}
+
 /// An address a plan gives back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Release {
     pub network: String,
     pub ip: u32,
     pub owner: Owner,
+}
+
+impl From<Release> for fleet_store::IpRelease {
+    fn from(release: Release) -> Self {
+        fleet_store::IpRelease {
+            address: release.ip,
+            network: release.network,
+            owner: (&release.owner).into(),
+        }
+    }
 }
 
 /// Plans against the addresses that were taken when planning began (unique across every

@@ -90,16 +90,7 @@ fn in_store(
     wanted: &[InstanceNetworks],
     then: impl Fn(&mut IpProvider<'_, PlannedIpRepo>, &[Assignment]),
 ) -> Result<Vec<Assignment>, NetworkError> {
-    let named: Vec<u32> = wanted
-        .iter()
-        .flat_map(|w| {
-            w.existing
-                .iter()
-                .map(|h| h.ip)
-                .chain(w.desired.iter().filter_map(|d| d.static_ip))
-        })
-        .collect();
-    crate::networking::plan_global(store, &named, |repo| {
+    crate::networking::plan_global(store, &named_addresses(wanted), |repo| {
         let mut provider = IpProvider::new(nets, director.clone(), repo);
         let out = provider.plan(wanted)?;
         then(&mut provider, &out);
@@ -344,15 +335,7 @@ fn concurrent_deploys_never_get_the_same_address() {
         let out = provider.plan(&wanted(d, i)).unwrap();
         let (claims, releases) = provider.into_repo().into_changes();
         assert!(releases.is_empty());
-        let claims: Vec<fleet_store::IpClaim> = claims
-            .into_iter()
-            .map(|c| fleet_store::IpClaim {
-                address: c.ip,
-                network: c.network,
-                owner: (&c.owner).into(),
-                is_static: c.is_static,
-            })
-            .collect();
+        let claims: Vec<fleet_store::IpClaim> = claims.into_iter().map(Into::into).collect();
         (out, claims)
     };
     let (a, a_claims) = plan("a", "x");
