@@ -22,8 +22,9 @@ pub struct Snapshot {
     pub releases: Vec<Release>,
     /// Every uploaded release and stemcell, by name.
     pub uploaded: Uploaded,
-    /// The manifest's `compilation` block, used without a cloud config.
-    manifest_compilation: Result<CompilationConfig, String>,
+    /// The cloud config's `compilation` section, else the manifest's, else one worker; an
+    /// invalid block of the manifest is the deploy's error when it compiles.
+    compilation: Result<CompilationConfig, String>,
 }
 
 impl Snapshot {
@@ -57,8 +58,8 @@ impl Snapshot {
                     .any(|m| m.name == r.name && m.version == r.version)
             })
             .collect();
-        let manifest_compilation = match &cloud {
-            Some(_) => Ok(CompilationConfig::default()),
+        let compilation = match &cloud {
+            Some(cloud) => Ok(cloud.compilation.clone()),
             None => fleet_yaml::load(&text, fleet_yaml::Limits::default())
                 .map_err(|e| e.to_string())
                 .and_then(|root| match root.get("compilation") {
@@ -72,7 +73,7 @@ impl Snapshot {
             cloud,
             releases,
             uploaded,
-            manifest_compilation,
+            compilation,
         })
     }
 
@@ -106,10 +107,7 @@ impl Snapshot {
     /// # Errors
     /// An invalid `compilation` block of the manifest.
     pub fn compilation(&self) -> Result<CompilationConfig, StepError> {
-        match &self.cloud {
-            Some(cloud) => Ok(cloud.compilation.clone()),
-            None => self.manifest_compilation.clone().map_err(StepError::Failed),
-        }
+        self.compilation.clone().map_err(StepError::Failed)
     }
 
     /// The version of the cloud config this deploy used.
