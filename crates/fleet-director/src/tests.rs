@@ -1668,15 +1668,6 @@ mod store_faults {
         fn locks(&self) -> Result<Vec<(String, u64)>, StoreError> {
             self.inner.locks()
         }
-        fn claim_ip(
-            &self,
-            address: u32,
-            network: &str,
-            owner: &IpHolder,
-            is_static: bool,
-        ) -> Result<Result<(), IpHolder>, StoreError> {
-            self.inner.claim_ip(address, network, owner, is_static)
-        }
         fn release_ip(
             &self,
             address: u32,
@@ -1684,14 +1675,6 @@ mod store_faults {
             owner: &IpHolder,
         ) -> Result<(), StoreError> {
             self.inner.release_ip(address, network, owner)
-        }
-        fn lowest_unclaimed(
-            &self,
-            lo: u32,
-            hi: u32,
-            blocked: &IpSet,
-        ) -> Result<Option<u32>, StoreError> {
-            self.inner.lowest_unclaimed(lo, hi, blocked)
         }
         fn ips_in(&self, lo: u32, hi: u32) -> Result<Vec<u32>, StoreError> {
             self.inner.ips_in(lo, hi)

@@ -157,29 +157,9 @@ pub trait Store: Send + Sync {
 
     fn locks(&self) -> Result<Vec<(String, u64)>, StoreError>;
 
-    /// Claims an address. Addresses are unique across every network and deployment; the
-    /// owner may claim its own again (its network or static flag may change). Returns the
-    /// holder when someone else has it.
-    fn claim_ip(
-        &self,
-        address: u32,
-        network: &str,
-        owner: &IpHolder,
-        is_static: bool,
-    ) -> Result<Result<(), IpHolder>, StoreError>;
-
     /// Releases `address` if `owner` holds it on `network`; an address that moved to
     /// another network or owner since is left alone.
     fn release_ip(&self, address: u32, network: &str, owner: &IpHolder) -> Result<(), StoreError>;
-
-    /// The lowest address of `[lo, hi]` that is neither claimed nor in `blocked`; kept in
-    /// memory so that it costs O(log n), however many addresses are claimed.
-    fn lowest_unclaimed(
-        &self,
-        lo: u32,
-        hi: u32,
-        blocked: &fleet_ipset::IpSet,
-    ) -> Result<Option<u32>, StoreError>;
 
     /// Every claimed address: what a plan allocates around.
     fn claimed(&self) -> Result<fleet_ipset::IpSet, StoreError>;

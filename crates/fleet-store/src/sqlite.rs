@@ -48,7 +48,7 @@ CREATE TABLE IF NOT EXISTS locks (
 /// SQLite in WAL mode: one file, safe against crashes, readable while a run writes.
 pub struct SqliteStore {
     connection: Mutex<Connection>,
-    /// Every claimed address, loaded once and kept current by `claim_ip` and `release_ip`:
+    /// Every claimed address, loaded once and kept current by `apply_ips` and `release_ip`:
     /// one process changes a state directory at a time.
     claimed: Mutex<IpSet>,
 }
@@ -125,6 +125,17 @@ fn migrate(connection: &Connection) -> Result<(), StoreError> {
             found,
             known: SCHEMA_VERSION,
         });
+    }
+    // Most opens find nothing to do; they take no write lock.
+    if found == SCHEMA_VERSION {
+        let unkinded: bool = connection.query_row(
+            "SELECT EXISTS (SELECT 1 FROM tasks WHERE kind = '')",
+            [],
+            |row| row.get(0),
+        )?;
+        if !unkinded {
+            return Ok(());
+        }
     }
     connection.execute_batch("BEGIN IMMEDIATE")?;
     let applied = (|| -> Result<(), StoreError> {
@@ -533,53 +544,6 @@ impl Store for SqliteStore {
         Ok(Ok(()))
     }
 
-    fn claim_ip(
-        &self,
-        address: u32,
-        network: &str,
-        owner: &IpHolder,
-        is_static: bool,
-    ) -> Result<Result<(), IpHolder>, StoreError> {
-        let mut connection = self.lock();
-        let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let inserted = tx.execute(
-            "INSERT INTO ip_addresses (address, network, deployment, instance, static)
-             VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (address) DO NOTHING",
-            params![
-                i64::from(address),
-                network,
-                owner.deployment,
-                owner.instance,
-                is_static
-            ],
-        )?;
-        self.claimed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(address);
-        if inserted == 0 {
-            let holder: IpHolder = tx.query_row(
-                "SELECT deployment, instance FROM ip_addresses WHERE address = ?1",
-                [i64::from(address)],
-                |row| {
-                    Ok(IpHolder {
-                        deployment: row.get(0)?,
-                        instance: row.get(1)?,
-                    })
-                },
-            )?;
-            if holder != *owner {
-                return Ok(Err(holder));
-            }
-            tx.execute(
-                "UPDATE ip_addresses SET network = ?2, static = ?3 WHERE address = ?1",
-                params![i64::from(address), network, is_static],
-            )?;
-        }
-        tx.commit()?;
-        Ok(Ok(()))
-    }
-
     fn release_ip(&self, address: u32, network: &str, owner: &IpHolder) -> Result<(), StoreError> {
         let deleted = self.lock().execute(
             "DELETE FROM ip_addresses
@@ -598,19 +562,6 @@ impl Store for SqliteStore {
                 .remove(address);
         }
         Ok(())
-    }
-
-    fn lowest_unclaimed(
-        &self,
-        lo: u32,
-        hi: u32,
-        blocked: &IpSet,
-    ) -> Result<Option<u32>, StoreError> {
-        Ok(self
-            .claimed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .lowest_free_with(blocked, lo, hi))
     }
 
     fn ips_in(&self, lo: u32, hi: u32) -> Result<Vec<u32>, StoreError> {
@@ -832,6 +783,26 @@ mod tests {
             TaskKind::InstanceDetails
         );
         assert_eq!(store.last_change("d").unwrap().map(|t| t.id), Some(1));
+    }
+
+    #[test]
+    fn a_task_written_without_a_kind_after_the_migration_gets_one_at_the_next_open() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(SqliteStore::open(dir.path()).unwrap());
+        // As an older fleet-updater would write it: no kind, the column's default.
+        Connection::open(dir.path().join("fleet.db"))
+            .unwrap()
+            .execute(
+                "INSERT INTO tasks (state, deployment, body) VALUES ('done', 'd', ?1)",
+                [r#"{"id":1,"state":"done","description":"recreate deployment","deployment":"d","result":null,"started_at":1,"finished_at":2}"#],
+            )
+            .unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
+        assert_eq!(
+            store.task(1).unwrap().unwrap().kind,
+            TaskKind::RecreateDeployment
+        );
+        assert_eq!(store.tasks(&TaskFilter::default()).unwrap().len(), 1);
     }
 
     #[test]
