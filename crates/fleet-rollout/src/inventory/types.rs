@@ -164,27 +164,26 @@ pub struct Operation {
 }
 
 impl Operation {
+    fn task_id(&self) -> Option<u64> {
+        self.data
+            .get("BoshTaskID")
+            .and_then(serde_json::Value::as_u64)
+    }
+
     /// The director task the operation runs as, for inventories whose operations are
     /// BOSH tasks.
     ///
     /// # Errors
     /// A permanent error when the operation names none.
     pub fn bosh_task(&self) -> Result<u64, super::InventoryError> {
-        self.data
-            .get("BoshTaskID")
-            .and_then(serde_json::Value::as_u64)
-            .ok_or_else(|| {
-                super::InventoryError::permanent(format!("operation {} names no task", self.data))
-            })
+        self.task_id().ok_or_else(|| {
+            super::InventoryError::permanent(format!("operation {} names no task", self.data))
+        })
     }
 
     /// A short human description: the BOSH task when the broker names one.
     pub fn describe(&self) -> String {
-        match self
-            .data
-            .get("BoshTaskID")
-            .and_then(serde_json::Value::as_u64)
-        {
+        match self.task_id() {
             Some(task) => format!("bosh task {task}"),
             None => self.data.to_string(),
         }
