@@ -164,42 +164,33 @@ pub fn read(root: &Node, base: &Path, config: &mut Config, checker: &mut Checker
             InventoryConfig::Embedded
         }
         (None, None, None) => InventoryConfig::Embedded,
-        (Some(at), broker, director) => match kind {
-            InventoryKind::Embedded => InventoryConfig::Embedded,
-            InventoryKind::Broker => match broker {
-                Some(broker) => InventoryConfig::Broker(broker),
-                None => {
-                    checker.report(
-                        "inventory.type",
-                        at,
-                        "`broker` needs `service_broker.api_endpoint`, `username` and `password`",
-                    );
+        (Some(at), broker, director) => {
+            // The chosen inventory, or the problem of its missing block.
+            let mut chosen = |config: Option<InventoryConfig>, key: &str, problem: &str| {
+                config.unwrap_or_else(|| {
+                    checker.report(key, at, problem);
                     InventoryConfig::Embedded
-                }
-            },
-            InventoryKind::Director => match director {
-                Some(director) => InventoryConfig::Director(director),
-                None => {
-                    checker.report(
-                        "inventory.type",
-                        at,
-                        "`director` needs `director.url` and its credentials",
-                    );
-                    InventoryConfig::Embedded
-                }
-            },
-            InventoryKind::Scripted => match scenario.take() {
-                Some(scenario) => InventoryConfig::Scripted { scenario },
-                None => {
-                    checker.report(
-                        "inventory.scenario",
-                        at,
-                        "the scripted inventory needs a scenario file",
-                    );
-                    InventoryConfig::Embedded
-                }
-            },
-        },
+                })
+            };
+            match kind {
+                InventoryKind::Embedded => InventoryConfig::Embedded,
+                InventoryKind::Broker => chosen(
+                    broker.map(InventoryConfig::Broker),
+                    "inventory.type",
+                    "`broker` needs `service_broker.api_endpoint`, `username` and `password`",
+                ),
+                InventoryKind::Director => chosen(
+                    director.map(InventoryConfig::Director),
+                    "inventory.type",
+                    "`director` needs `director.url` and its credentials",
+                ),
+                InventoryKind::Scripted => chosen(
+                    scenario.map(|scenario| InventoryConfig::Scripted { scenario }),
+                    "inventory.scenario",
+                    "the scripted inventory needs a scenario file",
+                ),
+            }
+        }
     };
 }
 
