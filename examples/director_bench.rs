@@ -146,21 +146,30 @@ fn deploying() {
             cloud as Arc<dyn Agent>,
             DirectorSettings::default(),
         )
+        .await
         .expect("director");
-        director.upload_release(&release()).expect("release");
+        director.upload_release(&release()).await.expect("release");
         director
             .upload_stemcell(&Stemcell {
                 name: "s".into(),
                 os: "jammy".into(),
                 version: "1.0".into(),
             })
+            .await
             .expect("stemcell");
-        director.update_cloud_config(CLOUD).expect("cloud config");
+        director
+            .update_cloud_config(CLOUD)
+            .await
+            .expect("cloud config");
         let task = director
             .deploy(&manifest(), DeployOptions::default())
+            .await
             .expect("started");
         let done = director.wait(task.id).await.expect("task");
-        assert_eq!(director.instances("big").expect("instances").len(), 1000);
+        assert_eq!(
+            director.instances("big").await.expect("instances").len(),
+            1000
+        );
         done
     });
     let elapsed = started.elapsed();

@@ -44,6 +44,7 @@ async fn main() {
     let polls: Vec<(String, u64)> = fleet
         .broker
         .instances()
+        .await
         .expect("the broker lists its instances")
         .into_iter()
         .filter_map(|v| Some((v.instance.id.clone(), v.last_task?.id)))

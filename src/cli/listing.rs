@@ -87,14 +87,17 @@ pub(crate) async fn open_fleet(config: &Config, access: Access) -> Result<Embedd
 
 fn with_fleet(
     args: &StateArgs,
-    show: impl FnOnce(&EmbeddedFleet) -> Result<String, String>,
+    show: impl AsyncFnOnce(&EmbeddedFleet) -> Result<String, String>,
 ) -> Result<u8, CliError> {
     let mut config = load_config(args.config.as_deref())?;
     if let Some(dir) = &args.state_dir {
         config.state_dir = dir.clone();
     }
-    let fleet = runtime()?.block_on(open_fleet(&config, Access::ReadOnly))?;
-    print_text(&show(&fleet).map_err(CliError::Show)?);
+    let text = runtime()?.block_on(async {
+        let fleet = open_fleet(&config, Access::ReadOnly).await?;
+        show(&fleet).await.map_err(CliError::Show)
+    })?;
+    print_text(&text);
     Ok(DONE)
 }
 
@@ -103,8 +106,8 @@ fn yes(b: bool) -> String {
 }
 
 pub fn fleet(args: &StateArgs) -> Result<u8, CliError> {
-    with_fleet(args, |fleet| {
-        let views = fleet.broker.instances().map_err(|e| e.to_string())?;
+    with_fleet(args, async |fleet| {
+        let views = fleet.broker.instances().await.map_err(|e| e.to_string())?;
         let rows: Vec<Vec<String>> = views
             .into_iter()
             .map(|v| {
@@ -163,22 +166,24 @@ fn time(unix: Option<u64>) -> String {
 }
 
 pub fn director(args: &DirectorArgs) -> Result<u8, CliError> {
-    with_fleet(&args.state, |fleet| {
+    with_fleet(&args.state, async |fleet| {
         let director = fleet.director();
         let e = |e: fleet_updater::director::DirectorError| e.to_string();
         match &args.what {
             DirectorCommand::Deployments => {
                 let mut rows = Vec::new();
-                for d in director.deployments().map_err(e)? {
-                    let instances = director.instances(&d.name).map_err(e)?.len();
+                for d in director.deployments().await.map_err(e)? {
+                    let instances = director.instances(&d.name).await.map_err(e)?.len();
                     let orphaned = director
                         .disks(&d.name)
+                        .await
                         .map_err(e)?
                         .iter()
                         .filter(|d| d.orphaned)
                         .count();
                     let lock = director
                         .lock_holder(&d.name)
+                        .await
                         .map_err(e)?
                         .map_or("-".to_string(), |t| format!("task {t}"));
                     rows.push(vec![
@@ -205,6 +210,7 @@ pub fn director(args: &DirectorArgs) -> Result<u8, CliError> {
                     Some(d) => vec![d.clone()],
                     None => director
                         .deployments()
+                        .await
                         .map_err(e)?
                         .into_iter()
                         .map(|d| d.name)
@@ -212,7 +218,7 @@ pub fn director(args: &DirectorArgs) -> Result<u8, CliError> {
                 };
                 let mut rows = Vec::new();
                 for name in names {
-                    for i in director.instances(&name).map_err(e)? {
+                    for i in director.instances(&name).await.map_err(e)? {
                         rows.push(vec![
                             name.clone(),
                             format!("{}/{}", i.group, i.index),
@@ -241,13 +247,14 @@ pub fn director(args: &DirectorArgs) -> Result<u8, CliError> {
             }
             DirectorCommand::Tasks { deployment, limit } => {
                 let filter = TaskFilter {
-                    deployment: deployment.as_deref(),
+                    deployment: deployment.clone(),
                     read_only: true,
                     limit: Some(*limit),
                     ..TaskFilter::default()
                 };
                 let rows: Vec<Vec<String>> = director
-                    .tasks(&filter)
+                    .tasks(filter)
+                    .await
                     .map_err(e)?
                     .into_iter()
                     .map(|t| {
@@ -280,6 +287,7 @@ pub fn director(args: &DirectorArgs) -> Result<u8, CliError> {
             DirectorCommand::Task { id } => {
                 let task = director
                     .task(*id)
+                    .await
                     .map_err(e)?
                     .ok_or_else(|| format!("task {id} not found"))?;
                 let mut text = format!(
@@ -294,6 +302,7 @@ pub fn director(args: &DirectorArgs) -> Result<u8, CliError> {
                 );
                 let rows: Vec<Vec<String>> = director
                     .events(*id)
+                    .await
                     .map_err(e)?
                     .into_iter()
                     .map(|ev| {

@@ -61,11 +61,12 @@ fn set(ids: &[&str]) -> BTreeSet<String> {
 }
 
 /// The director's tasks with a description, by deployment.
-fn deploy_tasks(s: &Served, description: &str) -> BTreeSet<String> {
+async fn deploy_tasks(s: &Served, description: &str) -> BTreeSet<String> {
     s.serving
         .fleet()
         .director()
-        .tasks(&Default::default())
+        .tasks(Default::default())
+        .await
         .unwrap()
         .into_iter()
         .filter(|t| t.description == description && t.state.as_str() == "done")
@@ -91,7 +92,7 @@ async fn the_update_strategy_through_the_broker_api_updates_all_but_the_blocked(
     assert!(!stdout.contains(&s.password) && !stderr.contains(&s.password));
     // Every update is a deploy on the director.
     assert_eq!(
-        deploy_tasks(&s, "update deployment"),
+        deploy_tasks(&s, "update deployment").await,
         set(&[
             "service-instance_pg-01",
             "service-instance_pg-03",
@@ -115,7 +116,7 @@ async fn the_recreate_strategy_through_the_broker_api_recreates_every_instance()
         ids_with(&report, "updated"),
         set(&["pg-01", "pg-02", "pg-03", "rmq-01", "rmq-02"])
     );
-    assert_eq!(deploy_tasks(&s, "recreate deployment").len(), 5);
+    assert_eq!(deploy_tasks(&s, "recreate deployment").await.len(), 5);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -125,8 +126,8 @@ async fn the_update_strategy_through_the_director_api_redeploys_on_the_newest_ve
     let (code, report, stdout, stderr) = run(&w, &director_config(&s, &ca(&s), "update")).await;
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert_eq!(ids_with(&report, "updated").len(), 5, "{report}");
-    assert_eq!(deploy_tasks(&s, "update deployment").len(), 5);
-    for deployment in s.serving.fleet().director().deployments().unwrap() {
+    assert_eq!(deploy_tasks(&s, "update deployment").await.len(), 5);
+    for deployment in s.serving.fleet().director().deployments().await.unwrap() {
         let manifest = deployment.manifest.unwrap();
         assert!(manifest.contains("1.612"), "{manifest}");
         assert!(
@@ -146,7 +147,7 @@ async fn the_recreate_strategy_through_the_director_api_recreates_with_fix() {
     let (code, report, stdout, stderr) = run(&w, &director_config(&s, &ca(&s), "recreate")).await;
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert_eq!(ids_with(&report, "updated").len(), 5, "{report}");
-    assert_eq!(deploy_tasks(&s, "recreate deployment").len(), 5);
+    assert_eq!(deploy_tasks(&s, "recreate deployment").await.len(), 5);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -166,5 +167,5 @@ async fn a_ca_that_did_not_sign_the_server_fails_listing_with_exit_3() {
         assert!(stderr.to_lowercase().contains("certificate"), "{stderr}");
         assert!(stderr.contains("nothing was triggered"), "{stderr}");
     }
-    assert!(deploy_tasks(&s, "update deployment").is_empty());
+    assert!(deploy_tasks(&s, "update deployment").await.is_empty());
 }

@@ -140,7 +140,7 @@ async fn each_trigger_outcome_has_its_status_code() {
 
     // The deployment deleted behind the broker's back: orphaned.
     let director = s.serving.fleet().director().clone();
-    let deleted = director.delete("service-instance_pg-03").unwrap();
+    let deleted = director.delete("service-instance_pg-03").await.unwrap();
     director.wait(deleted.id).await.unwrap();
     assert_eq!(
         patch(&s, "pg-03", "operation_type=upgrade").await.status(),

@@ -611,6 +611,6 @@ async fn shutdown_cancels_running_tasks_and_ends_them() {
     let director = s.serving.fleet().director().clone();
     let cancelled = s.serving.shutdown(std::time::Duration::from_secs(20)).await;
     assert_eq!(cancelled, vec![id]);
-    let task = director.task(id).unwrap().unwrap();
+    let task = director.task(id).await.unwrap().unwrap();
     assert_eq!(task.state.as_str(), "cancelled");
 }

@@ -13,10 +13,10 @@ use serde::{Deserialize, Serialize};
 
 pub use catalog::{Catalog, Plan, StemcellVersion, Version, Versions};
 
-use fleet_director::model::{Task, TaskState};
+use fleet_director::model::{DeploymentRecord, Task, TaskState};
 use fleet_director::{DeployOptions, manifest};
 use fleet_director::{Director, DirectorError, RecreateOptions};
-use fleet_store::{Collection, Store, StoreError, get, list, put};
+use fleet_store::{AsyncStore, Collection, Store, StoreError, put};
 
 #[derive(Debug, thiserror::Error)]
 pub enum BrokerError {
@@ -127,7 +127,7 @@ pub enum OperationStatus {
 
 pub struct Broker {
     director: Director,
-    store: Arc<dyn Store>,
+    store: AsyncStore,
     catalog: Catalog,
 }
 
@@ -159,7 +159,7 @@ impl Broker {
     pub fn new(director: Director, store: Arc<dyn Store>, catalog: Catalog) -> Self {
         Broker {
             director,
-            store,
+            store: AsyncStore::new(store),
             catalog,
         }
     }
@@ -183,7 +183,7 @@ impl Broker {
     ///
     /// # Errors
     /// An unknown plan, an existing id, or a director error.
-    pub fn provision(
+    pub async fn provision(
         &self,
         id: &str,
         plan_id: &str,
@@ -191,7 +191,12 @@ impl Broker {
         blocked: bool,
     ) -> Result<Task, BrokerError> {
         let plan = self.plan(plan_id)?;
-        if self.store.get(Collection::ServiceInstances, id)?.is_some() {
+        if self
+            .store
+            .get::<ServiceInstance>(Collection::ServiceInstances, id)
+            .await?
+            .is_some()
+        {
             return Err(BrokerError::Exists(id.to_string()));
         }
         let instance = ServiceInstance {
@@ -200,42 +205,55 @@ impl Broker {
             space_guid: None,
             maintenance_updates_blocked: blocked,
         };
-        self.store.write(vec![put(
-            Collection::ServiceInstances,
-            id,
-            plan_id,
-            &instance,
-        )])?;
+        self.store
+            .write(vec![put(
+                Collection::ServiceInstances,
+                id,
+                plan_id,
+                &instance,
+            )])
+            .await?;
         let deployment = deployment_name(id);
         let manifest = plan.manifest_for(&deployment, versions.unwrap_or(&plan.current));
-        Ok(self.director.deploy(&manifest, DeployOptions::default())?)
+        Ok(self
+            .director
+            .deploy(&manifest, DeployOptions::default())
+            .await?)
     }
 
     /// The owner's switch for maintenance updates.
     ///
     /// # Errors
     /// An unknown instance or a store error.
-    pub fn set_blocked(&self, id: &str, blocked: bool) -> Result<(), BrokerError> {
-        let mut instance: ServiceInstance = get(&*self.store, Collection::ServiceInstances, id)?
+    pub async fn set_blocked(&self, id: &str, blocked: bool) -> Result<(), BrokerError> {
+        let mut instance: ServiceInstance = self
+            .store
+            .get(Collection::ServiceInstances, id)
+            .await?
             .ok_or_else(|| BrokerError::NotFound(id.to_string()))?;
         instance.maintenance_updates_blocked = blocked;
-        self.store.write(vec![put(
-            Collection::ServiceInstances,
-            id,
-            &instance.plan_id,
-            &instance,
-        )])?;
+        self.store
+            .write(vec![put(
+                Collection::ServiceInstances,
+                id,
+                &instance.plan_id,
+                &instance,
+            )])
+            .await?;
         Ok(())
     }
 
+    /// An instance as it stands, from its deployment's record, its last change and the
+    /// cloud config in force.
     fn view(
         &self,
         instance: ServiceInstance,
         last_task: Option<Task>,
-    ) -> Result<InstanceView, BrokerError> {
+        record: Option<DeploymentRecord>,
+        cloud_config: Option<u64>,
+    ) -> InstanceView {
         let deployment = deployment_name(&instance.id);
-        let record = self.director.deployment(&deployment)?;
-        let update_available = self.outdated(&instance, record.as_ref())?;
+        let update_available = self.outdated(&instance, record.as_ref(), cloud_config);
         let deployed = record.and_then(|r| r.manifest);
         let running = deployed.as_deref().and_then(versions_of);
         let state = match &last_task {
@@ -244,42 +262,60 @@ impl Broker {
             _ if deployed.is_none() => State::Failed,
             _ => State::Provisioned,
         };
-        Ok(InstanceView {
+        InstanceView {
             instance,
             deployment,
             state,
             update_available,
             running,
             last_task,
-        })
+        }
     }
 
     /// Every service instance, in id order.
     ///
     /// # Errors
     /// A store or director error.
-    pub fn instances(&self) -> Result<Vec<InstanceView>, BrokerError> {
+    pub async fn instances(&self) -> Result<Vec<InstanceView>, BrokerError> {
         let mut latest: HashMap<String, Task> = self
             .director
-            .last_changes()?
+            .last_changes()
+            .await?
             .into_iter()
             .filter_map(|task| Some((task.deployment.clone()?, task)))
             .collect();
-        list::<ServiceInstance>(&*self.store, Collection::ServiceInstances, None)?
+        let mut records: HashMap<String, DeploymentRecord> = self
+            .director
+            .deployments()
+            .await?
+            .into_iter()
+            .map(|record| (record.name.clone(), record))
+            .collect();
+        let cloud_config = self.cloud_config_version().await?;
+        Ok(self
+            .store
+            .list::<ServiceInstance>(Collection::ServiceInstances, None)
+            .await?
             .into_iter()
             .map(|i| {
-                let task = latest.remove(&deployment_name(&i.id));
-                self.view(i, task)
+                let deployment = deployment_name(&i.id);
+                let task = latest.remove(&deployment);
+                let record = records.remove(&deployment);
+                self.view(i, task, record, cloud_config)
             })
-            .collect()
+            .collect())
+    }
+
+    async fn cloud_config_version(&self) -> Result<Option<u64>, BrokerError> {
+        Ok(self.director.cloud_config().await?.map(|c| c.version))
     }
 
     /// The instances `filter` admits, in id order.
     ///
     /// # Errors
     /// A store or director error.
-    pub fn instances_in(&self, filter: Filter) -> Result<Vec<InstanceView>, BrokerError> {
-        let mut views = self.instances()?;
+    pub async fn instances_in(&self, filter: Filter) -> Result<Vec<InstanceView>, BrokerError> {
+        let mut views = self.instances().await?;
         views.retain(|v| filter.admits(v));
         Ok(views)
     }
@@ -290,30 +326,44 @@ impl Broker {
     /// # Errors
     /// [`BrokerError::NotFound`] for an unknown instance or task,
     /// [`BrokerError::ForeignOperation`] for a task of another instance.
-    pub fn last_operation(&self, id: &str, task: u64) -> Result<OperationStatus, BrokerError> {
-        if get::<ServiceInstance>(&*self.store, Collection::ServiceInstances, id)?.is_none() {
+    pub async fn last_operation(
+        &self,
+        id: &str,
+        task: u64,
+    ) -> Result<OperationStatus, BrokerError> {
+        if self
+            .store
+            .get::<ServiceInstance>(Collection::ServiceInstances, id)
+            .await?
+            .is_none()
+        {
             return Err(BrokerError::NotFound(format!("service instance {id}")));
         }
-        let found = self.director.task(task)?;
+        let found = self.director.task(task).await?;
         if found.as_ref().and_then(|t| t.deployment.as_deref()) != Some(&deployment_name(id)) {
             return Err(BrokerError::ForeignOperation {
                 task,
                 instance: id.to_string(),
             });
         }
-        self.operation(task)
+        self.operation(task).await
     }
 
     /// # Errors
     /// A store or director error.
-    pub fn instance(&self, id: &str) -> Result<Option<InstanceView>, BrokerError> {
-        let Some(instance) =
-            get::<ServiceInstance>(&*self.store, Collection::ServiceInstances, id)?
+    pub async fn instance(&self, id: &str) -> Result<Option<InstanceView>, BrokerError> {
+        let Some(instance) = self
+            .store
+            .get::<ServiceInstance>(Collection::ServiceInstances, id)
+            .await?
         else {
             return Ok(None);
         };
-        let task = self.director.last_change(&deployment_name(id))?;
-        Ok(Some(self.view(instance, task)?))
+        let deployment = deployment_name(id);
+        let task = self.director.last_change(&deployment).await?;
+        let record = self.director.deployment(&deployment).await?;
+        let cloud_config = self.cloud_config_version().await?;
+        Ok(Some(self.view(instance, task, record, cloud_config)))
     }
 
     /// Whether a redeploy would change the deployment: its plan renders another manifest
@@ -321,39 +371,41 @@ impl Broker {
     fn outdated(
         &self,
         instance: &ServiceInstance,
-        record: Option<&fleet_director::model::DeploymentRecord>,
-    ) -> Result<bool, BrokerError> {
+        record: Option<&DeploymentRecord>,
+        cloud_config: Option<u64>,
+    ) -> bool {
         let Some(record) = record else {
-            return Ok(true);
+            return true;
         };
         let (Some(plan), Some(deployed)) = (self.catalog.plan(&instance.plan_id), &record.manifest)
         else {
-            return Ok(true);
+            return true;
         };
-        let cloud_config = self.director.cloud_config()?.map(|c| c.version);
-        Ok(*deployed != plan.manifest_for(&record.name, &plan.current)
-            || record.cloud_config != cloud_config)
+        *deployed != plan.manifest_for(&record.name, &plan.current)
+            || record.cloud_config != cloud_config
     }
 
     /// What stands before any operation: gone, orphaned, blocked or busy.
-    fn precheck(
+    async fn precheck(
         &self,
         id: &str,
         force: bool,
     ) -> Result<Result<(ServiceInstance, String), Answer>, BrokerError> {
-        let Some(instance) =
-            get::<ServiceInstance>(&*self.store, Collection::ServiceInstances, id)?
+        let Some(instance) = self
+            .store
+            .get::<ServiceInstance>(Collection::ServiceInstances, id)
+            .await?
         else {
             return Ok(Err(Answer::Deleted));
         };
         let deployment = deployment_name(id);
-        if self.director.deployment(&deployment)?.is_none() {
+        if self.director.deployment(&deployment).await?.is_none() {
             return Ok(Err(Answer::Orphaned));
         }
         if instance.maintenance_updates_blocked && !force {
             return Ok(Err(Answer::Blocked));
         }
-        if self.director.lock_holder(&deployment)?.is_some() {
+        if self.director.lock_holder(&deployment).await?.is_some() {
             return Ok(Err(Answer::Busy));
         }
         Ok(Ok((instance, deployment)))
@@ -372,18 +424,23 @@ impl Broker {
     ///
     /// # Errors
     /// A store or director error other than a held lock.
-    pub fn upgrade(&self, id: &str, force: bool) -> Result<Answer, BrokerError> {
-        let (instance, deployment) = match self.precheck(id, force)? {
+    pub async fn upgrade(&self, id: &str, force: bool) -> Result<Answer, BrokerError> {
+        let (instance, deployment) = match self.precheck(id, force).await? {
             Ok(found) => found,
             Err(answer) => return Ok(answer),
         };
         let plan = self.plan(&instance.plan_id)?;
         let desired = plan.manifest_for(&deployment, &plan.current);
-        let record = self.director.deployment(&deployment)?;
-        if !self.outdated(&instance, record.as_ref())? {
+        let record = self.director.deployment(&deployment).await?;
+        let cloud_config = self.cloud_config_version().await?;
+        if !self.outdated(&instance, record.as_ref(), cloud_config) {
             return Ok(Answer::UpToDate);
         }
-        Self::started(self.director.deploy(&desired, DeployOptions::default()))
+        Self::started(
+            self.director
+                .deploy(&desired, DeployOptions::default())
+                .await,
+        )
     }
 
     /// Recreates every VM; with `fix`, VMs whose agents do not answer too (`recreate
@@ -392,12 +449,12 @@ impl Broker {
     ///
     /// # Errors
     /// A store or director error other than a held lock.
-    pub fn recreate(&self, id: &str, force: bool, fix: bool) -> Result<Answer, BrokerError> {
-        let (instance, deployment) = match self.precheck(id, force)? {
+    pub async fn recreate(&self, id: &str, force: bool, fix: bool) -> Result<Answer, BrokerError> {
+        let (instance, deployment) = match self.precheck(id, force).await? {
             Ok(found) => found,
             Err(answer) => return Ok(answer),
         };
-        if self.director.deployed_manifest(&deployment).is_err() {
+        if self.director.deployed_manifest(&deployment).await.is_err() {
             let plan = self.plan(&instance.plan_id)?;
             let options = DeployOptions {
                 recreate: true,
@@ -405,23 +462,24 @@ impl Broker {
                 ..DeployOptions::default()
             };
             let manifest = plan.manifest_for(&deployment, &plan.current);
-            return Self::started(self.director.deploy(&manifest, options));
+            return Self::started(self.director.deploy(&manifest, options).await);
         }
         let options = RecreateOptions {
             fix,
             ..RecreateOptions::default()
         };
-        Self::started(self.director.recreate(&deployment, options))
+        Self::started(self.director.recreate(&deployment, options).await)
     }
 
     /// The state of an operation, by its director task.
     ///
     /// # Errors
     /// A store error, or [`BrokerError::NotFound`] for an unknown task.
-    pub fn operation(&self, task: u64) -> Result<OperationStatus, BrokerError> {
+    pub async fn operation(&self, task: u64) -> Result<OperationStatus, BrokerError> {
         let task = self
             .director
-            .task(task)?
+            .task(task)
+            .await?
             .ok_or_else(|| BrokerError::NotFound(format!("task {task}")))?;
         Ok(match task.state {
             TaskState::Queued | TaskState::Processing | TaskState::Cancelling => {

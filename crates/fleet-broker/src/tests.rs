@@ -36,7 +36,7 @@ fn versions(release: &str, stemcell: &str) -> Versions {
     }
 }
 
-fn broker() -> Broker {
+async fn broker() -> Broker {
     let store: Arc<dyn Store> = Arc::new(SqliteStore::in_memory().unwrap());
     let latency = Latency {
         min: Duration::from_millis(50),
@@ -56,6 +56,7 @@ fn broker() -> Broker {
         cloud as Arc<dyn Agent>,
         DirectorSettings::default(),
     )
+    .await
     .unwrap();
     for v in ["15", "16"] {
         director
@@ -68,6 +69,7 @@ fn broker() -> Broker {
                 }],
                 packages: vec![],
             })
+            .await
             .unwrap();
     }
     for v in ["1.0", "2.0"] {
@@ -77,6 +79,7 @@ fn broker() -> Broker {
                 os: "jammy".into(),
                 version: v.into(),
             })
+            .await
             .unwrap();
     }
     let catalog = Catalog {
@@ -92,6 +95,7 @@ fn broker() -> Broker {
 async fn provisioned(broker: &Broker, id: &str) {
     let task = broker
         .provision(id, "small", Some(&versions("15", "1.0")), false)
+        .await
         .unwrap();
     let task = broker.director().wait(task.id).await.unwrap();
     assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
@@ -99,93 +103,114 @@ async fn provisioned(broker: &Broker, id: &str) {
 
 #[tokio::test(start_paused = true)]
 async fn an_outdated_instance_is_upgraded_then_up_to_date() {
-    let broker = broker();
+    let broker = broker().await;
     provisioned(&broker, "a").await;
-    let view = broker.instance("a").unwrap().unwrap();
+    let view = broker.instance("a").await.unwrap().unwrap();
     assert!(view.update_available);
     assert_eq!(view.state, State::Provisioned);
     assert_eq!(view.running.unwrap().describe(), "postgres/15, jammy/1.0");
 
-    let Answer::Accepted { task } = broker.upgrade("a", false).unwrap() else {
+    let Answer::Accepted { task } = broker.upgrade("a", false).await.unwrap() else {
         panic!("expected the upgrade to start");
     };
     assert_eq!(
-        broker.instance("a").unwrap().unwrap().state,
+        broker.instance("a").await.unwrap().unwrap().state,
         State::Deploying
     );
     assert_eq!(
-        broker.upgrade("a", false).unwrap(),
+        broker.upgrade("a", false).await.unwrap(),
         Answer::Busy,
         "busy while the lock is held"
     );
-    assert_eq!(broker.operation(task).unwrap(), OperationStatus::InProgress);
+    assert_eq!(
+        broker.operation(task).await.unwrap(),
+        OperationStatus::InProgress
+    );
     broker.director().wait(task).await.unwrap();
-    assert_eq!(broker.operation(task).unwrap(), OperationStatus::Succeeded);
-    let view = broker.instance("a").unwrap().unwrap();
+    assert_eq!(
+        broker.operation(task).await.unwrap(),
+        OperationStatus::Succeeded
+    );
+    let view = broker.instance("a").await.unwrap().unwrap();
     assert!(!view.update_available);
     assert_eq!(view.running.unwrap().describe(), "postgres/16, jammy/2.0");
-    assert_eq!(broker.upgrade("a", false).unwrap(), Answer::UpToDate);
+    assert_eq!(broker.upgrade("a", false).await.unwrap(), Answer::UpToDate);
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_blocked_instance_is_upgraded_only_with_force() {
-    let broker = broker();
+    let broker = broker().await;
     provisioned(&broker, "a").await;
-    broker.set_blocked("a", true).unwrap();
-    assert_eq!(broker.upgrade("a", false).unwrap(), Answer::Blocked);
+    broker.set_blocked("a", true).await.unwrap();
+    assert_eq!(broker.upgrade("a", false).await.unwrap(), Answer::Blocked);
     assert!(matches!(
-        broker.upgrade("a", true).unwrap(),
+        broker.upgrade("a", true).await.unwrap(),
         Answer::Accepted { .. }
     ));
 }
 
 #[tokio::test(start_paused = true)]
 async fn unknown_and_orphaned_instances_are_reported_as_such() {
-    let broker = broker();
-    assert_eq!(broker.upgrade("nobody", false).unwrap(), Answer::Deleted);
+    let broker = broker().await;
+    assert_eq!(
+        broker.upgrade("nobody", false).await.unwrap(),
+        Answer::Deleted
+    );
     provisioned(&broker, "a").await;
-    let task = broker.director().delete(&deployment_name("a")).unwrap();
+    let task = broker
+        .director()
+        .delete(&deployment_name("a"))
+        .await
+        .unwrap();
     broker.director().wait(task.id).await.unwrap();
-    assert_eq!(broker.upgrade("a", false).unwrap(), Answer::Orphaned);
-    assert_eq!(broker.recreate("a", false, true).unwrap(), Answer::Orphaned);
+    assert_eq!(broker.upgrade("a", false).await.unwrap(), Answer::Orphaned);
+    assert_eq!(
+        broker.recreate("a", false, true).await.unwrap(),
+        Answer::Orphaned
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn recreate_replaces_the_vms_with_fix() {
-    let broker = broker();
+    let broker = broker().await;
     provisioned(&broker, "a").await;
-    let before = broker.director().vms(&deployment_name("a")).unwrap();
-    let Answer::Accepted { task } = broker.recreate("a", false, true).unwrap() else {
+    let before = broker.director().vms(&deployment_name("a")).await.unwrap();
+    let Answer::Accepted { task } = broker.recreate("a", false, true).await.unwrap() else {
         panic!("expected the recreate to start");
     };
     let done = broker.director().wait(task).await.unwrap();
     assert_eq!(done.description, "recreate deployment");
     assert_eq!(done.state, TaskState::Done, "{:?}", done.result);
-    let after = broker.director().vms(&deployment_name("a")).unwrap();
+    let after = broker.director().vms(&deployment_name("a")).await.unwrap();
     assert_ne!(before[0].cid, after[0].cid);
     assert!(
-        broker.instance("a").unwrap().unwrap().update_available,
+        broker
+            .instance("a")
+            .await
+            .unwrap()
+            .unwrap()
+            .update_available,
         "recreate changes no versions"
     );
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_failed_operation_is_reported_with_its_task() {
-    let broker = broker();
+    let broker = broker().await;
     provisioned(&broker, "a").await;
     // A release the director does not have makes the deploy fail inside its task.
     let mut plan = broker.catalog.plans[0].clone();
     plan.current = versions("99", "2.0");
     let broken = Broker::new(
         broker.director.clone(),
-        Arc::clone(&broker.store),
+        Arc::clone(broker.store.blocking()),
         Catalog { plans: vec![plan] },
     );
-    let Answer::Accepted { task } = broken.upgrade("a", false).unwrap() else {
+    let Answer::Accepted { task } = broken.upgrade("a", false).await.unwrap() else {
         panic!("expected the upgrade to start");
     };
     broken.director().wait(task).await.unwrap();
-    let OperationStatus::Failed(reason) = broken.operation(task).unwrap() else {
+    let OperationStatus::Failed(reason) = broken.operation(task).await.unwrap() else {
         panic!("expected a failure");
     };
     assert!(
@@ -196,25 +221,32 @@ async fn a_failed_operation_is_reported_with_its_task() {
         reason.contains("releases.postgres: version `99` is not uploaded"),
         "{reason}"
     );
-    assert_eq!(broken.instance("a").unwrap().unwrap().state, State::Failed);
+    assert_eq!(
+        broken.instance("a").await.unwrap().unwrap().state,
+        State::Failed
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_never_deployed_instance_is_recreated_from_its_plan() {
-    let broker = broker();
+    let broker = broker().await;
     // A release the director lacks makes provisioning fail: nothing was ever deployed.
     let task = broker
         .provision("a", "small", Some(&versions("99", "1.0")), false)
+        .await
         .unwrap();
     broker.director().wait(task.id).await.unwrap();
-    assert_eq!(broker.instance("a").unwrap().unwrap().state, State::Failed);
-    let Answer::Accepted { task } = broker.recreate("a", false, true).unwrap() else {
+    assert_eq!(
+        broker.instance("a").await.unwrap().unwrap().state,
+        State::Failed
+    );
+    let Answer::Accepted { task } = broker.recreate("a", false, true).await.unwrap() else {
         panic!("expected the recreate to start");
     };
     let done = broker.director().wait(task).await.unwrap();
     assert_eq!(done.state, TaskState::Done, "{:?}", done.result);
     assert_eq!(
-        broker.instance("a").unwrap().unwrap().state,
+        broker.instance("a").await.unwrap().unwrap().state,
         State::Provisioned
     );
 }
@@ -227,21 +259,30 @@ fn cloud_config(vm_type: &str) -> String {
 
 #[tokio::test(start_paused = true)]
 async fn a_new_cloud_config_makes_every_instance_outdated() {
-    let broker = broker();
+    let broker = broker().await;
     broker
         .director()
         .update_cloud_config(&cloud_config("small"))
+        .await
         .unwrap();
     provisioned(&broker, "a").await;
-    let Answer::Accepted { task } = broker.upgrade("a", false).unwrap() else {
+    let Answer::Accepted { task } = broker.upgrade("a", false).await.unwrap() else {
         panic!("expected the upgrade to start");
     };
     broker.director().wait(task).await.unwrap();
-    assert!(!broker.instance("a").unwrap().unwrap().update_available);
+    assert!(
+        !broker
+            .instance("a")
+            .await
+            .unwrap()
+            .unwrap()
+            .update_available
+    );
     assert_eq!(
         broker
             .director()
             .update_cloud_config(&cloud_config("small"))
+            .await
             .unwrap(),
         1,
         "the same text is no new version"
@@ -250,12 +291,20 @@ async fn a_new_cloud_config_makes_every_instance_outdated() {
         broker
             .director()
             .update_cloud_config(&cloud_config("large"))
+            .await
             .unwrap(),
         2
     );
-    assert!(broker.instance("a").unwrap().unwrap().update_available);
+    assert!(
+        broker
+            .instance("a")
+            .await
+            .unwrap()
+            .unwrap()
+            .update_available
+    );
     assert!(matches!(
-        broker.upgrade("a", false).unwrap(),
+        broker.upgrade("a", false).await.unwrap(),
         Answer::Accepted { .. }
     ));
 }

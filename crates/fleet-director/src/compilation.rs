@@ -101,7 +101,8 @@ impl Worker<'_> {
         if self
             .core
             .store
-            .get(Collection::CompiledPackages, &key)?
+            .get::<CompiledPackage>(Collection::CompiledPackages, &key)
+            .await?
             .is_some()
         {
             return Ok(());
@@ -124,7 +125,8 @@ impl Worker<'_> {
         };
         self.core
             .store
-            .write(vec![put(Collection::CompiledPackages, &key, "", &record)])?;
+            .write(vec![put(Collection::CompiledPackages, &key, "", &record)])
+            .await?;
         if !self.config.reuse_compilation_vms {
             self.delete_vm(slot).await?;
         }
@@ -180,7 +182,11 @@ pub async fn compile(
         for package in graph.keys() {
             if core
                 .store
-                .get(Collection::CompiledPackages, &cache_key(package, &stemcell))?
+                .get::<CompiledPackage>(
+                    Collection::CompiledPackages,
+                    &cache_key(package, &stemcell),
+                )
+                .await?
                 .is_none()
             {
                 todo.insert(package.clone());
@@ -209,14 +215,17 @@ pub async fn compile(
         .collect();
     let ips = match &config.network {
         None => vec![None; owners.len()],
-        Some(network) => reserve_workers(
-            core,
-            networking,
-            network,
-            &owners,
-            config.az.as_deref(),
-            taken,
-        )?,
+        Some(network) => {
+            reserve_workers(
+                core,
+                networking,
+                network,
+                &owners,
+                config.az.as_deref(),
+                taken,
+            )
+            .await?
+        }
     };
     let slots: Vec<Slot> = owners
         .into_iter()
@@ -256,14 +265,15 @@ pub async fn compile(
                     network: network.clone(),
                     ip,
                 }],
-            )?;
+            )
+            .await?;
         }
     }
     result.map(|()| total)
 }
 
 /// An address for each worker. With a cloud config the store knows every claim.
-fn reserve_workers(
+async fn reserve_workers(
     core: &Core,
     networking: &Networking,
     network: &str,
@@ -272,7 +282,7 @@ fn reserve_workers(
     taken: &[(String, u32)],
 ) -> Result<Vec<Option<u32>>, String> {
     match networking {
-        Networking::Global(nets) => plan_global(&*core.store, &[], |repo| {
+        Networking::Global(nets) => plan_global(&core.store, &[], |repo| {
             let mut provider = IpProvider::new(nets, IpSet::new(), repo);
             let ips = owners
                 .iter()
@@ -280,6 +290,7 @@ fn reserve_workers(
                 .collect::<Result<Vec<_>, NetworkError>>()?;
             Ok::<_, NetworkError>((ips, provider.into_repo()))
         })
+        .await
         .map_err(|e| e.to_string()),
         Networking::Local(nets) => local_worker_addresses(nets, network, owners, az, taken),
     }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::agent::{Agent, AgentError};
 use super::cpi::Cpi;
-use fleet_store::Store;
+use fleet_store::{AsyncStore, Store};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DirectorSettings {
@@ -29,7 +29,8 @@ impl Default for DirectorSettings {
 
 /// What the director's jobs need: the store, the cloud, the agents and settings.
 pub struct Core {
-    pub store: Arc<dyn Store>,
+    /// Reached asynchronously only: a job never blocks a worker thread on SQLite.
+    pub store: AsyncStore,
     pub cpi: Arc<dyn Cpi>,
     pub agent: Arc<dyn Agent>,
     pub settings: DirectorSettings,
@@ -46,7 +47,7 @@ impl Core {
         settings: DirectorSettings,
     ) -> Self {
         Core {
-            store,
+            store: AsyncStore::new(store),
             cpi,
             agent,
             settings,

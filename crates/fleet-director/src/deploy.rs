@@ -23,7 +23,7 @@ use super::update::{
     UpdateOptions, create_missing_vm, delete_instance, stop_instance, update_groups,
 };
 use super::validate;
-use fleet_store::{Collection, get, list, put, remove};
+use fleet_store::{Collection, put, remove};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DeployOptions {
@@ -129,14 +129,14 @@ pub async fn deploy(
     text: String,
     options: DeployOptions,
 ) -> Result<String, JobError> {
-    let mut snapshot = Snapshot::take(&core, text)?;
+    let mut snapshot = Snapshot::take(&core, text).await?;
     validate(&mut snapshot)?;
     compilation::check(&snapshot)?;
     let networking = snapshot.networking();
     let cloud_config = snapshot.cloud_version();
     let manifest = &snapshot.manifest;
     let name = manifest.name.clone();
-    let existing: Vec<InstanceRecord> = list(&*core.store, Collection::Instances, Some(&name))?;
+    let existing: Vec<InstanceRecord> = core.store.list(Collection::Instances, Some(&name)).await?;
     let Bound {
         unresponsive,
         reported,
@@ -160,7 +160,7 @@ pub async fn deploy(
         ));
     }
     log.check()?;
-    networking::reserve(&core, &networking, manifest, &mut plan, &reported)?;
+    networking::reserve(&core, &networking, manifest, &mut plan, &reported).await?;
     let global = networking.global();
     let changed = plan.changed_instances();
     let obsolete = plan.obsolete.len();
@@ -171,13 +171,13 @@ pub async fn deploy(
             log.check()?;
             let responsive = !unresponsive.contains(&record.id);
             let step = stage.start(record.name());
-            let addresses = networking::held_by(&core, &name, &record.id)?;
+            let addresses = networking::held_by(&core, &name, &record.id).await?;
             let owner = Owner {
                 deployment: name.clone(),
                 instance: record.id.clone(),
             };
             step.end(delete_instance(&core, record, responsive, options.skip_drain).await)?;
-            networking::release(&core, global, &owner, &addresses)?;
+            networking::release(&core, global, &owner, &addresses).await?;
         }
     }
 
@@ -244,16 +244,18 @@ pub async fn deploy(
     };
     log.check()?;
     update_groups(&core, &log, &name, &plan.groups, &update).await?;
-    core.store.write(vec![put(
-        Collection::Deployments,
-        &name,
-        &name,
-        &DeploymentRecord {
-            name: name.clone(),
-            manifest: Some(snapshot.text),
-            cloud_config,
-        },
-    )])?;
+    core.store
+        .write(vec![put(
+            Collection::Deployments,
+            &name,
+            &name,
+            &DeploymentRecord {
+                name: name.clone(),
+                manifest: Some(snapshot.text),
+                cloud_config,
+            },
+        )])
+        .await?;
     Ok(format!(
         "deployment `{name}`: {changed} instances updated, {obsolete} deleted"
     ))
@@ -268,7 +270,10 @@ pub async fn recreate_or_start(
     name: String,
     options: DeployOptions,
 ) -> Result<String, JobError> {
-    let manifest = get::<DeploymentRecord>(&*core.store, Collection::Deployments, &name)?
+    let manifest = core
+        .store
+        .get::<DeploymentRecord>(Collection::Deployments, &name)
+        .await?
         .and_then(|d| d.manifest)
         .ok_or_else(|| {
             format!("deployment `{name}` has no successfully deployed manifest to recreate")
@@ -286,7 +291,10 @@ pub async fn stop(
     target: Target,
     skip_drain: bool,
 ) -> Result<String, JobError> {
-    let existing: Vec<InstanceRecord> = list(&*core.store, Collection::Instances, Some(&name))?
+    let existing: Vec<InstanceRecord> = core
+        .store
+        .list(Collection::Instances, Some(&name))
+        .await?
         .into_iter()
         .filter(|i: &InstanceRecord| target.matches(&i.group, i.index, &i.id))
         .collect();
@@ -310,7 +318,7 @@ pub async fn stop(
 /// Deletes every instance of the deployment (VMs deleted, disks orphaned) and the
 /// deployment itself.
 pub async fn delete(core: Arc<Core>, log: TaskLog, name: String) -> Result<String, JobError> {
-    let existing: Vec<InstanceRecord> = list(&*core.store, Collection::Instances, Some(&name))?;
+    let existing: Vec<InstanceRecord> = core.store.list(Collection::Instances, Some(&name)).await?;
     let unresponsive = bind(&core, &log, &existing, true).await?.unresponsive;
     let stage = log.stage("Deleting instances", Vec::new(), existing.len() as u32);
     let count = existing.len();
@@ -321,9 +329,10 @@ pub async fn delete(core: Arc<Core>, log: TaskLog, name: String) -> Result<Strin
         step.end(delete_instance(&core, record, responsive, false).await)?;
     }
     // Every address the deployment held, static or dynamic, returns to its network.
-    networking::release_where(&core, &name, |_| true)?;
+    networking::release_where(&core, &name, |_| true).await?;
     core.store
-        .write(vec![remove(Collection::Deployments, &name)])?;
+        .write(vec![remove(Collection::Deployments, &name)])
+        .await?;
     Ok(format!(
         "deployment `{name}` deleted with {count} instances"
     ))

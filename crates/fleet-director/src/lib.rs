@@ -37,7 +37,7 @@ pub use task::{JobError, unix_now};
 
 use agent::Agent;
 use cpi::Cpi;
-use fleet_store::{Collection, Store, get, list, put};
+use fleet_store::{AsyncStore, Collection, Store, put};
 use manifest::Count;
 use model::{
     CloudConfig, CloudConfigUse, DeployedVersions, DeploymentRecord, DeploymentSummary, DiskRecord,
@@ -73,13 +73,15 @@ impl Director {
     ///
     /// # Errors
     /// When the store cannot be read or written.
-    pub fn new(
+    pub async fn new(
         store: Arc<dyn Store>,
         cpi: Arc<dyn Cpi>,
         agent: Arc<dyn Agent>,
         settings: DirectorSettings,
     ) -> Result<Self, DirectorError> {
-        let recovered = store.recover(RECOVERY_REASON, unix_now())?;
+        let recovered = AsyncStore::new(Arc::clone(&store))
+            .recover(RECOVERY_REASON, unix_now())
+            .await?;
         if !recovered.is_empty() {
             tracing::warn!(tasks = ?recovered, "tasks left running by a previous process were marked as errored");
         }
@@ -101,36 +103,42 @@ impl Director {
         }
     }
 
-    fn store(&self) -> &dyn Store {
-        &*self.core.store
+    fn store(&self) -> &AsyncStore {
+        &self.core.store
     }
 
-    pub fn upload_release(&self, release: &Release) -> Result<(), DirectorError> {
+    pub async fn upload_release(&self, release: &Release) -> Result<(), DirectorError> {
         let key = format!("{}/{}", release.name, release.version);
-        Ok(self.store().write(vec![put(
-            Collection::Releases,
-            &key,
-            &release.name,
-            release,
-        )])?)
+        Ok(self
+            .store()
+            .write(vec![put(
+                Collection::Releases,
+                &key,
+                &release.name,
+                release,
+            )])
+            .await?)
     }
 
-    pub fn upload_stemcell(&self, stemcell: &Stemcell) -> Result<(), DirectorError> {
+    pub async fn upload_stemcell(&self, stemcell: &Stemcell) -> Result<(), DirectorError> {
         let key = format!("{}/{}", stemcell.os, stemcell.version);
-        Ok(self.store().write(vec![put(
-            Collection::Stemcells,
-            &key,
-            &stemcell.os,
-            stemcell,
-        )])?)
+        Ok(self
+            .store()
+            .write(vec![put(
+                Collection::Stemcells,
+                &key,
+                &stemcell.os,
+                stemcell,
+            )])
+            .await?)
     }
 
-    pub fn releases(&self) -> Result<Vec<Release>, DirectorError> {
-        Ok(list(self.store(), Collection::Releases, None)?)
+    pub async fn releases(&self) -> Result<Vec<Release>, DirectorError> {
+        Ok(self.store().list(Collection::Releases, None).await?)
     }
 
-    pub fn stemcells(&self) -> Result<Vec<Stemcell>, DirectorError> {
-        Ok(list(self.store(), Collection::Stemcells, None)?)
+    pub async fn stemcells(&self) -> Result<Vec<Stemcell>, DirectorError> {
+        Ok(self.store().list(Collection::Stemcells, None).await?)
     }
 
     /// Replaces the cloud config with a new version, unless it is the same text.
@@ -139,9 +147,9 @@ impl Director {
     /// # Errors
     /// [`DirectorError::CloudConfig`] with every problem of an invalid one, which is not
     /// stored: the next deploy must not be the first to find it.
-    pub fn update_cloud_config(&self, text: &str) -> Result<u64, DirectorError> {
+    pub async fn update_cloud_config(&self, text: &str) -> Result<u64, DirectorError> {
         cloud::parse(text, 0)?;
-        let current = self.cloud_config()?;
+        let current = self.cloud_config().await?;
         if let Some(current) = &current
             && current.text == text
         {
@@ -152,12 +160,13 @@ impl Director {
             text: text.to_string(),
         };
         self.store()
-            .write(vec![put(Collection::CloudConfig, "current", "", &config)])?;
+            .write(vec![put(Collection::CloudConfig, "current", "", &config)])
+            .await?;
         Ok(config.version)
     }
 
-    pub fn cloud_config(&self) -> Result<Option<CloudConfig>, DirectorError> {
-        Ok(get(self.store(), Collection::CloudConfig, "current")?)
+    pub async fn cloud_config(&self) -> Result<Option<CloudConfig>, DirectorError> {
+        Ok(self.store().get(Collection::CloudConfig, "current").await?)
     }
 
     /// Starts a deploy of `manifest`. Text that is not YAML or has no name is refused at
@@ -166,7 +175,11 @@ impl Director {
     /// # Errors
     /// [`DirectorError::Locked`] when another task holds the deployment, manifest errors
     /// when its name cannot be read.
-    pub fn deploy(&self, manifest: &str, options: DeployOptions) -> Result<Task, DirectorError> {
+    pub async fn deploy(
+        &self,
+        manifest: &str,
+        options: DeployOptions,
+    ) -> Result<Task, DirectorError> {
         let root = fleet_yaml::load(manifest, fleet_yaml::Limits::default())
             .map_err(|e| DirectorError::Manifest(manifest::ManifestError::Syntax(e)))?;
         let name = root
@@ -176,15 +189,18 @@ impl Director {
             .ok_or_else(|| DirectorError::Invalid("the manifest has no `name`".into()))?
             .to_string();
         let text = manifest.to_string();
-        let known: Option<DeploymentRecord> = get(self.store(), Collection::Deployments, &name)?;
+        let known: Option<DeploymentRecord> =
+            self.store().get(Collection::Deployments, &name).await?;
         let kind = if known.is_some() {
             TaskKind::UpdateDeployment
         } else {
             TaskKind::CreateDeployment
         };
-        self.runner.start(kind, Some(&name), move |core, log| {
-            deploy::deploy(core, log, text, options)
-        })
+        self.runner
+            .start(kind, Some(&name), move |core, log| {
+                deploy::deploy(core, log, text, options)
+            })
+            .await
     }
 
     /// Recreates every VM of the deployment from its last deployed manifest.
@@ -192,12 +208,12 @@ impl Director {
     /// # Errors
     /// [`DirectorError::NotFound`] for a deployment that never deployed successfully,
     /// [`DirectorError::Locked`] when another task holds it.
-    pub fn recreate(
+    pub async fn recreate(
         &self,
         deployment: &str,
         options: RecreateOptions,
     ) -> Result<Task, DirectorError> {
-        self.check_target(deployment, &options.target)?;
+        self.check_target(deployment, &options.target).await?;
         let name = deployment.to_string();
         let deploy_options = DeployOptions {
             recreate: true,
@@ -209,11 +225,13 @@ impl Director {
             start: false,
             target: options.target,
         };
-        self.runner.start(
-            TaskKind::RecreateDeployment,
-            Some(deployment),
-            move |core, log| deploy::recreate_or_start(core, log, name, deploy_options),
-        )
+        self.runner
+            .start(
+                TaskKind::RecreateDeployment,
+                Some(deployment),
+                move |core, log| deploy::recreate_or_start(core, log, name, deploy_options),
+            )
+            .await
     }
 
     /// Stops the deployment's jobs; `hard` deletes their VMs too (`bosh stop --hard`),
@@ -221,64 +239,69 @@ impl Director {
     ///
     /// # Errors
     /// [`DirectorError::NotFound`] for an unknown deployment, [`DirectorError::Locked`].
-    pub fn stop(&self, deployment: &str, hard: bool) -> Result<Task, DirectorError> {
+    pub async fn stop(&self, deployment: &str, hard: bool) -> Result<Task, DirectorError> {
         self.stop_instances(deployment, hard, Target::all(), false)
+            .await
     }
 
     /// Stops the targeted instances' jobs; `hard` deletes their VMs too.
     ///
     /// # Errors
     /// As [`Director::stop`].
-    pub fn stop_instances(
+    pub async fn stop_instances(
         &self,
         deployment: &str,
         hard: bool,
         target: Target,
         skip_drain: bool,
     ) -> Result<Task, DirectorError> {
-        self.check_target(deployment, &target)?;
+        self.check_target(deployment, &target).await?;
         let name = deployment.to_string();
-        self.runner.start(
-            TaskKind::StopDeployment,
-            Some(deployment),
-            move |core, log| deploy::stop(core, log, name, hard, target, skip_drain),
-        )
+        self.runner
+            .start(
+                TaskKind::StopDeployment,
+                Some(deployment),
+                move |core, log| deploy::stop(core, log, name, hard, target, skip_drain),
+            )
+            .await
     }
 
     /// Stops the targeted instances' jobs and starts them again, on the VMs they have.
     ///
     /// # Errors
     /// As [`Director::stop`].
-    pub fn restart(
+    pub async fn restart(
         &self,
         deployment: &str,
         target: Target,
         skip_drain: bool,
     ) -> Result<Task, DirectorError> {
-        self.check_target(deployment, &target)?;
+        self.check_target(deployment, &target).await?;
         let name = deployment.to_string();
-        self.runner.start(
-            TaskKind::RestartDeployment,
-            Some(deployment),
-            move |core, log| async move {
-                let stopped = deploy::stop(
-                    Arc::clone(&core),
-                    log.clone(),
-                    name.clone(),
-                    false,
-                    target.clone(),
-                    skip_drain,
-                )
-                .await?;
-                let options = DeployOptions {
-                    start: true,
-                    target,
-                    ..DeployOptions::default()
-                };
-                let started = deploy::recreate_or_start(core, log, name, options).await?;
-                Ok(format!("{stopped}; {started}"))
-            },
-        )
+        self.runner
+            .start(
+                TaskKind::RestartDeployment,
+                Some(deployment),
+                move |core, log| async move {
+                    let stopped = deploy::stop(
+                        Arc::clone(&core),
+                        log.clone(),
+                        name.clone(),
+                        false,
+                        target.clone(),
+                        skip_drain,
+                    )
+                    .await?;
+                    let options = DeployOptions {
+                        start: true,
+                        target,
+                        ..DeployOptions::default()
+                    };
+                    let started = deploy::recreate_or_start(core, log, name, options).await?;
+                    Ok(format!("{stopped}; {started}"))
+                },
+            )
+            .await
     }
 
     /// Starts stopped and detached instances: detached ones get new VMs on the addresses
@@ -286,51 +309,66 @@ impl Director {
     ///
     /// # Errors
     /// [`DirectorError::NotFound`] for an unknown deployment, [`DirectorError::Locked`].
-    pub fn start(&self, deployment: &str) -> Result<Task, DirectorError> {
-        self.start_instances(deployment, Target::all())
+    pub async fn start(&self, deployment: &str) -> Result<Task, DirectorError> {
+        self.start_instances(deployment, Target::all()).await
     }
 
     /// Starts the targeted stopped and detached instances.
     ///
     /// # Errors
     /// As [`Director::start`].
-    pub fn start_instances(&self, deployment: &str, target: Target) -> Result<Task, DirectorError> {
-        self.check_target(deployment, &target)?;
+    pub async fn start_instances(
+        &self,
+        deployment: &str,
+        target: Target,
+    ) -> Result<Task, DirectorError> {
+        self.check_target(deployment, &target).await?;
         let name = deployment.to_string();
         let options = DeployOptions {
             start: true,
             target,
             ..DeployOptions::default()
         };
-        self.runner.start(
-            TaskKind::StartDeployment,
-            Some(deployment),
-            move |core, log| deploy::recreate_or_start(core, log, name, options),
-        )
+        self.runner
+            .start(
+                TaskKind::StartDeployment,
+                Some(deployment),
+                move |core, log| deploy::recreate_or_start(core, log, name, options),
+            )
+            .await
     }
 
     /// # Errors
     /// [`DirectorError::NotFound`] for an unknown deployment, [`DirectorError::Locked`].
-    pub fn delete(&self, deployment: &str) -> Result<Task, DirectorError> {
-        if get::<DeploymentRecord>(self.store(), Collection::Deployments, deployment)?.is_none() {
+    pub async fn delete(&self, deployment: &str) -> Result<Task, DirectorError> {
+        if self
+            .store()
+            .get::<DeploymentRecord>(Collection::Deployments, deployment)
+            .await?
+            .is_none()
+        {
             return Err(DirectorError::NotFound {
                 what: format!("deployment `{deployment}`"),
             });
         }
         let name = deployment.to_string();
-        self.runner.start(
-            TaskKind::DeleteDeployment,
-            Some(deployment),
-            move |core, log| deploy::delete(core, log, name),
-        )
+        self.runner
+            .start(
+                TaskKind::DeleteDeployment,
+                Some(deployment),
+                move |core, log| deploy::delete(core, log, name),
+            )
+            .await
     }
 
     /// The manifest the deployment last deployed successfully.
     ///
     /// # Errors
     /// [`DirectorError::NotFound`] when it never deployed successfully.
-    pub fn deployed_manifest(&self, deployment: &str) -> Result<String, DirectorError> {
-        get::<DeploymentRecord>(self.store(), Collection::Deployments, deployment)?
+    pub async fn deployed_manifest(&self, deployment: &str) -> Result<String, DirectorError> {
+        self.store()
+            .get::<DeploymentRecord>(Collection::Deployments, deployment)
+            .await?
             .and_then(|d| d.manifest)
             .ok_or_else(|| DirectorError::NotDeployed {
                 deployment: deployment.to_string(),
@@ -343,8 +381,12 @@ impl Director {
     /// # Errors
     /// [`DirectorError::NotDeployed`], [`DirectorError::UnknownGroup`] or
     /// [`DirectorError::UnknownInstance`].
-    pub fn check_target(&self, deployment: &str, target: &Target) -> Result<(), DirectorError> {
-        let deployed = self.deployed_manifest(deployment)?;
+    pub async fn check_target(
+        &self,
+        deployment: &str,
+        target: &Target,
+    ) -> Result<(), DirectorError> {
+        let deployed = self.deployed_manifest(deployment).await?;
         let Some(group) = &target.group else {
             return Ok(());
         };
@@ -359,7 +401,8 @@ impl Director {
         }
         if let Some(instance) = &target.instance
             && !self
-                .instances(deployment)?
+                .instances(deployment)
+                .await?
                 .iter()
                 .any(|i| target.matches(&i.group, i.index, &i.id))
         {
@@ -378,13 +421,13 @@ impl Director {
     /// # Errors
     /// [`DirectorError::NotFound`] for an unknown task, [`DirectorError::Invalid`] for a
     /// task that has ended or that this process does not run.
-    pub fn cancel(&self, id: u64) -> Result<Task, DirectorError> {
-        self.runner.cancel(id)
+    pub async fn cancel(&self, id: u64) -> Result<Task, DirectorError> {
+        self.runner.cancel(id).await
     }
 
     /// Cancels every task this process runs, for a shutdown; returns their ids.
-    pub fn cancel_running(&self) -> Vec<u64> {
-        self.runner.cancel_running()
+    pub async fn cancel_running(&self) -> Vec<u64> {
+        self.runner.cancel_running().await
     }
 
     /// Waits until no task of this process runs.
@@ -405,35 +448,38 @@ impl Director {
     ///
     /// # Errors
     /// [`DirectorError::NotFound`] for an unknown deployment.
-    pub fn instance_details(&self, deployment: &str) -> Result<Task, DirectorError> {
-        if self.deployment(deployment)?.is_none() {
+    pub async fn instance_details(&self, deployment: &str) -> Result<Task, DirectorError> {
+        if self.deployment(deployment).await?.is_none() {
             return Err(DirectorError::NotFound {
                 what: format!("deployment `{deployment}`"),
             });
         }
         let name = deployment.to_string();
-        self.runner.start(
-            TaskKind::InstanceDetails,
-            Some(deployment),
-            move |core, _log| async move { Ok(details::instance_lines(core, name).await?) },
-        )
+        self.runner
+            .start(
+                TaskKind::InstanceDetails,
+                Some(deployment),
+                move |core, _log| async move { Ok(details::instance_lines(core, name).await?) },
+            )
+            .await
     }
 
-    pub fn deployment(&self, name: &str) -> Result<Option<DeploymentRecord>, DirectorError> {
-        Ok(get(self.store(), Collection::Deployments, name)?)
+    pub async fn deployment(&self, name: &str) -> Result<Option<DeploymentRecord>, DirectorError> {
+        Ok(self.store().get(Collection::Deployments, name).await?)
     }
 
-    pub fn deployments(&self) -> Result<Vec<DeploymentRecord>, DirectorError> {
-        Ok(list(self.store(), Collection::Deployments, None)?)
+    pub async fn deployments(&self) -> Result<Vec<DeploymentRecord>, DirectorError> {
+        Ok(self.store().list(Collection::Deployments, None).await?)
     }
 
     /// Every deployment with its last successfully deployed manifest, parsed; `None`
     /// before a first success.
-    pub fn deployed_manifests(
+    pub async fn deployed_manifests(
         &self,
     ) -> Result<Vec<(DeploymentRecord, Option<manifest::Manifest>)>, DirectorError> {
         Ok(self
-            .deployments()?
+            .deployments()
+            .await?
             .into_iter()
             .map(|record| {
                 let parsed = record
@@ -447,12 +493,17 @@ impl Director {
 
     /// Every deployment with its parsed manifest, whether its cloud config is the one in
     /// force, and whether a task holds it.
-    pub fn deployment_summaries(&self) -> Result<Vec<DeploymentSummary>, DirectorError> {
-        let current = self.cloud_config()?.map(|c| c.version);
-        let locked: std::collections::HashSet<String> =
-            self.locks()?.into_iter().map(|(name, _)| name).collect();
+    pub async fn deployment_summaries(&self) -> Result<Vec<DeploymentSummary>, DirectorError> {
+        let current = self.cloud_config().await?.map(|c| c.version);
+        let locked: std::collections::HashSet<String> = self
+            .locks()
+            .await?
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect();
         Ok(self
-            .deployed_manifests()?
+            .deployed_manifests()
+            .await?
             .into_iter()
             .map(|(record, manifest)| {
                 let cloud_config = match (current, record.cloud_config) {
@@ -472,9 +523,9 @@ impl Director {
     }
 
     /// The releases and stemcells the deployed manifests use.
-    pub fn deployed_versions(&self) -> Result<DeployedVersions, DirectorError> {
+    pub async fn deployed_versions(&self) -> Result<DeployedVersions, DirectorError> {
         let mut deployed = DeployedVersions::default();
-        for (record, manifest) in self.deployed_manifests()? {
+        for (record, manifest) in self.deployed_manifests().await? {
             let Some(m) = manifest else {
                 continue;
             };
@@ -490,51 +541,56 @@ impl Director {
         Ok(deployed)
     }
 
-    pub fn instances(&self, deployment: &str) -> Result<Vec<InstanceRecord>, DirectorError> {
-        let mut instances: Vec<InstanceRecord> =
-            list(self.store(), Collection::Instances, Some(deployment))?;
+    pub async fn instances(&self, deployment: &str) -> Result<Vec<InstanceRecord>, DirectorError> {
+        let mut instances: Vec<InstanceRecord> = self
+            .store()
+            .list(Collection::Instances, Some(deployment))
+            .await?;
         instances.sort_by(|a, b| (&a.group, a.index).cmp(&(&b.group, b.index)));
         Ok(instances)
     }
 
-    pub fn vms(&self, deployment: &str) -> Result<Vec<VmRecord>, DirectorError> {
-        Ok(list(self.store(), Collection::Vms, Some(deployment))?)
+    pub async fn vms(&self, deployment: &str) -> Result<Vec<VmRecord>, DirectorError> {
+        Ok(self.store().list(Collection::Vms, Some(deployment)).await?)
     }
 
-    pub fn disks(&self, deployment: &str) -> Result<Vec<DiskRecord>, DirectorError> {
-        Ok(list(self.store(), Collection::Disks, Some(deployment))?)
+    pub async fn disks(&self, deployment: &str) -> Result<Vec<DiskRecord>, DirectorError> {
+        Ok(self
+            .store()
+            .list(Collection::Disks, Some(deployment))
+            .await?)
     }
 
     /// The tasks the filter admits, newest first.
-    pub fn tasks(&self, filter: &TaskFilter<'_>) -> Result<Vec<Task>, DirectorError> {
-        Ok(self.store().tasks(filter)?)
+    pub async fn tasks(&self, filter: TaskFilter) -> Result<Vec<Task>, DirectorError> {
+        Ok(self.store().tasks(filter).await?)
     }
 
     /// The newest task that changed the deployment: its last operation.
-    pub fn last_change(&self, deployment: &str) -> Result<Option<Task>, DirectorError> {
-        Ok(self.store().last_change(deployment)?)
+    pub async fn last_change(&self, deployment: &str) -> Result<Option<Task>, DirectorError> {
+        Ok(self.store().last_change(deployment).await?)
     }
 
     /// The last operation of every deployment that has one.
-    pub fn last_changes(&self) -> Result<Vec<Task>, DirectorError> {
-        Ok(self.store().last_changes()?)
+    pub async fn last_changes(&self) -> Result<Vec<Task>, DirectorError> {
+        Ok(self.store().last_changes().await?)
     }
 
-    pub fn task(&self, id: u64) -> Result<Option<Task>, DirectorError> {
-        Ok(self.store().task(id)?)
+    pub async fn task(&self, id: u64) -> Result<Option<Task>, DirectorError> {
+        Ok(self.store().task(id).await?)
     }
 
-    pub fn events(&self, id: u64) -> Result<Vec<TaskEvent>, DirectorError> {
-        Ok(self.store().events(id)?)
+    pub async fn events(&self, id: u64) -> Result<Vec<TaskEvent>, DirectorError> {
+        Ok(self.store().events(id).await?)
     }
 
-    pub fn locks(&self) -> Result<Vec<(String, u64)>, DirectorError> {
-        Ok(self.store().locks()?)
+    pub async fn locks(&self) -> Result<Vec<(String, u64)>, DirectorError> {
+        Ok(self.store().locks().await?)
     }
 
     /// The task holding the deployment's lock, if any.
-    pub fn lock_holder(&self, deployment: &str) -> Result<Option<u64>, DirectorError> {
-        Ok(self.store().lock_holder(&lock_name(deployment))?)
+    pub async fn lock_holder(&self, deployment: &str) -> Result<Option<u64>, DirectorError> {
+        Ok(self.store().lock_holder(&lock_name(deployment)).await?)
     }
 }
 

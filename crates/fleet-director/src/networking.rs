@@ -14,7 +14,7 @@ use super::network::{
     NetworkError, Owner, PlannedIpRepo, named_addresses, to_ip, to_u32,
 };
 use super::plan::{Change, DeploymentPlan};
-use fleet_store::{IpClaim, IpRecord, IpRelease, Store};
+use fleet_store::{AsyncStore, IpClaim, IpHolder, IpRecord, IpRelease};
 
 /// Where this deploy's networks come from.
 pub enum Networking {
@@ -50,7 +50,7 @@ fn recorded(networks: &[String]) -> Vec<Held> {
 /// addresses go once they run. With the store, existing reservations come from it;
 /// without, from what the agents reported (`reported`), or, for instances whose agents
 /// did not answer or that have no VM, from what was recorded when their VM was made.
-pub fn reserve(
+pub async fn reserve(
     core: &Core,
     networking: &Networking,
     manifest: &Manifest,
@@ -74,7 +74,7 @@ pub fn reserve(
             .collect();
         // Held by no instance (a deploy stopped before recording a new instance): nobody
         // can bind it, so it goes.
-        for record in release_where(core, deployment, |owner| !live.contains(owner))? {
+        for record in release_where(core, deployment, |owner| !live.contains(owner)).await? {
             held.entry(record.owner.instance).or_default().push(Held {
                 network: record.network,
                 ip: record.address,
@@ -127,11 +127,14 @@ pub fn reserve(
         }
     }
     let assignments = match networking {
-        Networking::Global(nets) => plan_global(&*core.store, &named_addresses(&wanted), |repo| {
-            let mut provider = IpProvider::new(nets, IpSet::new(), repo);
-            let assignments = provider.plan(&wanted)?;
-            Ok::<_, StepError>((assignments, provider.into_repo()))
-        })?,
+        Networking::Global(nets) => {
+            plan_global(&core.store, &named_addresses(&wanted), |repo| {
+                let mut provider = IpProvider::new(nets, IpSet::new(), repo);
+                let assignments = provider.plan(&wanted)?;
+                Ok::<_, StepError>((assignments, provider.into_repo()))
+            })
+            .await?
+        }
         Networking::Local(nets) => run(
             IpProvider::new(nets, IpSet::new(), InMemoryIpRepo::new()),
             &wanted,
@@ -185,7 +188,8 @@ pub fn reserve(
                     networking.global(),
                     &owner,
                     &instance.obsolete_addresses,
-                )?;
+                )
+                .await?;
                 instance.obsolete_addresses.clear();
             }
         }
@@ -204,15 +208,18 @@ const PLAN_ATTEMPTS: usize = 5;
 /// # Errors
 /// The plan's own errors; a store failure, or a plan that lost a race every time, as
 /// [`NetworkError::Store`].
-pub fn plan_global<T, E: From<NetworkError>>(
-    store: &dyn Store,
+pub async fn plan_global<T, E: From<NetworkError>>(
+    store: &AsyncStore,
     named: &[u32],
     mut plan: impl FnMut(PlannedIpRepo) -> Result<(T, PlannedIpRepo), E>,
 ) -> Result<T, E> {
     let store_error = |e: fleet_store::StoreError| E::from(NetworkError::Store(e.to_string()));
     for _ in 0..PLAN_ATTEMPTS {
-        let holders = store.ip_holders(named).map_err(store_error)?;
-        let claimed = store.claimed().map_err(store_error)?;
+        let named = named.to_vec();
+        let (holders, claimed) = store
+            .run(move |s| Ok((s.ip_holders(&named)?, s.claimed()?)))
+            .await
+            .map_err(store_error)?;
         let repo = PlannedIpRepo::new(
             claimed,
             holders
@@ -223,7 +230,11 @@ pub fn plan_global<T, E: From<NetworkError>>(
         let (claims, releases) = repo.into_changes();
         let claims: Vec<IpClaim> = claims.into_iter().map(IpClaim::from).collect();
         let releases: Vec<IpRelease> = releases.into_iter().map(IpRelease::from).collect();
-        match store.apply_ips(&claims, &releases).map_err(store_error)? {
+        match store
+            .apply_ips(claims, releases)
+            .await
+            .map_err(store_error)?
+        {
             Ok(()) => return Ok(out),
             Err(held) => tracing::debug!(
                 address = %to_ip(held.address),
@@ -239,21 +250,40 @@ pub fn plan_global<T, E: From<NetworkError>>(
 
 /// Releases the store's addresses of `deployment` whose owning instance `goes`, and
 /// returns the ones kept.
-pub fn release_where(
+pub async fn release_where(
     core: &Core,
     deployment: &str,
     goes: impl Fn(&str) -> bool,
 ) -> Result<Vec<IpRecord>, StepError> {
-    let mut kept = Vec::new();
-    for record in core.store.ips_of(deployment)? {
-        if goes(&record.owner.instance) {
-            core.store
-                .release_ip(record.address, &record.network, &record.owner)?;
-        } else {
-            kept.push(record);
-        }
-    }
+    let (gone, kept): (Vec<IpRecord>, Vec<IpRecord>) = core
+        .store
+        .ips_of(deployment)
+        .await?
+        .into_iter()
+        .partition(|record| goes(&record.owner.instance));
+    let gone = gone
+        .into_iter()
+        .map(|r| (r.address, r.network, r.owner))
+        .collect();
+    release_all(&core.store, gone).await?;
     Ok(kept)
+}
+
+/// Releases each `(address, network, holder)` in one hand-over to the store.
+async fn release_all(
+    store: &AsyncStore,
+    addresses: Vec<(u32, String, IpHolder)>,
+) -> Result<(), fleet_store::StoreError> {
+    if addresses.is_empty() {
+        return Ok(());
+    }
+    store
+        .run(move |s| {
+            addresses
+                .iter()
+                .try_for_each(|(address, network, owner)| s.release_ip(*address, network, owner))
+        })
+        .await
 }
 
 fn run<R: IpRepo>(
@@ -265,7 +295,7 @@ fn run<R: IpRepo>(
 
 /// Releases `owner`'s addresses in the store (with a cloud config; without one nothing
 /// persists).
-pub fn release(
+pub async fn release(
     core: &Core,
     global: bool,
     owner: &Owner,
@@ -274,18 +304,24 @@ pub fn release(
     if !global {
         return Ok(());
     }
-    for held in addresses {
-        core.store
-            .release_ip(held.ip, &held.network, &owner.into())?;
-    }
-    Ok(())
+    let holder = IpHolder::from(owner);
+    let addresses = addresses
+        .iter()
+        .map(|held| (held.ip, held.network.clone(), holder.clone()))
+        .collect();
+    Ok(release_all(&core.store, addresses).await?)
 }
 
 /// Every address an instance holds in the store.
-pub fn held_by(core: &Core, deployment: &str, instance: &str) -> Result<Vec<Held>, StepError> {
+pub async fn held_by(
+    core: &Core,
+    deployment: &str,
+    instance: &str,
+) -> Result<Vec<Held>, StepError> {
     Ok(core
         .store
-        .ips_of(deployment)?
+        .ips_of(deployment)
+        .await?
         .into_iter()
         .filter(|r| r.owner.instance == instance)
         .map(|r| Held {

@@ -14,7 +14,7 @@ use super::core::Core;
 use super::error::DirectorError;
 use super::model::{DeploymentRecord, Task, TaskKind, TaskState};
 use super::task::{JobError, TaskLog, unix_now};
-use fleet_store::{Collection, StoreError, get, put};
+use fleet_store::{Collection, StoreError, put};
 
 /// The name of a deployment's lock in the store.
 pub fn lock_name(deployment: &str) -> String {
@@ -52,15 +52,15 @@ const PERSIST_DELAY: Duration = Duration::from_millis(100);
 /// released stays locked until the next start, and a task not recorded as ended looks
 /// running. A failing store is tried again with backoff; what still fails is logged and
 /// returned, and crash recovery at the next start repairs it.
-async fn persist(
-    what: &str,
-    task: u64,
-    mut write: impl FnMut() -> Result<(), StoreError>,
-) -> Result<(), StoreError> {
+async fn persist<F, Fut>(what: &str, task: u64, mut write: F) -> Result<(), StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<(), StoreError>>,
+{
     let mut delay = PERSIST_DELAY;
     let mut attempt = 1;
     loop {
-        match write() {
+        match write().await {
             Ok(()) => return Ok(()),
             Err(e) if attempt < PERSIST_ATTEMPTS => {
                 tracing::warn!(task, attempt, error = %e, "cannot {what} task; trying again");
@@ -84,6 +84,9 @@ pub struct TaskRunner {
     core: Arc<Core>,
     /// The cancellation flag of every task this process runs.
     running: Mutex<HashMap<u64, Arc<AtomicBool>>>,
+    /// Held by every write of a task's state (its start, its end, a cancellation), so
+    /// that none overwrites another.
+    state_writes: tokio::sync::Mutex<()>,
     finished: Notify,
 }
 
@@ -92,6 +95,7 @@ impl TaskRunner {
         TaskRunner {
             core,
             running: Mutex::new(HashMap::new()),
+            state_writes: tokio::sync::Mutex::new(()),
             finished: Notify::new(),
         }
     }
@@ -101,10 +105,11 @@ impl TaskRunner {
     }
 
     /// The task as the store has it.
-    fn recorded(&self, id: u64) -> Result<Task, DirectorError> {
+    async fn recorded(&self, id: u64) -> Result<Task, DirectorError> {
         self.core
             .store
-            .task(id)?
+            .task(id)
+            .await?
             .ok_or_else(|| DirectorError::NotFound {
                 what: format!("task {id}"),
             })
@@ -115,7 +120,7 @@ impl TaskRunner {
     ///
     /// # Errors
     /// [`DirectorError::Locked`] when another task holds the deployment, or a store error.
-    pub fn start<F, Fut>(
+    pub async fn start<F, Fut>(
         self: &Arc<Self>,
         kind: TaskKind,
         deployment: Option<&str>,
@@ -125,7 +130,7 @@ impl TaskRunner {
         F: FnOnce(Arc<Core>, TaskLog) -> Fut + Send + 'static,
         Fut: Future<Output = Result<String, JobError>> + Send + 'static,
     {
-        let store = &*self.core.store;
+        let store = &self.core.store;
         let locking = Locking::of(kind);
         let lock = match (locking, deployment) {
             (Locking::None, _) | (_, None) => None,
@@ -134,21 +139,26 @@ impl TaskRunner {
         // A new deployment is recorded before its first task, so that a failure here
         // cannot leave a task holding the lock.
         if let (Locking::Create, Some(deployment)) = (locking, deployment)
-            && get::<DeploymentRecord>(store, Collection::Deployments, deployment)?.is_none()
+            && store
+                .get::<DeploymentRecord>(Collection::Deployments, deployment)
+                .await?
+                .is_none()
         {
             let record = DeploymentRecord {
                 name: deployment.to_string(),
                 manifest: None,
                 cloud_config: None,
             };
-            store.write(vec![put(
-                Collection::Deployments,
-                deployment,
-                deployment,
-                &record,
-            )])?;
+            store
+                .write(vec![put(
+                    Collection::Deployments,
+                    deployment,
+                    deployment,
+                    &record,
+                )])
+                .await?;
         }
-        let task = match store.create_task(kind, deployment, lock.as_deref())? {
+        let task = match store.create_task(kind, deployment, lock.as_deref()).await? {
             Ok(task) => task,
             Err(holder) => {
                 return Err(DirectorError::Locked {
@@ -179,15 +189,16 @@ impl TaskRunner {
         running.started_at = Some(unix_now());
         let id = running.id;
         let started = persist("record the start of", id, || {
-            // State writes and cancellation take the same mutex, so that neither
-            // overwrites the other.
-            let _guard = self.flags();
-            running.state = if cancel.load(Ordering::SeqCst) {
-                TaskState::Cancelling
-            } else {
-                TaskState::Processing
-            };
-            core.store.put_task(&running)
+            let (mut started, cancel) = (running.clone(), &cancel);
+            async move {
+                let _writing = self.state_writes.lock().await;
+                started.state = if cancel.load(Ordering::SeqCst) {
+                    TaskState::Cancelling
+                } else {
+                    TaskState::Processing
+                };
+                core.store.put_task(&started).await
+            }
         })
         .await;
         let outcome = match started {
@@ -197,13 +208,16 @@ impl TaskRunner {
                 "cannot record the start of the task: {e}"
             ))),
             Ok(()) => {
-                let log = TaskLog::new(id, Arc::clone(&core.store), Arc::clone(&cancel));
+                let log = TaskLog::start(id, core.store.clone(), Arc::clone(&cancel));
                 // The job runs as its own task so that a panic in it still ends this task
                 // and releases the lock.
-                match tokio::spawn(job(Arc::clone(core), log)).await {
+                let outcome = match tokio::spawn(job(Arc::clone(core), log.clone())).await {
                     Ok(outcome) => outcome,
                     Err(e) => Err(JobError::from(format!("internal error: {e}"))),
-                }
+                };
+                // Every event of the job is in the store before the task shows as ended.
+                log.flush().await;
+                outcome
             }
         };
         let (state, result) = match outcome {
@@ -214,9 +228,9 @@ impl TaskRunner {
         running.state = state;
         running.result = Some(result);
         running.finished_at = Some(unix_now());
-        let _ = persist("record the end of", id, || {
-            let _guard = self.flags();
-            core.store.put_task(&running)
+        let _ = persist("record the end of", id, || async {
+            let _writing = self.state_writes.lock().await;
+            core.store.put_task(&running).await
         })
         .await;
         if let Some(lock) = &lock {
@@ -237,33 +251,37 @@ impl TaskRunner {
     /// # Errors
     /// [`DirectorError::NotFound`] for an unknown task, [`DirectorError::Invalid`] for a
     /// task that has ended or that this process does not run.
-    pub fn cancel(&self, id: u64) -> Result<Task, DirectorError> {
+    pub async fn cancel(&self, id: u64) -> Result<Task, DirectorError> {
         // Held across the read and the write: the task cannot record its end in between.
-        let flags = self.flags();
-        let mut task = self.recorded(id)?;
+        let _writing = self.state_writes.lock().await;
+        let mut task = self.recorded(id).await?;
         if !matches!(task.state, TaskState::Queued | TaskState::Processing) {
             return Err(DirectorError::Invalid(format!(
                 "Cannot cancel task {id}: invalid state ({})",
                 task.state.as_str()
             )));
         }
-        let Some(flag) = flags.get(&id) else {
+        let Some(flag) = self.flags().get(&id).cloned() else {
             return Err(DirectorError::Invalid(format!(
                 "Cannot cancel task {id}: it is not run by this director"
             )));
         };
         flag.store(true, Ordering::SeqCst);
         task.state = TaskState::Cancelling;
-        self.core.store.put_task(&task)?;
+        self.core.store.put_task(&task).await?;
         Ok(task)
     }
 
     /// Cancels every task this process runs, for a shutdown; returns their ids.
-    pub fn cancel_running(&self) -> Vec<u64> {
+    pub async fn cancel_running(&self) -> Vec<u64> {
         let ids: Vec<u64> = self.flags().keys().copied().collect();
-        ids.into_iter()
-            .filter(|&id| self.cancel(id).is_ok())
-            .collect()
+        let mut cancelled = Vec::new();
+        for id in ids {
+            if self.cancel(id).await.is_ok() {
+                cancelled.push(id);
+            }
+        }
+        cancelled
     }
 
     /// Waits until no task of this process runs.
@@ -286,14 +304,14 @@ impl TaskRunner {
     pub async fn wait(&self, id: u64) -> Result<Task, DirectorError> {
         loop {
             let notified = self.finished.notified();
-            let task = self.recorded(id)?;
+            let task = self.recorded(id).await?;
             if !task.state.is_running() {
                 return Ok(task);
             }
             if !self.flags().contains_key(&id) {
                 // It may have ended since it was read: its end is recorded before it
                 // leaves the runner, so this read is final.
-                let task = self.recorded(id)?;
+                let task = self.recorded(id).await?;
                 if !task.state.is_running() {
                     return Ok(task);
                 }

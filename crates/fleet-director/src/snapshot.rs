@@ -11,7 +11,7 @@ use super::manifest::{Manifest, parse};
 use super::model::{CloudConfig, Release, Stemcell};
 use super::networking::Networking;
 use super::validate::{CloudFacts, Uploaded};
-use fleet_store::{Collection, get, list};
+use fleet_store::Collection;
 
 pub struct Snapshot {
     pub text: String,
@@ -32,13 +32,16 @@ impl Snapshot {
     ///
     /// # Errors
     /// An invalid manifest or stored cloud config, or a store failure.
-    pub fn take(core: &Core, text: String) -> Result<Snapshot, StepError> {
+    pub async fn take(core: &Core, text: String) -> Result<Snapshot, StepError> {
         let manifest = parse(&text).map_err(|e| format!("the manifest is invalid:\n{e}"))?;
-        let cloud = get::<CloudConfig>(&*core.store, Collection::CloudConfig, "current")?
+        let cloud = core
+            .store
+            .get::<CloudConfig>(Collection::CloudConfig, "current")
+            .await?
             .map(|c| cloud::parse(&c.text, c.version))
             .transpose()?;
-        let all_releases: Vec<Release> = list(&*core.store, Collection::Releases, None)?;
-        let stemcells: Vec<Stemcell> = list(&*core.store, Collection::Stemcells, None)?;
+        let all_releases: Vec<Release> = core.store.list(Collection::Releases, None).await?;
+        let stemcells: Vec<Stemcell> = core.store.list(Collection::Stemcells, None).await?;
         let uploaded = Uploaded {
             releases: all_releases
                 .iter()

@@ -1,5 +1,7 @@
 //! A task's event log: stages of numbered steps, each started and then finished or
-//! failed, written to the store as they happen.
+//! failed. A writer of its own puts them in the store as they happen, as many to a
+//! transaction as have come while the last was written, so that steps never wait for the
+//! disk and a large deploy does not pay one transaction per event.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -7,7 +9,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::error::StepError;
 use super::model::{EventState, TaskEvent};
-use fleet_store::Store;
+use fleet_store::AsyncStore;
+use tokio::sync::{mpsc, oneshot};
 
 pub fn unix_now() -> u64 {
     SystemTime::now()
@@ -41,21 +44,35 @@ impl From<fleet_store::StoreError> for JobError {
     }
 }
 
+/// What the writer of a task's events is handed.
+enum Entry {
+    Event(TaskEvent),
+    /// Answered once every event sent before it is written (or failed to be).
+    Flush(oneshot::Sender<()>),
+}
+
 #[derive(Clone)]
 pub struct TaskLog {
-    pub task: u64,
-    store: Arc<dyn Store>,
+    entries: mpsc::UnboundedSender<Entry>,
     /// Set when cancellation is asked for; the job looks at it between steps, so that
     /// what it started finishes and nothing new starts.
     cancel: Arc<AtomicBool>,
 }
 
 impl TaskLog {
-    pub fn new(task: u64, store: Arc<dyn Store>, cancel: Arc<AtomicBool>) -> Self {
-        TaskLog {
-            task,
-            store,
-            cancel,
+    /// The log of `task`, with its writer running until every copy of the log is gone.
+    pub fn start(task: u64, store: AsyncStore, cancel: Arc<AtomicBool>) -> Self {
+        let (entries, received) = mpsc::unbounded_channel();
+        tokio::spawn(write_events(task, store, received));
+        TaskLog { entries, cancel }
+    }
+
+    /// Waits until every event logged so far is written.
+    pub async fn flush(&self) {
+        let (done, written) = oneshot::channel();
+        if self.entries.send(Entry::Flush(done)).is_ok() {
+            // A writer that is gone has nothing left to write.
+            let _ = written.await;
         }
     }
 
@@ -83,10 +100,33 @@ impl TaskLog {
     }
 
     fn write(&self, event: TaskEvent) {
-        // The event log is a record of what happened; failing to write it must not change
-        // what happens.
-        if let Err(e) = self.store.append_event(self.task, &event) {
-            tracing::warn!(task = self.task, error = %e, "cannot record a task event");
+        // The writer outlives every copy of the log, so a send cannot fail while one exists.
+        let _ = self.entries.send(Entry::Event(event));
+    }
+}
+
+/// Writes a task's events in the order logged, each batch in one transaction.
+async fn write_events(task: u64, store: AsyncStore, mut received: mpsc::UnboundedReceiver<Entry>) {
+    while let Some(first) = received.recv().await {
+        let mut events = Vec::new();
+        let mut flushes = Vec::new();
+        let mut next = Some(first);
+        while let Some(entry) = next {
+            match entry {
+                Entry::Event(event) => events.push(event),
+                Entry::Flush(done) => flushes.push(done),
+            }
+            next = received.try_recv().ok();
+        }
+        // The event log is a record of what happened; failing to write it must not
+        // change what happens.
+        if !events.is_empty()
+            && let Err(e) = store.append_events(task, events).await
+        {
+            tracing::warn!(task, error = %e, "cannot record task events");
+        }
+        for done in flushes {
+            let _ = done.send(());
         }
     }
 }

@@ -36,11 +36,11 @@ struct Fixture {
     cloud: Arc<SimulatedCloud>,
 }
 
-fn fixture(faults: Vec<Fault>) -> Fixture {
-    fixture_on(Arc::new(SqliteStore::in_memory().unwrap()), faults)
+async fn fixture(faults: Vec<Fault>) -> Fixture {
+    fixture_on(Arc::new(SqliteStore::in_memory().unwrap()), faults).await
 }
 
-fn fixture_on(store: Arc<dyn fleet_store::Store>, faults: Vec<Fault>) -> Fixture {
+async fn fixture_on(store: Arc<dyn fleet_store::Store>, faults: Vec<Fault>) -> Fixture {
     let latency = Latency {
         min: Duration::from_millis(100),
         max: Duration::from_millis(300),
@@ -60,6 +60,7 @@ fn fixture_on(store: Arc<dyn fleet_store::Store>, faults: Vec<Fault>) -> Fixture
         Arc::clone(&cloud) as Arc<dyn Agent>,
         DirectorSettings::default(),
     )
+    .await
     .unwrap();
     director
         .upload_release(&Release {
@@ -74,6 +75,7 @@ fn fixture_on(store: Arc<dyn fleet_store::Store>, faults: Vec<Fault>) -> Fixture
                 dependencies: vec![],
             }],
         })
+        .await
         .unwrap();
     for version in ["1.0", "2.0"] {
         director
@@ -82,13 +84,17 @@ fn fixture_on(store: Arc<dyn fleet_store::Store>, faults: Vec<Fault>) -> Fixture
                 os: "jammy".into(),
                 version: version.into(),
             })
+            .await
             .unwrap();
     }
     Fixture { director, cloud }
 }
 
 async fn deploy(director: &Director, text: &str) -> Task {
-    let task = director.deploy(text, DeployOptions::default()).unwrap();
+    let task = director
+        .deploy(text, DeployOptions::default())
+        .await
+        .unwrap();
     director.wait(task.id).await.unwrap()
 }
 
@@ -100,11 +106,11 @@ fn failed(task: &Task) -> String {
 
 #[tokio::test(start_paused = true)]
 async fn a_deploy_creates_starts_and_records_every_instance() {
-    let f = fixture(vec![]);
+    let f = fixture(vec![]).await;
     let task = deploy(&f.director, &manifest("d", 3, "1.0", 1024)).await;
     assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
     assert_eq!(task.description, "create deployment");
-    let instances = f.director.instances("d").unwrap();
+    let instances = f.director.instances("d").await.unwrap();
     assert_eq!(instances.len(), 3);
     assert!(
         instances
@@ -112,17 +118,18 @@ async fn a_deploy_creates_starts_and_records_every_instance() {
             .all(|i| i.vm_cid.is_some() && i.applied.is_some() && i.disk_cid.is_some())
     );
     assert_eq!(instances[1].az.as_deref(), Some("z2"));
-    assert_eq!(f.director.vms("d").unwrap().len(), 3);
-    assert_eq!(f.cloud.vms().len(), 3);
+    assert_eq!(f.director.vms("d").await.unwrap().len(), 3);
+    assert_eq!(f.cloud.vms().await.len(), 3);
     assert!(
         f.director
             .deployment("d")
+            .await
             .unwrap()
             .unwrap()
             .manifest
             .is_some()
     );
-    let events = f.director.events(task.id).unwrap();
+    let events = f.director.events(task.id).await.unwrap();
     let stages: Vec<&str> = events.iter().map(|e| e.stage.as_str()).collect();
     assert!(stages.contains(&"Preparing deployment"));
     assert!(stages.contains(&"Creating missing vms"));
@@ -137,42 +144,50 @@ async fn a_deploy_creates_starts_and_records_every_instance() {
     assert_eq!(updates[1].state, EventState::Finished);
     assert_eq!(updates[1].task, updates[0].task);
     assert!(
-        f.director.locks().unwrap().is_empty(),
+        f.director.locks().await.unwrap().is_empty(),
         "the lock was released"
     );
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_second_operation_on_a_locked_deployment_is_refused_naming_the_holder() {
-    let f = fixture(vec![]);
+    let f = fixture(vec![]).await;
     let first = f
         .director
         .deploy(&manifest("d", 2, "1.0", 0), DeployOptions::default())
+        .await
         .unwrap();
     let refused = f
         .director
-        .deploy(&manifest("d", 2, "1.0", 0), DeployOptions::default());
+        .deploy(&manifest("d", 2, "1.0", 0), DeployOptions::default())
+        .await;
     match refused {
         Err(DirectorError::Locked { deployment, task }) => {
             assert_eq!((deployment.as_str(), task), ("d", first.id));
         }
         other => panic!("expected a lock error, got {other:?}"),
     }
-    assert_eq!(f.director.lock_holder("d").unwrap(), Some(first.id));
+    assert_eq!(f.director.lock_holder("d").await.unwrap(), Some(first.id));
     assert!(
         f.director
             .deploy(&manifest("other", 1, "1.0", 0), DeployOptions::default())
+            .await
             .is_ok()
     );
     f.director.wait(first.id).await.unwrap();
-    assert!(f.director.recreate("d", RecreateOptions::default()).is_ok());
+    assert!(
+        f.director
+            .recreate("d", RecreateOptions::default())
+            .await
+            .is_ok()
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn an_unchanged_redeploy_touches_nothing() {
-    let f = fixture(vec![]);
+    let f = fixture(vec![]).await;
     deploy(&f.director, &manifest("d", 2, "1.0", 0)).await;
-    let before = f.cloud.vms();
+    let before = f.cloud.vms().await;
     let task = deploy(&f.director, &manifest("d", 2, "1.0", 0)).await;
     assert_eq!(task.state, TaskState::Done);
     assert_eq!(task.description, "update deployment");
@@ -182,39 +197,40 @@ async fn an_unchanged_redeploy_touches_nothing() {
             .unwrap()
             .contains("0 instances updated")
     );
-    assert_eq!(f.cloud.vms(), before);
-    let events = f.director.events(task.id).unwrap();
+    assert_eq!(f.cloud.vms().await, before);
+    let events = f.director.events(task.id).await.unwrap();
     assert!(events.iter().all(|e| e.stage != "Updating instance"));
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_new_stemcell_replaces_every_vm_and_keeps_the_disks() {
-    let f = fixture(vec![]);
+    let f = fixture(vec![]).await;
     deploy(&f.director, &manifest("d", 2, "1.0", 1024)).await;
-    let before = f.director.instances("d").unwrap();
+    let before = f.director.instances("d").await.unwrap();
     let task = deploy(&f.director, &manifest("d", 2, "2.0", 1024)).await;
     assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
-    let after = f.director.instances("d").unwrap();
+    let after = f.director.instances("d").await.unwrap();
     for (b, a) in before.iter().zip(&after) {
         assert_eq!(a.id, b.id);
         assert_ne!(a.vm_cid, b.vm_cid);
         assert_eq!(a.disk_cid, b.disk_cid);
         assert_eq!(a.applied.as_ref().unwrap().stemcell, "jammy/2.0");
     }
-    assert_eq!(f.cloud.vms().len(), 2, "old VMs deleted");
+    assert_eq!(f.cloud.vms().await.len(), 2, "old VMs deleted");
 }
 
 #[tokio::test(start_paused = true)]
 async fn scaling_down_deletes_vms_and_orphans_their_disks() {
-    let f = fixture(vec![]);
+    let f = fixture(vec![]).await;
     deploy(&f.director, &manifest("d", 3, "1.0", 1024)).await;
     let task = deploy(&f.director, &manifest("d", 1, "1.0", 1024)).await;
     assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
-    assert_eq!(f.director.instances("d").unwrap().len(), 1);
-    assert_eq!(f.cloud.vms().len(), 1);
+    assert_eq!(f.director.instances("d").await.unwrap().len(), 1);
+    assert_eq!(f.cloud.vms().await.len(), 1);
     let orphaned = f
         .director
         .disks("d")
+        .await
         .unwrap()
         .into_iter()
         .filter(|d| d.orphaned)
@@ -224,7 +240,7 @@ async fn scaling_down_deletes_vms_and_orphans_their_disks() {
 
 #[tokio::test(start_paused = true)]
 async fn a_create_vm_fault_fails_the_task_naming_the_step_and_instance() {
-    let f = fixture(vec![]);
+    let f = fixture(vec![]).await;
     // Packages compiled first, so that the fault meets an instance's VM.
     deploy(&f.director, &manifest("warm", 1, "1.0", 0)).await;
     f.cloud.set_faults(vec![Fault {
@@ -241,11 +257,12 @@ async fn a_create_vm_fault_fails_the_task_naming_the_step_and_instance() {
     let failed = f
         .director
         .events(task.id)
+        .await
         .unwrap()
         .into_iter()
         .find(|e| e.state == EventState::Failed);
     assert_eq!(failed.unwrap().stage, "Creating missing vms");
-    assert!(f.director.locks().unwrap().is_empty());
+    assert!(f.director.locks().await.unwrap().is_empty());
 }
 
 #[tokio::test(start_paused = true)]
@@ -255,7 +272,8 @@ async fn jobs_that_do_not_start_fail_the_task_after_the_watch_time() {
         deployment: "flaky".into(),
         instance_group: String::new(),
         probability: 1.0,
-    }]);
+    }])
+    .await;
     let start = tokio::time::Instant::now();
     let task = deploy(&f.director, &manifest("flaky", 2, "1.0", 0)).await;
     assert_eq!(task.state, TaskState::Error);
@@ -273,6 +291,7 @@ async fn jobs_that_do_not_start_fail_the_task_after_the_watch_time() {
     let updated = f
         .director
         .events(task.id)
+        .await
         .unwrap()
         .into_iter()
         .filter(|e| e.stage == "Updating instance" && e.state == EventState::Started)
@@ -282,11 +301,11 @@ async fn jobs_that_do_not_start_fail_the_task_after_the_watch_time() {
 
 #[tokio::test(start_paused = true)]
 async fn unresponsive_agents_fail_a_deploy_and_are_replaced_by_recreate_with_fix() {
-    let f = fixture(vec![]);
+    let f = fixture(vec![]).await;
     deploy(&f.director, &manifest("d", 2, "1.0", 1024)).await;
-    let instances = f.director.instances("d").unwrap();
+    let instances = f.director.instances("d").await.unwrap();
     let stuck = instances[0].agent_id.clone().unwrap();
-    f.cloud.set_responsive(&stuck, false).unwrap();
+    f.cloud.set_responsive(&stuck, false).await.unwrap();
 
     let task = deploy(&f.director, &manifest("d", 2, "2.0", 1024)).await;
     assert_eq!(task.state, TaskState::Error);
@@ -304,10 +323,11 @@ async fn unresponsive_agents_fail_a_deploy_and_are_replaced_by_recreate_with_fix
                 ..RecreateOptions::default()
             },
         )
+        .await
         .unwrap();
     let done = f.director.wait(recreate.id).await.unwrap();
     assert_eq!(done.state, TaskState::Done, "{:?}", done.result);
-    let after = f.director.instances("d").unwrap();
+    let after = f.director.instances("d").await.unwrap();
     assert_ne!(after[0].agent_id.as_deref(), Some(stuck.as_str()));
     assert_ne!(
         after[1].vm_cid, instances[1].vm_cid,
@@ -321,16 +341,18 @@ async fn unresponsive_agents_fail_a_deploy_and_are_replaced_by_recreate_with_fix
 
 #[tokio::test(start_paused = true)]
 async fn an_invalid_manifest_fails_the_task_and_changes_nothing() {
-    let f = fixture(vec![]);
+    let f = fixture(vec![]).await;
     let task = deploy(&f.director, &manifest("d", 2, "9.9", 0)).await;
     assert!(
         failed(&task).contains("stemcells.default: `jammy/9.9` is not uploaded"),
         "{:?}",
         task.result
     );
-    assert!(f.director.instances("d").unwrap().is_empty());
+    assert!(f.director.instances("d").await.unwrap().is_empty());
     assert!(matches!(
-        f.director.deploy("not: [yaml", DeployOptions::default()),
+        f.director
+            .deploy("not: [yaml", DeployOptions::default())
+            .await,
         Err(DirectorError::Manifest(_))
     ));
 }
@@ -352,8 +374,9 @@ async fn tasks_left_running_by_a_crash_are_errored_on_the_next_start() {
                 Arc::clone(&store),
                 SimulationSettings::default(),
             ));
-            let director =
-                Director::new(store, cloud.clone(), cloud, DirectorSettings::default()).unwrap();
+            let director = Director::new(store, cloud.clone(), cloud, DirectorSettings::default())
+                .await
+                .unwrap();
             director
                 .upload_release(&Release {
                     name: "nginx".into(),
@@ -364,6 +387,7 @@ async fn tasks_left_running_by_a_crash_are_errored_on_the_next_start() {
                     }],
                     packages: vec![],
                 })
+                .await
                 .unwrap();
             director
                 .upload_stemcell(&Stemcell {
@@ -371,9 +395,11 @@ async fn tasks_left_running_by_a_crash_are_errored_on_the_next_start() {
                     os: "jammy".into(),
                     version: "1.0".into(),
                 })
+                .await
                 .unwrap();
             director
                 .deploy(&manifest("d", 1, "1.0", 0), DeployOptions::default())
+                .await
                 .unwrap();
         });
         drop(runtime);
@@ -385,13 +411,16 @@ async fn tasks_left_running_by_a_crash_are_errored_on_the_next_start() {
         Arc::clone(&store),
         SimulationSettings::default(),
     ));
-    let director = Director::new(store, cloud.clone(), cloud, DirectorSettings::default()).unwrap();
-    let task = director.task(1).unwrap().unwrap();
+    let director = Director::new(store, cloud.clone(), cloud, DirectorSettings::default())
+        .await
+        .unwrap();
+    let task = director.task(1).await.unwrap().unwrap();
     assert_eq!(task.state, TaskState::Error);
     assert_eq!(task.result.as_deref(), Some(RECOVERY_REASON));
-    assert!(director.locks().unwrap().is_empty());
+    assert!(director.locks().await.unwrap().is_empty());
     let again = director
         .deploy(&manifest("d", 1, "1.0", 0), DeployOptions::default())
+        .await
         .unwrap();
     assert_eq!(
         director.wait(again.id).await.unwrap().state,
@@ -401,7 +430,7 @@ async fn tasks_left_running_by_a_crash_are_errored_on_the_next_start() {
 
 #[tokio::test(start_paused = true)]
 async fn a_dry_run_changes_nothing() {
-    let f = fixture(vec![]);
+    let f = fixture(vec![]).await;
     let task = f
         .director
         .deploy(
@@ -411,6 +440,7 @@ async fn a_dry_run_changes_nothing() {
                 ..DeployOptions::default()
             },
         )
+        .await
         .unwrap();
     let task = f.director.wait(task.id).await.unwrap();
     assert_eq!(task.state, TaskState::Done);
@@ -419,21 +449,21 @@ async fn a_dry_run_changes_nothing() {
             .unwrap()
             .starts_with("dry run: 2 instances would be updated")
     );
-    assert!(f.cloud.vms().is_empty());
+    assert!(f.cloud.vms().await.is_empty());
 }
 
 #[tokio::test(start_paused = true)]
 async fn delete_removes_vms_and_the_deployment() {
-    let f = fixture(vec![]);
+    let f = fixture(vec![]).await;
     deploy(&f.director, &manifest("d", 2, "1.0", 1024)).await;
-    let task = f.director.delete("d").unwrap();
+    let task = f.director.delete("d").await.unwrap();
     assert_eq!(
         f.director.wait(task.id).await.unwrap().state,
         TaskState::Done
     );
-    assert!(f.director.deployment("d").unwrap().is_none());
-    assert!(f.cloud.vms().is_empty());
-    assert!(f.director.instances("d").unwrap().is_empty());
+    assert!(f.director.deployment("d").await.unwrap().is_none());
+    assert!(f.cloud.vms().await.is_empty());
+    assert!(f.director.instances("d").await.unwrap().is_empty());
 }
 
 #[tokio::test(start_paused = true)]
@@ -443,7 +473,8 @@ async fn a_failure_in_one_parallel_group_stops_the_groups_beside_it() {
         deployment: String::new(),
         instance_group: "broken".into(),
         probability: 1.0,
-    }]);
+    }])
+    .await;
     let text = "name: side
 releases: [{name: nginx, version: '1'}]
 stemcells: [{alias: default, os: jammy, version: '1.0'}]
@@ -475,6 +506,7 @@ instance_groups:
     let healthy = f
         .director
         .instances("side")
+        .await
         .unwrap()
         .iter()
         .filter(|i| i.group == "healthy" && i.applied.is_some())
@@ -487,7 +519,7 @@ instance_groups:
 
 #[tokio::test(start_paused = true)]
 async fn an_unresponsive_fault_fails_the_task_naming_the_call_and_instance() {
-    let f = fixture(vec![]);
+    let f = fixture(vec![]).await;
     deploy(&f.director, &manifest("warm", 1, "1.0", 0)).await;
     f.cloud.set_faults(vec![Fault {
         kind: FaultKind::Unresponsive,
@@ -507,11 +539,11 @@ async fn an_unresponsive_fault_fails_the_task_naming_the_call_and_instance() {
 
 #[tokio::test(start_paused = true)]
 async fn an_update_cut_short_is_redone_by_the_next_deploy() {
-    let f = fixture(vec![]);
+    let f = fixture(vec![]).await;
     deploy(&f.director, &manifest("d", 1, "1.0", 1024)).await;
     // Compile for the new stemcell beforehand, so that the fault meets the instance.
     deploy(&f.director, &manifest("warm", 1, "2.0", 0)).await;
-    let before = f.director.instances("d").unwrap().remove(0);
+    let before = f.director.instances("d").await.unwrap().remove(0);
     f.cloud.set_faults(vec![Fault {
         kind: FaultKind::CreateVm,
         deployment: "d".into(),
@@ -520,7 +552,7 @@ async fn an_update_cut_short_is_redone_by_the_next_deploy() {
     }]);
     let failed = deploy(&f.director, &manifest("d", 1, "2.0", 1024)).await;
     assert_eq!(failed.state, TaskState::Error);
-    let broken = f.director.instances("d").unwrap().remove(0);
+    let broken = f.director.instances("d").await.unwrap().remove(0);
     assert!(
         broken.vm_cid.is_none(),
         "the old VM was deleted before create_vm failed"
@@ -534,26 +566,26 @@ async fn an_update_cut_short_is_redone_by_the_next_deploy() {
     // Even the old manifest repairs it: a missing VM is a change.
     let repaired = deploy(&f.director, &manifest("d", 1, "1.0", 1024)).await;
     assert_eq!(repaired.state, TaskState::Done, "{:?}", repaired.result);
-    let after = f.director.instances("d").unwrap().remove(0);
+    let after = f.director.instances("d").await.unwrap().remove(0);
     assert!(after.vm_cid.is_some());
     assert_eq!(
         after.disk_cid, before.disk_cid,
         "the same disk is attached again"
     );
-    assert_eq!(f.director.vms("d").unwrap().len(), 1);
+    assert_eq!(f.director.vms("d").await.unwrap().len(), 1);
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_resized_disk_is_migrated_and_the_old_one_orphaned() {
-    let f = fixture(vec![]);
+    let f = fixture(vec![]).await;
     deploy(&f.director, &manifest("d", 1, "1.0", 1024)).await;
-    let before = f.director.instances("d").unwrap().remove(0);
+    let before = f.director.instances("d").await.unwrap().remove(0);
     let task = deploy(&f.director, &manifest("d", 1, "1.0", 2048)).await;
     assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
-    let after = f.director.instances("d").unwrap().remove(0);
+    let after = f.director.instances("d").await.unwrap().remove(0);
     assert_ne!(after.disk_cid, before.disk_cid);
     assert_eq!(after.vm_cid, before.vm_cid, "a disk change keeps the VM");
-    let disks = f.director.disks("d").unwrap();
+    let disks = f.director.disks("d").await.unwrap();
     let orphaned: Vec<_> = disks.iter().filter(|d| d.orphaned).collect();
     assert_eq!(orphaned.len(), 1);
     assert_eq!(
@@ -564,9 +596,9 @@ async fn a_resized_disk_is_migrated_and_the_old_one_orphaned() {
 
 #[tokio::test(start_paused = true)]
 async fn a_retried_migration_reuses_the_disk_the_failed_attempt_created() {
-    let f = fixture(vec![]);
+    let f = fixture(vec![]).await;
     deploy(&f.director, &manifest("d", 1, "1.0", 1024)).await;
-    let before = f.director.instances("d").unwrap().remove(0);
+    let before = f.director.instances("d").await.unwrap().remove(0);
     // What a migration that failed after creating its disk leaves behind.
     let left = f
         .cloud
@@ -589,22 +621,23 @@ async fn a_retried_migration_reuses_the_disk_the_failed_attempt_created() {
             "d",
             &record,
         )])
+        .await
         .unwrap();
     let task = deploy(&f.director, &manifest("d", 1, "1.0", 2048)).await;
     assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
-    let after = f.director.instances("d").unwrap().remove(0);
+    let after = f.director.instances("d").await.unwrap().remove(0);
     assert_eq!(after.disk_cid.as_deref(), Some(left.as_str()));
-    let disks = f.director.disks("d").unwrap();
+    let disks = f.director.disks("d").await.unwrap();
     assert_eq!(disks.len(), 2, "no third disk: {disks:?}");
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_disk_added_with_a_new_stemcell_is_created_once() {
-    let f = fixture(vec![]);
+    let f = fixture(vec![]).await;
     deploy(&f.director, &manifest("d", 1, "1.0", 0)).await;
     let task = deploy(&f.director, &manifest("d", 1, "2.0", 1024)).await;
     assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
-    let disks = f.director.disks("d").unwrap();
+    let disks = f.director.disks("d").await.unwrap();
     assert_eq!(disks.len(), 1, "{disks:?}");
     assert!(!disks[0].orphaned);
 }
@@ -622,7 +655,9 @@ async fn deploy_duration(seed: u64) -> Duration {
         faults: vec![],
     };
     let cloud = Arc::new(SimulatedCloud::new(Arc::clone(&store), settings));
-    let director = Director::new(store, cloud.clone(), cloud, DirectorSettings::default()).unwrap();
+    let director = Director::new(store, cloud.clone(), cloud, DirectorSettings::default())
+        .await
+        .unwrap();
     director
         .upload_release(&Release {
             name: "nginx".into(),
@@ -633,6 +668,7 @@ async fn deploy_duration(seed: u64) -> Duration {
             }],
             packages: vec![],
         })
+        .await
         .unwrap();
     director
         .upload_stemcell(&Stemcell {
@@ -640,10 +676,12 @@ async fn deploy_duration(seed: u64) -> Duration {
             os: "jammy".into(),
             version: "1.0".into(),
         })
+        .await
         .unwrap();
     let start = tokio::time::Instant::now();
     let task = director
         .deploy(&manifest("d", 5, "1.0", 1024), DeployOptions::default())
+        .await
         .unwrap();
     director.wait(task.id).await.unwrap();
     tokio::time::Instant::now() - start
@@ -694,15 +732,16 @@ instance_groups:
         )
     }
 
-    fn global() -> Fixture {
-        let f = fixture(vec![]);
-        f.director.update_cloud_config(CLOUD).unwrap();
+    async fn global() -> Fixture {
+        let f = fixture(vec![]).await;
+        f.director.update_cloud_config(CLOUD).await.unwrap();
         f
     }
 
-    fn addresses(f: &Fixture, deployment: &str) -> Vec<String> {
+    async fn addresses(f: &Fixture, deployment: &str) -> Vec<String> {
         f.director
             .instances(deployment)
+            .await
             .unwrap()
             .iter()
             .map(|i| i.applied.as_ref().unwrap().networks.join(","))
@@ -711,20 +750,22 @@ instance_groups:
 
     #[tokio::test(start_paused = true)]
     async fn deployments_share_the_cloud_configs_address_space_without_overlap() {
-        let f = global();
+        let f = global().await;
         let (a, b) = (
             f.director
                 .deploy(&on("a", 3, "default", &[]), DeployOptions::default())
+                .await
                 .unwrap(),
             f.director
                 .deploy(&on("b", 3, "default", &[]), DeployOptions::default())
+                .await
                 .unwrap(),
         );
         // Both deploy at once.
         assert_eq!(f.director.wait(a.id).await.unwrap().state, TaskState::Done);
         assert_eq!(f.director.wait(b.id).await.unwrap().state, TaskState::Done);
-        let mut all: Vec<String> = addresses(&f, "a");
-        all.extend(addresses(&f, "b"));
+        let mut all: Vec<String> = addresses(&f, "a").await;
+        all.extend(addresses(&f, "b").await);
         let unique: std::collections::BTreeSet<_> = all.iter().collect();
         assert_eq!(unique.len(), 6, "{all:?}");
         assert!(
@@ -739,34 +780,34 @@ instance_groups:
 
     #[tokio::test(start_paused = true)]
     async fn deleting_a_deployment_returns_its_addresses() {
-        let f = global();
+        let f = global().await;
         deploy(&f.director, &on("a", 2, "default", &[])).await;
-        let mut freed = addresses(&f, "a");
+        let mut freed = addresses(&f, "a").await;
         freed.sort();
-        let task = f.director.delete("a").unwrap();
+        let task = f.director.delete("a").await.unwrap();
         assert_eq!(
             f.director.wait(task.id).await.unwrap().state,
             TaskState::Done
         );
-        assert!(f.director.core.store.ips_of("a").unwrap().is_empty());
+        assert!(f.director.core.store.ips_of("a").await.unwrap().is_empty());
         deploy(&f.director, &on("b", 2, "default", &[])).await;
-        let mut reused = addresses(&f, "b");
+        let mut reused = addresses(&f, "b").await;
         reused.sort();
         assert_eq!(reused, freed);
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_redeploy_keeps_addresses_and_scaling_down_releases_them() {
-        let f = global();
+        let f = global().await;
         deploy(&f.director, &on("a", 3, "default", &[])).await;
-        let before = addresses(&f, "a");
+        let before = addresses(&f, "a").await;
         let again = deploy(&f.director, &on("a", 3, "default", &[])).await;
         assert!(again.result.unwrap().contains("0 instances updated"));
-        assert_eq!(addresses(&f, "a"), before);
+        assert_eq!(addresses(&f, "a").await, before);
         deploy(&f.director, &on("a", 1, "default", &[])).await;
         // The released addresses go to the next deployment that asks.
         deploy(&f.director, &on("b", 2, "default", &[])).await;
-        let mut reused = addresses(&f, "b");
+        let mut reused = addresses(&f, "b").await;
         reused.sort();
         let mut freed = before[1..].to_vec();
         freed.sort();
@@ -775,9 +816,9 @@ instance_groups:
 
     #[tokio::test(start_paused = true)]
     async fn an_instance_keeps_its_address_while_its_vm_is_gone() {
-        let f = global();
+        let f = global().await;
         deploy(&f.director, &on("a", 1, "default", &[])).await;
-        let before = f.director.instances("a").unwrap().remove(0);
+        let before = f.director.instances("a").await.unwrap().remove(0);
         // Someone deletes the VM in the IaaS console.
         f.cloud
             .delete_vm(before.vm_cid.as_deref().unwrap())
@@ -785,7 +826,7 @@ instance_groups:
             .unwrap();
         // Meanwhile another deployment cannot take the address.
         deploy(&f.director, &on("b", 1, "default", &[])).await;
-        assert_ne!(addresses(&f, "b"), addresses(&f, "a"));
+        assert_ne!(addresses(&f, "b").await, addresses(&f, "a").await);
         // Recreating with fix (what cloud check does) brings the instance back on it.
         let task = f
             .director
@@ -796,12 +837,13 @@ instance_groups:
                     ..RecreateOptions::default()
                 },
             )
+            .await
             .unwrap();
         assert_eq!(
             f.director.wait(task.id).await.unwrap().state,
             TaskState::Done
         );
-        let after = f.director.instances("a").unwrap().remove(0);
+        let after = f.director.instances("a").await.unwrap().remove(0);
         assert_ne!(after.vm_cid, before.vm_cid);
         assert_eq!(
             after.applied.unwrap().networks,
@@ -811,24 +853,27 @@ instance_groups:
 
     #[tokio::test(start_paused = true)]
     async fn a_detached_instance_keeps_its_address_and_gets_it_back_when_started() {
-        let f = global();
+        let f = global().await;
         deploy(&f.director, &on("a", 2, "default", &[])).await;
-        let before = f.director.instances("a").unwrap();
-        let stop = f.director.stop("a", true).unwrap();
+        let before = f.director.instances("a").await.unwrap();
+        let stop = f.director.stop("a", true).await.unwrap();
         assert_eq!(
             f.director.wait(stop.id).await.unwrap().state,
             TaskState::Done
         );
-        let detached = f.director.instances("a").unwrap();
+        let detached = f.director.instances("a").await.unwrap();
         assert!(
             detached
                 .iter()
                 .all(|i| i.vm_cid.is_none() && i.state == model::DesiredState::Detached)
         );
-        assert!(f.cloud.vms().is_empty(), "stop --hard deletes the VMs");
+        assert!(
+            f.cloud.vms().await.is_empty(),
+            "stop --hard deletes the VMs"
+        );
         // The addresses stay reserved while the instances have no VM.
         deploy(&f.director, &on("b", 2, "default", &[])).await;
-        let b = addresses(&f, "b");
+        let b = addresses(&f, "b").await;
         assert!(
             before
                 .iter()
@@ -837,10 +882,10 @@ instance_groups:
         // A deploy leaves detached instances alone; start brings them back on their addresses.
         let unchanged = deploy(&f.director, &on("a", 2, "default", &[])).await;
         assert!(unchanged.result.unwrap().contains("0 instances updated"));
-        let start = f.director.start("a").unwrap();
+        let start = f.director.start("a").await.unwrap();
         let started = f.director.wait(start.id).await.unwrap();
         assert_eq!(started.state, TaskState::Done, "{:?}", started.result);
-        let after = f.director.instances("a").unwrap();
+        let after = f.director.instances("a").await.unwrap();
         for (b, a) in before.iter().zip(&after) {
             assert!(a.vm_cid.is_some());
             assert_eq!(a.state, model::DesiredState::Started);
@@ -854,11 +899,11 @@ instance_groups:
 
     #[tokio::test(start_paused = true)]
     async fn an_address_moved_to_a_renamed_network_stays_reserved() {
-        let f = global();
+        let f = global().await;
         let renamed = format!(
             "{CLOUD}- name: renamed\n  subnets:\n  - {{range: 10.10.0.0/24, gateway: 10.10.0.1, static: [10.10.0.200 - 10.10.0.210], azs: [z1, z2]}}\n"
         );
-        f.director.update_cloud_config(&renamed).unwrap();
+        f.director.update_cloud_config(&renamed).await.unwrap();
         deploy(&f.director, &on("a", 1, "default", &["10.10.0.200"])).await;
         let moved = deploy(&f.director, &on("a", 1, "renamed", &["10.10.0.200"])).await;
         assert_eq!(moved.state, TaskState::Done, "{:?}", moved.result);
@@ -873,7 +918,7 @@ instance_groups:
 
     #[tokio::test(start_paused = true)]
     async fn an_address_claimed_by_a_failed_plan_is_released_when_the_change_is_reverted() {
-        let f = global();
+        let f = global().await;
         deploy(&f.director, &on("a", 1, "default", &["10.10.0.200"])).await;
         // The first instance claims .201 before the second fails to reserve.
         let failed = deploy(
@@ -896,13 +941,14 @@ instance_groups:
 
     #[tokio::test(start_paused = true)]
     async fn a_held_static_address_that_became_reserved_is_refused() {
-        let f = global();
+        let f = global().await;
         deploy(&f.director, &on("a", 1, "default", &["10.10.0.200"])).await;
         f.director
             .update_cloud_config(&CLOUD.replace(
                 "static: [10.10.0.200 - 10.10.0.210]",
                 "reserved: [10.10.0.200], static: [10.10.0.201 - 10.10.0.210]",
             ))
+            .await
             .unwrap();
         let refused = deploy(&f.director, &on("a", 1, "default", &["10.10.0.200"])).await;
         assert!(
@@ -914,7 +960,7 @@ instance_groups:
 
     #[tokio::test(start_paused = true)]
     async fn a_dynamic_network_never_pins_an_address_nor_recreates_vms() {
-        let f = fixture(vec![]);
+        let f = fixture(vec![]).await;
         let manifest = |name: &str| {
             format!(
                 "name: {name}
@@ -934,14 +980,14 @@ instance_groups:
             )
         };
         deploy(&f.director, &manifest("d")).await;
-        assert!(addresses(&f, "d").iter().all(|a| a == "iaas"));
+        assert!(addresses(&f, "d").await.iter().all(|a| a == "iaas"));
         let again = deploy(&f.director, &manifest("d")).await;
         assert!(again.result.unwrap().contains("0 instances updated"));
     }
 
     #[tokio::test(start_paused = true)]
     async fn swapping_static_addresses_is_refused() {
-        let f = global();
+        let f = global().await;
         deploy(
             &f.director,
             &on("a", 2, "default", &["10.10.0.200", "10.10.0.201"]),
@@ -961,16 +1007,16 @@ instance_groups:
 
     #[tokio::test(start_paused = true)]
     async fn a_changed_static_address_moves_the_instance_and_frees_the_old_one() {
-        let f = global();
+        let f = global().await;
         deploy(&f.director, &on("a", 1, "default", &["10.10.0.200"])).await;
-        let before = f.director.instances("a").unwrap().remove(0);
+        let before = f.director.instances("a").await.unwrap().remove(0);
         assert_eq!(
             before.applied.as_ref().unwrap().networks,
             ["default/10.10.0.200"]
         );
         let moved = deploy(&f.director, &on("a", 1, "default", &["10.10.0.201"])).await;
         assert_eq!(moved.state, TaskState::Done, "{:?}", moved.result);
-        let after = f.director.instances("a").unwrap().remove(0);
+        let after = f.director.instances("a").await.unwrap().remove(0);
         assert_eq!(
             after.applied.as_ref().unwrap().networks,
             ["default/10.10.0.201"]
@@ -983,7 +1029,7 @@ instance_groups:
 
     #[tokio::test(start_paused = true)]
     async fn a_failed_move_holds_both_addresses_until_the_next_deploy() {
-        let f = global();
+        let f = global().await;
         deploy(&f.director, &on("a", 1, "default", &["10.10.0.200"])).await;
         f.cloud.set_faults(vec![Fault {
             kind: FaultKind::CreateVm,
@@ -1018,25 +1064,31 @@ instance_groups:
 
     #[tokio::test(start_paused = true)]
     async fn an_address_on_a_removed_network_is_released() {
-        let f = global();
+        let f = global().await;
         deploy(&f.director, &on("a", 1, "other", &[])).await;
-        let old = addresses(&f, "a");
+        let old = addresses(&f, "a").await;
         assert!(old[0].starts_with("other/10.20.0."));
-        f.director.update_cloud_config(&CLOUD.replace("- name: other\n  subnets:\n  - {range: 10.20.0.0/24, gateway: 10.20.0.1, azs: [z1, z2]}\n", "")).unwrap();
+        f.director.update_cloud_config(&CLOUD.replace("- name: other\n  subnets:\n  - {range: 10.20.0.0/24, gateway: 10.20.0.1, azs: [z1, z2]}\n", "")).await.unwrap();
         let moved = deploy(&f.director, &on("a", 1, "default", &[])).await;
         assert_eq!(moved.state, TaskState::Done, "{:?}", moved.result);
-        assert!(addresses(&f, "a")[0].starts_with("default/"));
+        assert!(addresses(&f, "a").await[0].starts_with("default/"));
         let ip = old[0].trim_start_matches("other/");
         let n = crate::network::to_u32(ip.parse().unwrap());
         assert!(
-            f.director.core.store.ips_in(n, n).unwrap().is_empty(),
+            f.director
+                .core
+                .store
+                .blocking()
+                .ips_in(n, n)
+                .unwrap()
+                .is_empty(),
             "{ip} is still reserved"
         );
     }
 
     #[tokio::test(start_paused = true)]
     async fn reservation_errors_fail_the_deploy_naming_instance_network_and_address() {
-        let f = global();
+        let f = global().await;
         let outside = deploy(&f.director, &on("a", 1, "default", &["10.99.0.5"])).await;
         let text = outside.result.unwrap();
         assert!(
@@ -1053,7 +1105,15 @@ instance_groups:
                 .contains("NetworkReservationNotEnoughCapacity")
         );
         // The addresses claimed before the network ran out are free again.
-        assert!(f.director.core.store.ips_of("big").unwrap().is_empty());
+        assert!(
+            f.director
+                .core
+                .store
+                .ips_of("big")
+                .await
+                .unwrap()
+                .is_empty()
+        );
         let fits = deploy(&f.director, &on("small", 250, "other", &[])).await;
         assert_eq!(fits.state, TaskState::Done, "{:?}", fits.result);
         let unknown = deploy(&f.director, &on("c", 1, "nowhere", &[])).await;
@@ -1067,15 +1127,16 @@ instance_groups:
 
     #[tokio::test(start_paused = true)]
     async fn without_a_cloud_config_each_deployment_has_its_own_address_space() {
-        let f = fixture(vec![]);
+        let f = fixture(vec![]).await;
         deploy(&f.director, &manifest("a", 2, "1.0", 0)).await;
         deploy(&f.director, &manifest("b", 2, "1.0", 0)).await;
         // The manifest's own network: the same addresses in both, rebuilt from the agents.
-        assert_eq!(addresses(&f, "a"), addresses(&f, "b"));
+        assert_eq!(addresses(&f, "a").await, addresses(&f, "b").await);
         assert!(
             f.director
                 .core
                 .store
+                .blocking()
                 .ips_in(0, u32::MAX)
                 .unwrap()
                 .is_empty(),
@@ -1089,7 +1150,7 @@ instance_groups:
 mod compilation {
     use super::*;
 
-    fn diamond(director: &Director, cycle: bool) {
+    async fn diamond(director: &Director, cycle: bool) {
         let package = |name: &str, deps: &[&str]| Package {
             name: name.into(),
             dependencies: deps.iter().map(|d| d.to_string()).collect(),
@@ -1114,6 +1175,7 @@ mod compilation {
                     base,
                 ],
             })
+            .await
             .unwrap();
     }
 
@@ -1140,8 +1202,8 @@ instance_groups:
 
     #[tokio::test(start_paused = true)]
     async fn a_diamond_compiles_each_package_once_dependencies_first_within_the_workers() {
-        let f = fixture(vec![]);
-        diamond(&f.director, false);
+        let f = fixture(vec![]).await;
+        diamond(&f.director, false).await;
         let task = deploy(&f.director, &manifest("d", "1.0")).await;
         assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
         let compiled = f.cloud.compiled();
@@ -1154,8 +1216,12 @@ instance_groups:
             2,
             "left and right compile together, no more"
         );
-        assert_eq!(f.cloud.vms().len(), 2, "the compilation VMs were deleted");
-        let events = f.director.events(task.id).unwrap();
+        assert_eq!(
+            f.cloud.vms().await.len(),
+            2,
+            "the compilation VMs were deleted"
+        );
+        let events = f.director.events(task.id).await.unwrap();
         let compiling: Vec<_> = events
             .iter()
             .filter(|e| e.stage == "Compiling packages")
@@ -1177,8 +1243,8 @@ instance_groups:
 
     #[tokio::test(start_paused = true)]
     async fn a_package_cycle_fails_the_deploy_naming_it() {
-        let f = fixture(vec![]);
-        diamond(&f.director, true);
+        let f = fixture(vec![]).await;
+        diamond(&f.director, true).await;
         let task = deploy(&f.director, &manifest("d", "1.0")).await;
         assert_eq!(task.state, TaskState::Error);
         let result = task.result.unwrap();
@@ -1186,15 +1252,15 @@ instance_groups:
             result.contains("package dependency cycle in release diamond/1"),
             "{result}"
         );
-        assert!(f.cloud.vms().is_empty());
+        assert!(f.cloud.vms().await.is_empty());
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_package_cycle_is_found_before_the_deploy_changes_anything() {
-        let f = fixture(vec![]);
-        diamond(&f.director, false);
+        let f = fixture(vec![]).await;
+        diamond(&f.director, false).await;
         deploy(&f.director, &manifest("d", "1.0")).await;
-        diamond(&f.director, true);
+        diamond(&f.director, true).await;
         f.cloud.take_calls();
         let shrunk = manifest("d", "2.0").replace("instances: 2", "instances: 1");
         let task = deploy(&f.director, &shrunk).await;
@@ -1203,7 +1269,7 @@ instance_groups:
             "{:?}",
             task.result
         );
-        assert_eq!(f.director.instances("d").unwrap().len(), 2);
+        assert_eq!(f.director.instances("d").await.unwrap().len(), 2);
         assert_eq!(f.cloud.take_calls(), Vec::<String>::new());
     }
 
@@ -1214,11 +1280,12 @@ instance_groups:
             deployment: "broken".into(),
             instance_group: String::new(),
             probability: 1.0,
-        }]);
-        diamond(&f.director, false);
+        }])
+        .await;
+        diamond(&f.director, false).await;
         f.director
             .update_cloud_config("vm_types: [{name: small}]\nnetworks:\n- name: default\n  subnets: [{range: 10.0.0.0/24, gateway: 10.0.0.1}]\ncompilation: {workers: 2, network: default, reuse_compilation_vms: true}\n")
-            .unwrap();
+            .await.unwrap();
         let task = deploy(&f.director, &manifest("broken", "1.0")).await;
         assert!(
             failed(&task).contains("compiling diamond/1/base"),
@@ -1226,10 +1293,10 @@ instance_groups:
             task.result
         );
         assert!(
-            f.cloud.vms().is_empty(),
+            f.cloud.vms().await.is_empty(),
             "compilation VMs deleted after the failure"
         );
-        let held = f.director.core.store.ips_of("broken").unwrap();
+        let held = f.director.core.store.ips_of("broken").await.unwrap();
         assert!(
             held.iter()
                 .all(|r| !r.owner.instance.starts_with("compilation")),
@@ -1240,13 +1307,14 @@ instance_groups:
 
 #[tokio::test(start_paused = true)]
 async fn azs_are_updated_one_after_another_with_canaries_only_in_the_first() {
-    let f = fixture(vec![]);
+    let f = fixture(vec![]).await;
     deploy(&f.director, &manifest("d", 4, "1.0", 0)).await;
     let task = deploy(&f.director, &manifest("d", 4, "2.0", 0)).await;
     assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
     let events: Vec<_> = f
         .director
         .events(task.id)
+        .await
         .unwrap()
         .into_iter()
         .filter(|e| e.stage == "Updating instance")
@@ -1289,7 +1357,7 @@ mod sequences {
 
     #[tokio::test(start_paused = true)]
     async fn each_kind_of_deploy_makes_exactly_the_directors_calls() {
-        let f = fixture(vec![]);
+        let f = fixture(vec![]).await;
         let first = run(&f, &manifest("d", 1, "1.0", 1024)).await;
         assert_eq!(
             first,
@@ -1346,6 +1414,7 @@ mod sequences {
         let orphaned: Vec<_> = f
             .director
             .disks("d")
+            .await
             .unwrap()
             .into_iter()
             .filter(|d| d.orphaned)
@@ -1401,9 +1470,9 @@ mod sequences {
 
     #[tokio::test(start_paused = true)]
     async fn a_network_change_recreates_the_vm_and_updates_dns() {
-        let f = fixture(vec![]);
+        let f = fixture(vec![]).await;
         let cloud = "vm_types: [{name: small}]\nnetworks:\n- name: default\n  subnets: [{range: 10.0.0.0/24, gateway: 10.0.0.1, static: [10.0.0.100 - 10.0.0.110]}]\n";
-        f.director.update_cloud_config(cloud).unwrap();
+        f.director.update_cloud_config(cloud).await.unwrap();
         let text = |ip: &str| {
             format!(
                 "name: d
@@ -1435,9 +1504,9 @@ instance_groups:
                 "get_state d/web/0",
             ])
         );
-        let id = f.director.instances("d").unwrap()[0].id.clone();
+        let id = f.director.instances("d").await.unwrap()[0].id.clone();
         let dns: Option<String> = fleet_store::get(
-            &*f.director.core.store,
+            &**f.director.core.store.blocking(),
             fleet_store::Collection::Dns,
             &format!("{id}.web.default.d.bosh"),
         )
@@ -1447,17 +1516,18 @@ instance_groups:
 
     #[tokio::test(start_paused = true)]
     async fn recreate_with_fix_skips_the_unresponsive_agent_and_without_fix_fails() {
-        let f = fixture(vec![]);
+        let f = fixture(vec![]).await;
         run(&f, &manifest("d", 1, "1.0", 1024)).await;
-        let agent = f.director.instances("d").unwrap()[0]
+        let agent = f.director.instances("d").await.unwrap()[0]
             .agent_id
             .clone()
             .unwrap();
-        f.cloud.set_responsive(&agent, false).unwrap();
+        f.cloud.set_responsive(&agent, false).await.unwrap();
         f.cloud.take_calls();
         let failed = f
             .director
             .recreate("d", RecreateOptions::default())
+            .await
             .unwrap();
         assert_eq!(
             f.director.wait(failed.id).await.unwrap().state,
@@ -1477,6 +1547,7 @@ instance_groups:
                     ..RecreateOptions::default()
                 },
             )
+            .await
             .unwrap();
         assert_eq!(
             f.director.wait(fixed.id).await.unwrap().state,
@@ -1501,7 +1572,7 @@ instance_groups:
 
     #[tokio::test(start_paused = true)]
     async fn a_failed_canary_touches_no_further_instance() {
-        let f = fixture(vec![]);
+        let f = fixture(vec![]).await;
         run(&f, &manifest("d", 3, "1.0", 0)).await;
         f.cloud.set_faults(vec![Fault {
             kind: FaultKind::JobStart,
@@ -1524,7 +1595,7 @@ instance_groups:
 
     #[tokio::test(start_paused = true)]
     async fn dynamic_drain_waits_and_asks_again() {
-        let f = fixture(vec![]);
+        let f = fixture(vec![]).await;
         run(&f, &manifest("d", 1, "1.0", 0)).await;
         f.cloud.script_drains([-5, -3, 2]);
         let start = tokio::time::Instant::now();
@@ -1555,7 +1626,9 @@ instance_groups:
             snapshots: true,
             ..DirectorSettings::default()
         };
-        let director = Director::new(store, cloud.clone(), cloud.clone(), settings).unwrap();
+        let director = Director::new(store, cloud.clone(), cloud.clone(), settings)
+            .await
+            .unwrap();
         director
             .upload_release(&Release {
                 name: "nginx".into(),
@@ -1566,6 +1639,7 @@ instance_groups:
                 }],
                 packages: vec![],
             })
+            .await
             .unwrap();
         for v in ["1.0", "2.0"] {
             director
@@ -1574,6 +1648,7 @@ instance_groups:
                     os: "jammy".into(),
                     version: v.into(),
                 })
+                .await
                 .unwrap();
         }
         deploy(&director, &manifest("d", 1, "1.0", 1024)).await;
@@ -1601,6 +1676,17 @@ mod store_faults {
         inner: SqliteStore,
         put_task_failures: AtomicU32,
         release_failures: AtomicU32,
+        /// Every thread that called the store.
+        callers: std::sync::Mutex<std::collections::HashSet<std::thread::ThreadId>>,
+    }
+
+    impl FlakyStore {
+        fn seen(&self) {
+            self.callers
+                .lock()
+                .unwrap()
+                .insert(std::thread::current().id());
+        }
     }
 
     fn busy() -> StoreError {
@@ -1616,12 +1702,15 @@ mod store_faults {
 
     impl Store for FlakyStore {
         fn get(&self, c: Collection, key: &str) -> Result<Option<String>, StoreError> {
+            self.seen();
             self.inner.get(c, key)
         }
         fn list(&self, c: Collection, scope: Option<&str>) -> Result<Vec<String>, StoreError> {
+            self.seen();
             self.inner.list(c, scope)
         }
         fn write(&self, batch: Vec<Write>) -> Result<(), StoreError> {
+            self.seen();
             self.inner.write(batch)
         }
         fn create_task(
@@ -1630,42 +1719,53 @@ mod store_faults {
             deployment: Option<&str>,
             lock: Option<&str>,
         ) -> Result<Result<Task, u64>, StoreError> {
+            self.seen();
             self.inner.create_task(kind, deployment, lock)
         }
         fn put_task(&self, task: &Task) -> Result<(), StoreError> {
+            self.seen();
             if take(&self.put_task_failures) {
                 return Err(busy());
             }
             self.inner.put_task(task)
         }
         fn task(&self, id: u64) -> Result<Option<Task>, StoreError> {
+            self.seen();
             self.inner.task(id)
         }
-        fn tasks(&self, filter: &TaskFilter<'_>) -> Result<Vec<Task>, StoreError> {
+        fn tasks(&self, filter: &TaskFilter) -> Result<Vec<Task>, StoreError> {
+            self.seen();
             self.inner.tasks(filter)
         }
         fn last_change(&self, deployment: &str) -> Result<Option<Task>, StoreError> {
+            self.seen();
             self.inner.last_change(deployment)
         }
         fn last_changes(&self) -> Result<Vec<Task>, StoreError> {
+            self.seen();
             self.inner.last_changes()
         }
-        fn append_event(&self, task: u64, event: &TaskEvent) -> Result<(), StoreError> {
-            self.inner.append_event(task, event)
+        fn append_events(&self, task: u64, events: &[TaskEvent]) -> Result<(), StoreError> {
+            self.seen();
+            self.inner.append_events(task, events)
         }
         fn events(&self, task: u64) -> Result<Vec<TaskEvent>, StoreError> {
+            self.seen();
             self.inner.events(task)
         }
         fn lock_holder(&self, lock: &str) -> Result<Option<u64>, StoreError> {
+            self.seen();
             self.inner.lock_holder(lock)
         }
         fn release_lock(&self, lock: &str, task: u64) -> Result<(), StoreError> {
+            self.seen();
             if take(&self.release_failures) {
                 return Err(busy());
             }
             self.inner.release_lock(lock, task)
         }
         fn locks(&self) -> Result<Vec<(String, u64)>, StoreError> {
+            self.seen();
             self.inner.locks()
         }
         fn release_ip(
@@ -1674,15 +1774,19 @@ mod store_faults {
             network: &str,
             owner: &IpHolder,
         ) -> Result<(), StoreError> {
+            self.seen();
             self.inner.release_ip(address, network, owner)
         }
         fn ips_in(&self, lo: u32, hi: u32) -> Result<Vec<u32>, StoreError> {
+            self.seen();
             self.inner.ips_in(lo, hi)
         }
         fn claimed(&self) -> Result<IpSet, StoreError> {
+            self.seen();
             self.inner.claimed()
         }
         fn ip_holders(&self, addresses: &[u32]) -> Result<Vec<IpRecord>, StoreError> {
+            self.seen();
             self.inner.ip_holders(addresses)
         }
         fn apply_ips(
@@ -1690,36 +1794,66 @@ mod store_faults {
             claims: &[IpClaim],
             releases: &[IpRelease],
         ) -> Result<Result<(), IpRecord>, StoreError> {
+            self.seen();
             self.inner.apply_ips(claims, releases)
         }
         fn ips_of(&self, deployment: &str) -> Result<Vec<IpRecord>, StoreError> {
+            self.seen();
             self.inner.ips_of(deployment)
         }
         fn recover(&self, reason: &str, now: u64) -> Result<Vec<u64>, StoreError> {
+            self.seen();
             self.inner.recover(reason, now)
         }
     }
 
-    fn flaky() -> (Arc<FlakyStore>, Fixture) {
+    async fn flaky() -> (Arc<FlakyStore>, Fixture) {
         let store = Arc::new(FlakyStore {
             inner: SqliteStore::in_memory().unwrap(),
             put_task_failures: AtomicU32::new(0),
             release_failures: AtomicU32::new(0),
+            callers: Default::default(),
         });
-        let f = fixture_on(Arc::clone(&store) as Arc<dyn Store>, vec![]);
+        let f = fixture_on(Arc::clone(&store) as Arc<dyn Store>, vec![]).await;
         (store, f)
+    }
+
+    /// The runtime of these tests has one thread: a store call made on it would block
+    /// every task and timer of the director.
+    #[tokio::test(start_paused = true)]
+    async fn no_store_call_blocks_the_async_thread() {
+        let runtime_thread = std::thread::current().id();
+        let (store, f) = flaky().await;
+        let d = &f.director;
+        deploy(d, &manifest("d", 2, "1.0", 0)).await;
+        let recreate = d.recreate("d", RecreateOptions::default()).await.unwrap();
+        d.wait(recreate.id).await.unwrap();
+        let stop = d.stop("d", false).await.unwrap();
+        d.cancel(stop.id).await.unwrap();
+        d.wait(stop.id).await.unwrap();
+        assert!(!d.events(recreate.id).await.unwrap().is_empty());
+        assert!(!d.deployment_summaries().await.unwrap().is_empty());
+        assert!(!d.tasks(TaskFilter::default()).await.unwrap().is_empty());
+        let delete = d.delete("d").await.unwrap();
+        d.wait(delete.id).await.unwrap();
+        let callers = store.callers.lock().unwrap().clone();
+        assert!(!callers.is_empty());
+        assert!(
+            !callers.contains(&runtime_thread),
+            "a store call ran on the runtime's thread"
+        );
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_lock_release_that_fails_is_tried_again_so_the_deployment_is_not_left_locked() {
-        let (store, f) = flaky();
+        let (store, f) = flaky().await;
         store.release_failures.store(3, Ordering::SeqCst);
         let task = deploy(&f.director, &manifest("d", 1, "1.0", 0)).await;
         assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
         f.director.idle().await;
         assert_eq!(store.release_failures.load(Ordering::SeqCst), 0);
         assert!(
-            f.director.locks().unwrap().is_empty(),
+            f.director.locks().await.unwrap().is_empty(),
             "the lock was released"
         );
         let again = deploy(&f.director, &manifest("d", 2, "1.0", 0)).await;
@@ -1728,22 +1862,23 @@ mod store_faults {
 
     #[tokio::test(start_paused = true)]
     async fn a_task_whose_start_and_end_meet_a_busy_store_still_ends_recorded() {
-        let (store, f) = flaky();
+        let (store, f) = flaky().await;
         store.put_task_failures.store(2, Ordering::SeqCst);
         let task = deploy(&f.director, &manifest("d", 1, "1.0", 0)).await;
         assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
         assert!(task.finished_at.is_some());
-        assert!(f.director.locks().unwrap().is_empty());
+        assert!(f.director.locks().await.unwrap().is_empty());
     }
 
     #[tokio::test(start_paused = true)]
     async fn waiting_for_a_task_whose_end_cannot_be_recorded_ends_with_an_error() {
-        let (store, f) = flaky();
+        let (store, f) = flaky().await;
         let task = f
             .director
             .deploy(&manifest("d", 1, "1.0", 0), DeployOptions::default())
+            .await
             .unwrap();
-        while f.director.task(task.id).unwrap().unwrap().state != TaskState::Processing {
+        while f.director.task(task.id).await.unwrap().unwrap().state != TaskState::Processing {
             tokio::task::yield_now().await;
         }
         store
@@ -1759,14 +1894,14 @@ mod store_faults {
             other => panic!("{other:?}"),
         }
         assert!(
-            f.director.locks().unwrap().is_empty(),
+            f.director.locks().await.unwrap().is_empty(),
             "the lock was released"
         );
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_store_that_never_records_the_start_fails_the_task_without_running_it() {
-        let (store, f) = flaky();
+        let (store, f) = flaky().await;
         // Every try at the start fails; the end is recorded once the store answers again.
         store
             .put_task_failures
@@ -1777,18 +1912,18 @@ mod store_faults {
             "{:?}",
             task.result
         );
-        assert!(f.cloud.vms().is_empty(), "the job did not run");
-        assert!(f.director.locks().unwrap().is_empty());
+        assert!(f.cloud.vms().await.is_empty(), "the job did not run");
+        assert!(f.director.locks().await.unwrap().is_empty());
     }
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_cloud_config_with_a_bad_network_is_refused_at_upload_and_the_one_in_force_stays() {
-    let f = fixture(vec![]);
+    let f = fixture(vec![]).await;
     let good = "networks:\n- name: default\n  subnets: [{range: 10.0.0.0/24, gateway: 10.0.0.1}]\n";
-    let version = f.director.update_cloud_config(good).unwrap();
+    let version = f.director.update_cloud_config(good).await.unwrap();
     let bad = "networks:\n- name: default\n  subnets: [{range: 10.0.0.0/24, gateway: 10.1.0.1}]\n- name: other\n  subnets: [{range: 10.2.0.0/33, gateway: 10.2.0.1}]\n";
-    match f.director.update_cloud_config(bad) {
+    match f.director.update_cloud_config(bad).await {
         Err(DirectorError::CloudConfig(e)) => {
             assert_eq!(e.problems.len(), 2, "{e}");
             assert!(
@@ -1803,6 +1938,6 @@ async fn a_cloud_config_with_a_bad_network_is_refused_at_upload_and_the_one_in_f
         }
         other => panic!("{other:?}"),
     }
-    let current = f.director.cloud_config().unwrap().unwrap();
+    let current = f.director.cloud_config().await.unwrap().unwrap();
     assert_eq!((current.version, current.text.as_str()), (version, good));
 }

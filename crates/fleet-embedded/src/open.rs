@@ -11,7 +11,7 @@ use fleet_director::manifest::Count;
 use fleet_director::model::TaskState;
 use fleet_director::sim::SimulatedCloud;
 use fleet_director::{Director, DirectorError, DirectorSettings, RecreateOptions};
-use fleet_store::{Collection, SqliteStore, Store, StoreError, put};
+use fleet_store::{AsyncStore, Collection, SqliteStore, Store, StoreError, put};
 
 #[derive(Debug, thiserror::Error)]
 pub enum FleetError {
@@ -102,7 +102,12 @@ pub async fn open(
         }
         Access::ReadOnly => None,
     };
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(state_dir)?);
+    // Opening may migrate the database: blocking work, off the async workers.
+    let dir = state_dir.to_path_buf();
+    let opened = tokio::task::spawn_blocking(move || SqliteStore::open(&dir))
+        .await
+        .map_err(|_| StoreError::Stopped)?;
+    let store: Arc<dyn Store> = Arc::new(opened?);
     let cloud = Arc::new(SimulatedCloud::new(
         Arc::clone(&store),
         definition.simulation.clone(),
@@ -116,7 +121,7 @@ pub async fn open(
         Arc::clone(&cloud) as Arc<dyn Agent>,
     );
     let director = match access {
-        Access::Exclusive => Director::new(Arc::clone(&store), cpi, agent, settings)?,
+        Access::Exclusive => Director::new(Arc::clone(&store), cpi, agent, settings).await?,
         Access::ReadOnly => Director::observing(Arc::clone(&store), cpi, agent, settings),
     };
     let broker = Arc::new(Broker::new(
@@ -126,15 +131,22 @@ pub async fn open(
     ));
     if access == Access::Exclusive {
         for release in &definition.releases {
-            director.upload_release(release)?;
+            director.upload_release(release).await?;
         }
         for stemcell in &definition.stemcells {
-            director.upload_stemcell(stemcell)?;
+            director.upload_stemcell(stemcell).await?;
         }
         if let Some(cloud_config) = &definition.cloud_config {
-            director.update_cloud_config(cloud_config)?;
+            director.update_cloud_config(cloud_config).await?;
         }
-        provision(state_dir, &*store, &broker, definition, progress).await?;
+        provision(
+            state_dir,
+            &AsyncStore::new(Arc::clone(&store)),
+            &broker,
+            definition,
+            progress,
+        )
+        .await?;
     }
     Ok(EmbeddedFleet {
         broker,
@@ -147,17 +159,22 @@ pub async fn open(
 /// provisioned; a first use cut short is finished by the next.
 async fn provision(
     state_dir: &Path,
-    store: &dyn Store,
+    store: &AsyncStore,
     broker: &Broker,
     definition: &Definition,
     progress: &mut dyn FnMut(String),
 ) -> Result<(), FleetError> {
-    if store.get(Collection::Fleet, PROVISIONED)?.is_some() {
+    if store
+        .get::<bool>(Collection::Fleet, PROVISIONED)
+        .await?
+        .is_some()
+    {
         return Ok(());
     }
     let director = broker.director();
     let existing: Vec<String> = broker
-        .instances()?
+        .instances()
+        .await?
         .into_iter()
         .map(|v| v.instance.id)
         .collect();
@@ -176,7 +193,7 @@ async fn provision(
         let blocked = definition.blocked.contains(id);
         tasks.push((
             id.clone(),
-            broker.provision(id, plan, Some(versions), blocked)?,
+            broker.provision(id, plan, Some(versions), blocked).await?,
         ));
     }
     for (id, task) in tasks {
@@ -196,7 +213,7 @@ async fn provision(
             max_in_flight: Some(Count::Fixed(1)),
             ..RecreateOptions::default()
         };
-        match director.recreate(&deployment_name(id), options) {
+        match director.recreate(&deployment_name(id), options).await {
             Ok(task) => progress(format!(
                 "{id} is busy with a long operation (task {}) as the run starts",
                 task.id
@@ -204,7 +221,9 @@ async fn provision(
             Err(e) => progress(format!("{id} could not be made busy: {e}")),
         }
     }
-    store.write(vec![put(Collection::Fleet, PROVISIONED, "", &true)])?;
+    store
+        .write(vec![put(Collection::Fleet, PROVISIONED, "", &true)])
+        .await?;
     progress(format!(
         "provisioned; blocked by their owners: {}",
         definition.blocked.join(", ")

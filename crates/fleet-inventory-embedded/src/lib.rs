@@ -41,15 +41,6 @@ fn trigger_failure(e: BrokerError) -> InventoryError {
     }
 }
 
-/// The broker's calls block on SQLite, which must not stall the runtime's workers.
-async fn blocking<T: Send + 'static>(
-    call: impl FnOnce() -> Result<T, BrokerError> + Send + 'static,
-) -> Result<T, BrokerError> {
-    tokio::task::spawn_blocking(call)
-        .await
-        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
-}
-
 fn instance(view: InstanceView) -> Instance {
     let last_operation = view.last_task.map(|task| LastOperation {
         kind: Some(task.description.clone()),
@@ -81,14 +72,15 @@ fn instance(view: InstanceView) -> Instance {
 
 impl Inventory for EmbeddedInventory {
     async fn list(&self, selection: Selection) -> Result<Vec<Instance>, InventoryError> {
-        let broker = Arc::clone(&self.broker);
         let filter = match selection {
             Selection::All => Filter::All,
             Selection::Outdated => Filter::Outdated,
             Selection::Provisioned => Filter::Provisioned,
             Selection::Failed => Filter::Failed,
         };
-        Ok(blocking(move || broker.instances_in(filter))
+        Ok(self
+            .broker
+            .instances_in(filter)
             .await
             .map_err(failure)?
             .into_iter()
@@ -97,9 +89,9 @@ impl Inventory for EmbeddedInventory {
     }
 
     async fn instance(&self, id: &InstanceId) -> Result<Option<Instance>, InventoryError> {
-        let broker = Arc::clone(&self.broker);
-        let id = id.0.clone();
-        Ok(blocking(move || broker.instance(&id))
+        Ok(self
+            .broker
+            .instance(&id.0)
             .await
             .map_err(failure)?
             .map(instance))
@@ -111,17 +103,15 @@ impl Inventory for EmbeddedInventory {
         action: Action,
         force: bool,
     ) -> Result<Triggered, InventoryError> {
-        let broker = Arc::clone(&self.broker);
-        let id = target.id.0.clone();
+        let id = &target.id.0;
         let kind = match action {
             Action::Update => "upgrade",
             Action::Recreate { .. } => "recreate",
         };
-        let answer = blocking(move || match action {
-            Action::Update => broker.upgrade(&id, force),
-            Action::Recreate { fix } => broker.recreate(&id, force, fix),
-        })
-        .await;
+        let answer = match action {
+            Action::Update => self.broker.upgrade(id, force).await,
+            Action::Recreate { fix } => self.broker.recreate(id, force, fix).await,
+        };
         Ok(match answer.map_err(trigger_failure)? {
             Answer::Accepted { task } => Triggered::Accepted(Operation {
                 instance: target.id.clone(),
@@ -137,17 +127,11 @@ impl Inventory for EmbeddedInventory {
 
     async fn poll(&self, operation: &Operation) -> Result<OperationState, InventoryError> {
         let task = operation.bosh_task()?;
-        let broker = Arc::clone(&self.broker);
-        Ok(
-            match blocking(move || broker.operation(task))
-                .await
-                .map_err(failure)?
-            {
-                OperationStatus::InProgress => OperationState::InProgress { retry_after: None },
-                OperationStatus::Succeeded => OperationState::Succeeded,
-                OperationStatus::Failed(reason) => OperationState::Failed { reason },
-            },
-        )
+        Ok(match self.broker.operation(task).await.map_err(failure)? {
+            OperationStatus::InProgress => OperationState::InProgress { retry_after: None },
+            OperationStatus::Succeeded => OperationState::Succeeded,
+            OperationStatus::Failed(reason) => OperationState::Failed { reason },
+        })
     }
 }
 

@@ -126,14 +126,14 @@ async fn list(State(broker): State<Arc<Broker>>, Query(params): Query<Params>) -
             }
         },
     };
-    match broker.instances_in(filter) {
+    match broker.instances_in(filter).await {
         Ok(views) => Json(Value::Array(views.iter().map(view_json).collect())).into_response(),
         Err(e) => failure(e),
     }
 }
 
 async fn one(State(broker): State<Arc<Broker>>, Path(id): Path<String>) -> Response {
-    match broker.instance(&id) {
+    match broker.instance(&id).await {
         Ok(Some(view)) => Json(view_json(&view)).into_response(),
         Ok(None) => error(
             StatusCode::NOT_FOUND,
@@ -163,9 +163,9 @@ async fn trigger(
     let force = params.get("force").is_some_and(|f| f == "true");
     let kind = params.get("operation_type").map(String::as_str);
     let answer = match kind {
-        Some("upgrade") => broker.upgrade(&id, force),
+        Some("upgrade") => broker.upgrade(&id, force).await,
         // Recreate as the management API defines it: unresponsive agents too.
-        Some("recreate") => broker.recreate(&id, force, true),
+        Some("recreate") => broker.recreate(&id, force, true).await,
         other => {
             return error(
                 StatusCode::BAD_REQUEST,
@@ -230,7 +230,7 @@ async fn last_operation(
             "the `operation` parameter must be the JSON of an accepted operation, with BoshTaskID",
         );
     };
-    match broker.last_operation(&id, task) {
+    match broker.last_operation(&id, task).await {
         Ok(status) => {
             let (state, description) = match status {
                 OperationStatus::InProgress => ("in progress", format!("bosh task {task} running")),

@@ -215,7 +215,7 @@ impl Serving {
             let _ = listener.await;
         }
         let director = self.fleet.director();
-        let cancelled = director.cancel_running();
+        let cancelled = director.cancel_running().await;
         if tokio::time::timeout(grace, director.idle()).await.is_err() {
             tracing::warn!("tasks still running after the grace period are left to recovery");
         }

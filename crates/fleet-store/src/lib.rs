@@ -5,10 +5,12 @@
 //! is written before the external step that depends on it, so after a crash the next start
 //! finds a consistent state and converges. The trait keeps SQLite replaceable.
 
+mod handle;
 mod records;
 mod sqlite;
 mod task;
 
+pub use handle::AsyncStore;
 pub use records::{Collection, get, list, put, remove};
 pub use sqlite::SqliteStore;
 pub use task::{EventState, Task, TaskEvent, TaskFilter, TaskKind, TaskState};
@@ -38,6 +40,10 @@ pub enum StoreError {
          knows: use the fleet-updater that wrote it, or a newer one"
     )]
     NewerSchema { found: i64, known: i64 },
+    /// The runtime shut down before the store answered; the call may or may not have
+    /// been applied, as after a crash.
+    #[error("the state store's worker stopped before it answered (shutting down)")]
+    Stopped,
 }
 
 impl StoreError {
@@ -138,7 +144,7 @@ pub trait Store: Send + Sync {
     fn task(&self, id: u64) -> Result<Option<Task>, StoreError>;
 
     /// The tasks the filter admits, newest first.
-    fn tasks(&self, filter: &TaskFilter<'_>) -> Result<Vec<Task>, StoreError>;
+    fn tasks(&self, filter: &TaskFilter) -> Result<Vec<Task>, StoreError>;
 
     /// The newest task that changed `deployment` (read-only tasks are nobody's last
     /// operation).
@@ -147,7 +153,8 @@ pub trait Store: Send + Sync {
     /// [`Store::last_change`] of every deployment that has one.
     fn last_changes(&self) -> Result<Vec<Task>, StoreError>;
 
-    fn append_event(&self, task: u64, event: &TaskEvent) -> Result<(), StoreError>;
+    /// Appends events to a task's log in order, all or none.
+    fn append_events(&self, task: u64, events: &[TaskEvent]) -> Result<(), StoreError>;
 
     fn events(&self, task: u64) -> Result<Vec<TaskEvent>, StoreError>;
 

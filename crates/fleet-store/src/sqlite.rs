@@ -354,7 +354,7 @@ impl Store for SqliteStore {
         body.map(|b| task_from(&b)).transpose()
     }
 
-    fn tasks(&self, filter: &TaskFilter<'_>) -> Result<Vec<Task>, StoreError> {
+    fn tasks(&self, filter: &TaskFilter) -> Result<Vec<Task>, StoreError> {
         let connection = self.lock();
         let mut stmt = connection.prepare_cached(
             "SELECT body FROM tasks
@@ -371,7 +371,7 @@ impl Store for SqliteStore {
                 params![
                     filter.deployment,
                     filter.read_only,
-                    state_list(filter.states),
+                    state_list(filter.states.as_deref()),
                     limit
                 ],
                 |row| row.get::<_, String>(0),
@@ -406,13 +406,21 @@ impl Store for SqliteStore {
         bodies.iter().map(|b| task_from(b)).collect()
     }
 
-    fn append_event(&self, task: u64, event: &TaskEvent) -> Result<(), StoreError> {
-        self.lock()
-            .prepare_cached(
+    fn append_events(&self, task: u64, events: &[TaskEvent]) -> Result<(), StoreError> {
+        let bodies = events
+            .iter()
+            .map(serde_json::to_string)
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut connection = self.lock();
+        let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        for body in bodies {
+            tx.prepare_cached(
                 "INSERT INTO task_events (task_id, seq, body)
                  VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM task_events WHERE task_id = ?1), ?2)",
             )?
-            .execute(params![task as i64, serde_json::to_string(event)?])?;
+            .execute(params![task as i64, body])?;
+        }
+        tx.commit()?;
         Ok(())
     }
 
@@ -729,20 +737,20 @@ mod tests {
         assert_eq!(ids(store.tasks(&all).unwrap()), [a2.id, b1.id, a1.id]);
         let verbose = TaskFilter {
             read_only: true,
-            ..all
+            ..all.clone()
         };
         assert_eq!(
             ids(store.tasks(&verbose).unwrap()),
             [a3.id, a2.id, b1.id, a1.id]
         );
         let of_a = TaskFilter {
-            deployment: Some("a"),
+            deployment: Some("a".into()),
             limit: Some(1),
-            ..all
+            ..all.clone()
         };
         assert_eq!(ids(store.tasks(&of_a).unwrap()), [a2.id]);
         let ended = TaskFilter {
-            states: Some(&[TaskState::Done, TaskState::Error]),
+            states: Some(vec![TaskState::Done, TaskState::Error]),
             ..all
         };
         assert_eq!(ids(store.tasks(&ended).unwrap()), [b1.id, a1.id]);

@@ -100,11 +100,11 @@ impl TaskKind {
 }
 
 /// Which tasks a listing wants, newest first; the store answers it with one query.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct TaskFilter<'a> {
-    pub deployment: Option<&'a str>,
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TaskFilter {
+    pub deployment: Option<String>,
     /// Any of these states; all states when `None`.
-    pub states: Option<&'a [TaskState]>,
+    pub states: Option<Vec<TaskState>>,
     /// Read-only tasks too; BOSH lists them only when asked (`verbose=2`).
     pub read_only: bool,
     pub limit: Option<usize>,

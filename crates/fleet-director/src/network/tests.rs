@@ -1,7 +1,8 @@
 use std::net::Ipv4Addr;
+use std::sync::Arc;
 
 use super::*;
-use fleet_store::{SqliteStore, Store};
+use fleet_store::{AsyncStore, SqliteStore, Store};
 use fleet_yaml::{Checker, Limits, load};
 
 fn ip(text: &str) -> u32 {
@@ -81,16 +82,36 @@ fn first_ip(a: &Assignment) -> Ipv4Addr {
     to_ip(a.ips[0].1.unwrap())
 }
 
+fn in_memory() -> Arc<dyn Store> {
+    Arc::new(SqliteStore::in_memory().unwrap())
+}
+
+/// [`crate::networking::plan_global`] run to completion, for these synchronous tests.
+fn plan_global<T, E: From<NetworkError>>(
+    store: &Arc<dyn Store>,
+    named: &[u32],
+    plan: impl FnMut(PlannedIpRepo) -> Result<(T, PlannedIpRepo), E>,
+) -> Result<T, E> {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a runtime")
+        .block_on(crate::networking::plan_global(
+            &AsyncStore::new(Arc::clone(store)),
+            named,
+            plan,
+        ))
+}
+
 /// Plans against the store's addresses and applies the plan in one transaction, as a
 /// deploy with a cloud config does; `then` may release addresses in the same plan.
 fn in_store(
-    store: &dyn Store,
+    store: &Arc<dyn Store>,
     nets: &[Network],
     director: IpSet,
     wanted: &[InstanceNetworks],
     then: impl Fn(&mut IpProvider<'_, PlannedIpRepo>, &[Assignment]),
 ) -> Result<Vec<Assignment>, NetworkError> {
-    crate::networking::plan_global(store, &named_addresses(wanted), |repo| {
+    plan_global(store, &named_addresses(wanted), |repo| {
         let mut provider = IpProvider::new(nets, director.clone(), repo);
         let out = provider.plan(wanted)?;
         then(&mut provider, &out);
@@ -100,7 +121,7 @@ fn in_store(
 
 /// [`in_store`] without releases and without the director's own addresses.
 fn planned(
-    store: &dyn Store,
+    store: &Arc<dyn Store>,
     nets: &[Network],
     wanted: &[InstanceNetworks],
 ) -> Result<Vec<Assignment>, NetworkError> {
@@ -271,7 +292,7 @@ fn the_in_memory_repo_does_not_share_ip_space_between_deployments() {
 
 #[test]
 fn the_database_repo_keeps_addresses_unique_across_deployments_and_lets_owners_reclaim() {
-    let store = SqliteStore::in_memory().unwrap();
+    let store = in_memory();
     let nets = networks();
     let a = planned(
         &store,
@@ -324,7 +345,7 @@ fn the_database_repo_keeps_addresses_unique_across_deployments_and_lets_owners_r
 
 #[test]
 fn concurrent_deploys_never_get_the_same_address() {
-    let store = SqliteStore::in_memory().unwrap();
+    let store = in_memory();
     let nets = networks();
     let wanted = |d: &str, i: &str| [wants(d, i, "z1", &[("default", None)], &[])];
     // Two plans from the same snapshot pick the same address; the first applies, the
@@ -403,10 +424,10 @@ fn dynamic_and_vip_networks_follow_their_rules() {
 
 #[test]
 fn compilation_vms_get_a_dynamic_address_released_afterwards() {
-    let store = SqliteStore::in_memory().unwrap();
+    let store = in_memory();
     let nets = networks();
     let worker = owner("d", "compilation-1");
-    let ip = crate::networking::plan_global(&store, &[], |repo| {
+    let ip = plan_global(&store, &[], |repo| {
         let mut provider = IpProvider::new(&nets, IpSet::new(), repo);
         let ip = provider.reserve_compilation("default", &worker, Some("z1"))?;
         Ok::<_, NetworkError>((ip, provider.into_repo()))
@@ -417,7 +438,7 @@ fn compilation_vms_get_a_dynamic_address_released_afterwards() {
         Owner::from(store.ips_of("d").unwrap()[0].owner.clone()),
         worker
     );
-    crate::networking::plan_global(&store, &[ip], |repo| {
+    plan_global(&store, &[ip], |repo| {
         let mut provider = IpProvider::new(&nets, IpSet::new(), repo);
         provider.release(
             &worker,
@@ -435,7 +456,7 @@ fn compilation_vms_get_a_dynamic_address_released_afterwards() {
 /// One deployment's deploy against the store: existing reservations come from it, obsolete
 /// ones are released after the (simulated) VM recreation unless `vm_fails`.
 fn deploy(
-    store: &dyn Store,
+    store: &Arc<dyn Store>,
     nets: &[Network],
     deployment: &str,
     instances: &[(&str, &str, &str)],
@@ -463,7 +484,7 @@ fn deploy(
         .collect();
     // Every held address is named: unwanted instances give theirs back in the same plan.
     let named: Vec<u32> = held.iter().map(|r| r.address).collect();
-    crate::networking::plan_global(store, &named, |repo| {
+    plan_global(store, &named, |repo| {
         let mut provider = IpProvider::new(nets, director_ips(), repo);
         let out = provider.plan(&wanted)?;
         // Instances no longer wanted release everything.
@@ -494,7 +515,7 @@ fn deploy(
 
 #[test]
 fn the_seeds_cases_keep_release_and_move_addresses_as_described() {
-    let store = SqliteStore::in_memory().unwrap();
+    let store = in_memory();
     let nets = networks();
     let first = deploy(
         &store,
@@ -565,7 +586,7 @@ fn the_seeds_cases_keep_release_and_move_addresses_as_described() {
 
 #[test]
 fn a_static_address_stays_bound_and_a_changed_one_moves() {
-    let store = SqliteStore::in_memory().unwrap();
+    let store = in_memory();
     let nets = networks();
     planned(
         &store,
@@ -649,7 +670,7 @@ mod properties {
 
         #[test]
         fn addresses_are_never_shared_leaked_or_restricted(steps in prop::collection::vec(step(), 1..25)) {
-            let store = SqliteStore::in_memory().unwrap();
+            let store = in_memory();
             let nets = networks();
             let director = director_ips();
             let restricted: Vec<(u32, u32, &Subnet)> = nets

@@ -10,7 +10,16 @@ use crate::agent::{Agent, AgentError, AgentState, JobState};
 use crate::cpi::{Cpi, CpiError, VmRequest};
 use crate::ids::new_id;
 use crate::model::InstanceSpec;
-use fleet_store::{Collection, Store, get, put, remove};
+use fleet_store::{AsyncStore, Collection, Store, StoreError, put, remove};
+
+/// What a test's change to the simulated cloud can run into.
+#[derive(Debug, thiserror::Error)]
+pub enum SimulationError {
+    #[error("the simulated cloud has no agent {0}")]
+    UnknownAgent(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct CloudVm {
@@ -48,7 +57,7 @@ struct AgentRecord {
 
 /// The simulated IaaS: both the CPI and every agent.
 pub struct SimulatedCloud {
-    store: Arc<dyn Store>,
+    store: AsyncStore,
     /// Compilations running now, the most at once, and every package compiled in order.
     compiling: Mutex<(usize, usize, Vec<String>)>,
     settings: SimulationSettings,
@@ -64,7 +73,7 @@ pub struct SimulatedCloud {
 impl SimulatedCloud {
     pub fn new(store: Arc<dyn Store>, settings: SimulationSettings) -> Self {
         SimulatedCloud {
-            store,
+            store: AsyncStore::new(store),
             compiling: Mutex::new((0, 0, Vec::new())),
             faults: Mutex::new(settings.faults.clone()),
             settings,
@@ -102,8 +111,10 @@ impl SimulatedCloud {
     }
 
     /// `deployment/group/index` of a VM, the stable subject of draws about it.
-    fn vm_subject(&self, cid: &str) -> String {
-        get::<CloudVm>(&*self.store, Collection::CloudVms, cid)
+    async fn vm_subject(&self, cid: &str) -> String {
+        self.store
+            .get::<CloudVm>(Collection::CloudVms, cid)
+            .await
             .ok()
             .flatten()
             .map_or_else(
@@ -112,8 +123,10 @@ impl SimulatedCloud {
             )
     }
 
-    fn agent_subject(&self, agent_id: &str) -> String {
-        get::<AgentRecord>(&*self.store, Collection::Agents, agent_id)
+    async fn agent_subject(&self, agent_id: &str) -> String {
+        self.store
+            .get::<AgentRecord>(Collection::Agents, agent_id)
+            .await
             .ok()
             .flatten()
             .map_or_else(
@@ -157,9 +170,12 @@ impl SimulatedCloud {
         })
     }
 
-    fn agent(&self, agent_id: &str, method: &str) -> Result<AgentRecord, AgentError> {
-        let record: Option<AgentRecord> =
-            get(&*self.store, Collection::Agents, agent_id).map_err(|e| AgentError::Failed {
+    async fn agent(&self, agent_id: &str, method: &str) -> Result<AgentRecord, AgentError> {
+        let record: Option<AgentRecord> = self
+            .store
+            .get(Collection::Agents, agent_id)
+            .await
+            .map_err(|e| AgentError::Failed {
                 agent_id: agent_id.into(),
                 method: method.into(),
                 message: e.to_string(),
@@ -173,7 +189,7 @@ impl SimulatedCloud {
         }
     }
 
-    fn save_agent(&self, record: &AgentRecord, method: &str) -> Result<(), AgentError> {
+    async fn save_agent(&self, record: &AgentRecord, method: &str) -> Result<(), AgentError> {
         self.store
             .write(vec![put(
                 Collection::Agents,
@@ -181,6 +197,7 @@ impl SimulatedCloud {
                 &record.deployment,
                 record,
             )])
+            .await
             .map_err(|e| AgentError::Failed {
                 agent_id: record.agent_id.clone(),
                 method: method.into(),
@@ -194,11 +211,11 @@ impl SimulatedCloud {
         method: &str,
         change: impl FnOnce(&mut AgentRecord),
     ) -> Result<AgentRecord, AgentError> {
-        self.pause(false, method, &self.agent_subject(agent_id))
+        self.pause(false, method, &self.agent_subject(agent_id).await)
             .await;
-        let mut record = self.agent(agent_id, method)?;
+        let mut record = self.agent(agent_id, method).await?;
         change(&mut record);
-        self.save_agent(&record, method)?;
+        self.save_agent(&record, method).await?;
         Ok(record)
     }
 
@@ -206,19 +223,26 @@ impl SimulatedCloud {
     ///
     /// # Errors
     /// When the agent does not exist or the store fails.
-    pub fn set_responsive(&self, agent_id: &str, responsive: bool) -> Result<(), String> {
-        let mut record: AgentRecord = get(&*self.store, Collection::Agents, agent_id)
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| format!("no agent {agent_id}"))?;
+    pub async fn set_responsive(
+        &self,
+        agent_id: &str,
+        responsive: bool,
+    ) -> Result<(), SimulationError> {
+        let mut record: AgentRecord = self
+            .store
+            .get(Collection::Agents, agent_id)
+            .await?
+            .ok_or_else(|| SimulationError::UnknownAgent(agent_id.to_string()))?;
         record.responsive = responsive;
-        self.store
+        Ok(self
+            .store
             .write(vec![put(
                 Collection::Agents,
                 agent_id,
                 &record.deployment,
                 &record,
             )])
-            .map_err(|e| e.to_string())
+            .await?)
     }
 
     /// Every package compiled so far, in the order compilations finished.
@@ -236,8 +260,10 @@ impl SimulatedCloud {
     }
 
     /// The VMs the cloud has, as `(cid, agent id)`: what a test compares with the director's view.
-    pub fn vms(&self) -> Vec<(String, String)> {
-        fleet_store::list::<CloudVm>(&*self.store, Collection::CloudVms, None)
+    pub async fn vms(&self) -> Vec<(String, String)> {
+        self.store
+            .list::<CloudVm>(Collection::CloudVms, None)
+            .await
             .unwrap_or_default()
             .into_iter()
             .map(|vm| (vm.cid, vm.agent_id))
@@ -316,14 +342,19 @@ impl Cpi for SimulatedCloud {
                     &agent,
                 ),
             ])
+            .await
             .map_err(Self::cpi_error)?;
         Ok(cid)
     }
 
     async fn delete_vm(&self, cid: &str) -> Result<(), CpiError> {
-        self.pause(true, "delete_vm", &self.vm_subject(cid)).await;
-        let Some(vm) =
-            get::<CloudVm>(&*self.store, Collection::CloudVms, cid).map_err(Self::cpi_error)?
+        self.pause(true, "delete_vm", &self.vm_subject(cid).await)
+            .await;
+        let Some(vm) = self
+            .store
+            .get::<CloudVm>(Collection::CloudVms, cid)
+            .await
+            .map_err(Self::cpi_error)?
         else {
             // Deleting a VM that is already gone succeeds, as CPIs do.
             return Ok(());
@@ -332,7 +363,10 @@ impl Cpi for SimulatedCloud {
             remove(Collection::CloudVms, cid),
             remove(Collection::Agents, &vm.agent_id),
         ];
-        for disk in fleet_store::list::<CloudDisk>(&*self.store, Collection::CloudDisks, Some(cid))
+        for disk in self
+            .store
+            .list::<CloudDisk>(Collection::CloudDisks, Some(cid))
+            .await
             .map_err(Self::cpi_error)?
         {
             let detached = CloudDisk {
@@ -341,20 +375,22 @@ impl Cpi for SimulatedCloud {
             };
             writes.push(put(Collection::CloudDisks, &detached.cid, "", &detached));
         }
-        self.store.write(writes).map_err(Self::cpi_error)
+        self.store.write(writes).await.map_err(Self::cpi_error)
     }
 
     async fn has_vm(&self, cid: &str) -> Result<bool, CpiError> {
-        self.pause(true, "has_vm", &self.vm_subject(cid)).await;
+        self.pause(true, "has_vm", &self.vm_subject(cid).await)
+            .await;
         Ok(self
             .store
-            .get(Collection::CloudVms, cid)
+            .get::<CloudVm>(Collection::CloudVms, cid)
+            .await
             .map_err(Self::cpi_error)?
             .is_some())
     }
 
     async fn create_disk(&self, size: u64, vm_cid: &str) -> Result<String, CpiError> {
-        self.pause(true, "create_disk", &self.vm_subject(vm_cid))
+        self.pause(true, "create_disk", &self.vm_subject(vm_cid).await)
             .await;
         let cid = new_id("disk");
         let disk = CloudDisk {
@@ -364,19 +400,24 @@ impl Cpi for SimulatedCloud {
         };
         self.store
             .write(vec![put(Collection::CloudDisks, &cid, "", &disk)])
+            .await
             .map_err(Self::cpi_error)?;
         Ok(cid)
     }
 
     async fn attach_disk(&self, vm_cid: &str, disk_cid: &str) -> Result<(), CpiError> {
-        self.pause(true, "attach_disk", &self.vm_subject(vm_cid))
+        self.pause(true, "attach_disk", &self.vm_subject(vm_cid).await)
             .await;
-        let disk = get::<CloudDisk>(&*self.store, Collection::CloudDisks, disk_cid)
+        let disk = self
+            .store
+            .get::<CloudDisk>(Collection::CloudDisks, disk_cid)
+            .await
             .map_err(Self::cpi_error)?
             .ok_or_else(|| CpiError(format!("disk {disk_cid} does not exist")))?;
         if self
             .store
-            .get(Collection::CloudVms, vm_cid)
+            .get::<CloudVm>(Collection::CloudVms, vm_cid)
+            .await
             .map_err(Self::cpi_error)?
             .is_none()
         {
@@ -393,19 +434,23 @@ impl Cpi for SimulatedCloud {
                 vm_cid,
                 &attached,
             )])
+            .await
             .map_err(Self::cpi_error)
     }
 
     async fn snapshot_disk(&self, disk_cid: &str) -> Result<String, CpiError> {
-        self.pause(true, "snapshot_disk", &self.disk_subject(disk_cid))
+        self.pause(true, "snapshot_disk", &self.disk_subject(disk_cid).await)
             .await;
         Ok(new_id("snapshot"))
     }
 
     async fn detach_disk(&self, vm_cid: &str, disk_cid: &str) -> Result<(), CpiError> {
-        self.pause(true, "detach_disk", &self.vm_subject(vm_cid))
+        self.pause(true, "detach_disk", &self.vm_subject(vm_cid).await)
             .await;
-        if let Some(disk) = get::<CloudDisk>(&*self.store, Collection::CloudDisks, disk_cid)
+        if let Some(disk) = self
+            .store
+            .get::<CloudDisk>(Collection::CloudDisks, disk_cid)
+            .await
             .map_err(Self::cpi_error)?
         {
             let detached = CloudDisk {
@@ -414,6 +459,7 @@ impl Cpi for SimulatedCloud {
             };
             self.store
                 .write(vec![put(Collection::CloudDisks, disk_cid, "", &detached)])
+                .await
                 .map_err(Self::cpi_error)?;
         }
         Ok(())
@@ -421,21 +467,27 @@ impl Cpi for SimulatedCloud {
 }
 
 impl SimulatedCloud {
-    fn disk_subject(&self, disk_cid: &str) -> String {
-        get::<CloudDisk>(&*self.store, Collection::CloudDisks, disk_cid)
+    async fn disk_subject(&self, disk_cid: &str) -> String {
+        let vm = self
+            .store
+            .get::<CloudDisk>(Collection::CloudDisks, disk_cid)
+            .await
             .ok()
             .flatten()
-            .and_then(|d| d.vm_cid)
-            .map_or_else(|| disk_cid.to_string(), |vm| self.vm_subject(&vm))
+            .and_then(|d| d.vm_cid);
+        match vm {
+            Some(vm) => self.vm_subject(&vm).await,
+            None => disk_cid.to_string(),
+        }
     }
 }
 
 #[async_trait]
 impl Agent for SimulatedCloud {
     async fn get_state(&self, agent_id: &str) -> Result<AgentState, AgentError> {
-        self.pause(false, "get_state", &self.agent_subject(agent_id))
+        self.pause(false, "get_state", &self.agent_subject(agent_id).await)
             .await;
-        let record = self.agent(agent_id, "get_state")?;
+        let record = self.agent(agent_id, "get_state").await?;
         let failing_jobs = match record.job_state {
             JobState::Failing => record
                 .applied

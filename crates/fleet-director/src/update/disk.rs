@@ -7,7 +7,7 @@ use super::super::error::StepError;
 use super::super::model::{DiskRecord, InstanceRecord};
 use super::super::plan::{Change, InstancePlan};
 use super::vm::{orphaned, persist};
-use fleet_store::{Collection, get, list, put};
+use fleet_store::{Collection, put};
 
 /// `fresh_vm`: the VM was just created, so the existing disk must be attached to it.
 pub async fn converge_disk(
@@ -22,9 +22,11 @@ pub async fn converge_disk(
     };
     let wanted = plan.desired.persistent_disk;
     let current = match &record.disk_cid {
-        Some(cid) => {
-            get::<DiskRecord>(&*core.store, Collection::Disks, cid)?.map(|d| (d.cid, d.size))
-        }
+        Some(cid) => core
+            .store
+            .get::<DiskRecord>(Collection::Disks, cid)
+            .await?
+            .map(|d| (d.cid, d.size)),
         None => None,
     };
     let unfinished = plan.changes.contains(&Change::Unapplied);
@@ -63,7 +65,7 @@ pub async fn converge_disk(
                 // Only a migration or an update cut short can have left a disk behind; a
                 // first disk skips the look-up, which reads every disk of the deployment.
                 let leftover = if old.is_some() || unfinished {
-                    left_from_a_failed_migration(core, record, wanted, old_cid)?
+                    left_from_a_failed_migration(core, record, wanted, old_cid).await?
                 } else {
                     None
                 };
@@ -103,7 +105,7 @@ pub async fn converge_disk(
                     .detach_disk(&vm, &old_cid)
                     .await
                     .map_err(|e| format!("detach_disk for {name}: {e}"))?;
-                let orphan = orphaned(core, &old_cid, &record.deployment)?;
+                let orphan = orphaned(core, &old_cid, &record.deployment).await?;
                 writes.push(put(
                     Collection::Disks,
                     &old_cid,
@@ -112,21 +114,24 @@ pub async fn converge_disk(
                 ));
             }
             record.disk_cid = new_disk;
-            core.store.write(writes)?;
-            persist(core, record)
+            core.store.write(writes).await?;
+            persist(core, record).await
         }
     }
 }
 
 /// A disk of the wanted size an earlier attempt created for this instance but never
 /// switched to (the migration failed): reusing it keeps retries from piling up disks.
-fn left_from_a_failed_migration(
+async fn left_from_a_failed_migration(
     core: &Core,
     record: &InstanceRecord,
     wanted: u64,
     current: Option<&str>,
 ) -> Result<Option<String>, StepError> {
-    let disks: Vec<DiskRecord> = list(&*core.store, Collection::Disks, Some(&record.deployment))?;
+    let disks: Vec<DiskRecord> = core
+        .store
+        .list(Collection::Disks, Some(&record.deployment))
+        .await?;
     Ok(disks
         .into_iter()
         .find(|d| {
@@ -158,11 +163,13 @@ async fn create_disk(
         size: wanted,
         orphaned: false,
     };
-    core.store.write(vec![put(
-        Collection::Disks,
-        &disk,
-        &record.deployment,
-        &disk_record,
-    )])?;
+    core.store
+        .write(vec![put(
+            Collection::Disks,
+            &disk,
+            &record.deployment,
+            &disk_record,
+        )])
+        .await?;
     Ok(disk)
 }

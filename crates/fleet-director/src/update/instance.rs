@@ -49,7 +49,7 @@ async fn procedure(
     let running = record.vm_cid.is_some() && record.applied.is_some() && !unresponsive;
     // From here on the instance is unfinished until it runs the desired spec.
     record.applied = None;
-    persist(core, record)?;
+    persist(core, record).await?;
     if running {
         let agent = record.agent_id.clone().unwrap_or_default();
         if !plan.needs_new_vm() {
@@ -73,7 +73,7 @@ async fn procedure(
         create_vm(core, record, plan).await?;
     }
     converge_disk(core, record, plan, fresh_vm).await?;
-    update_dns(core, record, plan)?;
+    update_dns(core, record, plan).await?;
     let agent = record.agent_id.clone().unwrap_or_default();
     core.agent_call(&agent, "apply", core.agent.apply(&agent, &plan.desired))
         .await
@@ -84,7 +84,7 @@ async fn procedure(
         .map_err(|e| format!("start for {name}: {e}"))?;
     watch(core, &agent, &name, watch_time).await?;
     record.applied = Some(plan.desired.clone());
-    persist(core, record)?;
+    persist(core, record).await?;
     // The new VM runs on its new addresses: the old ones can go.
     let owner = crate::network::Owner {
         deployment: record.deployment.clone(),
@@ -96,10 +96,15 @@ async fn procedure(
         &owner,
         &plan.obsolete_addresses,
     )
+    .await
 }
 
 /// The instance's DNS records point at its addresses (`<id>.<group>.<network>.<deployment>.bosh`).
-fn update_dns(core: &Core, record: &InstanceRecord, plan: &InstancePlan) -> Result<(), StepError> {
+async fn update_dns(
+    core: &Core,
+    record: &InstanceRecord,
+    plan: &InstancePlan,
+) -> Result<(), StepError> {
     let writes = plan
         .addresses
         .iter()
@@ -120,7 +125,7 @@ fn update_dns(core: &Core, record: &InstanceRecord, plan: &InstancePlan) -> Resu
     if writes.is_empty() {
         return Ok(());
     }
-    core.store.write(writes).map_err(StepError::from)
+    core.store.write(writes).await.map_err(StepError::from)
 }
 
 /// Drain (a positive answer is a wait in seconds; a negative one means wait that long

@@ -34,7 +34,7 @@ pub async fn stop_instance(
     } else {
         record.state = DesiredState::Stopped;
     }
-    vm::persist(core, record)
+    vm::persist(core, record).await
 }
 
 use super::Core;

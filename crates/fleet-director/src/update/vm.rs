@@ -9,9 +9,9 @@ use super::super::model::{DesiredState, DiskRecord, InstanceRecord, VmRecord};
 use super::super::plan::InstancePlan;
 use super::disk::converge_disk;
 use super::instance::stop_jobs;
-use fleet_store::{Collection, get, put, remove};
+use fleet_store::{Collection, put, remove};
 
-pub fn persist(core: &Core, record: &InstanceRecord) -> Result<(), StepError> {
+pub async fn persist(core: &Core, record: &InstanceRecord) -> Result<(), StepError> {
     core.store
         .write(vec![put(
             Collection::Instances,
@@ -19,6 +19,7 @@ pub fn persist(core: &Core, record: &InstanceRecord) -> Result<(), StepError> {
             &record.deployment,
             record,
         )])
+        .await
         .map_err(StepError::from)
 }
 
@@ -47,7 +48,7 @@ pub async fn create_missing_vm(
         applied: None,
         state: DesiredState::Started,
     });
-    persist(core, &record)?;
+    persist(core, &record).await?;
     if record.vm_cid.is_none() {
         create_vm(core, &mut record, plan).await?;
         converge_disk(core, &mut record, plan, true).await?;
@@ -101,6 +102,7 @@ pub async fn create_vm(
             ),
             put(Collection::Vms, &cid, &record.deployment, &vm),
         ])
+        .await
         .map_err(StepError::from)
 }
 
@@ -133,15 +135,17 @@ pub async fn delete_vm(
     record.vm_stemcell = None;
     record.vm_type = None;
     record.vm_networks.clear();
-    core.store.write(vec![
-        put(
-            Collection::Instances,
-            &record.id,
-            &record.deployment,
-            &*record,
-        ),
-        remove(Collection::Vms, &cid),
-    ])?;
+    core.store
+        .write(vec![
+            put(
+                Collection::Instances,
+                &record.id,
+                &record.deployment,
+                &*record,
+            ),
+            remove(Collection::Vms, &cid),
+        ])
+        .await?;
     core.cpi
         .delete_vm(&cid)
         .await
@@ -149,8 +153,11 @@ pub async fn delete_vm(
 }
 
 /// The disk record of `cid` marked orphaned: kept and listed, never deleted by a deploy.
-pub fn orphaned(core: &Core, cid: &str, deployment: &str) -> Result<DiskRecord, StepError> {
-    let size = get::<DiskRecord>(&*core.store, Collection::Disks, cid)?
+pub async fn orphaned(core: &Core, cid: &str, deployment: &str) -> Result<DiskRecord, StepError> {
+    let size = core
+        .store
+        .get::<DiskRecord>(Collection::Disks, cid)
+        .await?
         .map(|d| d.size)
         .unwrap_or_default();
     Ok(DiskRecord {
@@ -192,8 +199,8 @@ pub async fn delete_instance(
         ));
     }
     if let Some(disk) = &record.disk_cid {
-        let orphan = orphaned(core, disk, &record.deployment)?;
+        let orphan = orphaned(core, disk, &record.deployment).await?;
         writes.push(put(Collection::Disks, disk, &record.deployment, &orphan));
     }
-    core.store.write(writes).map_err(StepError::from)
+    core.store.write(writes).await.map_err(StepError::from)
 }

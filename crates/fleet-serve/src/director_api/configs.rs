@@ -62,7 +62,12 @@ pub async fn list(
     if kind.is_some_and(|k| k != "cloud") || name.is_some_and(|n| !is_default(n)) {
         return Ok(Json(json!([])));
     }
-    let configs: Vec<Value> = director.cloud_config()?.iter().map(config_json).collect();
+    let configs: Vec<Value> = director
+        .cloud_config()
+        .await?
+        .iter()
+        .map(config_json)
+        .collect();
     Ok(Json(Value::Array(configs)))
 }
 
@@ -103,16 +108,21 @@ fn parse_body(body: &str) -> ApiResult<ConfigBody> {
 
 pub async fn update(State(director): State<Director>, body: String) -> ApiResult<Response> {
     let parsed = parse_body(&body)?;
-    director.update_cloud_config(&parsed.content)?;
+    director.update_cloud_config(&parsed.content).await?;
     let current = director
-        .cloud_config()?
+        .cloud_config()
+        .await?
         .ok_or_else(|| ApiError::bad_request(code::GENERIC, "the cloud config was not kept"))?;
     Ok((StatusCode::CREATED, Json(config_json(&current))).into_response())
 }
 
 pub async fn diff(State(director): State<Director>, body: String) -> ApiResult<Json<Value>> {
     let parsed = parse_body(&body)?;
-    let old = director.cloud_config()?.map(|c| c.text).unwrap_or_default();
+    let old = director
+        .cloud_config()
+        .await?
+        .map(|c| c.text)
+        .unwrap_or_default();
     Ok(Json(json!({ "diff": wire::diff(&old, &parsed.content) })))
 }
 
@@ -122,7 +132,8 @@ pub async fn cloud_configs(
 ) -> ApiResult<Json<Value>> {
     only_cloud(None, params.get("name").map(String::as_str))?;
     let configs: Vec<Value> = director
-        .cloud_config()?
+        .cloud_config()
+        .await?
         .iter()
         .map(|c| json!({ "properties": c.text, "created_at": "" }))
         .collect();
@@ -139,7 +150,11 @@ pub async fn diff_cloud_config(
     require_yaml(&headers)?;
     only_cloud(None, params.get("name").map(String::as_str))?;
     check_yaml(&body)?;
-    let old = director.cloud_config()?.map(|c| c.text).unwrap_or_default();
+    let old = director
+        .cloud_config()
+        .await?
+        .map(|c| c.text)
+        .unwrap_or_default();
     Ok(Json(json!({ "diff": wire::diff(&old, &body) })))
 }
 
@@ -152,14 +167,14 @@ pub async fn update_cloud_config(
     require_yaml(&headers)?;
     only_cloud(None, params.get("name").map(String::as_str))?;
     check_yaml(&body)?;
-    director.update_cloud_config(&body)?;
+    director.update_cloud_config(&body).await?;
     Ok(StatusCode::CREATED.into_response())
 }
 
 pub async fn releases(State(director): State<Director>) -> ApiResult<Json<Value>> {
-    let deployed = director.deployed_versions()?;
+    let deployed = director.deployed_versions().await?;
     let mut by_name: std::collections::BTreeMap<String, Vec<Value>> = Default::default();
-    for release in director.releases()? {
+    for release in director.releases().await? {
         let in_use = deployed
             .releases
             .contains(&(release.name.clone(), release.version.clone()));
@@ -183,9 +198,10 @@ pub async fn releases(State(director): State<Director>) -> ApiResult<Json<Value>
 }
 
 pub async fn stemcells(State(director): State<Director>) -> ApiResult<Json<Value>> {
-    let deployed = director.deployed_versions()?;
+    let deployed = director.deployed_versions().await?;
     let stemcells: Vec<Value> = director
-        .stemcells()?
+        .stemcells()
+        .await?
         .into_iter()
         .map(|s| {
             let users: Vec<Value> = deployed

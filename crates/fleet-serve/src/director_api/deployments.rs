@@ -23,8 +23,8 @@ pub fn redirect(task: &Task) -> Response {
         .into_response()
 }
 
-fn exists(director: &Director, name: &str) -> ApiResult<()> {
-    match director.deployment(name)? {
+async fn exists(director: &Director, name: &str) -> ApiResult<()> {
+    match director.deployment(name).await? {
         Some(_) => Ok(()),
         None => Err(ApiError::deployment_not_found(name)),
     }
@@ -56,9 +56,9 @@ fn versions(manifest: Option<&Manifest>, uploaded: &[Stemcell]) -> (Value, Value
 }
 
 pub async fn list(State(director): State<Director>) -> ApiResult<Json<Value>> {
-    let uploaded = director.stemcells()?;
+    let uploaded = director.stemcells().await?;
     let mut out = Vec::new();
-    for d in director.deployment_summaries()? {
+    for d in director.deployment_summaries().await? {
         let (releases, stemcells) = versions(d.manifest.as_ref(), &uploaded);
         out.push(json!({
             "name": d.record.name,
@@ -93,7 +93,7 @@ pub async fn deploy(
     require_yaml(&headers)?;
     check_manifest(&body)?;
     let options = deploy_options(&params)?;
-    let task = director.deploy(&body, options)?;
+    let task = director.deploy(&body, options).await?;
     Ok(redirect(&task))
 }
 
@@ -105,7 +105,7 @@ pub async fn diff(
 ) -> ApiResult<Json<Value>> {
     require_yaml(&headers)?;
     let context = json!({
-        "cloud_config_ids": director.cloud_config()?.map(|c| vec![c.version.to_string()]).unwrap_or_default(),
+        "cloud_config_ids": director.cloud_config().await?.map(|c| vec![c.version.to_string()]).unwrap_or_default(),
         "runtime_config_ids": [],
     });
     // The director answers a manifest it cannot read with 200 and an `error`.
@@ -115,7 +115,8 @@ pub async fn diff(
         ));
     }
     let old = director
-        .deployment(&name)?
+        .deployment(&name)
+        .await?
         .and_then(|d| d.manifest)
         .unwrap_or_default();
     Ok(Json(
@@ -128,7 +129,8 @@ pub async fn manifest(
     Path(name): Path<String>,
 ) -> ApiResult<Json<Value>> {
     let record = director
-        .deployment(&name)?
+        .deployment(&name)
+        .await?
         .ok_or_else(|| ApiError::deployment_not_found(&name))?;
     Ok(Json(
         json!({ "manifest": record.manifest.unwrap_or_default() }),
@@ -139,8 +141,8 @@ pub async fn delete(
     State(director): State<Director>,
     Path(name): Path<String>,
 ) -> ApiResult<Response> {
-    exists(&director, &name)?;
-    Ok(redirect(&director.delete(&name)?))
+    exists(&director, &name).await?;
+    Ok(redirect(&director.delete(&name).await?))
 }
 
 fn ips(instance: &InstanceRecord) -> Vec<&str> {
@@ -166,18 +168,19 @@ fn instance_json(instance: &InstanceRecord) -> Value {
 }
 
 /// Without `format=full` the records alone; with it, a task that asks the agents.
-fn records(
+async fn records(
     director: &Director,
     name: &str,
     params: &Params,
     vms_only: bool,
 ) -> ApiResult<Response> {
-    exists(director, name)?;
+    exists(director, name).await?;
     if params.get("format").is_some_and(|f| f == "full") {
-        return Ok(redirect(&director.instance_details(name)?));
+        return Ok(redirect(&director.instance_details(name).await?));
     }
     let list: Vec<Value> = director
-        .instances(name)?
+        .instances(name)
+        .await?
         .iter()
         .filter(|i| !vms_only || i.vm_cid.is_some())
         .map(|i| {
@@ -196,7 +199,7 @@ pub async fn instances(
     Path(name): Path<String>,
     Query(params): Query<Params>,
 ) -> ApiResult<Response> {
-    records(&director, &name, &params, false)
+    records(&director, &name, &params, false).await
 }
 
 pub async fn vms(
@@ -204,7 +207,7 @@ pub async fn vms(
     Path(name): Path<String>,
     Query(params): Query<Params>,
 ) -> ApiResult<Response> {
-    records(&director, &name, &params, true)
+    records(&director, &name, &params, true).await
 }
 
 pub async fn change_group(
@@ -218,7 +221,7 @@ pub async fn change_group(
     } else {
         Target::group(group)
     };
-    change(&director, &name, target, &params, &body)
+    change(&director, &name, target, &params, &body).await
 }
 
 pub async fn change_instance(
@@ -234,16 +237,17 @@ pub async fn change_instance(
         &params,
         &body,
     )
+    .await
 }
 
-fn change(
+async fn change(
     director: &Director,
     name: &str,
     target: Target,
     params: &Params,
     body: &str,
 ) -> ApiResult<Response> {
-    exists(director, name)?;
+    exists(director, name).await?;
     if !body.trim().is_empty() {
         return Err(ApiError::bad_request(
             code::GENERIC,
@@ -253,7 +257,7 @@ fn change(
     }
     // The target first, as the director answers: an unknown group or instance is 404
     // whatever else the request asks.
-    director.check_target(name, &target)?;
+    director.check_target(name, &target).await?;
     let state = params.get("state").map(String::as_str).unwrap_or("");
     let skip_drain = present(params, "skip_drain");
     if state != "recreate" {
@@ -269,21 +273,33 @@ fn change(
         }
     }
     let task = match state {
-        "recreate" => director.recreate(
-            name,
-            RecreateOptions {
-                fix: flag(params, "fix"),
-                skip_drain: present(params, "skip_drain"),
-                canaries: count(params, "canaries")?,
-                max_in_flight: count(params, "max_in_flight")?,
-                dry_run: flag(params, "dry_run"),
-                target,
-            },
-        )?,
-        "restart" => director.restart(name, target, skip_drain)?,
-        "stopped" => director.stop_instances(name, false, target, skip_drain)?,
-        "detached" => director.stop_instances(name, true, target, skip_drain)?,
-        "started" => director.start_instances(name, target)?,
+        "recreate" => {
+            director
+                .recreate(
+                    name,
+                    RecreateOptions {
+                        fix: flag(params, "fix"),
+                        skip_drain: present(params, "skip_drain"),
+                        canaries: count(params, "canaries")?,
+                        max_in_flight: count(params, "max_in_flight")?,
+                        dry_run: flag(params, "dry_run"),
+                        target,
+                    },
+                )
+                .await?
+        }
+        "restart" => director.restart(name, target, skip_drain).await?,
+        "stopped" => {
+            director
+                .stop_instances(name, false, target, skip_drain)
+                .await?
+        }
+        "detached" => {
+            director
+                .stop_instances(name, true, target, skip_drain)
+                .await?
+        }
+        "started" => director.start_instances(name, target).await?,
         other => {
             return Err(ApiError::bad_request(
                 code::GENERIC,

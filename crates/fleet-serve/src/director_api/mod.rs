@@ -63,7 +63,11 @@ pub fn router(director: Director) -> Router {
 }
 
 async fn info(State(director): State<Director>) -> Json<Value> {
-    let stemcell = director.stemcells().ok().and_then(|s| s.into_iter().last());
+    let stemcell = director
+        .stemcells()
+        .await
+        .ok()
+        .and_then(|s| s.into_iter().last());
     Json(json!({
         "name": "fleet-updater",
         "uuid": "fleet-updater-embedded-director",

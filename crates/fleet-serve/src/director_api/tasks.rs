@@ -37,24 +37,30 @@ pub async fn list(
         })?,
     };
     let filter = TaskFilter {
-        deployment: params.get("deployment").map(String::as_str),
-        states: states.as_deref(),
+        deployment: params.get("deployment").cloned(),
+        states,
         // Tasks that only read are listed with `verbose=2` alone, as the director does.
         read_only: verbose >= 2,
         limit,
     };
-    let tasks: Vec<Value> = director.tasks(&filter)?.iter().map(wire::task).collect();
+    let tasks: Vec<Value> = director
+        .tasks(filter)
+        .await?
+        .iter()
+        .map(wire::task)
+        .collect();
     Ok(Json(Value::Array(tasks)))
 }
 
-fn find(director: &Director, id: u64) -> ApiResult<Task> {
+async fn find(director: &Director, id: u64) -> ApiResult<Task> {
     director
-        .task(id)?
+        .task(id)
+        .await?
         .ok_or_else(|| ApiError::task_not_found(id))
 }
 
 pub async fn one(State(director): State<Director>, Path(id): Path<u64>) -> ApiResult<Json<Value>> {
-    Ok(Json(wire::task(&find(&director, id)?)))
+    Ok(Json(wire::task(&find(&director, id).await?)))
 }
 
 /// The start of `Range: bytes=N-`, the only form clients use to tail output.
@@ -78,10 +84,10 @@ pub async fn output(
     Query(params): Query<Params>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
-    let task = find(&director, id)?;
+    let task = find(&director, id).await?;
     let kind = params.get("type").map(String::as_str).unwrap_or("event");
     let text = match kind {
-        "event" => wire::event_log(&task, &director.events(id)?),
+        "event" => wire::event_log(&task, &director.events(id).await?),
         "result" => {
             if task.state.is_running() {
                 String::new()
@@ -89,7 +95,7 @@ pub async fn output(
                 task.result.clone().unwrap_or_default()
             }
         }
-        "debug" | "cpi" => wire::debug_log(&task, &director.events(id)?),
+        "debug" | "cpi" => wire::debug_log(&task, &director.events(id).await?),
         "none" => String::new(),
         other => {
             return Err(ApiError::bad_request(
@@ -125,8 +131,8 @@ pub async fn output(
 }
 
 pub async fn cancel(State(director): State<Director>, Path(id): Path<u64>) -> ApiResult<Response> {
-    find(&director, id)?;
-    director.cancel(id)?;
+    find(&director, id).await?;
+    director.cancel(id).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -135,7 +141,8 @@ pub async fn locks(State(director): State<Director>) -> ApiResult<Json<Value>> {
     // from now is shown, as a lock that is renewed would be.
     let expires = fleet_director::unix_now() + 60;
     let locks: Vec<Value> = director
-        .locks()?
+        .locks()
+        .await?
         .into_iter()
         .filter_map(|(name, task)| {
             let deployment = name.strip_prefix("lock:deployment:")?;
