@@ -28,17 +28,26 @@ impl Default for CompilationConfig {
     }
 }
 
-pub(crate) fn read_config(node: &Node) -> Result<CompilationConfig, String> {
+/// A `compilation` block that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CompilationConfigError {
+    #[error("compilation.workers must be an integer from 1 to 256, found {0}")]
+    Workers(String),
+    /// The manifest holding the block is not YAML.
+    #[error("{0}")]
+    Yaml(String),
+}
+
+pub(crate) fn read_config(node: &Node) -> Result<CompilationConfig, CompilationConfigError> {
     let json = node.to_json();
     let text = |key: &str| json.get(key).and_then(|v| v.as_str()).map(str::to_string);
     let workers = match json.get("workers") {
         None => 1,
-        Some(w) => w
-            .as_u64()
-            .filter(|w| (1..=256).contains(w))
-            .ok_or_else(|| {
-                format!("compilation.workers must be an integer from 1 to 256, found {w}")
-            })? as usize,
+        Some(w) => {
+            w.as_u64()
+                .filter(|w| (1..=256).contains(w))
+                .ok_or_else(|| CompilationConfigError::Workers(w.to_string()))? as usize
+        }
     };
     Ok(CompilationConfig {
         workers,
@@ -95,7 +104,7 @@ pub fn parse(text: &str, version: u64) -> Result<CloudModel, CloudConfigError> {
         .collect();
     let compilation = match root.get("compilation") {
         Some(node) => read_config(node).unwrap_or_else(|e| {
-            problems.push(e);
+            problems.push(e.to_string());
             CompilationConfig::default()
         }),
         None => CompilationConfig::default(),

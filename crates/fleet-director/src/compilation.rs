@@ -280,18 +280,19 @@ async fn reserve_workers(
     owners: &[Owner],
     az: Option<&str>,
     taken: &[(String, u32)],
-) -> Result<Vec<Option<u32>>, String> {
+) -> Result<Vec<Option<u32>>, NetworkError> {
     match networking {
-        Networking::Global(nets) => plan_global(&core.store, &[], |repo| {
-            let mut provider = IpProvider::new(nets, IpSet::new(), repo);
-            let ips = owners
-                .iter()
-                .map(|owner| provider.reserve_compilation(network, owner, az))
-                .collect::<Result<Vec<_>, NetworkError>>()?;
-            Ok::<_, NetworkError>((ips, provider.into_repo()))
-        })
-        .await
-        .map_err(|e| e.to_string()),
+        Networking::Global(nets) => {
+            plan_global(&core.store, &[], |repo| {
+                let mut provider = IpProvider::new(nets, IpSet::new(), repo);
+                let ips = owners
+                    .iter()
+                    .map(|owner| provider.reserve_compilation(network, owner, az))
+                    .collect::<Result<Vec<_>, NetworkError>>()?;
+                Ok::<_, NetworkError>((ips, provider.into_repo()))
+            })
+            .await
+        }
         Networking::Local(nets) => local_worker_addresses(nets, network, owners, az, taken),
     }
 }
@@ -305,7 +306,7 @@ fn local_worker_addresses(
     owners: &[Owner],
     az: Option<&str>,
     taken: &[(String, u32)],
-) -> Result<Vec<Option<u32>>, String> {
+) -> Result<Vec<Option<u32>>, NetworkError> {
     let Some(first) = owners.first() else {
         return Ok(Vec::new());
     };
@@ -333,12 +334,11 @@ fn reserve_each<R: IpRepo>(
     network: &str,
     owners: &[Owner],
     az: Option<&str>,
-) -> Result<Vec<Option<u32>>, String> {
+) -> Result<Vec<Option<u32>>, NetworkError> {
     owners
         .iter()
         .map(|owner| provider.reserve_compilation(network, owner, az))
-        .collect::<Result<_, _>>()
-        .map_err(|e| e.to_string())
+        .collect()
 }
 
 /// What one stemcell needs compiled.

@@ -1,5 +1,5 @@
 use super::agent::AgentError;
-use super::cloud::CloudConfigError;
+use super::cloud::{CloudConfigError, CompilationConfigError};
 use super::compile::CompileError;
 use super::cpi::CpiError;
 use super::manifest::ManifestError;
@@ -53,6 +53,8 @@ pub enum StepError {
     Record(#[from] serde_json::Error),
     #[error(transparent)]
     CloudConfig(#[from] CloudConfigError),
+    #[error(transparent)]
+    Compilation(#[from] CompilationConfigError),
     /// A failure in the director's own words.
     #[error("{0}")]
     Failed(String),

@@ -5,7 +5,7 @@
 
 use super::Core;
 use super::cloud::{self, CloudModel};
-use super::cloud::{CompilationConfig, read_config};
+use super::cloud::{CompilationConfig, CompilationConfigError, read_config};
 use super::error::StepError;
 use super::manifest::{Manifest, parse};
 use super::model::{CloudConfig, Release, Stemcell};
@@ -24,7 +24,7 @@ pub struct Snapshot {
     pub uploaded: Uploaded,
     /// The cloud config's `compilation` section, else the manifest's, else one worker; an
     /// invalid block of the manifest is the deploy's error when it compiles.
-    compilation: Result<CompilationConfig, String>,
+    compilation: Result<CompilationConfig, CompilationConfigError>,
 }
 
 impl Snapshot {
@@ -64,7 +64,7 @@ impl Snapshot {
         let compilation = match &cloud {
             Some(cloud) => Ok(cloud.compilation.clone()),
             None => fleet_yaml::load(&text, fleet_yaml::Limits::default())
-                .map_err(|e| e.to_string())
+                .map_err(|e| CompilationConfigError::Yaml(e.to_string()))
                 .and_then(|root| match root.get("compilation") {
                     Some(node) => read_config(node),
                     None => Ok(CompilationConfig::default()),
@@ -110,7 +110,7 @@ impl Snapshot {
     /// # Errors
     /// An invalid `compilation` block of the manifest.
     pub fn compilation(&self) -> Result<CompilationConfig, StepError> {
-        self.compilation.clone().map_err(StepError::Failed)
+        Ok(self.compilation.clone()?)
     }
 
     /// The version of the cloud config this deploy used.

@@ -375,7 +375,7 @@ fn read_group(
                                     entry.at,
                                     "a static IP range may hold at most 65,536 addresses",
                                 ),
-                                Some(Err(message)) => checker.report(&ep, entry.at, message),
+                                Some(Err(e)) => checker.report(&ep, entry.at, e.to_string()),
                                 None => {}
                             }
                         }

@@ -12,7 +12,7 @@ mod repo;
 pub use error::NetworkError;
 pub use fleet_ipset::{IpSet, to_ip, to_u32};
 pub use model::{Network, NetworkKind, Subnet};
-pub use parse::{cidr, entry, networks};
+pub use parse::{AddressError, cidr, entry, networks};
 pub use provider::{Assignment, Desired, Held, InstanceNetworks, IpProvider, named_addresses};
 pub use repo::{Claim, InMemoryIpRepo, IpRepo, Owner, PlannedIpRepo, Release};
 

@@ -3,6 +3,8 @@
 
 use std::net::Ipv4Addr;
 
+use ipnet::Ipv4Net;
+
 use super::model::{Network, NetworkKind, Subnet};
 use fleet_ipset::{IpSet, to_u32};
 use fleet_yaml::{Checker, Node, Value, join};
@@ -20,47 +22,59 @@ const SUBNET: &[&str] = &[
     "name",
 ];
 
-fn ip(text: &str) -> Result<u32, String> {
+/// What is wrong with an address, range or CIDR as written in a network.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AddressError {
+    #[error("`{0}` is IPv6, which this director does not support")]
+    Ipv6(String),
+    #[error("`{0}` is not an IPv4 address")]
+    NotIpv4(String),
+    #[error("`{0}` is not a CIDR range like `10.0.0.0/24`")]
+    NotCidr(String),
+    #[error("`{0}` has an invalid prefix")]
+    Prefix(String),
+    #[error("range `{0}` has host bits set")]
+    HostBits(String),
+    #[error("range `{0}` ends before it starts")]
+    Reversed(String),
+}
+
+fn ip(text: &str) -> Result<u32, AddressError> {
     let text = text.trim();
     if text.contains(':') {
-        return Err(format!(
-            "`{text}` is IPv6, which this director does not support"
-        ));
+        return Err(AddressError::Ipv6(text.to_string()));
     }
     text.parse::<Ipv4Addr>()
         .map(to_u32)
-        .map_err(|_| format!("`{text}` is not an IPv4 address"))
+        .map_err(|_| AddressError::NotIpv4(text.to_string()))
 }
 
-/// `a.b.c.d/n` with no host bits set.
-pub fn cidr(text: &str) -> Result<(u32, u32, u8), String> {
+/// `a.b.c.d/n` with no host bits set: its first and last address and its prefix.
+pub fn cidr(text: &str) -> Result<(u32, u32, u8), AddressError> {
     let (addr, prefix) = text
         .split_once('/')
-        .ok_or_else(|| format!("`{text}` is not a CIDR range like `10.0.0.0/24`"))?;
-    let base = ip(addr)?;
-    let prefix: u8 = prefix
-        .trim()
+        .ok_or_else(|| AddressError::NotCidr(text.to_string()))?;
+    // The address is checked first, so that it is the address an error names.
+    ip(addr)?;
+    let net: Ipv4Net = format!("{}/{}", addr.trim(), prefix.trim())
         .parse()
-        .ok()
-        .filter(|p| *p <= 32)
-        .ok_or_else(|| format!("`{text}` has an invalid prefix"))?;
-    let mask = if prefix == 0 {
-        0
-    } else {
-        u32::MAX << (32 - prefix)
-    };
-    if base & !mask != 0 {
-        return Err(format!("range `{text}` has host bits set"));
+        .map_err(|_| AddressError::Prefix(text.to_string()))?;
+    if net.trunc() != net {
+        return Err(AddressError::HostBits(text.to_string()));
     }
-    Ok((base, base | !mask, prefix))
+    Ok((
+        to_u32(net.network()),
+        to_u32(net.broadcast()),
+        net.prefix_len(),
+    ))
 }
 
 /// An address, a range `a - b`, or a CIDR, as `reserved` and `static` entries are written.
-pub fn entry(text: &str) -> Result<(u32, u32), String> {
+pub fn entry(text: &str) -> Result<(u32, u32), AddressError> {
     if let Some((a, b)) = text.split_once('-') {
         let (a, b) = (ip(a)?, ip(b)?);
         if a > b {
-            return Err(format!("range `{text}` ends before it starts"));
+            return Err(AddressError::Reversed(text.to_string()));
         }
         return Ok((a, b));
     }
@@ -102,7 +116,7 @@ fn ranges(checker: &mut Checker, node: &Node, path: &str, subnet: (u32, u32), wh
                 node.at,
                 format!("{what} `{text}` is outside the subnet's range"),
             ),
-            Err(message) => checker.report(&p, node.at, message),
+            Err(e) => checker.report(&p, node.at, e.to_string()),
         }
     }
     set
@@ -131,8 +145,8 @@ fn read_subnet(
             );
             return None;
         }
-        Err(message) => {
-            checker.report(&join(path, "range"), range_node.at, message);
+        Err(e) => {
+            checker.report(&join(path, "range"), range_node.at, e.to_string());
             return None;
         }
     };
@@ -161,8 +175,8 @@ fn read_subnet(
                     None
                 }
                 Ok(gw) => Some(gw),
-                Err(message) => {
-                    checker.report(&gp, g.at, message);
+                Err(e) => {
+                    checker.report(&gp, g.at, e.to_string());
                     None
                 }
             })
@@ -441,6 +455,31 @@ mod tests {
             ),
             "{all}"
         );
+    }
+
+    #[test]
+    fn cidr_ranges_are_read_and_each_mistake_has_its_own_error() {
+        assert_eq!(cidr("10.0.0.0/24"), Ok((0x0a00_0000, 0x0a00_00ff, 24)));
+        assert_eq!(cidr(" 10.0.0.4 / 30 "), Ok((0x0a00_0004, 0x0a00_0007, 30)));
+        assert_eq!(cidr("0.0.0.0/0"), Ok((0, u32::MAX, 0)));
+        let bad = |t: &str| cidr(t).unwrap_err();
+        assert_eq!(bad("10.0.0.0"), AddressError::NotCidr("10.0.0.0".into()));
+        assert_eq!(
+            bad("10.0.0.0/33"),
+            AddressError::Prefix("10.0.0.0/33".into())
+        );
+        assert_eq!(bad("10.0.0.0/x"), AddressError::Prefix("10.0.0.0/x".into()));
+        assert_eq!(
+            bad("10.0.0.1/24"),
+            AddressError::HostBits("10.0.0.1/24".into())
+        );
+        assert_eq!(bad("10.0.0/24"), AddressError::NotIpv4("10.0.0".into()));
+        assert_eq!(bad("fd00::/64"), AddressError::Ipv6("fd00::".into()));
+        assert_eq!(
+            entry("10.0.0.9 - 10.0.0.1"),
+            Err(AddressError::Reversed("10.0.0.9 - 10.0.0.1".into()))
+        );
+        assert_eq!(entry("10.0.0.8/30"), Ok((0x0a00_0008, 0x0a00_000b)));
     }
 
     #[test]
