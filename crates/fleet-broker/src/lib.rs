@@ -7,7 +7,6 @@
 pub mod catalog;
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -16,7 +15,7 @@ pub use catalog::{Catalog, Plan, StemcellVersion, Version, Versions};
 use fleet_director::model::{DeploymentRecord, Task, TaskState};
 use fleet_director::{DeployOptions, manifest};
 use fleet_director::{Director, DirectorError, RecreateOptions};
-use fleet_store::{AsyncStore, Collection, Store, StoreError, put};
+use fleet_store::{AsyncStore, Collection, StoreError, put};
 
 #[derive(Debug, thiserror::Error)]
 pub enum BrokerError {
@@ -156,10 +155,10 @@ fn versions_of(manifest_text: &str) -> Option<Versions> {
 }
 
 impl Broker {
-    pub fn new(director: Director, store: Arc<dyn Store>, catalog: Catalog) -> Self {
+    pub fn new(director: Director, store: impl Into<AsyncStore>, catalog: Catalog) -> Self {
         Broker {
             director,
-            store: AsyncStore::new(store),
+            store: store.into(),
             catalog,
         }
     }

@@ -5,7 +5,7 @@ use super::*;
 use fleet_director::model::{Release, Stemcell};
 use fleet_director::sim::{Latency, SimulatedCloud, SimulationSettings};
 use fleet_director::{DirectorSettings, agent::Agent, cpi::Cpi};
-use fleet_store::SqliteStore;
+use fleet_store::{SqliteStore, Store};
 
 const TEMPLATE: &str =
     "update: {canaries: 1, max_in_flight: 1, canary_watch_time: 1000, update_watch_time: 1000}

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::agent::{Agent, AgentError};
 use super::cpi::Cpi;
-use fleet_store::{AsyncStore, Store};
+use fleet_store::AsyncStore;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DirectorSettings {
@@ -41,13 +41,13 @@ pub struct Core {
 
 impl Core {
     pub fn new(
-        store: Arc<dyn Store>,
+        store: AsyncStore,
         cpi: Arc<dyn Cpi>,
         agent: Arc<dyn Agent>,
         settings: DirectorSettings,
     ) -> Self {
         Core {
-            store: AsyncStore::new(store),
+            store,
             cpi,
             agent,
             settings,

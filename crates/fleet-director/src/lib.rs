@@ -37,7 +37,7 @@ pub use task::{JobError, unix_now};
 
 use agent::Agent;
 use cpi::Cpi;
-use fleet_store::{AsyncStore, Collection, Store, put};
+use fleet_store::{AsyncStore, Collection, put};
 use manifest::Count;
 use model::{
     CloudConfig, CloudConfigUse, DeployedVersions, DeploymentRecord, DeploymentSummary, DiskRecord,
@@ -74,14 +74,13 @@ impl Director {
     /// # Errors
     /// When the store cannot be read or written.
     pub async fn new(
-        store: Arc<dyn Store>,
+        store: impl Into<AsyncStore>,
         cpi: Arc<dyn Cpi>,
         agent: Arc<dyn Agent>,
         settings: DirectorSettings,
     ) -> Result<Self, DirectorError> {
-        let recovered = AsyncStore::new(Arc::clone(&store))
-            .recover(RECOVERY_REASON, unix_now())
-            .await?;
+        let store = store.into();
+        let recovered = store.recover(RECOVERY_REASON, unix_now()).await?;
         if !recovered.is_empty() {
             tracing::warn!(tasks = ?recovered, "tasks left running by a previous process were marked as errored");
         }
@@ -91,12 +90,12 @@ impl Director {
     /// A director that only looks: no recovery, so another process's running tasks stay
     /// as they are. For listings; it must not start tasks.
     pub fn observing(
-        store: Arc<dyn Store>,
+        store: impl Into<AsyncStore>,
         cpi: Arc<dyn Cpi>,
         agent: Arc<dyn Agent>,
         settings: DirectorSettings,
     ) -> Self {
-        let core = Arc::new(Core::new(store, cpi, agent, settings));
+        let core = Arc::new(Core::new(store.into(), cpi, agent, settings));
         Director {
             runner: Arc::new(TaskRunner::new(Arc::clone(&core))),
             core,

@@ -107,9 +107,11 @@ pub async fn open(
     let opened = tokio::task::spawn_blocking(move || SqliteStore::open(&dir))
         .await
         .map_err(|_| StoreError::Stopped)?;
-    let store: Arc<dyn Store> = Arc::new(opened?);
+    // One handle, so that the director, the broker and the simulated cloud share the
+    // store's one worker.
+    let store = AsyncStore::new(Arc::new(opened?) as Arc<dyn Store>);
     let cloud = Arc::new(SimulatedCloud::new(
-        Arc::clone(&store),
+        store.clone(),
         definition.simulation.clone(),
     ));
     let settings = DirectorSettings {
@@ -121,12 +123,12 @@ pub async fn open(
         Arc::clone(&cloud) as Arc<dyn Agent>,
     );
     let director = match access {
-        Access::Exclusive => Director::new(Arc::clone(&store), cpi, agent, settings).await?,
-        Access::ReadOnly => Director::observing(Arc::clone(&store), cpi, agent, settings),
+        Access::Exclusive => Director::new(store.clone(), cpi, agent, settings).await?,
+        Access::ReadOnly => Director::observing(store.clone(), cpi, agent, settings),
     };
     let broker = Arc::new(Broker::new(
         director.clone(),
-        Arc::clone(&store),
+        store.clone(),
         definition.catalog.clone(),
     ));
     if access == Access::Exclusive {
@@ -139,14 +141,7 @@ pub async fn open(
         if let Some(cloud_config) = &definition.cloud_config {
             director.update_cloud_config(cloud_config).await?;
         }
-        provision(
-            state_dir,
-            &AsyncStore::new(Arc::clone(&store)),
-            &broker,
-            definition,
-            progress,
-        )
-        .await?;
+        provision(state_dir, &store, &broker, definition, progress).await?;
     }
     Ok(EmbeddedFleet {
         broker,

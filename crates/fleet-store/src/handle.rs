@@ -1,32 +1,104 @@
-//! The store as asynchronous code reaches it. SQLite blocks; every call made through
-//! [`AsyncStore`] runs on tokio's blocking pool, so that a slow disk or a busy database
-//! never holds one of the few async worker threads that serve requests and drive tasks.
+//! The store as asynchronous code reaches it. SQLite blocks, so no call made through
+//! [`AsyncStore`] runs on an async worker thread: calls queue up and one worker on tokio's
+//! blocking pool answers them in order, alive while there is work, so that a busy fleet
+//! does not pay a thread hand-over per call and an idle one holds no thread. Tokio's
+//! paused test clock does not jump ahead while the worker runs.
 
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::de::DeserializeOwned;
+use tokio::sync::oneshot;
 
 use super::{Collection, IpClaim, IpHolder, IpRecord, IpRelease, Store, StoreError, Write};
 use super::{Task, TaskEvent, TaskFilter, TaskKind};
 
+/// A call waiting for the worker; it answers through its own channel.
+type Job = Box<dyn FnOnce(&dyn Store) + Send>;
+
+#[derive(Default)]
+struct Queue {
+    jobs: VecDeque<Job>,
+    /// Whether a worker is draining `jobs`.
+    draining: bool,
+}
+
+fn lock(queue: &Mutex<Queue>) -> MutexGuard<'_, Queue> {
+    queue.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Runs queued calls until none is left.
+struct Worker {
+    store: Arc<dyn Store>,
+    queue: Arc<Mutex<Queue>>,
+    finished: bool,
+}
+
+impl Worker {
+    fn drain(mut self) {
+        loop {
+            let job = {
+                let mut queue = lock(&self.queue);
+                match queue.jobs.pop_front() {
+                    Some(job) => job,
+                    None => {
+                        queue.draining = false;
+                        self.finished = true;
+                        return;
+                    }
+                }
+            };
+            job(&*self.store);
+        }
+    }
+}
+
+impl Drop for Worker {
+    /// A worker dropped before it ran (the runtime shuts down) would leave its calls
+    /// waiting forever: they are answered with [`StoreError::Stopped`] instead.
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        let abandoned: Vec<Job> = {
+            let mut queue = lock(&self.queue);
+            queue.draining = false;
+            queue.jobs.drain(..).collect()
+        };
+        drop(abandoned);
+    }
+}
+
+/// One per database: every clone shares the queue and its worker.
 #[derive(Clone)]
 pub struct AsyncStore {
     store: Arc<dyn Store>,
+    queue: Arc<Mutex<Queue>>,
+}
+
+impl From<Arc<dyn Store>> for AsyncStore {
+    fn from(store: Arc<dyn Store>) -> Self {
+        AsyncStore::new(store)
+    }
 }
 
 impl AsyncStore {
     pub fn new(store: Arc<dyn Store>) -> Self {
-        AsyncStore { store }
+        AsyncStore {
+            store,
+            queue: Arc::default(),
+        }
     }
 
     /// The blocking store, for code that already runs where blocking is allowed (a
-    /// `spawn_blocking` closure, a synchronous command-line path).
+    /// `spawn_blocking` closure, a synchronous command-line path, a test).
     pub fn blocking(&self) -> &Arc<dyn Store> {
         &self.store
     }
 
-    /// Runs `call` against the store on the blocking pool. Several reads in one call see
-    /// the store as one caller at a time does, and cost one hand-over.
+    /// Runs `call` against the store on the worker. Several reads in one call see the
+    /// store as one caller at a time does, and cost one turn of the worker.
     ///
     /// # Errors
     /// The call's own error, or [`StoreError::Stopped`] when the runtime shuts down first.
@@ -35,10 +107,27 @@ impl AsyncStore {
         T: Send + 'static,
         F: FnOnce(&dyn Store) -> Result<T, StoreError> + Send + 'static,
     {
-        let store = Arc::clone(&self.store);
-        match tokio::task::spawn_blocking(move || call(&*store)).await {
-            Ok(result) => result,
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        let (answer, answered) = oneshot::channel();
+        let job: Job = Box::new(move |store| {
+            let _ = answer.send(catch_unwind(AssertUnwindSafe(|| call(store))));
+        });
+        let start = {
+            let mut queue = lock(&self.queue);
+            queue.jobs.push_back(job);
+            !std::mem::replace(&mut queue.draining, true)
+        };
+        if start {
+            let worker = Worker {
+                store: Arc::clone(&self.store),
+                queue: Arc::clone(&self.queue),
+                finished: false,
+            };
+            // Answers come through each call's channel, not the handle.
+            drop(tokio::task::spawn_blocking(move || worker.drain()));
+        }
+        match answered.await {
+            Ok(Ok(result)) => result,
+            Ok(Err(panic)) => std::panic::resume_unwind(panic),
             Err(_) => Err(StoreError::Stopped),
         }
     }
@@ -152,5 +241,76 @@ impl AsyncStore {
     pub async fn recover(&self, reason: &str, now: u64) -> Result<Vec<u64>, StoreError> {
         let reason = reason.to_string();
         self.run(move |s| s.recover(&reason, now)).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{SqliteStore, list, put};
+
+    fn store() -> AsyncStore {
+        AsyncStore::new(Arc::new(SqliteStore::in_memory().unwrap()))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn calls_from_many_tasks_are_all_answered_and_a_panic_reaches_its_caller_only() {
+        let store = store();
+        let mut tasks = tokio::task::JoinSet::new();
+        for i in 0..200u32 {
+            let store = store.clone();
+            tasks.spawn(async move {
+                if i == 100 {
+                    store
+                        .run(|_| -> Result<(), StoreError> { panic!("a call that panics") })
+                        .await
+                } else {
+                    let key = format!("{i:03}");
+                    store
+                        .write(vec![put(Collection::Fleet, &key, "", &i)])
+                        .await
+                }
+            });
+        }
+        let mut panics = 0;
+        while let Some(joined) = tasks.join_next().await {
+            match joined {
+                Ok(written) => written.unwrap(),
+                Err(e) => {
+                    assert!(e.is_panic());
+                    panics += 1;
+                }
+            }
+        }
+        assert_eq!(panics, 1);
+        let stored: Vec<u32> = store.list(Collection::Fleet, None).await.unwrap();
+        assert_eq!(stored, (0..200).filter(|&i| i != 100).collect::<Vec<_>>());
+        assert_eq!(
+            list::<u32>(&**store.blocking(), Collection::Fleet, None)
+                .unwrap()
+                .len(),
+            199
+        );
+    }
+
+    #[test]
+    fn calls_made_while_the_runtime_is_gone_are_answered_as_stopped() {
+        let gone = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let handle = gone.handle().clone();
+        drop(gone);
+        let live = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let store = store();
+        let answer = live.block_on(async {
+            let _entered = handle.enter();
+            store.get::<u32>(Collection::Fleet, "k").await
+        });
+        assert!(matches!(answer, Err(StoreError::Stopped)), "{answer:?}");
+        // The queue is usable again once a runtime runs.
+        let again = live.block_on(store.get::<u32>(Collection::Fleet, "k"));
+        assert_eq!(again.unwrap(), None);
     }
 }

@@ -1,5 +1,5 @@
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -10,7 +10,7 @@ use crate::agent::{Agent, AgentError, AgentState, JobState};
 use crate::cpi::{Cpi, CpiError, VmRequest};
 use crate::ids::new_id;
 use crate::model::InstanceSpec;
-use fleet_store::{AsyncStore, Collection, Store, StoreError, put, remove};
+use fleet_store::{AsyncStore, Collection, StoreError, put, remove};
 
 /// What a test's change to the simulated cloud can run into.
 #[derive(Debug, thiserror::Error)]
@@ -71,9 +71,9 @@ pub struct SimulatedCloud {
 }
 
 impl SimulatedCloud {
-    pub fn new(store: Arc<dyn Store>, settings: SimulationSettings) -> Self {
+    pub fn new(store: impl Into<AsyncStore>, settings: SimulationSettings) -> Self {
         SimulatedCloud {
-            store: AsyncStore::new(store),
+            store: store.into(),
             compiling: Mutex::new((0, 0, Vec::new())),
             faults: Mutex::new(settings.faults.clone()),
             settings,
