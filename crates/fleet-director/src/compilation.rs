@@ -178,20 +178,23 @@ pub async fn compile(
     let manifest = &snapshot.manifest;
     let mut work: Vec<Batch> = Vec::new();
     for (stemcell, graph) in graphs(&snapshot.releases, manifest)? {
-        let mut todo = BTreeSet::new();
-        for package in graph.keys() {
-            if core
-                .store
-                .get::<CompiledPackage>(
-                    Collection::CompiledPackages,
-                    &cache_key(package, &stemcell),
-                )
-                .await?
-                .is_none()
-            {
-                todo.insert(package.clone());
-            }
-        }
+        let keys: Vec<(PackageKey, String)> = graph
+            .keys()
+            .map(|package| (package.clone(), cache_key(package, &stemcell)))
+            .collect();
+        // What the cache lacks, in one turn of the store.
+        let todo: BTreeSet<PackageKey> = core
+            .store
+            .run(move |s| {
+                let mut todo = BTreeSet::new();
+                for (package, key) in keys {
+                    if s.get(Collection::CompiledPackages, &key)?.is_none() {
+                        todo.insert(package);
+                    }
+                }
+                Ok(todo)
+            })
+            .await?;
         if !todo.is_empty() {
             work.push(Batch {
                 stemcell,

@@ -11,7 +11,7 @@ use super::manifest::{Manifest, parse};
 use super::model::{CloudConfig, Release, Stemcell};
 use super::networking::Networking;
 use super::validate::{CloudFacts, Uploaded};
-use fleet_store::Collection;
+use fleet_store::{Collection, get, list};
 
 pub struct Snapshot {
     pub text: String,
@@ -34,14 +34,18 @@ impl Snapshot {
     /// An invalid manifest or stored cloud config, or a store failure.
     pub async fn take(core: &Core, text: String) -> Result<Snapshot, StepError> {
         let manifest = parse(&text).map_err(|e| format!("the manifest is invalid:\n{e}"))?;
-        let cloud = core
+        let (cloud, all_releases, stemcells) = core
             .store
-            .get::<CloudConfig>(Collection::CloudConfig, "current")
-            .await?
+            .run(|s| {
+                let cloud: Option<CloudConfig> = get(s, Collection::CloudConfig, "current")?;
+                let releases: Vec<Release> = list(s, Collection::Releases, None)?;
+                let stemcells: Vec<Stemcell> = list(s, Collection::Stemcells, None)?;
+                Ok((cloud, releases, stemcells))
+            })
+            .await?;
+        let cloud = cloud
             .map(|c| cloud::parse(&c.text, c.version))
             .transpose()?;
-        let all_releases: Vec<Release> = core.store.list(Collection::Releases, None).await?;
-        let stemcells: Vec<Stemcell> = core.store.list(Collection::Stemcells, None).await?;
         let uploaded = Uploaded {
             releases: all_releases
                 .iter()

@@ -1941,3 +1941,15 @@ async fn a_cloud_config_with_a_bad_network_is_refused_at_upload_and_the_one_in_f
     let current = f.director.cloud_config().await.unwrap().unwrap();
     assert_eq!((current.version, current.text.as_str()), (version, good));
 }
+
+/// The cloud outlives the process: a new simulated cloud over the same store finds every
+/// VM the last one made, though the last one read them from memory.
+#[tokio::test(start_paused = true)]
+async fn the_simulated_cloud_reads_its_state_back_from_the_store() {
+    let store: Arc<dyn fleet_store::Store> = Arc::new(SqliteStore::in_memory().unwrap());
+    let f = fixture_on(Arc::clone(&store), vec![]).await;
+    deploy(&f.director, &manifest("d", 2, "1.0", 0)).await;
+    let again = SimulatedCloud::new(store, SimulationSettings::default());
+    assert_eq!(again.vms().await.len(), 2);
+    assert_eq!(again.vms().await, f.cloud.vms().await);
+}

@@ -1,15 +1,14 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
-
 use super::draw;
+use super::mirror::{AgentRecord, CloudDisk, CloudVm, Mirror, Records};
 use super::settings::{Fault, FaultKind, SimulationSettings};
 use crate::agent::{Agent, AgentError, AgentState, JobState};
 use crate::cpi::{Cpi, CpiError, VmRequest};
 use crate::ids::new_id;
 use crate::model::InstanceSpec;
+use async_trait::async_trait;
 use fleet_store::{AsyncStore, Collection, StoreError, put, remove};
 
 /// What a test's change to the simulated cloud can run into.
@@ -21,43 +20,9 @@ pub enum SimulationError {
     Store(#[from] StoreError),
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-struct CloudVm {
-    cid: String,
-    agent_id: String,
-    stemcell: String,
-    deployment: String,
-    instance: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-struct CloudDisk {
-    cid: String,
-    size: u64,
-    vm_cid: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-struct AgentRecord {
-    agent_id: String,
-    vm_cid: String,
-    deployment: String,
-    /// `group/index`: what draws are keyed on, so that they do not depend on random ids.
-    #[serde(default)]
-    instance: String,
-    responsive: bool,
-    job_start_fails: bool,
-    job_state: JobState,
-    applied: Option<InstanceSpec>,
-    disks: Vec<String>,
-    /// The VM's address per network; the cloud picks those of dynamic networks.
-    #[serde(default)]
-    networks: Vec<(String, std::net::Ipv4Addr)>,
-}
-
 /// The simulated IaaS: both the CPI and every agent.
 pub struct SimulatedCloud {
-    store: AsyncStore,
+    records: Mirror,
     /// Compilations running now, the most at once, and every package compiled in order.
     compiling: Mutex<(usize, usize, Vec<String>)>,
     settings: SimulationSettings,
@@ -73,7 +38,7 @@ pub struct SimulatedCloud {
 impl SimulatedCloud {
     pub fn new(store: impl Into<AsyncStore>, settings: SimulationSettings) -> Self {
         SimulatedCloud {
-            store: store.into(),
+            records: Mirror::new(store.into()),
             compiling: Mutex::new((0, 0, Vec::new())),
             faults: Mutex::new(settings.faults.clone()),
             settings,
@@ -112,27 +77,22 @@ impl SimulatedCloud {
 
     /// `deployment/group/index` of a VM, the stable subject of draws about it.
     async fn vm_subject(&self, cid: &str) -> String {
-        self.store
-            .get::<CloudVm>(Collection::CloudVms, cid)
+        self.records
+            .read(|r| vm_subject(r, cid))
             .await
-            .ok()
-            .flatten()
-            .map_or_else(
-                || cid.to_string(),
-                |vm| format!("{}/{}", vm.deployment, vm.instance),
-            )
+            .unwrap_or_else(|_| cid.to_string())
     }
 
     async fn agent_subject(&self, agent_id: &str) -> String {
-        self.store
-            .get::<AgentRecord>(Collection::Agents, agent_id)
+        self.records
+            .read(|r| {
+                r.agents.get(agent_id).map_or_else(
+                    || agent_id.to_string(),
+                    |a| format!("{}/{}", a.deployment, a.instance),
+                )
+            })
             .await
-            .ok()
-            .flatten()
-            .map_or_else(
-                || agent_id.to_string(),
-                |a| format!("{}/{}", a.deployment, a.instance),
-            )
+            .unwrap_or_else(|_| agent_id.to_string())
     }
 
     /// Sleeps for this call's latency: the n-th call of `method` on an instance always
@@ -171,9 +131,9 @@ impl SimulatedCloud {
     }
 
     async fn agent(&self, agent_id: &str, method: &str) -> Result<AgentRecord, AgentError> {
-        let record: Option<AgentRecord> = self
-            .store
-            .get(Collection::Agents, agent_id)
+        let record = self
+            .records
+            .read(|r| r.agents.get(agent_id).cloned())
             .await
             .map_err(|e| AgentError::Failed {
                 agent_id: agent_id.into(),
@@ -189,22 +149,23 @@ impl SimulatedCloud {
         }
     }
 
-    async fn save_agent(&self, record: &AgentRecord, method: &str) -> Result<(), AgentError> {
-        self.store
-            .write(vec![put(
-                Collection::Agents,
-                &record.agent_id,
-                &record.deployment,
-                record,
-            )])
-            .await
-            .map_err(|e| AgentError::Failed {
-                agent_id: record.agent_id.clone(),
-                method: method.into(),
-                message: e.to_string(),
+    /// Records `record` as the agent's state.
+    async fn save_agent(&self, record: AgentRecord) -> Result<(), StoreError> {
+        let write = put(
+            Collection::Agents,
+            &record.agent_id,
+            &record.deployment,
+            &record,
+        );
+        self.records
+            .change(vec![write], |r| {
+                r.agents.insert(record.agent_id.clone(), record);
             })
+            .await
     }
 
+    /// A call to a responsive agent; what `change` does to its state is recorded (a call
+    /// that changes nothing writes nothing).
     async fn agent_call(
         &self,
         agent_id: &str,
@@ -213,9 +174,18 @@ impl SimulatedCloud {
     ) -> Result<AgentRecord, AgentError> {
         self.pause(false, method, &self.agent_subject(agent_id).await)
             .await;
-        let mut record = self.agent(agent_id, method).await?;
+        let before = self.agent(agent_id, method).await?;
+        let mut record = before.clone();
         change(&mut record);
-        self.save_agent(&record, method).await?;
+        if record != before {
+            self.save_agent(record.clone())
+                .await
+                .map_err(|e| AgentError::Failed {
+                    agent_id: agent_id.into(),
+                    method: method.into(),
+                    message: e.to_string(),
+                })?;
+        }
         Ok(record)
     }
 
@@ -228,21 +198,13 @@ impl SimulatedCloud {
         agent_id: &str,
         responsive: bool,
     ) -> Result<(), SimulationError> {
-        let mut record: AgentRecord = self
-            .store
-            .get(Collection::Agents, agent_id)
+        let mut record = self
+            .records
+            .read(|r| r.agents.get(agent_id).cloned())
             .await?
             .ok_or_else(|| SimulationError::UnknownAgent(agent_id.to_string()))?;
         record.responsive = responsive;
-        Ok(self
-            .store
-            .write(vec![put(
-                Collection::Agents,
-                agent_id,
-                &record.deployment,
-                &record,
-            )])
-            .await?)
+        Ok(self.save_agent(record).await?)
     }
 
     /// Every package compiled so far, in the order compilations finished.
@@ -261,13 +223,18 @@ impl SimulatedCloud {
 
     /// The VMs the cloud has, as `(cid, agent id)`: what a test compares with the director's view.
     pub async fn vms(&self) -> Vec<(String, String)> {
-        self.store
-            .list::<CloudVm>(Collection::CloudVms, None)
+        let mut vms: Vec<(String, String)> = self
+            .records
+            .read(|r| {
+                r.vms
+                    .values()
+                    .map(|vm| (vm.cid.clone(), vm.agent_id.clone()))
+                    .collect()
+            })
             .await
-            .unwrap_or_default()
-            .into_iter()
-            .map(|vm| (vm.cid, vm.agent_id))
-            .collect()
+            .unwrap_or_default();
+        vms.sort();
+        vms
     }
 
     fn cpi_error(e: impl std::fmt::Display) -> CpiError {
@@ -332,16 +299,20 @@ impl Cpi for SimulatedCloud {
                 })
                 .collect(),
         };
-        self.store
-            .write(vec![
-                put(Collection::CloudVms, &cid, &request.deployment, &vm),
-                put(
-                    Collection::Agents,
-                    &request.agent_id,
-                    &request.deployment,
-                    &agent,
-                ),
-            ])
+        let writes = vec![
+            put(Collection::CloudVms, &cid, &request.deployment, &vm),
+            put(
+                Collection::Agents,
+                &request.agent_id,
+                &request.deployment,
+                &agent,
+            ),
+        ];
+        self.records
+            .change(writes, |r| {
+                r.vms.insert(cid.clone(), vm);
+                r.agents.insert(agent.agent_id.clone(), agent);
+            })
             .await
             .map_err(Self::cpi_error)?;
         Ok(cid)
@@ -350,43 +321,58 @@ impl Cpi for SimulatedCloud {
     async fn delete_vm(&self, cid: &str) -> Result<(), CpiError> {
         self.pause(true, "delete_vm", &self.vm_subject(cid).await)
             .await;
-        let Some(vm) = self
-            .store
-            .get::<CloudVm>(Collection::CloudVms, cid)
+        let found = self
+            .records
+            .read(|r| {
+                let attached: Vec<CloudDisk> = r
+                    .disks
+                    .values()
+                    .filter(|d| d.vm_cid.as_deref() == Some(cid))
+                    .cloned()
+                    .collect();
+                r.vms.get(cid).cloned().map(|vm| (vm, attached))
+            })
             .await
-            .map_err(Self::cpi_error)?
-        else {
+            .map_err(Self::cpi_error)?;
+        let Some((vm, attached)) = found else {
             // Deleting a VM that is already gone succeeds, as CPIs do.
             return Ok(());
         };
+        let detached: Vec<CloudDisk> = attached
+            .into_iter()
+            .map(|disk| CloudDisk {
+                vm_cid: None,
+                ..disk
+            })
+            .collect();
         let mut writes = vec![
             remove(Collection::CloudVms, cid),
             remove(Collection::Agents, &vm.agent_id),
         ];
-        for disk in self
-            .store
-            .list::<CloudDisk>(Collection::CloudDisks, Some(cid))
+        writes.extend(
+            detached
+                .iter()
+                .map(|d| put(Collection::CloudDisks, &d.cid, "", d)),
+        );
+        self.records
+            .change(writes, |r| {
+                r.vms.remove(cid);
+                r.agents.remove(&vm.agent_id);
+                for disk in detached {
+                    r.disks.insert(disk.cid.clone(), disk);
+                }
+            })
             .await
-            .map_err(Self::cpi_error)?
-        {
-            let detached = CloudDisk {
-                vm_cid: None,
-                ..disk
-            };
-            writes.push(put(Collection::CloudDisks, &detached.cid, "", &detached));
-        }
-        self.store.write(writes).await.map_err(Self::cpi_error)
+            .map_err(Self::cpi_error)
     }
 
     async fn has_vm(&self, cid: &str) -> Result<bool, CpiError> {
         self.pause(true, "has_vm", &self.vm_subject(cid).await)
             .await;
-        Ok(self
-            .store
-            .get::<CloudVm>(Collection::CloudVms, cid)
+        self.records
+            .read(|r| r.vms.contains_key(cid))
             .await
-            .map_err(Self::cpi_error)?
-            .is_some())
+            .map_err(Self::cpi_error)
     }
 
     async fn create_disk(&self, size: u64, vm_cid: &str) -> Result<String, CpiError> {
@@ -398,8 +384,11 @@ impl Cpi for SimulatedCloud {
             size,
             vm_cid: None,
         };
-        self.store
-            .write(vec![put(Collection::CloudDisks, &cid, "", &disk)])
+        let write = put(Collection::CloudDisks, &cid, "", &disk);
+        self.records
+            .change(vec![write], |r| {
+                r.disks.insert(cid.clone(), disk);
+            })
             .await
             .map_err(Self::cpi_error)?;
         Ok(cid)
@@ -408,34 +397,20 @@ impl Cpi for SimulatedCloud {
     async fn attach_disk(&self, vm_cid: &str, disk_cid: &str) -> Result<(), CpiError> {
         self.pause(true, "attach_disk", &self.vm_subject(vm_cid).await)
             .await;
-        let disk = self
-            .store
-            .get::<CloudDisk>(Collection::CloudDisks, disk_cid)
+        let (disk, vm_exists) = self
+            .records
+            .read(|r| (r.disks.get(disk_cid).cloned(), r.vms.contains_key(vm_cid)))
             .await
-            .map_err(Self::cpi_error)?
-            .ok_or_else(|| CpiError(format!("disk {disk_cid} does not exist")))?;
-        if self
-            .store
-            .get::<CloudVm>(Collection::CloudVms, vm_cid)
-            .await
-            .map_err(Self::cpi_error)?
-            .is_none()
-        {
+            .map_err(Self::cpi_error)?;
+        let disk = disk.ok_or_else(|| CpiError(format!("disk {disk_cid} does not exist")))?;
+        if !vm_exists {
             return Err(CpiError(format!("VM {vm_cid} does not exist")));
         }
         let attached = CloudDisk {
             vm_cid: Some(vm_cid.to_string()),
             ..disk
         };
-        self.store
-            .write(vec![put(
-                Collection::CloudDisks,
-                disk_cid,
-                vm_cid,
-                &attached,
-            )])
-            .await
-            .map_err(Self::cpi_error)
+        self.save_disk(attached, vm_cid).await
     }
 
     async fn snapshot_disk(&self, disk_cid: &str) -> Result<String, CpiError> {
@@ -447,20 +422,17 @@ impl Cpi for SimulatedCloud {
     async fn detach_disk(&self, vm_cid: &str, disk_cid: &str) -> Result<(), CpiError> {
         self.pause(true, "detach_disk", &self.vm_subject(vm_cid).await)
             .await;
-        if let Some(disk) = self
-            .store
-            .get::<CloudDisk>(Collection::CloudDisks, disk_cid)
+        let disk = self
+            .records
+            .read(|r| r.disks.get(disk_cid).cloned())
             .await
-            .map_err(Self::cpi_error)?
-        {
+            .map_err(Self::cpi_error)?;
+        if let Some(disk) = disk {
             let detached = CloudDisk {
                 vm_cid: None,
                 ..disk
             };
-            self.store
-                .write(vec![put(Collection::CloudDisks, disk_cid, "", &detached)])
-                .await
-                .map_err(Self::cpi_error)?;
+            self.save_disk(detached, "").await?;
         }
         Ok(())
     }
@@ -468,18 +440,35 @@ impl Cpi for SimulatedCloud {
 
 impl SimulatedCloud {
     async fn disk_subject(&self, disk_cid: &str) -> String {
-        let vm = self
-            .store
-            .get::<CloudDisk>(Collection::CloudDisks, disk_cid)
+        self.records
+            .read(
+                |r| match r.disks.get(disk_cid).and_then(|d| d.vm_cid.as_deref()) {
+                    Some(vm) => vm_subject(r, vm),
+                    None => disk_cid.to_string(),
+                },
+            )
             .await
-            .ok()
-            .flatten()
-            .and_then(|d| d.vm_cid);
-        match vm {
-            Some(vm) => self.vm_subject(&vm).await,
-            None => disk_cid.to_string(),
-        }
+            .unwrap_or_else(|_| disk_cid.to_string())
     }
+
+    /// Records a disk's state; `scope` is the VM it is attached to, if any.
+    async fn save_disk(&self, disk: CloudDisk, scope: &str) -> Result<(), CpiError> {
+        let write = put(Collection::CloudDisks, &disk.cid, scope, &disk);
+        self.records
+            .change(vec![write], |r| {
+                r.disks.insert(disk.cid.clone(), disk);
+            })
+            .await
+            .map_err(Self::cpi_error)
+    }
+}
+
+/// `deployment/group/index` of a VM, the stable subject of draws about it.
+fn vm_subject(records: &Records, cid: &str) -> String {
+    records.vms.get(cid).map_or_else(
+        || cid.to_string(),
+        |vm| format!("{}/{}", vm.deployment, vm.instance),
+    )
 }
 
 #[async_trait]

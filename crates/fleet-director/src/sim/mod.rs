@@ -1,9 +1,10 @@
-//! A simulated IaaS and its agents, with state in the store, per-call latency drawn from a
+//! A simulated IaaS and its agents, with state in the store (and in memory beside it), per-call latency drawn from a
 //! configured range, and faults by configuration. Every draw is derived from the seed and
 //! the call's subject, not from call order, so a run is reproducible however its
 //! concurrent operations interleave.
 
 mod cloud;
+mod mirror;
 mod settings;
 
 pub use cloud::SimulatedCloud;

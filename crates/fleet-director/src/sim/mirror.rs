@@ -1,0 +1,115 @@
+//! The simulated cloud's records (VMs, disks, agents) kept in memory beside the store.
+//! The cloud outlives the process, so every change goes to the store first; reads, which
+//! are most of what agents and CPIs do, come from memory. Loaded on first use; the one
+//! process that runs tasks on a state directory is the only one changing them.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::OnceCell;
+
+use crate::agent::JobState;
+use crate::model::InstanceSpec;
+use fleet_store::{AsyncStore, Collection, StoreError, Write, list};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct CloudVm {
+    pub cid: String,
+    pub agent_id: String,
+    pub stemcell: String,
+    pub deployment: String,
+    pub instance: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct CloudDisk {
+    pub cid: String,
+    pub size: u64,
+    pub vm_cid: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct AgentRecord {
+    pub agent_id: String,
+    pub vm_cid: String,
+    pub deployment: String,
+    /// `group/index`: what draws are keyed on, so that they do not depend on random ids.
+    #[serde(default)]
+    pub instance: String,
+    pub responsive: bool,
+    pub job_start_fails: bool,
+    pub job_state: JobState,
+    pub applied: Option<InstanceSpec>,
+    pub disks: Vec<String>,
+    /// The VM's address per network; the cloud picks those of dynamic networks.
+    #[serde(default)]
+    pub networks: Vec<(String, std::net::Ipv4Addr)>,
+}
+
+/// Every record of the cloud, by id.
+#[derive(Default)]
+pub(super) struct Records {
+    pub vms: HashMap<String, CloudVm>,
+    pub disks: HashMap<String, CloudDisk>,
+    pub agents: HashMap<String, AgentRecord>,
+}
+
+pub(super) struct Mirror {
+    store: AsyncStore,
+    records: OnceCell<Mutex<Records>>,
+}
+
+impl Mirror {
+    pub fn new(store: AsyncStore) -> Self {
+        Mirror {
+            store,
+            records: OnceCell::new(),
+        }
+    }
+
+    async fn records(&self) -> Result<MutexGuard<'_, Records>, StoreError> {
+        let records = self
+            .records
+            .get_or_try_init(|| async {
+                let loaded = self
+                    .store
+                    .run(|s| {
+                        let vms: Vec<CloudVm> = list(s, Collection::CloudVms, None)?;
+                        let disks: Vec<CloudDisk> = list(s, Collection::CloudDisks, None)?;
+                        let agents: Vec<AgentRecord> = list(s, Collection::Agents, None)?;
+                        Ok(Records {
+                            vms: vms.into_iter().map(|v| (v.cid.clone(), v)).collect(),
+                            disks: disks.into_iter().map(|d| (d.cid.clone(), d)).collect(),
+                            agents: agents
+                                .into_iter()
+                                .map(|a| (a.agent_id.clone(), a))
+                                .collect(),
+                        })
+                    })
+                    .await?;
+                Ok::<_, StoreError>(Mutex::new(loaded))
+            })
+            .await?;
+        Ok(records.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// What `look` finds in the records.
+    pub async fn read<T>(&self, look: impl FnOnce(&Records) -> T) -> Result<T, StoreError> {
+        Ok(look(&*self.records().await?))
+    }
+
+    /// Writes `writes` to the store, then `apply` to memory: a failed write changes
+    /// neither.
+    pub async fn change(
+        &self,
+        writes: Vec<Write>,
+        apply: impl FnOnce(&mut Records),
+    ) -> Result<(), StoreError> {
+        // Loaded first, so that the records loaded cannot already hold the change.
+        drop(self.records().await?);
+        self.store.write(writes).await?;
+        apply(&mut *self.records().await?);
+        Ok(())
+    }
+}
