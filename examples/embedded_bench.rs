@@ -1,4 +1,5 @@
-//! Prints the embedded fleet's figures; run with `cargo run --release --example embedded_bench`.
+//! Prints the embedded fleet's figures; run with `cargo run --release --example embedded_bench`
+//! (followed by `a`, `b` or `c` for some of them).
 //!
 //! Both rollouts run the real director, broker and SQLite store in a temporary state
 //! directory, with every simulated latency at zero. Waits that are policy, not work (watch
@@ -64,15 +65,23 @@ fn measure(label: &str, definition: Definition) -> f64 {
 }
 
 fn main() {
+    // `embedded_bench b` measures (b) alone; without arguments, every figure.
+    let only: Vec<String> = std::env::args().skip(1).collect();
+    let wanted = |figure: &str| only.is_empty() || only.iter().any(|o| o == figure);
     let demo = Definition::parse(DEMO)
         .expect("the demo fleet is valid")
         .without_latency();
-    measure("(a) demo fleet, zero latency (target < 1 s)", demo.clone());
-
+    if wanted("a") {
+        measure("(a) demo fleet, zero latency (target < 1 s)", demo.clone());
+    }
     let mut large = demo.clone();
     large.provision[0].count = 600;
     large.provision[1].count = 400;
-    let thousand = measure("(b) 1,000 instances, zero latency (target < 10 s)", large);
+    let thousand =
+        wanted("b").then(|| measure("(b) 1,000 instances, zero latency (target < 10 s)", large));
+    if !wanted("c") {
+        return;
+    }
 
     let mut huge = demo;
     huge.provision[0].count = 6_000;
@@ -82,8 +91,10 @@ fn main() {
         .cloud_config
         .map(|c| c.replace("10.244.0.0/20", "10.240.0.0/12"));
     let ten_thousand = measure("(c) 10,000 instances, zero latency (target < 40 s)", huge);
-    println!(
-        "(c)/(b): {:.1} times the time for 10 times the instances (target at most 12)",
-        ten_thousand / thousand
-    );
+    if let Some(thousand) = thousand {
+        println!(
+            "(c)/(b): {:.1} times the time for 10 times the instances (target at most 12)",
+            ten_thousand / thousand
+        );
+    }
 }

@@ -28,6 +28,8 @@ fn lock(queue: &Mutex<Queue>) -> MutexGuard<'_, Queue> {
     queue.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+const LINGER: u32 = 20;
+
 /// Runs queued calls until none is left.
 struct Worker {
     store: Arc<dyn Store>,
@@ -37,11 +39,21 @@ struct Worker {
 
 impl Worker {
     fn drain(mut self) {
+        let mut idle = 0;
         loop {
             let job = {
                 let mut queue = lock(&self.queue);
                 match queue.jobs.pop_front() {
-                    Some(job) => job,
+                    Some(job) => {
+                        idle = 0;
+                        job
+                    }
+                    None if idle < LINGER => {
+                        drop(queue);
+                        idle += 1;
+                        std::thread::yield_now();
+                        continue;
+                    }
                     None => {
                         queue.draining = false;
                         self.finished = true;

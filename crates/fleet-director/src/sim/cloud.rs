@@ -323,15 +323,7 @@ impl Cpi for SimulatedCloud {
             .await;
         let found = self
             .records
-            .read(|r| {
-                let attached: Vec<CloudDisk> = r
-                    .disks
-                    .values()
-                    .filter(|d| d.vm_cid.as_deref() == Some(cid))
-                    .cloned()
-                    .collect();
-                r.vms.get(cid).cloned().map(|vm| (vm, attached))
-            })
+            .read(|r| r.vms.get(cid).cloned().map(|vm| (vm, r.attached_to(cid))))
             .await
             .map_err(Self::cpi_error)?;
         let Some((vm, attached)) = found else {
@@ -359,7 +351,7 @@ impl Cpi for SimulatedCloud {
                 r.vms.remove(cid);
                 r.agents.remove(&vm.agent_id);
                 for disk in detached {
-                    r.disks.insert(disk.cid.clone(), disk);
+                    r.put_disk(disk);
                 }
             })
             .await
@@ -387,7 +379,7 @@ impl Cpi for SimulatedCloud {
         let write = put(Collection::CloudDisks, &cid, "", &disk);
         self.records
             .change(vec![write], |r| {
-                r.disks.insert(cid.clone(), disk);
+                r.put_disk(disk);
             })
             .await
             .map_err(Self::cpi_error)?;
@@ -399,7 +391,7 @@ impl Cpi for SimulatedCloud {
             .await;
         let (disk, vm_exists) = self
             .records
-            .read(|r| (r.disks.get(disk_cid).cloned(), r.vms.contains_key(vm_cid)))
+            .read(|r| (r.disk(disk_cid).cloned(), r.vms.contains_key(vm_cid)))
             .await
             .map_err(Self::cpi_error)?;
         let disk = disk.ok_or_else(|| CpiError(format!("disk {disk_cid} does not exist")))?;
@@ -424,7 +416,7 @@ impl Cpi for SimulatedCloud {
             .await;
         let disk = self
             .records
-            .read(|r| r.disks.get(disk_cid).cloned())
+            .read(|r| r.disk(disk_cid).cloned())
             .await
             .map_err(Self::cpi_error)?;
         if let Some(disk) = disk {
@@ -442,7 +434,7 @@ impl SimulatedCloud {
     async fn disk_subject(&self, disk_cid: &str) -> String {
         self.records
             .read(
-                |r| match r.disks.get(disk_cid).and_then(|d| d.vm_cid.as_deref()) {
+                |r| match r.disk(disk_cid).and_then(|d| d.vm_cid.as_deref()) {
                     Some(vm) => vm_subject(r, vm),
                     None => disk_cid.to_string(),
                 },
@@ -456,7 +448,7 @@ impl SimulatedCloud {
         let write = put(Collection::CloudDisks, &disk.cid, scope, &disk);
         self.records
             .change(vec![write], |r| {
-                r.disks.insert(disk.cid.clone(), disk);
+                r.put_disk(disk);
             })
             .await
             .map_err(Self::cpi_error)

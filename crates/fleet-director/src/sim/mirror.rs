@@ -3,7 +3,7 @@
 //! are most of what agents and CPIs do, come from memory. Loaded on first use; the one
 //! process that runs tasks on a state directory is the only one changing them.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
@@ -51,8 +51,44 @@ pub(super) struct AgentRecord {
 #[derive(Default)]
 pub(super) struct Records {
     pub vms: HashMap<String, CloudVm>,
-    pub disks: HashMap<String, CloudDisk>,
     pub agents: HashMap<String, AgentRecord>,
+    disks: HashMap<String, CloudDisk>,
+    /// The disks attached to each VM, so that deleting a VM does not look at every disk.
+    attached: HashMap<String, BTreeSet<String>>,
+}
+
+impl Records {
+    pub fn disk(&self, cid: &str) -> Option<&CloudDisk> {
+        self.disks.get(cid)
+    }
+
+    /// The disks attached to VM `vm_cid`.
+    pub fn attached_to(&self, vm_cid: &str) -> Vec<CloudDisk> {
+        self.attached
+            .get(vm_cid)
+            .into_iter()
+            .flatten()
+            .filter_map(|cid| self.disks.get(cid).cloned())
+            .collect()
+    }
+
+    pub fn put_disk(&mut self, disk: CloudDisk) {
+        if let Some(vm) = self.disks.get(&disk.cid).and_then(|d| d.vm_cid.as_ref())
+            && let Some(set) = self.attached.get_mut(vm)
+        {
+            set.remove(&disk.cid);
+            if set.is_empty() {
+                self.attached.remove(vm);
+            }
+        }
+        if let Some(vm) = &disk.vm_cid {
+            self.attached
+                .entry(vm.clone())
+                .or_default()
+                .insert(disk.cid.clone());
+        }
+        self.disks.insert(disk.cid.clone(), disk);
+    }
 }
 
 pub(super) struct Mirror {
@@ -78,14 +114,18 @@ impl Mirror {
                         let vms: Vec<CloudVm> = list(s, Collection::CloudVms, None)?;
                         let disks: Vec<CloudDisk> = list(s, Collection::CloudDisks, None)?;
                         let agents: Vec<AgentRecord> = list(s, Collection::Agents, None)?;
-                        Ok(Records {
+                        let mut records = Records {
                             vms: vms.into_iter().map(|v| (v.cid.clone(), v)).collect(),
-                            disks: disks.into_iter().map(|d| (d.cid.clone(), d)).collect(),
                             agents: agents
                                 .into_iter()
                                 .map(|a| (a.agent_id.clone(), a))
                                 .collect(),
-                        })
+                            ..Records::default()
+                        };
+                        for disk in disks {
+                            records.put_disk(disk);
+                        }
+                        Ok(records)
                     })
                     .await?;
                 Ok::<_, StoreError>(Mutex::new(loaded))
