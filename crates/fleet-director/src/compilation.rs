@@ -286,6 +286,7 @@ async fn reserve_workers(
 ) -> Result<Vec<Option<u32>>, NetworkError> {
     match networking {
         Networking::Global(nets) => {
+            let _planning = core.ip_planning.lock().await;
             plan_global(&core.store, &[], |repo| {
                 let mut provider = IpProvider::new(nets, IpSet::new(), repo);
                 let ips = owners

@@ -37,6 +37,10 @@ pub struct Core {
     /// One lock per package and stemcell: deploys running at once compile a package once,
     /// the others wait and find it compiled.
     compile_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Held from reading the claimed addresses to applying a plan's claims: deploys of
+    /// this process then never lose a plan to one another, however many start at once
+    /// (the store still refuses a plan that lost to another process).
+    pub ip_planning: tokio::sync::Mutex<()>,
 }
 
 impl Core {
@@ -52,6 +56,7 @@ impl Core {
             agent,
             settings,
             compile_locks: Mutex::new(HashMap::new()),
+            ip_planning: tokio::sync::Mutex::new(()),
         }
     }
 

@@ -128,6 +128,7 @@ pub async fn reserve(
     }
     let assignments = match networking {
         Networking::Global(nets) => {
+            let _planning = core.ip_planning.lock().await;
             plan_global(&core.store, &named_addresses(&wanted), |repo| {
                 let mut provider = IpProvider::new(nets, IpSet::new(), repo);
                 let assignments = provider.plan(&wanted)?;

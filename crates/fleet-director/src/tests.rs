@@ -45,15 +45,18 @@ async fn fixture_on(store: Arc<dyn fleet_store::Store>, faults: Vec<Fault>) -> F
         min: Duration::from_millis(100),
         max: Duration::from_millis(300),
     };
-    let cloud = Arc::new(SimulatedCloud::new(
-        Arc::clone(&store),
-        SimulationSettings {
-            seed: 7,
-            cpi_latency: latency,
-            agent_latency: latency,
-            faults,
-        },
-    ));
+    let settings = SimulationSettings {
+        seed: 7,
+        cpi_latency: latency,
+        agent_latency: latency,
+        faults,
+    };
+    fixture_with(store, settings).await
+}
+
+/// A director with nginx and two jammy stemcells uploaded, on a simulated cloud.
+async fn fixture_with(store: Arc<dyn fleet_store::Store>, settings: SimulationSettings) -> Fixture {
+    let cloud = Arc::new(SimulatedCloud::new(Arc::clone(&store), settings));
     let director = Director::new(
         store,
         Arc::clone(&cloud) as Arc<dyn Cpi>,
@@ -746,6 +749,30 @@ instance_groups:
             .iter()
             .map(|i| i.applied.as_ref().unwrap().networks.join(","))
             .collect()
+    }
+
+    /// Plans are made against the addresses claimed when they start and applied if none
+    /// was taken meanwhile: many deploys starting at once must not keep losing to each
+    /// other until they give up.
+    #[tokio::test(start_paused = true)]
+    async fn thirty_deploys_at_once_all_get_addresses() {
+        // Without latency every deploy plans at the same moment.
+        let store = Arc::new(SqliteStore::in_memory().unwrap());
+        let f = fixture_with(store, SimulationSettings::default()).await;
+        f.director.update_cloud_config(CLOUD).await.unwrap();
+        let mut started = tokio::task::JoinSet::new();
+        for n in 0..30 {
+            let director = f.director.clone();
+            let manifest = on(&format!("d{n}"), 2, "other", &[]);
+            started.spawn(async move {
+                let task = director.deploy(&manifest, DeployOptions::default()).await;
+                director.wait(task.unwrap().id).await.unwrap()
+            });
+        }
+        while let Some(done) = started.join_next().await {
+            let done = done.unwrap();
+            assert_eq!(done.state, TaskState::Done, "{:?}", done.result);
+        }
     }
 
     #[tokio::test(start_paused = true)]
