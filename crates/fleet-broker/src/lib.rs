@@ -5,17 +5,17 @@
 //! requests into director tasks. It uses only the director's public facade.
 
 pub mod catalog;
+mod records;
 
 use std::collections::HashMap;
 
-use serde::{Deserialize, Serialize};
-
 pub use catalog::{Catalog, Plan, StemcellVersion, Version, Versions};
+pub use records::{ServiceInstance, ServiceInstances};
 
 use fleet_director::model::{DeploymentRecord, Task, TaskState};
 use fleet_director::{DeployOptions, manifest};
 use fleet_director::{Director, DirectorError, RecreateOptions};
-use fleet_store::{AsyncStore, Collection, StoreError, put};
+use fleet_store::{AsyncStore, StoreError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum BrokerError {
@@ -78,14 +78,6 @@ impl BrokerError {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ServiceInstance {
-    pub id: String,
-    pub plan_id: String,
-    pub space_guid: Option<String>,
-    pub maintenance_updates_blocked: bool,
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum State {
     Provisioned,
@@ -126,7 +118,7 @@ pub enum OperationStatus {
 
 pub struct Broker {
     director: Director,
-    store: AsyncStore,
+    instances: ServiceInstances,
     catalog: Catalog,
 }
 
@@ -158,7 +150,7 @@ impl Broker {
     pub fn new(director: Director, store: impl Into<AsyncStore>, catalog: Catalog) -> Self {
         Broker {
             director,
-            store: store.into(),
+            instances: ServiceInstances::new(store.into()),
             catalog,
         }
     }
@@ -190,12 +182,7 @@ impl Broker {
         blocked: bool,
     ) -> Result<Task, BrokerError> {
         let plan = self.plan(plan_id)?;
-        if self
-            .store
-            .get::<ServiceInstance>(Collection::ServiceInstances, id)
-            .await?
-            .is_some()
-        {
+        if self.instances.get(id).await?.is_some() {
             return Err(BrokerError::Exists(id.to_string()));
         }
         let instance = ServiceInstance {
@@ -204,14 +191,7 @@ impl Broker {
             space_guid: None,
             maintenance_updates_blocked: blocked,
         };
-        self.store
-            .write(vec![put(
-                Collection::ServiceInstances,
-                id,
-                plan_id,
-                &instance,
-            )])
-            .await?;
+        self.instances.put(&instance).await?;
         let deployment = deployment_name(id);
         let manifest = plan.manifest_for(&deployment, versions.unwrap_or(&plan.current));
         Ok(self
@@ -225,21 +205,13 @@ impl Broker {
     /// # Errors
     /// An unknown instance or a store error.
     pub async fn set_blocked(&self, id: &str, blocked: bool) -> Result<(), BrokerError> {
-        let mut instance: ServiceInstance = self
-            .store
-            .get(Collection::ServiceInstances, id)
+        let mut instance = self
+            .instances
+            .get(id)
             .await?
             .ok_or_else(|| BrokerError::NotFound(id.to_string()))?;
         instance.maintenance_updates_blocked = blocked;
-        self.store
-            .write(vec![put(
-                Collection::ServiceInstances,
-                id,
-                &instance.plan_id,
-                &instance,
-            )])
-            .await?;
-        Ok(())
+        Ok(self.instances.put(&instance).await?)
     }
 
     /// An instance as it stands, from its deployment's record, its last change and the
@@ -292,8 +264,8 @@ impl Broker {
             .collect();
         let cloud_config = self.cloud_config_version().await?;
         Ok(self
-            .store
-            .list::<ServiceInstance>(Collection::ServiceInstances, None)
+            .instances
+            .all()
             .await?
             .into_iter()
             .map(|i| {
@@ -330,12 +302,7 @@ impl Broker {
         id: &str,
         task: u64,
     ) -> Result<OperationStatus, BrokerError> {
-        if self
-            .store
-            .get::<ServiceInstance>(Collection::ServiceInstances, id)
-            .await?
-            .is_none()
-        {
+        if self.instances.get(id).await?.is_none() {
             return Err(BrokerError::NotFound(format!("service instance {id}")));
         }
         let found = self.director.task(task).await?;
@@ -351,11 +318,7 @@ impl Broker {
     /// # Errors
     /// A store or director error.
     pub async fn instance(&self, id: &str) -> Result<Option<InstanceView>, BrokerError> {
-        let Some(instance) = self
-            .store
-            .get::<ServiceInstance>(Collection::ServiceInstances, id)
-            .await?
-        else {
+        let Some(instance) = self.instances.get(id).await? else {
             return Ok(None);
         };
         let deployment = deployment_name(id);
@@ -390,11 +353,7 @@ impl Broker {
         id: &str,
         force: bool,
     ) -> Result<Result<(ServiceInstance, String), Answer>, BrokerError> {
-        let Some(instance) = self
-            .store
-            .get::<ServiceInstance>(Collection::ServiceInstances, id)
-            .await?
-        else {
+        let Some(instance) = self.instances.get(id).await? else {
             return Ok(Err(Answer::Deleted));
         };
         let deployment = deployment_name(id);

@@ -203,7 +203,7 @@ async fn a_failed_operation_is_reported_with_its_task() {
     plan.current = versions("99", "2.0");
     let broken = Broker::new(
         broker.director.clone(),
-        Arc::clone(broker.store.blocking()),
+        broker.instances.store().clone(),
         Catalog { plans: vec![plan] },
     );
     let Answer::Accepted { task } = broken.upgrade("a", false).await.unwrap() else {

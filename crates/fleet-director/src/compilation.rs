@@ -4,6 +4,7 @@
 //! Compilation VMs take dynamic addresses on the compilation network and are deleted at
 //! the end, also when compilation fails.
 
+use super::records::change;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
@@ -24,7 +25,6 @@ use super::network::{
 use super::networking::{Networking, plan_global};
 use super::snapshot::Snapshot;
 use super::task::TaskLog;
-use fleet_store::{Collection, put};
 
 /// A package compiled for a stemcell.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -98,13 +98,7 @@ impl Worker<'_> {
         let lock = self.core.compile_lock(&key);
         let _held = lock.lock().await;
         // Another deploy may have compiled it while this one waited.
-        if self
-            .core
-            .store
-            .get::<CompiledPackage>(Collection::CompiledPackages, &key)
-            .await?
-            .is_some()
-        {
+        if self.core.records.is_compiled(&key).await? {
             return Ok(());
         }
         let (_, agent) = self.ensure_vm(slot).await?;
@@ -124,8 +118,8 @@ impl Worker<'_> {
             blob,
         };
         self.core
-            .store
-            .write(vec![put(Collection::CompiledPackages, &key, "", &record)])
+            .records
+            .write(vec![change::compiled(&key, &record)])
             .await?;
         if !self.config.reuse_compilation_vms {
             self.delete_vm(slot).await?;
@@ -182,19 +176,7 @@ pub async fn compile(
             .keys()
             .map(|package| (package.clone(), cache_key(package, &stemcell)))
             .collect();
-        // What the cache lacks, in one turn of the store.
-        let todo: BTreeSet<PackageKey> = core
-            .store
-            .run(move |s| {
-                let mut todo = BTreeSet::new();
-                for (package, key) in keys {
-                    if s.get(Collection::CompiledPackages, &key)?.is_none() {
-                        todo.insert(package);
-                    }
-                }
-                Ok(todo)
-            })
-            .await?;
+        let todo: BTreeSet<PackageKey> = core.records.uncompiled(keys).await?;
         if !todo.is_empty() {
             work.push(Batch {
                 stemcell,

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::agent::{Agent, AgentError};
 use super::cpi::Cpi;
+use super::records::Records;
 use fleet_store::AsyncStore;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,6 +32,8 @@ impl Default for DirectorSettings {
 pub struct Core {
     /// Reached asynchronously only: a job never blocks a worker thread on SQLite.
     pub store: AsyncStore,
+    /// The director's records in `store`, typed.
+    pub records: Records,
     pub cpi: Arc<dyn Cpi>,
     pub agent: Arc<dyn Agent>,
     pub settings: DirectorSettings,
@@ -51,6 +54,7 @@ impl Core {
         settings: DirectorSettings,
     ) -> Self {
         Core {
+            records: Records::new(store.clone()),
             store,
             cpi,
             agent,

@@ -3,6 +3,7 @@
 //! instance groups. Recreate and delete are deploys of the stored manifest with other
 //! options. Compilation and IP management slot in between binding and VM creation.
 
+use super::records::change;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
@@ -23,7 +24,6 @@ use super::update::{
     UpdateOptions, create_missing_vm, delete_instance, stop_instance, update_groups,
 };
 use super::validate;
-use fleet_store::{Collection, put, remove};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DeployOptions {
@@ -136,7 +136,7 @@ pub async fn deploy(
     let cloud_config = snapshot.cloud_version();
     let manifest = &snapshot.manifest;
     let name = manifest.name.clone();
-    let existing: Vec<InstanceRecord> = core.store.list(Collection::Instances, Some(&name)).await?;
+    let existing: Vec<InstanceRecord> = core.records.instances(&name).await?;
     let Bound {
         unresponsive,
         reported,
@@ -244,17 +244,12 @@ pub async fn deploy(
     };
     log.check()?;
     update_groups(&core, &log, &name, &plan.groups, &update).await?;
-    core.store
-        .write(vec![put(
-            Collection::Deployments,
-            &name,
-            &name,
-            &DeploymentRecord {
-                name: name.clone(),
-                manifest: Some(snapshot.text),
-                cloud_config,
-            },
-        )])
+    core.records
+        .write(vec![change::deployment(&DeploymentRecord {
+            name: name.clone(),
+            manifest: Some(snapshot.text),
+            cloud_config,
+        })])
         .await?;
     Ok(format!(
         "deployment `{name}`: {changed} instances updated, {obsolete} deleted"
@@ -271,8 +266,8 @@ pub async fn recreate_or_start(
     options: DeployOptions,
 ) -> Result<String, JobError> {
     let manifest = core
-        .store
-        .get::<DeploymentRecord>(Collection::Deployments, &name)
+        .records
+        .deployment(&name)
         .await?
         .and_then(|d| d.manifest)
         .ok_or_else(|| {
@@ -292,8 +287,8 @@ pub async fn stop(
     skip_drain: bool,
 ) -> Result<String, JobError> {
     let existing: Vec<InstanceRecord> = core
-        .store
-        .list(Collection::Instances, Some(&name))
+        .records
+        .instances(&name)
         .await?
         .into_iter()
         .filter(|i: &InstanceRecord| target.matches(&i.group, i.index, &i.id))
@@ -318,7 +313,7 @@ pub async fn stop(
 /// Deletes every instance of the deployment (VMs deleted, disks orphaned) and the
 /// deployment itself.
 pub async fn delete(core: Arc<Core>, log: TaskLog, name: String) -> Result<String, JobError> {
-    let existing: Vec<InstanceRecord> = core.store.list(Collection::Instances, Some(&name)).await?;
+    let existing: Vec<InstanceRecord> = core.records.instances(&name).await?;
     let unresponsive = bind(&core, &log, &existing, true).await?.unresponsive;
     let stage = log.stage("Deleting instances", Vec::new(), existing.len() as u32);
     let count = existing.len();
@@ -330,8 +325,8 @@ pub async fn delete(core: Arc<Core>, log: TaskLog, name: String) -> Result<Strin
     }
     // Every address the deployment held, static or dynamic, returns to its network.
     networking::release_where(&core, &name, |_| true).await?;
-    core.store
-        .write(vec![remove(Collection::Deployments, &name)])
+    core.records
+        .write(vec![change::deployment_gone(&name)])
         .await?;
     Ok(format!(
         "deployment `{name}` deleted with {count} instances"

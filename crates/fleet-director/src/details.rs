@@ -11,7 +11,6 @@ use super::Core;
 use super::agent::JobState;
 use super::error::StepError;
 use super::model::{DesiredState, InstanceRecord};
-use fleet_store::Collection;
 
 /// What the agent says, in the CLI's words: `running`, `failing`, `stopped`,
 /// `starting`, or `unresponsive agent`; empty for an instance without a VM.
@@ -76,10 +75,7 @@ fn line(instance: &InstanceRecord, process_state: &str) -> serde_json::Value {
 
 /// One JSON line per instance, agents asked in parallel, lines in group and index order.
 pub async fn instance_lines(core: Arc<Core>, deployment: String) -> Result<String, StepError> {
-    let mut instances: Vec<InstanceRecord> = core
-        .store
-        .list(Collection::Instances, Some(&deployment))
-        .await?;
+    let mut instances: Vec<InstanceRecord> = core.records.instances(&deployment).await?;
     instances.sort_by(|a, b| (&a.group, a.index).cmp(&(&b.group, b.index)));
     let mut asked = JoinSet::new();
     for (slot, instance) in instances.iter().enumerate() {

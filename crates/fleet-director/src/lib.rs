@@ -19,6 +19,7 @@ pub mod model;
 pub mod network;
 mod networking;
 pub mod plan;
+pub mod records;
 mod runner;
 pub mod sim;
 mod snapshot;
@@ -27,6 +28,7 @@ mod task;
 mod update;
 pub mod validate;
 
+use records::{Records, change};
 use std::sync::Arc;
 
 pub use core::{Core, DirectorSettings};
@@ -37,7 +39,7 @@ pub use task::{JobError, unix_now};
 
 use agent::Agent;
 use cpi::Cpi;
-use fleet_store::{AsyncStore, Collection, put};
+use fleet_store::AsyncStore;
 use manifest::Count;
 use model::{
     CloudConfig, CloudConfigUse, DeployedVersions, DeploymentRecord, DeploymentSummary, DiskRecord,
@@ -106,38 +108,27 @@ impl Director {
         &self.core.store
     }
 
+    fn records(&self) -> &Records {
+        &self.core.records
+    }
+
     pub async fn upload_release(&self, release: &Release) -> Result<(), DirectorError> {
-        let key = format!("{}/{}", release.name, release.version);
-        Ok(self
-            .store()
-            .write(vec![put(
-                Collection::Releases,
-                &key,
-                &release.name,
-                release,
-            )])
-            .await?)
+        Ok(self.records().write(vec![change::release(release)]).await?)
     }
 
     pub async fn upload_stemcell(&self, stemcell: &Stemcell) -> Result<(), DirectorError> {
-        let key = format!("{}/{}", stemcell.os, stemcell.version);
         Ok(self
-            .store()
-            .write(vec![put(
-                Collection::Stemcells,
-                &key,
-                &stemcell.os,
-                stemcell,
-            )])
+            .records()
+            .write(vec![change::stemcell(stemcell)])
             .await?)
     }
 
     pub async fn releases(&self) -> Result<Vec<Release>, DirectorError> {
-        Ok(self.store().list(Collection::Releases, None).await?)
+        Ok(self.records().releases().await?)
     }
 
     pub async fn stemcells(&self) -> Result<Vec<Stemcell>, DirectorError> {
-        Ok(self.store().list(Collection::Stemcells, None).await?)
+        Ok(self.records().stemcells().await?)
     }
 
     /// Replaces the cloud config with a new version, unless it is the same text.
@@ -158,14 +149,14 @@ impl Director {
             version: current.map_or(1, |c| c.version + 1),
             text: text.to_string(),
         };
-        self.store()
-            .write(vec![put(Collection::CloudConfig, "current", "", &config)])
+        self.records()
+            .write(vec![change::cloud_config(&config)])
             .await?;
         Ok(config.version)
     }
 
     pub async fn cloud_config(&self) -> Result<Option<CloudConfig>, DirectorError> {
-        Ok(self.store().get(Collection::CloudConfig, "current").await?)
+        Ok(self.records().cloud_config().await?)
     }
 
     /// Starts a deploy of `manifest`. Text that is not YAML or has no name is refused at
@@ -188,8 +179,7 @@ impl Director {
             .ok_or_else(|| DirectorError::Invalid("the manifest has no `name`".into()))?
             .to_string();
         let text = manifest.to_string();
-        let known: Option<DeploymentRecord> =
-            self.store().get(Collection::Deployments, &name).await?;
+        let known: Option<DeploymentRecord> = self.records().deployment(&name).await?;
         let kind = if known.is_some() {
             TaskKind::UpdateDeployment
         } else {
@@ -340,12 +330,7 @@ impl Director {
     /// # Errors
     /// [`DirectorError::NotFound`] for an unknown deployment, [`DirectorError::Locked`].
     pub async fn delete(&self, deployment: &str) -> Result<Task, DirectorError> {
-        if self
-            .store()
-            .get::<DeploymentRecord>(Collection::Deployments, deployment)
-            .await?
-            .is_none()
-        {
+        if self.records().deployment(deployment).await?.is_none() {
             return Err(DirectorError::NotFound {
                 what: format!("deployment `{deployment}`"),
             });
@@ -365,8 +350,8 @@ impl Director {
     /// # Errors
     /// [`DirectorError::NotFound`] when it never deployed successfully.
     pub async fn deployed_manifest(&self, deployment: &str) -> Result<String, DirectorError> {
-        self.store()
-            .get::<DeploymentRecord>(Collection::Deployments, deployment)
+        self.records()
+            .deployment(deployment)
             .await?
             .and_then(|d| d.manifest)
             .ok_or_else(|| DirectorError::NotDeployed {
@@ -464,11 +449,11 @@ impl Director {
     }
 
     pub async fn deployment(&self, name: &str) -> Result<Option<DeploymentRecord>, DirectorError> {
-        Ok(self.store().get(Collection::Deployments, name).await?)
+        Ok(self.records().deployment(name).await?)
     }
 
     pub async fn deployments(&self) -> Result<Vec<DeploymentRecord>, DirectorError> {
-        Ok(self.store().list(Collection::Deployments, None).await?)
+        Ok(self.records().deployments().await?)
     }
 
     /// Every deployment with its last successfully deployed manifest, parsed; `None`
@@ -541,23 +526,17 @@ impl Director {
     }
 
     pub async fn instances(&self, deployment: &str) -> Result<Vec<InstanceRecord>, DirectorError> {
-        let mut instances: Vec<InstanceRecord> = self
-            .store()
-            .list(Collection::Instances, Some(deployment))
-            .await?;
+        let mut instances: Vec<InstanceRecord> = self.records().instances(deployment).await?;
         instances.sort_by(|a, b| (&a.group, a.index).cmp(&(&b.group, b.index)));
         Ok(instances)
     }
 
     pub async fn vms(&self, deployment: &str) -> Result<Vec<VmRecord>, DirectorError> {
-        Ok(self.store().list(Collection::Vms, Some(deployment)).await?)
+        Ok(self.records().vms(deployment).await?)
     }
 
     pub async fn disks(&self, deployment: &str) -> Result<Vec<DiskRecord>, DirectorError> {
-        Ok(self
-            .store()
-            .list(Collection::Disks, Some(deployment))
-            .await?)
+        Ok(self.records().disks(deployment).await?)
     }
 
     /// The tasks the filter admits, newest first.

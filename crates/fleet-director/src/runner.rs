@@ -2,6 +2,7 @@
 //! unless the kind only reads), runs the job in the background, records how it ended and
 //! releases the lock; cancels, waits for one task, or for all of them.
 
+use super::records::change;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,7 +15,7 @@ use super::core::Core;
 use super::error::DirectorError;
 use super::model::{DeploymentRecord, Task, TaskKind, TaskState};
 use super::task::{JobError, TaskLog, unix_now};
-use fleet_store::{Collection, StoreError, put};
+use fleet_store::StoreError;
 
 /// The name of a deployment's lock in the store.
 pub fn lock_name(deployment: &str) -> String {
@@ -139,23 +140,16 @@ impl TaskRunner {
         // A new deployment is recorded before its first task, so that a failure here
         // cannot leave a task holding the lock.
         if let (Locking::Create, Some(deployment)) = (locking, deployment)
-            && store
-                .get::<DeploymentRecord>(Collection::Deployments, deployment)
-                .await?
-                .is_none()
+            && self.core.records.deployment(deployment).await?.is_none()
         {
             let record = DeploymentRecord {
                 name: deployment.to_string(),
                 manifest: None,
                 cloud_config: None,
             };
-            store
-                .write(vec![put(
-                    Collection::Deployments,
-                    deployment,
-                    deployment,
-                    &record,
-                )])
+            self.core
+                .records
+                .write(vec![change::deployment(&record)])
                 .await?;
         }
         let task = match store.create_task(kind, deployment, lock.as_deref()).await? {

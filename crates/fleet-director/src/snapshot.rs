@@ -8,10 +8,9 @@ use super::cloud::{self, CloudModel};
 use super::cloud::{CompilationConfig, CompilationConfigError, read_config};
 use super::error::StepError;
 use super::manifest::{Manifest, parse};
-use super::model::{CloudConfig, Release, Stemcell};
+use super::model::Release;
 use super::networking::Networking;
 use super::validate::{CloudFacts, Uploaded};
-use fleet_store::{Collection, get, list};
 
 pub struct Snapshot {
     pub text: String,
@@ -34,15 +33,7 @@ impl Snapshot {
     /// An invalid manifest or stored cloud config, or a store failure.
     pub async fn take(core: &Core, text: String) -> Result<Snapshot, StepError> {
         let manifest = parse(&text).map_err(|e| format!("the manifest is invalid:\n{e}"))?;
-        let (cloud, all_releases, stemcells) = core
-            .store
-            .run(|s| {
-                let cloud: Option<CloudConfig> = get(s, Collection::CloudConfig, "current")?;
-                let releases: Vec<Release> = list(s, Collection::Releases, None)?;
-                let stemcells: Vec<Stemcell> = list(s, Collection::Stemcells, None)?;
-                Ok((cloud, releases, stemcells))
-            })
-            .await?;
+        let (cloud, all_releases, stemcells) = core.records.uploads().await?;
         let cloud = cloud
             .map(|c| cloud::parse(&c.text, c.version))
             .transpose()?;

@@ -617,13 +617,8 @@ async fn a_retried_migration_reuses_the_disk_the_failed_attempt_created() {
     };
     f.director
         .core
-        .store
-        .write(vec![fleet_store::put(
-            Collection::Disks,
-            &left,
-            "d",
-            &record,
-        )])
+        .records
+        .write(vec![change::disk(&record)])
         .await
         .unwrap();
     let task = deploy(&f.director, &manifest("d", 1, "1.0", 2048)).await;
@@ -1693,7 +1688,9 @@ mod store_faults {
     use std::sync::atomic::{AtomicU32, Ordering};
 
     use fleet_ipset::IpSet;
-    use fleet_store::{IpClaim, IpHolder, IpRecord, IpRelease, Store, StoreError, Write};
+    use fleet_store::{
+        Collection, IpClaim, IpHolder, IpRecord, IpRelease, Store, StoreError, Write,
+    };
 
     use super::*;
 

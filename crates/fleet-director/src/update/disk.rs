@@ -7,7 +7,7 @@ use super::super::error::StepError;
 use super::super::model::{DiskRecord, InstanceRecord};
 use super::super::plan::{Change, InstancePlan};
 use super::vm::{orphaned, persist};
-use fleet_store::{Collection, put};
+use crate::records::change;
 
 /// `fresh_vm`: the VM was just created, so the existing disk must be attached to it.
 pub async fn converge_disk(
@@ -22,11 +22,7 @@ pub async fn converge_disk(
     };
     let wanted = plan.desired.persistent_disk;
     let current = match &record.disk_cid {
-        Some(cid) => core
-            .store
-            .get::<DiskRecord>(Collection::Disks, cid)
-            .await?
-            .map(|d| (d.cid, d.size)),
+        Some(cid) => core.records.disk(cid).await?.map(|d| (d.cid, d.size)),
         None => None,
     };
     let unfinished = plan.changes.contains(&Change::Unapplied);
@@ -106,15 +102,10 @@ pub async fn converge_disk(
                     .await
                     .map_err(|e| format!("detach_disk for {name}: {e}"))?;
                 let orphan = orphaned(core, &old_cid, &record.deployment).await?;
-                writes.push(put(
-                    Collection::Disks,
-                    &old_cid,
-                    &record.deployment,
-                    &orphan,
-                ));
+                writes.push(change::disk(&orphan));
             }
             record.disk_cid = new_disk;
-            core.store.write(writes).await?;
+            core.records.write(writes).await?;
             persist(core, record).await
         }
     }
@@ -128,10 +119,7 @@ async fn left_from_a_failed_migration(
     wanted: u64,
     current: Option<&str>,
 ) -> Result<Option<String>, StepError> {
-    let disks: Vec<DiskRecord> = core
-        .store
-        .list(Collection::Disks, Some(&record.deployment))
-        .await?;
+    let disks: Vec<DiskRecord> = core.records.disks(&record.deployment).await?;
     Ok(disks
         .into_iter()
         .find(|d| {
@@ -163,13 +151,6 @@ async fn create_disk(
         size: wanted,
         orphaned: false,
     };
-    core.store
-        .write(vec![put(
-            Collection::Disks,
-            &disk,
-            &record.deployment,
-            &disk_record,
-        )])
-        .await?;
+    core.records.write(vec![change::disk(&disk_record)]).await?;
     Ok(disk)
 }

@@ -1,6 +1,7 @@
 //! One instance's update: stop (prepare, drain, stop), a new VM when the old one cannot
 //! be reconfigured, the persistent disk, apply, start, and watching the jobs come up.
 
+use crate::records::change;
 use std::time::Duration;
 
 use tokio::time::sleep;
@@ -114,18 +115,13 @@ async fn update_dns(
                 "{}.{}.{network}.{}.bosh",
                 record.id, record.group, record.deployment
             );
-            Some(fleet_store::put(
-                fleet_store::Collection::Dns,
-                &name,
-                &record.deployment,
-                &ip,
-            ))
+            Some(change::dns(&name, &record.deployment, &ip))
         })
         .collect::<Vec<_>>();
     if writes.is_empty() {
         return Ok(());
     }
-    core.store.write(writes).await.map_err(StepError::from)
+    core.records.write(writes).await.map_err(StepError::from)
 }
 
 /// Drain (a positive answer is a wait in seconds; a negative one means wait that long

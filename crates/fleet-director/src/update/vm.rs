@@ -9,16 +9,11 @@ use super::super::model::{DesiredState, DiskRecord, InstanceRecord, VmRecord};
 use super::super::plan::InstancePlan;
 use super::disk::converge_disk;
 use super::instance::stop_jobs;
-use fleet_store::{Collection, put, remove};
+use crate::records::change;
 
 pub async fn persist(core: &Core, record: &InstanceRecord) -> Result<(), StepError> {
-    core.store
-        .write(vec![put(
-            Collection::Instances,
-            &record.id,
-            &record.deployment,
-            record,
-        )])
+    core.records
+        .write(vec![change::instance(record)])
         .await
         .map_err(StepError::from)
 }
@@ -92,16 +87,8 @@ pub async fn create_vm(
         instance_id: Some(record.id.clone()),
         stemcell: plan.desired.stemcell.clone(),
     };
-    core.store
-        .write(vec![
-            put(
-                Collection::Instances,
-                &record.id,
-                &record.deployment,
-                &*record,
-            ),
-            put(Collection::Vms, &cid, &record.deployment, &vm),
-        ])
+    core.records
+        .write(vec![change::instance(record), change::vm(&vm)])
         .await
         .map_err(StepError::from)
 }
@@ -135,16 +122,8 @@ pub async fn delete_vm(
     record.vm_stemcell = None;
     record.vm_type = None;
     record.vm_networks.clear();
-    core.store
-        .write(vec![
-            put(
-                Collection::Instances,
-                &record.id,
-                &record.deployment,
-                &*record,
-            ),
-            remove(Collection::Vms, &cid),
-        ])
+    core.records
+        .write(vec![change::instance(record), change::vm_gone(&cid)])
         .await?;
     core.cpi
         .delete_vm(&cid)
@@ -155,8 +134,8 @@ pub async fn delete_vm(
 /// The disk record of `cid` marked orphaned: kept and listed, never deleted by a deploy.
 pub async fn orphaned(core: &Core, cid: &str, deployment: &str) -> Result<DiskRecord, StepError> {
     let size = core
-        .store
-        .get::<DiskRecord>(Collection::Disks, cid)
+        .records
+        .disk(cid)
         .await?
         .map(|d| d.size)
         .unwrap_or_default();
@@ -181,7 +160,7 @@ pub async fn delete_instance(
         stop_jobs(core, &agent, &record.name(), skip_drain).await?;
     }
     delete_vm(core, &mut record, agent_responsive).await?;
-    let mut writes = vec![remove(Collection::Instances, &record.id)];
+    let mut writes = vec![change::instance_gone(&record.id)];
     // Its DNS records go with it.
     let networks = record
         .applied
@@ -190,17 +169,14 @@ pub async fn delete_instance(
         .unwrap_or_default();
     for network in networks.iter().chain(&record.vm_networks) {
         let name = network.split_once('/').map_or(network.as_str(), |(n, _)| n);
-        writes.push(remove(
-            Collection::Dns,
-            &format!(
-                "{}.{}.{name}.{}.bosh",
-                record.id, record.group, record.deployment
-            ),
-        ));
+        writes.push(change::dns_gone(&format!(
+            "{}.{}.{name}.{}.bosh",
+            record.id, record.group, record.deployment
+        )));
     }
     if let Some(disk) = &record.disk_cid {
         let orphan = orphaned(core, disk, &record.deployment).await?;
-        writes.push(put(Collection::Disks, disk, &record.deployment, &orphan));
+        writes.push(change::disk(&orphan));
     }
-    core.store.write(writes).await.map_err(StepError::from)
+    core.records.write(writes).await.map_err(StepError::from)
 }

@@ -1,0 +1,49 @@
+//! The broker's own records: its service instances. The broker reaches the store through
+//! this alone; deployments and tasks are the director's, read through its facade.
+
+use serde::{Deserialize, Serialize};
+
+use fleet_store::{AsyncStore, Collection, StoreError, put};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServiceInstance {
+    pub id: String,
+    pub plan_id: String,
+    pub space_guid: Option<String>,
+    pub maintenance_updates_blocked: bool,
+}
+
+#[derive(Clone)]
+pub struct ServiceInstances {
+    store: AsyncStore,
+}
+
+impl ServiceInstances {
+    pub fn new(store: AsyncStore) -> Self {
+        ServiceInstances { store }
+    }
+
+    pub async fn get(&self, id: &str) -> Result<Option<ServiceInstance>, StoreError> {
+        self.store.get(Collection::ServiceInstances, id).await
+    }
+
+    /// Every service instance, in id order.
+    pub async fn all(&self) -> Result<Vec<ServiceInstance>, StoreError> {
+        self.store.list(Collection::ServiceInstances, None).await
+    }
+
+    pub async fn put(&self, instance: &ServiceInstance) -> Result<(), StoreError> {
+        let write = put(
+            Collection::ServiceInstances,
+            &instance.id,
+            &instance.plan_id,
+            instance,
+        );
+        self.store.write(vec![write]).await
+    }
+
+    /// The store these records live in, for a second broker over the same fleet.
+    pub fn store(&self) -> &AsyncStore {
+        &self.store
+    }
+}

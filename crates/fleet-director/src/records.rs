@@ -1,0 +1,183 @@
+//! The director's records in the store, typed: uploads, the cloud config, deployments and
+//! their instances, VMs and disks, compiled packages and DNS names. Each record's key and
+//! scope are chosen here once. Tasks, locks and IP reservations have queries of their
+//! own in the store.
+
+use std::collections::BTreeSet;
+
+use super::model::{
+    CloudConfig, DeploymentRecord, DiskRecord, InstanceRecord, Release, Stemcell, VmRecord,
+};
+use fleet_store::{AsyncStore, Collection, StoreError, Write, get, list};
+
+#[derive(Clone)]
+pub struct Records {
+    store: AsyncStore,
+}
+
+impl Records {
+    pub fn new(store: AsyncStore) -> Self {
+        Records { store }
+    }
+
+    /// Applies the changes together, or none of them.
+    pub async fn write(&self, changes: Vec<Write>) -> Result<(), StoreError> {
+        self.store.write(changes).await
+    }
+
+    pub async fn releases(&self) -> Result<Vec<Release>, StoreError> {
+        self.store.list(Collection::Releases, None).await
+    }
+
+    pub async fn stemcells(&self) -> Result<Vec<Stemcell>, StoreError> {
+        self.store.list(Collection::Stemcells, None).await
+    }
+
+    /// The cloud config in force, if any.
+    pub async fn cloud_config(&self) -> Result<Option<CloudConfig>, StoreError> {
+        self.store.get(Collection::CloudConfig, CLOUD_CONFIG).await
+    }
+
+    /// What a deploy starts from, read in one turn of the store: the cloud config in
+    /// force, the releases and the stemcells.
+    pub async fn uploads(
+        &self,
+    ) -> Result<(Option<CloudConfig>, Vec<Release>, Vec<Stemcell>), StoreError> {
+        self.store
+            .run(|s| {
+                Ok((
+                    get(s, Collection::CloudConfig, CLOUD_CONFIG)?,
+                    list(s, Collection::Releases, None)?,
+                    list(s, Collection::Stemcells, None)?,
+                ))
+            })
+            .await
+    }
+
+    pub async fn deployment(&self, name: &str) -> Result<Option<DeploymentRecord>, StoreError> {
+        self.store.get(Collection::Deployments, name).await
+    }
+
+    pub async fn deployments(&self) -> Result<Vec<DeploymentRecord>, StoreError> {
+        self.store.list(Collection::Deployments, None).await
+    }
+
+    /// A deployment's instances, in id order.
+    pub async fn instances(&self, deployment: &str) -> Result<Vec<InstanceRecord>, StoreError> {
+        self.store
+            .list(Collection::Instances, Some(deployment))
+            .await
+    }
+
+    pub async fn vms(&self, deployment: &str) -> Result<Vec<VmRecord>, StoreError> {
+        self.store.list(Collection::Vms, Some(deployment)).await
+    }
+
+    pub async fn disks(&self, deployment: &str) -> Result<Vec<DiskRecord>, StoreError> {
+        self.store.list(Collection::Disks, Some(deployment)).await
+    }
+
+    pub async fn disk(&self, cid: &str) -> Result<Option<DiskRecord>, StoreError> {
+        self.store.get(Collection::Disks, cid).await
+    }
+
+    pub async fn is_compiled(&self, key: &str) -> Result<bool, StoreError> {
+        let key = key.to_string();
+        self.store
+            .run(move |s| Ok(s.get(Collection::CompiledPackages, &key)?.is_some()))
+            .await
+    }
+
+    /// Those of `wanted` (each with its cache key) not compiled yet, in one turn.
+    pub async fn uncompiled<K>(&self, wanted: Vec<(K, String)>) -> Result<BTreeSet<K>, StoreError>
+    where
+        K: Ord + Send + 'static,
+    {
+        self.store
+            .run(move |s| {
+                let mut missing = BTreeSet::new();
+                for (item, key) in wanted {
+                    if s.get(Collection::CompiledPackages, &key)?.is_none() {
+                        missing.insert(item);
+                    }
+                }
+                Ok(missing)
+            })
+            .await
+    }
+}
+
+/// The key of the cloud config in force.
+const CLOUD_CONFIG: &str = "current";
+
+/// The writes [`Records::write`] applies.
+pub mod change {
+    use serde::Serialize;
+
+    use super::super::model::{
+        CloudConfig, DeploymentRecord, DiskRecord, InstanceRecord, Release, Stemcell, VmRecord,
+    };
+    use fleet_store::{Collection, Write, put, remove};
+
+    pub fn release(release: &Release) -> Write {
+        let key = format!("{}/{}", release.name, release.version);
+        put(Collection::Releases, &key, &release.name, release)
+    }
+
+    pub fn stemcell(stemcell: &Stemcell) -> Write {
+        let key = format!("{}/{}", stemcell.os, stemcell.version);
+        put(Collection::Stemcells, &key, &stemcell.os, stemcell)
+    }
+
+    /// The cloud config that is in force from now on.
+    pub fn cloud_config(config: &CloudConfig) -> Write {
+        put(Collection::CloudConfig, super::CLOUD_CONFIG, "", config)
+    }
+
+    pub fn deployment(record: &DeploymentRecord) -> Write {
+        put(Collection::Deployments, &record.name, &record.name, record)
+    }
+
+    pub fn deployment_gone(name: &str) -> Write {
+        remove(Collection::Deployments, name)
+    }
+
+    pub fn instance(record: &InstanceRecord) -> Write {
+        put(
+            Collection::Instances,
+            &record.id,
+            &record.deployment,
+            record,
+        )
+    }
+
+    pub fn instance_gone(id: &str) -> Write {
+        remove(Collection::Instances, id)
+    }
+
+    pub fn vm(record: &VmRecord) -> Write {
+        put(Collection::Vms, &record.cid, &record.deployment, record)
+    }
+
+    pub fn vm_gone(cid: &str) -> Write {
+        remove(Collection::Vms, cid)
+    }
+
+    pub fn disk(record: &DiskRecord) -> Write {
+        put(Collection::Disks, &record.cid, &record.deployment, record)
+    }
+
+    /// A package compiled for a stemcell, under its cache key.
+    pub fn compiled(key: &str, package: &impl Serialize) -> Write {
+        put(Collection::CompiledPackages, key, "", package)
+    }
+
+    /// `name` (`<id>.<group>.<network>.<deployment>.bosh`) resolves to `address`.
+    pub fn dns(name: &str, deployment: &str, address: &str) -> Write {
+        put(Collection::Dns, name, deployment, &address)
+    }
+
+    pub fn dns_gone(name: &str) -> Write {
+        remove(Collection::Dns, name)
+    }
+}
