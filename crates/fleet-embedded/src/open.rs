@@ -104,9 +104,11 @@ pub async fn open(
     };
     // Opening may migrate the database: blocking work, off the async workers.
     let dir = state_dir.to_path_buf();
-    let opened = tokio::task::spawn_blocking(move || SqliteStore::open(&dir))
-        .await
-        .map_err(|_| StoreError::Stopped)?;
+    let opened = match tokio::task::spawn_blocking(move || SqliteStore::open(&dir)).await {
+        Ok(opened) => opened,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(_) => Err(StoreError::Stopped),
+    };
     // One handle, so that the director, the broker and the simulated cloud share the
     // store's one worker.
     let store = AsyncStore::new(Arc::new(opened?) as Arc<dyn Store>);

@@ -3,7 +3,8 @@
 //! The store keeps JSON documents in collections, plus the few things that need real
 //! transactions and ordering: tasks with their event logs, and locks. Every state change
 //! is written before the external step that depends on it, so after a crash the next start
-//! finds a consistent state and converges. The trait keeps SQLite replaceable.
+//! finds a consistent state and converges. The trait keeps SQLite replaceable; async code
+//! reaches it only through [`AsyncStore`], which never runs SQLite on an async worker.
 
 mod handle;
 mod records;
