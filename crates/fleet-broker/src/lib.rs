@@ -347,26 +347,27 @@ impl Broker {
             || record.cloud_config != cloud_config
     }
 
-    /// What stands before any operation: gone, orphaned, blocked or busy.
+    /// What stands before any operation: gone, orphaned, blocked or busy. Passes on the
+    /// instance and its deployment's record.
     async fn precheck(
         &self,
         id: &str,
         force: bool,
-    ) -> Result<Result<(ServiceInstance, String), Answer>, BrokerError> {
+    ) -> Result<Result<(ServiceInstance, DeploymentRecord), Answer>, BrokerError> {
         let Some(instance) = self.instances.get(id).await? else {
             return Ok(Err(Answer::Deleted));
         };
         let deployment = deployment_name(id);
-        if self.director.deployment(&deployment).await?.is_none() {
+        let Some(record) = self.director.deployment(&deployment).await? else {
             return Ok(Err(Answer::Orphaned));
-        }
+        };
         if instance.maintenance_updates_blocked && !force {
             return Ok(Err(Answer::Blocked));
         }
         if self.director.lock_holder(&deployment).await?.is_some() {
             return Ok(Err(Answer::Busy));
         }
-        Ok(Ok((instance, deployment)))
+        Ok(Ok((instance, record)))
     }
 
     fn started(result: Result<Task, DirectorError>) -> Result<Answer, BrokerError> {
@@ -383,15 +384,14 @@ impl Broker {
     /// # Errors
     /// A store or director error other than a held lock.
     pub async fn upgrade(&self, id: &str, force: bool) -> Result<Answer, BrokerError> {
-        let (instance, deployment) = match self.precheck(id, force).await? {
+        let (instance, record) = match self.precheck(id, force).await? {
             Ok(found) => found,
             Err(answer) => return Ok(answer),
         };
         let plan = self.plan(&instance.plan_id)?;
-        let desired = plan.manifest_for(&deployment, &plan.current);
-        let record = self.director.deployment(&deployment).await?;
+        let desired = plan.manifest_for(&record.name, &plan.current);
         let cloud_config = self.cloud_config_version().await?;
-        if !self.outdated(&instance, record.as_ref(), cloud_config) {
+        if !self.outdated(&instance, Some(&record), cloud_config) {
             return Ok(Answer::UpToDate);
         }
         Self::started(
@@ -408,11 +408,12 @@ impl Broker {
     /// # Errors
     /// A store or director error other than a held lock.
     pub async fn recreate(&self, id: &str, force: bool, fix: bool) -> Result<Answer, BrokerError> {
-        let (instance, deployment) = match self.precheck(id, force).await? {
+        let (instance, record) = match self.precheck(id, force).await? {
             Ok(found) => found,
             Err(answer) => return Ok(answer),
         };
-        if self.director.deployed_manifest(&deployment).await.is_err() {
+        let deployment = record.name;
+        if record.manifest.is_none() {
             let plan = self.plan(&instance.plan_id)?;
             let options = DeployOptions {
                 recreate: true,
