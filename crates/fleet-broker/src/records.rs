@@ -43,7 +43,8 @@ impl ServiceInstances {
     }
 
     /// The store these records live in, for a second broker over the same fleet.
-    pub fn store(&self) -> &AsyncStore {
+    #[cfg(test)]
+    pub(crate) fn store(&self) -> &AsyncStore {
         &self.store
     }
 }

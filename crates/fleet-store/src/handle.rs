@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use serde::de::DeserializeOwned;
 use tokio::sync::oneshot;
 
-use super::{Collection, IpClaim, IpHolder, IpRecord, IpRelease, Store, StoreError, Write};
+use super::{Collection, IpClaim, IpRecord, IpRelease, Store, StoreError, Write};
 use super::{Task, TaskEvent, TaskFilter, TaskKind};
 
 /// A call waiting for the worker; it answers through its own channel.
@@ -227,18 +227,6 @@ impl AsyncStore {
 
     pub async fn locks(&self) -> Result<Vec<(String, u64)>, StoreError> {
         self.run(|s| s.locks()).await
-    }
-
-    pub async fn release_ip(
-        &self,
-        address: u32,
-        network: &str,
-        owner: &IpHolder,
-    ) -> Result<(), StoreError> {
-        let network = network.to_string();
-        let owner = owner.clone();
-        self.run(move |s| s.release_ip(address, &network, &owner))
-            .await
     }
 
     pub async fn apply_ips(

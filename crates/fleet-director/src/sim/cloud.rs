@@ -135,11 +135,7 @@ impl SimulatedCloud {
             .records
             .read(|r| r.agents.get(agent_id).cloned())
             .await
-            .map_err(|e| AgentError::Failed {
-                agent_id: agent_id.into(),
-                method: method.into(),
-                message: e.to_string(),
-            })?;
+            .map_err(|e| agent_failure(agent_id, method, &e))?;
         match record {
             Some(r) if r.responsive => Ok(r),
             _ => Err(AgentError::Unresponsive {
@@ -180,11 +176,7 @@ impl SimulatedCloud {
         if record != before {
             self.save_agent(record.clone())
                 .await
-                .map_err(|e| AgentError::Failed {
-                    agent_id: agent_id.into(),
-                    method: method.into(),
-                    message: e.to_string(),
-                })?;
+                .map_err(|e| agent_failure(agent_id, method, &e))?;
         }
         Ok(record)
     }
@@ -452,6 +444,15 @@ impl SimulatedCloud {
             })
             .await
             .map_err(Self::cpi_error)
+    }
+}
+
+/// An agent call that failed on the store's account, not the agent's.
+fn agent_failure(agent_id: &str, method: &str, e: &StoreError) -> AgentError {
+    AgentError::Failed {
+        agent_id: agent_id.into(),
+        method: method.into(),
+        message: e.to_string(),
     }
 }
 
