@@ -28,6 +28,9 @@ fn lock(queue: &Mutex<Queue>) -> MutexGuard<'_, Queue> {
     queue.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// How many times an idle worker looks for a next call before it ends: a caller usually
+/// sends its next call within microseconds of the last answer, and a worker still there
+/// takes it without a thread being woken (measured: about a third off `embedded_bench b`).
 const LINGER: u32 = 20;
 
 /// Runs queued calls until none is left.
