@@ -45,6 +45,10 @@ pub enum StoreError {
     /// been applied, as after a crash.
     #[error("the state store's worker stopped before it answered (shutting down)")]
     Stopped,
+    /// The call was made with others in one transaction ([`Store::together`]), and that
+    /// transaction could not be committed: nothing of it was applied.
+    #[error("the state store could not commit: {0}")]
+    NotCommitted(#[source] std::sync::Arc<StoreError>),
 }
 
 impl StoreError {
@@ -123,6 +127,18 @@ pub enum Write {
 }
 
 pub trait Store: Send + Sync {
+    /// Runs `work`, whose calls to this store then commit as one transaction: many small
+    /// writes cost one commit, and a failed call still applies none of its own writes.
+    /// When the commit fails, none of the calls' writes is applied. A store without
+    /// transactions of its own runs `work` as it is.
+    ///
+    /// # Errors
+    /// When the shared transaction cannot begin or commit.
+    fn together(&self, work: &mut dyn FnMut()) -> Result<(), StoreError> {
+        work();
+        Ok(())
+    }
+
     fn get(&self, collection: Collection, key: &str) -> Result<Option<String>, StoreError>;
 
     /// Documents of a collection in key order, all or those of one scope.

@@ -2,7 +2,9 @@ use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{
+    Connection, OptionalExtension, Savepoint, Transaction, TransactionBehavior, params,
+};
 
 use super::{Collection, IpClaim, IpHolder, IpRecord, IpRelease, Store, StoreError, Write};
 use super::{Task, TaskEvent, TaskFilter, TaskKind, TaskState};
@@ -94,13 +96,7 @@ impl SqliteStore {
         connection.pragma_update(None, "wal_autocheckpoint", 16_384)?;
         connection.execute_batch(SCHEMA)?;
         migrate(&connection)?;
-        let mut claimed = IpSet::new();
-        {
-            let mut stmt = connection.prepare("SELECT address FROM ip_addresses")?;
-            for address in stmt.query_map([], |row| row.get::<_, i64>(0))? {
-                claimed.insert(address? as u32);
-            }
-        }
+        let claimed = claimed_in(&connection)?;
         Ok(SqliteStore {
             connection: Mutex::new(connection),
             claimed: Mutex::new(claimed),
@@ -109,6 +105,53 @@ impl SqliteStore {
 
     fn lock(&self) -> MutexGuard<'_, Connection> {
         self.connection.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Every address the database holds claimed.
+fn claimed_in(connection: &Connection) -> Result<IpSet, StoreError> {
+    let mut claimed = IpSet::new();
+    let mut stmt = connection.prepare_cached("SELECT address FROM ip_addresses")?;
+    for address in stmt.query_map([], |row| row.get::<_, i64>(0))? {
+        claimed.insert(address? as u32);
+    }
+    Ok(claimed)
+}
+
+/// A call's own transaction, or, inside [`Store::together`], a savepoint of the shared
+/// one: either way the call's writes apply whole or not at all.
+enum Tx<'c> {
+    Own(Transaction<'c>),
+    Nested(Savepoint<'c>),
+}
+
+impl std::ops::Deref for Tx<'_> {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        match self {
+            Tx::Own(tx) => tx,
+            Tx::Nested(savepoint) => savepoint,
+        }
+    }
+}
+
+impl Tx<'_> {
+    fn begin(connection: &mut Connection) -> rusqlite::Result<Tx<'_>> {
+        if connection.is_autocommit() {
+            connection
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map(Tx::Own)
+        } else {
+            connection.savepoint().map(Tx::Nested)
+        }
+    }
+
+    fn commit(self) -> rusqlite::Result<()> {
+        match self {
+            Tx::Own(tx) => tx.commit(),
+            Tx::Nested(savepoint) => savepoint.commit(),
+        }
     }
 }
 
@@ -230,6 +273,26 @@ fn task_from(body: &str) -> Result<Task, StoreError> {
 }
 
 impl Store for SqliteStore {
+    fn together(&self, work: &mut dyn FnMut()) -> Result<(), StoreError> {
+        self.lock().execute_batch("BEGIN IMMEDIATE")?;
+        work();
+        let connection = self.lock();
+        if connection.is_autocommit() {
+            // A call ended the transaction itself (none does): its writes are in.
+            return Ok(());
+        }
+        match connection.execute_batch("COMMIT") {
+            Ok(()) => Ok(()),
+            Err(failed) => {
+                let _ = connection.execute_batch("ROLLBACK");
+                // Claims the calls recorded in memory were not committed.
+                let claimed = claimed_in(&connection)?;
+                *self.claimed.lock().unwrap_or_else(|p| p.into_inner()) = claimed;
+                Err(failed.into())
+            }
+        }
+    }
+
     fn get(&self, collection: Collection, key: &str) -> Result<Option<String>, StoreError> {
         Ok(self
             .lock()
@@ -261,7 +324,7 @@ impl Store for SqliteStore {
 
     fn write(&self, batch: Vec<Write>) -> Result<(), StoreError> {
         let mut connection = self.lock();
-        let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let tx = Tx::begin(&mut connection)?;
         for write in batch {
             match write {
                 Write::Put {
@@ -293,7 +356,7 @@ impl Store for SqliteStore {
         lock: Option<&str>,
     ) -> Result<Result<Task, u64>, StoreError> {
         let mut connection = self.lock();
-        let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let tx = Tx::begin(&mut connection)?;
         if let Some(lock) = lock {
             let holder: Option<i64> = tx
                 .query_row("SELECT task_id FROM locks WHERE name = ?1", [lock], |row| {
@@ -412,7 +475,7 @@ impl Store for SqliteStore {
             .map(serde_json::to_string)
             .collect::<Result<Vec<_>, _>>()?;
         let mut connection = self.lock();
-        let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let tx = Tx::begin(&mut connection)?;
         for body in bodies {
             tx.prepare_cached(
                 "INSERT INTO task_events (task_id, seq, body)
@@ -494,7 +557,7 @@ impl Store for SqliteStore {
         releases: &[IpRelease],
     ) -> Result<Result<(), IpRecord>, StoreError> {
         let mut connection = self.lock();
-        let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let tx = Tx::begin(&mut connection)?;
         for claim in claims {
             let held = tx
                 .prepare_cached(
@@ -607,7 +670,7 @@ impl Store for SqliteStore {
 
     fn recover(&self, reason: &str, now: u64) -> Result<Vec<u64>, StoreError> {
         let mut connection = self.lock();
-        let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let tx = Tx::begin(&mut connection)?;
         let stale: Vec<String> = {
             let mut stmt = tx.prepare(
                 "SELECT body FROM tasks WHERE state IN ('queued', 'processing', 'cancelling')",
@@ -669,6 +732,52 @@ mod tests {
                 .unwrap()
                 .is_ok()
         );
+    }
+
+    #[test]
+    fn calls_made_together_commit_as_one_and_a_refused_one_applies_none_of_its_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
+        let owner = |instance: &str| IpHolder {
+            deployment: "d".to_string(),
+            instance: instance.to_string(),
+        };
+        let claim = |address: u32, instance: &str| IpClaim {
+            address,
+            network: "n".to_string(),
+            owner: owner(instance),
+            is_static: false,
+        };
+        let mut answers = Vec::new();
+        store
+            .together(&mut || {
+                answers.push(
+                    store
+                        .write(vec![put(Collection::Fleet, "a", "", &1)])
+                        .is_ok(),
+                );
+                answers.push(store.apply_ips(&[claim(10, "i1")], &[]).unwrap().is_ok());
+                // 11 is free, 10 is held by i1: the second claim refuses the whole call.
+                let refused = store.apply_ips(&[claim(11, "i2"), claim(10, "i2")], &[]);
+                answers.push(refused.unwrap().is_err());
+                // A reader elsewhere sees nothing before the commit.
+                let elsewhere = SqliteStore::open(dir.path()).unwrap();
+                answers.push(
+                    get::<u32>(&elsewhere, Collection::Fleet, "a")
+                        .unwrap()
+                        .is_none(),
+                );
+            })
+            .unwrap();
+        assert_eq!(answers, [true, true, true, true]);
+        let elsewhere = SqliteStore::open(dir.path()).unwrap();
+        assert_eq!(
+            get::<u32>(&elsewhere, Collection::Fleet, "a").unwrap(),
+            Some(1)
+        );
+        assert_eq!(elsewhere.ips_in(0, 100).unwrap(), [10]);
+        let claimed = store.claimed().unwrap();
+        assert_eq!((claimed.len(), claimed.contains(10)), (1, true));
     }
 
     #[test]
