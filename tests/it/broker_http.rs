@@ -85,6 +85,7 @@ fn scripted(counts: Arc<Counts>) -> Router {
                         "s404" => status(404).into_response(),
                         "s409" => status(409).into_response(),
                         "s410" => status(410).into_response(),
+                        "s204-blocked" => (status(204), [("x-broker-error", "MaintenanceUpdatesBlocked")]).into_response(),
                         "s422" => (status(422), axum::Json(json!({"error": "MaintenanceUpdatesBlocked"}))).into_response(),
                         "s422-other" => (status(422), axum::Json(json!({"error": "Unprocessable", "description": "plan mismatch"}))).into_response(),
                         "s400" => (status(400), axum::Json(json!({"description": "bad operation type"}))).into_response(),
@@ -260,6 +261,7 @@ async fn every_trigger_status_has_the_meaning_the_api_gives_it() {
     assert_eq!(trigger("s409").await.unwrap(), Triggered::Busy);
     assert_eq!(trigger("s410").await.unwrap(), Triggered::Orphaned);
     assert_eq!(trigger("s422").await.unwrap(), Triggered::Blocked);
+    assert_eq!(trigger("s204-blocked").await.unwrap(), Triggered::Blocked);
     let other = trigger("s422-other").await.unwrap_err();
     assert_eq!(other.kind, ErrorKind::Permanent);
     assert!(other.message.contains("plan mismatch"), "{other}");

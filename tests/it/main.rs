@@ -1,5 +1,6 @@
 //! Integration tests, compiled into one binary: the `fleet-updater` command as a user runs it.
 
+mod bosh_cli_types;
 mod broker_http;
 mod check_config;
 mod director_http;

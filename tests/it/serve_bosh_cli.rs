@@ -5,6 +5,7 @@ use fleet_updater::config::ServeLimits;
 use reqwest::Method;
 use serde_json::Value;
 
+use crate::bosh_cli_types::{InfoResp, VmInfo};
 use crate::served::Served;
 
 const PG: &str = "service-instance_pg-03";
@@ -63,6 +64,39 @@ async fn env_deployments_tasks_and_locks_decode_as_the_cli_expects() {
     assert!(locks[0]["timeout"].is_string());
     assert_eq!(locks[0]["task_id"], id.to_string());
     s.wait_task(id).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn log_in_sees_its_user_and_clients_read_a_bosh_version_and_a_uuid() {
+    let s = Served::start(ServeLimits::default()).await;
+    let info = |request: reqwest::RequestBuilder| async move {
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        serde_json::from_str::<InfoResp>(&response.text().await.unwrap()).unwrap()
+    };
+    // `bosh log-in` and `bosh env` send the credentials to /info and read `user`.
+    let signed_in = info(s.director(Method::GET, "/info")).await;
+    assert_eq!(signed_in.user, "admin");
+    let anonymous = info(s.client.get(s.director_url("/info"))).await;
+    assert_eq!(anonymous.user, "", "no credentials, no user");
+    let wrong = info(
+        s.client
+            .get(s.director_url("/info"))
+            .basic_auth("admin", Some("not-the-password")),
+    )
+    .await;
+    assert_eq!(wrong.user, "", "wrong credentials name no user");
+    // The ODB errands parse the first word as a semantic version and want 268.4.0 or later.
+    let version = signed_in.version.split_whitespace().next().unwrap();
+    let numbers: Vec<u64> = version.split('.').map(|n| n.parse().unwrap()).collect();
+    assert_eq!(numbers.len(), 3, "{}", signed_in.version);
+    assert!(numbers >= vec![268, 4, 0], "{}", signed_in.version);
+    // A UUID, the same on every answer.
+    let groups: Vec<usize> = signed_in.uuid.split('-').map(str::len).collect();
+    assert_eq!(groups, [8, 4, 4, 4, 12], "{}", signed_in.uuid);
+    assert_eq!(anonymous.uuid, signed_in.uuid);
+    assert_eq!(signed_in.auth.kind, "basic");
+    assert!(!signed_in.features.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -148,6 +182,20 @@ async fn deploy_instances_vms_recreate_stop_start_and_delete_follow_the_cli_sequ
     }
 
     // `bosh instances` and `bosh vms`: a task whose result is one VMInfo per line.
+    let uploaded: Vec<(String, String)> = s
+        .get_json("/stemcells")
+        .await
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["name"].as_str().unwrap().to_string(),
+                s["version"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert!(!uploaded.is_empty());
     for path in ["instances", "vms"] {
         let response = s
             .send(
@@ -158,11 +206,47 @@ async fn deploy_instances_vms_recreate_stop_start_and_delete_follow_the_cli_sequ
         let id = Served::task_of(&response);
         assert_eq!(s.wait_task(id).await["state"], "done");
         let result = s.output(id, "result").await;
-        let line: Value = serde_json::from_str(result.lines().next().unwrap()).unwrap();
-        assert_eq!(line["job_name"], "postgres");
-        assert_eq!(line["job_state"], "running");
-        assert_eq!(line["vm_created_at"], "");
-        assert!(line["active"].is_boolean() && line["ips"].is_array() && line["az"] == "z1");
+        let lines: Vec<VmInfo> = result
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect();
+        assert!(!lines.is_empty());
+        for vm in &lines {
+            assert_eq!(vm.job_name, "postgres");
+            assert_eq!(vm.process_state, "running");
+            assert_eq!(vm.active, Some(true));
+            assert_eq!(vm.az, "z1");
+            assert!(!vm.ips.is_empty() && !vm.vm_id.is_empty());
+            // `--ps`: every process running, so the CLI shows the instance as running.
+            assert!(!vm.processes.is_empty(), "{path}: no processes");
+            assert!(vm.processes.iter().all(|p| p.state == "running"));
+            assert!(vm.processes.iter().all(|p| p.uptime.seconds.is_some()));
+            // The stemcell as an object, named as uploaded.
+            assert!(
+                uploaded.contains(&(vm.stemcell.name.clone(), vm.stemcell.version.clone())),
+                "{:?} not in {uploaded:?}",
+                vm.stemcell
+            );
+            // RFC 3339, as the CLI parses it: not in the future, not before 2020.
+            let created = humantime::parse_rfc3339(&vm.vm_created_at_raw)
+                .unwrap_or_else(|e| panic!("{e}: {:?}", vm.vm_created_at_raw));
+            assert!(created <= std::time::SystemTime::now());
+            assert!(created > humantime::parse_rfc3339("2020-01-01T00:00:00Z").unwrap());
+            // `vms --vitals`.
+            assert_eq!(vm.vitals.load.len(), 3);
+            assert!(!vm.vitals.cpu.sys.is_empty() && !vm.vitals.mem.percent.is_empty());
+            for disk in ["system", "ephemeral", "persistent"] {
+                assert!(
+                    vm.vitals
+                        .disk
+                        .get(disk)
+                        .is_some_and(|d| !d.percent.is_empty()),
+                    "{disk}: {:?}",
+                    vm.vitals.disk
+                );
+            }
+        }
     }
 
     // `bosh recreate --fix`, `stop --hard`, `start`, `restart`: empty PUTs, keys sorted.
@@ -190,4 +274,71 @@ async fn deploy_instances_vms_recreate_stop_start_and_delete_follow_the_cli_sequ
         .map(|d| d["name"].as_str().unwrap().to_string())
         .collect();
     assert!(!names.contains(&PG.to_string()));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cancel_tasks_cancels_what_its_filter_names_and_refusals_are_director_errors() {
+    let s = Served::start(ServeLimits::default()).await;
+    // One VM at a time, each watched for at least 300 ms: the task runs for a while.
+    let id = Served::task_of(
+        &s.put(&format!(
+            "/deployments/{RMQ}/jobs/%2A?state=recreate&canaries=1&max_in_flight=1"
+        ))
+        .await,
+    );
+    let cancel = |body: &'static str| {
+        s.director(Method::POST, "/tasks/cancel")
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+    let state = || async { s.get_json(&format!("/tasks/{id}")).await["state"].clone() };
+    // `bosh cancel-tasks` alone cancels queued tasks; this one is processing.
+    assert_eq!(cancel("{}").await.unwrap().status(), 204);
+    assert_eq!(state().await, "processing");
+    // Another type, another deployment: left alone.
+    let other_type = r#"{"states":["processing"],"types":["delete_deployment"]}"#;
+    assert_eq!(cancel(other_type).await.unwrap().status(), 204);
+    let other_deployment = format!(r#"{{"states":["processing"],"deployment":"{PG}"}}"#);
+    let answer = s
+        .director(Method::POST, "/tasks/cancel")
+        .header("content-type", "application/json")
+        .body(other_deployment)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 204);
+    assert_eq!(state().await, "processing");
+    // Named by state, type and deployment: cancelled.
+    let named = format!(
+        r#"{{"states":["processing"],"types":["update_deployment"],"deployment":"{RMQ}"}}"#
+    );
+    let answer = s
+        .director(Method::POST, "/tasks/cancel")
+        .header("content-type", "application/json")
+        .body(named)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 204);
+    assert_eq!(s.wait_task(id).await["state"], "cancelled");
+
+    // A state no task is cancelled in: a director error naming it.
+    let refused = cancel(r#"{"states":["done"]}"#).await.unwrap();
+    assert_eq!(refused.status(), 400);
+    let body: Value = refused.json().await.unwrap();
+    assert!(body["code"].is_u64(), "{body}");
+    assert!(
+        body["description"].as_str().unwrap().contains("'done'"),
+        "{body}"
+    );
+    // A method a path does not take: 405, in the director's error shape.
+    let refused = s.send(Method::DELETE, "/tasks").await;
+    assert_eq!(refused.status(), 405);
+    let body: Value = refused.json().await.unwrap();
+    assert!(body["code"].is_u64(), "{body}");
+    assert!(
+        body["description"].as_str().unwrap().contains("DELETE"),
+        "{body}"
+    );
 }

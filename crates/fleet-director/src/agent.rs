@@ -27,7 +27,7 @@ pub enum JobState {
     Failing,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentState {
     pub job_state: JobState,
     pub applied: Option<InstanceSpec>,
@@ -36,6 +36,40 @@ pub struct AgentState {
     /// The VM's address on each network, as the agent sees it.
     #[serde(default)]
     pub networks: Vec<(String, std::net::Ipv4Addr)>,
+    /// Each job's process as the agent's process monitor sees it.
+    #[serde(default)]
+    pub processes: Vec<Process>,
+    /// What the VM uses of its machine, for `bosh vms --vitals`.
+    #[serde(default)]
+    pub vitals: Option<Vitals>,
+}
+
+/// One monitored process: its state in the CLI's words (`running`, `failing`, ...).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Process {
+    pub name: String,
+    pub state: String,
+    pub uptime_secs: Option<u64>,
+    pub mem_kb: Option<u64>,
+    pub mem_percent: Option<f64>,
+    pub cpu_total: Option<f64>,
+}
+
+/// The agent's vitals, in its own form: figures as decimal text.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Vitals {
+    /// Load averages over 1, 5 and 15 minutes.
+    pub load: [String; 3],
+    pub cpu_sys: String,
+    pub cpu_user: String,
+    pub cpu_wait: String,
+    pub mem_kb: String,
+    pub mem_percent: String,
+    pub swap_kb: String,
+    pub swap_percent: String,
+    pub uptime_secs: Option<u64>,
+    /// Use per disk (`system`, `ephemeral`, `persistent`): percent and inode percent.
+    pub disks: Vec<(String, String, String)>,
 }
 
 #[async_trait]

@@ -4,45 +4,117 @@
 
 use std::sync::Arc;
 
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
 use super::Core;
-use super::agent::JobState;
+use super::agent::{AgentState, JobState};
 use super::error::StepError;
-use super::model::{DesiredState, InstanceRecord};
+use super::model::{DesiredState, InstanceRecord, Stemcell, VmRecord};
 
-/// What the agent says, in the CLI's words: `running`, `failing`, `stopped`,
-/// `starting`, or `unresponsive agent`; empty for an instance without a VM.
-async fn process_state(core: &Core, instance: &InstanceRecord) -> String {
+/// What the agent says: the instance's process state in the CLI's words (`running`,
+/// `failing`, `stopped`, `starting`, or `unresponsive agent`; empty for an instance without
+/// a VM), and its processes and vitals when it answered.
+async fn observe(core: &Core, instance: &InstanceRecord) -> (String, Option<AgentState>) {
     let Some(agent_id) = &instance.agent_id else {
-        return String::new();
+        return (String::new(), None);
     };
     if instance.vm_cid.is_none() {
-        return String::new();
+        return (String::new(), None);
     }
     match core
         .agent_call(agent_id, "get_state", core.agent.get_state(agent_id))
         .await
     {
-        Ok(state) => match state.job_state {
-            JobState::Running => "running",
-            JobState::Starting => "starting",
-            JobState::Stopped => "stopped",
-            JobState::Failing => "failing",
+        Ok(state) => {
+            let word = match state.job_state {
+                JobState::Running => "running",
+                JobState::Starting => "starting",
+                JobState::Stopped => "stopped",
+                JobState::Failing => "failing",
+            };
+            (word.to_string(), Some(state))
         }
-        .to_string(),
-        Err(_) => "unresponsive agent".to_string(),
+        Err(_) => ("unresponsive agent".to_string(), None),
     }
 }
 
-fn line(instance: &InstanceRecord, process_state: &str) -> serde_json::Value {
+/// `{name, version}` of the stemcell an instance's VM was made from (recorded as
+/// `os/version`), named as it was uploaded.
+fn stemcell(recorded: Option<&str>, uploaded: &[Stemcell]) -> Value {
+    let Some((os, version)) = recorded.and_then(|s| s.split_once('/')) else {
+        return json!({ "name": "", "version": "" });
+    };
+    let name = uploaded
+        .iter()
+        .find(|s| s.os == os && s.version == version)
+        .map_or(os, |s| s.name.as_str());
+    json!({ "name": name, "version": version })
+}
+
+fn processes(state: Option<&AgentState>) -> Vec<Value> {
+    state
+        .map(|s| s.processes.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .map(|p| {
+            json!({
+                "name": p.name,
+                "state": p.state,
+                "uptime": { "secs": p.uptime_secs },
+                "mem": { "kb": p.mem_kb, "percent": p.mem_percent },
+                "cpu": { "total": p.cpu_total },
+            })
+        })
+        .collect()
+}
+
+fn vitals(state: Option<&AgentState>) -> Value {
+    let Some(v) = state.and_then(|s| s.vitals.as_ref()) else {
+        return Value::Null;
+    };
+    let disks: serde_json::Map<String, Value> = v
+        .disks
+        .iter()
+        .map(|(name, percent, inodes)| {
+            (
+                name.clone(),
+                json!({ "percent": percent, "inode_percent": inodes }),
+            )
+        })
+        .collect();
+    json!({
+        "load": v.load,
+        "cpu": { "sys": v.cpu_sys, "user": v.cpu_user, "wait": v.cpu_wait },
+        "mem": { "kb": v.mem_kb, "percent": v.mem_percent },
+        "swap": { "kb": v.swap_kb, "percent": v.swap_percent },
+        "uptime": { "secs": v.uptime_secs },
+        "disk": disks,
+    })
+}
+
+/// `2024-05-01T12:00:00Z`, as the CLI parses `vm_created_at`; empty when unknown.
+fn timestamp(unix: Option<u64>) -> String {
+    unix.map(|secs| {
+        let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+        humantime::format_rfc3339_seconds(at).to_string()
+    })
+    .unwrap_or_default()
+}
+
+fn line(
+    instance: &InstanceRecord,
+    vm: Option<&VmRecord>,
+    observed: &(String, Option<AgentState>),
+    uploaded: &[Stemcell],
+) -> Value {
+    let (process_state, state) = (&observed.0, observed.1.as_ref());
     let ips: Vec<&str> = instance
         .vm_networks
         .iter()
         .filter_map(|n| n.split_once('/').map(|(_, ip)| ip))
         .collect();
-    let state = match instance.state {
+    let desired = match instance.state {
         DesiredState::Started => "started",
         DesiredState::Stopped => "stopped",
         DesiredState::Detached => "detached",
@@ -60,15 +132,15 @@ fn line(instance: &InstanceRecord, process_state: &str) -> serde_json::Value {
         "vm_type": instance.vm_type,
         "job_state": process_state,
         "process_state": process_state,
-        "state": state,
+        "state": desired,
         "disk_cid": instance.disk_cid,
         "disk_cids": instance.disk_cid.iter().collect::<Vec<_>>(),
-        "stemcell": instance.vm_stemcell,
+        "stemcell": stemcell(instance.vm_stemcell.as_deref(), uploaded),
         "ignore": false,
         "active": instance.vm_cid.is_some(),
-        "processes": [],
-        "vitals": null,
-        "vm_created_at": "",
+        "processes": processes(state),
+        "vitals": vitals(state),
+        "vm_created_at": timestamp(vm.and_then(|v| v.created_at)),
         "resurrection_paused": false,
     })
 }
@@ -76,21 +148,56 @@ fn line(instance: &InstanceRecord, process_state: &str) -> serde_json::Value {
 /// One JSON line per instance, agents asked in parallel, lines in group and index order.
 pub async fn instance_lines(core: Arc<Core>, deployment: String) -> Result<String, StepError> {
     let mut instances: Vec<InstanceRecord> = core.records.instances(&deployment).await?;
+    let vms: Vec<VmRecord> = core.records.vms(&deployment).await?;
+    let uploaded = core.records.stemcells().await?;
     instances.sort_by(|a, b| (&a.group, a.index).cmp(&(&b.group, b.index)));
     let mut asked = JoinSet::new();
     for (slot, instance) in instances.iter().enumerate() {
         let (core, instance) = (Arc::clone(&core), instance.clone());
-        asked.spawn(async move { (slot, process_state(&core, &instance).await) });
+        asked.spawn(async move { (slot, observe(&core, &instance).await) });
     }
-    let mut states = vec![String::new(); instances.len()];
+    let mut observed = vec![(String::new(), None); instances.len()];
     while let Some(joined) = asked.join_next().await {
-        let (slot, state) = joined.map_err(|e| format!("internal error: {e}"))?;
-        states[slot] = state;
+        let (slot, seen) = joined.map_err(|e| format!("internal error: {e}"))?;
+        observed[slot] = seen;
     }
     let mut out = String::new();
-    for (instance, state) in instances.iter().zip(&states) {
-        out.push_str(&line(instance, state).to_string());
+    for (instance, seen) in instances.iter().zip(&observed) {
+        let vm = vms
+            .iter()
+            .find(|v| Some(&v.cid) == instance.vm_cid.as_ref());
+        out.push_str(&line(instance, vm, seen, &uploaded).to_string());
         out.push('\n');
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_are_rfc3339_in_utc() {
+        assert_eq!(timestamp(Some(0)), "1970-01-01T00:00:00Z");
+        assert_eq!(timestamp(Some(951_782_400)), "2000-02-29T00:00:00Z");
+        assert_eq!(timestamp(Some(1_795_435_199)), "2026-11-23T11:59:59Z");
+        assert_eq!(timestamp(None), "");
+    }
+
+    #[test]
+    fn the_stemcell_is_named_as_uploaded() {
+        let uploaded = [Stemcell {
+            name: "bosh-warden-boshlite-ubuntu-jammy-go_agent".into(),
+            os: "ubuntu-jammy".into(),
+            version: "1.404".into(),
+        }];
+        assert_eq!(
+            stemcell(Some("ubuntu-jammy/1.404"), &uploaded),
+            json!({"name": "bosh-warden-boshlite-ubuntu-jammy-go_agent", "version": "1.404"})
+        );
+        assert_eq!(
+            stemcell(Some("ubuntu-noble/1"), &uploaded),
+            json!({"name": "ubuntu-noble", "version": "1"})
+        );
+    }
 }

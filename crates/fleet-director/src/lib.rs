@@ -13,6 +13,7 @@ pub mod cpi;
 mod deploy;
 mod details;
 mod error;
+mod identity;
 mod ids;
 pub mod manifest;
 pub mod model;
@@ -125,6 +126,11 @@ impl Director {
 
     pub async fn releases(&self) -> Result<Vec<Release>, DirectorError> {
         Ok(self.records().releases().await?)
+    }
+
+    /// The director's UUID, the same across restarts.
+    pub async fn uuid(&self) -> Result<String, DirectorError> {
+        Ok(identity::director_uuid(self.store()).await?)
     }
 
     pub async fn stemcells(&self) -> Result<Vec<Stemcell>, DirectorError> {

@@ -106,6 +106,9 @@ pub struct VmRecord {
     pub deployment: String,
     pub instance_id: Option<String>,
     pub stemcell: String,
+    /// When the director made it (Unix seconds); unknown for VMs recorded before.
+    #[serde(default)]
+    pub created_at: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

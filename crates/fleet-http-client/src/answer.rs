@@ -74,10 +74,16 @@ impl Answer {
         self.headers.get(LOCATION)?.to_str().ok()
     }
 
-    /// The broker's CamelCase `error` code, as in `MaintenanceUpdatesBlocked`.
+    /// The broker's CamelCase `error` code, as in `MaintenanceUpdatesBlocked`: from the
+    /// JSON body, or from the `X-Broker-Error` header of an answer that has no body (204).
     pub fn error_code(&self) -> Option<String> {
-        let body: Value = serde_json::from_slice(&self.body).ok()?;
-        body.get("error")?.as_str().map(str::to_string)
+        let from_body = serde_json::from_slice::<Value>(&self.body)
+            .ok()
+            .and_then(|body| body.get("error")?.as_str().map(str::to_string));
+        from_body.or_else(|| {
+            let header = self.headers.get("x-broker-error")?.to_str().ok()?;
+            Some(header.trim().to_string())
+        })
     }
 
     /// The server's own words about a failure: `error`/`code` and `description` (broker

@@ -118,13 +118,15 @@ fn trigger_query(action: Action, force: bool) -> Vec<(&'static str, &'static str
 }
 
 /// What a trigger's status means; `None` for statuses the API does not give a meaning.
+/// A blocked instance answers 204 with the error (so that clients that know only 204 go
+/// on), or 422 with it, as other brokers do.
 fn triggered(status: u16, error_code: Option<&str>) -> Option<Triggered> {
     match (status, error_code) {
+        (204 | 422, Some("MaintenanceUpdatesBlocked")) => Some(Triggered::Blocked),
         (204, _) => Some(Triggered::UpToDate),
         (404, _) => Some(Triggered::Deleted),
         (409, _) => Some(Triggered::Busy),
         (410, _) => Some(Triggered::Orphaned),
-        (422, Some("MaintenanceUpdatesBlocked")) => Some(Triggered::Blocked),
         _ => None,
     }
 }
@@ -259,6 +261,10 @@ mod tests {
         assert_eq!(triggered(410, None), Some(Triggered::Orphaned));
         assert_eq!(
             triggered(422, Some("MaintenanceUpdatesBlocked")),
+            Some(Triggered::Blocked)
+        );
+        assert_eq!(
+            triggered(204, Some("MaintenanceUpdatesBlocked")),
             Some(Triggered::Blocked)
         );
     }

@@ -31,30 +31,31 @@ impl Gate {
         }
     }
 
-    fn admits(&self, authorization: Option<&HeaderValue>) -> bool {
-        let Some(encoded) = authorization.and_then(|v| v.to_str().ok()).and_then(|v| {
+    /// The listed user the credentials name, when its password matches.
+    fn admits(&self, authorization: Option<&HeaderValue>) -> Option<String> {
+        let encoded = authorization.and_then(|v| v.to_str().ok()).and_then(|v| {
             v.strip_prefix("Basic ")
                 .or_else(|| v.strip_prefix("basic "))
-        }) else {
-            return false;
-        };
-        let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(encoded.trim()) else {
-            return false;
-        };
-        let Ok(decoded) = String::from_utf8(decoded) else {
-            return false;
-        };
-        let Some((name, password)) = decoded.split_once(':') else {
-            return false;
-        };
+        })?;
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(encoded.trim())
+            .ok()?;
+        let decoded = String::from_utf8(decoded).ok()?;
+        let (name, password) = decoded.split_once(':')?;
         // Every user is compared, each in constant time, so timing tells nothing.
-        self.users.iter().fold(false, |found, user| {
+        let found = self.users.iter().fold(false, |found, user| {
             let matches = same(user.name.as_bytes(), name.as_bytes())
                 & same(user.password.expose().as_bytes(), password.as_bytes());
             found | matches
-        })
+        });
+        found.then(|| name.to_string())
     }
 }
+
+/// Who signed a request in, for handlers that record or report it (the director's
+/// `/info` and the tasks a request starts).
+#[derive(Clone, Debug)]
+pub struct SignedIn(pub String);
 
 /// Equality whose time tells nothing, not even a length: both sides are hashed to the
 /// same size first, and the digests compared in constant time.
@@ -64,10 +65,14 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     bool::from(a.as_ref().ct_eq(b.as_ref()))
 }
 
-pub async fn require(State(gate): State<Gate>, request: Request, next: Next) -> Response {
-    if gate.open.contains(&request.uri().path())
-        || gate.admits(request.headers().get(header::AUTHORIZATION))
-    {
+pub async fn require(State(gate): State<Gate>, mut request: Request, next: Next) -> Response {
+    let user = gate.admits(request.headers().get(header::AUTHORIZATION));
+    let open = gate.open.contains(&request.uri().path());
+    if let Some(user) = user {
+        request.extensions_mut().insert(SignedIn(user));
+        return next.run(request).await;
+    }
+    if open {
         return next.run(request).await;
     }
     let path = request.uri().path().to_string();
@@ -108,12 +113,21 @@ mod tests {
             Flavor::Broker,
             &[],
         );
-        assert!(gate.admits(Some(&basic("admin", "s3cret"))));
-        assert!(!gate.admits(Some(&basic("admin", "s3cret!"))));
-        assert!(!gate.admits(Some(&basic("admin", "s3cre"))));
-        assert!(!gate.admits(Some(&basic("root", "s3cret"))));
-        assert!(!gate.admits(Some(&HeaderValue::from_static("Bearer abc"))));
-        assert!(!gate.admits(Some(&HeaderValue::from_static("Basic !!!"))));
-        assert!(!gate.admits(None));
+        assert_eq!(
+            gate.admits(Some(&basic("admin", "s3cret"))).as_deref(),
+            Some("admin")
+        );
+        assert_eq!(gate.admits(Some(&basic("admin", "s3cret!"))), None);
+        assert_eq!(gate.admits(Some(&basic("admin", "s3cre"))), None);
+        assert_eq!(gate.admits(Some(&basic("root", "s3cret"))), None);
+        assert_eq!(
+            gate.admits(Some(&HeaderValue::from_static("Bearer abc"))),
+            None
+        );
+        assert_eq!(
+            gate.admits(Some(&HeaderValue::from_static("Basic !!!"))),
+            None
+        );
+        assert_eq!(gate.admits(None), None);
     }
 }

@@ -32,6 +32,9 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .with_state(broker)
 }
 
+/// The response header that carries a broker error code where no body may go.
+const BROKER_ERROR: &str = "x-broker-error";
+
 fn error(status: StatusCode, code: &str, description: impl Into<String>) -> Response {
     (
         status,
@@ -199,11 +202,14 @@ async fn trigger(
             "Orphaned",
             format!("the deployment of service instance {id} does not exist"),
         ),
-        Ok(Answer::Blocked) => error(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "MaintenanceUpdatesBlocked",
-            format!("the owner of service instance {id} blocked maintenance updates"),
-        ),
+        // 204, so that clients that know only 204 (the ODB errands) count the instance
+        // as skipped and go on. HTTP sends no body with a 204, so the error code that
+        // tells blocked from up to date travels in a header.
+        Ok(Answer::Blocked) => (
+            StatusCode::NO_CONTENT,
+            [(BROKER_ERROR, "MaintenanceUpdatesBlocked")],
+        )
+            .into_response(),
         Err(e) => failure(e),
     }
 }

@@ -4,10 +4,12 @@ use std::sync::Mutex;
 use super::draw;
 use super::mirror::{AgentRecord, CloudDisk, CloudVm, Mirror, Records};
 use super::settings::{Fault, FaultKind, SimulationSettings};
+use super::vitals;
 use crate::agent::{Agent, AgentError, AgentState, JobState};
 use crate::cpi::{Cpi, CpiError, VmRequest};
 use crate::ids::new_id;
 use crate::model::InstanceSpec;
+use crate::task::unix_now;
 use async_trait::async_trait;
 use fleet_store::{AsyncStore, Collection, StoreError, put, remove};
 
@@ -290,6 +292,8 @@ impl Cpi for SimulatedCloud {
                     (network.clone(), ip)
                 })
                 .collect(),
+            created_at: Some(unix_now()),
+            started_at: None,
         };
         let writes = vec![
             put(Collection::CloudVms, &cid, &request.deployment, &vm),
@@ -478,7 +482,10 @@ impl Agent for SimulatedCloud {
                 .unwrap_or_default(),
             _ => Vec::new(),
         };
+        let now = unix_now();
         Ok(AgentState {
+            processes: vitals::processes(self.settings.seed, &record, now),
+            vitals: Some(vitals::vitals(self.settings.seed, &record, now)),
             job_state: record.job_state,
             applied: record.applied,
             failing_jobs,
@@ -504,9 +511,12 @@ impl Agent for SimulatedCloud {
     }
 
     async fn stop(&self, agent_id: &str) -> Result<(), AgentError> {
-        self.agent_call(agent_id, "stop", |a| a.job_state = JobState::Stopped)
-            .await
-            .map(|_| ())
+        self.agent_call(agent_id, "stop", |a| {
+            a.job_state = JobState::Stopped;
+            a.started_at = None;
+        })
+        .await
+        .map(|_| ())
     }
 
     async fn apply(&self, agent_id: &str, spec: &InstanceSpec) -> Result<(), AgentError> {
@@ -521,7 +531,8 @@ impl Agent for SimulatedCloud {
                 JobState::Failing
             } else {
                 JobState::Running
-            }
+            };
+            a.started_at = Some(unix_now());
         })
         .await
         .map(|_| ())

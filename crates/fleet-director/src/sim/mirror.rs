@@ -45,6 +45,11 @@ pub(super) struct AgentRecord {
     /// The VM's address per network; the cloud picks those of dynamic networks.
     #[serde(default)]
     pub networks: Vec<(String, std::net::Ipv4Addr)>,
+    /// When the VM was made and when its jobs last started (Unix seconds): uptimes.
+    #[serde(default)]
+    pub created_at: Option<u64>,
+    #[serde(default)]
+    pub started_at: Option<u64>,
 }
 
 /// Every record of the cloud, by id.

@@ -6,6 +6,7 @@
 mod cloud;
 mod mirror;
 mod settings;
+mod vitals;
 
 pub use cloud::SimulatedCloud;
 pub use settings::{Fault, FaultKind, Latency, SimulationSettings};

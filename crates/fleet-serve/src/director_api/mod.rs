@@ -9,13 +9,14 @@ mod query;
 mod tasks;
 mod wire;
 
-use axum::Json;
 use axum::Router;
 use axum::extract::State;
-use axum::http::Uri;
+use axum::http::{Method, StatusCode, Uri};
 use axum::routing::{delete, get, post, put};
+use axum::{Extension, Json};
 use serde_json::{Value, json};
 
+use crate::auth::SignedIn;
 pub use error::{ApiError, code};
 use fleet_director::Director;
 
@@ -45,6 +46,7 @@ pub fn router(director: Director) -> Router {
             put(deployments::change_instance),
         )
         .route("/tasks", get(tasks::list))
+        .route("/tasks/cancel", post(tasks::cancel_many))
         .route("/tasks/{id}", get(tasks::one))
         .route("/tasks/{id}/output", get(tasks::output))
         .route("/task/{id}", delete(tasks::cancel))
@@ -59,20 +61,29 @@ pub fn router(director: Director) -> Router {
         .route("/releases", get(configs::releases))
         .route("/stemcells", get(configs::stemcells))
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .with_state(director)
 }
 
-async fn info(State(director): State<Director>) -> Json<Value> {
+/// The BOSH director release whose API this one answers as: clients check it (the ODB
+/// recreate-all errand wants 268.4.0 or later).
+const BOSH_VERSION: &str = "282.0.0";
+
+async fn info(
+    State(director): State<Director>,
+    signed_in: Option<Extension<SignedIn>>,
+) -> Result<Json<Value>, ApiError> {
     let stemcell = director
         .stemcells()
         .await
         .ok()
         .and_then(|s| s.into_iter().last());
-    Json(json!({
+    Ok(Json(json!({
         "name": "fleet-updater",
-        "uuid": "fleet-updater-embedded-director",
-        "version": concat!(env!("CARGO_PKG_VERSION"), " (fleet-updater)"),
-        "user": null,
+        "uuid": director.uuid().await?,
+        "version": format!("{BOSH_VERSION} (fleet-updater {})", env!("CARGO_PKG_VERSION")),
+        // Who the credentials sent with this request name: `bosh log-in` checks it.
+        "user": signed_in.map(|Extension(SignedIn(user))| user),
         "cpi": "simulated",
         "stemcell_os": stemcell.as_ref().map(|s| s.os.clone()),
         "stemcell_version": stemcell.as_ref().map(|s| s.version.clone()),
@@ -82,7 +93,15 @@ async fn info(State(director): State<Director>) -> Json<Value> {
             "snapshots": { "status": false },
             "config_server": { "status": false, "extras": { "urls": [] } },
         },
-    }))
+    })))
+}
+
+async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
+    ApiError {
+        status: StatusCode::METHOD_NOT_ALLOWED,
+        code: code::GENERIC,
+        description: format!("Method {method} is not allowed on '{}'", uri.path()),
+    }
 }
 
 async fn not_found(uri: Uri) -> ApiError {

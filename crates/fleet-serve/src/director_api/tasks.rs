@@ -136,6 +136,72 @@ pub async fn cancel(State(director): State<Director>, Path(id): Path<u64>) -> Ap
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
+/// What `bosh cancel-tasks` sends: every field may be left out.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CancelFilter {
+    deployment: Option<String>,
+    states: Option<Vec<String>>,
+    types: Option<Vec<String>>,
+}
+
+/// `bosh cancel-tasks`: cancels the tasks of the given states (queued ones by default),
+/// types (all by default) and deployment.
+pub async fn cancel_many(
+    State(director): State<Director>,
+    body: axum::body::Bytes,
+) -> ApiResult<Response> {
+    let filter: CancelFilter = if body.iter().all(u8::is_ascii_whitespace) {
+        CancelFilter::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| {
+            ApiError::bad_request(
+                code::VALIDATION_INVALID_TYPE,
+                format!("the cancel request is not {{deployment, states, types}}: {e}"),
+            )
+        })?
+    };
+    let names = filter.states.unwrap_or_else(|| vec!["queued".to_string()]);
+    let mut states = Vec::new();
+    for name in &names {
+        match name.as_str() {
+            "queued" => states.push(TaskState::Queued),
+            "processing" => states.push(TaskState::Processing),
+            other => {
+                return Err(ApiError::bad_request(
+                    code::VALIDATION_INVALID_TYPE,
+                    format!(
+                        "states: '{other}' is not a state a task can be cancelled in (queued, processing)"
+                    ),
+                ));
+            }
+        }
+    }
+    let tasks = director
+        .tasks(TaskFilter {
+            deployment: filter.deployment,
+            states: Some(states),
+            read_only: true,
+            limit: None,
+        })
+        .await?;
+    for task in tasks {
+        let kind = wire::task_type(task.kind);
+        if filter
+            .types
+            .as_ref()
+            .is_some_and(|types| !types.iter().any(|t| t == kind))
+        {
+            continue;
+        }
+        // A task that ended meanwhile has nothing left to cancel.
+        if let Err(e) = director.cancel(task.id).await {
+            tracing::debug!(task = task.id, error = %e, "not cancelled");
+        }
+    }
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
 pub async fn locks(State(director): State<Director>) -> ApiResult<Json<Value>> {
     // Locks here last as long as their task; the director shows an expiry, so a minute
     // from now is shown, as a lock that is renewed would be.

@@ -5,7 +5,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use serde_json::{Value, json};
 
 use super::error::{ApiError, code};
-use fleet_director::model::{EventState, Task, TaskEvent, TaskState};
+use fleet_director::model::{EventState, Task, TaskEvent, TaskKind, TaskState};
 use fleet_yaml::{self as yaml, Limits, Node};
 
 /// What the director shows of a task's result in listings.
@@ -28,6 +28,21 @@ pub fn task(task: &Task) -> Value {
         "deployment": task.deployment,
         "context_id": "",
     })
+}
+
+/// The director's name for what a task does, as `bosh cancel-tasks --type` names it:
+/// every change of a deployment's instances is an `update_deployment`.
+pub fn task_type(kind: TaskKind) -> &'static str {
+    match kind {
+        TaskKind::CreateDeployment
+        | TaskKind::UpdateDeployment
+        | TaskKind::RecreateDeployment
+        | TaskKind::StopDeployment
+        | TaskKind::StartDeployment
+        | TaskKind::RestartDeployment => "update_deployment",
+        TaskKind::DeleteDeployment => "delete_deployment",
+        TaskKind::InstanceDetails => "vms",
+    }
 }
 
 /// One event in the director's event log format.

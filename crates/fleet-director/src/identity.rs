@@ -1,0 +1,70 @@
+//! The director's UUID: made once and kept with its state, so that clients that remember a
+//! director (the bosh CLI's environments, a broker's configuration) see the same one after
+//! a restart.
+
+use fleet_store::{AsyncStore, Collection, StoreError, get, put};
+
+use super::ids::new_id;
+
+const KEY: &str = "director_uuid";
+
+/// The UUID kept in the store, made and kept on first use.
+pub async fn director_uuid(store: &AsyncStore) -> Result<String, StoreError> {
+    store
+        .run(|s| {
+            if let Some(kept) = get::<String>(s, Collection::Fleet, KEY)? {
+                return Ok(kept);
+            }
+            let made = random_uuid();
+            s.write(vec![put(Collection::Fleet, KEY, "", &made)])?;
+            Ok(made)
+        })
+        .await
+}
+
+/// A version 4 UUID in its text form.
+fn random_uuid() -> String {
+    let mut bytes = [0u8; 16];
+    if getrandom::fill(&mut bytes).is_err() {
+        // No system randomness: an id unique to this moment and process will do.
+        for (slot, byte) in bytes.iter_mut().zip(new_id("").bytes().cycle()) {
+            *slot ^= byte;
+        }
+    }
+    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use fleet_store::SqliteStore;
+
+    #[tokio::test]
+    async fn the_uuid_is_a_version_4_uuid_made_once() {
+        let store = AsyncStore::new(Arc::new(SqliteStore::in_memory().unwrap()));
+        let first = director_uuid(&store).await.unwrap();
+        let parts: Vec<&str> = first.split('-').collect();
+        assert_eq!(
+            parts.iter().map(|p| p.len()).collect::<Vec<_>>(),
+            [8, 4, 4, 4, 12],
+            "{first}"
+        );
+        assert!(first.chars().all(|c| c == '-' || c.is_ascii_hexdigit()));
+        assert!(parts[2].starts_with('4'), "{first}");
+        assert!("89ab".contains(&parts[3][..1]), "{first}");
+        assert_eq!(director_uuid(&store).await.unwrap(), first);
+        assert_ne!(random_uuid(), random_uuid());
+    }
+}

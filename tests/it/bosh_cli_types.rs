@@ -1,0 +1,186 @@
+//! The types the official `bosh` CLI (v7) decodes the director's answers into, written
+//! after its public source (`director/info.go`, `director/vms.go`), decoded the way Go's
+//! `encoding/json` does: unknown fields are ignored, a missing field or a `null` leaves the
+//! zero value, and a value of the wrong type fails the whole answer.
+
+use serde::{Deserialize, Deserializer};
+
+/// Go leaves a field at its zero value when the JSON says `null`.
+fn nullable<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}
+
+/// `director.InfoResp`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct InfoResp {
+    #[serde(deserialize_with = "nullable")]
+    pub name: String,
+    #[serde(deserialize_with = "nullable")]
+    pub uuid: String,
+    #[serde(deserialize_with = "nullable")]
+    pub version: String,
+    #[serde(deserialize_with = "nullable")]
+    pub user: String,
+    #[serde(rename = "user_authentication", deserialize_with = "nullable")]
+    pub auth: UserAuthenticationResp,
+    #[serde(deserialize_with = "nullable")]
+    pub features: std::collections::BTreeMap<String, InfoFeatureResp>,
+    #[serde(deserialize_with = "nullable")]
+    pub cpi: String,
+    #[serde(deserialize_with = "nullable")]
+    pub stemcell_os: String,
+    #[serde(deserialize_with = "nullable")]
+    pub stemcell_version: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct UserAuthenticationResp {
+    #[serde(rename = "type", deserialize_with = "nullable")]
+    pub kind: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct InfoFeatureResp {
+    #[serde(deserialize_with = "nullable")]
+    pub status: bool,
+}
+
+/// `director.VMInfo`, one line of an instances or vms task's result.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct VmInfo {
+    #[serde(deserialize_with = "nullable")]
+    pub agent_id: String,
+    #[serde(deserialize_with = "nullable")]
+    pub job_name: String,
+    #[serde(deserialize_with = "nullable")]
+    pub id: String,
+    pub index: Option<i64>,
+    #[serde(rename = "job_state", deserialize_with = "nullable")]
+    pub process_state: String,
+    pub active: Option<bool>,
+    #[serde(deserialize_with = "nullable")]
+    pub bootstrap: bool,
+    #[serde(deserialize_with = "nullable")]
+    pub ips: Vec<String>,
+    #[serde(rename = "deployment_name", deserialize_with = "nullable")]
+    pub deployment: String,
+    #[serde(deserialize_with = "nullable")]
+    pub az: String,
+    #[serde(deserialize_with = "nullable")]
+    pub state: String,
+    #[serde(rename = "vm_cid", deserialize_with = "nullable")]
+    pub vm_id: String,
+    #[serde(deserialize_with = "nullable")]
+    pub vm_type: String,
+    #[serde(rename = "disk_cid", deserialize_with = "nullable")]
+    pub disk_id: String,
+    #[serde(deserialize_with = "nullable")]
+    pub ignore: bool,
+    #[serde(rename = "disk_cids", deserialize_with = "nullable")]
+    pub disk_ids: Vec<String>,
+    #[serde(rename = "vm_created_at", deserialize_with = "nullable")]
+    pub vm_created_at_raw: String,
+    #[serde(deserialize_with = "nullable")]
+    pub processes: Vec<VmInfoProcess>,
+    #[serde(deserialize_with = "nullable")]
+    pub vitals: VmInfoVitals,
+    #[serde(deserialize_with = "nullable")]
+    pub resurrection_paused: bool,
+    #[serde(deserialize_with = "nullable")]
+    pub stemcell: VmInfoStemcell,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct VmInfoStemcell {
+    #[serde(deserialize_with = "nullable")]
+    pub name: String,
+    #[serde(deserialize_with = "nullable")]
+    pub version: String,
+    #[serde(deserialize_with = "nullable")]
+    pub api_version: i64,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct VmInfoProcess {
+    #[serde(deserialize_with = "nullable")]
+    pub name: String,
+    #[serde(deserialize_with = "nullable")]
+    pub state: String,
+    #[serde(deserialize_with = "nullable")]
+    pub cpu: VitalsCpu,
+    #[serde(deserialize_with = "nullable")]
+    pub mem: VitalsMemIntSize,
+    #[serde(deserialize_with = "nullable")]
+    pub uptime: VitalsUptime,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct VmInfoVitals {
+    #[serde(deserialize_with = "nullable")]
+    pub cpu: VitalsCpu,
+    #[serde(deserialize_with = "nullable")]
+    pub mem: VitalsMemSize,
+    #[serde(deserialize_with = "nullable")]
+    pub swap: VitalsMemSize,
+    #[serde(deserialize_with = "nullable")]
+    pub uptime: VitalsUptime,
+    #[serde(deserialize_with = "nullable")]
+    pub load: Vec<String>,
+    #[serde(deserialize_with = "nullable")]
+    pub disk: std::collections::BTreeMap<String, VitalsDiskSize>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct VitalsCpu {
+    pub total: Option<f64>,
+    #[serde(deserialize_with = "nullable")]
+    pub sys: String,
+    #[serde(deserialize_with = "nullable")]
+    pub user: String,
+    #[serde(deserialize_with = "nullable")]
+    pub wait: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct VitalsDiskSize {
+    #[serde(deserialize_with = "nullable")]
+    pub inode_percent: String,
+    #[serde(deserialize_with = "nullable")]
+    pub percent: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct VitalsMemSize {
+    #[serde(deserialize_with = "nullable")]
+    pub kb: String,
+    #[serde(deserialize_with = "nullable")]
+    pub percent: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct VitalsMemIntSize {
+    pub kb: Option<u64>,
+    pub percent: Option<f64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct VitalsUptime {
+    #[serde(rename = "secs")]
+    pub seconds: Option<u64>,
+}
