@@ -133,6 +133,62 @@ async fn cloud_config_and_update_cloud_config_use_the_empty_name() {
     );
 }
 
+/// The same document in another form: JSON, which YAML reads too, with its own quoting,
+/// layout and key order.
+fn as_json(text: &str) -> String {
+    let node = fleet_yaml::load_as_director(text, fleet_yaml::Limits::default()).unwrap();
+    serde_json::to_string_pretty(&node.to_json()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_manifest_or_cloud_config_sent_back_in_another_form_shows_no_change() {
+    let s = Served::start(ServeLimits::default()).await;
+    let unchanged = |diff: Value| {
+        let lines = diff["diff"].as_array().unwrap().clone();
+        assert!(!lines.is_empty());
+        assert!(lines.iter().all(|l| l[1].is_null()), "{lines:?}");
+    };
+    // `bosh deploy` of the deployment's own manifest.
+    let manifest = s.get_json(&format!("/deployments/{PG}")).await["manifest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let diff = s
+        .director(Method::POST, &format!("/deployments/{PG}/diff?redact=true"))
+        .header("content-type", "text/yaml")
+        .body(as_json(&manifest))
+        .send()
+        .await
+        .unwrap();
+    unchanged(diff.json().await.unwrap());
+    // `update-cloud-config` with what `bosh cloud-config` showed: no change, no new version.
+    let shown = s.get_json("/cloud_configs?limit=1&name=").await[0]["properties"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let version = s.get_json("/configs?type=cloud&latest=true").await[0]["id"].clone();
+    let diff = s
+        .director(Method::POST, "/cloud_configs/diff?name=")
+        .header("content-type", "text/yaml")
+        .body(as_json(&shown))
+        .send()
+        .await
+        .unwrap();
+    unchanged(diff.json().await.unwrap());
+    let upload = s
+        .director(Method::POST, "/cloud_configs?name=")
+        .header("content-type", "text/yaml")
+        .body(as_json(&shown))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(upload.status(), 201);
+    assert_eq!(
+        s.get_json("/configs?type=cloud&latest=true").await[0]["id"],
+        version
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn deploy_instances_vms_recreate_stop_start_and_delete_follow_the_cli_sequences() {
     let s = Served::start(ServeLimits::default()).await;
@@ -293,7 +349,14 @@ async fn cancel_tasks_cancels_what_its_filter_names_and_refusals_are_director_er
             .send()
     };
     let state = || async { s.get_json(&format!("/tasks/{id}")).await["state"].clone() };
-    // `bosh cancel-tasks` alone cancels queued tasks; this one is processing.
+    // `bosh cancel-tasks` alone cancels queued tasks; this one is processing once it runs.
+    for _ in 0..500 {
+        if state().await != "queued" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(state().await, "processing");
     assert_eq!(cancel("{}").await.unwrap().status(), 204);
     assert_eq!(state().await, "processing");
     // Another type, another deployment: left alone.

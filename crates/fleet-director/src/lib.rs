@@ -59,6 +59,16 @@ pub struct RecreateOptions {
     pub target: Target,
 }
 
+/// Whether two YAML texts mean the same to the director; text that is not YAML is compared
+/// as it is.
+fn same_document(a: &str, b: &str) -> bool {
+    let read = |text: &str| fleet_yaml::load_as_director(text, fleet_yaml::Limits::default());
+    match (read(a), read(b)) {
+        (Ok(a), Ok(b)) => fleet_yaml::same(&a, &b),
+        _ => a == b,
+    }
+}
+
 #[derive(Clone)]
 pub struct Director {
     core: Arc<Core>,
@@ -146,8 +156,10 @@ impl Director {
     pub async fn update_cloud_config(&self, text: &str) -> Result<u64, DirectorError> {
         cloud::parse(text, 0)?;
         let current = self.cloud_config().await?;
+        // The same config written another way (as `bosh cloud-config` prints it) is no new
+        // version: a new one would mark every deployment outdated.
         if let Some(current) = &current
-            && current.text == text
+            && same_document(&current.text, text)
         {
             return Ok(current.version);
         }

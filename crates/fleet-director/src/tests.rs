@@ -1966,6 +1966,27 @@ async fn a_cloud_config_with_a_bad_network_is_refused_at_upload_and_the_one_in_f
     assert_eq!((current.version, current.text.as_str()), (version, good));
 }
 
+/// `bosh cloud-config` prints the config its own way; sending that back is no change, and
+/// so no new version to mark every deployment outdated.
+#[tokio::test(start_paused = true)]
+async fn the_same_cloud_config_written_another_way_is_no_new_version() {
+    let f = fixture(vec![]).await;
+    let first = "# ours\nnetworks:\n- name: default\n  subnets: [{range: 10.0.0.0/24, gateway: 10.0.0.1}]\nvm_types: [{name: small, cloud_properties: {ephemeral: yes}}]\n";
+    let version = f.director.update_cloud_config(first).await.unwrap();
+    let reprinted = "vm_types:\n- cloud_properties:\n    ephemeral: true\n  name: small\nnetworks:\n- name: default\n  subnets:\n  - gateway: 10.0.0.1\n    range: 10.0.0.0/24\n";
+    assert_eq!(
+        f.director.update_cloud_config(reprinted).await.unwrap(),
+        version
+    );
+    let kept = f.director.cloud_config().await.unwrap().unwrap();
+    assert_eq!((kept.version, kept.text.as_str()), (version, first));
+    let changed = reprinted.replace("ephemeral: true", "ephemeral: false");
+    assert_eq!(
+        f.director.update_cloud_config(&changed).await.unwrap(),
+        version + 1
+    );
+}
+
 /// The cloud outlives the process: a new simulated cloud over the same store finds every
 /// VM the last one made, though the last one read them from memory.
 #[tokio::test(start_paused = true)]

@@ -6,10 +6,12 @@
 //! nesting depth, node count after alias expansion) so that hostile input cannot exhaust
 //! memory.
 
+mod canonical;
 mod check;
 mod load;
 mod node;
 
+pub use canonical::{render, same};
 pub use check::{Checker, Problem, describe, join, nearest};
-pub use load::{Limits, LoadError, load};
+pub use load::{Limits, LoadError, load, load_as_director};
 pub use node::{Key, Node, Position, Value};

@@ -47,6 +47,30 @@ pub struct LoadError {
 /// Syntax errors, duplicate keys, non-scalar keys, unknown aliases, more than one
 /// document, and any exceeded [`Limits`], each with the position where it was found.
 pub fn load(text: &str, limits: Limits) -> Result<Node, LoadError> {
+    load_with(text, limits, Schema::Core)
+}
+
+/// How plain scalars are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Schema {
+    /// YAML 1.2: only `true`/`false` are booleans.
+    Core,
+    /// YAML 1.1 as the BOSH director reads manifests and configs: `yes`, `no`, `on`,
+    /// `off`, `y` and `n` are booleans too, and integers may hold `_` separators.
+    Director,
+}
+
+/// [`load`] with plain scalars read as the BOSH director reads them (YAML 1.1), for
+/// comparing documents as the director would: `enabled: yes` and `enabled: true` mean the
+/// same to it.
+///
+/// # Errors
+/// As [`load`].
+pub fn load_as_director(text: &str, limits: Limits) -> Result<Node, LoadError> {
+    load_with(text, limits, Schema::Director)
+}
+
+fn load_with(text: &str, limits: Limits, schema: Schema) -> Result<Node, LoadError> {
     if text.len() > limits.max_bytes {
         return Err(LoadError {
             at: Position { line: 1, column: 1 },
@@ -57,7 +81,7 @@ pub fn load(text: &str, limits: Limits) -> Result<Node, LoadError> {
             ),
         });
     }
-    Builder::new(limits).run(Parser::new_from_str(text))
+    Builder::new(limits, schema).run(Parser::new_from_str(text))
 }
 
 enum Frame {
@@ -79,6 +103,7 @@ enum Frame {
 
 struct Builder {
     limits: Limits,
+    schema: Schema,
     stack: Vec<Frame>,
     anchors: HashMap<usize, (Node, usize)>,
     nodes: usize,
@@ -101,9 +126,10 @@ fn fail<T>(at: Position, message: impl Into<String>) -> Result<T, LoadError> {
 }
 
 impl Builder {
-    fn new(limits: Limits) -> Self {
+    fn new(limits: Limits, schema: Schema) -> Self {
         Builder {
             limits,
+            schema,
             stack: Vec::new(),
             anchors: HashMap::new(),
             nodes: 0,
@@ -147,6 +173,8 @@ impl Builder {
                     }
                     let value = if quoted {
                         Value::Str(text.into_owned())
+                    } else if self.schema == Schema::Director {
+                        resolve_plain_1_1(&text)
                     } else {
                         resolve_plain(&text)
                     };
@@ -333,6 +361,33 @@ fn apply_merge_keys(entries: Vec<(Key, Node)>) -> Result<Vec<(Key, Node)>, LoadE
         }
     }
     Ok(own)
+}
+
+/// How a plain scalar reads under each schema.
+pub(crate) fn resolve_as_director(text: &str) -> Value {
+    resolve_plain_1_1(text)
+}
+
+pub(crate) fn resolve_core(text: &str) -> Value {
+    resolve_plain(text)
+}
+
+/// YAML 1.1's booleans and separated integers, else the core schema.
+fn resolve_plain_1_1(text: &str) -> Value {
+    match text {
+        "y" | "Y" | "yes" | "Yes" | "YES" | "on" | "On" | "ON" => return Value::Bool(true),
+        "n" | "N" | "no" | "No" | "NO" | "off" | "Off" | "OFF" => return Value::Bool(false),
+        _ => {}
+    }
+    let digits = text.strip_prefix(['-', '+']).unwrap_or(text);
+    if text.contains('_')
+        && digits.starts_with(|c: char| c.is_ascii_digit())
+        && digits.bytes().all(|b| b.is_ascii_digit() || b == b'_')
+        && let Ok(i) = text.replace('_', "").parse::<i64>()
+    {
+        return Value::Int(i);
+    }
+    resolve_plain(text)
 }
 
 /// The YAML 1.2 core schema for plain scalars.

@@ -113,13 +113,27 @@ pub fn debug_log(task: &Task, events: &[TaskEvent]) -> String {
     out
 }
 
-/// Lines of `old` and `new` as the director's diff: `[line, "added"|"removed"|null]`.
+/// What `old` and `new` mean, as the director's diff: `[line, "added"|"removed"|null]`.
+/// Both are written out canonically first (the old one in the new one's key order), so
+/// that layout, comments, quoting and key order show no change; text that is not YAML is
+/// compared as it is.
 pub fn diff(old: &str, new: &str) -> Vec<Value> {
+    let read = |text: &str| yaml::load_as_director(text, yaml_limits(MAX_YAML_BYTES)).ok();
+    let (old, new) = match (read(old), read(new)) {
+        (_, Some(new_doc)) if old.trim().is_empty() => {
+            (String::new(), yaml::render(&new_doc, None))
+        }
+        (Some(old_doc), Some(new_doc)) => (
+            yaml::render(&old_doc, Some(&new_doc)),
+            yaml::render(&new_doc, None),
+        ),
+        _ => (old.to_string(), new.to_string()),
+    };
     // A deadline bounds the work a hostile pair of bodies can ask for; past it the diff
     // is coarser, not wrong.
     similar::TextDiff::configure()
         .timeout(std::time::Duration::from_secs(1))
-        .diff_lines(old, new)
+        .diff_lines(&old, &new)
         .iter_all_changes()
         .map(|change| {
             let status = match change.tag() {
@@ -249,10 +263,25 @@ mod tests {
     }
 
     #[test]
-    fn a_diff_marks_added_and_removed_lines() {
-        let d = diff("a\nb\n", "a\nc\n");
-        assert_eq!(d[0], json!(["a", null]));
-        assert!(d.contains(&json!(["b", "removed"])));
-        assert!(d.contains(&json!(["c", "added"])));
+    fn a_diff_marks_what_changed_in_meaning_and_nothing_else() {
+        let old = "name: d\n# a comment\nx: 1\nlist: [a, b]\nflag: yes\n";
+        let new = "list:\n  - a\n  - b\nname: 'd'\nflag: true\nx: 2\n";
+        let d = diff(old, new);
+        let changed: Vec<&Value> = d.iter().filter(|l| !l[1].is_null()).collect();
+        assert_eq!(
+            changed,
+            [&json!(["x: 1", "removed"]), &json!(["x: 2", "added"])],
+            "{d:?}"
+        );
+        let unchanged = diff(old, "flag: on\nlist: [a, b]\nx: 1\nname: d\n");
+        assert!(
+            !unchanged.is_empty() && unchanged.iter().all(|l| l[1].is_null()),
+            "{unchanged:?}"
+        );
+        // Nothing before: every line is added.
+        assert!(diff("", new).iter().all(|l| l[1] == "added"));
+        // Not YAML: compared as text.
+        let text = diff("a: [\n", "b: [\n");
+        assert!(text.contains(&json!(["a: [", "removed"])));
     }
 }
