@@ -97,6 +97,21 @@ async fn log_in_sees_its_user_and_clients_read_a_bosh_version_and_a_uuid() {
     assert_eq!(anonymous.uuid, signed_in.uuid);
     assert_eq!(signed_in.auth.kind, "basic");
     assert!(!signed_in.features.is_empty());
+    // A task records who started it; `bosh tasks` shows it.
+    let response = s
+        .send(Method::GET, &format!("/deployments/{PG}/vms?format=full"))
+        .await;
+    let task = s.wait_task(Served::task_of(&response)).await;
+    assert_eq!(task["user"], "admin");
+    let listed = s.get_json("/tasks?limit=30&verbose=2").await;
+    assert!(
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["id"] == task["id"] && t["user"] == "admin"),
+        "{listed}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -403,5 +418,110 @@ async fn cancel_tasks_cancels_what_its_filter_names_and_refusals_are_director_er
     assert!(
         body["description"].as_str().unwrap().contains("DELETE"),
         "{body}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn configs_recent_one_by_id_diff_by_ids_and_a_stale_update_follow_the_cli() {
+    let s = Served::start(ServeLimits::default()).await;
+    let first = s
+        .get_json("/configs?latest=true&limit=1&type=cloud&name=default")
+        .await[0]
+        .clone();
+    let first_id = first["id"].as_str().unwrap().to_string();
+    let changed = first["content"]
+        .as_str()
+        .unwrap()
+        .replace("cpu: 1,", "cpu: 2,");
+    assert_ne!(changed, first["content"].as_str().unwrap());
+    // `bosh update-config`: the diff names the version it compares with, the update
+    // expects it to be the latest.
+    let post = |path: &'static str, body: Value| {
+        s.director(Method::POST, path)
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+    };
+    let diff: Value = post(
+        "/configs/diff",
+        serde_json::json!({"type": "cloud", "name": "default", "content": changed}),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(diff["from"]["id"], first_id.as_str());
+    let updated = post(
+        "/configs",
+        serde_json::json!({"type": "cloud", "name": "default", "content": changed, "expected_latest_id": first_id}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(updated.status(), 201);
+    let second: Value = updated.json().await.unwrap();
+    let second_id = second["id"].as_str().unwrap().to_string();
+    assert_ne!(second_id, first_id);
+    // A second update that saw only the first version is refused: 412 with both ids.
+    let stale = post(
+        "/configs",
+        serde_json::json!({"type": "cloud", "name": "default", "content": "vm_types: []\n", "expected_latest_id": first_id}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(stale.status(), 412);
+    let stale: Value = stale.json().await.unwrap();
+    assert_eq!(stale["latest_id"], second_id.as_str());
+    assert_eq!(stale["expected_latest_id"], first_id.as_str());
+
+    // `bosh configs --recent=10`: both versions, newest first, only it current.
+    let recent = s.get_json("/configs?latest=false&limit=10").await;
+    let recent = recent.as_array().unwrap();
+    let ids: Vec<&str> = recent.iter().map(|c| c["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, [second_id.as_str(), first_id.as_str()]);
+    assert_eq!(recent[0]["current"], true);
+    assert_eq!(recent[1]["current"], false);
+    for config in recent {
+        let at = config["created_at"].as_str().unwrap();
+        let rfc3339 = at.replacen(' ', "T", 1).replace(" UTC", "Z");
+        assert!(humantime::parse_rfc3339(&rfc3339).is_ok(), "{at}");
+    }
+    assert_eq!(
+        s.get_json("/configs?latest=false&limit=1")
+            .await
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    // `bosh config ID`.
+    let old = s.get_json(&format!("/configs/{first_id}")).await;
+    assert_eq!(old["content"], first["content"]);
+    assert_eq!(old["current"], false);
+    let missing = s.send(Method::GET, "/configs/9999").await;
+    assert_eq!(missing.status(), 404);
+    assert!(Served::description(missing).await.contains("9999"));
+    // `bosh diff-config --from-id A --to-id B`.
+    let diff: Value = post(
+        "/configs/diff",
+        serde_json::json!({"from": {"id": first_id}, "to": {"id": second_id}}),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let lines = diff["diff"].as_array().unwrap();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l[1] == "removed" && l[0].as_str().unwrap().contains("cpu: 1")),
+        "{lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l[1] == "added" && l[0].as_str().unwrap().contains("cpu: 2")),
+        "{lines:?}"
     );
 }

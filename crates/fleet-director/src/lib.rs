@@ -73,6 +73,8 @@ fn same_document(a: &str, b: &str) -> bool {
 pub struct Director {
     core: Arc<Core>,
     runner: Arc<TaskRunner>,
+    /// Who the tasks this handle starts are recorded for.
+    user: Option<Arc<str>>,
 }
 
 /// The reason recorded on tasks that a previous process left unfinished.
@@ -112,6 +114,15 @@ impl Director {
         Director {
             runner: Arc::new(TaskRunner::new(Arc::clone(&core))),
             core,
+            user: None,
+        }
+    }
+
+    /// This director, recording the tasks it starts as started by `user`.
+    pub fn acting_for(&self, user: Option<&str>) -> Director {
+        Director {
+            user: user.map(Arc::from),
+            ..self.clone()
         }
     }
 
@@ -166,11 +177,17 @@ impl Director {
         let config = CloudConfig {
             version: current.map_or(1, |c| c.version + 1),
             text: text.to_string(),
+            created_at: Some(unix_now()),
         };
         self.records()
-            .write(vec![change::cloud_config(&config)])
+            .write(change::cloud_config(&config).into())
             .await?;
         Ok(config.version)
+    }
+
+    /// Every cloud config uploaded, newest first.
+    pub async fn cloud_configs(&self) -> Result<Vec<CloudConfig>, DirectorError> {
+        Ok(self.records().cloud_configs().await?)
     }
 
     pub async fn cloud_config(&self) -> Result<Option<CloudConfig>, DirectorError> {
@@ -204,7 +221,7 @@ impl Director {
             TaskKind::CreateDeployment
         };
         self.runner
-            .start(kind, Some(&name), move |core, log| {
+            .start(kind, Some(&name), self.user.as_deref(), move |core, log| {
                 deploy::deploy(core, log, text, options)
             })
             .await
@@ -236,6 +253,7 @@ impl Director {
             .start(
                 TaskKind::RecreateDeployment,
                 Some(deployment),
+                self.user.as_deref(),
                 move |core, log| deploy::recreate_or_start(core, log, name, deploy_options),
             )
             .await
@@ -268,6 +286,7 @@ impl Director {
             .start(
                 TaskKind::StopDeployment,
                 Some(deployment),
+                self.user.as_deref(),
                 move |core, log| deploy::stop(core, log, name, hard, target, skip_drain),
             )
             .await
@@ -289,6 +308,7 @@ impl Director {
             .start(
                 TaskKind::RestartDeployment,
                 Some(deployment),
+                self.user.as_deref(),
                 move |core, log| async move {
                     let stopped = deploy::stop(
                         Arc::clone(&core),
@@ -340,6 +360,7 @@ impl Director {
             .start(
                 TaskKind::StartDeployment,
                 Some(deployment),
+                self.user.as_deref(),
                 move |core, log| deploy::recreate_or_start(core, log, name, options),
             )
             .await
@@ -358,6 +379,7 @@ impl Director {
             .start(
                 TaskKind::DeleteDeployment,
                 Some(deployment),
+                self.user.as_deref(),
                 move |core, log| deploy::delete(core, log, name),
             )
             .await
@@ -461,6 +483,7 @@ impl Director {
             .start(
                 TaskKind::InstanceDetails,
                 Some(deployment),
+                self.user.as_deref(),
                 move |core, _log| async move { Ok(details::instance_lines(core, name).await?) },
             )
             .await

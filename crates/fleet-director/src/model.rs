@@ -138,6 +138,9 @@ pub struct DeploymentRecord {
 pub struct CloudConfig {
     pub version: u64,
     pub text: String,
+    /// When it was uploaded (Unix seconds); unknown for configs kept before.
+    #[serde(default)]
+    pub created_at: Option<u64>,
 }
 
 /// How a deployment's cloud config compares with the one in force.

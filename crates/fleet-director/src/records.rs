@@ -38,6 +38,24 @@ impl Records {
         self.store.get(Collection::CloudConfig, CLOUD_CONFIG).await
     }
 
+    /// Every cloud config uploaded, newest first. The one in force is always there, also
+    /// when it was kept before versions were.
+    pub async fn cloud_configs(&self) -> Result<Vec<CloudConfig>, StoreError> {
+        self.store
+            .run(|s| {
+                let mut all: Vec<CloudConfig> = list(s, Collection::CloudConfig, Some(HISTORY))?;
+                let current: Option<CloudConfig> = get(s, Collection::CloudConfig, CLOUD_CONFIG)?;
+                if let Some(current) = current
+                    && !all.iter().any(|c| c.version == current.version)
+                {
+                    all.push(current);
+                }
+                all.sort_by_key(|c| std::cmp::Reverse(c.version));
+                Ok(all)
+            })
+            .await
+    }
+
     /// What a deploy starts from, read in one turn of the store: the cloud config in
     /// force, the releases and the stemcells.
     pub async fn uploads(
@@ -110,6 +128,9 @@ impl Records {
 /// The key of the cloud config in force.
 const CLOUD_CONFIG: &str = "current";
 
+/// The scope every uploaded cloud config is kept under, keyed by its version.
+const HISTORY: &str = "history";
+
 /// The writes [`Records::write`] applies.
 pub mod change {
     use serde::Serialize;
@@ -129,9 +150,17 @@ pub mod change {
         put(Collection::Stemcells, &key, &stemcell.os, stemcell)
     }
 
-    /// The cloud config that is in force from now on.
-    pub fn cloud_config(config: &CloudConfig) -> Write {
-        put(Collection::CloudConfig, super::CLOUD_CONFIG, "", config)
+    /// The cloud config that is in force from now on, and kept among the versions.
+    pub fn cloud_config(config: &CloudConfig) -> [Write; 2] {
+        [
+            put(Collection::CloudConfig, super::CLOUD_CONFIG, "", config),
+            put(
+                Collection::CloudConfig,
+                &format!("version/{:012}", config.version),
+                super::HISTORY,
+                config,
+            ),
+        ]
     }
 
     pub fn deployment(record: &DeploymentRecord) -> Write {

@@ -125,6 +125,7 @@ impl TaskRunner {
         self: &Arc<Self>,
         kind: TaskKind,
         deployment: Option<&str>,
+        user: Option<&str>,
         job: F,
     ) -> Result<Task, DirectorError>
     where
@@ -152,7 +153,10 @@ impl TaskRunner {
                 .write(vec![change::deployment(&record)])
                 .await?;
         }
-        let task = match store.create_task(kind, deployment, lock.as_deref()).await? {
+        let task = match store
+            .create_task(kind, deployment, lock.as_deref(), user)
+            .await?
+        {
             Ok(task) => task,
             Err(holder) => {
                 return Err(DirectorError::Locked {

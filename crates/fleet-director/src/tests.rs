@@ -1742,9 +1742,10 @@ mod store_faults {
             kind: TaskKind,
             deployment: Option<&str>,
             lock: Option<&str>,
+            user: Option<&str>,
         ) -> Result<Result<Task, u64>, StoreError> {
             self.seen();
-            self.inner.create_task(kind, deployment, lock)
+            self.inner.create_task(kind, deployment, lock, user)
         }
         fn put_task(&self, task: &Task) -> Result<(), StoreError> {
             self.seen();

@@ -220,11 +220,20 @@ impl AsyncStore {
         kind: TaskKind,
         deployment: Option<&str>,
         lock: Option<&str>,
+        user: Option<&str>,
     ) -> Result<Result<Task, u64>, StoreError> {
         let deployment = deployment.map(str::to_string);
         let lock = lock.map(str::to_string);
-        self.run(move |s| s.create_task(kind, deployment.as_deref(), lock.as_deref()))
-            .await
+        let user = user.map(str::to_string);
+        self.run(move |s| {
+            s.create_task(
+                kind,
+                deployment.as_deref(),
+                lock.as_deref(),
+                user.as_deref(),
+            )
+        })
+        .await
     }
 
     pub async fn put_task(&self, task: &Task) -> Result<(), StoreError> {
@@ -364,6 +373,7 @@ mod tests {
         fn create_task(
             &self,
             _: TaskKind,
+            _: Option<&str>,
             _: Option<&str>,
             _: Option<&str>,
         ) -> Result<Result<Task, u64>, StoreError> {

@@ -147,13 +147,15 @@ pub trait Store: Send + Sync {
     /// Applies every write of the batch, or none.
     fn write(&self, batch: Vec<Write>) -> Result<(), StoreError>;
 
-    /// Creates a queued task. With `lock`, the lock is taken for the task in the same
-    /// transaction; when another task holds it, nothing is written and its id is returned.
+    /// Creates a queued task for `user`. With `lock`, the lock is taken for the task in
+    /// the same transaction; when another task holds it, nothing is written and its id is
+    /// returned.
     fn create_task(
         &self,
         kind: TaskKind,
         deployment: Option<&str>,
         lock: Option<&str>,
+        user: Option<&str>,
     ) -> Result<Result<Task, u64>, StoreError>;
 
     fn put_task(&self, task: &Task) -> Result<(), StoreError>;

@@ -354,6 +354,7 @@ impl Store for SqliteStore {
         kind: TaskKind,
         deployment: Option<&str>,
         lock: Option<&str>,
+        user: Option<&str>,
     ) -> Result<Result<Task, u64>, StoreError> {
         let mut connection = self.lock();
         let tx = Tx::begin(&mut connection)?;
@@ -382,6 +383,7 @@ impl Store for SqliteStore {
             result: None,
             started_at: Some(now()),
             finished_at: None,
+            user: user.map(str::to_string),
         };
         tx.execute(
             "UPDATE tasks SET body = ?1 WHERE id = ?2",
@@ -705,7 +707,12 @@ mod tests {
     fn a_lock_is_taken_with_its_task_or_not_at_all() {
         let store = SqliteStore::in_memory().unwrap();
         let first = store
-            .create_task(TaskKind::CreateDeployment, Some("d"), Some("deployment:d"))
+            .create_task(
+                TaskKind::CreateDeployment,
+                Some("d"),
+                Some("deployment:d"),
+                None,
+            )
             .unwrap()
             .unwrap();
         let refused = store
@@ -713,6 +720,7 @@ mod tests {
                 TaskKind::RecreateDeployment,
                 Some("d"),
                 Some("deployment:d"),
+                None,
             )
             .unwrap();
         assert_eq!(refused, Err(first.id));
@@ -727,7 +735,8 @@ mod tests {
                 .create_task(
                     TaskKind::RecreateDeployment,
                     Some("d"),
-                    Some("deployment:d")
+                    Some("deployment:d"),
+                    None
                 )
                 .unwrap()
                 .is_ok()
@@ -786,7 +795,12 @@ mod tests {
         {
             let store = SqliteStore::open(dir.path()).unwrap();
             let mut task = store
-                .create_task(TaskKind::CreateDeployment, Some("d"), Some("deployment:d"))
+                .create_task(
+                    TaskKind::CreateDeployment,
+                    Some("d"),
+                    Some("deployment:d"),
+                    None,
+                )
                 .unwrap()
                 .unwrap();
             task.state = TaskState::Processing;
@@ -821,7 +835,7 @@ mod tests {
 
     fn task(store: &SqliteStore, kind: TaskKind, deployment: &str, state: TaskState) -> Task {
         let mut task = store
-            .create_task(kind, Some(deployment), None)
+            .create_task(kind, Some(deployment), None, None)
             .unwrap()
             .unwrap();
         task.state = state;

@@ -123,6 +123,9 @@ pub struct Task {
     /// Unix seconds.
     pub started_at: Option<u64>,
     pub finished_at: Option<u64>,
+    /// Who asked for it: the signed-in user of the request that started it.
+    #[serde(default)]
+    pub user: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

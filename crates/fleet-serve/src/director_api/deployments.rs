@@ -7,6 +7,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+use super::Acting;
 use super::error::{ApiError, ApiResult, code};
 use super::query::{Params, count, flag, present};
 use super::wire::{self, check_manifest, require_yaml};
@@ -85,7 +86,7 @@ fn deploy_options(params: &Params) -> ApiResult<DeployOptions> {
 }
 
 pub async fn deploy(
-    State(director): State<Director>,
+    Acting(director): Acting,
     Query(params): Query<Params>,
     headers: HeaderMap,
     body: String,
@@ -137,10 +138,7 @@ pub async fn manifest(
     ))
 }
 
-pub async fn delete(
-    State(director): State<Director>,
-    Path(name): Path<String>,
-) -> ApiResult<Response> {
+pub async fn delete(Acting(director): Acting, Path(name): Path<String>) -> ApiResult<Response> {
     exists(&director, &name).await?;
     Ok(redirect(&director.delete(&name).await?))
 }
@@ -195,7 +193,7 @@ async fn records(
 }
 
 pub async fn instances(
-    State(director): State<Director>,
+    Acting(director): Acting,
     Path(name): Path<String>,
     Query(params): Query<Params>,
 ) -> ApiResult<Response> {
@@ -203,7 +201,7 @@ pub async fn instances(
 }
 
 pub async fn vms(
-    State(director): State<Director>,
+    Acting(director): Acting,
     Path(name): Path<String>,
     Query(params): Query<Params>,
 ) -> ApiResult<Response> {
@@ -211,7 +209,7 @@ pub async fn vms(
 }
 
 pub async fn change_group(
-    State(director): State<Director>,
+    Acting(director): Acting,
     Path((name, group)): Path<(String, String)>,
     Query(params): Query<Params>,
     body: String,
@@ -225,7 +223,7 @@ pub async fn change_group(
 }
 
 pub async fn change_instance(
-    State(director): State<Director>,
+    Acting(director): Acting,
     Path((name, group, instance)): Path<(String, String, String)>,
     Query(params): Query<Params>,
     body: String,

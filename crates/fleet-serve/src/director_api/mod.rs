@@ -20,6 +20,21 @@ use crate::auth::SignedIn;
 pub use error::{ApiError, code};
 use fleet_director::Director;
 
+/// The director acting for the request's signed-in user: the tasks it starts name them.
+pub struct Acting(pub Director);
+
+impl axum::extract::FromRequestParts<Director> for Acting {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        director: &Director,
+    ) -> Result<Self, Self::Rejection> {
+        let user = parts.extensions.get::<SignedIn>().map(|s| s.0.as_str());
+        Ok(Acting(director.acting_for(user)))
+    }
+}
+
 /// Paths that need no credentials: `/info` tells clients how to sign in.
 pub const OPEN_PATHS: &[&str] = &["/info"];
 
@@ -53,6 +68,7 @@ pub fn router(director: Director) -> Router {
         .route("/locks", get(tasks::locks))
         .route("/configs", get(configs::list).post(configs::update))
         .route("/configs/diff", post(configs::diff))
+        .route("/configs/{id}", get(configs::one))
         .route(
             "/cloud_configs",
             get(configs::cloud_configs).post(configs::update_cloud_config),

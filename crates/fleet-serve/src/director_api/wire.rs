@@ -24,7 +24,7 @@ pub fn task(task: &Task) -> Value {
         "timestamp": if task.state.is_running() { None } else { task.finished_at },
         "started_at": task.started_at,
         "result": result,
-        "user": "",
+        "user": task.user.as_deref().unwrap_or_default(),
         "deployment": task.deployment,
         "context_id": "",
     })
