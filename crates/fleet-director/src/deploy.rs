@@ -73,7 +73,12 @@ async fn bind(
     fix: bool,
 ) -> Result<Bound, StepError> {
     let stage = log.stage("Preparing deployment", Vec::new(), 1);
-    let step = stage.start("Binding existing deployment");
+    // A deployment's first deploy has nothing to bind.
+    let step = stage.start(if existing.is_empty() {
+        "Preparing deployment"
+    } else {
+        "Binding existing deployment"
+    });
     let mut calls = JoinSet::new();
     for instance in existing {
         let (Some(agent), Some(_)) = (instance.agent_id.clone(), &instance.vm_cid) else {

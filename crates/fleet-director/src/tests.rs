@@ -136,6 +136,26 @@ async fn a_deploy_creates_starts_and_records_every_instance() {
     let stages: Vec<&str> = events.iter().map(|e| e.stage.as_str()).collect();
     assert!(stages.contains(&"Preparing deployment"));
     assert!(stages.contains(&"Creating missing vms"));
+    // A new deployment has nothing to bind; the next deploy binds what exists.
+    let steps = |events: &[TaskEvent]| -> Vec<String> {
+        events
+            .iter()
+            .filter(|e| e.stage == "Preparing deployment")
+            .map(|e| e.task.clone())
+            .collect()
+    };
+    assert!(
+        steps(&events).iter().all(|t| t == "Preparing deployment"),
+        "{:?}",
+        steps(&events)
+    );
+    let again = deploy(&f.director, &manifest("d", 3, "1.0", 0)).await;
+    let again = f.director.events(again.id).await.unwrap();
+    assert!(
+        steps(&again).iter().all(|t| t == "Binding existing deployment") && !steps(&again).is_empty(),
+        "{:?}",
+        steps(&again)
+    );
     let updates: Vec<_> = events
         .iter()
         .filter(|e| e.stage == "Updating instance")
