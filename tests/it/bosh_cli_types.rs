@@ -184,3 +184,27 @@ pub struct VitalsUptime {
     #[serde(rename = "secs")]
     pub seconds: Option<u64>,
 }
+
+/// `director.Problem`, one entry of `GET /deployments/NAME/problems`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Problem {
+    #[serde(deserialize_with = "nullable")]
+    pub id: i64,
+    #[serde(rename = "type", deserialize_with = "nullable")]
+    pub kind: String,
+    #[serde(deserialize_with = "nullable")]
+    pub description: String,
+    #[serde(deserialize_with = "nullable")]
+    pub instance_group: String,
+    #[serde(deserialize_with = "nullable")]
+    pub resolutions: Vec<ProblemResolution>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct ProblemResolution {
+    pub name: Option<String>,
+    #[serde(deserialize_with = "nullable")]
+    pub plan: String,
+}

@@ -5,7 +5,7 @@ use fleet_updater::config::ServeLimits;
 use reqwest::Method;
 use serde_json::Value;
 
-use crate::bosh_cli_types::{InfoResp, VmInfo};
+use crate::bosh_cli_types::{InfoResp, Problem, VmInfo};
 use crate::served::Served;
 
 const PG: &str = "service-instance_pg-03";
@@ -524,4 +524,107 @@ async fn configs_recent_one_by_id_diff_by_ids_and_a_stale_update_follow_the_cli(
             .any(|l| l[1] == "added" && l[0].as_str().unwrap().contains("cpu: 2")),
         "{lines:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cck_scans_lists_and_resolves_as_the_cli_drives_it() {
+    use fleet_director::cpi::Cpi;
+    let s = Served::start(ServeLimits::default()).await;
+    let fleet = s.serving.fleet();
+    let mut instances = fleet.director().instances(RMQ).await.unwrap();
+    instances.sort_by_key(|i| i.index);
+    // A VM deleted behind the director's back, and an agent that stopped answering.
+    fleet
+        .cloud
+        .delete_vm(instances[0].vm_cid.as_deref().unwrap())
+        .await
+        .unwrap();
+    fleet
+        .cloud
+        .set_responsive(instances[1].agent_id.as_deref().unwrap(), false)
+        .await
+        .unwrap();
+
+    // `bosh -d D cck`: a scan task, then the problems.
+    let response = s
+        .director(Method::POST, &format!("/deployments/{RMQ}/scans"))
+        .header("content-type", "application/json")
+        .send()
+        .await
+        .unwrap();
+    let scan = s.wait_task(Served::task_of(&response)).await;
+    assert_eq!(scan["state"], "done", "{scan}");
+    let problems: Vec<Problem> =
+        serde_json::from_value(s.get_json(&format!("/deployments/{RMQ}/problems")).await).unwrap();
+    let kinds: Vec<&str> = problems.iter().map(|p| p.kind.as_str()).collect();
+    assert_eq!(kinds, ["missing_vm", "unresponsive_agent"], "{problems:?}");
+    for problem in &problems {
+        assert_eq!(problem.instance_group, instances[0].group);
+        assert!(!problem.description.is_empty());
+        let names: Vec<&str> = problem
+            .resolutions
+            .iter()
+            .filter_map(|r| r.name.as_deref())
+            .collect();
+        assert!(
+            names.contains(&"ignore") && names.contains(&"recreate_vm"),
+            "{names:?}"
+        );
+        assert!(names.contains(&"delete_vm_reference"), "{names:?}");
+        assert!(problem.resolutions.iter().all(|r| !r.plan.is_empty()));
+    }
+    assert!(
+        problems[1]
+            .resolutions
+            .iter()
+            .any(|r| r.name.as_deref() == Some("reboot_vm"))
+    );
+
+    // `bosh cck --auto` sends `null` for each; an answer names its resolution.
+    let body = serde_json::json!({
+        "resolutions": { problems[0].id.to_string(): null, problems[1].id.to_string(): "recreate_vm" },
+        "max_in_flight_overrides": {},
+    });
+    let response = s
+        .director(Method::PUT, &format!("/deployments/{RMQ}/problems"))
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let applied = s.wait_task(Served::task_of(&response)).await;
+    assert_eq!(applied["state"], "done", "{applied}");
+    assert!(
+        s.get_json(&format!("/deployments/{RMQ}/problems"))
+            .await
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    // Every VM is back and running.
+    let response = s
+        .send(Method::GET, &format!("/deployments/{RMQ}/vms?format=full"))
+        .await;
+    let id = Served::task_of(&response);
+    assert_eq!(s.wait_task(id).await["state"], "done");
+    let vms: Vec<VmInfo> = s
+        .output(id, "result")
+        .await
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(vms.len(), instances.len());
+    assert!(vms.iter().all(|v| v.process_state == "running"), "{vms:?}");
+
+    // A resolution that is not one: a director error naming it.
+    let refused = s
+        .director(Method::PUT, &format!("/deployments/{RMQ}/problems"))
+        .header("content-type", "application/json")
+        .body(r#"{"resolutions": {"1": "fix_it"}}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 400);
+    assert!(Served::description(refused).await.contains("'fix_it'"));
 }

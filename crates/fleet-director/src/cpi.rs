@@ -23,6 +23,8 @@ pub trait Cpi: Send + Sync {
     async fn create_vm(&self, request: &VmRequest) -> Result<String, CpiError>;
     async fn delete_vm(&self, cid: &str) -> Result<(), CpiError>;
     async fn has_vm(&self, cid: &str) -> Result<bool, CpiError>;
+    /// Restarts the VM; its agent starts its jobs again.
+    async fn reboot_vm(&self, cid: &str) -> Result<(), CpiError>;
     async fn create_disk(&self, size: u64, vm_cid: &str) -> Result<String, CpiError>;
     async fn attach_disk(&self, vm_cid: &str, disk_cid: &str) -> Result<(), CpiError>;
     async fn detach_disk(&self, vm_cid: &str, disk_cid: &str) -> Result<(), CpiError>;

@@ -6,6 +6,7 @@
 
 pub mod agent;
 pub mod cloud;
+pub mod cloud_check;
 mod compilation;
 pub mod compile;
 pub mod core;
@@ -487,6 +488,87 @@ impl Director {
                 move |core, _log| async move { Ok(details::instance_lines(core, name).await?) },
             )
             .await
+    }
+
+    /// Cloud check's scan of the deployment (`bosh cck`); its problems are listed by
+    /// [`Director::problems`] once it ends.
+    ///
+    /// # Errors
+    /// [`DirectorError::NotFound`] for an unknown deployment, [`DirectorError::Locked`]
+    /// when another task holds it.
+    pub async fn scan(&self, deployment: &str) -> Result<Task, DirectorError> {
+        self.require_deployment(deployment).await?;
+        let name = deployment.to_string();
+        self.runner
+            .start(
+                TaskKind::ScanProblems,
+                Some(deployment),
+                self.user.as_deref(),
+                move |core, log| cloud_check::scan(core, log, name),
+            )
+            .await
+    }
+
+    /// What the deployment's last scan found that is not resolved yet.
+    pub async fn problems(
+        &self,
+        deployment: &str,
+    ) -> Result<Vec<cloud_check::Problem>, DirectorError> {
+        self.require_deployment(deployment).await?;
+        Ok(self.records().problems(deployment).await?)
+    }
+
+    /// Applies a resolution to each problem named; problems not named stay.
+    ///
+    /// # Errors
+    /// [`DirectorError::Invalid`] naming an unknown problem or a resolution that does not
+    /// fit its problem, before anything is done.
+    pub async fn resolve(
+        &self,
+        deployment: &str,
+        choices: &[(u64, cloud_check::Resolution)],
+    ) -> Result<Task, DirectorError> {
+        let problems = self.problems(deployment).await?;
+        let mut chosen = Vec::new();
+        let mut wrong = Vec::new();
+        for (id, resolution) in choices {
+            match problems.iter().find(|p| p.id == *id) {
+                None => wrong.push(format!("problem {id} is not one of the last scan's")),
+                Some(p) if !p.kind.resolutions().contains(resolution) => wrong.push(format!(
+                    "problem {id} ({}) cannot be resolved with `{}`; it can with {}",
+                    p.kind.name(),
+                    resolution.name(),
+                    p.kind
+                        .resolutions()
+                        .iter()
+                        .map(|r| format!("`{}`", r.name()))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )),
+                Some(p) => chosen.push((p.clone(), *resolution)),
+            }
+        }
+        if !wrong.is_empty() {
+            return Err(DirectorError::Invalid(wrong.join("; ")));
+        }
+        let name = deployment.to_string();
+        self.runner
+            .start(
+                TaskKind::ResolveProblems,
+                Some(deployment),
+                self.user.as_deref(),
+                move |core, log| cloud_check::resolve(core, log, name, chosen),
+            )
+            .await
+    }
+
+    async fn require_deployment(&self, deployment: &str) -> Result<(), DirectorError> {
+        match self.records().deployment(deployment).await? {
+            Some(_) => Ok(()),
+            None => Err(DirectorError::NotFound {
+                what: format!("deployment `{deployment}`"),
+            }),
+        }
     }
 
     pub async fn deployment(&self, name: &str) -> Result<Option<DeploymentRecord>, DirectorError> {

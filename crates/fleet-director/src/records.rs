@@ -5,6 +5,7 @@
 
 use std::collections::BTreeSet;
 
+use super::cloud_check::Problem;
 use super::model::{
     CloudConfig, DeploymentRecord, DiskRecord, InstanceRecord, Release, Stemcell, VmRecord,
 };
@@ -81,6 +82,16 @@ impl Records {
     }
 
     /// A deployment's instances, in id order.
+    /// What the deployment's last cloud check found and is not resolved yet, by id.
+    pub async fn problems(&self, deployment: &str) -> Result<Vec<Problem>, StoreError> {
+        let mut found: Vec<Problem> = self
+            .store
+            .list(Collection::Problems, Some(deployment))
+            .await?;
+        found.sort_by_key(|p| p.id);
+        Ok(found)
+    }
+
     pub async fn instances(&self, deployment: &str) -> Result<Vec<InstanceRecord>, StoreError> {
         self.store
             .list(Collection::Instances, Some(deployment))
@@ -135,6 +146,7 @@ const HISTORY: &str = "history";
 pub mod change {
     use serde::Serialize;
 
+    use super::super::cloud_check::Problem;
     use super::super::model::{
         CloudConfig, DeploymentRecord, DiskRecord, InstanceRecord, Release, Stemcell, VmRecord,
     };
@@ -190,6 +202,23 @@ pub mod change {
 
     pub fn vm_gone(cid: &str) -> Write {
         remove(Collection::Vms, cid)
+    }
+
+    fn problem_key(problem: &Problem) -> String {
+        format!("{}/{}", problem.deployment, problem.id)
+    }
+
+    pub fn problem(problem: &Problem) -> Write {
+        put(
+            Collection::Problems,
+            &problem_key(problem),
+            &problem.deployment,
+            problem,
+        )
+    }
+
+    pub fn problem_gone(problem: &Problem) -> Write {
+        remove(Collection::Problems, &problem_key(problem))
     }
 
     pub fn disk(record: &DiskRecord) -> Write {

@@ -7,6 +7,8 @@ pub struct Target {
     pub group: Option<String>,
     /// An index (`0`) or an instance id; `None` is every instance of the group.
     pub instance: Option<String>,
+    /// Only these instances, by id: what a cloud check's resolutions act on.
+    pub only: Option<std::collections::BTreeSet<String>>,
 }
 
 impl Target {
@@ -18,6 +20,7 @@ impl Target {
         Target {
             group: Some(group.into()),
             instance: None,
+            only: None,
         }
     }
 
@@ -25,6 +28,7 @@ impl Target {
         Target {
             group: Some(group.into()),
             instance: Some(instance.into()),
+            only: None,
         }
     }
 
@@ -34,10 +38,14 @@ impl Target {
                 .instance
                 .as_deref()
                 .is_none_or(|i| i == id || i.parse::<u32>().is_ok_and(|n| n == index))
+            && self.only.as_ref().is_none_or(|ids| ids.contains(id))
     }
 
     /// `web/0`, `web` or `*`, for messages.
     pub fn describe(&self) -> String {
+        if let Some(ids) = &self.only {
+            return format!("{} instances", ids.len());
+        }
         match (&self.group, &self.instance) {
             (None, _) => "*".to_string(),
             (Some(g), None) => g.clone(),

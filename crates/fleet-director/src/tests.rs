@@ -152,7 +152,10 @@ async fn a_deploy_creates_starts_and_records_every_instance() {
     let again = deploy(&f.director, &manifest("d", 3, "1.0", 0)).await;
     let again = f.director.events(again.id).await.unwrap();
     assert!(
-        steps(&again).iter().all(|t| t == "Binding existing deployment") && !steps(&again).is_empty(),
+        steps(&again)
+            .iter()
+            .all(|t| t == "Binding existing deployment")
+            && !steps(&again).is_empty(),
         "{:?}",
         steps(&again)
     );
@@ -2018,4 +2021,144 @@ async fn the_simulated_cloud_reads_its_state_back_from_the_store() {
     let again = SimulatedCloud::new(store, SimulationSettings::default());
     assert_eq!(again.vms().await.len(), 2);
     assert_eq!(again.vms().await, f.cloud.vms().await);
+}
+
+mod cloud_check {
+    use super::*;
+    use crate::cloud_check::{ProblemKind, Resolution};
+
+    /// Three instances: the first's agent stops answering, the second's VM is deleted
+    /// behind the director's back, the third is fine.
+    async fn broken() -> (Fixture, Vec<InstanceRecord>) {
+        let f = fixture(vec![]).await;
+        deploy(&f.director, &manifest("d", 3, "1.0", 1024)).await;
+        let mut instances = f.director.instances("d").await.unwrap();
+        instances.sort_by_key(|i| i.index);
+        f.cloud
+            .set_responsive(instances[0].agent_id.as_deref().unwrap(), false)
+            .await
+            .unwrap();
+        f.cloud
+            .delete_vm(instances[1].vm_cid.as_deref().unwrap())
+            .await
+            .unwrap();
+        (f, instances)
+    }
+
+    async fn scan(f: &Fixture) -> Vec<crate::cloud_check::Problem> {
+        let task = f.director.scan("d").await.unwrap();
+        let task = f.director.wait(task.id).await.unwrap();
+        assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+        f.director.problems("d").await.unwrap()
+    }
+
+    async fn resolve(f: &Fixture, choices: &[(u64, Resolution)]) -> Task {
+        let task = f.director.resolve("d", choices).await.unwrap();
+        f.director.wait(task.id).await.unwrap()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_scan_finds_the_unresponsive_agent_and_the_missing_vm_and_nothing_else() {
+        let (f, instances) = broken().await;
+        let problems = scan(&f).await;
+        let found: Vec<(ProblemKind, &str)> = problems
+            .iter()
+            .map(|p| (p.kind, p.instance_id.as_str()))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (ProblemKind::UnresponsiveAgent, instances[0].id.as_str()),
+                (ProblemKind::MissingVm, instances[1].id.as_str()),
+            ]
+        );
+        assert_eq!(problems.iter().map(|p| p.id).collect::<Vec<_>>(), [1, 2]);
+        assert!(problems[1].description.contains("missing"), "{problems:?}");
+        // A scan only reads: it is nobody's last operation.
+        let last = f.director.last_change("d").await.unwrap().unwrap();
+        assert_eq!(last.kind, TaskKind::CreateDeployment);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn recreate_vm_gives_both_instances_working_vms_and_leaves_the_third_alone() {
+        let (f, instances) = broken().await;
+        scan(&f).await;
+        let task = resolve(
+            &f,
+            &[(1, Resolution::RecreateVm), (2, Resolution::RecreateVm)],
+        )
+        .await;
+        assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+        let mut after = f.director.instances("d").await.unwrap();
+        after.sort_by_key(|i| i.index);
+        assert_ne!(after[0].vm_cid, instances[0].vm_cid, "recreated");
+        assert_ne!(after[1].vm_cid, instances[1].vm_cid, "recreated");
+        assert!(after[1].vm_cid.is_some());
+        assert_eq!(after[2].vm_cid, instances[2].vm_cid, "left alone");
+        assert_eq!(after[1].disk_cid, instances[1].disk_cid, "its disk kept");
+        assert_eq!(f.cloud.vms().await.len(), 3);
+        assert!(f.director.problems("d").await.unwrap().is_empty());
+        assert!(scan(&f).await.is_empty(), "nothing left to find");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn reboot_delete_reference_and_ignore_do_what_they_say() {
+        let (f, instances) = broken().await;
+        scan(&f).await;
+        f.cloud.take_calls();
+        let task = resolve(
+            &f,
+            &[
+                (1, Resolution::RebootVm),
+                (2, Resolution::DeleteVmReference),
+            ],
+        )
+        .await;
+        assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+        let calls = f.cloud.take_calls();
+        assert!(
+            calls.iter().any(|c| c.starts_with("reboot_vm")),
+            "{calls:?}"
+        );
+        let mut after = f.director.instances("d").await.unwrap();
+        after.sort_by_key(|i| i.index);
+        assert_eq!(
+            after[0].vm_cid, instances[0].vm_cid,
+            "rebooted, not replaced"
+        );
+        assert_eq!(after[1].vm_cid, None, "the reference is gone");
+        assert_eq!(f.director.vms("d").await.unwrap().len(), 2);
+        // The agent that did not answer still does not: scanned again, it is found again,
+        // and `ignore` only drops the problem.
+        let again = scan(&f).await;
+        assert_eq!(again.len(), 1, "{again:?}");
+        assert_eq!(again[0].kind, ProblemKind::UnresponsiveAgent);
+        let task = resolve(&f, &[(1, Resolution::Ignore)]).await;
+        assert_eq!(task.state, TaskState::Done);
+        assert!(f.director.problems("d").await.unwrap().is_empty());
+        assert_eq!(f.director.vms("d").await.unwrap().len(), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_resolution_that_does_not_fit_or_an_unknown_problem_is_refused_before_anything() {
+        let (f, _) = broken().await;
+        scan(&f).await;
+        match f
+            .director
+            .resolve("d", &[(2, Resolution::RebootVm), (9, Resolution::Ignore)])
+            .await
+        {
+            Err(DirectorError::Invalid(message)) => {
+                assert!(message.contains("problem 2 (missing_vm)"), "{message}");
+                assert!(message.contains("`recreate_vm`"), "{message}");
+                assert!(message.contains("problem 9"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(f.director.problems("d").await.unwrap().len(), 2);
+        assert!(matches!(
+            f.director.scan("nope").await,
+            Err(DirectorError::NotFound { .. })
+        ));
+    }
 }

@@ -28,6 +28,8 @@ pub enum Collection {
     CompiledPackages,
     /// DNS records: `<instance>.<group>.<network>.<deployment>.bosh` to its address.
     Dns,
+    /// What the last cloud check of each deployment found, until it is resolved.
+    Problems,
 }
 
 impl Collection {
@@ -47,6 +49,7 @@ impl Collection {
             Collection::Fleet => "fleet",
             Collection::CompiledPackages => "compiled_packages",
             Collection::Dns => "dns",
+            Collection::Problems => "problems",
         }
     }
 }

@@ -58,10 +58,14 @@ pub enum TaskKind {
     DeleteDeployment,
     /// Asks every agent for its state (`bosh instances --details`, `bosh vms`).
     InstanceDetails,
+    /// Cloud check's scan: finds missing VMs and unresponsive agents (`bosh cck`).
+    ScanProblems,
+    /// Applies the resolutions chosen for the problems a scan found.
+    ResolveProblems,
 }
 
 impl TaskKind {
-    pub const ALL: [TaskKind; 8] = [
+    pub const ALL: [TaskKind; 10] = [
         TaskKind::CreateDeployment,
         TaskKind::UpdateDeployment,
         TaskKind::RecreateDeployment,
@@ -70,6 +74,8 @@ impl TaskKind {
         TaskKind::RestartDeployment,
         TaskKind::DeleteDeployment,
         TaskKind::InstanceDetails,
+        TaskKind::ScanProblems,
+        TaskKind::ResolveProblems,
     ];
 
     /// The description the director shows, as BOSH words it.
@@ -83,12 +89,14 @@ impl TaskKind {
             TaskKind::RestartDeployment => "restart deployment",
             TaskKind::DeleteDeployment => "delete deployment",
             TaskKind::InstanceDetails => "retrieve vm-stats",
+            TaskKind::ScanProblems => "scan cloud",
+            TaskKind::ResolveProblems => "apply resolutions",
         }
     }
 
     /// Whether the task changes its deployment; the others only read.
     pub fn changes_deployment(self) -> bool {
-        self != TaskKind::InstanceDetails
+        !matches!(self, TaskKind::InstanceDetails | TaskKind::ScanProblems)
     }
 
     /// The kind a description names, for records written before kinds were stored.

@@ -363,6 +363,32 @@ impl Cpi for SimulatedCloud {
             .map_err(Self::cpi_error)
     }
 
+    async fn reboot_vm(&self, cid: &str) -> Result<(), CpiError> {
+        self.pause(true, "reboot_vm", &self.vm_subject(cid).await)
+            .await;
+        let agent = self
+            .records
+            .read(|r| {
+                let vm = r.vms.get(cid)?;
+                r.agents.get(&vm.agent_id).cloned()
+            })
+            .await
+            .map_err(Self::cpi_error)?
+            .ok_or_else(|| CpiError(format!("VM `{cid}` not found")))?;
+        // The agent comes back and starts what was applied; a reboot does not renew an
+        // expired certificate, so an agent that did not answer still does not.
+        let mut rebooted = agent;
+        if rebooted.applied.is_some() {
+            rebooted.job_state = if rebooted.job_start_fails {
+                JobState::Failing
+            } else {
+                JobState::Running
+            };
+            rebooted.started_at = Some(unix_now());
+        }
+        self.save_agent(rebooted).await.map_err(Self::cpi_error)
+    }
+
     async fn create_disk(&self, size: u64, vm_cid: &str) -> Result<String, CpiError> {
         self.pause(true, "create_disk", &self.vm_subject(vm_cid).await)
             .await;

@@ -5,6 +5,7 @@
 mod configs;
 mod deployments;
 mod error;
+mod problems;
 mod query;
 mod tasks;
 mod wire;
@@ -52,6 +53,11 @@ pub fn router(director: Director) -> Router {
         .route("/deployments/{name}/diff", post(deployments::diff))
         .route("/deployments/{name}/instances", get(deployments::instances))
         .route("/deployments/{name}/vms", get(deployments::vms))
+        .route("/deployments/{name}/scans", post(problems::scan))
+        .route(
+            "/deployments/{name}/problems",
+            get(problems::list).put(problems::resolve),
+        )
         .route(
             "/deployments/{name}/jobs/{group}",
             put(deployments::change_group),

@@ -42,6 +42,8 @@ pub fn task_type(kind: TaskKind) -> &'static str {
         | TaskKind::RestartDeployment => "update_deployment",
         TaskKind::DeleteDeployment => "delete_deployment",
         TaskKind::InstanceDetails => "vms",
+        TaskKind::ScanProblems => "cck_scan_and_fix",
+        TaskKind::ResolveProblems => "cck_apply",
     }
 }
 
