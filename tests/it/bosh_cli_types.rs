@@ -208,3 +208,44 @@ pub struct ProblemResolution {
     #[serde(deserialize_with = "nullable")]
     pub plan: String,
 }
+
+/// `director.OrphanDiskResp`, one entry of `GET /disks`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct OrphanDiskResp {
+    #[serde(rename = "disk_cid", deserialize_with = "nullable")]
+    pub cid: String,
+    #[serde(deserialize_with = "nullable")]
+    pub size: u64,
+    #[serde(deserialize_with = "nullable")]
+    pub deployment_name: String,
+    #[serde(deserialize_with = "nullable")]
+    pub instance_name: String,
+    #[serde(deserialize_with = "nullable")]
+    pub az: String,
+    #[serde(deserialize_with = "nullable")]
+    pub orphaned_at: String,
+}
+
+/// `director.CleanUpResponse`, the answer of `GET /cleanup/dryrun`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct CleanUpResponse {
+    #[serde(deserialize_with = "nullable")]
+    pub releases: Vec<CleanableRelease>,
+    #[serde(deserialize_with = "nullable")]
+    pub orphaned_disks: Vec<OrphanDiskResp>,
+    #[serde(deserialize_with = "nullable")]
+    pub exported_releases: Vec<String>,
+    #[serde(deserialize_with = "nullable")]
+    pub dns_blobs: Vec<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct CleanableRelease {
+    #[serde(deserialize_with = "nullable")]
+    pub name: String,
+    #[serde(deserialize_with = "nullable")]
+    pub versions: Vec<String>,
+}

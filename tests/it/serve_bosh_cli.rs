@@ -5,7 +5,7 @@ use fleet_updater::config::ServeLimits;
 use reqwest::Method;
 use serde_json::Value;
 
-use crate::bosh_cli_types::{InfoResp, Problem, VmInfo};
+use crate::bosh_cli_types::{CleanUpResponse, InfoResp, OrphanDiskResp, Problem, VmInfo};
 use crate::served::Served;
 
 const PG: &str = "service-instance_pg-03";
@@ -251,6 +251,18 @@ async fn deploy_instances_vms_recreate_stop_start_and_delete_follow_the_cli_sequ
         let v: Value = serde_json::from_str(line).unwrap();
         assert!(v["time"].is_u64() && v["index"].is_u64() && v["progress"].is_u64());
     }
+
+    // `bosh errands`: none, as the director takes no errand instance groups.
+    assert_eq!(
+        s.get_json(&format!("/deployments/{PG}/errands")).await,
+        serde_json::json!([])
+    );
+    assert_eq!(
+        s.send(Method::GET, "/deployments/nope/errands")
+            .await
+            .status(),
+        404
+    );
 
     // `bosh instances` and `bosh vms`: a task whose result is one VMInfo per line.
     let uploaded: Vec<(String, String)> = s
@@ -627,4 +639,69 @@ async fn cck_scans_lists_and_resolves_as_the_cli_drives_it() {
         .unwrap();
     assert_eq!(refused.status(), 400);
     assert!(Served::description(refused).await.contains("'fix_it'"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn orphaned_disks_and_clean_up_follow_the_cli() {
+    let s = Served::start(ServeLimits::default()).await;
+    // A bigger persistent disk: the old one is orphaned.
+    let manifest = s.get_json(&format!("/deployments/{PG}")).await["manifest"]
+        .as_str()
+        .unwrap()
+        .replace("persistent_disk: 10240", "persistent_disk: 20480");
+    let deploy = s
+        .director(Method::POST, "/deployments")
+        .header("content-type", "text/yaml")
+        .body(manifest)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(s.wait_task(Served::task_of(&deploy)).await["state"], "done");
+
+    // `bosh disks --orphaned`.
+    let orphaned: Vec<OrphanDiskResp> = serde_json::from_value(s.get_json("/disks").await).unwrap();
+    assert_eq!(orphaned.len(), 1, "{orphaned:?}");
+    let disk = &orphaned[0];
+    assert_eq!((disk.deployment_name.as_str(), disk.size), (PG, 10240));
+    assert!(disk.instance_name.starts_with("postgres/"), "{disk:?}");
+    let rfc3339 = disk.orphaned_at.replacen(' ', "T", 1).replace(" UTC", "Z");
+    assert!(humantime::parse_rfc3339(&rfc3339).is_ok(), "{disk:?}");
+
+    // `bosh clean-up`: the dry run keeps orphaned disks, `--all` names them.
+    let kept: CleanUpResponse = serde_json::from_value(
+        s.get_json("/cleanup/dryrun?remove_all=false&keep_orphaned_disks=false")
+            .await,
+    )
+    .unwrap();
+    assert!(kept.orphaned_disks.is_empty());
+    let all: CleanUpResponse = serde_json::from_value(
+        s.get_json("/cleanup/dryrun?remove_all=true&keep_orphaned_disks=false")
+            .await,
+    )
+    .unwrap();
+    assert_eq!(all.orphaned_disks.len(), 1);
+    assert_eq!(all.orphaned_disks[0].cid, disk.cid);
+    let cleaned = s
+        .director(Method::POST, "/cleanup")
+        .header("content-type", "application/json")
+        .body(r#"{"config":{"remove_all":true,"keep_orphaned_disks":false}}"#)
+        .send()
+        .await
+        .unwrap();
+    let task = s.wait_task(Served::task_of(&cleaned)).await;
+    assert_eq!(task["state"], "done", "{task}");
+    assert_eq!(s.get_json("/disks").await, serde_json::json!([]));
+    // Every deployment still has what it deploys with.
+    assert!(!s.get_json("/releases").await.as_array().unwrap().is_empty());
+
+    // `bosh delete-disk` of a disk that is not an orphan.
+    let refused = s
+        .send(Method::DELETE, &format!("/disks/{}", disk.cid))
+        .await;
+    assert_eq!(refused.status(), 404);
+    assert!(Served::description(refused).await.contains(&disk.cid));
+    let bad = s
+        .send(Method::GET, "/cleanup/dryrun?remove_all=maybe")
+        .await;
+    assert_eq!(bad.status(), 400);
 }

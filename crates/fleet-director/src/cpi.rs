@@ -26,6 +26,8 @@ pub trait Cpi: Send + Sync {
     /// Restarts the VM; its agent starts its jobs again.
     async fn reboot_vm(&self, cid: &str) -> Result<(), CpiError>;
     async fn create_disk(&self, size: u64, vm_cid: &str) -> Result<String, CpiError>;
+    /// Deletes a detached disk; one that is already gone is no error.
+    async fn delete_disk(&self, disk_cid: &str) -> Result<(), CpiError>;
     async fn attach_disk(&self, vm_cid: &str, disk_cid: &str) -> Result<(), CpiError>;
     async fn detach_disk(&self, vm_cid: &str, disk_cid: &str) -> Result<(), CpiError>;
     /// Takes a snapshot of a persistent disk; returns the snapshot's id.

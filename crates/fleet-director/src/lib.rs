@@ -5,6 +5,7 @@
 //! and the agents are behind the [`cpi::Cpi`] and [`agent::Agent`] traits.
 
 pub mod agent;
+pub mod cleanup;
 pub mod cloud;
 pub mod cloud_check;
 mod compilation;
@@ -558,6 +559,67 @@ impl Director {
                 Some(deployment),
                 self.user.as_deref(),
                 move |core, log| cloud_check::resolve(core, log, name, chosen),
+            )
+            .await
+    }
+
+    /// Every orphaned disk, oldest orphan first.
+    pub async fn orphaned_disks(&self) -> Result<Vec<DiskRecord>, DirectorError> {
+        let mut disks = self.records().orphaned_disks().await?;
+        disks.sort_by_key(|d| (d.orphaned_at, d.cid.clone()));
+        Ok(disks)
+    }
+
+    /// Deletes one orphaned disk (`bosh delete-disk`).
+    ///
+    /// # Errors
+    /// [`DirectorError::NotFound`] for a disk that is not an orphaned one.
+    pub async fn delete_orphaned_disk(&self, cid: &str) -> Result<Task, DirectorError> {
+        let disk = self
+            .records()
+            .disk(cid)
+            .await?
+            .filter(|d| d.orphaned)
+            .ok_or_else(|| DirectorError::NotFound {
+                what: format!("orphaned disk `{cid}`"),
+            })?;
+        self.runner
+            .start(
+                TaskKind::DeleteOrphanDisk,
+                None,
+                self.user.as_deref(),
+                move |core, log| async move {
+                    let stage = log.stage("Deleting orphaned disks", Vec::new(), 1);
+                    let step = stage.start(disk.cid.clone());
+                    step.end(cleanup::delete_disk(&core, &disk).await)?;
+                    Ok(format!("orphaned disk {} deleted", disk.cid))
+                },
+            )
+            .await
+    }
+
+    /// What `bosh clean-up` would delete now.
+    pub async fn clean_up_plan(
+        &self,
+        options: cleanup::CleanUpOptions,
+    ) -> Result<cleanup::CleanUpPlan, DirectorError> {
+        let deployed = self.deployed_versions().await?;
+        let (releases, stemcells) = (self.releases().await?, self.stemcells().await?);
+        let orphaned = self.orphaned_disks().await?;
+        Ok(cleanup::plan(
+            &releases, &stemcells, &deployed, orphaned, options,
+        ))
+    }
+
+    /// Deletes what [`Director::clean_up_plan`] names, as one task.
+    pub async fn clean_up(&self, options: cleanup::CleanUpOptions) -> Result<Task, DirectorError> {
+        let plan = self.clean_up_plan(options).await?;
+        self.runner
+            .start(
+                TaskKind::CleanUp,
+                None,
+                self.user.as_deref(),
+                move |core, log| cleanup::clean_up(core, log, plan),
             )
             .await
     }

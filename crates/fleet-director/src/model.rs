@@ -119,6 +119,14 @@ pub struct DiskRecord {
     pub size: u64,
     /// Kept when its instance went away; listed as orphaned, never deleted by a deploy.
     pub orphaned: bool,
+    /// Since when it is orphaned (Unix seconds), and the instance it belonged to
+    /// (`group/id`), for `bosh disks --orphaned`.
+    #[serde(default)]
+    pub orphaned_at: Option<u64>,
+    #[serde(default)]
+    pub instance_name: Option<String>,
+    #[serde(default)]
+    pub az: Option<String>,
 }
 
 /// A deployment and the manifest it last deployed successfully.

@@ -106,6 +106,12 @@ impl Records {
         self.store.list(Collection::Disks, Some(deployment)).await
     }
 
+    /// Every orphaned disk, of every deployment.
+    pub async fn orphaned_disks(&self) -> Result<Vec<DiskRecord>, StoreError> {
+        let disks: Vec<DiskRecord> = self.store.list(Collection::Disks, None).await?;
+        Ok(disks.into_iter().filter(|d| d.orphaned).collect())
+    }
+
     pub async fn disk(&self, cid: &str) -> Result<Option<DiskRecord>, StoreError> {
         self.store.get(Collection::Disks, cid).await
     }
@@ -160,6 +166,24 @@ pub mod change {
     pub fn stemcell(stemcell: &Stemcell) -> Write {
         let key = format!("{}/{}", stemcell.os, stemcell.version);
         put(Collection::Stemcells, &key, &stemcell.os, stemcell)
+    }
+
+    pub fn release_gone(release: &Release) -> Write {
+        remove(
+            Collection::Releases,
+            &format!("{}/{}", release.name, release.version),
+        )
+    }
+
+    pub fn stemcell_gone(stemcell: &Stemcell) -> Write {
+        remove(
+            Collection::Stemcells,
+            &format!("{}/{}", stemcell.os, stemcell.version),
+        )
+    }
+
+    pub fn disk_gone(cid: &str) -> Write {
+        remove(Collection::Disks, cid)
     }
 
     /// The cloud config that is in force from now on, and kept among the versions.

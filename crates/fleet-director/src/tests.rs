@@ -637,6 +637,9 @@ async fn a_retried_migration_reuses_the_disk_the_failed_attempt_created() {
         instance_id: Some(before.id.clone()),
         size: 2048,
         orphaned: false,
+        orphaned_at: None,
+        instance_name: None,
+        az: None,
     };
     f.director
         .core
@@ -2161,4 +2164,80 @@ mod cloud_check {
             Err(DirectorError::NotFound { .. })
         ));
     }
+}
+
+/// `bosh disks --orphaned`, `bosh clean-up` and `bosh clean-up --all`.
+#[tokio::test(start_paused = true)]
+async fn clean_up_keeps_what_is_used_and_the_newest_unused_and_all_removes_the_rest() {
+    use crate::cleanup::CleanUpOptions;
+    let f = fixture(vec![]).await;
+    deploy(&f.director, &manifest("d", 1, "1.0", 1024)).await;
+    let before = f.director.instances("d").await.unwrap().remove(0);
+    deploy(&f.director, &manifest("d", 1, "1.0", 2048)).await;
+    let orphaned = f.director.orphaned_disks().await.unwrap();
+    assert_eq!(orphaned.len(), 1);
+    assert_eq!(Some(&orphaned[0].cid), before.disk_cid.as_ref());
+    assert_eq!(
+        orphaned[0].instance_name.as_deref(),
+        Some(format!("{}/{}", before.group, before.id).as_str())
+    );
+    assert!(orphaned[0].orphaned_at.is_some());
+    let used: Vec<Release> = f.director.releases().await.unwrap();
+    for version in ["2", "3", "4"] {
+        let mut release = used[0].clone();
+        release.version = version.to_string();
+        f.director.upload_release(&release).await.unwrap();
+    }
+    let versions = |releases: Vec<Release>| {
+        let mut v: Vec<String> = releases.into_iter().map(|r| r.version).collect();
+        v.sort();
+        v
+    };
+
+    let run = |options| {
+        let director = f.director.clone();
+        async move {
+            let task = director.clean_up(options).await.unwrap();
+            let task = director.wait(task.id).await.unwrap();
+            assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+        }
+    };
+    run(CleanUpOptions::default()).await;
+    assert_eq!(
+        versions(f.director.releases().await.unwrap()),
+        ["1", "3", "4"]
+    );
+    assert_eq!(
+        f.director.orphaned_disks().await.unwrap().len(),
+        1,
+        "disks stay"
+    );
+
+    let all = CleanUpOptions {
+        remove_all: true,
+        keep_orphaned_disks: false,
+    };
+    assert_eq!(f.director.clean_up_plan(all).await.unwrap().disks.len(), 1);
+    f.cloud.take_calls();
+    run(all).await;
+    assert_eq!(
+        versions(f.director.releases().await.unwrap()),
+        ["1"],
+        "the used one stays"
+    );
+    assert!(f.director.orphaned_disks().await.unwrap().is_empty());
+    let calls = f.cloud.take_calls();
+    assert!(
+        calls.iter().any(|c| c.starts_with("delete_disk")),
+        "the cloud deleted it: {calls:?}"
+    );
+    assert!(matches!(
+        f.director
+            .delete_orphaned_disk(before.disk_cid.as_deref().unwrap())
+            .await,
+        Err(DirectorError::NotFound { .. })
+    ));
+    // The deployment still works on what was kept.
+    let task = deploy(&f.director, &manifest("d", 2, "1.0", 2048)).await;
+    assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
 }

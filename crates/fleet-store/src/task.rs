@@ -62,10 +62,14 @@ pub enum TaskKind {
     ScanProblems,
     /// Applies the resolutions chosen for the problems a scan found.
     ResolveProblems,
+    /// Deletes unused releases and stemcells and orphaned disks (`bosh clean-up`).
+    CleanUp,
+    /// Deletes one orphaned disk (`bosh delete-disk`).
+    DeleteOrphanDisk,
 }
 
 impl TaskKind {
-    pub const ALL: [TaskKind; 10] = [
+    pub const ALL: [TaskKind; 12] = [
         TaskKind::CreateDeployment,
         TaskKind::UpdateDeployment,
         TaskKind::RecreateDeployment,
@@ -76,6 +80,8 @@ impl TaskKind {
         TaskKind::InstanceDetails,
         TaskKind::ScanProblems,
         TaskKind::ResolveProblems,
+        TaskKind::CleanUp,
+        TaskKind::DeleteOrphanDisk,
     ];
 
     /// The description the director shows, as BOSH words it.
@@ -91,10 +97,13 @@ impl TaskKind {
             TaskKind::InstanceDetails => "retrieve vm-stats",
             TaskKind::ScanProblems => "scan cloud",
             TaskKind::ResolveProblems => "apply resolutions",
+            TaskKind::CleanUp => "clean up",
+            TaskKind::DeleteOrphanDisk => "delete orphan disk",
         }
     }
 
-    /// Whether the task changes its deployment; the others only read.
+    /// Whether the task changes its deployment (and so can be its last operation); the
+    /// others only look.
     pub fn changes_deployment(self) -> bool {
         !matches!(self, TaskKind::InstanceDetails | TaskKind::ScanProblems)
     }

@@ -389,6 +389,30 @@ impl Cpi for SimulatedCloud {
         self.save_agent(rebooted).await.map_err(Self::cpi_error)
     }
 
+    async fn delete_disk(&self, disk_cid: &str) -> Result<(), CpiError> {
+        self.pause(true, "delete_disk", &self.disk_subject(disk_cid).await)
+            .await;
+        let found = self
+            .records
+            .read(|r| r.disk(disk_cid).cloned())
+            .await
+            .map_err(Self::cpi_error)?;
+        match found {
+            None => Ok(()),
+            Some(disk) if disk.vm_cid.is_some() => Err(CpiError(format!(
+                "disk `{disk_cid}` is attached to VM `{}`",
+                disk.vm_cid.unwrap_or_default()
+            ))),
+            Some(_) => self
+                .records
+                .change(vec![remove(Collection::CloudDisks, disk_cid)], |r| {
+                    r.remove_disk(disk_cid)
+                })
+                .await
+                .map_err(Self::cpi_error),
+        }
+    }
+
     async fn create_disk(&self, size: u64, vm_cid: &str) -> Result<String, CpiError> {
         self.pause(true, "create_disk", &self.vm_subject(vm_cid).await)
             .await;

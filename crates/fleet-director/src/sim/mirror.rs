@@ -77,6 +77,13 @@ impl Records {
             .collect()
     }
 
+    /// Forgets a disk; attached disks are never removed.
+    pub fn remove_disk(&mut self, cid: &str) {
+        if self.disks.get(cid).is_some_and(|d| d.vm_cid.is_none()) {
+            self.disks.remove(cid);
+        }
+    }
+
     pub fn put_disk(&mut self, disk: CloudDisk) {
         if let Some(vm) = self.disks.get(&disk.cid).and_then(|d| d.vm_cid.as_ref())
             && let Some(set) = self.attached.get_mut(vm)

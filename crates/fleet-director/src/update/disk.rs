@@ -101,7 +101,7 @@ pub async fn converge_disk(
                     .detach_disk(&vm, &old_cid)
                     .await
                     .map_err(|e| format!("detach_disk for {name}: {e}"))?;
-                let orphan = orphaned(core, &old_cid, &record.deployment).await?;
+                let orphan = orphaned(core, &old_cid, record).await?;
                 writes.push(change::disk(&orphan));
             }
             record.disk_cid = new_disk;
@@ -150,6 +150,9 @@ async fn create_disk(
         instance_id: Some(record.id.clone()),
         size: wanted,
         orphaned: false,
+        orphaned_at: None,
+        instance_name: None,
+        az: record.az.clone(),
     };
     core.records.write(vec![change::disk(&disk_record)]).await?;
     Ok(disk)

@@ -132,8 +132,13 @@ pub async fn delete_vm(
         .map_err(|e| StepError::Failed(format!("delete_vm for {name}: {e}")))
 }
 
-/// The disk record of `cid` marked orphaned: kept and listed, never deleted by a deploy.
-pub async fn orphaned(core: &Core, cid: &str, deployment: &str) -> Result<DiskRecord, StepError> {
+/// The disk record of `cid`, which `owner` used, marked orphaned: kept and listed, never
+/// deleted by a deploy.
+pub async fn orphaned(
+    core: &Core,
+    cid: &str,
+    owner: &InstanceRecord,
+) -> Result<DiskRecord, StepError> {
     let size = core
         .records
         .disk(cid)
@@ -142,10 +147,13 @@ pub async fn orphaned(core: &Core, cid: &str, deployment: &str) -> Result<DiskRe
         .unwrap_or_default();
     Ok(DiskRecord {
         cid: cid.to_string(),
-        deployment: deployment.to_string(),
+        deployment: owner.deployment.clone(),
         instance_id: None,
         size,
         orphaned: true,
+        orphaned_at: Some(crate::task::unix_now()),
+        instance_name: Some(format!("{}/{}", owner.group, owner.id)),
+        az: owner.az.clone(),
     })
 }
 
@@ -176,7 +184,7 @@ pub async fn delete_instance(
         )));
     }
     if let Some(disk) = &record.disk_cid {
-        let orphan = orphaned(core, disk, &record.deployment).await?;
+        let orphan = orphaned(core, disk, &record).await?;
         writes.push(change::disk(&orphan));
     }
     core.records.write(writes).await.map_err(StepError::from)

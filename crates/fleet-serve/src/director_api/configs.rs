@@ -28,8 +28,8 @@ fn config_json(config: &CloudConfig, current: bool) -> Value {
     })
 }
 
-/// `2024-05-01 12:00:00 UTC`, as the director writes a config's time.
-fn created_at(unix: Option<u64>) -> String {
+/// `2024-05-01 12:00:00 UTC`, as the director writes a config's or an orphan's time.
+pub fn created_at(unix: Option<u64>) -> String {
     unix.map(|secs| {
         let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
         humantime::format_rfc3339_seconds(at)
@@ -298,6 +298,19 @@ pub async fn releases(State(director): State<Director>) -> ApiResult<Json<Value>
     )))
 }
 
+/// A stemcell as `bosh stemcells` reads it, with the deployments that use it.
+pub fn stemcell_json(s: &fleet_director::model::Stemcell, users: &[Value]) -> Value {
+    json!({
+        "name": s.name,
+        "operating_system": s.os,
+        "version": s.version,
+        "cid": format!("stemcell-{}-{}", s.os, s.version),
+        "cpi": "",
+        "deployments": users,
+        "api_version": 2,
+    })
+}
+
 pub async fn stemcells(State(director): State<Director>) -> ApiResult<Json<Value>> {
     let deployed = director.deployed_versions().await?;
     let stemcells: Vec<Value> = director
@@ -311,15 +324,7 @@ pub async fn stemcells(State(director): State<Director>) -> ApiResult<Json<Value
                 .filter(|(os, version, _)| *os == s.os && *version == s.version)
                 .map(|(_, _, deployment)| json!({ "name": deployment }))
                 .collect();
-            json!({
-                "name": s.name,
-                "operating_system": s.os,
-                "version": s.version,
-                "cid": format!("stemcell-{}-{}", s.os, s.version),
-                "cpi": "",
-                "deployments": users,
-                "api_version": 2,
-            })
+            stemcell_json(&s, &users)
         })
         .collect();
     Ok(Json(Value::Array(stemcells)))

@@ -192,6 +192,16 @@ async fn records(
     Ok(Json(Value::Array(list)).into_response())
 }
 
+/// `bosh errands`: the director refuses `lifecycle: errand` instance groups, so a
+/// deployment has none.
+pub async fn errands(
+    State(director): State<Director>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<Value>> {
+    exists(&director, &name).await?;
+    Ok(Json(json!([])))
+}
+
 pub async fn instances(
     Acting(director): Acting,
     Path(name): Path<String>,

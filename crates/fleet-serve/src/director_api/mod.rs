@@ -2,6 +2,7 @@
 //! `bosh` CLI and our own director inventory can drive it. Handlers translate between
 //! the wire and the [`Director`] facade; the rules live behind it.
 
+mod cleanup;
 mod configs;
 mod deployments;
 mod error;
@@ -53,6 +54,7 @@ pub fn router(director: Director) -> Router {
         .route("/deployments/{name}/diff", post(deployments::diff))
         .route("/deployments/{name}/instances", get(deployments::instances))
         .route("/deployments/{name}/vms", get(deployments::vms))
+        .route("/deployments/{name}/errands", get(deployments::errands))
         .route("/deployments/{name}/scans", post(problems::scan))
         .route(
             "/deployments/{name}/problems",
@@ -82,6 +84,10 @@ pub fn router(director: Director) -> Router {
         .route("/cloud_configs/diff", post(configs::diff_cloud_config))
         .route("/releases", get(configs::releases))
         .route("/stemcells", get(configs::stemcells))
+        .route("/disks", get(cleanup::orphaned_disks))
+        .route("/disks/{cid}", delete(cleanup::delete_disk))
+        .route("/cleanup", post(cleanup::clean_up))
+        .route("/cleanup/dryrun", get(cleanup::dry_run))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(director)

@@ -44,6 +44,8 @@ pub fn task_type(kind: TaskKind) -> &'static str {
         TaskKind::InstanceDetails => "vms",
         TaskKind::ScanProblems => "cck_scan_and_fix",
         TaskKind::ResolveProblems => "cck_apply",
+        TaskKind::CleanUp => "delete_artifacts",
+        TaskKind::DeleteOrphanDisk => "delete_orphan_disk",
     }
 }
 
