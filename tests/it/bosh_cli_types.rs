@@ -249,3 +249,33 @@ pub struct CleanableRelease {
     #[serde(deserialize_with = "nullable")]
     pub versions: Vec<String>,
 }
+
+/// `director.EventResp`, one entry of `GET /events`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct EventResp {
+    #[serde(deserialize_with = "nullable")]
+    pub id: String,
+    #[serde(deserialize_with = "nullable")]
+    pub timestamp: i64,
+    #[serde(deserialize_with = "nullable")]
+    pub user: String,
+    #[serde(deserialize_with = "nullable")]
+    pub action: String,
+    #[serde(deserialize_with = "nullable")]
+    pub object_type: String,
+    #[serde(deserialize_with = "nullable")]
+    pub object_name: String,
+    #[serde(rename = "task", deserialize_with = "nullable")]
+    pub task_id: String,
+    #[serde(rename = "deployment", deserialize_with = "nullable")]
+    pub deployment_name: String,
+    #[serde(deserialize_with = "nullable")]
+    pub instance: String,
+    #[serde(deserialize_with = "nullable")]
+    pub parent_id: String,
+    #[serde(deserialize_with = "nullable")]
+    pub context: std::collections::BTreeMap<String, serde_json::Value>,
+    #[serde(deserialize_with = "nullable")]
+    pub error: String,
+}

@@ -5,7 +5,9 @@ use fleet_updater::config::ServeLimits;
 use reqwest::Method;
 use serde_json::Value;
 
-use crate::bosh_cli_types::{CleanUpResponse, InfoResp, OrphanDiskResp, Problem, VmInfo};
+use crate::bosh_cli_types::{
+    CleanUpResponse, EventResp, InfoResp, OrphanDiskResp, Problem, VmInfo,
+};
 use crate::served::Served;
 
 const PG: &str = "service-instance_pg-03";
@@ -704,4 +706,58 @@ async fn orphaned_disks_and_clean_up_follow_the_cli() {
         .send(Method::GET, "/cleanup/dryrun?remove_all=maybe")
         .await;
     assert_eq!(bad.status(), 400);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn events_tell_who_did_what_and_filter_as_the_cli_asks() {
+    let s = Served::start(ServeLimits::default()).await;
+    let response = s
+        .put(&format!("/deployments/{PG}/jobs/%2A?state=restart"))
+        .await;
+    let id = Served::task_of(&response);
+    assert_eq!(s.wait_task(id).await["state"], "done");
+    let s = &s;
+    let events = |query: &str| {
+        let path = format!("/events{query}");
+        async move {
+            let value = s.get_json(&path).await;
+            serde_json::from_value::<Vec<EventResp>>(value).unwrap()
+        }
+    };
+
+    // `bosh events`: newest first; the restart started and ended, by admin.
+    let all = events("").await;
+    assert!(all.len() >= 2, "{all:?}");
+    let (end, start) = (&all[0], &all[1]);
+    assert_eq!(
+        (end.action.as_str(), end.task_id.clone()),
+        ("restart", id.to_string())
+    );
+    assert_eq!(end.parent_id, start.id);
+    assert_eq!((end.user.as_str(), start.user.as_str()), ("admin", "admin"));
+    assert_eq!(
+        (end.object_type.as_str(), end.object_name.as_str()),
+        ("deployment", PG)
+    );
+    assert!(end.timestamp >= start.timestamp && start.timestamp > 1_600_000_000);
+    // The embedded fleet's provisioning created every deployment.
+    let created = events("?action=create").await;
+    assert!(!created.is_empty() && created.iter().all(|e| e.action == "create"));
+
+    // `--deployment`, `--task`, `--before-id`, `--after`.
+    let of_pg = events(&format!("?deployment={PG}")).await;
+    assert!(!of_pg.is_empty() && of_pg.iter().all(|e| e.deployment_name == PG));
+    let of_task = events(&format!("?task={id}")).await;
+    assert_eq!(of_task.len(), 2);
+    let older = events(&format!("?before_id={}", start.id)).await;
+    assert!(!older.is_empty());
+    assert!(
+        older
+            .iter()
+            .all(|e| e.id.parse::<u64>().unwrap() < start.id.parse().unwrap())
+    );
+    assert!(events("?after_time=2999-01-01%2000:00:00").await.is_empty());
+    let bad = s.send(Method::GET, "/events?before_time=yesterday").await;
+    assert_eq!(bad.status(), 400);
+    assert!(Served::description(bad).await.contains("before_time"));
 }

@@ -5,6 +5,7 @@
 //! and the agents are behind the [`cpi::Cpi`] and [`agent::Agent`] traits.
 
 pub mod agent;
+pub mod audit;
 pub mod cleanup;
 pub mod cloud;
 pub mod cloud_check;
@@ -622,6 +623,27 @@ impl Director {
                 move |core, log| cleanup::clean_up(core, log, plan),
             )
             .await
+    }
+
+    /// The director's event log (`bosh events`), newest first, one page.
+    pub async fn audit_events(
+        &self,
+        filter: &audit::AuditFilter,
+    ) -> Result<Vec<audit::AuditEvent>, DirectorError> {
+        let tasks = match filter.task {
+            Some(id) => self.store().task(id).await?.into_iter().collect(),
+            None => {
+                self.store()
+                    .tasks(TaskFilter {
+                        deployment: filter.deployment.clone(),
+                        states: None,
+                        read_only: false,
+                        limit: None,
+                    })
+                    .await?
+            }
+        };
+        Ok(audit::events(&tasks, filter))
     }
 
     async fn require_deployment(&self, deployment: &str) -> Result<(), DirectorError> {

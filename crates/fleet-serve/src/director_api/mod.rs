@@ -6,6 +6,7 @@ mod cleanup;
 mod configs;
 mod deployments;
 mod error;
+mod events;
 mod problems;
 mod query;
 mod tasks;
@@ -74,6 +75,7 @@ pub fn router(director: Director) -> Router {
         .route("/tasks/{id}/output", get(tasks::output))
         .route("/task/{id}", delete(tasks::cancel))
         .route("/locks", get(tasks::locks))
+        .route("/events", get(events::list))
         .route("/configs", get(configs::list).post(configs::update))
         .route("/configs/diff", post(configs::diff))
         .route("/configs/{id}", get(configs::one))
