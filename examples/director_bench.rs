@@ -109,6 +109,7 @@ fn planning() {
                 disk_cid: None,
                 applied: Some(spec.clone()),
                 state: DesiredState::Started,
+                ignore: false,
             })
         })
         .collect();

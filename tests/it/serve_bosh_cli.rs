@@ -761,3 +761,77 @@ async fn events_tell_who_did_what_and_filter_as_the_cli_asks() {
     assert_eq!(bad.status(), 400);
     assert!(Served::description(bad).await.contains("before_time"));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ignore_and_unignore_set_an_instance_aside_as_the_cli_asks() {
+    let s = Served::start(ServeLimits::default()).await;
+    let instance = s.serving.fleet().director().instances(PG).await.unwrap()[0].clone();
+    let set = |path: String, body: &'static str| {
+        s.director(Method::PUT, &path)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+    let path = format!(
+        "/deployments/{PG}/instance_groups/{}/{}/ignore",
+        instance.group, instance.id
+    );
+    let ignored = |s: &Served| {
+        let id = instance.id.clone();
+        let fleet = s.serving.fleet().director().clone();
+        async move {
+            fleet
+                .instances(PG)
+                .await
+                .unwrap()
+                .into_iter()
+                .find(|i| i.id == id)
+                .unwrap()
+                .ignore
+        }
+    };
+    assert_eq!(
+        set(path.clone(), r#"{"ignore":true}"#)
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    assert!(ignored(&s).await);
+    // `bosh vms` shows it.
+    let response = s
+        .send(Method::GET, &format!("/deployments/{PG}/vms?format=full"))
+        .await;
+    let id = Served::task_of(&response);
+    s.wait_task(id).await;
+    let vms: Vec<VmInfo> = s
+        .output(id, "result")
+        .await
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        vms.iter().any(|v| v.id == instance.id && v.ignore),
+        "{vms:?}"
+    );
+    assert_eq!(
+        set(path.clone(), r#"{"ignore":false}"#)
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    assert!(!ignored(&s).await);
+    let unknown = set(
+        format!(
+            "/deployments/{PG}/instance_groups/{}/nope/ignore",
+            instance.group
+        ),
+        r#"{"ignore":true}"#,
+    )
+    .await
+    .unwrap();
+    assert_eq!(unknown.status(), 404);
+    let bad = set(path, r#"{"ignore":"yes"}"#).await.unwrap();
+    assert_eq!(bad.status(), 400);
+}

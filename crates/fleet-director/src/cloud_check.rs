@@ -117,6 +117,9 @@ async fn examine(core: &Core, instance: &InstanceRecord) -> Result<Option<Proble
     let (Some(vm_cid), Some(agent_id)) = (&instance.vm_cid, &instance.agent_id) else {
         return Ok(None);
     };
+    if instance.ignore {
+        return Ok(None);
+    }
     let name = format!("{}/{} ({})", instance.group, instance.id, instance.index);
     let kind = if !core
         .cpi

@@ -80,7 +80,8 @@ async fn bind(
         "Binding existing deployment"
     });
     let mut calls = JoinSet::new();
-    for instance in existing {
+    // Ignored instances are not asked: their agents may be down for a reason.
+    for instance in existing.iter().filter(|i| !i.ignore) {
         let (Some(agent), Some(_)) = (instance.agent_id.clone(), &instance.vm_cid) else {
             continue;
         };
@@ -156,6 +157,19 @@ pub async fn deploy(
             target: options.target.clone(),
         },
     );
+    let ignored: Vec<String> = plan
+        .obsolete
+        .iter()
+        .filter(|i| i.ignore)
+        .map(InstanceRecord::name)
+        .collect();
+    if !ignored.is_empty() {
+        return Err(StepError::Failed(format!(
+            "the manifest deletes {}, which the operator set aside with `bosh ignore`; unignore              them first, or keep them in the manifest",
+            ignored.join(", ")
+        ))
+        .into());
+    }
     if options.dry_run {
         // Reserving would change the store, so a dry run counts without addresses.
         let (changed, obsolete) = (plan.changed_instances(), plan.obsolete.len());
@@ -296,7 +310,7 @@ pub async fn stop(
         .instances(&name)
         .await?
         .into_iter()
-        .filter(|i: &InstanceRecord| target.matches(&i.group, i.index, &i.id))
+        .filter(|i: &InstanceRecord| target.matches(&i.group, i.index, &i.id) && !i.ignore)
         .collect();
     let unresponsive = bind(&core, &log, &existing, true).await?.unresponsive;
     let running: Vec<InstanceRecord> = existing

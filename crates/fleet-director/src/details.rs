@@ -136,7 +136,7 @@ fn line(
         "disk_cid": instance.disk_cid,
         "disk_cids": instance.disk_cid.iter().collect::<Vec<_>>(),
         "stemcell": stemcell(instance.vm_stemcell.as_deref(), uploaded),
-        "ignore": false,
+        "ignore": instance.ignore,
         "active": instance.vm_cid.is_some(),
         "processes": processes(state),
         "vitals": vitals(state),

@@ -442,6 +442,43 @@ impl Director {
         Ok(())
     }
 
+    /// Sets an instance aside (`bosh ignore`) or takes it back (`bosh unignore`).
+    ///
+    /// # Errors
+    /// [`DirectorError::UnknownGroup`] or [`DirectorError::UnknownInstance`] for what the
+    /// deployment does not have, [`DirectorError::Locked`] while a task changes it.
+    pub async fn set_ignore(
+        &self,
+        deployment: &str,
+        group: &str,
+        instance: &str,
+        ignore: bool,
+    ) -> Result<(), DirectorError> {
+        let target = Target::instance(group, instance);
+        self.check_target(deployment, &target).await?;
+        if let Some(task) = self.lock_holder(deployment).await? {
+            return Err(DirectorError::Locked {
+                deployment: deployment.to_string(),
+                task,
+            });
+        }
+        let mut record = self
+            .instances(deployment)
+            .await?
+            .into_iter()
+            .find(|i| target.matches(&i.group, i.index, &i.id))
+            .ok_or_else(|| DirectorError::UnknownInstance {
+                deployment: deployment.to_string(),
+                group: group.to_string(),
+                instance: instance.to_string(),
+            })?;
+        record.ignore = ignore;
+        Ok(self
+            .records()
+            .write(vec![change::instance(&record)])
+            .await?)
+    }
+
     /// Asks a running task to stop at its next safe point: what it started finishes,
     /// nothing new starts, and it ends as `cancelled`.
     ///

@@ -90,6 +90,10 @@ pub struct InstanceRecord {
     /// makes its first change, so an update cut short is redone by the next deploy.
     pub applied: Option<InstanceSpec>,
     pub state: DesiredState,
+    /// Set aside by the operator (`bosh ignore`): deploys, state changes and cloud check
+    /// leave it as it is.
+    #[serde(default)]
+    pub ignore: bool,
 }
 
 impl InstanceRecord {

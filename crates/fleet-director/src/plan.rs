@@ -238,6 +238,9 @@ pub fn plan(
                         // A stopped or detached instance stays so until it is started.
                         (_, false) => changes.clear(),
                     }
+                    if e.ignore {
+                        changes.clear();
+                    }
                 }
                 let az = if group.azs.is_empty() {
                     None
@@ -309,7 +312,26 @@ instance_groups:
             disk_cid: None,
             applied: Some(desired_spec(m, &m.instance_groups[0])),
             state: DesiredState::Started,
+            ignore: false,
         }
+    }
+
+    #[test]
+    fn an_ignored_instance_is_left_as_it_is_whatever_changed() {
+        let old = manifest(2, "1.0");
+        let mut ignored = record(&old, 0);
+        ignored.ignore = true;
+        let options = PlanOptions {
+            recreate: true,
+            ..PlanOptions::default()
+        };
+        let p = plan(
+            &manifest(2, "2.0"),
+            vec![ignored, record(&old, 1)],
+            &options,
+        );
+        let changed: Vec<bool> = p.instances().map(InstancePlan::changed).collect();
+        assert_eq!(changed, [false, true]);
     }
 
     #[test]

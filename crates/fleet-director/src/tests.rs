@@ -2241,3 +2241,57 @@ async fn clean_up_keeps_what_is_used_and_the_newest_unused_and_all_removes_the_r
     let task = deploy(&f.director, &manifest("d", 2, "1.0", 2048)).await;
     assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
 }
+
+/// `bosh ignore`: deploys, recreates and scale-downs leave the instance as it is, until
+/// `bosh unignore`.
+#[tokio::test(start_paused = true)]
+async fn an_ignored_instance_is_left_as_it_is_until_unignored() {
+    let f = fixture(vec![]).await;
+    deploy(&f.director, &manifest("d", 2, "1.0", 0)).await;
+    let before = f.director.instances("d").await.unwrap();
+    f.director
+        .set_ignore("d", "web", &before[0].id, true)
+        .await
+        .unwrap();
+    let task = deploy(&f.director, &manifest("d", 2, "2.0", 0)).await;
+    assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+    let after = f.director.instances("d").await.unwrap();
+    assert_eq!(after[0].vm_cid, before[0].vm_cid, "ignored: not touched");
+    assert_eq!(after[0].vm_stemcell.as_deref(), Some("jammy/1.0"));
+    assert_eq!(after[1].vm_stemcell.as_deref(), Some("jammy/2.0"));
+    let recreate = f
+        .director
+        .recreate("d", RecreateOptions::default())
+        .await
+        .unwrap();
+    f.director.wait(recreate.id).await.unwrap();
+    assert_eq!(
+        f.director.instances("d").await.unwrap()[0].vm_cid,
+        before[0].vm_cid
+    );
+    // Scaling the ignored instance away is refused, naming it.
+    f.director.set_ignore("d", "web", "1", true).await.unwrap();
+    let refused = deploy(&f.director, &manifest("d", 1, "2.0", 0)).await;
+    assert!(
+        failed(&refused).contains("bosh ignore"),
+        "{:?}",
+        refused.result
+    );
+    assert!(matches!(
+        f.director.set_ignore("d", "web", "7", true).await,
+        Err(DirectorError::UnknownInstance { .. })
+    ));
+    // Unignored, the next deploy brings it up to date.
+    f.director
+        .set_ignore("d", "web", &before[0].id, false)
+        .await
+        .unwrap();
+    let task = deploy(&f.director, &manifest("d", 2, "2.0", 0)).await;
+    assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+    assert_eq!(
+        f.director.instances("d").await.unwrap()[0]
+            .vm_stemcell
+            .as_deref(),
+        Some("jammy/2.0")
+    );
+}

@@ -42,6 +42,7 @@ pub async fn create_missing_vm(
         disk_cid: None,
         applied: None,
         state: DesiredState::Started,
+        ignore: false,
     });
     persist(core, &record).await?;
     if record.vm_cid.is_none() {

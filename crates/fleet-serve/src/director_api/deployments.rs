@@ -192,6 +192,31 @@ async fn records(
     Ok(Json(Value::Array(list)).into_response())
 }
 
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IgnoreBody {
+    ignore: bool,
+}
+
+/// `bosh ignore` and `bosh unignore`.
+pub async fn ignore(
+    State(director): State<Director>,
+    Path((name, group, instance)): Path<(String, String, String)>,
+    body: String,
+) -> ApiResult<Response> {
+    let body: IgnoreBody = serde_json::from_str(&body).map_err(|e| {
+        ApiError::bad_request(
+            code::VALIDATION_INVALID_TYPE,
+            format!("the body must be {{\"ignore\": true|false}}: {e}"),
+        )
+    })?;
+    exists(&director, &name).await?;
+    director
+        .set_ignore(&name, &group, &instance, body.ignore)
+        .await?;
+    Ok(StatusCode::OK.into_response())
+}
+
 /// `bosh errands`: the director refuses `lifecycle: errand` instance groups, so a
 /// deployment has none.
 pub async fn errands(

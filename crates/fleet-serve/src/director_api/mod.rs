@@ -56,6 +56,10 @@ pub fn router(director: Director) -> Router {
         .route("/deployments/{name}/instances", get(deployments::instances))
         .route("/deployments/{name}/vms", get(deployments::vms))
         .route("/deployments/{name}/errands", get(deployments::errands))
+        .route(
+            "/deployments/{name}/instance_groups/{group}/{instance}/ignore",
+            put(deployments::ignore),
+        )
         .route("/deployments/{name}/scans", post(problems::scan))
         .route(
             "/deployments/{name}/problems",
