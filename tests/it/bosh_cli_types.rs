@@ -279,3 +279,41 @@ pub struct EventResp {
     #[serde(deserialize_with = "nullable")]
     pub error: String,
 }
+
+/// The ODB errands' `service.Instance`, one entry of `GET /mgmt/service_instances`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct OdbInstance {
+    #[serde(rename = "service_instance_id", deserialize_with = "nullable")]
+    pub guid: String,
+    #[serde(rename = "plan_id", deserialize_with = "nullable")]
+    pub plan_unique_id: String,
+    #[serde(deserialize_with = "nullable")]
+    pub space_guid: String,
+}
+
+/// The ODB errands' `broker.OperationData`, the body of a 202. Go matches the field
+/// names case-insensitively and sends the whole struct back, its deprecated errand fields
+/// included, in `last_operation`'s `operation` parameter.
+#[derive(Debug, Default, Deserialize, serde::Serialize)]
+#[serde(default)]
+pub struct OdbOperationData {
+    #[serde(rename = "BoshTaskID", deserialize_with = "nullable")]
+    pub bosh_task_id: i64,
+    #[serde(rename = "OperationType", deserialize_with = "nullable")]
+    pub operation_type: String,
+    #[serde(rename = "PostDeployErrand")]
+    pub post_deploy_errand: serde_json::Map<String, serde_json::Value>,
+    #[serde(rename = "PreDeleteErrand")]
+    pub pre_delete_errand: serde_json::Map<String, serde_json::Value>,
+}
+
+/// `domain.LastOperation` of the broker API library the ODB errands use.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct OdbLastOperation {
+    #[serde(deserialize_with = "nullable")]
+    pub state: String,
+    #[serde(deserialize_with = "nullable")]
+    pub description: String,
+}

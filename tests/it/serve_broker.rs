@@ -204,3 +204,91 @@ async fn polling_needs_an_operation_and_a_known_instance() {
         .unwrap();
     assert_eq!(other_major.status(), 412);
 }
+
+/// The ODB `upgrade-all-service-instances` errand's sequence: list, trigger each (204 is
+/// skipped, blocked ones included), poll with the operation data as Go sends it back,
+/// and list again for the latest info. It runs to the end.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_odb_upgrade_all_sequence_runs_to_the_end_and_skips_blocked_instances() {
+    use crate::bosh_cli_types::{OdbInstance, OdbLastOperation, OdbOperationData};
+    let s = Served::start(ServeLimits::default()).await;
+    let list = || async {
+        let response = s
+            .broker(Method::GET, "/mgmt/service_instances")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        serde_json::from_str::<Vec<OdbInstance>>(&response.text().await.unwrap()).unwrap()
+    };
+    let instances = list().await;
+    assert_eq!(instances.len(), 5);
+    let (mut upgraded, mut skipped) = (0, Vec::new());
+    for instance in &instances {
+        assert!(!instance.guid.is_empty() && !instance.plan_unique_id.is_empty());
+        let body = format!(
+            r#"{{"plan_id": "{}", "context":{{"space_guid":"{}"}}}}"#,
+            instance.plan_unique_id, instance.space_guid
+        );
+        let response = s
+            .broker(
+                Method::PATCH,
+                &format!("/mgmt/service_instances/{}?operation_type=upgrade", instance.guid),
+            )
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        match response.status().as_u16() {
+            204 => skipped.push(instance.guid.clone()),
+            202 => {
+                let data: OdbOperationData =
+                    serde_json::from_str(&response.text().await.unwrap()).unwrap();
+                assert!(data.bosh_task_id > 0);
+                assert_eq!(data.operation_type, "upgrade");
+                // Go marshals the whole struct back into the query.
+                let operation = serde_json::to_string(&data).unwrap();
+                let last = loop {
+                    let polled = s
+                        .broker(
+                            Method::GET,
+                            &format!("/v2/service_instances/{}/last_operation", instance.guid),
+                        )
+                        .query(&[("operation", operation.as_str())])
+                        .send()
+                        .await
+                        .unwrap();
+                    assert_eq!(polled.status(), 200);
+                    let last: OdbLastOperation =
+                        serde_json::from_str(&polled.text().await.unwrap()).unwrap();
+                    if last.state != "in progress" {
+                        break last;
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                };
+                assert_eq!(last.state, "succeeded", "{last:?}");
+                upgraded += 1;
+            }
+            other => panic!("{}: unexpected status code: {other}", instance.guid),
+        }
+    }
+    assert_eq!(skipped, ["pg-02"], "the blocked one is skipped, not failed");
+    assert_eq!(upgraded, 4);
+    // A second run finds everything up to date: every trigger is skipped.
+    assert_eq!(list().await.len(), 5);
+    for instance in list().await {
+        let status = s
+            .broker(
+                Method::PATCH,
+                &format!("/mgmt/service_instances/{}?operation_type=upgrade", instance.guid),
+            )
+            .header("content-type", "application/json")
+            .body(format!(r#"{{"plan_id": "{}", "context":{{"space_guid":""}}}}"#, instance.plan_unique_id))
+            .send()
+            .await
+            .unwrap()
+            .status();
+        assert_eq!(status, 204, "{}", instance.guid);
+    }
+}
