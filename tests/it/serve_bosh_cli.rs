@@ -254,6 +254,22 @@ async fn deploy_instances_vms_recreate_stop_start_and_delete_follow_the_cli_sequ
         assert!(v["time"].is_u64() && v["index"].is_u64() && v["progress"].is_u64());
     }
 
+    // `bosh task N --cpi` and `--debug`: the task's requests to the cloud and calls to
+    // the agents, not its events again.
+    let recreate = s
+        .put(&format!("/deployments/{PG}/jobs/%2A?state=recreate"))
+        .await;
+    let recreate = Served::task_of(&recreate);
+    s.wait_task(recreate).await;
+    let cpi = s.output(recreate, "cpi").await;
+    assert!(cpi.contains("request: create_vm"), "{cpi}");
+    assert!(cpi.contains("request: delete_vm"), "{cpi}");
+    assert!(!cpi.contains("Updating instance"), "{cpi}");
+    let debug = s.output(recreate, "debug").await;
+    assert!(debug.contains("DirectorJobRunner: agent"), "{debug}");
+    assert!(debug.contains("CPI: request: create_vm"), "{debug}");
+    assert!(debug.contains("Updating instance"), "{debug}");
+
     // `bosh errands`: none, as the director takes no errand instance groups.
     assert_eq!(
         s.get_json(&format!("/deployments/{PG}/errands")).await,

@@ -233,7 +233,10 @@ async fn the_odb_upgrade_all_sequence_runs_to_the_end_and_skips_blocked_instance
         let response = s
             .broker(
                 Method::PATCH,
-                &format!("/mgmt/service_instances/{}?operation_type=upgrade", instance.guid),
+                &format!(
+                    "/mgmt/service_instances/{}?operation_type=upgrade",
+                    instance.guid
+                ),
             )
             .header("content-type", "application/json")
             .body(body)
@@ -281,10 +284,16 @@ async fn the_odb_upgrade_all_sequence_runs_to_the_end_and_skips_blocked_instance
         let status = s
             .broker(
                 Method::PATCH,
-                &format!("/mgmt/service_instances/{}?operation_type=upgrade", instance.guid),
+                &format!(
+                    "/mgmt/service_instances/{}?operation_type=upgrade",
+                    instance.guid
+                ),
             )
             .header("content-type", "application/json")
-            .body(format!(r#"{{"plan_id": "{}", "context":{{"space_guid":""}}}}"#, instance.plan_unique_id))
+            .body(format!(
+                r#"{{"plan_id": "{}", "context":{{"space_guid":""}}}}"#,
+                instance.plan_unique_id
+            ))
             .send()
             .await
             .unwrap()

@@ -370,7 +370,7 @@ async fn run(
             let (core, stage, slots) = (Arc::clone(core), stage.clone(), Arc::clone(slots));
             let (deployment, stemcell, config) =
                 (deployment.to_string(), stemcell.to_string(), config.clone());
-            running.spawn(async move {
+            running.spawn(crate::trace::within(async move {
                 let worker = Worker {
                     core: &core,
                     deployment: &deployment,
@@ -381,7 +381,7 @@ async fn run(
                 let result = step.end(worker.compile(&mut slot, &ready, &dependencies).await);
                 slots.lock().unwrap_or_else(|p| p.into_inner()).push(slot);
                 (ready, result)
-            });
+            }));
         }
         match running.join_next().await {
             None => break,

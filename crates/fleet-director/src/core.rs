@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use super::agent::{Agent, AgentError};
 use super::cpi::Cpi;
+use super::cpi_trace::TracedCpi;
 use super::records::Records;
+use super::trace::{Channel, note};
 use fleet_store::AsyncStore;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,7 +58,8 @@ impl Core {
         Core {
             records: Records::new(store.clone()),
             store,
-            cpi,
+            // Every CPI call of a task is in its trace.
+            cpi: Arc::new(TracedCpi(cpi)),
             agent,
             settings,
             compile_locks: Mutex::new(HashMap::new()),
@@ -77,12 +80,19 @@ impl Core {
         method: &str,
         call: impl Future<Output = Result<T, AgentError>>,
     ) -> Result<T, AgentError> {
-        match tokio::time::timeout(self.settings.agent_timeout, call).await {
+        let started = tokio::time::Instant::now();
+        let answer = match tokio::time::timeout(self.settings.agent_timeout, call).await {
             Ok(result) => result,
             Err(_) => Err(AgentError::Unresponsive {
                 agent_id: agent_id.to_string(),
                 method: method.to_string(),
             }),
-        }
+        };
+        let ms = started.elapsed().as_millis();
+        note(Channel::Debug, || match &answer {
+            Ok(_) => format!("agent {agent_id}: {method} answered ({ms} ms)"),
+            Err(e) => format!("agent {agent_id}: {method} failed: {e} ({ms} ms)"),
+        });
+        answer
     }
 }

@@ -87,13 +87,13 @@ async fn bind(
         };
         let core = Arc::clone(core);
         let (id, name) = (instance.id.clone(), instance.name());
-        calls.spawn(async move {
+        calls.spawn(crate::trace::within(async move {
             let state = core
                 .agent_call(&agent, "get_state", core.agent.get_state(&agent))
                 .await
                 .ok();
             (id, name, state)
-        });
+        }));
     }
     let mut bound = Bound {
         unresponsive: BTreeSet::new(),
@@ -226,13 +226,13 @@ pub async fn deploy(
                 name.clone(),
                 (*instance).clone(),
             );
-            created.spawn(async move {
+            created.spawn(crate::trace::within(async move {
                 let step = stage.start(format!("{}/{}", instance.group, instance.index));
                 (
                     slot,
                     step.end(create_missing_vm(&core, &name, &instance).await),
                 )
-            });
+            }));
         }
         let mut records = vec![None; missing.len()];
         let mut first_error = None;

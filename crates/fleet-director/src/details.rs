@@ -154,7 +154,9 @@ pub async fn instance_lines(core: Arc<Core>, deployment: String) -> Result<Strin
     let mut asked = JoinSet::new();
     for (slot, instance) in instances.iter().enumerate() {
         let (core, instance) = (Arc::clone(&core), instance.clone());
-        asked.spawn(async move { (slot, observe(&core, &instance).await) });
+        asked.spawn(crate::trace::within(async move {
+            (slot, observe(&core, &instance).await)
+        }));
     }
     let mut observed = vec![(String::new(), None); instances.len()];
     while let Some(joined) = asked.join_next().await {

@@ -13,6 +13,7 @@ mod compilation;
 pub mod compile;
 pub mod core;
 pub mod cpi;
+mod cpi_trace;
 mod deploy;
 mod details;
 mod error;
@@ -29,6 +30,7 @@ pub mod sim;
 mod snapshot;
 mod target;
 mod task;
+pub mod trace;
 mod update;
 pub mod validate;
 
@@ -804,6 +806,11 @@ impl Director {
 
     pub async fn events(&self, id: u64) -> Result<Vec<TaskEvent>, DirectorError> {
         Ok(self.store().events(id).await?)
+    }
+
+    /// A task's CPI and debug lines (`bosh task --cpi`, `--debug`).
+    pub async fn trace(&self, id: u64) -> Result<Vec<trace::TraceLine>, DirectorError> {
+        self.runner.trace(id).await
     }
 
     pub async fn locks(&self) -> Result<Vec<(String, u64)>, DirectorError> {

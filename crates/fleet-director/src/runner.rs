@@ -15,7 +15,8 @@ use super::core::Core;
 use super::error::DirectorError;
 use super::model::{DeploymentRecord, Task, TaskKind, TaskState};
 use super::task::{JobError, TaskLog, unix_now};
-use fleet_store::StoreError;
+use super::trace::{self, Trace, TraceLine};
+use fleet_store::{Collection, StoreError, put};
 
 /// The name of a deployment's lock in the store.
 pub fn lock_name(deployment: &str) -> String {
@@ -85,6 +86,8 @@ pub struct TaskRunner {
     core: Arc<Core>,
     /// The cancellation flag of every task this process runs.
     running: Mutex<HashMap<u64, Arc<AtomicBool>>>,
+    /// The trace of every task this process runs, readable while it runs.
+    traces: Mutex<HashMap<u64, Trace>>,
     /// Held by every write of a task's state (its start, its end, a cancellation), so
     /// that none overwrites another.
     state_writes: tokio::sync::Mutex<()>,
@@ -96,6 +99,7 @@ impl TaskRunner {
         TaskRunner {
             core,
             running: Mutex::new(HashMap::new()),
+            traces: Mutex::new(HashMap::new()),
             state_writes: tokio::sync::Mutex::new(()),
             finished: Notify::new(),
         }
@@ -103,6 +107,25 @@ impl TaskRunner {
 
     fn flags(&self) -> MutexGuard<'_, HashMap<u64, Arc<AtomicBool>>> {
         self.running.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn traces_of(&self) -> MutexGuard<'_, HashMap<u64, Trace>> {
+        self.traces.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A task's CPI and debug lines: as far as they go while it runs, all of them once
+    /// it has ended.
+    pub async fn trace(&self, id: u64) -> Result<Vec<TraceLine>, DirectorError> {
+        let live = self.traces_of().get(&id).map(Trace::lines);
+        match live {
+            Some(lines) => Ok(lines),
+            None => Ok(self
+                .core
+                .store
+                .get::<Vec<TraceLine>>(Collection::TaskTraces, &id.to_string())
+                .await?
+                .unwrap_or_default()),
+        }
     }
 
     /// The task as the store has it.
@@ -207,14 +230,26 @@ impl TaskRunner {
             ))),
             Ok(()) => {
                 let log = TaskLog::start(id, core.store.clone(), Arc::clone(&cancel));
+                let trace = Trace::default();
+                self.traces_of().insert(id, trace.clone());
                 // The job runs as its own task so that a panic in it still ends this task
                 // and releases the lock.
-                let outcome = match tokio::spawn(job(Arc::clone(core), log.clone())).await {
+                let work = trace::run_with(trace.clone(), job(Arc::clone(core), log.clone()));
+                let outcome = match tokio::spawn(work).await {
                     Ok(outcome) => outcome,
                     Err(e) => Err(JobError::from(format!("internal error: {e}"))),
                 };
-                // Every event of the job is in the store before the task shows as ended.
+                // Every event of the job is in the store before the task shows as ended,
+                // and so is its trace.
                 log.flush().await;
+                let lines = trace.lines();
+                if !lines.is_empty() {
+                    let kept = put(Collection::TaskTraces, &id.to_string(), "", &lines);
+                    if let Err(e) = core.store.write(vec![kept]).await {
+                        tracing::warn!(task = id, error = %e, "the task's trace was not kept");
+                    }
+                }
+                self.traces_of().remove(&id);
                 outcome
             }
         };

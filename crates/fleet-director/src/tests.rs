@@ -2295,3 +2295,72 @@ async fn an_ignored_instance_is_left_as_it_is_until_unignored() {
         Some("jammy/2.0")
     );
 }
+
+/// `bosh task --cpi` and `--debug`: what a task asked of the cloud and the agents, kept
+/// with the task; a spec's properties, which may hold credentials, are not in it.
+#[tokio::test(start_paused = true)]
+async fn a_task_keeps_its_cpi_and_agent_calls_and_no_properties() {
+    let f = fixture(vec![]).await;
+    let text = manifest("d", 2, "1.0", 1024).replace(
+        "properties: {port: 80}",
+        "properties: {port: 80, password: hunter2-secret}",
+    );
+    assert!(
+        text.contains("hunter2-secret"),
+        "the manifest carries the property"
+    );
+    let task = deploy(&f.director, &text).await;
+    assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+    let trace = f.director.trace(task.id).await.unwrap();
+    let cpi: Vec<&str> = trace
+        .iter()
+        .filter(|l| l.channel == crate::trace::Channel::Cpi)
+        .map(|l| l.text.as_str())
+        .collect();
+    let requests = |method: &str| {
+        cpi.iter()
+            .filter(|l| l.starts_with(&format!("request: {method} ")))
+            .count()
+    };
+    let answers = |method: &str| {
+        cpi.iter()
+            .filter(|l| l.starts_with(&format!("response: {method} result")))
+            .count()
+    };
+    // Two instances and a compilation VM, which is deleted again.
+    assert_eq!(
+        (requests("create_vm"), answers("create_vm")),
+        (3, 3),
+        "{cpi:?}"
+    );
+    assert_eq!(
+        (requests("delete_vm"), answers("delete_vm")),
+        (1, 1),
+        "{cpi:?}"
+    );
+    assert_eq!(
+        (requests("create_disk"), answers("create_disk")),
+        (2, 2),
+        "{cpi:?}"
+    );
+    assert!(
+        trace
+            .iter()
+            .any(|l| l.channel == crate::trace::Channel::Debug
+                && l.text.contains(": apply answered")),
+        "{trace:?}"
+    );
+    assert!(
+        !trace.iter().any(|l| l.text.contains("hunter2")),
+        "{trace:?}"
+    );
+    // Another task has its own.
+    let other = deploy(&f.director, &text).await;
+    let again = f.director.trace(other.id).await.unwrap();
+    assert!(
+        !again
+            .iter()
+            .any(|l| l.text.starts_with("request: create_vm")),
+        "{again:?}"
+    );
+}

@@ -30,6 +30,8 @@ pub enum Collection {
     Dns,
     /// What the last cloud check of each deployment found, until it is resolved.
     Problems,
+    /// Each finished task's CPI and debug lines, by task id.
+    TaskTraces,
 }
 
 impl Collection {
@@ -50,6 +52,7 @@ impl Collection {
             Collection::CompiledPackages => "compiled_packages",
             Collection::Dns => "dns",
             Collection::Problems => "problems",
+            Collection::TaskTraces => "task_traces",
         }
     }
 }

@@ -92,7 +92,7 @@ async fn run_window(
             let stage = stage.clone();
             let deployment = deployment.to_string();
             let options = options.clone();
-            running.spawn(async move {
+            running.spawn(crate::trace::within(async move {
                 update_instance(
                     &core,
                     &stage,
@@ -103,7 +103,7 @@ async fn run_window(
                     &options,
                 )
                 .await
-            });
+            }));
         }
         match running.join_next().await {
             None => break,
@@ -249,9 +249,9 @@ pub async fn update_groups(
                 options.clone(),
                 Arc::clone(&halt),
             );
-            set.spawn(async move {
+            set.spawn(crate::trace::within(async move {
                 update_group(&core, &log, &deployment, &group, &options, &halt).await
-            });
+            }));
         }
         // Only a group that failed returns an error; those it halted end quietly.
         let mut first_error = None;

@@ -95,7 +95,12 @@ pub async fn output(
                 task.result.clone().unwrap_or_default()
             }
         }
-        "debug" | "cpi" => wire::debug_log(&task, &director.events(id).await?),
+        "debug" => wire::debug_log(
+            &task,
+            &director.events(id).await?,
+            &director.trace(id).await?,
+        ),
+        "cpi" => wire::cpi_log(&director.trace(id).await?),
         "none" => String::new(),
         other => {
             return Err(ApiError::bad_request(

@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 
 use super::error::{ApiError, code};
 use fleet_director::model::{EventState, Task, TaskEvent, TaskKind, TaskState};
+use fleet_director::trace::{Channel, TraceLine};
 use fleet_yaml::{self as yaml, Limits, Node};
 
 /// What the director shows of a task's result in listings.
@@ -91,20 +92,38 @@ pub fn event_log(task: &Task, events: &[TaskEvent]) -> String {
 }
 
 /// A readable log of the same events, for `type=debug`.
-pub fn debug_log(task: &Task, events: &[TaskEvent]) -> String {
+pub fn debug_log(task: &Task, events: &[TaskEvent], trace: &[TraceLine]) -> String {
     let mut out = format!("task {}: {}\n", task.id, task.description);
-    for e in events {
-        out.push_str(&format!(
-            "[{}] {} > {}: {:?}{}\n",
-            e.time,
-            e.stage,
-            e.task,
-            e.state,
-            e.error
-                .as_deref()
-                .map(|m| format!(" ({m})"))
-                .unwrap_or_default()
-        ));
+    // Events and trace lines in the order they happened.
+    let mut lines: Vec<(u64, String)> = events
+        .iter()
+        .map(|e| {
+            let line = format!(
+                "[{}] {} > {}: {:?}{}",
+                stamp(e.time),
+                e.stage,
+                e.task,
+                e.state,
+                e.error
+                    .as_deref()
+                    .map(|m| format!(" ({m})"))
+                    .unwrap_or_default()
+            );
+            (e.time, line)
+        })
+        .collect();
+    lines.extend(trace.iter().map(|t| {
+        let source = match t.channel {
+            Channel::Debug => "DirectorJobRunner",
+            Channel::Cpi => "CPI",
+        };
+        (t.time, format!("[{}] {source}: {}", stamp(t.time), t.text))
+    }));
+    // Stable: what happened in the same second keeps its recorded order.
+    lines.sort_by_key(|(time, _)| *time);
+    for (_, line) in lines {
+        out.push_str(&line);
+        out.push('\n');
     }
     if !task.state.is_running() {
         out.push_str(&format!(
@@ -115,6 +134,20 @@ pub fn debug_log(task: &Task, events: &[TaskEvent]) -> String {
         ));
     }
     out
+}
+
+/// The requests to the cloud and their answers (`bosh task --cpi`).
+pub fn cpi_log(trace: &[TraceLine]) -> String {
+    trace
+        .iter()
+        .filter(|t| t.channel == Channel::Cpi)
+        .map(|t| format!("[{}] {}\n", stamp(t.time), t.text))
+        .collect()
+}
+
+fn stamp(unix: u64) -> String {
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(unix);
+    humantime::format_rfc3339_seconds(at).to_string()
 }
 
 /// What `old` and `new` mean, as the director's diff: `[line, "added"|"removed"|null]`.

@@ -1,0 +1,99 @@
+//! The CPI as the director calls it: every request and its answer go into the running
+//! task's trace (`bosh task --cpi`), with how long the cloud took.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use super::cpi::{Cpi, CpiError, VmRequest};
+use super::trace::{Channel, note};
+
+pub struct TracedCpi(pub Arc<dyn Cpi>);
+
+async fn traced<T: Debug>(
+    method: &str,
+    arguments: String,
+    call: impl Future<Output = Result<T, CpiError>>,
+) -> Result<T, CpiError> {
+    note(Channel::Cpi, || format!("request: {method} {arguments}"));
+    let started = tokio::time::Instant::now();
+    let answer = call.await;
+    let ms = started.elapsed().as_millis();
+    note(Channel::Cpi, || match &answer {
+        Ok(result) => format!("response: {method} result {result:?} ({ms} ms)"),
+        Err(e) => format!("response: {method} error {e} ({ms} ms)"),
+    });
+    answer
+}
+
+#[async_trait]
+impl Cpi for TracedCpi {
+    async fn create_vm(&self, request: &VmRequest) -> Result<String, CpiError> {
+        let arguments = format!(
+            "agent {} stemcell {} vm_type {} networks {:?} for {}/{}",
+            request.agent_id,
+            request.stemcell,
+            request.vm_type.as_deref().unwrap_or("-"),
+            request.networks,
+            request.deployment,
+            request.instance
+        );
+        traced("create_vm", arguments, self.0.create_vm(request)).await
+    }
+
+    async fn delete_vm(&self, cid: &str) -> Result<(), CpiError> {
+        traced("delete_vm", cid.to_string(), self.0.delete_vm(cid)).await
+    }
+
+    async fn has_vm(&self, cid: &str) -> Result<bool, CpiError> {
+        traced("has_vm", cid.to_string(), self.0.has_vm(cid)).await
+    }
+
+    async fn reboot_vm(&self, cid: &str) -> Result<(), CpiError> {
+        traced("reboot_vm", cid.to_string(), self.0.reboot_vm(cid)).await
+    }
+
+    async fn create_disk(&self, size: u64, vm_cid: &str) -> Result<String, CpiError> {
+        let arguments = format!("{size} MiB near {vm_cid}");
+        traced("create_disk", arguments, self.0.create_disk(size, vm_cid)).await
+    }
+
+    async fn delete_disk(&self, disk_cid: &str) -> Result<(), CpiError> {
+        traced(
+            "delete_disk",
+            disk_cid.to_string(),
+            self.0.delete_disk(disk_cid),
+        )
+        .await
+    }
+
+    async fn attach_disk(&self, vm_cid: &str, disk_cid: &str) -> Result<(), CpiError> {
+        let arguments = format!("{disk_cid} to {vm_cid}");
+        traced(
+            "attach_disk",
+            arguments,
+            self.0.attach_disk(vm_cid, disk_cid),
+        )
+        .await
+    }
+
+    async fn detach_disk(&self, vm_cid: &str, disk_cid: &str) -> Result<(), CpiError> {
+        let arguments = format!("{disk_cid} from {vm_cid}");
+        traced(
+            "detach_disk",
+            arguments,
+            self.0.detach_disk(vm_cid, disk_cid),
+        )
+        .await
+    }
+
+    async fn snapshot_disk(&self, disk_cid: &str) -> Result<String, CpiError> {
+        traced(
+            "snapshot_disk",
+            disk_cid.to_string(),
+            self.0.snapshot_disk(disk_cid),
+        )
+        .await
+    }
+}
