@@ -409,25 +409,15 @@ async fn cancel_tasks_cancels_what_its_filter_names_and_refusals_are_director_er
     assert_eq!(cancel(other_type).await.unwrap().status(), 204);
     let other_deployment = format!(r#"{{"states":["processing"],"deployment":"{PG}"}}"#);
     let answer = s
-        .director(Method::POST, "/tasks/cancel")
-        .header("content-type", "application/json")
-        .body(other_deployment)
-        .send()
-        .await
-        .unwrap();
+        .send_json(Method::POST, "/tasks/cancel", other_deployment)
+        .await;
     assert_eq!(answer.status(), 204);
     assert_eq!(state().await, "processing");
     // Named by state, type and deployment: cancelled.
     let named = format!(
         r#"{{"states":["processing"],"types":["update_deployment"],"deployment":"{RMQ}"}}"#
     );
-    let answer = s
-        .director(Method::POST, "/tasks/cancel")
-        .header("content-type", "application/json")
-        .body(named)
-        .send()
-        .await
-        .unwrap();
+    let answer = s.send_json(Method::POST, "/tasks/cancel", named).await;
     assert_eq!(answer.status(), 204);
     assert_eq!(s.wait_task(id).await["state"], "cancelled");
 
@@ -616,12 +606,12 @@ async fn cck_scans_lists_and_resolves_as_the_cli_drives_it() {
         "max_in_flight_overrides": {},
     });
     let response = s
-        .director(Method::PUT, &format!("/deployments/{RMQ}/problems"))
-        .header("content-type", "application/json")
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
+        .send_json(
+            Method::PUT,
+            &format!("/deployments/{RMQ}/problems"),
+            body.to_string(),
+        )
+        .await;
     let applied = s.wait_task(Served::task_of(&response)).await;
     assert_eq!(applied["state"], "done", "{applied}");
     assert!(
@@ -649,12 +639,12 @@ async fn cck_scans_lists_and_resolves_as_the_cli_drives_it() {
 
     // A resolution that is not one: a director error naming it.
     let refused = s
-        .director(Method::PUT, &format!("/deployments/{RMQ}/problems"))
-        .header("content-type", "application/json")
-        .body(r#"{"resolutions": {"1": "fix_it"}}"#)
-        .send()
-        .await
-        .unwrap();
+        .send_json(
+            Method::PUT,
+            &format!("/deployments/{RMQ}/problems"),
+            r#"{"resolutions": {"1": "fix_it"}}"#,
+        )
+        .await;
     assert_eq!(refused.status(), 400);
     assert!(Served::description(refused).await.contains("'fix_it'"));
 }
@@ -700,12 +690,12 @@ async fn orphaned_disks_and_clean_up_follow_the_cli() {
     assert_eq!(all.orphaned_disks.len(), 1);
     assert_eq!(all.orphaned_disks[0].cid, disk.cid);
     let cleaned = s
-        .director(Method::POST, "/cleanup")
-        .header("content-type", "application/json")
-        .body(r#"{"config":{"remove_all":true,"keep_orphaned_disks":false}}"#)
-        .send()
-        .await
-        .unwrap();
+        .send_json(
+            Method::POST,
+            "/cleanup",
+            r#"{"config":{"remove_all":true,"keep_orphaned_disks":false}}"#,
+        )
+        .await;
     let task = s.wait_task(Served::task_of(&cleaned)).await;
     assert_eq!(task["state"], "done", "{task}");
     assert_eq!(s.get_json("/disks").await, serde_json::json!([]));

@@ -105,6 +105,21 @@ impl Served {
             .header("X-Broker-API-Version", "2.13")
     }
 
+    /// A director request with a JSON body.
+    pub async fn send_json(
+        &self,
+        method: Method,
+        path: &str,
+        body: impl Into<String>,
+    ) -> reqwest::Response {
+        self.director(method, path)
+            .header("content-type", "application/json")
+            .body(body.into())
+            .send()
+            .await
+            .unwrap()
+    }
+
     /// A director request without a body.
     pub async fn send(&self, method: Method, path: &str) -> reqwest::Response {
         self.director(method, path).send().await.unwrap()

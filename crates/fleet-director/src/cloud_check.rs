@@ -13,6 +13,7 @@ use super::error::StepError;
 use super::model::InstanceRecord;
 use super::records::change;
 use super::target::Target;
+use super::update::forget_vm;
 use super::task::{JobError, TaskLog};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -192,22 +193,6 @@ pub async fn scan(core: Arc<Core>, log: TaskLog, name: String) -> Result<String,
         with_vm - found.len(),
         found.len() - missing
     ))
-}
-
-/// Forgets an instance's VM without asking the cloud: for a VM the cloud no longer has,
-/// or one the operator gives up on.
-async fn forget_vm(core: &Core, record: &mut InstanceRecord) -> Result<(), StepError> {
-    let Some(cid) = record.vm_cid.take() else {
-        return Ok(());
-    };
-    record.agent_id = None;
-    record.vm_stemcell = None;
-    record.vm_type = None;
-    record.vm_networks.clear();
-    core.records
-        .write(vec![change::instance(record), change::vm_gone(&cid)])
-        .await
-        .map_err(StepError::from)
 }
 
 /// Applies each chosen resolution; the VMs to recreate are recreated together at the

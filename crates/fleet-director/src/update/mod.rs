@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::task::JoinSet;
 
 pub use instance::update_instance;
-pub use vm::{create_missing_vm, delete_instance};
+pub use vm::{create_missing_vm, delete_instance, forget_vm};
 
 use super::model::{DesiredState, InstanceRecord};
 

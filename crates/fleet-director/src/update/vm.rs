@@ -119,18 +119,27 @@ pub async fn delete_vm(
             .map_err(|e| format!("detach_disk for {name}: {e}"))?;
     }
     // Forget the VM first: a crash now leaks a VM rather than pointing at a deleted one.
-    record.vm_cid = None;
+    forget_vm(core, record).await?;
+    core.cpi
+        .delete_vm(&cid)
+        .await
+        .map_err(|e| StepError::Failed(format!("delete_vm for {name}: {e}")))
+}
+
+/// Forgets the instance's VM without asking the cloud: before deleting it, or for a VM
+/// the cloud no longer has or one the operator gives up on (cloud check).
+pub async fn forget_vm(core: &Core, record: &mut InstanceRecord) -> Result<(), StepError> {
+    let Some(cid) = record.vm_cid.take() else {
+        return Ok(());
+    };
     record.agent_id = None;
     record.vm_stemcell = None;
     record.vm_type = None;
     record.vm_networks.clear();
     core.records
         .write(vec![change::instance(record), change::vm_gone(&cid)])
-        .await?;
-    core.cpi
-        .delete_vm(&cid)
         .await
-        .map_err(|e| StepError::Failed(format!("delete_vm for {name}: {e}")))
+        .map_err(StepError::from)
 }
 
 /// The disk record of `cid`, which `owner` used, marked orphaned: kept and listed, never
