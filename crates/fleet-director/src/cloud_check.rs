@@ -13,8 +13,8 @@ use super::error::StepError;
 use super::model::InstanceRecord;
 use super::records::change;
 use super::target::Target;
-use super::update::forget_vm;
 use super::task::{JobError, TaskLog};
+use super::update::forget_vm;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -222,6 +222,7 @@ impl TaskRunner {
             }
         })
         .await;
+        let mut kept_trace = None;
         let outcome = match started {
             // A task whose start cannot be recorded does not run: nothing it did could be
             // told apart from a task that never started.
@@ -239,17 +240,13 @@ impl TaskRunner {
                     Ok(outcome) => outcome,
                     Err(e) => Err(JobError::from(format!("internal error: {e}"))),
                 };
-                // Every event of the job is in the store before the task shows as ended,
-                // and so is its trace.
+                // Every event of the job is in the store before the task shows as ended;
+                // its trace goes with the end.
                 log.flush().await;
                 let lines = trace.lines();
                 if !lines.is_empty() {
-                    let kept = put(Collection::TaskTraces, &id.to_string(), "", &lines);
-                    if let Err(e) = core.store.write(vec![kept]).await {
-                        tracing::warn!(task = id, error = %e, "the task's trace was not kept");
-                    }
+                    kept_trace = Some(put(Collection::TaskTraces, &id.to_string(), "", &lines));
                 }
-                self.traces_of().remove(&id);
                 outcome
             }
         };
@@ -261,11 +258,25 @@ impl TaskRunner {
         running.state = state;
         running.result = Some(result);
         running.finished_at = Some(unix_now());
-        let _ = persist("record the end of", id, || async {
-            let _writing = self.state_writes.lock().await;
-            core.store.put_task(&running).await
+        let _ = persist("record the end of", id, || {
+            let (ended, trace) = (running.clone(), kept_trace.clone());
+            async move {
+                let _writing = self.state_writes.lock().await;
+                core.store
+                    .run(move |s| {
+                        // A trace that cannot be kept must not keep the task from ending.
+                        if let Some(trace) = trace
+                            && let Err(e) = s.write(vec![trace])
+                        {
+                            tracing::warn!(task = id, error = %e, "the task's trace was not kept");
+                        }
+                        s.put_task(&ended)
+                    })
+                    .await
+            }
         })
         .await;
+        self.traces_of().remove(&id);
         if let Some(lock) = &lock {
             let _ = persist("release the lock of", id, || {
                 core.store.release_lock(lock, id)
