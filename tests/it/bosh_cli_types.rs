@@ -317,3 +317,137 @@ pub struct OdbLastOperation {
     #[serde(deserialize_with = "nullable")]
     pub description: String,
 }
+
+/// `director.DeploymentResp`, one entry of `GET /deployments`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct DeploymentResp {
+    #[serde(deserialize_with = "nullable")]
+    pub name: String,
+    #[serde(deserialize_with = "nullable")]
+    pub manifest: String,
+    #[serde(deserialize_with = "nullable")]
+    pub releases: Vec<NameVersion>,
+    #[serde(deserialize_with = "nullable")]
+    pub stemcells: Vec<NameVersion>,
+    #[serde(deserialize_with = "nullable")]
+    pub teams: Vec<String>,
+    #[serde(deserialize_with = "nullable")]
+    pub cloud_config: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct NameVersion {
+    #[serde(deserialize_with = "nullable")]
+    pub name: String,
+    #[serde(deserialize_with = "nullable")]
+    pub version: String,
+}
+
+/// `director.TaskResp`, one entry of `GET /tasks` or the answer of `GET /tasks/ID`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct TaskResp {
+    #[serde(deserialize_with = "nullable")]
+    pub id: i64,
+    #[serde(deserialize_with = "nullable")]
+    pub started_at: i64,
+    #[serde(rename = "timestamp", deserialize_with = "nullable")]
+    pub finished_at: i64,
+    #[serde(deserialize_with = "nullable")]
+    pub state: String,
+    #[serde(deserialize_with = "nullable")]
+    pub user: String,
+    #[serde(deserialize_with = "nullable")]
+    pub deployment: String,
+    #[serde(deserialize_with = "nullable")]
+    pub description: String,
+    #[serde(deserialize_with = "nullable")]
+    pub result: String,
+    #[serde(deserialize_with = "nullable")]
+    pub context_id: String,
+}
+
+/// `director.LockResp`, one entry of `GET /locks`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct LockResp {
+    #[serde(rename = "type", deserialize_with = "nullable")]
+    pub kind: String,
+    #[serde(deserialize_with = "nullable")]
+    pub resource: Vec<String>,
+    #[serde(deserialize_with = "nullable")]
+    pub timeout: String,
+    #[serde(deserialize_with = "nullable")]
+    pub task_id: String,
+}
+
+/// `director.ReleaseSeriesResp`, one entry of `GET /releases`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct ReleaseSeriesResp {
+    #[serde(deserialize_with = "nullable")]
+    pub name: String,
+    #[serde(rename = "release_versions", deserialize_with = "nullable")]
+    pub versions: Vec<ReleaseVersionResp>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct ReleaseVersionResp {
+    #[serde(deserialize_with = "nullable")]
+    pub version: String,
+    #[serde(deserialize_with = "nullable")]
+    pub currently_deployed: bool,
+    #[serde(deserialize_with = "nullable")]
+    pub commit_hash: String,
+    #[serde(deserialize_with = "nullable")]
+    pub uncommitted_changes: bool,
+}
+
+/// `director.StemcellResp`, one entry of `GET /stemcells`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct StemcellResp {
+    #[serde(deserialize_with = "nullable")]
+    pub name: String,
+    #[serde(deserialize_with = "nullable")]
+    pub version: String,
+    #[serde(deserialize_with = "nullable")]
+    pub operating_system: String,
+    #[serde(deserialize_with = "nullable")]
+    pub cid: String,
+    #[serde(deserialize_with = "nullable")]
+    pub cpi: String,
+    #[serde(deserialize_with = "nullable")]
+    pub deployments: Vec<serde_json::Value>,
+}
+
+/// `director.CloudConfig`, one entry of `GET /cloud_configs`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct CloudConfigResp {
+    #[serde(deserialize_with = "nullable")]
+    pub properties: String,
+}
+
+/// `director.Config`, one entry of `GET /configs` or the answer of `GET /configs/ID`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct ConfigResp {
+    #[serde(deserialize_with = "nullable")]
+    pub id: String,
+    #[serde(deserialize_with = "nullable")]
+    pub name: String,
+    #[serde(rename = "type", deserialize_with = "nullable")]
+    pub kind: String,
+    #[serde(deserialize_with = "nullable")]
+    pub created_at: String,
+    #[serde(deserialize_with = "nullable")]
+    pub team: String,
+    #[serde(deserialize_with = "nullable")]
+    pub content: String,
+    #[serde(deserialize_with = "nullable")]
+    pub current: bool,
+}

@@ -1,28 +1,28 @@
 //! The request sequences the official `bosh` CLI (v7) sends for each command, replayed
-//! against `serve` with the shapes it decodes (the CLI itself is not installable here).
+//! against `serve`, its answers decoded into the types the CLI decodes them into
+//! (`bosh_cli_types`; the CLI itself is not installable here).
 
 use fleet_updater::config::ServeLimits;
 use reqwest::Method;
 use serde_json::Value;
 
 use crate::bosh_cli_types::{
-    CleanUpResponse, EventResp, InfoResp, OrphanDiskResp, Problem, VmInfo,
+    CleanUpResponse, CloudConfigResp, ConfigResp, DeploymentResp, EventResp, InfoResp, LockResp,
+    OrphanDiskResp, Problem, ReleaseSeriesResp, StemcellResp, TaskResp, VmInfo,
 };
 use crate::served::Served;
 
 const PG: &str = "service-instance_pg-03";
 const RMQ: &str = "service-instance_rmq-01";
 
-fn is_task_line(v: &Value) -> bool {
-    v["id"].is_u64()
-        && v["state"].is_string()
-        && v["description"].is_string()
-        && (v["started_at"].is_null() || v["started_at"].is_u64())
-        && (v["timestamp"].is_null() || v["timestamp"].is_u64())
+/// A `GET` answer decoded into the type the CLI decodes it into; a mismatch fails the
+/// test as it would fail the command.
+async fn decoded<T: serde::de::DeserializeOwned>(s: &Served, path: &str) -> T {
+    serde_json::from_value(s.get_json(path).await).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn env_deployments_tasks_and_locks_decode_as_the_cli_expects() {
+async fn env_deployments_tasks_locks_releases_and_stemcells_decode_as_the_cli_expects() {
     let s = Served::start(ServeLimits::default()).await;
     // `bosh env`: /info without credentials; every `features` value an object.
     let info: Value = s.info().await;
@@ -34,24 +34,55 @@ async fn env_deployments_tasks_and_locks_decode_as_the_cli_expects() {
             .all(Value::is_object)
     );
     // `bosh deployments`
-    let deployments = s.get_json("/deployments?exclude_configs=true").await;
-    let deployments = deployments.as_array().unwrap();
+    let deployments: Vec<DeploymentResp> = decoded(&s, "/deployments?exclude_configs=true").await;
     assert_eq!(deployments.len(), 5, "{deployments:?}");
-    for d in deployments {
-        let releases = d["releases"].as_array().unwrap();
-        assert!(!releases.is_empty(), "{d}");
-        for r in releases {
-            assert!(!r["version"].as_str().unwrap().is_empty());
-        }
+    for d in &deployments {
+        assert!(!d.name.is_empty());
+        assert!(!d.releases.is_empty() && !d.stemcells.is_empty(), "{d:?}");
+        assert!(
+            d.releases
+                .iter()
+                .all(|r| !r.name.is_empty() && !r.version.is_empty())
+        );
+        assert!(
+            d.stemcells
+                .iter()
+                .all(|s| !s.name.is_empty() && !s.version.is_empty())
+        );
     }
     // `bosh tasks` and `bosh tasks -r`
-    let current = s
-        .get_json("/tasks?state=processing%2Ccancelling%2Cqueued&verbose=2")
-        .await;
-    assert!(current.as_array().unwrap().iter().all(is_task_line));
-    let recent = s.get_json("/tasks?limit=30&verbose=1").await;
-    assert!(!recent.as_array().unwrap().is_empty());
-    assert!(recent.as_array().unwrap().iter().all(is_task_line));
+    let _current: Vec<TaskResp> = decoded(
+        &s,
+        "/tasks?state=processing%2Ccancelling%2Cqueued&verbose=2",
+    )
+    .await;
+    let recent: Vec<TaskResp> = decoded(&s, "/tasks?limit=30&verbose=1").await;
+    assert!(!recent.is_empty());
+    for task in &recent {
+        assert!(task.id > 0 && task.started_at > 0, "{task:?}");
+        assert!(
+            !task.state.is_empty() && !task.description.is_empty(),
+            "{task:?}"
+        );
+    }
+    // `bosh releases` and `bosh stemcells`
+    let releases: Vec<ReleaseSeriesResp> = decoded(&s, "/releases").await;
+    assert!(!releases.is_empty());
+    assert!(releases.iter().all(|r| !r.versions.is_empty()));
+    assert!(
+        releases
+            .iter()
+            .flat_map(|r| &r.versions)
+            .any(|v| v.currently_deployed)
+    );
+    let stemcells: Vec<StemcellResp> = decoded(&s, "/stemcells").await;
+    assert!(!stemcells.is_empty());
+    assert!(
+        stemcells
+            .iter()
+            .all(|s| !s.operating_system.is_empty() && !s.cid.is_empty())
+    );
+    assert!(stemcells.iter().any(|s| !s.deployments.is_empty()));
     // `bosh locks`: timeout and task_id are strings. One VM at a time, each watched for
     // at least 300 ms: the lock is held while it is read.
     let id = Served::task_of(
@@ -60,11 +91,16 @@ async fn env_deployments_tasks_and_locks_decode_as_the_cli_expects() {
         ))
         .await,
     );
-    let locks = s.get_json("/locks").await;
-    let locks = locks.as_array().unwrap();
+    let locks: Vec<LockResp> = decoded(&s, "/locks").await;
     assert_eq!(locks.len(), 1, "{locks:?}");
-    assert!(locks[0]["timeout"].is_string());
-    assert_eq!(locks[0]["task_id"], id.to_string());
+    assert_eq!(
+        (locks[0].kind.as_str(), locks[0].resource.clone()),
+        ("deployment", vec![RMQ.to_string()])
+    );
+    assert!(locks[0].timeout.parse::<f64>().is_ok(), "{locks:?}");
+    assert_eq!(locks[0].task_id, id.to_string());
+    let task: TaskResp = decoded(&s, &format!("/tasks/{id}")).await;
+    assert_eq!(task.id, id as i64);
     s.wait_task(id).await;
 }
 
@@ -119,8 +155,8 @@ async fn log_in_sees_its_user_and_clients_read_a_bosh_version_and_a_uuid() {
 #[tokio::test(flavor = "multi_thread")]
 async fn cloud_config_and_update_cloud_config_use_the_empty_name() {
     let s = Served::start(ServeLimits::default()).await;
-    let shown = s.get_json("/cloud_configs?limit=1&name=").await;
-    let text = shown[0]["properties"].as_str().unwrap().to_string();
+    let shown: Vec<CloudConfigResp> = decoded(&s, "/cloud_configs?limit=1&name=").await;
+    let text = shown[0].properties.clone();
     let changed = text.replace("cpu: 1,", "cpu: 2,");
     let diff: Value = s
         .director(Method::POST, "/cloud_configs/diff?name=")
@@ -495,14 +531,17 @@ async fn configs_recent_one_by_id_diff_by_ids_and_a_stale_update_follow_the_cli(
     assert_eq!(stale["expected_latest_id"], first_id.as_str());
 
     // `bosh configs --recent=10`: both versions, newest first, only it current.
-    let recent = s.get_json("/configs?latest=false&limit=10").await;
-    let recent = recent.as_array().unwrap();
-    let ids: Vec<&str> = recent.iter().map(|c| c["id"].as_str().unwrap()).collect();
+    let recent: Vec<ConfigResp> = decoded(&s, "/configs?latest=false&limit=10").await;
+    let ids: Vec<&str> = recent.iter().map(|c| c.id.as_str()).collect();
     assert_eq!(ids, [second_id.as_str(), first_id.as_str()]);
-    assert_eq!(recent[0]["current"], true);
-    assert_eq!(recent[1]["current"], false);
-    for config in recent {
-        let at = config["created_at"].as_str().unwrap();
+    assert!(recent[0].current && !recent[1].current);
+    assert!(
+        recent
+            .iter()
+            .all(|c| c.kind == "cloud" && c.name == "default")
+    );
+    for config in &recent {
+        let at = config.created_at.as_str();
         let rfc3339 = at.replacen(' ', "T", 1).replace(" UTC", "Z");
         assert!(humantime::parse_rfc3339(&rfc3339).is_ok(), "{at}");
     }
