@@ -880,3 +880,92 @@ async fn ignore_and_unignore_set_an_instance_aside_as_the_cli_asks() {
     let bad = set(path, r#"{"ignore":"yes"}"#).await.unwrap();
     assert_eq!(bad.status(), 400);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn update_runtime_config_places_its_addons_and_configs_lists_every_kind() {
+    let s = Served::start(ServeLimits::default()).await;
+    let content = format!(
+        "releases: [{{name: rabbitmq, version: 3.13.7}}]\naddons:\n- name: metrics\n  jobs: [{{name: rabbitmq-server, release: rabbitmq}}]\n  include: {{deployments: [{PG}]}}\n"
+    );
+    let body = serde_json::json!({ "type": "runtime", "name": "", "content": content });
+    // `bosh update-runtime-config`: the diff, then the config.
+    let diff: Value = s
+        .send_json(Method::POST, "/configs/diff", body.to_string())
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        diff["diff"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|l| l[1] == "added")
+    );
+    assert!(diff.get("from").is_none(), "nothing before: {diff}");
+    let created = s
+        .send_json(Method::POST, "/configs", body.to_string())
+        .await;
+    assert_eq!(created.status(), 201);
+    let created: ConfigResp = serde_json::from_str(&created.text().await.unwrap()).unwrap();
+    assert_eq!(
+        (created.kind.as_str(), created.name.as_str()),
+        ("runtime", "default")
+    );
+    assert!(created.current);
+    // `bosh runtime-config` and `bosh configs`.
+    let shown: Vec<ConfigResp> =
+        decoded(&s, "/configs?latest=true&limit=1&name=default&type=runtime").await;
+    assert_eq!(shown.len(), 1);
+    assert_eq!(shown[0].content, content);
+    let every: Vec<ConfigResp> = decoded(&s, "/configs?latest=true").await;
+    let kinds: Vec<&str> = every.iter().map(|c| c.kind.as_str()).collect();
+    assert!(
+        kinds.contains(&"cloud") && kinds.contains(&"runtime"),
+        "{kinds:?}"
+    );
+    assert!(every.iter().all(|c| c.current));
+    let ids: std::collections::BTreeSet<&str> = every.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids.len(), every.len(), "one id per config");
+
+    // The next deploy of the included deployment runs the addon's job.
+    let manifest = s.get_json(&format!("/deployments/{PG}")).await["manifest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let deploy = s
+        .director(Method::POST, "/deployments")
+        .header("content-type", "text/yaml")
+        .body(manifest)
+        .send()
+        .await
+        .unwrap();
+    let task = s.wait_task(Served::task_of(&deploy)).await;
+    assert_eq!(task["state"], "done", "{task}");
+    let response = s
+        .send(Method::GET, &format!("/deployments/{PG}/vms?format=full"))
+        .await;
+    let id = Served::task_of(&response);
+    s.wait_task(id).await;
+    let vms: Vec<VmInfo> = s
+        .output(id, "result")
+        .await
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(!vms.is_empty());
+    for vm in &vms {
+        let names: Vec<&str> = vm.processes.iter().map(|p| p.name.as_str()).collect();
+        assert!(names.contains(&"rabbitmq-server"), "{names:?}");
+    }
+
+    // A runtime config with a problem: refused, naming the key.
+    let bad = serde_json::json!({ "type": "runtime", "name": "", "content": "addons:\n- name: x\n  jobs: [{name: y, release: nope}]\n" });
+    let refused = s.send_json(Method::POST, "/configs", bad.to_string()).await;
+    assert_eq!(refused.status(), 400);
+    assert!(
+        Served::description(refused)
+            .await
+            .contains("addons[0].jobs[0].release")
+    );
+}

@@ -588,15 +588,15 @@ async fn the_cloud_config_is_diffed_and_updated_through_configs() {
     );
     let now = s.get_json("/configs?type=cloud&latest=true").await;
     assert!(now[0]["content"].as_str().unwrap().contains("ram: 3072"));
-    let runtime = serde_json::json!({ "type": "runtime", "name": "default", "content": "a: 1" });
+    let cpi = serde_json::json!({ "type": "cpi", "name": "default", "content": "cpis: []" });
     let refused = s
         .director(Method::POST, "/configs")
-        .json(&runtime)
+        .json(&cpi)
         .send()
         .await
         .unwrap();
     assert_eq!(refused.status(), 400);
-    assert!(Served::description(refused).await.contains("runtime"));
+    assert!(Served::description(refused).await.contains("'cpi'"));
 }
 
 #[tokio::test(flavor = "multi_thread")]

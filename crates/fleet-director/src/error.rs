@@ -20,6 +20,9 @@ pub enum DirectorError {
     /// Refused at upload: the cloud config in force stays as it was.
     #[error(transparent)]
     CloudConfig(#[from] CloudConfigError),
+    /// Refused at upload: the runtime config in force stays as it was.
+    #[error(transparent)]
+    RuntimeConfig(#[from] crate::runtime::RuntimeConfigError),
     #[error("Deployment '{deployment}' has no successfully deployed manifest to act on")]
     NotDeployed { deployment: String },
     #[error("Instance group '{group}' doesn't exist in deployment '{deployment}'")]

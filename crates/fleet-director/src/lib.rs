@@ -26,6 +26,7 @@ mod networking;
 pub mod plan;
 pub mod records;
 mod runner;
+pub mod runtime;
 pub mod sim;
 mod snapshot;
 mod target;
@@ -180,7 +181,7 @@ impl Director {
             return Ok(current.version);
         }
         let config = CloudConfig {
-            version: current.map_or(1, |c| c.version + 1),
+            version: self.next_config_version().await?,
             text: text.to_string(),
             created_at: Some(unix_now()),
         };
@@ -188,6 +189,54 @@ impl Director {
             .write(change::cloud_config(&config).into())
             .await?;
         Ok(config.version)
+    }
+
+    /// Config versions are numbered in one sequence over every kind of config, so that
+    /// a version names one config (`bosh config ID`).
+    async fn next_config_version(&self) -> Result<u64, DirectorError> {
+        let cloud = self.records().cloud_configs().await?;
+        let runtime = self.records().runtime_configs().await?;
+        let newest = cloud
+            .iter()
+            .map(|c| c.version)
+            .chain(runtime.iter().map(|c| c.version))
+            .max()
+            .unwrap_or(0);
+        Ok(newest + 1)
+    }
+
+    /// Uploads runtime config `name`; checked first, every problem at once. The same
+    /// config written another way makes no new version.
+    ///
+    /// # Errors
+    /// [`DirectorError::RuntimeConfig`] naming every invalid key.
+    pub async fn update_runtime_config(
+        &self,
+        name: &str,
+        text: &str,
+    ) -> Result<u64, DirectorError> {
+        runtime::parse(text)?;
+        let all = self.records().runtime_configs().await?;
+        if let Some(current) = all.iter().find(|c| c.name == name)
+            && same_document(&current.text, text)
+        {
+            return Ok(current.version);
+        }
+        let config = runtime::RuntimeConfig {
+            name: name.to_string(),
+            version: self.next_config_version().await?,
+            text: text.to_string(),
+            created_at: Some(unix_now()),
+        };
+        self.records()
+            .write(vec![change::runtime_config(&config)])
+            .await?;
+        Ok(config.version)
+    }
+
+    /// Every version of every runtime config, newest first.
+    pub async fn runtime_configs(&self) -> Result<Vec<runtime::RuntimeConfig>, DirectorError> {
+        Ok(self.records().runtime_configs().await?)
     }
 
     /// Every cloud config uploaded, newest first.

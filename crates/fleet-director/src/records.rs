@@ -9,7 +9,17 @@ use super::cloud_check::Problem;
 use super::model::{
     CloudConfig, DeploymentRecord, DiskRecord, InstanceRecord, Release, Stemcell, VmRecord,
 };
+use super::runtime::RuntimeConfig;
 use fleet_store::{AsyncStore, Collection, StoreError, Write, get, list};
+
+/// What a deploy starts from: the cloud config in force, the uploads, and every runtime
+/// config version.
+pub struct Uploads {
+    pub cloud_config: Option<CloudConfig>,
+    pub releases: Vec<Release>,
+    pub stemcells: Vec<Stemcell>,
+    pub runtime_configs: Vec<RuntimeConfig>,
+}
 
 #[derive(Clone)]
 pub struct Records {
@@ -57,18 +67,23 @@ impl Records {
             .await
     }
 
-    /// What a deploy starts from, read in one turn of the store: the cloud config in
-    /// force, the releases and the stemcells.
-    pub async fn uploads(
-        &self,
-    ) -> Result<(Option<CloudConfig>, Vec<Release>, Vec<Stemcell>), StoreError> {
+    /// Every version of every runtime config, newest first.
+    pub async fn runtime_configs(&self) -> Result<Vec<RuntimeConfig>, StoreError> {
+        let mut all: Vec<RuntimeConfig> = self.store.list(Collection::RuntimeConfigs, None).await?;
+        all.sort_by_key(|c| std::cmp::Reverse(c.version));
+        Ok(all)
+    }
+
+    /// What a deploy starts from, read in one turn of the store.
+    pub async fn uploads(&self) -> Result<Uploads, StoreError> {
         self.store
             .run(|s| {
-                Ok((
-                    get(s, Collection::CloudConfig, CLOUD_CONFIG)?,
-                    list(s, Collection::Releases, None)?,
-                    list(s, Collection::Stemcells, None)?,
-                ))
+                Ok(Uploads {
+                    cloud_config: get(s, Collection::CloudConfig, CLOUD_CONFIG)?,
+                    releases: list(s, Collection::Releases, None)?,
+                    stemcells: list(s, Collection::Stemcells, None)?,
+                    runtime_configs: list(s, Collection::RuntimeConfigs, None)?,
+                })
             })
             .await
     }
@@ -156,6 +171,7 @@ pub mod change {
     use super::super::model::{
         CloudConfig, DeploymentRecord, DiskRecord, InstanceRecord, Release, Stemcell, VmRecord,
     };
+    use super::super::runtime::RuntimeConfig;
     use fleet_store::{Collection, Write, put, remove};
 
     pub fn release(release: &Release) -> Write {
@@ -166,6 +182,15 @@ pub mod change {
     pub fn stemcell(stemcell: &Stemcell) -> Write {
         let key = format!("{}/{}", stemcell.os, stemcell.version);
         put(Collection::Stemcells, &key, &stemcell.os, stemcell)
+    }
+
+    pub fn runtime_config(config: &RuntimeConfig) -> Write {
+        put(
+            Collection::RuntimeConfigs,
+            &format!("{}/{:012}", config.name, config.version),
+            &config.name,
+            config,
+        )
     }
 
     pub fn release_gone(release: &Release) -> Write {

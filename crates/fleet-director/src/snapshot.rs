@@ -10,6 +10,7 @@ use super::error::StepError;
 use super::manifest::{Manifest, parse};
 use super::model::Release;
 use super::networking::Networking;
+use super::runtime;
 use super::validate::{CloudFacts, Uploaded};
 
 pub struct Snapshot {
@@ -32,8 +33,20 @@ impl Snapshot {
     /// # Errors
     /// An invalid manifest or stored cloud config, or a store failure.
     pub async fn take(core: &Core, text: String) -> Result<Snapshot, StepError> {
-        let manifest = parse(&text).map_err(|e| format!("the manifest is invalid:\n{e}"))?;
-        let (cloud, all_releases, stemcells) = core.records.uploads().await?;
+        let mut manifest = parse(&text).map_err(|e| format!("the manifest is invalid:\n{e}"))?;
+        let uploads = core.records.uploads().await?;
+        let (cloud, all_releases, stemcells) =
+            (uploads.cloud_config, uploads.releases, uploads.stemcells);
+        // The newest of each runtime config places its addons before anything is planned.
+        let addons = runtime::latest(&uploads.runtime_configs)
+            .into_iter()
+            .map(|c| {
+                runtime::parse(&c.text).map_err(|e| {
+                    format!("runtime config `{}` (version {}): {e}", c.name, c.version)
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        runtime::apply(&mut manifest, &addons);
         let cloud = cloud
             .map(|c| cloud::parse(&c.text, c.version))
             .transpose()?;

@@ -2364,3 +2364,78 @@ async fn a_task_keeps_its_cpi_and_agent_calls_and_no_properties() {
         "{again:?}"
     );
 }
+
+/// `bosh update-runtime-config`: its addon jobs go onto the instance groups it picks at
+/// the next deploy, with its release; a config with a problem is refused at upload.
+#[tokio::test(start_paused = true)]
+async fn a_runtime_config_places_its_addons_at_the_next_deploy() {
+    let f = fixture(vec![]).await;
+    f.director
+        .upload_release(&Release {
+            name: "os-conf".into(),
+            version: "22".into(),
+            jobs: vec![ReleaseJob {
+                name: "user_add".into(),
+                packages: vec![],
+            }],
+            packages: vec![],
+        })
+        .await
+        .unwrap();
+    deploy(&f.director, &manifest("d", 2, "1.0", 0)).await;
+    deploy(&f.director, &manifest("other", 1, "1.0", 0)).await;
+    let config = "releases: [{name: os-conf, version: '22'}]
+addons:
+- name: users
+  jobs: [{name: user_add, release: os-conf, properties: {users: [ops]}}]
+  include: {deployments: [d]}
+";
+    let version = f
+        .director
+        .update_runtime_config("default", config)
+        .await
+        .unwrap();
+    let reprinted = "addons:\n- include:\n    deployments: [d]\n  jobs:\n  - {name: user_add, properties: {users: [ops]}, release: os-conf}\n  name: users\nreleases:\n- {version: '22', name: os-conf}\n";
+    assert_eq!(
+        f.director
+            .update_runtime_config("default", reprinted)
+            .await
+            .unwrap(),
+        version,
+        "the same config written another way is no new version"
+    );
+    for name in ["d", "other"] {
+        let text = manifest(name, if name == "d" { 2 } else { 1 }, "1.0", 0);
+        let task = deploy(&f.director, &text).await;
+        assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+    }
+    let jobs = |instances: Vec<InstanceRecord>| -> Vec<Vec<String>> {
+        instances
+            .into_iter()
+            .map(|i| i.applied.map(|a| a.jobs).unwrap_or_default())
+            .collect()
+    };
+    assert_eq!(
+        jobs(f.director.instances("d").await.unwrap()),
+        vec![vec!["nginx".to_string(), "user_add".to_string()]; 2]
+    );
+    assert_eq!(
+        jobs(f.director.instances("other").await.unwrap()),
+        vec![vec!["nginx".to_string()]],
+        "not included"
+    );
+    match f
+        .director
+        .update_runtime_config(
+            "default",
+            "addons:\n- name: x\n  jobs: [{name: y, release: nope}]\n",
+        )
+        .await
+    {
+        Err(DirectorError::RuntimeConfig(e)) => {
+            assert!(e.to_string().contains("addons[0].jobs[0].release"), "{e}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(f.director.runtime_configs().await.unwrap().len(), 1);
+}

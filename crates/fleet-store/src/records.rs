@@ -32,6 +32,8 @@ pub enum Collection {
     Problems,
     /// Each finished task's CPI and debug lines, by task id.
     TaskTraces,
+    /// Every version of every named runtime config.
+    RuntimeConfigs,
 }
 
 impl Collection {
@@ -53,6 +55,7 @@ impl Collection {
             Collection::Dns => "dns",
             Collection::Problems => "problems",
             Collection::TaskTraces => "task_traces",
+            Collection::RuntimeConfigs => "runtime_configs",
         }
     }
 }

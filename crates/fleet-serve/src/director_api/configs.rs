@@ -1,5 +1,5 @@
-//! `/configs`, `/cloud_configs`, `/releases` and `/stemcells`. Only the cloud config is a
-//! config here; other types are refused by name.
+//! `/configs`, `/cloud_configs`, `/releases` and `/stemcells`. Cloud and runtime configs
+//! are configs here; other types are refused by name.
 
 use axum::Json;
 use axum::extract::{Query, State};
@@ -12,19 +12,28 @@ use super::error::{ApiError, ApiResult, code};
 use super::query::Params;
 use super::wire::{self, MAX_YAML_BYTES, require_yaml, yaml_limits};
 use fleet_director::Director;
-use fleet_director::model::CloudConfig;
 
 const NAME: &str = "default";
 
-fn config_json(config: &CloudConfig, current: bool) -> Value {
+/// One version of a config of any kind, as `/configs` shows it.
+struct Entry {
+    id: u64,
+    kind: &'static str,
+    name: String,
+    text: String,
+    created_at: Option<u64>,
+    current: bool,
+}
+
+fn entry_json(e: &Entry) -> Value {
     json!({
-        "id": config.version.to_string(),
-        "name": NAME,
-        "type": "cloud",
-        "content": config.text,
-        "created_at": created_at(config.created_at),
+        "id": e.id.to_string(),
+        "name": e.name,
+        "type": e.kind,
+        "content": e.text,
+        "created_at": created_at(e.created_at),
         "team": null,
-        "current": current,
+        "current": e.current,
     })
 }
 
@@ -40,17 +49,46 @@ pub fn created_at(unix: Option<u64>) -> String {
     .unwrap_or_default()
 }
 
-/// The config of version `id`, with whether it is the one in force.
-async fn version(director: &Director, id: &str) -> ApiResult<(CloudConfig, bool)> {
-    let all = director.cloud_configs().await?;
-    let latest = all.first().map(|c| c.version);
-    id.parse::<u64>()
-        .ok()
-        .and_then(|v| all.into_iter().find(|c| c.version == v))
-        .map(|c| {
-            let current = Some(c.version) == latest;
-            (c, current)
+/// Every version of every config, newest first; the newest of each kind and name is
+/// the current one.
+async fn entries(director: &Director) -> ApiResult<Vec<Entry>> {
+    let mut all: Vec<Entry> = director
+        .cloud_configs()
+        .await?
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| Entry {
+            id: c.version,
+            kind: "cloud",
+            name: NAME.to_string(),
+            text: c.text,
+            created_at: c.created_at,
+            current: i == 0,
         })
+        .collect();
+    let mut seen = std::collections::BTreeSet::new();
+    for c in director.runtime_configs().await? {
+        let current = seen.insert(c.name.clone());
+        all.push(Entry {
+            id: c.version,
+            kind: "runtime",
+            name: c.name,
+            text: c.text,
+            created_at: c.created_at,
+            current,
+        });
+    }
+    all.sort_by_key(|e| std::cmp::Reverse(e.id));
+    Ok(all)
+}
+
+/// The config of version `id`.
+async fn version(director: &Director, id: &str) -> ApiResult<Entry> {
+    let wanted = id.parse::<u64>().ok();
+    entries(director)
+        .await?
+        .into_iter()
+        .find(|e| Some(e.id) == wanted)
         .ok_or_else(|| ApiError::not_found(code::GENERIC, format!("Config {id} not found")))
 }
 
@@ -58,30 +96,44 @@ pub async fn one(
     State(director): State<Director>,
     axum::extract::Path(id): axum::extract::Path<String>,
 ) -> ApiResult<Json<Value>> {
-    let (config, current) = version(&director, &id).await?;
-    Ok(Json(config_json(&config, current)))
+    Ok(Json(entry_json(&version(&director, &id).await?)))
 }
 
 /// The CLI sends `name=` when no name is given: the default config.
-fn is_default(name: &str) -> bool {
-    name.is_empty() || name == NAME
+fn name_or_default(name: Option<&str>) -> String {
+    name.filter(|n| !n.is_empty()).unwrap_or(NAME).to_string()
+}
+
+/// The kinds of config this director keeps, and why it keeps no other.
+fn kind_of(kind: &str) -> ApiResult<&'static str> {
+    match kind {
+        "cloud" => Ok("cloud"),
+        "runtime" => Ok("runtime"),
+        "cpi" => Err(ApiError::bad_request(
+            code::GENERIC,
+            "config type 'cpi' is not supported: this director has one CPI, the simulated cloud",
+        )),
+        other => Err(ApiError::bad_request(
+            code::GENERIC,
+            format!("config type '{other}' is not supported; 'cloud' and 'runtime' are"),
+        )),
+    }
 }
 
 fn only_cloud(kind: Option<&str>, name: Option<&str>) -> ApiResult<()> {
     if let Some(kind) = kind
-        && kind != "cloud"
+        && kind_of(kind)? != "cloud"
     {
         return Err(ApiError::bad_request(
             code::GENERIC,
-            format!("config type '{kind}' is not supported; only 'cloud' is"),
+            format!("config type '{kind}' has no cloud config route; use /configs"),
         ));
     }
-    if let Some(name) = name
-        && !is_default(name)
-    {
+    let name = name_or_default(name);
+    if name != NAME {
         return Err(ApiError::bad_request(
             code::GENERIC,
-            format!("config name '{name}' is not supported; only '{NAME}' is"),
+            format!("cloud config name '{name}' is not supported; only '{NAME}' is"),
         ));
     }
     Ok(())
@@ -94,10 +146,10 @@ pub async fn list(
     Query(params): Query<Params>,
 ) -> ApiResult<Json<Value>> {
     let kind = params.get("type").map(String::as_str);
-    let name = params.get("name").map(String::as_str);
-    if kind.is_some_and(|k| k != "cloud") || name.is_some_and(|n| !is_default(n)) {
-        return Ok(Json(json!([])));
-    }
+    let name = params
+        .get("name")
+        .map(String::as_str)
+        .filter(|n| !n.is_empty());
     let limit = match params.get("limit") {
         None => usize::MAX,
         Some(l) => l.parse::<usize>().map_err(|_| {
@@ -108,13 +160,14 @@ pub async fn list(
         })?,
     };
     let latest_only = params.get("latest").is_none_or(|l| l != "false");
-    let all = director.cloud_configs().await?;
-    let shown = if latest_only { 1 } else { limit };
-    let configs: Vec<Value> = all
+    let configs: Vec<Value> = entries(&director)
+        .await?
         .iter()
-        .take(shown)
-        .enumerate()
-        .map(|(i, c)| config_json(c, i == 0))
+        .filter(|e| kind.is_none_or(|k| k == e.kind))
+        .filter(|e| name.is_none_or(|n| n == e.name))
+        .filter(|e| !latest_only || e.current)
+        .take(limit)
+        .map(entry_json)
         .collect();
     Ok(Json(Value::Array(configs)))
 }
@@ -145,6 +198,14 @@ struct VersionRef {
     id: String,
 }
 
+/// The current config of a kind and name.
+async fn current(director: &Director, kind: &str, name: &str) -> ApiResult<Option<Entry>> {
+    Ok(entries(director)
+        .await?
+        .into_iter()
+        .find(|e| e.current && e.kind == kind && e.name == name))
+}
+
 fn check_yaml(text: &str) -> ApiResult<()> {
     fleet_yaml::load(text, yaml_limits(MAX_YAML_BYTES))
         .map(|_| ())
@@ -166,18 +227,22 @@ fn parse_body(body: &str) -> ApiResult<ConfigBody> {
             format!("the body must be JSON with `type`, `name` and `content`: {e}"),
         )
     })?;
-    only_cloud(Some(&parsed.kind), parsed.name.as_deref())?;
+    kind_of(&parsed.kind)?;
     check_yaml(&parsed.content)?;
     Ok(parsed)
 }
 
 pub async fn update(State(director): State<Director>, body: String) -> ApiResult<Response> {
     let parsed = parse_body(&body)?;
+    let kind = kind_of(&parsed.kind)?;
+    let name = name_or_default(parsed.name.as_deref());
+    if kind == "cloud" {
+        only_cloud(Some(kind), Some(&name))?;
+    }
     if let Some(expected) = &parsed.expected_latest_id {
-        let latest = director
-            .cloud_config()
+        let latest = current(&director, kind, &name)
             .await?
-            .map(|c| c.version.to_string())
+            .map(|e| e.id.to_string())
             .unwrap_or_default();
         if *expected != latest {
             return Ok((
@@ -187,12 +252,24 @@ pub async fn update(State(director): State<Director>, body: String) -> ApiResult
                 .into_response());
         }
     }
-    director.update_cloud_config(&parsed.content).await?;
-    let current = director
-        .cloud_config()
+    let version = match kind {
+        "cloud" => director.update_cloud_config(&parsed.content).await?,
+        _ => {
+            director
+                .update_runtime_config(&name, &parsed.content)
+                .await?
+        }
+    };
+    let kept = version_entry(&director, version).await?;
+    Ok((StatusCode::CREATED, Json(entry_json(&kept))).into_response())
+}
+
+async fn version_entry(director: &Director, version: u64) -> ApiResult<Entry> {
+    entries(director)
         .await?
-        .ok_or_else(|| ApiError::bad_request(code::GENERIC, "the cloud config was not kept"))?;
-    Ok((StatusCode::CREATED, Json(config_json(&current, true))).into_response())
+        .into_iter()
+        .find(|e| e.id == version)
+        .ok_or_else(|| ApiError::bad_request(code::GENERIC, "the config was not kept"))
 }
 
 pub async fn diff(State(director): State<Director>, body: String) -> ApiResult<Json<Value>> {
@@ -206,21 +283,19 @@ pub async fn diff(State(director): State<Director>, body: String) -> ApiResult<J
     })?;
     match parsed {
         DiffBody::Versions { from, to } => {
-            let (from, _) = version(&director, &from.id).await?;
-            let (to, _) = version(&director, &to.id).await?;
+            let from = version(&director, &from.id).await?;
+            let to = version(&director, &to.id).await?;
             Ok(Json(json!({ "diff": wire::diff(&from.text, &to.text) })))
         }
         DiffBody::Content(parsed) => {
-            only_cloud(Some(&parsed.kind), parsed.name.as_deref())?;
+            let kind = kind_of(&parsed.kind)?;
+            let name = name_or_default(parsed.name.as_deref());
             check_yaml(&parsed.content)?;
-            let current = director.cloud_config().await?;
-            let old = current
-                .as_ref()
-                .map(|c| c.text.as_str())
-                .unwrap_or_default();
+            let now = current(&director, kind, &name).await?;
+            let old = now.as_ref().map(|c| c.text.as_str()).unwrap_or_default();
             let mut answer = json!({ "diff": wire::diff(old, &parsed.content) });
-            if let Some(current) = current {
-                answer["from"] = json!({ "id": current.version.to_string() });
+            if let Some(now) = now {
+                answer["from"] = json!({ "id": now.id.to_string() });
             }
             Ok(Json(answer))
         }

@@ -74,6 +74,7 @@ impl From<DirectorError> for ApiError {
             DirectorError::Manifest(_) => ApiError::bad_request(code::BAD_MANIFEST, description),
             DirectorError::Invalid(_)
             | DirectorError::CloudConfig(_)
+            | DirectorError::RuntimeConfig(_)
             | DirectorError::NotDeployed { .. } => {
                 ApiError::bad_request(code::GENERIC, description)
             }
