@@ -21,6 +21,36 @@ async fn decoded<T: serde::de::DeserializeOwned>(s: &Served, path: &str) -> T {
     serde_json::from_value(s.get_json(path).await).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
+/// `bosh -d D vms`: the task's result, one `VMInfo` per line, after it is done.
+async fn vm_infos(s: &Served, deployment: &str) -> Vec<VmInfo> {
+    let response = s
+        .send(
+            Method::GET,
+            &format!("/deployments/{deployment}/vms?format=full"),
+        )
+        .await;
+    let id = Served::task_of(&response);
+    assert_eq!(s.wait_task(id).await["state"], "done");
+    s.output(id, "result")
+        .await
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// `bosh deploy` of `manifest`; the finished task.
+async fn deployed(s: &Served, manifest: String) -> Value {
+    let response = s
+        .director(Method::POST, "/deployments")
+        .header("content-type", "text/yaml")
+        .body(manifest)
+        .send()
+        .await
+        .unwrap();
+    s.wait_task(Served::task_of(&response)).await
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn env_deployments_tasks_locks_releases_and_stemcells_decode_as_the_cli_expects() {
     let s = Served::start(ServeLimits::default()).await;
@@ -661,18 +691,7 @@ async fn cck_scans_lists_and_resolves_as_the_cli_drives_it() {
             .is_empty()
     );
     // Every VM is back and running.
-    let response = s
-        .send(Method::GET, &format!("/deployments/{RMQ}/vms?format=full"))
-        .await;
-    let id = Served::task_of(&response);
-    assert_eq!(s.wait_task(id).await["state"], "done");
-    let vms: Vec<VmInfo> = s
-        .output(id, "result")
-        .await
-        .lines()
-        .filter(|l| !l.is_empty())
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let vms = vm_infos(&s, RMQ).await;
     assert_eq!(vms.len(), instances.len());
     assert!(vms.iter().all(|v| v.process_state == "running"), "{vms:?}");
 
@@ -696,14 +715,7 @@ async fn orphaned_disks_and_clean_up_follow_the_cli() {
         .as_str()
         .unwrap()
         .replace("persistent_disk: 10240", "persistent_disk: 20480");
-    let deploy = s
-        .director(Method::POST, "/deployments")
-        .header("content-type", "text/yaml")
-        .body(manifest)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(s.wait_task(Served::task_of(&deploy)).await["state"], "done");
+    assert_eq!(deployed(&s, manifest).await["state"], "done");
 
     // `bosh disks --orphaned`.
     let orphaned: Vec<OrphanDiskResp> = serde_json::from_value(s.get_json("/disks").await).unwrap();
@@ -844,17 +856,7 @@ async fn ignore_and_unignore_set_an_instance_aside_as_the_cli_asks() {
     );
     assert!(ignored(&s).await);
     // `bosh vms` shows it.
-    let response = s
-        .send(Method::GET, &format!("/deployments/{PG}/vms?format=full"))
-        .await;
-    let id = Served::task_of(&response);
-    s.wait_task(id).await;
-    let vms: Vec<VmInfo> = s
-        .output(id, "result")
-        .await
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let vms = vm_infos(&s, PG).await;
     assert!(
         vms.iter().any(|v| v.id == instance.id && v.ignore),
         "{vms:?}"
@@ -933,26 +935,9 @@ async fn update_runtime_config_places_its_addons_and_configs_lists_every_kind() 
         .as_str()
         .unwrap()
         .to_string();
-    let deploy = s
-        .director(Method::POST, "/deployments")
-        .header("content-type", "text/yaml")
-        .body(manifest)
-        .send()
-        .await
-        .unwrap();
-    let task = s.wait_task(Served::task_of(&deploy)).await;
+    let task = deployed(&s, manifest).await;
     assert_eq!(task["state"], "done", "{task}");
-    let response = s
-        .send(Method::GET, &format!("/deployments/{PG}/vms?format=full"))
-        .await;
-    let id = Served::task_of(&response);
-    s.wait_task(id).await;
-    let vms: Vec<VmInfo> = s
-        .output(id, "result")
-        .await
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let vms = vm_infos(&s, PG).await;
     assert!(!vms.is_empty());
     for vm in &vms {
         let names: Vec<&str> = vm.processes.iter().map(|p| p.name.as_str()).collect();
