@@ -205,6 +205,29 @@ async fn polling_needs_an_operation_and_a_known_instance() {
     assert_eq!(other_major.status(), 412);
 }
 
+/// The ODB errand's trigger, with the body it writes by hand.
+async fn odb_upgrade(
+    s: &Served,
+    instance: &crate::bosh_cli_types::OdbInstance,
+) -> reqwest::Response {
+    let body = format!(
+        r#"{{"plan_id": "{}", "context":{{"space_guid":"{}"}}}}"#,
+        instance.plan_unique_id, instance.space_guid
+    );
+    s.broker(
+        Method::PATCH,
+        &format!(
+            "/mgmt/service_instances/{}?operation_type=upgrade",
+            instance.guid
+        ),
+    )
+    .header("content-type", "application/json")
+    .body(body)
+    .send()
+    .await
+    .unwrap()
+}
+
 /// The ODB `upgrade-all-service-instances` errand's sequence: list, trigger each (204 is
 /// skipped, blocked ones included), poll with the operation data as Go sends it back,
 /// and list again for the latest info. It runs to the end.
@@ -226,23 +249,7 @@ async fn the_odb_upgrade_all_sequence_runs_to_the_end_and_skips_blocked_instance
     let (mut upgraded, mut skipped) = (0, Vec::new());
     for instance in &instances {
         assert!(!instance.guid.is_empty() && !instance.plan_unique_id.is_empty());
-        let body = format!(
-            r#"{{"plan_id": "{}", "context":{{"space_guid":"{}"}}}}"#,
-            instance.plan_unique_id, instance.space_guid
-        );
-        let response = s
-            .broker(
-                Method::PATCH,
-                &format!(
-                    "/mgmt/service_instances/{}?operation_type=upgrade",
-                    instance.guid
-                ),
-            )
-            .header("content-type", "application/json")
-            .body(body)
-            .send()
-            .await
-            .unwrap();
+        let response = odb_upgrade(&s, instance).await;
         match response.status().as_u16() {
             204 => skipped.push(instance.guid.clone()),
             202 => {
@@ -281,23 +288,7 @@ async fn the_odb_upgrade_all_sequence_runs_to_the_end_and_skips_blocked_instance
     // A second run finds everything up to date: every trigger is skipped.
     assert_eq!(list().await.len(), 5);
     for instance in list().await {
-        let status = s
-            .broker(
-                Method::PATCH,
-                &format!(
-                    "/mgmt/service_instances/{}?operation_type=upgrade",
-                    instance.guid
-                ),
-            )
-            .header("content-type", "application/json")
-            .body(format!(
-                r#"{{"plan_id": "{}", "context":{{"space_guid":""}}}}"#,
-                instance.plan_unique_id
-            ))
-            .send()
-            .await
-            .unwrap()
-            .status();
+        let status = odb_upgrade(&s, &instance).await.status();
         assert_eq!(status, 204, "{}", instance.guid);
     }
 }

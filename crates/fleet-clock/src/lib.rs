@@ -47,6 +47,11 @@ pub fn rfc3339(at: SystemTime) -> String {
     humantime::format_rfc3339_seconds(at).to_string()
 }
 
+/// [`rfc3339`] of a time kept as Unix seconds, as records keep them.
+pub fn rfc3339_unix(secs: u64) -> String {
+    rfc3339(SystemTime::UNIX_EPOCH + Duration::from_secs(secs))
+}
+
 /// `1h2m3s`-style text for elapsed times in output lines.
 pub fn short(d: Duration) -> String {
     let secs = d.as_secs();

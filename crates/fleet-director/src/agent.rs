@@ -27,6 +27,18 @@ pub enum JobState {
     Failing,
 }
 
+impl JobState {
+    /// The word the CLI shows for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Running => "running",
+            JobState::Starting => "starting",
+            JobState::Stopped => "stopped",
+            JobState::Failing => "failing",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentState {
     pub job_state: JobState,

@@ -11,6 +11,7 @@ use super::error::StepError;
 use super::model::{DeployedVersions, DiskRecord, Release, Stemcell};
 use super::records::change;
 use super::task::{JobError, TaskLog};
+use fleet_store::Write;
 
 /// How many unused versions of each release and stemcell a default clean-up keeps.
 const KEEP_UNUSED: usize = 2;
@@ -119,7 +120,7 @@ pub fn plan(
 }
 
 /// Deletes one orphaned disk from the cloud, then forgets it.
-pub async fn delete_disk(core: &Core, disk: &DiskRecord) -> Result<(), StepError> {
+async fn delete_disk(core: &Core, disk: &DiskRecord) -> Result<(), StepError> {
     core.cpi
         .delete_disk(&disk.cid)
         .await
@@ -130,6 +131,44 @@ pub async fn delete_disk(core: &Core, disk: &DiskRecord) -> Result<(), StepError
         .map_err(StepError::from)
 }
 
+/// Deletes orphaned disks, a step each; the first failure stops the rest.
+pub async fn delete_disks(
+    core: &Core,
+    log: &TaskLog,
+    disks: &[DiskRecord],
+) -> Result<(), JobError> {
+    if disks.is_empty() {
+        return Ok(());
+    }
+    let stage = log.stage("Deleting orphaned disks", Vec::new(), disks.len() as u32);
+    for disk in disks {
+        log.check()?;
+        let step = stage.start(disk.cid.clone());
+        step.end(delete_disk(core, disk).await)?;
+    }
+    Ok(())
+}
+
+/// Forgets records, a step each: `(what the step names, the write that forgets it)`.
+async fn forget(
+    core: &Core,
+    log: &TaskLog,
+    stage: &str,
+    records: Vec<(String, Write)>,
+) -> Result<(), JobError> {
+    if records.is_empty() {
+        return Ok(());
+    }
+    let stage = log.stage(stage, Vec::new(), records.len() as u32);
+    for (what, write) in records {
+        log.check()?;
+        let step = stage.start(what);
+        let gone = core.records.write(vec![write]).await;
+        step.end(gone.map_err(StepError::from))?;
+    }
+    Ok(())
+}
+
 /// Carries out `plan`: disks first (they hold data; a failure stops before anything
 /// else), then the release and stemcell records.
 pub async fn clean_up(
@@ -137,46 +176,24 @@ pub async fn clean_up(
     log: TaskLog,
     plan: CleanUpPlan,
 ) -> Result<String, JobError> {
-    if !plan.disks.is_empty() {
-        let stage = log.stage(
-            "Deleting orphaned disks",
-            Vec::new(),
-            plan.disks.len() as u32,
-        );
-        for disk in &plan.disks {
-            log.check()?;
-            let step = stage.start(disk.cid.clone());
-            step.end(delete_disk(&core, disk).await)?;
-        }
-    }
-    if !plan.releases.is_empty() {
-        let stage = log.stage("Deleting releases", Vec::new(), plan.releases.len() as u32);
-        for release in &plan.releases {
-            log.check()?;
-            let step = stage.start(format!("{}/{}", release.name, release.version));
-            let gone = core
-                .records
-                .write(vec![change::release_gone(release)])
-                .await;
-            step.end(gone.map_err(StepError::from))?;
-        }
-    }
-    if !plan.stemcells.is_empty() {
-        let stage = log.stage(
-            "Deleting stemcells",
-            Vec::new(),
-            plan.stemcells.len() as u32,
-        );
-        for stemcell in &plan.stemcells {
-            log.check()?;
-            let step = stage.start(format!("{}/{}", stemcell.name, stemcell.version));
-            let gone = core
-                .records
-                .write(vec![change::stemcell_gone(stemcell)])
-                .await;
-            step.end(gone.map_err(StepError::from))?;
-        }
-    }
+    delete_disks(&core, &log, &plan.disks).await?;
+    let releases = plan
+        .releases
+        .iter()
+        .map(|r| (format!("{}/{}", r.name, r.version), change::release_gone(r)))
+        .collect();
+    forget(&core, &log, "Deleting releases", releases).await?;
+    let stemcells = plan
+        .stemcells
+        .iter()
+        .map(|s| {
+            (
+                format!("{}/{}", s.name, s.version),
+                change::stemcell_gone(s),
+            )
+        })
+        .collect();
+    forget(&core, &log, "Deleting stemcells", stemcells).await?;
     Ok(format!(
         "Deleted {} release(s), {} stemcell(s), {} orphaned disk(s)",
         plan.releases.len(),

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
 use super::Core;
-use super::agent::{AgentState, JobState};
+use super::agent::AgentState;
 use super::error::StepError;
 use super::model::{DesiredState, InstanceRecord, Stemcell, VmRecord};
 
@@ -26,15 +26,7 @@ async fn observe(core: &Core, instance: &InstanceRecord) -> (String, Option<Agen
         .agent_call(agent_id, "get_state", core.agent.get_state(agent_id))
         .await
     {
-        Ok(state) => {
-            let word = match state.job_state {
-                JobState::Running => "running",
-                JobState::Starting => "starting",
-                JobState::Stopped => "stopped",
-                JobState::Failing => "failing",
-            };
-            (word.to_string(), Some(state))
-        }
+        Ok(state) => (state.job_state.as_str().to_string(), Some(state)),
         Err(_) => ("unresponsive agent".to_string(), None),
     }
 }
@@ -95,11 +87,7 @@ fn vitals(state: Option<&AgentState>) -> Value {
 
 /// `2024-05-01T12:00:00Z`, as the CLI parses `vm_created_at`; empty when unknown.
 fn timestamp(unix: Option<u64>) -> String {
-    unix.map(|secs| {
-        let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
-        humantime::format_rfc3339_seconds(at).to_string()
-    })
-    .unwrap_or_default()
+    unix.map(fleet_clock::rfc3339_unix).unwrap_or_default()
 }
 
 fn line(

@@ -423,11 +423,7 @@ impl Director {
     /// # Errors
     /// [`DirectorError::NotFound`] for an unknown deployment, [`DirectorError::Locked`].
     pub async fn delete(&self, deployment: &str) -> Result<Task, DirectorError> {
-        if self.records().deployment(deployment).await?.is_none() {
-            return Err(DirectorError::NotFound {
-                what: format!("deployment `{deployment}`"),
-            });
-        }
+        self.require_deployment(deployment).await?;
         let name = deployment.to_string();
         self.runner
             .start(
@@ -505,14 +501,9 @@ impl Director {
         instance: &str,
         ignore: bool,
     ) -> Result<(), DirectorError> {
+        // The group is checked here; the instance is looked up below, once.
+        self.check_target(deployment, &Target::group(group)).await?;
         let target = Target::instance(group, instance);
-        self.check_target(deployment, &target).await?;
-        if let Some(task) = self.lock_holder(deployment).await? {
-            return Err(DirectorError::Locked {
-                deployment: deployment.to_string(),
-                task,
-            });
-        }
         let mut record = self
             .instances(deployment)
             .await?
@@ -523,6 +514,12 @@ impl Director {
                 group: group.to_string(),
                 instance: instance.to_string(),
             })?;
+        if let Some(task) = self.lock_holder(deployment).await? {
+            return Err(DirectorError::Locked {
+                deployment: deployment.to_string(),
+                task,
+            });
+        }
         record.ignore = ignore;
         Ok(self
             .records()
@@ -564,11 +561,7 @@ impl Director {
     /// # Errors
     /// [`DirectorError::NotFound`] for an unknown deployment.
     pub async fn instance_details(&self, deployment: &str) -> Result<Task, DirectorError> {
-        if self.deployment(deployment).await?.is_none() {
-            return Err(DirectorError::NotFound {
-                what: format!("deployment `{deployment}`"),
-            });
-        }
+        self.require_deployment(deployment).await?;
         let name = deployment.to_string();
         self.runner
             .start(
@@ -678,9 +671,7 @@ impl Director {
                 None,
                 self.user.as_deref(),
                 move |core, log| async move {
-                    let stage = log.stage("Deleting orphaned disks", Vec::new(), 1);
-                    let step = stage.start(disk.cid.clone());
-                    step.end(cleanup::delete_disk(&core, &disk).await)?;
+                    cleanup::delete_disks(&core, &log, std::slice::from_ref(&disk)).await?;
                     Ok(format!("orphaned disk {} deleted", disk.cid))
                 },
             )

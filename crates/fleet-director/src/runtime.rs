@@ -84,6 +84,29 @@ fn strings(checker: &mut Checker, node: Option<&Node>, path: &str) -> Vec<String
         .collect()
 }
 
+/// A job's `name` and `release`, both required; its other keys must be among `known`.
+fn name_and_release(
+    checker: &mut Checker,
+    job: &Node,
+    path: &str,
+    known: &[&str],
+) -> Option<(String, String)> {
+    checker.map(job, path, known);
+    let name = job
+        .get("name")
+        .and_then(|n| checker.string(n, &join(path, "name")));
+    let release = job
+        .get("release")
+        .and_then(|n| checker.string(n, &join(path, "release")));
+    match (name, release) {
+        (Some(name), Some(release)) => Some((name, release)),
+        _ => {
+            checker.report(path, job.at, "a job needs `name` and `release`");
+            None
+        }
+    }
+}
+
 fn rule(checker: &mut Checker, node: Option<&Node>, path: &str) -> Rule {
     let Some(node) = node else {
         return Rule::default();
@@ -98,17 +121,7 @@ fn rule(checker: &mut Checker, node: Option<&Node>, path: &str) -> Rule {
         let at = join(path, "jobs");
         for (i, job) in checker.list(list, &at).iter().enumerate() {
             let here = format!("{at}[{i}]");
-            checker.map(job, &here, &["name", "release"]);
-            let name = job
-                .get("name")
-                .and_then(|n| checker.string(n, &join(&here, "name")));
-            let release = job
-                .get("release")
-                .and_then(|n| checker.string(n, &join(&here, "release")));
-            match (name, release) {
-                (Some(n), Some(r)) => jobs.push((n, r)),
-                _ => checker.report(&here, job.at, "a job needs `name` and `release`"),
-            }
+            jobs.extend(name_and_release(checker, job, &here, &["name", "release"]));
         }
     }
     let mut stemcell_os = Vec::new();
@@ -193,34 +206,29 @@ pub fn parse(text: &str) -> Result<RuntimeModel, RuntimeConfigError> {
             }
             for (k, job) in listed.iter().enumerate() {
                 let jpath = format!("{at}[{k}]");
-                checker.map(job, &jpath, &["name", "release", "properties"]);
-                let name = job
-                    .get("name")
-                    .and_then(|n| checker.string(n, &join(&jpath, "name")));
-                let release = job
-                    .get("release")
-                    .and_then(|n| checker.string(n, &join(&jpath, "release")));
-                match (name, release) {
-                    (Some(name), Some(release)) => {
-                        if !releases.iter().any(|r: &ReleaseRef| r.name == release) {
-                            checker.report(
-                                &join(&jpath, "release"),
-                                job.at,
-                                format!("release `{release}` is not one of the runtime config's `releases`"),
-                            );
-                        }
-                        let properties = job
-                            .get("properties")
-                            .map(Node::to_json)
-                            .unwrap_or_else(|| serde_json::json!({}));
-                        jobs.push(JobRef {
-                            name,
-                            release,
-                            properties,
-                        });
-                    }
-                    _ => checker.report(&jpath, job.at, "a job needs `name` and `release`"),
+                let known = ["name", "release", "properties"];
+                let Some((name, release)) = name_and_release(&mut checker, job, &jpath, &known)
+                else {
+                    continue;
+                };
+                if !releases.iter().any(|r: &ReleaseRef| r.name == release) {
+                    checker.report(
+                        &join(&jpath, "release"),
+                        job.at,
+                        format!(
+                            "release `{release}` is not one of the runtime config's `releases`"
+                        ),
+                    );
                 }
+                let properties = job
+                    .get("properties")
+                    .map(Node::to_json)
+                    .unwrap_or_else(|| serde_json::json!({}));
+                jobs.push(JobRef {
+                    name,
+                    release,
+                    properties,
+                });
             }
             addons.push(Addon {
                 jobs,

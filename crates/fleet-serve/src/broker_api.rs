@@ -91,12 +91,7 @@ fn view_json(view: &InstanceView) -> Value {
             "type": task.description,
             "state": state,
             "description": task.result,
-            "updated_at": task.finished_at.or(task.started_at).map(|secs| {
-                humantime::format_rfc3339_seconds(
-                    std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs),
-                )
-                .to_string()
-            }),
+            "updated_at": task.finished_at.or(task.started_at).map(fleet_clock::rfc3339_unix),
         })
     });
     json!({

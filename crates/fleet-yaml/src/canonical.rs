@@ -147,8 +147,8 @@ fn plain_is_safe(s: &str) -> bool {
     let safe_chars = s
         .chars()
         .all(|c| c.is_alphanumeric() || "-_./@=+,()$%^&*~!?".contains(c) || c == ' ');
-    let reads_back = matches!(super::load::resolve_as_director(s), Value::Str(_))
-        && matches!(super::load::resolve_core(s), Value::Str(_));
+    let reads_back = matches!(super::load::resolve_plain_1_1(s), Value::Str(_))
+        && matches!(super::load::resolve_plain(s), Value::Str(_));
     safe_chars
         && reads_back
         && (first.is_alphanumeric() || "_./$(".contains(first))

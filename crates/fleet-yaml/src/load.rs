@@ -363,17 +363,8 @@ fn apply_merge_keys(entries: Vec<(Key, Node)>) -> Result<Vec<(Key, Node)>, LoadE
     Ok(own)
 }
 
-/// How a plain scalar reads under each schema.
-pub(crate) fn resolve_as_director(text: &str) -> Value {
-    resolve_plain_1_1(text)
-}
-
-pub(crate) fn resolve_core(text: &str) -> Value {
-    resolve_plain(text)
-}
-
 /// YAML 1.1's booleans and separated integers, else the core schema.
-fn resolve_plain_1_1(text: &str) -> Value {
+pub(crate) fn resolve_plain_1_1(text: &str) -> Value {
     match text {
         "y" | "Y" | "yes" | "Yes" | "YES" | "on" | "On" | "ON" => return Value::Bool(true),
         "n" | "N" | "no" | "No" | "NO" | "off" | "Off" | "OFF" => return Value::Bool(false),
@@ -391,7 +382,7 @@ fn resolve_plain_1_1(text: &str) -> Value {
 }
 
 /// The YAML 1.2 core schema for plain scalars.
-fn resolve_plain(text: &str) -> Value {
+pub(crate) fn resolve_plain(text: &str) -> Value {
     match text {
         "" | "~" | "null" | "Null" | "NULL" => return Value::Null,
         "true" | "True" | "TRUE" => return Value::Bool(true),

@@ -379,12 +379,7 @@ impl Cpi for SimulatedCloud {
         // expired certificate, so an agent that did not answer still does not.
         let mut rebooted = agent;
         if rebooted.applied.is_some() {
-            rebooted.job_state = if rebooted.job_start_fails {
-                JobState::Failing
-            } else {
-                JobState::Running
-            };
-            rebooted.started_at = Some(unix_now());
+            rebooted.start_jobs();
         }
         self.save_agent(rebooted).await.map_err(Self::cpi_error)
     }
@@ -576,16 +571,9 @@ impl Agent for SimulatedCloud {
     }
 
     async fn start(&self, agent_id: &str) -> Result<(), AgentError> {
-        self.agent_call(agent_id, "start", |a| {
-            a.job_state = if a.job_start_fails {
-                JobState::Failing
-            } else {
-                JobState::Running
-            };
-            a.started_at = Some(unix_now());
-        })
-        .await
-        .map(|_| ())
+        self.agent_call(agent_id, "start", AgentRecord::start_jobs)
+            .await
+            .map(|_| ())
     }
 
     async fn mount_disk(&self, agent_id: &str, disk_cid: &str) -> Result<(), AgentError> {

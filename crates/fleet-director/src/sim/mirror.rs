@@ -52,6 +52,18 @@ pub(super) struct AgentRecord {
     pub started_at: Option<u64>,
 }
 
+impl AgentRecord {
+    /// Its jobs start, or fail to, as the agent's configured fault says.
+    pub fn start_jobs(&mut self) {
+        self.job_state = if self.job_start_fails {
+            JobState::Failing
+        } else {
+            JobState::Running
+        };
+        self.started_at = Some(crate::task::unix_now());
+    }
+}
+
 /// Every record of the cloud, by id.
 #[derive(Default)]
 pub(super) struct Records {

@@ -24,12 +24,7 @@ pub(super) fn processes(seed: u64, agent: &AgentRecord, now: u64) -> Vec<Process
     let Some(applied) = &agent.applied else {
         return Vec::new();
     };
-    let state = match agent.job_state {
-        JobState::Running => "running",
-        JobState::Starting => "starting",
-        JobState::Stopped => "stopped",
-        JobState::Failing => "failing",
-    };
+    let state = agent.job_state.as_str();
     let uptime = agent.started_at.map(|at| now.saturating_sub(at));
     applied
         .jobs

@@ -11,7 +11,7 @@ use super::Acting;
 use super::configs::{created_at, stemcell_json};
 use super::deployments::redirect;
 use super::error::{ApiError, ApiResult, code};
-use super::query::Params;
+use super::query::{Params, strict_flag};
 use fleet_director::Director;
 use fleet_director::cleanup::{CleanUpOptions, CleanUpPlan};
 use fleet_director::model::DiskRecord;
@@ -35,17 +35,6 @@ pub async fn orphaned_disks(State(director): State<Director>) -> ApiResult<Json<
 
 pub async fn delete_disk(Acting(director): Acting, Path(cid): Path<String>) -> ApiResult<Response> {
     Ok(redirect(&director.delete_orphaned_disk(&cid).await?))
-}
-
-fn flag(params: &Params, name: &str) -> ApiResult<bool> {
-    match params.get(name).map(String::as_str) {
-        None | Some("false") => Ok(false),
-        Some("true") => Ok(true),
-        Some(other) => Err(ApiError::bad_request(
-            code::VALIDATION_INVALID_TYPE,
-            format!("{name} must be true or false, got '{other}'"),
-        )),
-    }
 }
 
 fn plan_json(plan: &CleanUpPlan) -> Value {
@@ -73,8 +62,8 @@ pub async fn dry_run(
     Query(params): Query<Params>,
 ) -> ApiResult<Json<Value>> {
     let options = CleanUpOptions {
-        remove_all: flag(&params, "remove_all")?,
-        keep_orphaned_disks: flag(&params, "keep_orphaned_disks")?,
+        remove_all: strict_flag(&params, "remove_all")?,
+        keep_orphaned_disks: strict_flag(&params, "keep_orphaned_disks")?,
     };
     Ok(Json(plan_json(&director.clean_up_plan(options).await?)))
 }

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::error::{ApiError, ApiResult, code};
-use super::query::Params;
+use super::query::{Params, number};
 use super::wire::{self, MAX_YAML_BYTES, require_yaml, yaml_limits};
 use fleet_director::Director;
 
@@ -40,9 +40,7 @@ fn entry_json(e: &Entry) -> Value {
 /// `2024-05-01 12:00:00 UTC`, as the director writes a config's or an orphan's time.
 pub fn created_at(unix: Option<u64>) -> String {
     unix.map(|secs| {
-        let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
-        humantime::format_rfc3339_seconds(at)
-            .to_string()
+        fleet_clock::rfc3339_unix(secs)
             .replace('T', " ")
             .replace('Z', " UTC")
     })
@@ -150,15 +148,7 @@ pub async fn list(
         .get("name")
         .map(String::as_str)
         .filter(|n| !n.is_empty());
-    let limit = match params.get("limit") {
-        None => usize::MAX,
-        Some(l) => l.parse::<usize>().map_err(|_| {
-            ApiError::bad_request(
-                code::VALIDATION_INVALID_TYPE,
-                format!("limit must be a number, got '{l}'"),
-            )
-        })?,
-    };
+    let limit = number(&params, "limit")?.map_or(usize::MAX, |l| l as usize);
     let latest_only = params.get("latest").is_none_or(|l| l != "false");
     let configs: Vec<Value> = entries(&director)
         .await?
@@ -220,24 +210,24 @@ fn check_yaml(text: &str) -> ApiResult<()> {
         })
 }
 
-fn parse_body(body: &str) -> ApiResult<ConfigBody> {
+/// The body of `POST /configs`, with its kind; the kind is checked before the content.
+fn parse_body(body: &str) -> ApiResult<(ConfigBody, &'static str)> {
     let parsed: ConfigBody = serde_json::from_str(body).map_err(|e| {
         ApiError::bad_request(
             code::GENERIC,
             format!("the body must be JSON with `type`, `name` and `content`: {e}"),
         )
     })?;
-    kind_of(&parsed.kind)?;
+    let kind = kind_of(&parsed.kind)?;
     check_yaml(&parsed.content)?;
-    Ok(parsed)
+    Ok((parsed, kind))
 }
 
 pub async fn update(State(director): State<Director>, body: String) -> ApiResult<Response> {
-    let parsed = parse_body(&body)?;
-    let kind = kind_of(&parsed.kind)?;
+    let (parsed, kind) = parse_body(&body)?;
     let name = name_or_default(parsed.name.as_deref());
     if kind == "cloud" {
-        only_cloud(Some(kind), Some(&name))?;
+        only_cloud(None, Some(&name))?;
     }
     if let Some(expected) = &parsed.expected_latest_id {
         let latest = current(&director, kind, &name)

@@ -5,7 +5,7 @@ use axum::extract::{Query, State};
 use serde_json::{Map, Value, json};
 
 use super::error::{ApiError, ApiResult, code};
-use super::query::Params;
+use super::query::{Params, number};
 use fleet_director::Director;
 use fleet_director::audit::{AuditEvent, AuditFilter};
 
@@ -57,20 +57,6 @@ fn time(params: &Params, name: &str) -> ApiResult<Option<u64>> {
                 ),
             )
         })
-}
-
-fn number(params: &Params, name: &str) -> ApiResult<Option<u64>> {
-    params
-        .get(name)
-        .map(|v| {
-            v.trim().parse::<u64>().map_err(|_| {
-                ApiError::bad_request(
-                    code::VALIDATION_INVALID_TYPE,
-                    format!("{name} must be a number, got '{v}'"),
-                )
-            })
-        })
-        .transpose()
 }
 
 pub async fn list(

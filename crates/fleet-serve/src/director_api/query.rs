@@ -12,6 +12,38 @@ pub fn flag(params: &Params, name: &str) -> bool {
     params.get(name).is_some_and(|v| v == "true")
 }
 
+/// A boolean that must be spelled `true` or `false` when given, for parameters whose
+/// misspelling would change what a destructive request does.
+///
+/// # Errors
+/// Any other value, named with the parameter.
+pub fn strict_flag(params: &Params, name: &str) -> Result<bool, ApiError> {
+    match params.get(name).map(String::as_str) {
+        None | Some("false") => Ok(false),
+        Some("true") => Ok(true),
+        Some(other) => Err(ApiError::bad_request(
+            code::VALIDATION_INVALID_TYPE,
+            format!("{name} must be true or false, got '{other}'"),
+        )),
+    }
+}
+
+/// # Errors
+/// A value that is not a whole number, named with the parameter.
+pub fn number(params: &Params, name: &str) -> Result<Option<u64>, ApiError> {
+    params
+        .get(name)
+        .map(|v| {
+            v.parse::<u64>().map_err(|_| {
+                ApiError::bad_request(
+                    code::VALIDATION_INVALID_TYPE,
+                    format!("{name} must be a number, got '{v}'"),
+                )
+            })
+        })
+        .transpose()
+}
+
 /// `skip_drain` is `*` or a list of groups in the director; any value skips draining here.
 pub fn present(params: &Params, name: &str) -> bool {
     params
@@ -65,6 +97,32 @@ mod tests {
         assert!(
             e.description
                 .contains("bad value should be integer or percent")
+        );
+    }
+
+    #[test]
+    fn numbers_and_strict_flags_name_the_parameter_they_refuse() {
+        let p = params(&[
+            ("limit", "10"),
+            ("bad", "ten"),
+            ("all", "true"),
+            ("x", "yes"),
+        ]);
+        assert_eq!(number(&p, "limit").unwrap(), Some(10));
+        assert_eq!(number(&p, "missing").unwrap(), None);
+        assert!(
+            number(&p, "bad")
+                .unwrap_err()
+                .description
+                .contains("bad must be a number")
+        );
+        assert!(strict_flag(&p, "all").unwrap());
+        assert!(!strict_flag(&p, "missing").unwrap());
+        assert!(
+            strict_flag(&p, "x")
+                .unwrap_err()
+                .description
+                .contains("x must be true or false")
         );
     }
 

@@ -7,7 +7,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::error::{ApiError, ApiResult, code};
-use super::query::Params;
+use super::query::{Params, number};
 use super::wire;
 use fleet_director::Director;
 use fleet_director::model::{Task, TaskFilter, TaskState};
@@ -27,15 +27,7 @@ pub async fn list(
             .collect()
     });
     let verbose = params.get("verbose").map_or(1, |v| v.parse().unwrap_or(1));
-    let limit = match params.get("limit") {
-        None => None,
-        Some(l) => l.parse::<usize>().map(Some).map_err(|_| {
-            ApiError::bad_request(
-                code::VALIDATION_INVALID_TYPE,
-                format!("limit must be a number, got '{l}'"),
-            )
-        })?,
-    };
+    let limit = number(&params, "limit")?.map(|l| l as usize);
     let filter = TaskFilter {
         deployment: params.get("deployment").cloned(),
         states,

@@ -100,7 +100,7 @@ pub fn debug_log(task: &Task, events: &[TaskEvent], trace: &[TraceLine]) -> Stri
         .map(|e| {
             let line = format!(
                 "[{}] {} > {}: {:?}{}",
-                stamp(e.time),
+                fleet_clock::rfc3339_unix(e.time),
                 e.stage,
                 e.task,
                 e.state,
@@ -117,7 +117,14 @@ pub fn debug_log(task: &Task, events: &[TaskEvent], trace: &[TraceLine]) -> Stri
             Channel::Debug => "DirectorJobRunner",
             Channel::Cpi => "CPI",
         };
-        (t.time, format!("[{}] {source}: {}", stamp(t.time), t.text))
+        (
+            t.time,
+            format!(
+                "[{}] {source}: {}",
+                fleet_clock::rfc3339_unix(t.time),
+                t.text
+            ),
+        )
     }));
     // Stable: what happened in the same second keeps its recorded order.
     lines.sort_by_key(|(time, _)| *time);
@@ -141,13 +148,8 @@ pub fn cpi_log(trace: &[TraceLine]) -> String {
     trace
         .iter()
         .filter(|t| t.channel == Channel::Cpi)
-        .map(|t| format!("[{}] {}\n", stamp(t.time), t.text))
+        .map(|t| format!("[{}] {}\n", fleet_clock::rfc3339_unix(t.time), t.text))
         .collect()
-}
-
-fn stamp(unix: u64) -> String {
-    let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(unix);
-    humantime::format_rfc3339_seconds(at).to_string()
 }
 
 /// What `old` and `new` mean, as the director's diff: `[line, "added"|"removed"|null]`.
