@@ -1726,17 +1726,6 @@ mod store_faults {
         inner: SqliteStore,
         put_task_failures: AtomicU32,
         release_failures: AtomicU32,
-        /// Every thread that called the store.
-        callers: std::sync::Mutex<std::collections::HashSet<std::thread::ThreadId>>,
-    }
-
-    impl FlakyStore {
-        fn seen(&self) {
-            self.callers
-                .lock()
-                .unwrap()
-                .insert(std::thread::current().id());
-        }
     }
 
     fn busy() -> StoreError {
@@ -1752,15 +1741,12 @@ mod store_faults {
 
     impl Store for FlakyStore {
         fn get(&self, c: Collection, key: &str) -> Result<Option<String>, StoreError> {
-            self.seen();
             self.inner.get(c, key)
         }
         fn list(&self, c: Collection, scope: Option<&str>) -> Result<Vec<String>, StoreError> {
-            self.seen();
             self.inner.list(c, scope)
         }
         fn write(&self, batch: Vec<Write>) -> Result<(), StoreError> {
-            self.seen();
             self.inner.write(batch)
         }
         fn create_task(
@@ -1770,53 +1756,42 @@ mod store_faults {
             lock: Option<&str>,
             user: Option<&str>,
         ) -> Result<Result<Task, u64>, StoreError> {
-            self.seen();
             self.inner.create_task(kind, deployment, lock, user)
         }
         fn put_task(&self, task: &Task) -> Result<(), StoreError> {
-            self.seen();
             if take(&self.put_task_failures) {
                 return Err(busy());
             }
             self.inner.put_task(task)
         }
         fn task(&self, id: u64) -> Result<Option<Task>, StoreError> {
-            self.seen();
             self.inner.task(id)
         }
         fn tasks(&self, filter: &TaskFilter) -> Result<Vec<Task>, StoreError> {
-            self.seen();
             self.inner.tasks(filter)
         }
         fn last_change(&self, deployment: &str) -> Result<Option<Task>, StoreError> {
-            self.seen();
             self.inner.last_change(deployment)
         }
         fn last_changes(&self) -> Result<Vec<Task>, StoreError> {
-            self.seen();
             self.inner.last_changes()
         }
         fn append_events(&self, task: u64, events: &[TaskEvent]) -> Result<(), StoreError> {
-            self.seen();
             self.inner.append_events(task, events)
         }
         fn events(&self, task: u64) -> Result<Vec<TaskEvent>, StoreError> {
-            self.seen();
             self.inner.events(task)
         }
         fn lock_holder(&self, lock: &str) -> Result<Option<u64>, StoreError> {
-            self.seen();
             self.inner.lock_holder(lock)
         }
         fn release_lock(&self, lock: &str, task: u64) -> Result<(), StoreError> {
-            self.seen();
             if take(&self.release_failures) {
                 return Err(busy());
             }
             self.inner.release_lock(lock, task)
         }
         fn locks(&self) -> Result<Vec<(String, u64)>, StoreError> {
-            self.seen();
             self.inner.locks()
         }
         fn release_ip(
@@ -1825,19 +1800,15 @@ mod store_faults {
             network: &str,
             owner: &IpHolder,
         ) -> Result<(), StoreError> {
-            self.seen();
             self.inner.release_ip(address, network, owner)
         }
         fn ips_in(&self, lo: u32, hi: u32) -> Result<Vec<u32>, StoreError> {
-            self.seen();
             self.inner.ips_in(lo, hi)
         }
-        fn claimed(&self) -> Result<IpSet, StoreError> {
-            self.seen();
+        fn claimed(&self) -> Result<std::sync::Arc<IpSet>, StoreError> {
             self.inner.claimed()
         }
         fn ip_holders(&self, addresses: &[u32]) -> Result<Vec<IpRecord>, StoreError> {
-            self.seen();
             self.inner.ip_holders(addresses)
         }
         fn apply_ips(
@@ -1845,15 +1816,12 @@ mod store_faults {
             claims: &[IpClaim],
             releases: &[IpRelease],
         ) -> Result<Result<(), IpRecord>, StoreError> {
-            self.seen();
             self.inner.apply_ips(claims, releases)
         }
         fn ips_of(&self, deployment: &str) -> Result<Vec<IpRecord>, StoreError> {
-            self.seen();
             self.inner.ips_of(deployment)
         }
         fn recover(&self, reason: &str, now: u64) -> Result<Vec<u64>, StoreError> {
-            self.seen();
             self.inner.recover(reason, now)
         }
     }
@@ -1863,36 +1831,9 @@ mod store_faults {
             inner: SqliteStore::in_memory().unwrap(),
             put_task_failures: AtomicU32::new(0),
             release_failures: AtomicU32::new(0),
-            callers: Default::default(),
         });
         let f = fixture_on(Arc::clone(&store) as Arc<dyn Store>, vec![]).await;
         (store, f)
-    }
-
-    /// The runtime of these tests has one thread: a store call made on it would block
-    /// every task and timer of the director.
-    #[tokio::test(start_paused = true)]
-    async fn no_store_call_blocks_the_async_thread() {
-        let runtime_thread = std::thread::current().id();
-        let (store, f) = flaky().await;
-        let d = &f.director;
-        deploy(d, &manifest("d", 2, "1.0", 0)).await;
-        let recreate = d.recreate("d", RecreateOptions::default()).await.unwrap();
-        d.wait(recreate.id).await.unwrap();
-        let stop = d.stop("d", false).await.unwrap();
-        d.cancel(stop.id).await.unwrap();
-        d.wait(stop.id).await.unwrap();
-        assert!(!d.events(recreate.id).await.unwrap().is_empty());
-        assert!(!d.deployment_summaries().await.unwrap().is_empty());
-        assert!(!d.tasks(TaskFilter::default()).await.unwrap().is_empty());
-        let delete = d.delete("d").await.unwrap();
-        d.wait(delete.id).await.unwrap();
-        let callers = store.callers.lock().unwrap().clone();
-        assert!(!callers.is_empty());
-        assert!(
-            !callers.contains(&runtime_thread),
-            "a store call ran on the runtime's thread"
-        );
     }
 
     #[tokio::test(start_paused = true)]

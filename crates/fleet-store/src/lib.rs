@@ -4,7 +4,7 @@
 //! transactions and ordering: tasks with their event logs, and locks. Every state change
 //! is written before the external step that depends on it, so after a crash the next start
 //! finds a consistent state and converges. The trait keeps SQLite replaceable; async code
-//! reaches it only through [`AsyncStore`], which never runs SQLite on an async worker.
+//! reaches it through [`AsyncStore`].
 
 mod handle;
 mod records;
@@ -41,14 +41,9 @@ pub enum StoreError {
          knows: use the fleet-updater that wrote it, or a newer one"
     )]
     NewerSchema { found: i64, known: i64 },
-    /// The runtime shut down before the store answered; the call may or may not have
-    /// been applied, as after a crash.
-    #[error("the state store's worker stopped before it answered (shutting down)")]
+    /// The runtime shut down before opening the store finished.
+    #[error("the state store's opening stopped before it finished (shutting down)")]
     Stopped,
-    /// The call was made with others in one transaction ([`Store::together`]), and that
-    /// transaction could not be committed: nothing of it was applied.
-    #[error("the state store could not commit: {0}")]
-    NotCommitted(#[source] std::sync::Arc<StoreError>),
 }
 
 impl StoreError {
@@ -127,18 +122,6 @@ pub enum Write {
 }
 
 pub trait Store: Send + Sync {
-    /// Runs `work`, whose calls to this store then commit as one transaction: many small
-    /// writes cost one commit, and a failed call still applies none of its own writes.
-    /// When the commit fails, none of the calls' writes is applied. A store without
-    /// transactions of its own runs `work` as it is.
-    ///
-    /// # Errors
-    /// When the shared transaction cannot begin or commit.
-    fn together(&self, work: &mut dyn FnMut()) -> Result<(), StoreError> {
-        work();
-        Ok(())
-    }
-
     fn get(&self, collection: Collection, key: &str) -> Result<Option<String>, StoreError>;
 
     /// Documents of a collection in key order, all or those of one scope.
@@ -187,8 +170,9 @@ pub trait Store: Send + Sync {
     /// another network or owner since is left alone.
     fn release_ip(&self, address: u32, network: &str, owner: &IpHolder) -> Result<(), StoreError>;
 
-    /// Every claimed address: what a plan allocates around.
-    fn claimed(&self) -> Result<fleet_ipset::IpSet, StoreError>;
+    /// Every claimed address: what a plan allocates around. Shared, not copied: a large
+    /// fleet holds tens of thousands, and every deploy plans.
+    fn claimed(&self) -> Result<std::sync::Arc<fleet_ipset::IpSet>, StoreError>;
 
     /// The reservations of those of `addresses` that are claimed.
     fn ip_holders(&self, addresses: &[u32]) -> Result<Vec<IpRecord>, StoreError>;

@@ -4,6 +4,7 @@
 //! deploy applies what it claimed and released in one transaction.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 pub use super::model::Owner;
 use super::model::Subnet;
@@ -129,7 +130,12 @@ impl From<Release> for fleet_store::IpRelease {
 /// took an address meanwhile.
 #[derive(Debug, Default)]
 pub struct PlannedIpRepo {
-    claimed: IpSet,
+    /// The store's addresses, shared: a plan changes a few, and copying tens of
+    /// thousands per deploy made a large fleet's deploys grow with the fleet.
+    claimed: Arc<IpSet>,
+    /// What the plan claimed, and what of `claimed` it released.
+    added: IpSet,
+    removed: IpSet,
     /// Who holds the addresses the plan may claim by name: the instances' own, and the
     /// static ones the manifest asks for.
     holders: HashMap<u32, (String, Owner)>,
@@ -138,9 +144,14 @@ pub struct PlannedIpRepo {
 }
 
 impl PlannedIpRepo {
-    pub fn new(claimed: IpSet, holders: impl IntoIterator<Item = (u32, String, Owner)>) -> Self {
+    pub fn new(
+        claimed: Arc<IpSet>,
+        holders: impl IntoIterator<Item = (u32, String, Owner)>,
+    ) -> Self {
         PlannedIpRepo {
             claimed,
+            added: IpSet::new(),
+            removed: IpSet::new(),
             holders: holders
                 .into_iter()
                 .map(|(ip, network, owner)| (ip, (network, owner)))
@@ -148,6 +159,28 @@ impl PlannedIpRepo {
             claims: Vec::new(),
             releases: Vec::new(),
         }
+    }
+
+    /// The lowest address of `[lo, hi]` neither `blocked` nor taken, as the plan has
+    /// left the store's addresses so far.
+    fn lowest_free(&self, blocked: &IpSet, lo: u32, hi: u32) -> Option<u32> {
+        let mut from = lo;
+        let fresh = loop {
+            match self.claimed.lowest_free_with(blocked, from, hi) {
+                Some(ip) if self.added.contains(ip) => match ip.checked_add(1) {
+                    Some(next) => from = next,
+                    None => break None,
+                },
+                found => break found,
+            }
+        };
+        // Released addresses are few: each is looked at.
+        let reused = self
+            .removed
+            .ranges()
+            .flat_map(|(s, e)| s.max(lo)..=e.min(hi))
+            .find(|&ip| !blocked.contains(ip) && !self.added.contains(ip));
+        fresh.into_iter().chain(reused).min()
     }
 
     /// What the plan claimed and released, in order.
@@ -165,7 +198,8 @@ impl IpRepo for PlannedIpRepo {
         }
         self.holders
             .insert(ip, (network.to_string(), owner.clone()));
-        self.claimed.insert(ip);
+        self.added.insert(ip);
+        self.removed.remove(ip);
         self.claims.push(Claim {
             network: network.to_string(),
             ip,
@@ -182,9 +216,7 @@ impl IpRepo for PlannedIpRepo {
         blocked: &IpSet,
         owner: &Owner,
     ) -> Option<u32> {
-        let ip = self
-            .claimed
-            .lowest_free_with(blocked, subnet.first, subnet.last)?;
+        let ip = self.lowest_free(blocked, subnet.first, subnet.last)?;
         self.add(network, ip, owner, false)
             .expect("a free address has no holder");
         Some(ip)
@@ -197,12 +229,67 @@ impl IpRepo for PlannedIpRepo {
             .is_some_and(|(n, o)| n == network && o == owner)
         {
             self.holders.remove(&ip);
-            self.claimed.remove(ip);
+            self.added.remove(ip);
+            if self.claimed.contains(ip) {
+                self.removed.insert(ip);
+            }
             self.releases.push(Release {
                 network: network.to_string(),
                 ip,
                 owner: owner.clone(),
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owner(instance: &str) -> Owner {
+        Owner {
+            deployment: "d".into(),
+            instance: instance.into(),
+        }
+    }
+
+    #[test]
+    fn a_plan_sees_its_own_claims_and_releases_and_leaves_the_shared_set_alone() {
+        let mut taken = IpSet::new();
+        for ip in [10, 11, 13] {
+            taken.insert(ip);
+        }
+        let shared = Arc::new(taken);
+        let mut repo = PlannedIpRepo::new(Arc::clone(&shared), [(11, "n".into(), owner("a"))]);
+        let none = IpSet::new();
+        assert_eq!(repo.lowest_free(&none, 10, 20), Some(12));
+        repo.release("n", 11, &owner("a"));
+        assert_eq!(
+            repo.lowest_free(&none, 10, 20),
+            Some(11),
+            "released, free again"
+        );
+        let mut blocked = IpSet::new();
+        blocked.insert(11);
+        assert_eq!(repo.lowest_free(&blocked, 10, 20), Some(12));
+        repo.add("n", 11, &owner("b"), false).unwrap();
+        repo.add("n", 12, &owner("b"), false).unwrap();
+        assert_eq!(
+            repo.lowest_free(&none, 10, 20),
+            Some(14),
+            "its claims are taken"
+        );
+        assert_eq!(repo.lowest_free(&none, 10, 13), None);
+        repo.release("n", 12, &owner("b"));
+        assert_eq!(repo.lowest_free(&none, 10, 20), Some(12));
+        assert_eq!(
+            (shared.contains(11), shared.contains(12)),
+            (true, false),
+            "the store's set is unchanged"
+        );
+        let (claims, releases) = repo.into_changes();
+        let claimed: Vec<u32> = claims.iter().map(|c| c.ip).collect();
+        let released: Vec<u32> = releases.iter().map(|r| r.ip).collect();
+        assert_eq!((claimed, released), (vec![11, 12], vec![11, 12]));
     }
 }
