@@ -30,7 +30,7 @@ impl AsyncStore {
     }
 
     /// The blocking store, for code that already runs where blocking is allowed (a
-    /// `spawn_blocking` closure, a synchronous command-line path, a test).
+    /// synchronous command-line path, a test).
     pub fn blocking(&self) -> &Arc<dyn Store> {
         &self.store
     }
@@ -47,6 +47,14 @@ impl AsyncStore {
     {
         tokio::task::coop::consume_budget().await;
         call(&*self.store)
+    }
+
+    /// [`Store::defer`]: writes that need no commit of their own.
+    ///
+    /// # Errors
+    /// Those of a store that writes them at once.
+    pub fn defer(&self, batch: Vec<Write>) -> Result<(), StoreError> {
+        self.store.defer(batch)
     }
 
     pub async fn get<T>(&self, collection: Collection, key: &str) -> Result<Option<T>, StoreError>

@@ -130,6 +130,19 @@ pub trait Store: Send + Sync {
     /// Applies every write of the batch, or none.
     fn write(&self, batch: Vec<Write>) -> Result<(), StoreError>;
 
+    /// Writes that need no commit of their own: records of a world outside the director
+    /// (the simulated cloud's VMs, disks and agents), which a crash may lose as it would
+    /// lose the last call made to that world. A store that can keeps them until its next
+    /// call of any kind and applies them first, in that call's transaction when it
+    /// writes documents, so that nothing stored after them is ever stored without them.
+    /// Others write them at once.
+    ///
+    /// # Errors
+    /// Those of writing at once.
+    fn defer(&self, batch: Vec<Write>) -> Result<(), StoreError> {
+        self.write(batch)
+    }
+
     /// Creates a queued task for `user`. With `lock`, the lock is taken for the task in
     /// the same transaction; when another task holds it, nothing is written and its id is
     /// returned.

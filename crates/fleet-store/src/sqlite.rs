@@ -55,6 +55,8 @@ pub struct SqliteStore {
     /// one process changes a state directory at a time.
     /// Shared with the plans that read it, and copied only when it changes while one does.
     claimed: Mutex<Arc<IpSet>>,
+    /// [`Store::defer`]red writes, in order, applied when the connection is next taken.
+    deferred: Mutex<Vec<Write>>,
 }
 
 fn now() -> u64 {
@@ -110,12 +112,84 @@ impl SqliteStore {
         Ok(SqliteStore {
             connection: Mutex::new(connection),
             claimed: Mutex::new(Arc::new(claimed)),
+            deferred: Mutex::new(Vec::new()),
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, Connection> {
+    /// The connection, with every deferred write applied.
+    fn lock(&self) -> Result<MutexGuard<'_, Connection>, StoreError> {
+        let mut connection = self.connection();
+        self.apply_deferred(&mut connection, Vec::new())?;
+        Ok(connection)
+    }
+
+    /// The connection as it is.
+    fn connection(&self) -> MutexGuard<'_, Connection> {
         self.connection.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    fn take_deferred(&self) -> Vec<Write> {
+        std::mem::take(&mut *self.deferred.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Applies the deferred writes, then `batch`, in one transaction. When it fails, the
+    /// deferred writes are kept, before any deferred since, for the next call.
+    fn apply_deferred(
+        &self,
+        connection: &mut Connection,
+        batch: Vec<Write>,
+    ) -> Result<(), StoreError> {
+        let deferred = self.take_deferred();
+        if deferred.is_empty() && batch.is_empty() {
+            return Ok(());
+        }
+        let applied = (|| {
+            let tx = begin(connection)?;
+            for write in deferred.iter().chain(&batch) {
+                apply(&tx, write)?;
+            }
+            tx.commit()
+        })();
+        applied.map_err(|e| {
+            let mut kept = self.deferred.lock().unwrap_or_else(|p| p.into_inner());
+            let since = std::mem::replace(&mut *kept, deferred);
+            kept.extend(since);
+            e.into()
+        })
+    }
+}
+
+impl Drop for SqliteStore {
+    /// Nothing deferred is left behind when the store closes.
+    fn drop(&mut self) {
+        let mut connection = self.connection();
+        if let Err(e) = self.apply_deferred(&mut connection, Vec::new()) {
+            tracing::warn!(error = %e, "cannot write the last deferred records");
+        }
+    }
+}
+
+/// One document write, in a transaction.
+fn apply(tx: &Transaction<'_>, write: &Write) -> rusqlite::Result<()> {
+    match write {
+        Write::Put {
+            collection,
+            key,
+            scope,
+            body,
+        } => {
+            tx.prepare_cached(
+                "INSERT INTO documents (collection, key, scope, body) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (collection, key) DO UPDATE SET scope = ?3, body = ?4",
+            )?
+            .execute(params![collection.name(), key, scope, body])?;
+        }
+        Write::Delete { collection, key } => {
+            tx.prepare_cached("DELETE FROM documents WHERE collection = ?1 AND key = ?2")?
+                .execute(params![collection.name(), key])?;
+        }
+    }
+    Ok(())
 }
 
 /// Every address the database holds claimed.
@@ -254,14 +328,14 @@ fn task_from(body: &str) -> Result<Task, StoreError> {
 impl Store for SqliteStore {
     fn get(&self, collection: Collection, key: &str) -> Result<Option<String>, StoreError> {
         Ok(self
-            .lock()
+            .lock()?
             .prepare_cached("SELECT body FROM documents WHERE collection = ?1 AND key = ?2")?
             .query_row(params![collection.name(), key], |row| row.get(0))
             .optional()?)
     }
 
     fn list(&self, collection: Collection, scope: Option<&str>) -> Result<Vec<String>, StoreError> {
-        let connection = self.lock();
+        let connection = self.lock()?;
         let rows = match scope {
             Some(scope) => {
                 let mut stmt = connection.prepare_cached(
@@ -282,29 +356,15 @@ impl Store for SqliteStore {
     }
 
     fn write(&self, batch: Vec<Write>) -> Result<(), StoreError> {
-        let mut connection = self.lock();
-        let tx = begin(&mut connection)?;
-        for write in batch {
-            match write {
-                Write::Put {
-                    collection,
-                    key,
-                    scope,
-                    body,
-                } => {
-                    tx.prepare_cached(
-                        "INSERT INTO documents (collection, key, scope, body) VALUES (?1, ?2, ?3, ?4)
-                         ON CONFLICT (collection, key) DO UPDATE SET scope = ?3, body = ?4",
-                    )?
-                    .execute(params![collection.name(), key, scope, body])?;
-                }
-                Write::Delete { collection, key } => {
-                    tx.prepare_cached("DELETE FROM documents WHERE collection = ?1 AND key = ?2")?
-                        .execute(params![collection.name(), key])?;
-                }
-            }
-        }
-        tx.commit()?;
+        let mut connection = self.connection();
+        self.apply_deferred(&mut connection, batch)
+    }
+
+    fn defer(&self, batch: Vec<Write>) -> Result<(), StoreError> {
+        self.deferred
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(batch);
         Ok(())
     }
 
@@ -315,7 +375,7 @@ impl Store for SqliteStore {
         lock: Option<&str>,
         user: Option<&str>,
     ) -> Result<Result<Task, u64>, StoreError> {
-        let mut connection = self.lock();
+        let mut connection = self.lock()?;
         let tx = begin(&mut connection)?;
         if let Some(lock) = lock {
             let holder: Option<i64> = tx
@@ -359,7 +419,7 @@ impl Store for SqliteStore {
     }
 
     fn put_task(&self, task: &Task) -> Result<(), StoreError> {
-        self.lock()
+        self.lock()?
             .prepare_cached("UPDATE tasks SET state = ?1, body = ?2 WHERE id = ?3")?
             .execute(params![
                 task.state.as_str(),
@@ -371,7 +431,7 @@ impl Store for SqliteStore {
 
     fn task(&self, id: u64) -> Result<Option<Task>, StoreError> {
         let body: Option<String> = self
-            .lock()
+            .lock()?
             .prepare_cached("SELECT body FROM tasks WHERE id = ?1")?
             .query_row([id as i64], |row| row.get(0))
             .optional()?;
@@ -379,7 +439,7 @@ impl Store for SqliteStore {
     }
 
     fn tasks(&self, filter: &TaskFilter) -> Result<Vec<Task>, StoreError> {
-        let connection = self.lock();
+        let connection = self.lock()?;
         let mut stmt = connection.prepare_cached(
             "SELECT body FROM tasks
              WHERE (?1 IS NULL OR deployment = ?1)
@@ -406,7 +466,7 @@ impl Store for SqliteStore {
 
     fn last_change(&self, deployment: &str) -> Result<Option<Task>, StoreError> {
         let body: Option<String> = self
-            .lock()
+            .lock()?
             .prepare_cached(
                 "SELECT body FROM tasks WHERE deployment = ?1 AND changes = 1
                  ORDER BY id DESC LIMIT 1",
@@ -417,7 +477,7 @@ impl Store for SqliteStore {
     }
 
     fn last_changes(&self) -> Result<Vec<Task>, StoreError> {
-        let connection = self.lock();
+        let connection = self.lock()?;
         let mut stmt = connection.prepare_cached(
             "SELECT tasks.body FROM tasks JOIN (
                  SELECT MAX(id) AS id FROM tasks
@@ -435,7 +495,7 @@ impl Store for SqliteStore {
             .iter()
             .map(serde_json::to_string)
             .collect::<Result<Vec<_>, _>>()?;
-        let mut connection = self.lock();
+        let mut connection = self.lock()?;
         let tx = begin(&mut connection)?;
         let last: i64 = tx
             .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM task_events WHERE task_id = ?1")?
@@ -451,7 +511,7 @@ impl Store for SqliteStore {
     }
 
     fn events(&self, task: u64) -> Result<Vec<TaskEvent>, StoreError> {
-        let connection = self.lock();
+        let connection = self.lock()?;
         let mut stmt = connection
             .prepare_cached("SELECT body FROM task_events WHERE task_id = ?1 ORDER BY seq")?;
         let bodies = stmt
@@ -465,7 +525,7 @@ impl Store for SqliteStore {
 
     fn lock_holder(&self, lock: &str) -> Result<Option<u64>, StoreError> {
         let holder: Option<i64> = self
-            .lock()
+            .lock()?
             .query_row("SELECT task_id FROM locks WHERE name = ?1", [lock], |row| {
                 row.get(0)
             })
@@ -474,7 +534,7 @@ impl Store for SqliteStore {
     }
 
     fn release_lock(&self, lock: &str, task: u64) -> Result<(), StoreError> {
-        self.lock().execute(
+        self.lock()?.execute(
             "DELETE FROM locks WHERE name = ?1 AND task_id = ?2",
             params![lock, task as i64],
         )?;
@@ -482,7 +542,7 @@ impl Store for SqliteStore {
     }
 
     fn locks(&self) -> Result<Vec<(String, u64)>, StoreError> {
-        let connection = self.lock();
+        let connection = self.lock()?;
         let mut stmt =
             connection.prepare_cached("SELECT name, task_id FROM locks ORDER BY name")?;
         let rows = stmt
@@ -498,7 +558,7 @@ impl Store for SqliteStore {
     }
 
     fn ip_holders(&self, addresses: &[u32]) -> Result<Vec<IpRecord>, StoreError> {
-        let connection = self.lock();
+        let connection = self.lock()?;
         let mut stmt = connection.prepare_cached(
             "SELECT network, deployment, instance, static FROM ip_addresses WHERE address = ?1",
         )?;
@@ -517,7 +577,7 @@ impl Store for SqliteStore {
         claims: &[IpClaim],
         releases: &[IpRelease],
     ) -> Result<Result<(), IpRecord>, StoreError> {
-        let mut connection = self.lock();
+        let mut connection = self.lock()?;
         let tx = begin(&mut connection)?;
         for claim in claims {
             let held = tx
@@ -578,7 +638,7 @@ impl Store for SqliteStore {
     }
 
     fn release_ip(&self, address: u32, network: &str, owner: &IpHolder) -> Result<(), StoreError> {
-        let deleted = self.lock().execute(
+        let deleted = self.lock()?.execute(
             "DELETE FROM ip_addresses
              WHERE address = ?1 AND network = ?2 AND deployment = ?3 AND instance = ?4",
             params![
@@ -596,7 +656,7 @@ impl Store for SqliteStore {
     }
 
     fn ips_in(&self, lo: u32, hi: u32) -> Result<Vec<u32>, StoreError> {
-        let connection = self.lock();
+        let connection = self.lock()?;
         let mut stmt = connection.prepare_cached(
             "SELECT address FROM ip_addresses WHERE address BETWEEN ?1 AND ?2 ORDER BY address",
         )?;
@@ -607,7 +667,7 @@ impl Store for SqliteStore {
     }
 
     fn ips_of(&self, deployment: &str) -> Result<Vec<IpRecord>, StoreError> {
-        let connection = self.lock();
+        let connection = self.lock()?;
         let mut stmt = connection.prepare_cached(
             "SELECT address, network, instance, static FROM ip_addresses
              WHERE deployment = ?1 ORDER BY address",
@@ -629,7 +689,7 @@ impl Store for SqliteStore {
     }
 
     fn recover(&self, reason: &str, now: u64) -> Result<Vec<u64>, StoreError> {
-        let mut connection = self.lock();
+        let mut connection = self.lock()?;
         let tx = begin(&mut connection)?;
         let stale: Vec<String> = {
             let mut stmt = tx.prepare(
@@ -660,6 +720,41 @@ impl Store for SqliteStore {
 mod tests {
     use super::*;
     use crate::{get, put};
+
+    #[test]
+    fn deferred_writes_go_with_the_next_call_and_none_is_left_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = SqliteStore::open(dir.path()).unwrap();
+        let stored = |key: &str| get::<u32>(&elsewhere, Collection::Fleet, key).unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
+        store
+            .defer(vec![put(Collection::Fleet, "cloud", "", &1)])
+            .unwrap();
+        assert_eq!(stored("cloud"), None, "deferred, not written");
+        store
+            .write(vec![put(Collection::Fleet, "director", "", &2)])
+            .unwrap();
+        assert_eq!((stored("cloud"), stored("director")), (Some(1), Some(2)));
+        store
+            .defer(vec![put(Collection::Fleet, "cloud", "", &3)])
+            .unwrap();
+        assert_eq!(
+            get::<u32>(&store, Collection::Fleet, "cloud").unwrap(),
+            Some(3),
+            "a read comes after what was deferred before it"
+        );
+        store
+            .defer(vec![put(Collection::Fleet, "task", "", &4)])
+            .unwrap();
+        store.locks().unwrap();
+        assert_eq!(stored("task"), Some(4), "any call applies them");
+        store
+            .defer(vec![put(Collection::Fleet, "last", "", &5)])
+            .unwrap();
+        assert_eq!(stored("last"), None);
+        drop(store);
+        assert_eq!(stored("last"), Some(5), "written when the store closed");
+    }
 
     #[test]
     fn a_lock_is_taken_with_its_task_or_not_at_all() {

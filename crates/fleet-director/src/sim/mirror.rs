@@ -1,6 +1,6 @@
 //! The simulated cloud's records (VMs, disks, agents) kept in memory beside the store.
-//! The cloud outlives the process, so every change goes to the store first; reads, which
-//! are most of what agents and CPIs do, come from memory. Loaded on first use; the one
+//! The cloud outlives the process, so every change goes to the store, with the director's
+//! next call; reads, which are most of what agents and CPIs do, come from memory. Loaded on first use; the one
 //! process that runs tasks on a state directory is the only one changing them.
 
 use std::collections::{BTreeSet, HashMap};
@@ -163,17 +163,17 @@ impl Mirror {
         Ok(look(&*self.records().await?))
     }
 
-    /// Writes `writes` to the store, then `apply` to memory: a failed write changes
-    /// neither.
+    /// Defers `writes` to the store, then applies `apply` to memory: the writes go with
+    /// the director's next call, so that a cloud call costs no commit of its own and
+    /// nothing the director records after it is stored without it.
     pub async fn change(
         &self,
         writes: Vec<Write>,
         apply: impl FnOnce(&mut Records),
     ) -> Result<(), StoreError> {
-        // Loaded first, so that the records loaded cannot already hold the change.
-        drop(self.records().await?);
-        self.store.write(writes).await?;
-        apply(&mut *self.records().await?);
+        let mut records = self.records().await?;
+        self.store.defer(writes)?;
+        apply(&mut records);
         Ok(())
     }
 }
