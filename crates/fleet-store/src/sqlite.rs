@@ -178,11 +178,21 @@ fn apply(tx: &Transaction<'_>, write: &Write) -> rusqlite::Result<()> {
             scope,
             body,
         } => {
-            tx.prepare_cached(
-                "INSERT INTO documents (collection, key, scope, body) VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT (collection, key) DO UPDATE SET scope = ?3, body = ?4",
-            )?
-            .execute(params![collection.name(), key, scope, body])?;
+            // Most puts change a document's body alone: setting only the body leaves the
+            // indexes untouched, so that a commit writes one page instead of three.
+            let updated = tx
+                .prepare_cached(
+                    "UPDATE documents SET body = ?4
+                     WHERE collection = ?1 AND key = ?2 AND scope = ?3",
+                )?
+                .execute(params![collection.name(), key, scope, body])?;
+            if updated == 0 {
+                tx.prepare_cached(
+                    "INSERT INTO documents (collection, key, scope, body) VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT (collection, key) DO UPDATE SET scope = ?3, body = ?4",
+                )?
+                .execute(params![collection.name(), key, scope, body])?;
+            }
         }
         Write::Delete { collection, key } => {
             tx.prepare_cached("DELETE FROM documents WHERE collection = ?1 AND key = ?2")?
