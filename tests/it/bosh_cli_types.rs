@@ -451,3 +451,10 @@ pub struct ConfigResp {
     #[serde(deserialize_with = "nullable")]
     pub current: bool,
 }
+
+/// `boshdirector.Info` of the ODB recreate-all errand, which checks the director's version
+/// before it starts. Go matches its `Version` field to `version` whatever the case.
+#[derive(Debug, Deserialize)]
+pub struct OdbDirectorInfo {
+    pub version: String,
+}

@@ -205,10 +205,11 @@ async fn polling_needs_an_operation_and_a_known_instance() {
     assert_eq!(other_major.status(), 412);
 }
 
-/// The ODB errand's trigger, with the body it writes by hand.
-async fn odb_upgrade(
+/// The ODB errands' trigger (`upgrade` or `recreate`), with the body they write by hand.
+async fn odb_trigger(
     s: &Served,
     instance: &crate::bosh_cli_types::OdbInstance,
+    operation: &str,
 ) -> reqwest::Response {
     let body = format!(
         r#"{{"plan_id": "{}", "context":{{"space_guid":"{}"}}}}"#,
@@ -217,7 +218,7 @@ async fn odb_upgrade(
     s.broker(
         Method::PATCH,
         &format!(
-            "/mgmt/service_instances/{}?operation_type=upgrade",
+            "/mgmt/service_instances/{}?operation_type={operation}",
             instance.guid
         ),
     )
@@ -228,44 +229,44 @@ async fn odb_upgrade(
     .unwrap()
 }
 
-/// The ODB `upgrade-all-service-instances` errand's sequence: list, trigger each (204 is
-/// skipped, blocked ones included), poll with the operation data as Go sends it back,
-/// and list again for the latest info. It runs to the end.
-#[tokio::test(flavor = "multi_thread")]
-async fn the_odb_upgrade_all_sequence_runs_to_the_end_and_skips_blocked_instances() {
-    use crate::bosh_cli_types::{OdbInstance, OdbLastOperation, OdbOperationData};
-    let s = Served::start(ServeLimits::default()).await;
-    let list = || async {
-        let response = s
-            .broker(Method::GET, "/mgmt/service_instances")
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), 200);
-        serde_json::from_str::<Vec<OdbInstance>>(&response.text().await.unwrap()).unwrap()
-    };
-    let instances = list().await;
-    assert_eq!(instances.len(), 5);
-    let (mut upgraded, mut skipped) = (0, Vec::new());
+/// The ODB errands' list, as their instance iterator decodes it.
+async fn odb_list(s: &Served) -> Vec<crate::bosh_cli_types::OdbInstance> {
+    let response = s
+        .broker(Method::GET, "/mgmt/service_instances")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    serde_json::from_str(&response.text().await.unwrap()).unwrap()
+}
+
+/// The ODB errands' instance iterator for `operation`: list, trigger each (204 is skipped,
+/// blocked ones included), poll with the operation data as Go sends it back until the
+/// operation ends, which must be in success. Returns the instances triggered and skipped.
+async fn odb_iterate(s: &Served, operation: &str) -> (Vec<String>, Vec<String>) {
+    use crate::bosh_cli_types::{OdbLastOperation, OdbOperationData};
+    let instances = odb_list(s).await;
+    assert!(!instances.is_empty());
+    let (mut triggered, mut skipped) = (Vec::new(), Vec::new());
     for instance in &instances {
         assert!(!instance.guid.is_empty() && !instance.plan_unique_id.is_empty());
-        let response = odb_upgrade(&s, instance).await;
+        let response = odb_trigger(s, instance, operation).await;
         match response.status().as_u16() {
             204 => skipped.push(instance.guid.clone()),
             202 => {
                 let data: OdbOperationData =
                     serde_json::from_str(&response.text().await.unwrap()).unwrap();
                 assert!(data.bosh_task_id > 0);
-                assert_eq!(data.operation_type, "upgrade");
+                assert_eq!(data.operation_type, operation);
                 // Go marshals the whole struct back into the query.
-                let operation = serde_json::to_string(&data).unwrap();
+                let sent_back = serde_json::to_string(&data).unwrap();
                 let last = loop {
                     let polled = s
                         .broker(
                             Method::GET,
                             &format!("/v2/service_instances/{}/last_operation", instance.guid),
                         )
-                        .query(&[("operation", operation.as_str())])
+                        .query(&[("operation", sent_back.as_str())])
                         .send()
                         .await
                         .unwrap();
@@ -278,17 +279,63 @@ async fn the_odb_upgrade_all_sequence_runs_to_the_end_and_skips_blocked_instance
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 };
                 assert_eq!(last.state, "succeeded", "{last:?}");
-                upgraded += 1;
+                triggered.push(instance.guid.clone());
             }
             other => panic!("{}: unexpected status code: {other}", instance.guid),
         }
     }
+    (triggered, skipped)
+}
+
+/// The ODB `upgrade-all-service-instances` errand's sequence runs to the end; a second run
+/// finds everything up to date.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_odb_upgrade_all_sequence_runs_to_the_end_and_skips_blocked_instances() {
+    let s = Served::start(ServeLimits::default()).await;
+    let (upgraded, skipped) = odb_iterate(&s, "upgrade").await;
     assert_eq!(skipped, ["pg-02"], "the blocked one is skipped, not failed");
-    assert_eq!(upgraded, 4);
-    // A second run finds everything up to date: every trigger is skipped.
-    assert_eq!(list().await.len(), 5);
-    for instance in list().await {
-        let status = odb_upgrade(&s, &instance).await.status();
-        assert_eq!(status, 204, "{}", instance.guid);
-    }
+    assert_eq!(upgraded.len(), 4);
+    let (upgraded, skipped) = odb_iterate(&s, "upgrade").await;
+    assert!(upgraded.is_empty(), "{upgraded:?}");
+    assert_eq!(skipped.len(), 5);
+}
+
+/// The ODB `recreate-all-service-instances` errand's sequence: the director's version,
+/// asked without credentials and parsed as the errand parses it, passes its check; then
+/// every unblocked instance is recreated, again on a second run.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_odb_recreate_all_sequence_checks_the_version_and_recreates_every_unblocked_instance() {
+    let s = Served::start(ServeLimits::default()).await;
+    let info: crate::bosh_cli_types::OdbDirectorInfo = s
+        .client
+        .get(s.director_url("/info"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    // The first word, as `major.minor.patch`: 268.4.0 or later passes.
+    let first = info.version.split_whitespace().next().unwrap_or_default();
+    let numbers: Vec<u64> = first.split('.').map(|n| n.parse().unwrap()).collect();
+    assert_eq!(numbers.len(), 3, "{}", info.version);
+    assert!(numbers >= vec![268, 4, 0], "{}", info.version);
+    let tasks_before = director_task_count(&s).await;
+    let (recreated, skipped) = odb_iterate(&s, "recreate").await;
+    assert_eq!(skipped, ["pg-02"], "the blocked one is skipped, not failed");
+    assert_eq!(recreated.len(), 4);
+    let (again, _) = odb_iterate(&s, "recreate").await;
+    assert_eq!(again, recreated, "recreating is never up to date");
+    assert_eq!(director_task_count(&s).await, tasks_before + 8);
+}
+
+/// How many tasks the director has run or runs.
+async fn director_task_count(s: &Served) -> usize {
+    let tasks: Vec<Value> = s
+        .send(Method::GET, "/tasks?limit=1000")
+        .await
+        .json()
+        .await
+        .unwrap();
+    tasks.len()
 }
