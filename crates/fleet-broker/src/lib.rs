@@ -12,7 +12,7 @@ use std::collections::HashMap;
 pub use catalog::{Catalog, Plan, StemcellVersion, Version, Versions};
 pub use records::{ServiceInstance, ServiceInstances};
 
-use fleet_director::model::{DeploymentRecord, Task, TaskState};
+use fleet_director::model::{ConfigsInForce, DeploymentRecord, Task, TaskState};
 use fleet_director::{DeployOptions, manifest};
 use fleet_director::{Director, DirectorError, RecreateOptions};
 use fleet_store::{AsyncStore, StoreError};
@@ -215,16 +215,16 @@ impl Broker {
     }
 
     /// An instance as it stands, from its deployment's record, its last change and the
-    /// cloud config in force.
+    /// configs in force.
     fn view(
         &self,
         instance: ServiceInstance,
         last_task: Option<Task>,
         record: Option<DeploymentRecord>,
-        cloud_config: Option<u64>,
+        configs: &ConfigsInForce,
     ) -> InstanceView {
         let deployment = deployment_name(&instance.id);
-        let update_available = self.outdated(&instance, record.as_ref(), cloud_config);
+        let update_available = self.outdated(&instance, record.as_ref(), configs);
         let deployed = record.and_then(|r| r.manifest);
         let running = deployed.as_deref().and_then(versions_of);
         let state = match &last_task {
@@ -262,7 +262,7 @@ impl Broker {
             .into_iter()
             .map(|record| (record.name.clone(), record))
             .collect();
-        let cloud_config = self.cloud_config_version().await?;
+        let configs = self.director.configs_in_force().await?;
         Ok(self
             .instances
             .all()
@@ -272,13 +272,9 @@ impl Broker {
                 let deployment = deployment_name(&i.id);
                 let task = latest.remove(&deployment);
                 let record = records.remove(&deployment);
-                self.view(i, task, record, cloud_config)
+                self.view(i, task, record, &configs)
             })
             .collect())
-    }
-
-    async fn cloud_config_version(&self) -> Result<Option<u64>, BrokerError> {
-        Ok(self.director.cloud_config().await?.map(|c| c.version))
     }
 
     /// The instances `filter` admits, in id order.
@@ -324,17 +320,17 @@ impl Broker {
         let deployment = deployment_name(id);
         let task = self.director.last_change(&deployment).await?;
         let record = self.director.deployment(&deployment).await?;
-        let cloud_config = self.cloud_config_version().await?;
-        Ok(Some(self.view(instance, task, record, cloud_config)))
+        let configs = self.director.configs_in_force().await?;
+        Ok(Some(self.view(instance, task, record, &configs)))
     }
 
     /// Whether a redeploy would change the deployment: its plan renders another manifest
-    /// now, or the cloud config changed since it deployed.
+    /// now, or the cloud config or a runtime config changed since it deployed.
     fn outdated(
         &self,
         instance: &ServiceInstance,
         record: Option<&DeploymentRecord>,
-        cloud_config: Option<u64>,
+        configs: &ConfigsInForce,
     ) -> bool {
         let Some(record) = record else {
             return true;
@@ -343,8 +339,7 @@ impl Broker {
         else {
             return true;
         };
-        *deployed != plan.manifest_for(&record.name, &plan.current)
-            || record.cloud_config != cloud_config
+        *deployed != plan.manifest_for(&record.name, &plan.current) || configs.outdate(record)
     }
 
     /// What stands before any operation: gone, orphaned, blocked or busy. Passes on the
@@ -390,8 +385,8 @@ impl Broker {
         };
         let plan = self.plan(&instance.plan_id)?;
         let desired = plan.manifest_for(&record.name, &plan.current);
-        let cloud_config = self.cloud_config_version().await?;
-        if !self.outdated(&instance, Some(&record), cloud_config) {
+        let configs = self.director.configs_in_force().await?;
+        if !self.outdated(&instance, Some(&record), &configs) {
             return Ok(Answer::UpToDate);
         }
         Self::started(

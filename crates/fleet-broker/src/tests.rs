@@ -308,3 +308,60 @@ async fn a_new_cloud_config_makes_every_instance_outdated() {
         Answer::Accepted { .. }
     ));
 }
+
+/// An addon added, changed or removed reaches every deployment only through a redeploy:
+/// upgrade-all must not find them up to date.
+#[tokio::test(start_paused = true)]
+async fn a_new_runtime_config_makes_every_instance_outdated() {
+    let broker = broker().await;
+    provisioned(&broker, "a").await;
+    upgrade(&broker).await;
+    assert!(!outdated(&broker).await);
+    let addon = "addons:\n- name: extra\n  jobs: [{name: postgres, release: postgres}]\nreleases: [{name: postgres, version: '16'}]\n";
+    let version = broker
+        .director()
+        .update_runtime_config("extra", addon)
+        .await
+        .unwrap();
+    assert!(outdated(&broker).await, "a new runtime config is in force");
+    upgrade(&broker).await;
+    assert!(!outdated(&broker).await);
+    let record = broker
+        .director()
+        .deployment("service-instance_a")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(record.runtime_configs, [version]);
+    assert_eq!(
+        broker
+            .director()
+            .update_runtime_config("extra", addon)
+            .await
+            .unwrap(),
+        version,
+        "the same text is no new version"
+    );
+    assert!(!outdated(&broker).await);
+    assert!(matches!(
+        broker.upgrade("a", false).await.unwrap(),
+        Answer::UpToDate
+    ));
+}
+
+async fn upgrade(broker: &Broker) {
+    let Answer::Accepted { task } = broker.upgrade("a", false).await.unwrap() else {
+        panic!("expected the upgrade to start");
+    };
+    let task = broker.director().wait(task).await.unwrap();
+    assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+}
+
+async fn outdated(broker: &Broker) -> bool {
+    broker
+        .instance("a")
+        .await
+        .unwrap()
+        .unwrap()
+        .update_available
+}

@@ -268,6 +268,7 @@ pub async fn deploy(
             name: name.clone(),
             manifest: Some(snapshot.text),
             cloud_config,
+            runtime_configs: snapshot.runtime_versions,
         })])
         .await?;
     Ok(format!(

@@ -49,8 +49,9 @@ use cpi::Cpi;
 use fleet_store::AsyncStore;
 use manifest::Count;
 use model::{
-    CloudConfig, CloudConfigUse, DeployedVersions, DeploymentRecord, DeploymentSummary, DiskRecord,
-    InstanceRecord, Release, Stemcell, Task, TaskEvent, TaskFilter, TaskKind, VmRecord,
+    CloudConfig, CloudConfigUse, ConfigsInForce, DeployedVersions, DeploymentRecord,
+    DeploymentSummary, DiskRecord, InstanceRecord, Release, Stemcell, Task, TaskEvent, TaskFilter,
+    TaskKind, VmRecord,
 };
 use runner::{TaskRunner, lock_name};
 
@@ -246,6 +247,11 @@ impl Director {
 
     pub async fn cloud_config(&self) -> Result<Option<CloudConfig>, DirectorError> {
         Ok(self.records().cloud_config().await?)
+    }
+
+    /// The cloud and runtime configs a deploy would apply now, by version.
+    pub async fn configs_in_force(&self) -> Result<ConfigsInForce, DirectorError> {
+        Ok(self.records().configs_in_force().await?)
     }
 
     /// Starts a deploy of `manifest`. Text that is not YAML or has no name is refused at

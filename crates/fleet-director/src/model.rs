@@ -143,6 +143,25 @@ pub struct DeploymentRecord {
     /// The version of the cloud config that deploy used.
     #[serde(default)]
     pub cloud_config: Option<u64>,
+    /// The versions of the runtime configs it applied (the newest of each name), ascending.
+    #[serde(default)]
+    pub runtime_configs: Vec<u64>,
+}
+
+/// The configs a deploy would apply now, by version.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConfigsInForce {
+    pub cloud: Option<u64>,
+    /// The newest version of each runtime config, ascending.
+    pub runtime: Vec<u64>,
+}
+
+impl ConfigsInForce {
+    /// Whether the deploy `record` was made with other configs than these: a redeploy
+    /// would apply a changed network, VM type or addon.
+    pub fn outdate(&self, record: &DeploymentRecord) -> bool {
+        record.cloud_config != self.cloud || record.runtime_configs != self.runtime
+    }
 }
 
 /// The director's cloud config; every update makes a new version.

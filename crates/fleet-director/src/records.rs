@@ -7,7 +7,8 @@ use std::collections::BTreeSet;
 
 use super::cloud_check::Problem;
 use super::model::{
-    CloudConfig, DeploymentRecord, DiskRecord, InstanceRecord, Release, Stemcell, VmRecord,
+    CloudConfig, ConfigsInForce, DeploymentRecord, DiskRecord, InstanceRecord, Release, Stemcell,
+    VmRecord,
 };
 use super::runtime::RuntimeConfig;
 use fleet_store::{AsyncStore, Collection, StoreError, Write, get, list};
@@ -72,6 +73,20 @@ impl Records {
         let mut all: Vec<RuntimeConfig> = self.store.list(Collection::RuntimeConfigs, None).await?;
         all.sort_by_key(|c| std::cmp::Reverse(c.version));
         Ok(all)
+    }
+
+    /// The configs a deploy would apply now, by version, read in one turn of the store.
+    pub async fn configs_in_force(&self) -> Result<ConfigsInForce, StoreError> {
+        self.store
+            .run(|s| {
+                let cloud: Option<CloudConfig> = get(s, Collection::CloudConfig, CLOUD_CONFIG)?;
+                let runtime: Vec<RuntimeConfig> = list(s, Collection::RuntimeConfigs, None)?;
+                Ok(ConfigsInForce {
+                    cloud: cloud.map(|c| c.version),
+                    runtime: super::runtime::versions(&super::runtime::latest(&runtime)),
+                })
+            })
+            .await
     }
 
     /// What a deploy starts from, read in one turn of the store.

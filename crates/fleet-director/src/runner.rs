@@ -170,6 +170,7 @@ impl TaskRunner {
                 name: deployment.to_string(),
                 manifest: None,
                 cloud_config: None,
+                runtime_configs: Vec::new(),
             };
             self.core
                 .records

@@ -260,6 +260,13 @@ pub fn latest(all: &[RuntimeConfig]) -> Vec<&RuntimeConfig> {
     newest.into_values().collect()
 }
 
+/// The versions of `configs`, ascending: what a deployment records having applied.
+pub fn versions(configs: &[&RuntimeConfig]) -> Vec<u64> {
+    let mut versions: Vec<u64> = configs.iter().map(|c| c.version).collect();
+    versions.sort_unstable();
+    versions
+}
+
 /// Places every addon's jobs on the instance groups it picks, and its releases in the
 /// manifest. A job the group already runs, or a release the manifest already names, is
 /// left as the manifest has it. Pure.

@@ -18,6 +18,8 @@ pub struct Snapshot {
     pub manifest: Manifest,
     /// `None` without a cloud config: the manifest's own networks and compilation apply.
     pub cloud: Option<CloudModel>,
+    /// The runtime configs applied, by version: recorded with the deployment.
+    pub runtime_versions: Vec<u64>,
     /// The releases the manifest names that are uploaded.
     pub releases: Vec<Release>,
     /// Every uploaded release and stemcell, by name.
@@ -38,7 +40,9 @@ impl Snapshot {
         let (cloud, all_releases, stemcells) =
             (uploads.cloud_config, uploads.releases, uploads.stemcells);
         // The newest of each runtime config places its addons before anything is planned.
-        let addons = runtime::latest(&uploads.runtime_configs)
+        let in_force = runtime::latest(&uploads.runtime_configs);
+        let runtime_versions = runtime::versions(&in_force);
+        let addons = in_force
             .into_iter()
             .map(|c| {
                 runtime::parse(&c.text).map_err(|e| {
@@ -82,6 +86,7 @@ impl Snapshot {
             text,
             manifest,
             cloud,
+            runtime_versions,
             releases,
             uploaded,
             compilation,
