@@ -773,7 +773,11 @@ async fn events_tell_who_did_what_and_filter_as_the_cli_asks() {
     // `bosh events`: newest first; the restart started and ended, by admin.
     let all = events("").await;
     assert!(all.len() >= 2, "{all:?}");
-    let (end, start) = (&all[0], &all[1]);
+    let ids: Vec<u64> = all.iter().map(|e| e.id.parse().unwrap()).collect();
+    assert!(ids.windows(2).all(|w| w[0] > w[1]), "newest first: {ids:?}");
+    let deployment_events = events("?object_type=deployment").await;
+    let (end, start) = (&deployment_events[0], &deployment_events[1]);
+    assert_eq!(end.id, all[0].id, "the task's end is the newest event");
     assert_eq!(
         (end.action.as_str(), end.task_id.clone()),
         ("restart", id.to_string())
@@ -785,6 +789,24 @@ async fn events_tell_who_did_what_and_filter_as_the_cli_asks() {
         ("deployment", PG)
     );
     assert!(end.timestamp >= start.timestamp && start.timestamp > 1_600_000_000);
+    // Each instance restarted has its own start and end, under the task's start.
+    let instances = s.serving.fleet().director().instances(PG).await.unwrap();
+    assert!(!instances.is_empty());
+    let restarted = events(&format!("?task={id}&object_type=instance")).await;
+    assert_eq!(restarted.len(), 2 * instances.len(), "{restarted:?}");
+    for instance in &instances {
+        let name = format!("{}/{}", instance.group, instance.id);
+        let its = events(&format!("?instance={name}")).await;
+        let (its_end, its_start) = (&its[0], &its[1]);
+        assert_eq!(
+            (its_end.action.as_str(), its_end.instance.as_str()),
+            ("restart", name.as_str())
+        );
+        assert_eq!(its_end.object_name, name);
+        assert_eq!(its_end.parent_id, its_start.id);
+        assert_eq!(its_start.parent_id, start.id);
+        assert!(its.iter().all(|e| e.instance == name));
+    }
     // The embedded fleet's provisioning created every deployment.
     let created = events("?action=create").await;
     assert!(!created.is_empty() && created.iter().all(|e| e.action == "create"));
@@ -793,7 +815,7 @@ async fn events_tell_who_did_what_and_filter_as_the_cli_asks() {
     let of_pg = events(&format!("?deployment={PG}")).await;
     assert!(!of_pg.is_empty() && of_pg.iter().all(|e| e.deployment_name == PG));
     let of_task = events(&format!("?task={id}")).await;
-    assert_eq!(of_task.len(), 2);
+    assert_eq!(of_task.len(), 2 + 2 * instances.len());
     let older = events(&format!("?before_id={}", start.id)).await;
     assert!(!older.is_empty());
     assert!(

@@ -728,7 +728,25 @@ impl Director {
                     .await?
             }
         };
-        Ok(audit::events(&tasks, filter))
+        let instances = audit::wants_instances(filter);
+        let mut page = Vec::new();
+        for task in tasks.iter().filter(|t| audit::may_admit(t, filter)) {
+            let log = if instances {
+                self.store().events(task.id).await?
+            } else {
+                Vec::new()
+            };
+            page.extend(
+                audit::of(task, &log)
+                    .into_iter()
+                    .filter(|e| audit::admits(filter, e)),
+            );
+            if page.len() >= audit::PAGE {
+                break;
+            }
+        }
+        page.truncate(audit::PAGE);
+        Ok(page)
     }
 
     async fn require_deployment(&self, deployment: &str) -> Result<(), DirectorError> {

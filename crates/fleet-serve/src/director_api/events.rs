@@ -22,7 +22,7 @@ fn event_json(e: &AuditEvent) -> Value {
     out.insert("object_name".into(), json!(e.object_name));
     out.insert("task".into(), json!(e.task.to_string()));
     out.insert("deployment".into(), json!(e.deployment));
-    out.insert("instance".into(), json!(""));
+    out.insert("instance".into(), json!(e.instance));
     out.insert("context".into(), json!({}));
     if let Some(error) = &e.error {
         out.insert("error".into(), json!(error));
