@@ -231,13 +231,7 @@ async fn odb_trigger(
 
 /// The ODB errands' list, as their instance iterator decodes it.
 async fn odb_list(s: &Served) -> Vec<crate::bosh_cli_types::OdbInstance> {
-    let response = s
-        .broker(Method::GET, "/mgmt/service_instances")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    serde_json::from_str(&response.text().await.unwrap()).unwrap()
+    serde_json::from_value(s.broker_json("/mgmt/service_instances").await).unwrap()
 }
 
 /// The ODB errands' instance iterator for `operation`: list, trigger each (204 is skipped,
@@ -306,15 +300,8 @@ async fn the_odb_upgrade_all_sequence_runs_to_the_end_and_skips_blocked_instance
 #[tokio::test(flavor = "multi_thread")]
 async fn the_odb_recreate_all_sequence_checks_the_version_and_recreates_every_unblocked_instance() {
     let s = Served::start(ServeLimits::default()).await;
-    let info: crate::bosh_cli_types::OdbDirectorInfo = s
-        .client
-        .get(s.director_url("/info"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let info: crate::bosh_cli_types::OdbDirectorInfo =
+        serde_json::from_value(s.info().await).unwrap();
     // The first word, as `major.minor.patch`: 268.4.0 or later passes.
     let first = info.version.split_whitespace().next().unwrap_or_default();
     let numbers: Vec<u64> = first.split('.').map(|n| n.parse().unwrap()).collect();
@@ -331,11 +318,9 @@ async fn the_odb_recreate_all_sequence_checks_the_version_and_recreates_every_un
 
 /// How many tasks the director has run or runs.
 async fn director_task_count(s: &Served) -> usize {
-    let tasks: Vec<Value> = s
-        .send(Method::GET, "/tasks?limit=1000")
+    s.get_json("/tasks?limit=1000")
         .await
-        .json()
-        .await
-        .unwrap();
-    tasks.len()
+        .as_array()
+        .unwrap()
+        .len()
 }

@@ -270,14 +270,7 @@ async fn a_new_cloud_config_makes_every_instance_outdated() {
         panic!("expected the upgrade to start");
     };
     broker.director().wait(task).await.unwrap();
-    assert!(
-        !broker
-            .instance("a")
-            .await
-            .unwrap()
-            .unwrap()
-            .update_available
-    );
+    assert!(!outdated(&broker).await);
     assert_eq!(
         broker
             .director()
@@ -295,14 +288,7 @@ async fn a_new_cloud_config_makes_every_instance_outdated() {
             .unwrap(),
         2
     );
-    assert!(
-        broker
-            .instance("a")
-            .await
-            .unwrap()
-            .unwrap()
-            .update_available
-    );
+    assert!(outdated(&broker).await);
     assert!(matches!(
         broker.upgrade("a", false).await.unwrap(),
         Answer::Accepted { .. }
