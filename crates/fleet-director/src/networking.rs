@@ -216,9 +216,8 @@ pub async fn plan_global<T, E: From<NetworkError>>(
 ) -> Result<T, E> {
     let store_error = |e: fleet_store::StoreError| E::from(NetworkError::Store(e.to_string()));
     for _ in 0..PLAN_ATTEMPTS {
-        let named = named.to_vec();
         let (holders, claimed) = store
-            .run(move |s| Ok((s.ip_holders(&named)?, s.claimed()?)))
+            .run(|s| Ok((s.ip_holders(named)?, s.claimed()?)))
             .await
             .map_err(store_error)?;
         let repo = PlannedIpRepo::new(

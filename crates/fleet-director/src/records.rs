@@ -147,9 +147,8 @@ impl Records {
     }
 
     pub async fn is_compiled(&self, key: &str) -> Result<bool, StoreError> {
-        let key = key.to_string();
         self.store
-            .run(move |s| Ok(s.get(Collection::CompiledPackages, &key)?.is_some()))
+            .run(|s| Ok(s.get(Collection::CompiledPackages, key)?.is_some()))
             .await
     }
 

@@ -59,10 +59,9 @@ impl AsyncStore {
 
     pub async fn get<T>(&self, collection: Collection, key: &str) -> Result<Option<T>, StoreError>
     where
-        T: DeserializeOwned + Send + 'static,
+        T: DeserializeOwned,
     {
-        let key = key.to_string();
-        self.run(move |s| super::get(s, collection, &key)).await
+        self.run(|s| super::get(s, collection, key)).await
     }
 
     pub async fn list<T>(
@@ -71,11 +70,9 @@ impl AsyncStore {
         scope: Option<&str>,
     ) -> Result<Vec<T>, StoreError>
     where
-        T: DeserializeOwned + Send + 'static,
+        T: DeserializeOwned,
     {
-        let scope = scope.map(str::to_string);
-        self.run(move |s| super::list(s, collection, scope.as_deref()))
-            .await
+        self.run(|s| super::list(s, collection, scope)).await
     }
 
     /// Applies every write of the batch, or none; an empty batch costs nothing.
@@ -93,23 +90,12 @@ impl AsyncStore {
         lock: Option<&str>,
         user: Option<&str>,
     ) -> Result<Result<Task, u64>, StoreError> {
-        let deployment = deployment.map(str::to_string);
-        let lock = lock.map(str::to_string);
-        let user = user.map(str::to_string);
-        self.run(move |s| {
-            s.create_task(
-                kind,
-                deployment.as_deref(),
-                lock.as_deref(),
-                user.as_deref(),
-            )
-        })
-        .await
+        self.run(|s| s.create_task(kind, deployment, lock, user))
+            .await
     }
 
     pub async fn put_task(&self, task: &Task) -> Result<(), StoreError> {
-        let task = task.clone();
-        self.run(move |s| s.put_task(&task)).await
+        self.run(|s| s.put_task(task)).await
     }
 
     pub async fn task(&self, id: u64) -> Result<Option<Task>, StoreError> {
@@ -121,8 +107,7 @@ impl AsyncStore {
     }
 
     pub async fn last_change(&self, deployment: &str) -> Result<Option<Task>, StoreError> {
-        let deployment = deployment.to_string();
-        self.run(move |s| s.last_change(&deployment)).await
+        self.run(|s| s.last_change(deployment)).await
     }
 
     pub async fn last_changes(&self) -> Result<Vec<Task>, StoreError> {
@@ -138,13 +123,11 @@ impl AsyncStore {
     }
 
     pub async fn lock_holder(&self, lock: &str) -> Result<Option<u64>, StoreError> {
-        let lock = lock.to_string();
-        self.run(move |s| s.lock_holder(&lock)).await
+        self.run(|s| s.lock_holder(lock)).await
     }
 
     pub async fn release_lock(&self, lock: &str, task: u64) -> Result<(), StoreError> {
-        let lock = lock.to_string();
-        self.run(move |s| s.release_lock(&lock, task)).await
+        self.run(|s| s.release_lock(lock, task)).await
     }
 
     pub async fn locks(&self) -> Result<Vec<(String, u64)>, StoreError> {
@@ -160,13 +143,11 @@ impl AsyncStore {
     }
 
     pub async fn ips_of(&self, deployment: &str) -> Result<Vec<IpRecord>, StoreError> {
-        let deployment = deployment.to_string();
-        self.run(move |s| s.ips_of(&deployment)).await
+        self.run(|s| s.ips_of(deployment)).await
     }
 
     pub async fn recover(&self, reason: &str, now: u64) -> Result<Vec<u64>, StoreError> {
-        let reason = reason.to_string();
-        self.run(move |s| s.recover(&reason, now)).await
+        self.run(|s| s.recover(reason, now)).await
     }
 }
 
