@@ -42,13 +42,7 @@ async fn vm_infos(s: &Served, deployment: &str, resource: &str) -> Vec<VmInfo> {
 
 /// `bosh deploy` of `manifest`; the finished task.
 async fn deployed(s: &Served, manifest: String) -> Value {
-    let response = s
-        .director(Method::POST, "/deployments")
-        .header("content-type", "text/yaml")
-        .body(manifest)
-        .send()
-        .await
-        .unwrap();
+    let response = s.send_yaml(Method::POST, "/deployments", manifest).await;
     s.wait_task(Served::task_of(&response)).await
 }
 
@@ -190,12 +184,8 @@ async fn cloud_config_and_update_cloud_config_use_the_empty_name() {
     let text = shown[0].properties.clone();
     let changed = text.replace("cpu: 1,", "cpu: 2,");
     let diff: Value = s
-        .director(Method::POST, "/cloud_configs/diff?name=")
-        .header("content-type", "text/yaml")
-        .body(changed.clone())
-        .send()
+        .send_yaml(Method::POST, "/cloud_configs/diff?name=", changed.clone())
         .await
-        .unwrap()
         .json()
         .await
         .unwrap();
@@ -204,12 +194,8 @@ async fn cloud_config_and_update_cloud_config_use_the_empty_name() {
     assert!(lines.iter().any(|l| l[1] == "added"));
     assert!(lines.iter().any(|l| l[1].is_null()));
     let upload = s
-        .director(Method::POST, "/cloud_configs?name=")
-        .header("content-type", "text/yaml")
-        .body(changed.clone())
-        .send()
-        .await
-        .unwrap();
+        .send_yaml(Method::POST, "/cloud_configs?name=", changed.clone())
+        .await;
     assert_eq!(upload.status(), 201);
     assert_eq!(
         s.get_json("/cloud_configs?limit=1&name=").await[0]["properties"],
@@ -238,12 +224,12 @@ async fn a_manifest_or_cloud_config_sent_back_in_another_form_shows_no_change() 
         .unwrap()
         .to_string();
     let diff = s
-        .director(Method::POST, &format!("/deployments/{PG}/diff?redact=true"))
-        .header("content-type", "text/yaml")
-        .body(as_json(&manifest))
-        .send()
-        .await
-        .unwrap();
+        .send_yaml(
+            Method::POST,
+            &format!("/deployments/{PG}/diff?redact=true"),
+            as_json(&manifest),
+        )
+        .await;
     unchanged(diff.json().await.unwrap());
     // `update-cloud-config` with what `bosh cloud-config` showed: no change, no new version.
     let shown = s.get_json("/cloud_configs?limit=1&name=").await[0]["properties"]
@@ -252,20 +238,12 @@ async fn a_manifest_or_cloud_config_sent_back_in_another_form_shows_no_change() 
         .to_string();
     let version = s.get_json("/configs?type=cloud&latest=true").await[0]["id"].clone();
     let diff = s
-        .director(Method::POST, "/cloud_configs/diff?name=")
-        .header("content-type", "text/yaml")
-        .body(as_json(&shown))
-        .send()
-        .await
-        .unwrap();
+        .send_yaml(Method::POST, "/cloud_configs/diff?name=", as_json(&shown))
+        .await;
     unchanged(diff.json().await.unwrap());
     let upload = s
-        .director(Method::POST, "/cloud_configs?name=")
-        .header("content-type", "text/yaml")
-        .body(as_json(&shown))
-        .send()
-        .await
-        .unwrap();
+        .send_yaml(Method::POST, "/cloud_configs?name=", as_json(&shown))
+        .await;
     assert_eq!(upload.status(), 201);
     assert_eq!(
         s.get_json("/configs?type=cloud&latest=true").await[0]["id"],
@@ -286,12 +264,12 @@ async fn deploy_instances_vms_recreate_stop_start_and_delete_follow_the_cli_sequ
         .unwrap()
         .replace("max_connections: 200", "max_connections: 300");
     let diff: Value = s
-        .director(Method::POST, &format!("/deployments/{PG}/diff?redact=true"))
-        .header("content-type", "text/yaml")
-        .body(manifest.clone())
-        .send()
+        .send_yaml(
+            Method::POST,
+            &format!("/deployments/{PG}/diff?redact=true"),
+            manifest.clone(),
+        )
         .await
-        .unwrap()
         .json()
         .await
         .unwrap();

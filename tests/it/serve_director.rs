@@ -170,12 +170,12 @@ async fn a_deploy_redirects_to_its_task_whose_output_can_be_tailed_by_range() {
         .unwrap()
         .replace("15.8", "16.4");
     let diff = s
-        .director(Method::POST, &format!("/deployments/{PG}/diff"))
-        .header("content-type", "text/yaml")
-        .body(manifest.clone())
-        .send()
+        .send_yaml(
+            Method::POST,
+            &format!("/deployments/{PG}/diff"),
+            manifest.clone(),
+        )
         .await
-        .unwrap()
         .json::<Value>()
         .await
         .unwrap();
@@ -192,12 +192,12 @@ async fn a_deploy_redirects_to_its_task_whose_output_can_be_tailed_by_range() {
     );
 
     let response = s
-        .director(Method::POST, "/deployments?canaries=1&max_in_flight=50%25")
-        .header("content-type", "text/yaml")
-        .body(manifest)
-        .send()
-        .await
-        .unwrap();
+        .send_yaml(
+            Method::POST,
+            "/deployments?canaries=1&max_in_flight=50%25",
+            manifest,
+        )
+        .await;
     let id = Served::task_of(&response);
     let task = s.wait_task(id).await;
     assert_eq!(task["state"], "done", "{task}");
@@ -266,13 +266,7 @@ async fn bad_manifests_are_refused_before_any_task_exists() {
         ("releases: []", 40001),
     ];
     for (body, code) in cases {
-        let response = s
-            .director(Method::POST, "/deployments")
-            .header("content-type", "text/yaml")
-            .body(body)
-            .send()
-            .await
-            .unwrap();
+        let response = s.send_yaml(Method::POST, "/deployments", body).await;
         assert_eq!(response.status(), 400, "{body:?}");
         assert_eq!(
             response.json::<Value>().await.unwrap()["code"],
@@ -289,12 +283,8 @@ async fn bad_manifests_are_refused_before_any_task_exists() {
         .unwrap();
     assert_eq!(json.status(), 415);
     let bad_count = s
-        .director(Method::POST, "/deployments?canaries=two")
-        .header("content-type", "text/yaml")
-        .body("name: d")
-        .send()
-        .await
-        .unwrap();
+        .send_yaml(Method::POST, "/deployments?canaries=two", "name: d")
+        .await;
     assert_eq!(bad_count.status(), 400);
     assert!(Served::description(bad_count).await.contains("canaries"));
     let after = s
@@ -326,34 +316,20 @@ async fn hostile_bodies_are_refused_with_a_clear_4xx() {
     })
     .await;
     let bomb = s
-        .director(Method::POST, "/deployments")
-        .header("content-type", "text/yaml")
-        .body(alias_bomb())
-        .send()
-        .await
-        .unwrap();
+        .send_yaml(Method::POST, "/deployments", alias_bomb())
+        .await;
     assert_eq!(bomb.status(), 400);
     let description = Served::description(bomb).await.to_string();
     assert!(description.contains("Incorrect YAML"), "{description}");
 
     let deep = format!("name: deep\nx: {}{}", "[".repeat(200), "]".repeat(200));
-    let deep = s
-        .director(Method::POST, "/deployments")
-        .header("content-type", "text/yaml")
-        .body(deep)
-        .send()
-        .await
-        .unwrap();
+    let deep = s.send_yaml(Method::POST, "/deployments", deep).await;
     assert_eq!(deep.status(), 400);
 
     let large = format!("name: big\npad: \"{}\"\n", "x".repeat(10_000));
     let too_large = s
-        .director(Method::POST, "/deployments")
-        .header("content-type", "text/yaml")
-        .body(large.clone())
-        .send()
-        .await
-        .unwrap();
+        .send_yaml(Method::POST, "/deployments", large.clone())
+        .await;
     assert_eq!(too_large.status(), 413);
     assert!(Served::description(too_large).await.contains("4096 bytes"));
     // Without a declared length the body is cut off at the limit too.
@@ -527,11 +503,8 @@ async fn the_cloud_config_is_diffed_and_updated_through_configs() {
     let changed = current.replace("ram: 2048", "ram: 3072");
     let body = serde_json::json!({ "type": "cloud", "name": "default", "content": changed });
     let diff: Value = s
-        .director(Method::POST, "/configs/diff")
-        .json(&body)
-        .send()
+        .send_json(Method::POST, "/configs/diff", body.to_string())
         .await
-        .unwrap()
         .json()
         .await
         .unwrap();
@@ -543,11 +516,8 @@ async fn the_cloud_config_is_diffed_and_updated_through_configs() {
             .any(|l| l[1] == "added")
     );
     let updated = s
-        .director(Method::POST, "/configs")
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+        .send_json(Method::POST, "/configs", body.to_string())
+        .await;
     assert_eq!(updated.status(), 201);
     let now = s.get_json("/configs?type=cloud&latest=true").await;
     assert!(now[0]["content"].as_str().unwrap().contains("ram: 3072"));
@@ -562,11 +532,8 @@ async fn the_cloud_config_is_diffed_and_updated_through_configs() {
 
     let not_yaml = serde_json::json!({ "type": "cloud", "name": "default", "content": "a: [" });
     let refused = s
-        .director(Method::POST, "/configs")
-        .json(&not_yaml)
-        .send()
-        .await
-        .unwrap();
+        .send_json(Method::POST, "/configs", not_yaml.to_string())
+        .await;
     assert_eq!(refused.status(), 400);
     // A bad network is refused at upload, naming its key; the config in force stays.
     let bad_network = current.replace(
@@ -574,12 +541,7 @@ async fn the_cloud_config_is_diffed_and_updated_through_configs() {
         "- name: broken\n  subnets:\n  - {range: 10.9.0.0/24, gateway: 10.8.0.1}\ncompilation:",
     );
     let bad = serde_json::json!({ "type": "cloud", "name": "default", "content": bad_network });
-    let refused = s
-        .director(Method::POST, "/configs")
-        .json(&bad)
-        .send()
-        .await
-        .unwrap();
+    let refused = s.send_json(Method::POST, "/configs", bad.to_string()).await;
     assert_eq!(refused.status(), 400);
     let description = Served::description(refused).await;
     assert!(
@@ -589,12 +551,7 @@ async fn the_cloud_config_is_diffed_and_updated_through_configs() {
     let now = s.get_json("/configs?type=cloud&latest=true").await;
     assert!(now[0]["content"].as_str().unwrap().contains("ram: 3072"));
     let cpi = serde_json::json!({ "type": "cpi", "name": "default", "content": "cpis: []" });
-    let refused = s
-        .director(Method::POST, "/configs")
-        .json(&cpi)
-        .send()
-        .await
-        .unwrap();
+    let refused = s.send_json(Method::POST, "/configs", cpi.to_string()).await;
     assert_eq!(refused.status(), 400);
     assert!(Served::description(refused).await.contains("'cpi'"));
 }

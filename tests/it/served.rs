@@ -112,9 +112,30 @@ impl Served {
         path: &str,
         body: impl Into<String>,
     ) -> reqwest::Response {
+        self.send_body(method, path, "application/json", body.into())
+            .await
+    }
+
+    /// A director request with a YAML body (a manifest, a cloud config).
+    pub async fn send_yaml(
+        &self,
+        method: Method,
+        path: &str,
+        body: impl Into<String>,
+    ) -> reqwest::Response {
+        self.send_body(method, path, "text/yaml", body.into()).await
+    }
+
+    async fn send_body(
+        &self,
+        method: Method,
+        path: &str,
+        content_type: &str,
+        body: String,
+    ) -> reqwest::Response {
         self.director(method, path)
-            .header("content-type", "application/json")
-            .body(body.into())
+            .header("content-type", content_type)
+            .body(body)
             .send()
             .await
             .unwrap()
