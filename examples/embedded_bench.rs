@@ -38,7 +38,7 @@ fn measure(label: &str, definition: Definition) -> f64 {
         .expect("a runtime");
     let started = Instant::now();
     let (provisioned, report) = runtime.block_on(async {
-        let fleet = fleet::open(dir.path(), &definition, Access::Exclusive, &mut |_| {})
+        let fleet = fleet::open(dir.path(), &definition, Access::RUN, &mut |_| {})
             .await
             .expect("the fleet opens");
         let provisioned = started.elapsed();
@@ -51,6 +51,8 @@ fn measure(label: &str, definition: Definition) -> f64 {
             .await;
         (provisioned, report)
     });
+    // Closing the store (its last commit and checkpoint) is part of the cost.
+    drop(runtime);
     let total = started.elapsed();
     assert!(report.succeeded(), "{:?}", report.counts);
     println!(
@@ -77,8 +79,20 @@ fn main() {
     let mut large = demo.clone();
     large.provision[0].count = 600;
     large.provision[1].count = 400;
-    let thousand =
-        wanted("b").then(|| measure("(b) 1,000 instances, zero latency (target < 10 s)", large));
+    // (b) is short enough for the machine's noise to swing it by a sixth: the ratio
+    // divides by the median of three.
+    let thousand = wanted("b").then(|| {
+        let mut times: Vec<f64> = (0..3)
+            .map(|_| {
+                measure(
+                    "(b) 1,000 instances, zero latency (target < 10 s)",
+                    large.clone(),
+                )
+            })
+            .collect();
+        times.sort_by(f64::total_cmp);
+        times[1]
+    });
     if !wanted("c") {
         return;
     }
@@ -93,7 +107,7 @@ fn main() {
     let ten_thousand = measure("(c) 10,000 instances, zero latency (target < 40 s)", huge);
     if let Some(thousand) = thousand {
         println!(
-            "(c)/(b): {:.1} times the time for 10 times the instances (target at most 12)",
+            "(c)/(b): {:.1} times the (b) median for 10 times the instances (target at most 12)",
             ten_thousand / thousand
         );
     }

@@ -37,7 +37,7 @@ pub fn serve(args: &ServeArgs) -> Result<u8, CliError> {
         broker: args.broker_listen.unwrap_or(config.serve.broker_listen),
     };
     runtime()?.block_on(async move {
-        let fleet = open_fleet(&config, Access::Exclusive).await?;
+        let fleet = open_fleet(&config, Access::SERVE).await?;
         let serving = serve::start(fleet, &config.serve, &config.state_dir, addresses).await?;
         println!("director API (BOSH director): https://{}", serving.director);
         println!("broker API (management API): https://{}", serving.broker);

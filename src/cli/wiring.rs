@@ -25,7 +25,7 @@ pub async fn run(config: Config) -> Result<u8, CliError> {
             drive(Arc::new(load_scenario(scenario)?), &config).await
         }
         InventoryConfig::Embedded => {
-            let fleet = open_fleet(&config, Access::Exclusive).await?;
+            let fleet = open_fleet(&config, Access::RUN).await?;
             let inventory = EmbeddedInventory::new(Arc::clone(&fleet.broker));
             drive(Arc::new(inventory), &config).await
         }

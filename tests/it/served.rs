@@ -48,7 +48,7 @@ impl Served {
     }
 
     pub async fn start_in(state: tempfile::TempDir, limits: ServeLimits) -> Served {
-        let fleet = fleet::open(state.path(), &small_fleet(), Access::Exclusive, &mut |_| {})
+        let fleet = fleet::open(state.path(), &small_fleet(), Access::SERVE, &mut |_| {})
             .await
             .unwrap();
         let config = ServeConfig {

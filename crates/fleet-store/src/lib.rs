@@ -6,11 +6,13 @@
 //! finds a consistent state and converges. The trait keeps SQLite replaceable; async code
 //! reaches it through [`AsyncStore`].
 
+mod commits;
 mod handle;
 mod records;
 mod sqlite;
 mod task;
 
+pub use commits::Commits;
 pub use handle::AsyncStore;
 pub use records::{Collection, get, list, put, remove};
 pub use sqlite::SqliteStore;
@@ -41,6 +43,13 @@ pub enum StoreError {
          knows: use the fleet-updater that wrote it, or a newer one"
     )]
     NewerSchema { found: i64, known: i64 },
+    /// A commit of grouped calls failed after those calls had answered: what they were
+    /// told no longer holds, so the store answers nothing more until it is opened again.
+    #[error(
+        "the state store lost its last writes when committing them failed; open it again \
+         (the next start recovers)"
+    )]
+    Lost,
     /// The runtime shut down before opening the store finished.
     #[error("the state store's opening stopped before it finished (shutting down)")]
     Stopped,

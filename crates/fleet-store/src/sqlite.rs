@@ -2,8 +2,9 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
+use super::commits::{self, Commits, Db, Flusher, Outcome};
 use super::{Collection, IpClaim, IpHolder, IpRecord, IpRelease, Store, StoreError, Write};
 use super::{Task, TaskEvent, TaskFilter, TaskKind, TaskState};
 use fleet_ipset::IpSet;
@@ -50,7 +51,9 @@ const STATEMENTS: usize = 64;
 
 /// SQLite in WAL mode: one file, safe against crashes, readable while a run writes.
 pub struct SqliteStore {
-    connection: Mutex<Connection>,
+    db: Arc<Mutex<Db>>,
+    /// Commits grouped calls now and then; `None` when each call commits.
+    flusher: Option<Flusher>,
     /// Every claimed address, loaded once and kept current by `apply_ips` and `release_ip`:
     /// one process changes a state directory at a time.
     /// Shared with the plans that read it, and copied only when it changes while one does.
@@ -72,12 +75,21 @@ impl SqliteStore {
     /// # Errors
     /// When the folder cannot be created or the database cannot be opened.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
+        Self::open_with(dir, Commits::EachCall)
+    }
+
+    /// [`SqliteStore::open`], committing as `commits` says.
+    ///
+    /// # Errors
+    /// When the folder cannot be created or the database cannot be opened.
+    pub fn open_with(dir: &Path, commits: Commits) -> Result<Self, StoreError> {
         std::fs::create_dir_all(dir).map_err(|source| StoreError::Open {
             path: dir.to_path_buf(),
             source,
         })?;
-        let connection = Connection::open(dir.join("fleet.db"))?;
-        Self::with_connection(connection)
+        let path = dir.join("fleet.db");
+        let connection = Connection::open(&path)?;
+        Self::with_connection(connection, commits, &path)
     }
 
     /// Whether `dir` holds a database already.
@@ -90,11 +102,19 @@ impl SqliteStore {
     /// # Errors
     /// When SQLite cannot start.
     pub fn in_memory() -> Result<Self, StoreError> {
-        Self::with_connection(Connection::open_in_memory()?)
+        Self::with_connection(
+            Connection::open_in_memory()?,
+            Commits::EachCall,
+            Path::new(":memory:"),
+        )
     }
 
-    fn with_connection(connection: Connection) -> Result<Self, StoreError> {
-        connection.busy_timeout(std::time::Duration::from_secs(10))?;
+    fn with_connection(
+        connection: Connection,
+        commits: Commits,
+        path: &Path,
+    ) -> Result<Self, StoreError> {
+        connection.busy_timeout(commits::BUSY_TIMEOUT)?;
         // Every statement is prepared once and kept: a bound value must not make SQLite
         // plan a statement again (measured: a tenth of a large fleet's time went to
         // preparing the event insert anew per event), and all the store's statements fit.
@@ -105,27 +125,52 @@ impl SqliteStore {
         connection.set_prepared_statement_cache_capacity(STATEMENTS);
         connection.pragma_update(None, "journal_mode", "WAL")?;
         connection.pragma_update(None, "synchronous", "NORMAL")?;
-        connection.pragma_update(None, "wal_autocheckpoint", 16_384)?;
+        // Grouped commits leave checkpoints to the thread that commits them, off the
+        // callers' way.
+        let autocheckpoint = match commits {
+            Commits::EachCall => commits::CHECKPOINT_FRAMES,
+            Commits::Grouped { .. } => 0,
+        };
+        connection.pragma_update(None, "wal_autocheckpoint", autocheckpoint)?;
+        // A large fleet's hot pages (the recent tasks, the indexes, the deployments being
+        // changed) outgrow SQLite's 2 MiB default: 64 MiB at most, taken as the state grows.
+        connection.pragma_update(None, "cache_size", -65_536)?;
         connection.execute_batch(SCHEMA)?;
         migrate(&connection)?;
         let claimed = claimed_in(&connection)?;
+        let db = Arc::new(Mutex::new(Db::new(connection, commits)));
+        let flusher = match commits {
+            Commits::EachCall => None,
+            Commits::Grouped { every } => match Flusher::start(Arc::clone(&db), path, every) {
+                Ok(flusher) => Some(flusher),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot commit grouped writes apart: each call commits");
+                    let mut db = commits::lock(&db);
+                    db.each_call();
+                    db.pragma_update(None, "wal_autocheckpoint", commits::CHECKPOINT_FRAMES)?;
+                    None
+                }
+            },
+        };
         Ok(SqliteStore {
-            connection: Mutex::new(connection),
+            db,
+            flusher,
             claimed: Mutex::new(Arc::new(claimed)),
             deferred: Mutex::new(Vec::new()),
         })
     }
 
     /// The connection, with every deferred write applied.
-    fn lock(&self) -> Result<MutexGuard<'_, Connection>, StoreError> {
-        let mut connection = self.connection();
-        self.apply_deferred(&mut connection, Vec::new())?;
-        Ok(connection)
+    fn lock(&self) -> Result<MutexGuard<'_, Db>, StoreError> {
+        let mut db = self.connection();
+        db.answering()?;
+        self.apply_deferred(&mut db, Vec::new())?;
+        Ok(db)
     }
 
     /// The connection as it is.
-    fn connection(&self) -> MutexGuard<'_, Connection> {
-        self.connection.lock().unwrap_or_else(|p| p.into_inner())
+    fn connection(&self) -> MutexGuard<'_, Db> {
+        commits::lock(&self.db)
     }
 
     fn take_deferred(&self) -> Vec<Write> {
@@ -134,43 +179,44 @@ impl SqliteStore {
 
     /// Applies the deferred writes, then `batch`, in one transaction. When it fails, the
     /// deferred writes are kept, before any deferred since, for the next call.
-    fn apply_deferred(
-        &self,
-        connection: &mut Connection,
-        batch: Vec<Write>,
-    ) -> Result<(), StoreError> {
+    fn apply_deferred(&self, db: &mut Db, batch: Vec<Write>) -> Result<(), StoreError> {
         let deferred = self.take_deferred();
         if deferred.is_empty() && batch.is_empty() {
             return Ok(());
         }
-        let applied = (|| {
-            let tx = begin(connection)?;
+        db.unit(|tx| {
             for write in deferred.iter().chain(&batch) {
-                apply(&tx, write)?;
+                apply(tx, write)?;
             }
-            tx.commit()
-        })();
-        applied.map_err(|e| {
+            Ok(Outcome::Keep(()))
+        })
+        .inspect_err(|_| {
             let mut kept = self.deferred.lock().unwrap_or_else(|p| p.into_inner());
             let since = std::mem::replace(&mut *kept, deferred);
             kept.extend(since);
-            e.into()
         })
     }
 }
 
 impl Drop for SqliteStore {
-    /// Nothing deferred is left behind when the store closes.
+    /// Nothing deferred or grouped is left behind when the store closes.
     fn drop(&mut self) {
-        let mut connection = self.connection();
-        if let Err(e) = self.apply_deferred(&mut connection, Vec::new()) {
+        drop(self.flusher.take());
+        let mut db = self.connection();
+        if db.answering().is_err() {
+            return;
+        }
+        if let Err(e) = self.apply_deferred(&mut db, Vec::new()) {
             tracing::warn!(error = %e, "cannot write the last deferred records");
+        }
+        if let Err(e) = db.commit() {
+            tracing::error!(error = %e, "cannot commit the state store's last writes");
         }
     }
 }
 
 /// One document write, in a transaction.
-fn apply(tx: &Transaction<'_>, write: &Write) -> rusqlite::Result<()> {
+fn apply(tx: &Connection, write: &Write) -> rusqlite::Result<()> {
     match write {
         Write::Put {
             collection,
@@ -210,12 +256,6 @@ fn claimed_in(connection: &Connection) -> Result<IpSet, StoreError> {
         claimed.insert(address? as u32);
     }
     Ok(claimed)
-}
-
-/// A call's transaction: its writes apply whole or not at all. Taken for writing from the
-/// start, so that a call never finds the database changed under it halfway.
-fn begin(connection: &mut Connection) -> rusqlite::Result<Transaction<'_>> {
-    connection.transaction_with_behavior(TransactionBehavior::Immediate)
 }
 
 /// The schema this build writes. Version 2 gives tasks their kind and whether they change
@@ -366,8 +406,9 @@ impl Store for SqliteStore {
     }
 
     fn write(&self, batch: Vec<Write>) -> Result<(), StoreError> {
-        let mut connection = self.connection();
-        self.apply_deferred(&mut connection, batch)
+        let mut db = self.connection();
+        db.answering()?;
+        self.apply_deferred(&mut db, batch)
     }
 
     fn defer(&self, batch: Vec<Write>) -> Result<(), StoreError> {
@@ -385,58 +426,54 @@ impl Store for SqliteStore {
         lock: Option<&str>,
         user: Option<&str>,
     ) -> Result<Result<Task, u64>, StoreError> {
-        let mut connection = self.lock()?;
-        let tx = begin(&mut connection)?;
-        if let Some(lock) = lock {
-            let holder: Option<i64> = tx
-                .query_row("SELECT task_id FROM locks WHERE name = ?1", [lock], |row| {
-                    row.get(0)
-                })
-                .optional()?;
-            if let Some(holder) = holder {
-                return Ok(Err(holder as u64));
+        self.lock()?.unit(|tx| {
+            if let Some(lock) = lock {
+                let holder: Option<i64> = tx
+                    .prepare_cached("SELECT task_id FROM locks WHERE name = ?1")?
+                    .query_row([lock], |row| row.get(0))
+                    .optional()?;
+                if let Some(holder) = holder {
+                    return Ok(Outcome::Undo(Err(holder as u64)));
+                }
             }
-        }
-        tx.execute(
-            "INSERT INTO tasks (state, deployment, body, kind, changes)
-             VALUES ('queued', ?1, '{}', ?2, ?3)",
-            params![deployment, kind_name(kind), kind.changes_deployment()],
-        )?;
-        let id = tx.last_insert_rowid() as u64;
-        let task = Task {
-            id,
-            state: TaskState::Queued,
-            kind,
-            description: kind.description().to_string(),
-            deployment: deployment.map(str::to_string),
-            result: None,
-            started_at: Some(now()),
-            finished_at: None,
-            user: user.map(str::to_string),
-        };
-        tx.execute(
-            "UPDATE tasks SET body = ?1 WHERE id = ?2",
-            params![serde_json::to_string(&task)?, id as i64],
-        )?;
-        if let Some(lock) = lock {
-            tx.execute(
-                "INSERT INTO locks (name, task_id) VALUES (?1, ?2)",
-                params![lock, id as i64],
-            )?;
-        }
-        tx.commit()?;
-        Ok(Ok(task))
+            tx.prepare_cached(
+                "INSERT INTO tasks (state, deployment, body, kind, changes)
+                 VALUES ('queued', ?1, '{}', ?2, ?3)",
+            )?
+            .execute(params![
+                deployment,
+                kind_name(kind),
+                kind.changes_deployment()
+            ])?;
+            let id = tx.last_insert_rowid() as u64;
+            let task = Task {
+                id,
+                state: TaskState::Queued,
+                kind,
+                description: kind.description().to_string(),
+                deployment: deployment.map(str::to_string),
+                result: None,
+                started_at: Some(now()),
+                finished_at: None,
+                user: user.map(str::to_string),
+            };
+            tx.prepare_cached("UPDATE tasks SET body = ?1 WHERE id = ?2")?
+                .execute(params![serde_json::to_string(&task)?, id as i64])?;
+            if let Some(lock) = lock {
+                tx.prepare_cached("INSERT INTO locks (name, task_id) VALUES (?1, ?2)")?
+                    .execute(params![lock, id as i64])?;
+            }
+            Ok(Outcome::Keep(Ok(task)))
+        })
     }
 
     fn put_task(&self, task: &Task) -> Result<(), StoreError> {
-        self.lock()?
-            .prepare_cached("UPDATE tasks SET state = ?1, body = ?2 WHERE id = ?3")?
-            .execute(params![
-                task.state.as_str(),
-                serde_json::to_string(task)?,
-                task.id as i64
-            ])?;
-        Ok(())
+        let body = serde_json::to_string(task)?;
+        self.lock()?.unit(|tx| {
+            tx.prepare_cached("UPDATE tasks SET state = ?1, body = ?2 WHERE id = ?3")?
+                .execute(params![task.state.as_str(), body, task.id as i64])?;
+            Ok(Outcome::Keep(()))
+        })
     }
 
     fn task(&self, id: u64) -> Result<Option<Task>, StoreError> {
@@ -505,19 +542,18 @@ impl Store for SqliteStore {
             .iter()
             .map(serde_json::to_string)
             .collect::<Result<Vec<_>, _>>()?;
-        let mut connection = self.lock()?;
-        let tx = begin(&mut connection)?;
-        let last: i64 = tx
-            .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM task_events WHERE task_id = ?1")?
-            .query_row([task as i64], |row| row.get(0))?;
-        let mut insert =
-            tx.prepare_cached("INSERT INTO task_events (task_id, seq, body) VALUES (?1, ?2, ?3)")?;
-        for (seq, body) in (last + 1..).zip(bodies) {
-            insert.execute(params![task as i64, seq, body])?;
-        }
-        drop(insert);
-        tx.commit()?;
-        Ok(())
+        self.lock()?.unit(|tx| {
+            let last: i64 = tx
+                .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM task_events WHERE task_id = ?1")?
+                .query_row([task as i64], |row| row.get(0))?;
+            let mut insert = tx.prepare_cached(
+                "INSERT INTO task_events (task_id, seq, body) VALUES (?1, ?2, ?3)",
+            )?;
+            for (seq, body) in (last + 1..).zip(bodies) {
+                insert.execute(params![task as i64, seq, body])?;
+            }
+            Ok(Outcome::Keep(()))
+        })
     }
 
     fn events(&self, task: u64) -> Result<Vec<TaskEvent>, StoreError> {
@@ -536,19 +572,18 @@ impl Store for SqliteStore {
     fn lock_holder(&self, lock: &str) -> Result<Option<u64>, StoreError> {
         let holder: Option<i64> = self
             .lock()?
-            .query_row("SELECT task_id FROM locks WHERE name = ?1", [lock], |row| {
-                row.get(0)
-            })
+            .prepare_cached("SELECT task_id FROM locks WHERE name = ?1")?
+            .query_row([lock], |row| row.get(0))
             .optional()?;
         Ok(holder.map(|h| h as u64))
     }
 
     fn release_lock(&self, lock: &str, task: u64) -> Result<(), StoreError> {
-        self.lock()?.execute(
-            "DELETE FROM locks WHERE name = ?1 AND task_id = ?2",
-            params![lock, task as i64],
-        )?;
-        Ok(())
+        self.lock()?.unit(|tx| {
+            tx.prepare_cached("DELETE FROM locks WHERE name = ?1 AND task_id = ?2")?
+                .execute(params![lock, task as i64])?;
+            Ok(Outcome::Keep(()))
+        })
     }
 
     fn locks(&self) -> Result<Vec<(String, u64)>, StoreError> {
@@ -587,55 +622,61 @@ impl Store for SqliteStore {
         claims: &[IpClaim],
         releases: &[IpRelease],
     ) -> Result<Result<(), IpRecord>, StoreError> {
-        let mut connection = self.lock()?;
-        let tx = begin(&mut connection)?;
-        for claim in claims {
-            let held = tx
-                .prepare_cached(
-                    "SELECT network, deployment, instance, static FROM ip_addresses
-                     WHERE address = ?1",
-                )?
-                .query_row([i64::from(claim.address)], |row| {
-                    reservation(claim.address, row)
-                })
-                .optional()?;
-            if let Some(held) = held
-                && held.owner != claim.owner
-            {
-                // Dropping the transaction rolls every earlier claim back.
-                return Ok(Err(held));
+        let released = self.lock()?.unit(|tx| {
+            // Every claim is checked before any is written: a refused plan writes nothing.
+            for claim in claims {
+                let held = tx
+                    .prepare_cached(
+                        "SELECT network, deployment, instance, static FROM ip_addresses
+                         WHERE address = ?1",
+                    )?
+                    .query_row([i64::from(claim.address)], |row| {
+                        reservation(claim.address, row)
+                    })
+                    .optional()?;
+                if let Some(held) = held
+                    && held.owner != claim.owner
+                {
+                    return Ok(Outcome::Undo(Err(held)));
+                }
             }
-            tx.prepare_cached(
-                "INSERT INTO ip_addresses (address, network, deployment, instance, static)
-                 VALUES (?1, ?2, ?3, ?4, ?5)
-                 ON CONFLICT (address) DO UPDATE SET network = ?2, static = ?5",
-            )?
-            .execute(params![
-                i64::from(claim.address),
-                claim.network,
-                claim.owner.deployment,
-                claim.owner.instance,
-                claim.is_static
-            ])?;
-        }
-        let mut released = Vec::new();
-        for release in releases {
-            let deleted = tx
-                .prepare_cached(
-                    "DELETE FROM ip_addresses
-                     WHERE address = ?1 AND network = ?2 AND deployment = ?3 AND instance = ?4",
+            for claim in claims {
+                tx.prepare_cached(
+                    "INSERT INTO ip_addresses (address, network, deployment, instance, static)
+                     VALUES (?1, ?2, ?3, ?4, ?5)
+                     ON CONFLICT (address) DO UPDATE SET network = ?2, static = ?5",
                 )?
                 .execute(params![
-                    i64::from(release.address),
-                    release.network,
-                    release.owner.deployment,
-                    release.owner.instance
+                    i64::from(claim.address),
+                    claim.network,
+                    claim.owner.deployment,
+                    claim.owner.instance,
+                    claim.is_static
                 ])?;
-            if deleted > 0 {
-                released.push(release.address);
             }
-        }
-        tx.commit()?;
+            let mut released = Vec::new();
+            for release in releases {
+                let deleted = tx
+                    .prepare_cached(
+                        "DELETE FROM ip_addresses
+                         WHERE address = ?1 AND network = ?2 AND deployment = ?3 AND instance = ?4",
+                    )?
+                    .execute(params![
+                        i64::from(release.address),
+                        release.network,
+                        release.owner.deployment,
+                        release.owner.instance
+                    ])?;
+                if deleted > 0 {
+                    released.push(release.address);
+                }
+            }
+            Ok(Outcome::Keep(Ok(released)))
+        })?;
+        let released = match released {
+            Ok(released) => released,
+            Err(held) => return Ok(Err(held)),
+        };
         let mut shared = self.claimed.lock().unwrap_or_else(|p| p.into_inner());
         let set = Arc::make_mut(&mut shared);
         for claim in claims {
@@ -648,16 +689,20 @@ impl Store for SqliteStore {
     }
 
     fn release_ip(&self, address: u32, network: &str, owner: &IpHolder) -> Result<(), StoreError> {
-        let deleted = self.lock()?.execute(
-            "DELETE FROM ip_addresses
-             WHERE address = ?1 AND network = ?2 AND deployment = ?3 AND instance = ?4",
-            params![
-                i64::from(address),
-                network,
-                owner.deployment,
-                owner.instance
-            ],
-        )?;
+        let deleted = self.lock()?.unit(|tx| {
+            let deleted = tx
+                .prepare_cached(
+                    "DELETE FROM ip_addresses
+                     WHERE address = ?1 AND network = ?2 AND deployment = ?3 AND instance = ?4",
+                )?
+                .execute(params![
+                    i64::from(address),
+                    network,
+                    owner.deployment,
+                    owner.instance
+                ])?;
+            Ok(Outcome::Keep(deleted))
+        })?;
         if deleted > 0 {
             let mut shared = self.claimed.lock().unwrap_or_else(|p| p.into_inner());
             Arc::make_mut(&mut shared).remove(address);
@@ -699,30 +744,28 @@ impl Store for SqliteStore {
     }
 
     fn recover(&self, reason: &str, now: u64) -> Result<Vec<u64>, StoreError> {
-        let mut connection = self.lock()?;
-        let tx = begin(&mut connection)?;
-        let stale: Vec<String> = {
-            let mut stmt = tx.prepare(
-                "SELECT body FROM tasks WHERE state IN ('queued', 'processing', 'cancelling')",
-            )?;
-            stmt.query_map([], |row| row.get(0))?
-                .collect::<Result<Vec<_>, _>>()?
-        };
-        let mut ended = Vec::new();
-        for body in stale {
-            let mut task = task_from(&body)?;
-            task.state = TaskState::Error;
-            task.result = Some(reason.to_string());
-            task.finished_at = Some(now);
-            tx.execute(
-                "UPDATE tasks SET state = 'error', body = ?1 WHERE id = ?2",
-                params![serde_json::to_string(&task)?, task.id as i64],
-            )?;
-            ended.push(task.id);
-        }
-        tx.execute("DELETE FROM locks", [])?;
-        tx.commit()?;
-        Ok(ended)
+        self.lock()?.unit(|tx| {
+            let stale: Vec<String> = tx
+                .prepare(
+                    "SELECT body FROM tasks WHERE state IN ('queued', 'processing', 'cancelling')",
+                )?
+                .query_map([], |row| row.get(0))?
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut ended = Vec::new();
+            for body in stale {
+                let mut task = task_from(&body)?;
+                task.state = TaskState::Error;
+                task.result = Some(reason.to_string());
+                task.finished_at = Some(now);
+                tx.execute(
+                    "UPDATE tasks SET state = 'error', body = ?1 WHERE id = ?2",
+                    params![serde_json::to_string(&task)?, task.id as i64],
+                )?;
+                ended.push(task.id);
+            }
+            tx.execute("DELETE FROM locks", [])?;
+            Ok(Outcome::Keep(ended))
+        })
     }
 }
 
@@ -764,6 +807,112 @@ mod tests {
         assert_eq!(stored("last"), None);
         drop(store);
         assert_eq!(stored("last"), Some(5), "written when the store closed");
+    }
+
+    fn grouped(dir: &Path, every: std::time::Duration) -> SqliteStore {
+        SqliteStore::open_with(dir, Commits::Grouped { every }).unwrap()
+    }
+
+    const AN_HOUR: std::time::Duration = std::time::Duration::from_secs(3_600);
+
+    #[test]
+    fn grouped_calls_reach_the_file_together_when_the_store_closes() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = SqliteStore::open(dir.path()).unwrap();
+        let stored = |key: &str| get::<u32>(&elsewhere, Collection::Fleet, key).unwrap();
+        let store = grouped(dir.path(), AN_HOUR);
+        store
+            .write(vec![put(Collection::Fleet, "a", "", &1)])
+            .unwrap();
+        assert_eq!(get::<u32>(&store, Collection::Fleet, "a").unwrap(), Some(1));
+        assert_eq!(stored("a"), None, "not committed yet");
+        let task = store
+            .create_task(TaskKind::CreateDeployment, Some("d"), Some("d"), None)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            store
+                .create_task(TaskKind::CreateDeployment, Some("d"), Some("d"), None)
+                .unwrap(),
+            Err(task.id),
+            "a call undone in a group answers as it would alone"
+        );
+        store
+            .write(vec![put(Collection::Fleet, "b", "", &2)])
+            .unwrap();
+        drop(store);
+        assert_eq!((stored("a"), stored("b")), (Some(1), Some(2)));
+        assert_eq!(elsewhere.lock_holder("d").unwrap(), Some(task.id));
+        assert_eq!(elsewhere.tasks(&TaskFilter::default()).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn an_idle_group_is_committed_without_waiting_for_the_next_call() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = SqliteStore::open(dir.path()).unwrap();
+        let store = grouped(dir.path(), std::time::Duration::from_millis(10));
+        store
+            .write(vec![put(Collection::Fleet, "a", "", &1)])
+            .unwrap();
+        let committed = (0..1_000).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            get::<u32>(&elsewhere, Collection::Fleet, "a").unwrap() == Some(1)
+        });
+        assert!(committed, "another process never saw the write");
+        drop(store);
+    }
+
+    /// Lets the database grow no further, so that a call needing a new page fails halfway.
+    fn full(store: &SqliteStore) {
+        let db = store.connection();
+        let pages: i64 = db
+            .query_row("PRAGMA page_count", [], |row| row.get(0))
+            .unwrap();
+        db.pragma_update(None, "max_page_count", pages).unwrap();
+    }
+
+    fn halfway(store: &SqliteStore) -> Result<(), StoreError> {
+        store.write(vec![
+            put(Collection::Fleet, "b", "", &2),
+            put(Collection::Fleet, "c", "", &"x".repeat(1 << 20)),
+        ])
+    }
+
+    #[test]
+    fn a_call_failing_halfway_is_undone_whole_when_each_call_commits() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
+        store
+            .write(vec![put(Collection::Fleet, "a", "", &1)])
+            .unwrap();
+        full(&store);
+        assert!(halfway(&store).is_err());
+        let stored = |key: &str| get::<u32>(&store, Collection::Fleet, key).unwrap();
+        assert_eq!((stored("a"), stored("b")), (Some(1), None));
+    }
+
+    #[test]
+    fn a_call_failing_halfway_in_a_group_takes_the_group_and_the_store_down() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = grouped(dir.path(), AN_HOUR);
+        store
+            .write(vec![put(Collection::Fleet, "a", "", &1)])
+            .unwrap();
+        full(&store);
+        assert!(halfway(&store).is_err());
+        assert!(matches!(
+            get::<u32>(&store, Collection::Fleet, "a"),
+            Err(StoreError::Lost)
+        ));
+        assert!(matches!(store.locks(), Err(StoreError::Lost)));
+        drop(store);
+        let reopened = SqliteStore::open(dir.path()).unwrap();
+        let stored = |key: &str| get::<u32>(&reopened, Collection::Fleet, key).unwrap();
+        assert_eq!(
+            (stored("a"), stored("b")),
+            (None, None),
+            "the whole group is gone, the call's half with it"
+        );
     }
 
     #[test]

@@ -1,0 +1,295 @@
+//! How a call's writes reach the database file: each call in a transaction of its own, or
+//! calls gathered into one transaction that is committed now and then.
+//!
+//! A commit is most of what a small write costs (the write-ahead log's locks, page
+//! writes and checksums): a large fleet's run made about forty per deployment. When
+//! nothing outside the process learns of the store's state call by call (one `run` of the
+//! embedded fleet, whose simulated cloud lives in the same store), committing in groups
+//! keeps what a crash needs: calls reach the file whole and in order, so a crash loses the
+//! last few calls and never one without those before it.
+
+use std::ops::{Deref, DerefMut};
+use std::path::Path;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use rusqlite::Connection;
+
+use super::StoreError;
+
+/// When a call's writes are committed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Commits {
+    /// Before the call returns: what another process, or a client told of a task, may
+    /// rely on.
+    EachCall,
+    /// With the calls around it, at the latest `every` later (and when the store closes).
+    /// Another process sees the state of at most `every` ago; a crash loses at most the
+    /// calls of the last `every`, whole and from the newest.
+    Grouped { every: Duration },
+}
+
+/// The most calls a group holds before it is committed whatever its age, so that a busy
+/// process does not grow one transaction without bound.
+const GROUP_CALLS: usize = 4_096;
+
+/// What a call's writes come to: kept, or none with the call still answering (a lock
+/// another task holds, an address another deploy claimed). A call decides on `Undo`
+/// before it writes anything.
+pub enum Outcome<T> {
+    Keep(T),
+    Undo(T),
+}
+
+/// The connection with what its commits need to know.
+pub struct Db {
+    connection: Connection,
+    commits: Commits,
+    /// Calls in the open group.
+    grouped: usize,
+    /// Set when a group that held answered calls could not be committed: what those
+    /// callers were told no longer holds, so the store answers nothing more.
+    lost: bool,
+}
+
+impl Deref for Db {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        &self.connection
+    }
+}
+
+impl DerefMut for Db {
+    fn deref_mut(&mut self) -> &mut Connection {
+        &mut self.connection
+    }
+}
+
+/// Runs one of the few fixed statements that steer transactions.
+fn steer(connection: &Connection, sql: &str) -> rusqlite::Result<()> {
+    connection.prepare_cached(sql)?.execute([])?;
+    Ok(())
+}
+
+impl Db {
+    pub fn new(connection: Connection, commits: Commits) -> Self {
+        Db {
+            connection,
+            commits,
+            grouped: 0,
+            lost: false,
+        }
+    }
+
+    /// Commits each call from now on: for a store whose groups nothing would commit.
+    pub fn each_call(&mut self) {
+        self.commits = Commits::EachCall;
+    }
+
+    /// Runs `body` as one call's writes: all of them reach the file, in order with the
+    /// other calls', or none does. The transaction is taken for writing from the start, so
+    /// that a call never finds the database changed under it halfway.
+    pub fn unit<T>(
+        &mut self,
+        body: impl FnOnce(&Connection) -> Result<Outcome<T>, StoreError>,
+    ) -> Result<T, StoreError> {
+        match self.commits {
+            Commits::EachCall => self.own_transaction(body),
+            Commits::Grouped { .. } => self.in_group(body),
+        }
+    }
+
+    fn own_transaction<T>(
+        &mut self,
+        body: impl FnOnce(&Connection) -> Result<Outcome<T>, StoreError>,
+    ) -> Result<T, StoreError> {
+        steer(&self.connection, "BEGIN IMMEDIATE")?;
+        let done = body(&self.connection).and_then(|outcome| match outcome {
+            Outcome::Keep(t) => {
+                steer(&self.connection, "COMMIT")?;
+                Ok(t)
+            }
+            Outcome::Undo(t) => {
+                steer(&self.connection, "ROLLBACK")?;
+                Ok(t)
+            }
+        });
+        if done.is_err() && !self.connection.is_autocommit() {
+            // The call's own error says what went wrong; whether SQLite already rolled
+            // back or this does, nothing of the call is left.
+            let _ = steer(&self.connection, "ROLLBACK");
+        }
+        done
+    }
+
+    /// A call in the open group. It takes no savepoint: copying every page a call touches
+    /// aside, in case the call fails, cost a tenth of a large fleet's run. SQLite undoes a
+    /// failing statement by itself, and the store's calls find whether to undo a call
+    /// before they write; so a call that fails or is undone has written nothing, and
+    /// one that had (which the store's calls do not do) takes the group down with it.
+    fn in_group<T>(
+        &mut self,
+        body: impl FnOnce(&Connection) -> Result<Outcome<T>, StoreError>,
+    ) -> Result<T, StoreError> {
+        self.answering()?;
+        if self.connection.is_autocommit() {
+            steer(&self.connection, "BEGIN IMMEDIATE")?;
+            self.grouped = 0;
+        }
+        let before = self.connection.total_changes();
+        let done = body(&self.connection);
+        let answer = match done {
+            Ok(Outcome::Keep(t)) => {
+                self.grouped += 1;
+                if self.grouped >= GROUP_CALLS {
+                    self.commit()?;
+                }
+                return Ok(t);
+            }
+            Ok(Outcome::Undo(t)) => Ok(t),
+            Err(e) => Err(e),
+        };
+        if self.connection.is_autocommit() {
+            // SQLite rolled the whole group back (as it may on a full disk or an I/O
+            // error): the calls before this one are gone with it.
+            self.lost = true;
+        } else if self.connection.total_changes() != before {
+            let _ = steer(&self.connection, "ROLLBACK");
+            self.lost = true;
+        }
+        match answer {
+            Ok(t) if !self.lost => Ok(t),
+            Ok(_) => Err(StoreError::Lost),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Refuses every call once a group is lost.
+    pub fn answering(&self) -> Result<(), StoreError> {
+        if self.lost {
+            Err(StoreError::Lost)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Commits the open group, if any.
+    ///
+    /// # Errors
+    /// When the commit fails; the store then answers nothing more.
+    pub fn commit(&mut self) -> Result<(), StoreError> {
+        if self.connection.is_autocommit() {
+            return Ok(());
+        }
+        self.grouped = 0;
+        steer(&self.connection, "COMMIT").map_err(|e| {
+            if !self.connection.is_autocommit() {
+                let _ = steer(&self.connection, "ROLLBACK");
+            }
+            self.lost = true;
+            StoreError::from(e)
+        })
+    }
+}
+
+/// How many frames the write-ahead log grows to before it is checkpointed into the
+/// database and started over (64 MiB of 4 KiB pages).
+pub const CHECKPOINT_FRAMES: i64 = 16_384;
+
+/// Checkpoints run every this many commits of the flusher.
+const CHECKPOINT_EVERY: u32 = 10;
+
+/// Commits the open group every so often, so that an idle process leaves nothing
+/// uncommitted for long; and checkpoints the write-ahead log on a connection of its own,
+/// beside the callers rather than in their way (a large fleet's run spent a tenth of its
+/// time waiting for checkpoints). Stops, and waits for its thread, when dropped.
+pub struct Flusher {
+    stop: Option<mpsc::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Flusher {
+    /// # Errors
+    /// When the checkpoints' connection cannot be opened or no thread can be started.
+    pub fn start(db: Arc<Mutex<Db>>, path: &Path, every: Duration) -> Result<Self, StoreError> {
+        let checkpoints = Connection::open(path)?;
+        checkpoints.busy_timeout(Duration::from_secs(1))?;
+        let (stop, stopped) = mpsc::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("store-commits".into())
+            .spawn(move || {
+                let mut commits = 0u32;
+                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(every) {
+                    if let Err(e) = lock(&db).commit() {
+                        tracing::error!(error = %e, "cannot commit the state store's last writes");
+                        continue;
+                    }
+                    commits = commits.wrapping_add(1);
+                    if commits.is_multiple_of(CHECKPOINT_EVERY) {
+                        checkpoint(&db, &checkpoints);
+                    }
+                }
+            })
+            .map_err(|source| StoreError::Open {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        Ok(Flusher {
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+}
+
+/// Copies what the log holds into the database while the callers go on; once the log is
+/// long, takes the callers' connection for a moment to copy the rest and start the log
+/// over, which only a connection that writes, between two transactions, can do.
+fn checkpoint(db: &Mutex<Db>, checkpoints: &Connection) {
+    let frames = match wal_checkpoint(checkpoints, "PASSIVE") {
+        Ok((_, frames)) => frames,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot checkpoint the state store's log");
+            return;
+        }
+    };
+    if frames < CHECKPOINT_FRAMES {
+        return;
+    }
+    let mut db = lock(db);
+    if db.commit().is_err() {
+        return;
+    }
+    // Another process reading must not hold the callers up: a busy log is started over
+    // at a later checkpoint.
+    let restarted = db
+        .busy_timeout(Duration::ZERO)
+        .and_then(|()| wal_checkpoint(&db, "RESTART"));
+    if let Err(e) = restarted.and_then(|_| db.busy_timeout(BUSY_TIMEOUT)) {
+        tracing::warn!(error = %e, "cannot start the state store's log over");
+    }
+}
+
+/// `(busy, frames in the log)` after a checkpoint of `mode`.
+fn wal_checkpoint(connection: &Connection, mode: &str) -> rusqlite::Result<(bool, i64)> {
+    connection.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |row| {
+        Ok((row.get::<_, i64>(0)? != 0, row.get(1)?))
+    })
+}
+
+/// How long a call waits for another process that holds the database.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl Drop for Flusher {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+pub fn lock(db: &Mutex<Db>) -> MutexGuard<'_, Db> {
+    db.lock().unwrap_or_else(|p| p.into_inner())
+}
