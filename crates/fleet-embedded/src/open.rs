@@ -1,3 +1,4 @@
+use std::collections::VecDeque;
 use std::fs::{File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -8,7 +9,7 @@ use fleet_broker::{Broker, BrokerError, deployment_name};
 use fleet_director::agent::Agent;
 use fleet_director::cpi::Cpi;
 use fleet_director::manifest::Count;
-use fleet_director::model::TaskState;
+use fleet_director::model::{Task, TaskState};
 use fleet_director::sim::SimulatedCloud;
 use fleet_director::{Director, DirectorError, DirectorSettings, RecreateOptions};
 use fleet_store::{AsyncStore, Collection, Commits, SqliteStore, Store, StoreError, put};
@@ -171,6 +172,28 @@ pub async fn open(
     })
 }
 
+/// How many instances are provisioned at a time. All of a large fleet at once held every
+/// deploy's plan in memory together (three quarters of a gigabyte for 10,000 instances),
+/// and the scattered heap they left behind slowed every later allocation of the run.
+const PROVISIONING_AT_ONCE: usize = 64;
+
+/// Waits for an instance's provisioning task and tells how it ended when it failed.
+async fn provisioned(
+    director: &Director,
+    id: String,
+    task: Task,
+    progress: &mut dyn FnMut(String),
+) -> Result<(), FleetError> {
+    let done = director.wait(task.id).await?;
+    if done.state != TaskState::Done {
+        progress(format!(
+            "provisioning {id} failed: {}",
+            done.result.unwrap_or_default()
+        ));
+    }
+    Ok(())
+}
+
 /// Provisions what the definition wants and the store lacks, then marks the fleet as
 /// provisioned; a first use cut short is finished by the next.
 async fn provision(
@@ -204,22 +227,21 @@ async fn provision(
         state_dir.display(),
         missing.len() + existing.len()
     ));
-    let mut tasks = Vec::new();
+    let mut provisioning = VecDeque::new();
     for (id, plan, versions) in &missing {
+        if provisioning.len() == PROVISIONING_AT_ONCE
+            && let Some((id, task)) = provisioning.pop_front()
+        {
+            provisioned(director, id, task, progress).await?;
+        }
         let blocked = definition.blocked.contains(id);
-        tasks.push((
+        provisioning.push_back((
             id.clone(),
             broker.provision(id, plan, Some(versions), blocked).await?,
         ));
     }
-    for (id, task) in tasks {
-        let done = director.wait(task.id).await?;
-        if done.state != TaskState::Done {
-            progress(format!(
-                "provisioning {id} failed: {}",
-                done.result.unwrap_or_default()
-            ));
-        }
+    for (id, task) in provisioning {
+        provisioned(director, id, task, progress).await?;
     }
     for id in &definition.busy {
         // One VM at a time, so that the operation outlasts the canary phase.
