@@ -49,6 +49,9 @@ pub struct Db {
     commits: Commits,
     /// Calls in the open group.
     grouped: usize,
+    /// Set while a call of the group runs: still set at the next call, it tells of a call
+    /// that panicked halfway, whose writes cannot be told from the group's.
+    in_call: bool,
     /// Set when a group that held answered calls could not be committed: what those
     /// callers were told no longer holds, so the store answers nothing more.
     lost: bool,
@@ -79,6 +82,7 @@ impl Db {
             connection,
             commits,
             grouped: 0,
+            in_call: false,
             lost: false,
         }
     }
@@ -105,6 +109,11 @@ impl Db {
         &mut self,
         body: impl FnOnce(&Connection) -> Result<Outcome<T>, StoreError>,
     ) -> Result<T, StoreError> {
+        if !self.connection.is_autocommit() {
+            // A call that panicked halfway left its transaction open: nothing of it was
+            // committed, and nothing of it may be.
+            let _ = steer(&self.connection, "ROLLBACK");
+        }
         steer(&self.connection, "BEGIN IMMEDIATE")?;
         let done = body(&self.connection).and_then(|outcome| match outcome {
             Outcome::Keep(t) => {
@@ -133,13 +142,21 @@ impl Db {
         &mut self,
         body: impl FnOnce(&Connection) -> Result<Outcome<T>, StoreError>,
     ) -> Result<T, StoreError> {
+        if self.in_call {
+            // The call before this one panicked halfway: the group holds half of it.
+            let _ = steer(&self.connection, "ROLLBACK");
+            self.lost = true;
+            self.in_call = false;
+        }
         self.answering()?;
         if self.connection.is_autocommit() {
             steer(&self.connection, "BEGIN IMMEDIATE")?;
             self.grouped = 0;
         }
         let before = self.connection.total_changes();
+        self.in_call = true;
         let done = body(&self.connection);
+        self.in_call = false;
         let answer = match done {
             Ok(Outcome::Keep(t)) => {
                 self.grouped += 1;
@@ -180,6 +197,13 @@ impl Db {
     /// # Errors
     /// When the commit fails; the store then answers nothing more.
     pub fn commit(&mut self) -> Result<(), StoreError> {
+        if self.in_call {
+            // A call panicked halfway: the group holds half of it.
+            let _ = steer(&self.connection, "ROLLBACK");
+            self.lost = true;
+            self.in_call = false;
+        }
+        self.answering()?;
         if self.connection.is_autocommit() {
             return Ok(());
         }
@@ -223,8 +247,9 @@ impl Flusher {
                 let mut commits = 0u32;
                 while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(every) {
                     if let Err(e) = lock(&db).commit() {
+                        // The store answers nothing more: there is nothing left to commit.
                         tracing::error!(error = %e, "cannot commit the state store's last writes");
-                        continue;
+                        break;
                     }
                     commits = commits.wrapping_add(1);
                     if commits.is_multiple_of(CHECKPOINT_EVERY) {
@@ -266,7 +291,8 @@ fn checkpoint(db: &Mutex<Db>, checkpoints: &Connection) {
     let restarted = db
         .busy_timeout(Duration::ZERO)
         .and_then(|()| wal_checkpoint(&db, "RESTART"));
-    if let Err(e) = restarted.and_then(|_| db.busy_timeout(BUSY_TIMEOUT)) {
+    let restored = db.busy_timeout(BUSY_TIMEOUT);
+    if let Err(e) = restarted.and(restored) {
         tracing::warn!(error = %e, "cannot start the state store's log over");
     }
 }

@@ -879,6 +879,51 @@ mod tests {
     }
 
     #[test]
+    fn a_call_that_panicked_halfway_leaves_nothing_behind_and_the_store_answers() {
+        let store = SqliteStore::in_memory().unwrap();
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            store
+                .connection()
+                .unit(|tx| -> Result<Outcome<()>, StoreError> {
+                    apply(tx, &put(Collection::Fleet, "a", "", &1))?;
+                    panic!("a call that panics halfway")
+                })
+        }));
+        assert!(panicked.is_err());
+        store
+            .write(vec![put(Collection::Fleet, "b", "", &2)])
+            .unwrap();
+        let stored = |key: &str| get::<u32>(&store, Collection::Fleet, key).unwrap();
+        assert_eq!((stored("a"), stored("b")), (None, Some(2)));
+    }
+
+    #[test]
+    fn a_call_that_panicked_halfway_in_a_group_takes_the_group_down() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = grouped(dir.path(), AN_HOUR);
+        store
+            .write(vec![put(Collection::Fleet, "a", "", &1)])
+            .unwrap();
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            store
+                .connection()
+                .unit(|tx| -> Result<Outcome<()>, StoreError> {
+                    apply(tx, &put(Collection::Fleet, "b", "", &2))?;
+                    panic!("a call that panics halfway")
+                })
+        }));
+        assert!(panicked.is_err());
+        assert!(matches!(
+            store.write(vec![put(Collection::Fleet, "c", "", &3)]),
+            Err(StoreError::Lost)
+        ));
+        drop(store);
+        let reopened = SqliteStore::open(dir.path()).unwrap();
+        let stored = |key: &str| get::<u32>(&reopened, Collection::Fleet, key).unwrap();
+        assert_eq!((stored("a"), stored("b"), stored("c")), (None, None, None));
+    }
+
+    #[test]
     fn a_call_failing_halfway_is_undone_whole_when_each_call_commits() {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open(dir.path()).unwrap();
