@@ -253,7 +253,7 @@ impl Flusher {
                     }
                     commits = commits.wrapping_add(1);
                     if commits.is_multiple_of(CHECKPOINT_EVERY) {
-                        checkpoint(&db, &checkpoints);
+                        checkpoint(&db, &checkpoints, CHECKPOINT_FRAMES);
                     }
                 }
             })
@@ -269,9 +269,9 @@ impl Flusher {
 }
 
 /// Copies what the log holds into the database while the callers go on; once the log is
-/// long, takes the callers' connection for a moment to copy the rest and start the log
-/// over, which only a connection that writes, between two transactions, can do.
-fn checkpoint(db: &Mutex<Db>, checkpoints: &Connection) {
+/// long, takes the callers' connection for a moment, between two groups, to copy the rest
+/// and empty the log, which a connection beside a group that stays open cannot.
+fn checkpoint(db: &Mutex<Db>, checkpoints: &Connection, long: i64) {
     let frames = match wal_checkpoint(checkpoints, "PASSIVE") {
         Ok((_, frames)) => frames,
         Err(e) => {
@@ -279,7 +279,7 @@ fn checkpoint(db: &Mutex<Db>, checkpoints: &Connection) {
             return;
         }
     };
-    if frames < CHECKPOINT_FRAMES {
+    if frames < long {
         return;
     }
     let mut db = lock(db);
@@ -290,7 +290,7 @@ fn checkpoint(db: &Mutex<Db>, checkpoints: &Connection) {
     // at a later checkpoint.
     let restarted = db
         .busy_timeout(Duration::ZERO)
-        .and_then(|()| wal_checkpoint(&db, "RESTART"));
+        .and_then(|()| wal_checkpoint(&db, "TRUNCATE"));
     let restored = db.busy_timeout(BUSY_TIMEOUT);
     if let Err(e) = restarted.and(restored) {
         tracing::warn!(error = %e, "cannot start the state store's log over");
@@ -318,4 +318,60 @@ impl Drop for Flusher {
 
 pub fn lock(db: &Mutex<Db>) -> MutexGuard<'_, Db> {
     db.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Frames in the log, as a checkpoint that copies nothing more reports them.
+    fn frames(connection: &Connection) -> i64 {
+        wal_checkpoint(connection, "PASSIVE").unwrap().1
+    }
+
+    #[test]
+    fn a_long_log_is_started_over_between_two_groups() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("fleet.db");
+        let connection = Connection::open(&path).unwrap();
+        connection
+            .execute_batch(
+                "PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0;
+                 CREATE TABLE t (body TEXT NOT NULL);",
+            )
+            .unwrap();
+        let db = Mutex::new(Db::new(
+            connection,
+            Commits::Grouped {
+                every: Duration::from_secs(3_600),
+            },
+        ));
+        let checkpoints = Connection::open(&path).unwrap();
+        // Calls of a group, left open as the flusher finds them between two commits.
+        let write = |rows: usize| {
+            let mut db = lock(&db);
+            for _ in 0..rows {
+                db.unit(|tx| {
+                    tx.execute("INSERT INTO t (body) VALUES (?1)", ["x".repeat(4_000)])?;
+                    Ok(Outcome::Keep(()))
+                })
+                .unwrap();
+            }
+        };
+        let commit = || lock(&db).commit().unwrap();
+        write(200);
+        commit();
+        // As the flusher finds it: a group open since the last commit, a log checkpointed
+        // up to it, which SQLite would go on appending to.
+        write(1);
+        checkpoint(&db, &checkpoints, 1);
+        write(1);
+        commit();
+        let after = frames(&checkpoints);
+        assert!(after < 10, "the log started over: {after} frames");
+        let rows: i64 = checkpoints
+            .query_row("SELECT COUNT(*) FROM t", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(rows, 202, "nothing was lost starting over");
+    }
 }
