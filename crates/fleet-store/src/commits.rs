@@ -142,12 +142,7 @@ impl Db {
         &mut self,
         body: impl FnOnce(&Connection) -> Result<Outcome<T>, StoreError>,
     ) -> Result<T, StoreError> {
-        if self.in_call {
-            // The call before this one panicked halfway: the group holds half of it.
-            let _ = steer(&self.connection, "ROLLBACK");
-            self.lost = true;
-            self.in_call = false;
-        }
+        self.drop_half_call();
         self.answering()?;
         if self.connection.is_autocommit() {
             steer(&self.connection, "BEGIN IMMEDIATE")?;
@@ -183,6 +178,16 @@ impl Db {
         }
     }
 
+    /// When a call of the group panicked halfway, the group holds half of it: it is
+    /// rolled back, and the store lost.
+    fn drop_half_call(&mut self) {
+        if self.in_call {
+            let _ = steer(&self.connection, "ROLLBACK");
+            self.lost = true;
+            self.in_call = false;
+        }
+    }
+
     /// Refuses every call once a group is lost.
     pub fn answering(&self) -> Result<(), StoreError> {
         if self.lost {
@@ -197,12 +202,7 @@ impl Db {
     /// # Errors
     /// When the commit fails; the store then answers nothing more.
     pub fn commit(&mut self) -> Result<(), StoreError> {
-        if self.in_call {
-            // A call panicked halfway: the group holds half of it.
-            let _ = steer(&self.connection, "ROLLBACK");
-            self.lost = true;
-            self.in_call = false;
-        }
+        self.drop_half_call();
         self.answering()?;
         if self.connection.is_autocommit() {
             return Ok(());

@@ -878,18 +878,23 @@ mod tests {
         ])
     }
 
-    #[test]
-    fn a_call_that_panicked_halfway_leaves_nothing_behind_and_the_store_answers() {
-        let store = SqliteStore::in_memory().unwrap();
+    /// A call that writes `key` and panics before it ends.
+    fn panic_halfway(store: &SqliteStore, key: &str) {
         let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             store
                 .connection()
                 .unit(|tx| -> Result<Outcome<()>, StoreError> {
-                    apply(tx, &put(Collection::Fleet, "a", "", &1))?;
+                    apply(tx, &put(Collection::Fleet, key, "", &0))?;
                     panic!("a call that panics halfway")
                 })
         }));
         assert!(panicked.is_err());
+    }
+
+    #[test]
+    fn a_call_that_panicked_halfway_leaves_nothing_behind_and_the_store_answers() {
+        let store = SqliteStore::in_memory().unwrap();
+        panic_halfway(&store, "a");
         store
             .write(vec![put(Collection::Fleet, "b", "", &2)])
             .unwrap();
@@ -904,15 +909,7 @@ mod tests {
         store
             .write(vec![put(Collection::Fleet, "a", "", &1)])
             .unwrap();
-        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            store
-                .connection()
-                .unit(|tx| -> Result<Outcome<()>, StoreError> {
-                    apply(tx, &put(Collection::Fleet, "b", "", &2))?;
-                    panic!("a call that panics halfway")
-                })
-        }));
-        assert!(panicked.is_err());
+        panic_halfway(&store, "b");
         assert!(matches!(
             store.write(vec![put(Collection::Fleet, "c", "", &3)]),
             Err(StoreError::Lost)
