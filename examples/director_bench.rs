@@ -64,17 +64,21 @@ fn release() -> Release {
         jobs: vec![ReleaseJob {
             name: "app".into(),
             packages: vec!["app".into()],
+            ..Default::default()
         }],
         packages: vec![
             Package {
                 name: "app".into(),
                 dependencies: vec!["runtime".into()],
+                ..Default::default()
             },
             Package {
                 name: "runtime".into(),
                 dependencies: vec![],
+                ..Default::default()
             },
         ],
+        ..Default::default()
     }
 }
 

@@ -13,6 +13,7 @@ pub use fleet_director as director;
 pub use fleet_embedded as fleet;
 pub use fleet_ipset as ipset;
 pub use fleet_output as output;
+pub use fleet_release as release;
 pub use fleet_rollout as rollout;
 pub use fleet_serve as serve;
 pub use fleet_store as store;

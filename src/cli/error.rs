@@ -56,6 +56,12 @@ pub enum CliError {
     Director(#[from] DirectorError),
     #[error("{0}")]
     Show(String),
+    /// A release to upload that cannot be read: nothing was uploaded.
+    #[error("cannot upload {}: {source}", path.display())]
+    Release {
+        path: PathBuf,
+        source: fleet_updater::release::ReleaseError,
+    },
 }
 
 impl CliError {
@@ -65,7 +71,8 @@ impl CliError {
             | CliError::FleetFile { .. }
             | CliError::FleetDefinition { .. }
             | CliError::Scenario(_)
-            | CliError::InventorySetup(_) => BAD_CONFIG,
+            | CliError::InventorySetup(_)
+            | CliError::Release { .. } => BAD_CONFIG,
             CliError::Fleet(FleetError::NotProvisioned(_)) => INSTANCES_FAILED,
             CliError::Fleet(_) | CliError::List(_) => LIST_FAILED,
             CliError::Serve(ServeError::Listen { .. }) => LIST_FAILED,

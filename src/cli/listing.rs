@@ -54,6 +54,17 @@ enum DirectorCommand {
     },
     /// One task and its event log.
     Task { id: u64 },
+    /// Releases with their versions and jobs.
+    Releases,
+    /// Uploads a release in BOSH's format: a tarball, or a directory holding `release.MF`,
+    /// `jobs/*.tgz` and `packages/*.tgz`.
+    UploadRelease(super::releases::UploadArgs),
+    /// Deletes a release version (`NAME/VERSION`), or every version (`NAME`), unless a
+    /// deployment uses it.
+    DeleteRelease {
+        /// `NAME/VERSION` or `NAME`.
+        release: String,
+    },
 }
 
 /// Opens the embedded fleet the configuration names; with exclusive access it is
@@ -85,14 +96,19 @@ pub(crate) async fn open_fleet(config: &Config, access: Access) -> Result<Embedd
     )
 }
 
-fn with_fleet(
-    args: &StateArgs,
-    show: impl AsyncFnOnce(&EmbeddedFleet) -> Result<String, String>,
-) -> Result<u8, CliError> {
+pub(crate) fn settings_of(args: &StateArgs) -> Result<Config, CliError> {
     let mut config = load_config(args.config.as_deref())?;
     if let Some(dir) = &args.state_dir {
         config.state_dir = dir.clone();
     }
+    Ok(config)
+}
+
+fn with_fleet(
+    args: &StateArgs,
+    show: impl AsyncFnOnce(&EmbeddedFleet) -> Result<String, String>,
+) -> Result<u8, CliError> {
+    let config = settings_of(args)?;
     let text = runtime()?.block_on(async {
         let fleet = open_fleet(&config, Access::ReadOnly).await?;
         show(&fleet).await.map_err(CliError::Show)
@@ -166,6 +182,15 @@ fn time(unix: Option<u64>) -> String {
 }
 
 pub fn director(args: &DirectorArgs) -> Result<u8, CliError> {
+    match &args.what {
+        DirectorCommand::UploadRelease(upload) => {
+            return super::releases::upload(&args.state, upload);
+        }
+        DirectorCommand::DeleteRelease { release } => {
+            return super::releases::delete(&args.state, release);
+        }
+        _ => {}
+    }
     with_fleet(&args.state, async |fleet| {
         let director = fleet.director();
         let e = |e: fleet_updater::director::DirectorError| e.to_string();
@@ -283,6 +308,40 @@ pub fn director(args: &DirectorArgs) -> Result<u8, CliError> {
                     ],
                     &rows,
                 ))
+            }
+            DirectorCommand::Releases => {
+                let deployed = director.deployed_versions().await.map_err(e)?;
+                let rows: Vec<Vec<String>> = director
+                    .releases()
+                    .await
+                    .map_err(e)?
+                    .into_iter()
+                    .map(|r| {
+                        let in_use = deployed
+                            .releases
+                            .contains(&(r.name.clone(), r.version.clone()));
+                        vec![
+                            r.name.clone(),
+                            format!("{}{}", r.version, if in_use { "*" } else { "" }),
+                            r.jobs
+                                .iter()
+                                .map(|j| j.name.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", "),
+                            if r.jobs.iter().any(|j| j.archive.is_some()) {
+                                "archives".to_string()
+                            } else {
+                                "metadata".to_string()
+                            },
+                        ]
+                    })
+                    .collect();
+                let mut text = table(&["NAME", "VERSION", "JOBS", "KEPT AS"], &rows);
+                text.push_str("(*) currently deployed\n");
+                Ok(text)
+            }
+            DirectorCommand::UploadRelease(_) | DirectorCommand::DeleteRelease { .. } => {
+                unreachable!("handled before the fleet is opened to look")
             }
             DirectorCommand::Task { id } => {
                 let task = director

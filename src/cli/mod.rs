@@ -4,6 +4,7 @@
 
 mod error;
 mod listing;
+mod releases;
 mod run;
 mod serve;
 mod wiring;

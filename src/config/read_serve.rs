@@ -8,7 +8,13 @@ use crate::yaml::{Checker, Node, join};
 use fleet_serve::{ServeConfig, ServeUser};
 
 const KEYS: &[&str] = &["director", "broker", "tls", "users", "limits"];
-const LIMITS: &[&str] = &["max_body_bytes", "request_timeout", "max_connections"];
+const LIMITS: &[&str] = &[
+    "max_body_bytes",
+    "request_timeout",
+    "max_connections",
+    "max_upload_bytes",
+    "upload_timeout",
+];
 
 pub fn read_serve(node: &Node, base: &Path, serve: &mut ServeConfig, checker: &mut Checker) {
     for (key, value) in checker.map(node, "serve", KEYS) {
@@ -46,6 +52,13 @@ pub fn read_serve(node: &Node, base: &Path, serve: &mut ServeConfig, checker: &m
                         ),
                         "request_timeout" => {
                             set(&mut serve.limits.request_timeout, duration(checker, v, &p))
+                        }
+                        "max_upload_bytes" => set(
+                            &mut serve.limits.max_upload_bytes,
+                            at_least(checker, v, &p, 1024).map(|n| n as usize),
+                        ),
+                        "upload_timeout" => {
+                            set(&mut serve.limits.upload_timeout, duration(checker, v, &p))
                         }
                         _ => set(
                             &mut serve.limits.max_connections,

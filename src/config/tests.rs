@@ -337,9 +337,11 @@ fn director_credentials_must_be_complete_and_of_one_kind() {
 #[test]
 fn the_serve_block_names_each_bad_value() {
     let config = parse(
-        "serve:\n  director: 0.0.0.0:25555\n  broker: 127.0.0.1:8443\n  users: [{name: ops, password: pw}]\n  limits: {max_body_bytes: 65536, request_timeout: 5s, max_connections: 8}\n",
+        "serve:\n  director: 0.0.0.0:25555\n  broker: 127.0.0.1:8443\n  users: [{name: ops, password: pw}]\n  limits: {max_body_bytes: 65536, request_timeout: 5s, max_connections: 8, max_upload_bytes: 1048576, upload_timeout: 10m}\n",
     )
     .unwrap();
+    assert_eq!(config.serve.limits.max_upload_bytes, 1 << 20);
+    assert_eq!(config.serve.limits.upload_timeout, Duration::from_secs(600));
     assert_eq!(config.serve.director_listen.port(), 25555);
     assert_eq!(config.serve.broker_listen.port(), 8443);
     assert_eq!(config.serve.users[0].name, "ops");

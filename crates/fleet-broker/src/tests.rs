@@ -66,8 +66,10 @@ async fn broker() -> Broker {
                 jobs: vec![fleet_director::model::ReleaseJob {
                     name: "postgres".into(),
                     packages: vec![],
+                    ..Default::default()
                 }],
                 packages: vec![],
+                ..Default::default()
             })
             .await
             .unwrap();

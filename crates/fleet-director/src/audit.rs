@@ -69,7 +69,9 @@ fn action(kind: TaskKind) -> Option<&'static str> {
         TaskKind::InstanceDetails
         | TaskKind::ScanProblems
         | TaskKind::CleanUp
-        | TaskKind::DeleteOrphanDisk => return None,
+        | TaskKind::DeleteOrphanDisk
+        | TaskKind::UpdateRelease
+        | TaskKind::DeleteRelease => return None,
     })
 }
 

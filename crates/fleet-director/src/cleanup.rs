@@ -54,7 +54,7 @@ fn unused<T: Clone>(
 }
 
 /// Whether no other item of the same name has a newer version.
-fn is_newest<T>(items: &[T], item: &T, key: impl Fn(&T) -> (&String, &String)) -> bool {
+pub(crate) fn is_newest<T>(items: &[T], item: &T, key: impl Fn(&T) -> (&String, &String)) -> bool {
     let (name, version) = key(item);
     items.iter().all(|other| {
         let (other_name, other_version) = key(other);
@@ -150,7 +150,7 @@ pub async fn delete_disks(
 }
 
 /// Forgets records, a step each: `(what the step names, the write that forgets it)`.
-async fn forget(
+pub(crate) async fn forget(
     core: &Core,
     log: &TaskLog,
     stage: &str,
@@ -164,6 +164,25 @@ async fn forget(
         log.check()?;
         let step = stage.start(what);
         let gone = core.records.write(vec![write]).await;
+        step.end(gone.map_err(StepError::from))?;
+    }
+    Ok(())
+}
+
+/// Deletes the blobs no record names any more: the archives of deleted releases that no
+/// other release shares, and those of an upload cut short.
+pub(crate) async fn delete_unnamed_blobs(core: &Core, log: &TaskLog) -> Result<(), JobError> {
+    let named = core.records.named_blobs().await?;
+    let kept = core.store.run(|s| s.blob_ids()).await?;
+    let unnamed: Vec<String> = kept.into_iter().filter(|b| !named.contains(b)).collect();
+    if unnamed.is_empty() {
+        return Ok(());
+    }
+    let stage = log.stage("Deleting release blobs", Vec::new(), unnamed.len() as u32);
+    for blob in unnamed {
+        log.check()?;
+        let step = stage.start(blob.clone());
+        let gone = core.store.run(|s| s.delete_blob(&blob)).await;
         step.end(gone.map_err(StepError::from))?;
     }
     Ok(())
@@ -183,6 +202,7 @@ pub async fn clean_up(
         .map(|r| (format!("{}/{}", r.name, r.version), change::release_gone(r)))
         .collect();
     forget(&core, &log, "Deleting releases", releases).await?;
+    delete_unnamed_blobs(&core, &log).await?;
     let stemcells = plan
         .stemcells
         .iter()
@@ -212,6 +232,7 @@ mod tests {
             version: version.into(),
             jobs: Vec::new(),
             packages: Vec::new(),
+            ..Default::default()
         }
     }
 

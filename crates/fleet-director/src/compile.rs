@@ -147,14 +147,17 @@ mod tests {
             jobs: vec![ReleaseJob {
                 name: "j".into(),
                 packages: job_packages.iter().map(|p| p.to_string()).collect(),
+                ..Default::default()
             }],
             packages: packages
                 .iter()
                 .map(|(n, d)| Package {
                     name: n.to_string(),
                     dependencies: d.iter().map(|x| x.to_string()).collect(),
+                    ..Default::default()
                 })
                 .collect(),
+            ..Default::default()
         }
     }
 

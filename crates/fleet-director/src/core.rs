@@ -46,6 +46,8 @@ pub struct Core {
     /// this process then never lose a plan to one another, however many start at once
     /// (the store still refuses a plan that lost to another process).
     pub ip_planning: tokio::sync::Mutex<()>,
+    /// Held by a release upload from reading the releases to recording its own.
+    pub release_uploads: tokio::sync::Mutex<()>,
 }
 
 impl Core {
@@ -64,6 +66,7 @@ impl Core {
             settings,
             compile_locks: Mutex::new(HashMap::new()),
             ip_planning: tokio::sync::Mutex::new(()),
+            release_uploads: tokio::sync::Mutex::new(()),
         }
     }
 

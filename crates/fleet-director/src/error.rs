@@ -33,6 +33,9 @@ pub enum DirectorError {
         group: String,
         instance: String,
     },
+    /// An uploaded release that cannot be read: the file and field at fault.
+    #[error(transparent)]
+    Release(#[from] fleet_release::ReleaseError),
     #[error(transparent)]
     Store(#[from] StoreError),
 }

@@ -5,22 +5,55 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Package {
     pub name: String,
     #[serde(default)]
     pub dependencies: Vec<String>,
+    /// Its archive, for a release uploaded in BOSH's format; `None` for a release the
+    /// fleet configuration describes, which the simulated IaaS needs no files of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archive: Option<Archived>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReleaseJob {
     pub name: String,
     #[serde(default)]
     pub packages: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archive: Option<Archived>,
+    /// Template source to where it is rendered in the job's directory.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub templates: BTreeMap<String, String>,
+    /// The properties its spec declares, by dotted name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub properties: BTreeMap<String, PropertySpec>,
+}
+
+/// A property a job declares, with the default its spec gives.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PropertySpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// A job's or package's archive as the director keeps it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Archived {
+    pub version: String,
+    /// What uploads match archives by across releases.
+    pub fingerprint: String,
+    /// The digest `release.MF` gave, as written.
+    pub sha1: String,
+    /// The store blob holding the archive: its SHA-1.
+    pub blob: String,
 }
 
 /// A release's metadata: its jobs and packages with their dependencies.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Release {
     pub name: String,
     pub version: String,
@@ -28,6 +61,19 @@ pub struct Release {
     pub jobs: Vec<ReleaseJob>,
     #[serde(default)]
     pub packages: Vec<Package>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit_hash: Option<String>,
+    #[serde(default)]
+    pub uncommitted_changes: bool,
+}
+
+impl Release {
+    /// The blobs its archives are kept in.
+    pub fn blobs(&self) -> impl Iterator<Item = &str> {
+        let jobs = self.jobs.iter().filter_map(|j| j.archive.as_ref());
+        let packages = self.packages.iter().filter_map(|p| p.archive.as_ref());
+        jobs.chain(packages).map(|a| a.blob.as_str())
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -152,6 +152,26 @@ impl Records {
             .await
     }
 
+    /// The blobs some record names: a release's archives, a compiled package. Others
+    /// are what an upload cut short left behind.
+    pub async fn named_blobs(&self) -> Result<BTreeSet<String>, StoreError> {
+        let mut named: BTreeSet<String> = self
+            .releases()
+            .await?
+            .iter()
+            .flat_map(|r| r.blobs().map(str::to_string).collect::<Vec<_>>())
+            .collect();
+        let compiled: Vec<serde_json::Value> =
+            self.store.list(Collection::CompiledPackages, None).await?;
+        named.extend(
+            compiled
+                .iter()
+                .filter_map(|c| c.get("blob").and_then(|b| b.as_str()))
+                .map(str::to_string),
+        );
+        Ok(named)
+    }
+
     /// Those of `wanted` (each with its cache key) not compiled yet, in one turn.
     pub async fn uncompiled<K>(&self, wanted: Vec<(K, String)>) -> Result<BTreeSet<K>, StoreError>
     where

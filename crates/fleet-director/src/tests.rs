@@ -72,11 +72,14 @@ async fn fixture_with(store: Arc<dyn fleet_store::Store>, settings: SimulationSe
             jobs: vec![ReleaseJob {
                 name: "nginx".into(),
                 packages: vec!["nginx".into()],
+                ..Default::default()
             }],
             packages: vec![Package {
                 name: "nginx".into(),
                 dependencies: vec![],
+                ..Default::default()
             }],
+            ..Default::default()
         })
         .await
         .unwrap();
@@ -410,8 +413,10 @@ async fn tasks_left_running_by_a_crash_are_errored_on_the_next_start() {
                     jobs: vec![crate::model::ReleaseJob {
                         name: "nginx".into(),
                         packages: vec![],
+                        ..Default::default()
                     }],
                     packages: vec![],
+                    ..Default::default()
                 })
                 .await
                 .unwrap();
@@ -689,8 +694,10 @@ async fn deploy_duration(seed: u64) -> Duration {
             jobs: vec![crate::model::ReleaseJob {
                 name: "nginx".into(),
                 packages: vec![],
+                ..Default::default()
             }],
             packages: vec![],
+            ..Default::default()
         })
         .await
         .unwrap();
@@ -1202,6 +1209,7 @@ mod compilation {
         let package = |name: &str, deps: &[&str]| Package {
             name: name.into(),
             dependencies: deps.iter().map(|d| d.to_string()).collect(),
+            ..Default::default()
         };
         let base = if cycle {
             package("base", &["app"])
@@ -1215,6 +1223,7 @@ mod compilation {
                 jobs: vec![ReleaseJob {
                     name: "app".into(),
                     packages: vec!["app".into()],
+                    ..Default::default()
                 }],
                 packages: vec![
                     package("app", &["left", "right"]),
@@ -1222,6 +1231,7 @@ mod compilation {
                     package("right", &["base"]),
                     base,
                 ],
+                ..Default::default()
             })
             .await
             .unwrap();
@@ -1684,8 +1694,10 @@ instance_groups:
                 jobs: vec![ReleaseJob {
                     name: "nginx".into(),
                     packages: vec![],
+                    ..Default::default()
                 }],
                 packages: vec![],
+                ..Default::default()
             })
             .await
             .unwrap();
@@ -1820,6 +1832,18 @@ mod store_faults {
         }
         fn ips_of(&self, deployment: &str) -> Result<Vec<IpRecord>, StoreError> {
             self.inner.ips_of(deployment)
+        }
+        fn put_blob(&self, id: &str, bytes: &[u8]) -> Result<(), StoreError> {
+            self.inner.put_blob(id, bytes)
+        }
+        fn blob(&self, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+            self.inner.blob(id)
+        }
+        fn blob_ids(&self) -> Result<Vec<String>, StoreError> {
+            self.inner.blob_ids()
+        }
+        fn delete_blob(&self, id: &str) -> Result<(), StoreError> {
+            self.inner.delete_blob(id)
         }
         fn recover(&self, reason: &str, now: u64) -> Result<Vec<u64>, StoreError> {
             self.inner.recover(reason, now)
@@ -2318,8 +2342,10 @@ async fn a_runtime_config_places_its_addons_at_the_next_deploy() {
             jobs: vec![ReleaseJob {
                 name: "user_add".into(),
                 packages: vec![],
+                ..Default::default()
             }],
             packages: vec![],
+            ..Default::default()
         })
         .await
         .unwrap();

@@ -118,6 +118,8 @@ pub async fn start(
             flavor: Flavor::Director,
             max_body_bytes: config.limits.max_body_bytes,
             timeout: config.limits.request_timeout,
+            max_upload_bytes: config.limits.max_upload_bytes,
+            upload_timeout: config.limits.upload_timeout,
         },
     );
     let broker_api = protect(
@@ -127,6 +129,8 @@ pub async fn start(
             flavor: Flavor::Broker,
             max_body_bytes: config.limits.max_body_bytes,
             timeout: config.limits.request_timeout,
+            max_upload_bytes: config.limits.max_upload_bytes,
+            upload_timeout: config.limits.upload_timeout,
         },
     );
     let (stop, stopped) = watch::channel(false);

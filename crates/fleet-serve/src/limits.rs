@@ -3,12 +3,12 @@
 use std::time::Duration;
 
 use axum::Router;
+use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::{StatusCode, header};
+use axum::http::{Method, StatusCode, header};
 use axum::middleware::{Next, from_fn_with_state};
 use axum::response::Response;
-use tower_http::limit::RequestBodyLimitLayer;
-use tower_http::timeout::TimeoutLayer;
+use http_body_util::Limited;
 
 use super::rejection::{Flavor, rejection};
 
@@ -17,49 +17,70 @@ pub struct RequestLimits {
     pub flavor: Flavor,
     pub max_body_bytes: usize,
     pub timeout: Duration,
+    /// For uploads (a release tarball): larger bodies that take longer to send.
+    pub max_upload_bytes: usize,
+    pub upload_timeout: Duration,
 }
 
-/// Wraps `router` in the limits: tower-http's body limit (a declared length above it is
-/// refused before the body is read, an undeclared one is cut off there) and timeout, and
-/// outside them [`shape`], which gives their bare answers the API's error shape.
+/// The requests that upload an artifact rather than send a document.
+fn is_upload(request: &Request) -> bool {
+    request.method() == Method::POST && request.uri().path() == "/releases"
+}
+
+/// Wraps `router` in the limits: a body above its limit is refused, before it is read
+/// when its length is declared, else where it crosses the limit; a request running past
+/// its time is answered 408. Uploads have their own limits. Answers are in the API's
+/// error shape, saying which limit.
 pub fn apply(router: Router, limits: RequestLimits) -> Router {
     router
         .layer(DefaultBodyLimit::max(limits.max_body_bytes))
-        .layer(RequestBodyLimitLayer::new(limits.max_body_bytes))
-        .layer(TimeoutLayer::with_status_code(
-            StatusCode::REQUEST_TIMEOUT,
-            limits.timeout,
-        ))
-        .layer(from_fn_with_state(limits, shape))
+        .layer(from_fn_with_state(limits, bound))
 }
 
-/// A 408 or 413 that is not already the API's JSON came from a limit: it is answered in
-/// the API's own error shape, saying which limit.
-async fn shape(State(limits): State<RequestLimits>, request: Request, next: Next) -> Response {
-    let response = next.run(request).await;
+async fn bound(State(limits): State<RequestLimits>, request: Request, next: Next) -> Response {
+    let (max, timeout) = if is_upload(&request) {
+        (limits.max_upload_bytes, limits.upload_timeout)
+    } else {
+        (limits.max_body_bytes, limits.timeout)
+    };
+    let too_large = || {
+        rejection(
+            limits.flavor,
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!("the request body is larger than the limit of {max} bytes"),
+        )
+    };
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > max as u64) {
+        return too_large();
+    }
+    let request = request.map(|body| Body::new(Limited::new(body, max)));
+    let response = match tokio::time::timeout(timeout, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => {
+            return rejection(
+                limits.flavor,
+                StatusCode::REQUEST_TIMEOUT,
+                &format!(
+                    "the request took longer than the limit of {}",
+                    humantime::format_duration(timeout)
+                ),
+            );
+        }
+    };
     let json = response
         .headers()
         .get(header::CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
-    match response.status() {
-        StatusCode::REQUEST_TIMEOUT if !json => rejection(
-            limits.flavor,
-            StatusCode::REQUEST_TIMEOUT,
-            &format!(
-                "the request took longer than the limit of {}",
-                humantime::format_duration(limits.timeout)
-            ),
-        ),
-        StatusCode::PAYLOAD_TOO_LARGE if !json => rejection(
-            limits.flavor,
-            StatusCode::PAYLOAD_TOO_LARGE,
-            &format!(
-                "the request body is larger than the limit of {} bytes",
-                limits.max_body_bytes
-            ),
-        ),
-        _ => response,
+    // An extractor that met the limit answers 413 in its own words.
+    if response.status() == StatusCode::PAYLOAD_TOO_LARGE && !json {
+        return too_large();
     }
+    response
 }
 
 #[cfg(test)]
@@ -78,13 +99,23 @@ mod tests {
             flavor: Flavor::Director,
             max_body_bytes: 1024,
             timeout: Duration::from_secs(60),
+            max_upload_bytes: 4096,
+            upload_timeout: Duration::from_secs(600),
+        };
+        let slow = |body: String| async move {
+            tokio::time::sleep(Duration::from_secs(120)).await;
+            body
         };
         apply(
-            Router::new().route(
-                "/slow",
-                post(|body: String| async move {
+            Router::new().route("/slow", post(slow)).route(
+                "/releases",
+                post(|body: Body| async move {
                     tokio::time::sleep(Duration::from_secs(120)).await;
-                    body
+                    let bytes = axum::body::to_bytes(body, usize::MAX).await;
+                    match bytes {
+                        Ok(b) => (StatusCode::OK, b.len().to_string()),
+                        Err(_) => (StatusCode::PAYLOAD_TOO_LARGE, String::new()),
+                    }
                 }),
             ),
             limits,
@@ -108,6 +139,26 @@ mod tests {
                 .await
                 .contains("longer than the limit of 1m")
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_upload_has_its_own_larger_limits() {
+        let request = Request::post("/releases")
+            .body(Body::from(vec![b'x'; 3000]))
+            .unwrap();
+        let response = app().oneshot(request).await.unwrap();
+        assert_eq!(
+            response.status(),
+            StatusCode::OK,
+            "slower and larger than a document may be"
+        );
+        assert_eq!(body_text(response).await, "3000");
+        let over = Request::post("/releases")
+            .body(Body::from(vec![b'x'; 5000]))
+            .unwrap();
+        let response = app().oneshot(over).await.unwrap();
+        assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+        assert!(body_text(response).await.contains("4096 bytes"));
     }
 
     #[tokio::test(start_paused = true)]

@@ -19,6 +19,10 @@ pub struct ServeLimits {
     pub request_timeout: Duration,
     /// Connections served at once; more are answered with 429 and closed.
     pub max_connections: usize,
+    /// Largest release tarball `POST /releases` takes; it is held in memory while read.
+    pub max_upload_bytes: usize,
+    /// How long sending and reading an upload may take.
+    pub upload_timeout: Duration,
 }
 
 impl Default for ServeLimits {
@@ -27,6 +31,8 @@ impl Default for ServeLimits {
             max_body_bytes: 4 * 1024 * 1024,
             request_timeout: Duration::from_secs(60),
             max_connections: 256,
+            max_upload_bytes: 2 * 1024 * 1024 * 1024,
+            upload_timeout: Duration::from_secs(30 * 60),
         }
     }
 }

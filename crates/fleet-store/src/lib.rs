@@ -213,6 +213,18 @@ pub trait Store: Send + Sync {
 
     fn ips_of(&self, deployment: &str) -> Result<Vec<IpRecord>, StoreError>;
 
+    /// Keeps `bytes` under `id`, the digest that names them; a blob kept already is
+    /// written again (what repairs a damaged one, `upload-release --fix`). Release archives live here, beside the records that name them, so that
+    /// the state directory is the whole director.
+    fn put_blob(&self, id: &str, bytes: &[u8]) -> Result<(), StoreError>;
+
+    fn blob(&self, id: &str) -> Result<Option<Vec<u8>>, StoreError>;
+
+    /// Every blob's id, ascending.
+    fn blob_ids(&self) -> Result<Vec<String>, StoreError>;
+
+    fn delete_blob(&self, id: &str) -> Result<(), StoreError>;
+
     /// After a crash: tasks left queued or processing end in error with `reason`, and
     /// every lock is released. Returns the ids of the tasks it ended.
     fn recover(&self, reason: &str, now: u64) -> Result<Vec<u64>, StoreError>;

@@ -44,6 +44,10 @@ CREATE TABLE IF NOT EXISTS locks (
     name TEXT PRIMARY KEY,
     task_id INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS blobs (
+    id TEXT PRIMARY KEY,
+    bytes BLOB NOT NULL
+);
 ";
 
 /// How many prepared statements a connection keeps: more than the store has.
@@ -586,6 +590,39 @@ impl Store for SqliteStore {
         })
     }
 
+    fn put_blob(&self, id: &str, bytes: &[u8]) -> Result<(), StoreError> {
+        self.lock()?.unit(|tx| {
+            tx.prepare_cached("INSERT OR REPLACE INTO blobs (id, bytes) VALUES (?1, ?2)")?
+                .execute(params![id, bytes])?;
+            Ok(Outcome::Keep(()))
+        })
+    }
+
+    fn blob(&self, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let connection = self.lock()?;
+        Ok(connection
+            .prepare_cached("SELECT bytes FROM blobs WHERE id = ?1")?
+            .query_row([id], |row| row.get(0))
+            .optional()?)
+    }
+
+    fn blob_ids(&self) -> Result<Vec<String>, StoreError> {
+        let connection = self.lock()?;
+        let mut stmt = connection.prepare_cached("SELECT id FROM blobs ORDER BY id")?;
+        let ids = stmt
+            .query_map([], |row| row.get(0))?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(ids)
+    }
+
+    fn delete_blob(&self, id: &str) -> Result<(), StoreError> {
+        self.lock()?.unit(|tx| {
+            tx.prepare_cached("DELETE FROM blobs WHERE id = ?1")?
+                .execute([id])?;
+            Ok(Outcome::Keep(()))
+        })
+    }
+
     fn locks(&self) -> Result<Vec<(String, u64)>, StoreError> {
         let connection = self.lock()?;
         let mut stmt =
@@ -807,6 +844,23 @@ mod tests {
         assert_eq!(stored("last"), None);
         drop(store);
         assert_eq!(stored("last"), Some(5), "written when the store closed");
+    }
+
+    #[test]
+    fn blobs_are_kept_by_id_and_outlive_the_connection() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
+        store.put_blob("b", b"second").unwrap();
+        store.put_blob("a", b"first").unwrap();
+        store.put_blob("a", b"again").unwrap();
+        assert_eq!(store.blob("a").unwrap().as_deref(), Some(&b"again"[..]));
+        assert_eq!(store.blob("c").unwrap(), None);
+        assert_eq!(store.blob_ids().unwrap(), ["a", "b"]);
+        store.delete_blob("a").unwrap();
+        drop(store);
+        let again = SqliteStore::open(dir.path()).unwrap();
+        assert_eq!(again.blob_ids().unwrap(), ["b"]);
+        assert_eq!(again.blob("b").unwrap().as_deref(), Some(&b"second"[..]));
     }
 
     fn grouped(dir: &Path, every: std::time::Duration) -> SqliteStore {

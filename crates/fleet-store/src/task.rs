@@ -66,10 +66,14 @@ pub enum TaskKind {
     CleanUp,
     /// Deletes one orphaned disk (`bosh delete-disk`).
     DeleteOrphanDisk,
+    /// Keeps an uploaded release (`bosh upload-release`).
+    UpdateRelease,
+    /// Deletes a release's versions and the archives only they used (`bosh delete-release`).
+    DeleteRelease,
 }
 
 impl TaskKind {
-    pub const ALL: [TaskKind; 12] = [
+    pub const ALL: [TaskKind; 14] = [
         TaskKind::CreateDeployment,
         TaskKind::UpdateDeployment,
         TaskKind::RecreateDeployment,
@@ -82,6 +86,8 @@ impl TaskKind {
         TaskKind::ResolveProblems,
         TaskKind::CleanUp,
         TaskKind::DeleteOrphanDisk,
+        TaskKind::UpdateRelease,
+        TaskKind::DeleteRelease,
     ];
 
     /// The description the director shows, as BOSH words it.
@@ -99,6 +105,8 @@ impl TaskKind {
             TaskKind::ResolveProblems => "apply resolutions",
             TaskKind::CleanUp => "clean up",
             TaskKind::DeleteOrphanDisk => "delete orphan disk",
+            TaskKind::UpdateRelease => "create release",
+            TaskKind::DeleteRelease => "delete release",
         }
     }
 

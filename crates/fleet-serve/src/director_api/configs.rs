@@ -1,4 +1,4 @@
-//! `/configs`, `/cloud_configs`, `/releases` and `/stemcells`. Cloud and runtime configs
+//! `/configs`, `/cloud_configs` and `/stemcells`. Cloud and runtime configs
 //! are configs here; other types are refused by name.
 
 use axum::Json;
@@ -335,32 +335,6 @@ pub async fn update_cloud_config(
     check_yaml(&body)?;
     director.update_cloud_config(&body).await?;
     Ok(StatusCode::CREATED.into_response())
-}
-
-pub async fn releases(State(director): State<Director>) -> ApiResult<Json<Value>> {
-    let deployed = director.deployed_versions().await?;
-    let mut by_name: std::collections::BTreeMap<String, Vec<Value>> = Default::default();
-    for release in director.releases().await? {
-        let in_use = deployed
-            .releases
-            .contains(&(release.name.clone(), release.version.clone()));
-        by_name
-            .entry(release.name.clone())
-            .or_default()
-            .push(json!({
-                "version": release.version,
-                "commit_hash": "",
-                "uncommitted_changes": false,
-                "currently_deployed": in_use,
-                "job_names": release.jobs.iter().map(|j| j.name.clone()).collect::<Vec<_>>(),
-            }));
-    }
-    Ok(Json(Value::Array(
-        by_name
-            .into_iter()
-            .map(|(name, versions)| json!({ "name": name, "release_versions": versions }))
-            .collect(),
-    )))
 }
 
 /// A stemcell as `bosh stemcells` reads it, with the deployments that use it.

@@ -73,6 +73,7 @@ impl From<DirectorError> for ApiError {
             DirectorError::NotFound { .. } => ApiError::not_found(code::GENERIC, description),
             DirectorError::Manifest(_) => ApiError::bad_request(code::BAD_MANIFEST, description),
             DirectorError::Invalid(_)
+            | DirectorError::Release(_)
             | DirectorError::CloudConfig(_)
             | DirectorError::RuntimeConfig(_)
             | DirectorError::NotDeployed { .. } => {

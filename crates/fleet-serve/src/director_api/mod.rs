@@ -9,6 +9,7 @@ mod error;
 mod events;
 mod problems;
 mod query;
+mod releases;
 mod tasks;
 mod wire;
 
@@ -88,7 +89,16 @@ pub fn router(director: Director) -> Router {
             get(configs::cloud_configs).post(configs::update_cloud_config),
         )
         .route("/cloud_configs/diff", post(configs::diff_cloud_config))
-        .route("/releases", get(configs::releases))
+        .route("/releases", get(releases::list).post(releases::upload))
+        .route(
+            "/releases/{name}",
+            get(releases::one).delete(releases::delete),
+        )
+        .route("/packages/matches", post(releases::matches))
+        .route(
+            "/packages/matches_compiled",
+            post(releases::matches_compiled),
+        )
         .route("/stemcells", get(configs::stemcells))
         .route("/disks", get(cleanup::orphaned_disks))
         .route("/disks/{cid}", delete(cleanup::delete_disk))

@@ -47,6 +47,8 @@ pub fn task_type(kind: TaskKind) -> &'static str {
         TaskKind::ResolveProblems => "cck_apply",
         TaskKind::CleanUp => "delete_artifacts",
         TaskKind::DeleteOrphanDisk => "delete_orphan_disk",
+        TaskKind::UpdateRelease => "update_release",
+        TaskKind::DeleteRelease => "delete_release",
     }
 }
 

@@ -1,0 +1,241 @@
+//! Keeping a release uploaded in BOSH's format: its job and package archives become
+//! blobs of the store, and its record names them. Deciding what an upload changes is
+//! pure ([`decide`]); the task ([`run`]) writes the blobs first and the record last, so
+//! that a crash between them leaves only blobs nothing names, which clean-up removes,
+//! and never a record naming a blob that is not there.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use fleet_release::{ReleaseArchive, sha1_hex};
+
+use super::core::Core;
+use super::error::StepError;
+use super::model::{Archived, Package, PropertySpec, Release, ReleaseJob};
+use super::records::change;
+use super::task::{JobError, TaskLog};
+
+/// What an upload comes to.
+#[derive(Debug)]
+pub enum Decision {
+    /// The same release (every job and package fingerprint alike) is there already.
+    AlreadyThere {
+        name: String,
+        version: String,
+    },
+    Keep(Upload),
+}
+
+/// A release to record and the blobs to write before it.
+#[derive(Debug)]
+pub struct Upload {
+    pub release: Release,
+    /// Package and job archives the upload brought, by blob id, each with what it is.
+    pub packages: Vec<(String, String, Vec<u8>)>,
+    pub jobs: Vec<(String, String, Vec<u8>)>,
+}
+
+/// Decides what an upload changes, given the releases the director has.
+///
+/// # Errors
+/// The same version uploaded before with other contents (unless `fix`), or a package the
+/// upload leaves out that no release the director has brought.
+pub fn decide(
+    archive: ReleaseArchive,
+    existing: &[Release],
+    fix: bool,
+) -> Result<Decision, String> {
+    let name = archive.manifest.name.clone();
+    let version = archive.manifest.version.clone();
+    if let Some(old) = existing
+        .iter()
+        .find(|r| r.name == name && r.version == version)
+        && !fix
+    {
+        return match difference(old, &archive) {
+            None => Ok(Decision::AlreadyThere { name, version }),
+            Some(what) => Err(format!(
+                "release {name}/{version} was uploaded before with other contents ({what}); \
+                 give this one a new version, or upload it with --fix to replace it"
+            )),
+        };
+    }
+    let mut packages = Vec::new();
+    let mut release_packages = Vec::new();
+    for package in archive.packages {
+        let archived = |blob: String| Archived {
+            version: package.package.archive.version.clone(),
+            fingerprint: package.package.archive.fingerprint.clone(),
+            sha1: package.package.archive.digest.as_str().to_string(),
+            blob,
+        };
+        let kept = match package.bytes {
+            Some(bytes) => {
+                let blob = sha1_hex(&bytes);
+                packages.push((blob.clone(), package.package.archive.name.clone(), bytes));
+                archived(blob)
+            }
+            None => {
+                let fingerprint = &package.package.archive.fingerprint;
+                let known = existing
+                    .iter()
+                    .flat_map(|r| &r.packages)
+                    .filter_map(|p| p.archive.as_ref())
+                    .find(|a| &a.fingerprint == fingerprint)
+                    .ok_or_else(|| {
+                        format!(
+                            "packages/{}.tgz: is missing, and the director has no package with \
+                             fingerprint {fingerprint} to use instead",
+                            package.package.archive.name
+                        )
+                    })?;
+                archived(known.blob.clone())
+            }
+        };
+        release_packages.push(Package {
+            name: package.package.archive.name,
+            dependencies: package.package.dependencies,
+            archive: Some(kept),
+        });
+    }
+    let mut jobs = Vec::new();
+    let mut release_jobs = Vec::new();
+    for job in archive.jobs {
+        let blob = sha1_hex(&job.bytes);
+        let spec = job.files.spec;
+        release_jobs.push(ReleaseJob {
+            name: job.archive.name.clone(),
+            packages: spec.packages,
+            archive: Some(Archived {
+                version: job.archive.version,
+                fingerprint: job.archive.fingerprint,
+                sha1: job.archive.digest.as_str().to_string(),
+                blob: blob.clone(),
+            }),
+            templates: spec.templates,
+            properties: spec
+                .properties
+                .into_iter()
+                .map(|(name, p)| {
+                    let spec = PropertySpec {
+                        default: p.default,
+                        description: p.description,
+                    };
+                    (name, spec)
+                })
+                .collect(),
+        });
+        jobs.push((blob, job.archive.name, job.bytes));
+    }
+    Ok(Decision::Keep(Upload {
+        release: Release {
+            name,
+            version,
+            jobs: release_jobs,
+            packages: release_packages,
+            commit_hash: archive.manifest.commit_hash,
+            uncommitted_changes: archive.manifest.uncommitted_changes,
+        },
+        packages,
+        jobs,
+    }))
+}
+
+/// The first job or package whose fingerprint differs between a kept release and an
+/// upload of the same version, or that one has and the other lacks.
+fn difference(old: &Release, new: &ReleaseArchive) -> Option<String> {
+    let old_prints = |kind: &str, items: Vec<(&str, Option<&Archived>)>| {
+        items
+            .into_iter()
+            .map(|(n, a)| {
+                let print = a.map_or("none (not uploaded as an archive)", |a| &a.fingerprint);
+                ((kind.to_string(), n.to_string()), print.to_string())
+            })
+            .collect::<BTreeMap<_, _>>()
+    };
+    let mut before = old_prints(
+        "job",
+        old.jobs
+            .iter()
+            .map(|j| (j.name.as_str(), j.archive.as_ref()))
+            .collect(),
+    );
+    before.extend(old_prints(
+        "package",
+        old.packages
+            .iter()
+            .map(|p| (p.name.as_str(), p.archive.as_ref()))
+            .collect(),
+    ));
+    let mut after: BTreeMap<(String, String), String> = BTreeMap::new();
+    for j in &new.jobs {
+        after.insert(
+            ("job".into(), j.archive.name.clone()),
+            j.archive.fingerprint.clone(),
+        );
+    }
+    for p in &new.packages {
+        after.insert(
+            ("package".into(), p.package.archive.name.clone()),
+            p.package.archive.fingerprint.clone(),
+        );
+    }
+    for ((kind, name), print) in &after {
+        match before.get(&(kind.clone(), name.clone())) {
+            None => return Some(format!("{kind} `{name}` is new")),
+            Some(old) if old != print => {
+                return Some(format!(
+                    "{kind} `{name}` has fingerprint {old} there, {print} here"
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    before
+        .keys()
+        .find(|k| !after.contains_key(*k))
+        .map(|(kind, name)| format!("{kind} `{name}` is left out"))
+}
+
+/// The task: blobs first, a step each, then the release record.
+pub async fn run(
+    core: Arc<Core>,
+    log: TaskLog,
+    archive: ReleaseArchive,
+    fix: bool,
+) -> Result<String, JobError> {
+    // Two uploads of one release must not both decide it is new.
+    let _one_at_a_time = core.release_uploads.lock().await;
+    let existing = core.records.releases().await?;
+    let upload = match decide(archive, &existing, fix)? {
+        Decision::AlreadyThere { name, version } => {
+            let stage = log.stage("Release has been created", Vec::new(), 1);
+            stage.start(format!("{name}/{version}")).finish();
+            return Ok(format!("Release '{name}/{version}' already exists"));
+        }
+        Decision::Keep(upload) => upload,
+    };
+    for (stage_name, blobs) in [
+        ("Creating new packages", &upload.packages),
+        ("Creating new jobs", &upload.jobs),
+    ] {
+        if blobs.is_empty() {
+            continue;
+        }
+        let stage = log.stage(stage_name, Vec::new(), blobs.len() as u32);
+        for (blob, name, bytes) in blobs {
+            log.check()?;
+            let step = stage.start(format!("{name}/{}", &blob[..blob.len().min(12)]));
+            let kept = core.store.run(|s| s.put_blob(blob, bytes)).await;
+            step.end(kept.map_err(StepError::from))?;
+        }
+    }
+    log.check()?;
+    let release = &upload.release;
+    let what = format!("{}/{}", release.name, release.version);
+    let stage = log.stage("Release has been created", Vec::new(), 1);
+    let step = stage.start(what.clone());
+    let recorded = core.records.write(vec![change::release(release)]).await;
+    step.end(recorded.map_err(StepError::from))?;
+    Ok(format!("Created release '{what}'"))
+}

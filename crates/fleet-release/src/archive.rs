@@ -1,0 +1,191 @@
+//! A whole release, from its tarball or from a directory holding what the tarball
+//! would: `release.MF`, `jobs/NAME.tgz`, `packages/NAME.tgz`. Every archive the manifest
+//! lists is checked against its digest; a package archive may be left out (as `bosh
+//! upload-release` leaves out those the director already has), a job archive may not.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::digest::Digest;
+use super::job::{self, JobFiles};
+use super::manifest::{self, ArchiveRef, PackageRef, ReleaseManifest};
+use super::{package, tgz};
+
+/// The outer tarball holds already compressed archives: about its own size unpacked.
+pub const MAX_RELEASE_BYTES: u64 = 16 * 1024 * 1024 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReleaseError {
+    /// The file (`release.MF`, `jobs/kv.tgz`, or the release itself) and each problem.
+    #[error("{file}: {}", problems.join("; "))]
+    Invalid { file: String, problems: Vec<String> },
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl ReleaseError {
+    fn invalid(file: impl Into<String>, problem: impl Into<String>) -> Self {
+        ReleaseError::Invalid {
+            file: file.into(),
+            problems: vec![problem.into()],
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct JobArchive {
+    pub archive: ArchiveRef,
+    pub files: JobFiles,
+    /// The archive as uploaded, kept by the director as a blob.
+    pub bytes: Vec<u8>,
+}
+
+#[derive(Debug, Clone)]
+pub struct PackageArchive {
+    pub package: PackageRef,
+    /// `None` when the upload left it out.
+    pub bytes: Option<Vec<u8>>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ReleaseArchive {
+    pub manifest: ReleaseManifest,
+    /// In the manifest's order.
+    pub jobs: Vec<JobArchive>,
+    pub packages: Vec<PackageArchive>,
+}
+
+/// Reads a release tarball (gzipped or not) or a directory holding its files.
+///
+/// # Errors
+/// [`ReleaseError::Io`] when the path cannot be read, else as [`from_tarball`].
+pub fn from_path(path: &Path) -> Result<ReleaseArchive, ReleaseError> {
+    let io = |source| ReleaseError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    if path.is_dir() {
+        let mut files = BTreeMap::new();
+        let manifest = path.join("release.MF");
+        files.insert(
+            "release.MF".to_string(),
+            std::fs::read(&manifest).map_err(|source| ReleaseError::Io {
+                path: manifest.clone(),
+                source,
+            })?,
+        );
+        for sub in ["jobs", "packages"] {
+            let dir = path.join(sub);
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries {
+                let entry = entry.map_err(io)?;
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if name.ends_with(".tgz") && entry.path().is_file() {
+                    let bytes = std::fs::read(entry.path()).map_err(|source| ReleaseError::Io {
+                        path: entry.path(),
+                        source,
+                    })?;
+                    files.insert(format!("{sub}/{name}"), bytes);
+                }
+            }
+        }
+        assemble(files)
+    } else {
+        from_tarball(&std::fs::read(path).map_err(io)?)
+    }
+}
+
+/// Reads a release tarball, as `bosh upload-release` sends it.
+///
+/// # Errors
+/// [`ReleaseError::Invalid`] naming the file and every problem of it: a manifest that
+/// does not parse, a job archive missing or not matching its digest, a job spec naming a
+/// package the release lacks.
+pub fn from_tarball(bytes: &[u8]) -> Result<ReleaseArchive, ReleaseError> {
+    let entries = tgz::files(bytes, MAX_RELEASE_BYTES)
+        .map_err(|e| ReleaseError::invalid("the release tarball", e))?;
+    let mut files = BTreeMap::new();
+    for entry in entries {
+        files.insert(entry.path, entry.bytes);
+    }
+    assemble(files)
+}
+
+fn assemble(mut files: BTreeMap<String, Vec<u8>>) -> Result<ReleaseArchive, ReleaseError> {
+    let text = files
+        .remove("release.MF")
+        .ok_or_else(|| ReleaseError::invalid("the release", "has no `release.MF`"))?;
+    let text = String::from_utf8(text)
+        .map_err(|_| ReleaseError::invalid("release.MF", "is not UTF-8 text"))?;
+    let manifest = manifest::parse(&text).map_err(|problems| ReleaseError::Invalid {
+        file: "release.MF".to_string(),
+        problems,
+    })?;
+    let mut jobs = Vec::new();
+    for archive in &manifest.jobs {
+        let file = format!("jobs/{}.tgz", archive.name);
+        let bytes = files.remove(&file).ok_or_else(|| {
+            ReleaseError::invalid(
+                &file,
+                format!("is missing, but release.MF lists job `{}`", archive.name),
+            )
+        })?;
+        verify(&file, &archive.digest, &bytes)?;
+        let files = job::read(&bytes).map_err(|problems| ReleaseError::Invalid {
+            file: file.clone(),
+            problems,
+        })?;
+        if files.spec.name != archive.name {
+            return Err(ReleaseError::invalid(
+                &file,
+                format!(
+                    "its spec names job `{}`, release.MF names it `{}`",
+                    files.spec.name, archive.name
+                ),
+            ));
+        }
+        for needed in &files.spec.packages {
+            if !manifest.packages.iter().any(|p| &p.archive.name == needed) {
+                return Err(ReleaseError::invalid(
+                    &file,
+                    format!("packages: `{needed}` is not a package of the release"),
+                ));
+            }
+        }
+        jobs.push(JobArchive {
+            archive: archive.clone(),
+            files,
+            bytes,
+        });
+    }
+    let mut packages = Vec::new();
+    for package in &manifest.packages {
+        let file = format!("packages/{}.tgz", package.archive.name);
+        let bytes = files.remove(&file);
+        if let Some(bytes) = &bytes {
+            verify(&file, &package.archive.digest, bytes)?;
+            package::check(bytes).map_err(|e| ReleaseError::invalid(&file, e))?;
+        }
+        packages.push(PackageArchive {
+            package: package.clone(),
+            bytes,
+        });
+    }
+    Ok(ReleaseArchive {
+        manifest,
+        jobs,
+        packages,
+    })
+}
+
+fn verify(file: &str, digest: &Digest, bytes: &[u8]) -> Result<(), ReleaseError> {
+    digest
+        .verify(bytes)
+        .map_err(|e| ReleaseError::invalid(file, format!("sha1: {e}")))
+}

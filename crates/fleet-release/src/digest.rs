@@ -1,0 +1,132 @@
+//! The digests a release manifest gives its archives, in BOSH's notation: a bare 40-digit
+//! hex SHA-1 (`9f2c...`), an algorithm-prefixed one (`sha256:ab12...`), or several of them
+//! separated by `;`. Every digest given is checked, so a manifest cannot name a strong one
+//! that is wrong beside a weak one that is right.
+
+use ring::digest::{Algorithm, SHA1_FOR_LEGACY_USE_ONLY, SHA256, SHA512, digest};
+
+/// One algorithm and the hex value expected of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Expected {
+    algorithm: &'static str,
+    hex: String,
+}
+
+/// A manifest's `sha1` field, parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Digest {
+    text: String,
+    expected: Vec<Expected>,
+}
+
+impl Digest {
+    /// Parses BOSH's notation.
+    ///
+    /// # Errors
+    /// A message naming what is wrong: an unknown algorithm, or a value that is not hex of
+    /// the algorithm's length.
+    pub fn parse(text: &str) -> Result<Digest, String> {
+        let mut expected = Vec::new();
+        for part in text.split(';').map(str::trim) {
+            let (algorithm, hex) = match part.split_once(':') {
+                Some((name, hex)) => (name, hex),
+                None => ("sha1", part),
+            };
+            let (name, algo) = algorithm_named(algorithm).ok_or_else(|| {
+                format!("unknown digest algorithm `{algorithm}` (use sha1, sha256 or sha512)")
+            })?;
+            let length = algo.output_len() * 2;
+            if hex.len() != length || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(format!(
+                    "`{part}` is not a {name} digest ({length} hex digits)"
+                ));
+            }
+            expected.push(Expected {
+                algorithm: name,
+                hex: hex.to_ascii_lowercase(),
+            });
+        }
+        Ok(Digest {
+            text: text.to_string(),
+            expected,
+        })
+    }
+
+    /// Whether `bytes` have every digest given.
+    ///
+    /// # Errors
+    /// The first algorithm whose digest differs, with the digest the bytes have.
+    pub fn verify(&self, bytes: &[u8]) -> Result<(), String> {
+        for e in &self.expected {
+            let (_, algo) = algorithm_named(e.algorithm).expect("parsed names are known");
+            let actual = hex(digest(algo, bytes).as_ref());
+            if actual != e.hex {
+                return Err(format!(
+                    "{} digest is {actual}, the manifest says {}",
+                    e.algorithm, e.hex
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// As the manifest wrote it.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+}
+
+/// The SHA-1 of `bytes` in hex: how blobs are named, as BOSH names them.
+pub fn sha1_hex(bytes: &[u8]) -> String {
+    hex(digest(&SHA1_FOR_LEGACY_USE_ONLY, bytes).as_ref())
+}
+
+fn algorithm_named(name: &str) -> Option<(&'static str, &'static Algorithm)> {
+    match name.to_ascii_lowercase().as_str() {
+        "sha1" => Some(("sha1", &SHA1_FOR_LEGACY_USE_ONLY)),
+        "sha256" => Some(("sha256", &SHA256)),
+        "sha512" => Some(("sha512", &SHA512)),
+        _ => None,
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ABC_SHA1: &str = "a9993e364706816aba3e25717850c26c9cd0d89d";
+    const ABC_SHA256: &str = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+
+    #[test]
+    fn bare_hex_is_sha1_and_is_checked() {
+        let d = Digest::parse(ABC_SHA1).unwrap();
+        assert_eq!(d.verify(b"abc"), Ok(()));
+        let wrong = d.verify(b"abd").unwrap_err();
+        assert!(wrong.starts_with("sha1 digest is "), "{wrong}");
+        assert_eq!(sha1_hex(b"abc"), ABC_SHA1);
+    }
+
+    #[test]
+    fn every_digest_of_a_list_is_checked() {
+        let both = Digest::parse(&format!("{ABC_SHA1};sha256:{ABC_SHA256}")).unwrap();
+        assert_eq!(both.verify(b"abc"), Ok(()));
+        let zeros = "0".repeat(64);
+        let bad_strong = Digest::parse(&format!("{ABC_SHA1};sha256:{zeros}")).unwrap();
+        assert!(bad_strong.verify(b"abc").unwrap_err().starts_with("sha256"));
+    }
+
+    #[test]
+    fn malformed_digests_are_named() {
+        assert!(Digest::parse("md5:abc").unwrap_err().contains("`md5`"));
+        assert!(Digest::parse("abc").unwrap_err().contains("40 hex digits"));
+        assert!(
+            Digest::parse(&format!("sha256:{ABC_SHA1}"))
+                .unwrap_err()
+                .contains("64 hex digits")
+        );
+    }
+}

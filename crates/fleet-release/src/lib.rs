@@ -1,0 +1,25 @@
+//! BOSH release archives, read and checked before the director keeps anything of them:
+//! the manifest (`release.MF`), each job's spec, monit file and templates, each package's
+//! packaging script, and every archive's digest. Pure: bytes in, a typed release or the
+//! file and field at fault out.
+
+mod archive;
+mod builder;
+mod digest;
+mod job;
+mod manifest;
+mod package;
+mod tgz;
+
+pub use archive::{
+    JobArchive, MAX_RELEASE_BYTES, PackageArchive, ReleaseArchive, ReleaseError, from_path,
+    from_tarball,
+};
+pub use builder::{File, ReleaseBuilder};
+pub use digest::{Digest, sha1_hex};
+pub use job::{JobFiles, JobSpec, PropertySpec, parse_spec};
+pub use manifest::{ArchiveRef, PackageRef, ReleaseManifest, parse as parse_manifest};
+pub use tgz::{Entry, build as build_tgz, files as tgz_files};
+
+#[cfg(test)]
+mod tests;

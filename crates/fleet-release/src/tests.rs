@@ -1,0 +1,146 @@
+//! A whole release read back from the tarball the builder writes, and each way it can be
+//! wrong named by file and field.
+
+use super::*;
+
+const SPEC: &str = "name: kv\ntemplates:\n  ctl.erb: bin/ctl\npackages: [kv-server]\nproperties:\n  kv.port:\n    default: 8080\n";
+
+fn f(path: &str, text: &str) -> File {
+    (path.to_string(), text.as_bytes().to_vec())
+}
+
+fn release(version: &str) -> ReleaseBuilder {
+    ReleaseBuilder::new("kv", version)
+        .job(
+            "kv",
+            vec![
+                f("job.MF", SPEC),
+                f("monit", "check process kv\n"),
+                f("templates/ctl.erb", "#!/bin/bash\n"),
+            ],
+        )
+        .package(
+            "kv-server",
+            &["runtime"],
+            vec![
+                f("packaging", "cp kv.py $BOSH_INSTALL_TARGET\n"),
+                f("kv.py", ""),
+            ],
+        )
+        .package("runtime", &[], vec![f("packaging", "true\n")])
+}
+
+#[test]
+fn a_built_release_reads_back_whole() {
+    let read = from_tarball(&release("1").build()).unwrap();
+    assert_eq!(read.manifest.name, "kv");
+    assert_eq!(read.manifest.version, "1");
+    assert_eq!(read.jobs[0].files.spec.packages, ["kv-server"]);
+    assert_eq!(read.packages[0].package.dependencies, ["runtime"]);
+    assert!(read.packages.iter().all(|p| p.bytes.is_some()));
+    // The same sources give the same fingerprints, whatever the release version.
+    let again = from_tarball(&release("2").build()).unwrap();
+    assert_eq!(
+        read.jobs[0].archive.fingerprint,
+        again.jobs[0].archive.fingerprint
+    );
+}
+
+#[test]
+fn a_package_may_be_left_out_a_job_may_not() {
+    let read = from_tarball(&release("1").build_without(&["runtime"])).unwrap();
+    assert!(read.packages[1].bytes.is_none());
+    assert!(read.packages[0].bytes.is_some());
+}
+
+#[test]
+fn a_directory_reads_as_its_tarball() {
+    let dir = tempfile::tempdir().unwrap();
+    for entry in tgz_files(&release("1").build(), 1 << 30).unwrap() {
+        let path = dir.path().join(&entry.path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, entry.bytes).unwrap();
+    }
+    let read = from_path(dir.path()).unwrap();
+    assert_eq!(read.jobs.len(), 1);
+    assert_eq!(read.packages.len(), 2);
+}
+
+/// Rewrites one file of the built release.
+fn tampered(path: &str, change: impl Fn(Vec<u8>) -> Option<Vec<u8>>) -> Vec<u8> {
+    let entries = tgz_files(&release("1").build(), 1 << 30).unwrap();
+    let kept: Vec<(String, Vec<u8>)> = entries
+        .into_iter()
+        .filter_map(|e| {
+            if e.path == path {
+                change(e.bytes).map(|b| (e.path, b))
+            } else {
+                Some((e.path, e.bytes))
+            }
+        })
+        .collect();
+    let refs: Vec<(&str, &[u8])> = kept
+        .iter()
+        .map(|(p, b)| (p.as_str(), b.as_slice()))
+        .collect();
+    build_tgz(&refs)
+}
+
+fn error_of(tarball: &[u8]) -> String {
+    from_tarball(tarball).unwrap_err().to_string()
+}
+
+#[test]
+fn a_wrong_digest_names_the_archive() {
+    let e = error_of(&tampered("jobs/kv.tgz", |mut b| {
+        b.push(0);
+        Some(b)
+    }));
+    assert!(e.starts_with("jobs/kv.tgz: sha1: sha1 digest is "), "{e}");
+}
+
+#[test]
+fn a_missing_job_archive_is_named() {
+    let e = error_of(&tampered("jobs/kv.tgz", |_| None));
+    assert_eq!(e, "jobs/kv.tgz: is missing, but release.MF lists job `kv`");
+}
+
+#[test]
+fn a_manifest_problem_names_release_mf_and_the_key() {
+    let e = error_of(&tampered("release.MF", |b| {
+        Some(
+            String::from_utf8(b)
+                .unwrap()
+                .replace("name: kv\nversion", "version")
+                .into_bytes(),
+        )
+    }));
+    assert!(e.starts_with("release.MF: "), "{e}");
+    assert!(e.contains("name: is missing"), "{e}");
+    let e = error_of(&tampered("release.MF", |_| None));
+    assert_eq!(e, "the release: has no `release.MF`");
+}
+
+#[test]
+fn not_a_tarball_is_said() {
+    let e = error_of(b"this is no release");
+    assert!(e.starts_with("the release tarball: "), "{e}");
+}
+
+#[test]
+fn a_job_needing_a_package_the_release_lacks_is_refused() {
+    let bad = ReleaseBuilder::new("kv", "1")
+        .job(
+            "kv",
+            vec![
+                f("job.MF", "name: kv\npackages: [nowhere]\n"),
+                f("monit", ""),
+            ],
+        )
+        .build();
+    let e = error_of(&bad);
+    assert_eq!(
+        e,
+        "jobs/kv.tgz: packages: `nowhere` is not a package of the release"
+    );
+}

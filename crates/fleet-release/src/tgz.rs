@@ -1,0 +1,203 @@
+//! The files of a tarball, gzipped or not, by their path inside it. Paths are taken as
+//! BOSH's tools write them (`./jobs/web.tgz`) and kept relative: an entry that would leave
+//! the archive (`..`, an absolute path) or a link is refused, since what is read here is
+//! later unpacked onto disk. Reading stops at a size limit, so a small archive that
+//! inflates without end is refused rather than exhausting memory.
+
+use std::cell::Cell;
+use std::io::Read;
+use std::rc::Rc;
+
+use flate2::read::GzDecoder;
+
+/// One regular file of an archive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub path: String,
+    pub bytes: Vec<u8>,
+}
+
+/// Every regular file of the archive in `bytes`, in archive order; at most `limit` bytes
+/// of them in all.
+///
+/// # Errors
+/// A message for the archive's reader to place: not a tarball, a path or link refused,
+/// the limit exceeded.
+pub fn files(bytes: &[u8], limit: u64) -> Result<Vec<Entry>, String> {
+    let mut found = Vec::new();
+    walk(bytes, limit, |path, reader| {
+        let mut content = Vec::new();
+        reader
+            .read_to_end(&mut content)
+            .map_err(|e| format!("cannot read `{path}`: {e}"))?;
+        found.push(Entry {
+            path: path.to_string(),
+            bytes: content,
+        });
+        Ok(())
+    })?;
+    Ok(found)
+}
+
+/// The paths of the archive's regular files, reading no more than `limit` bytes.
+///
+/// # Errors
+/// As [`files`].
+pub fn paths(bytes: &[u8], limit: u64) -> Result<Vec<String>, String> {
+    let mut found = Vec::new();
+    walk(bytes, limit, |path, _| {
+        found.push(path.to_string());
+        Ok(())
+    })?;
+    Ok(found)
+}
+
+fn walk(
+    bytes: &[u8],
+    limit: u64,
+    mut visit: impl FnMut(&str, &mut dyn Read) -> Result<(), String>,
+) -> Result<(), String> {
+    let plain: Box<dyn Read + '_> = if bytes.starts_with(&[0x1f, 0x8b]) {
+        Box::new(GzDecoder::new(bytes))
+    } else {
+        Box::new(bytes)
+    };
+    let exceeded = Rc::new(Cell::new(false));
+    let mut archive = tar::Archive::new(Limited {
+        inner: plain,
+        left: limit,
+        exceeded: Rc::clone(&exceeded),
+    });
+    let over = |e: String| {
+        if exceeded.get() {
+            format!("unpacks to more than {} MiB", limit / (1024 * 1024))
+        } else {
+            e
+        }
+    };
+    let entries = archive
+        .entries()
+        .map_err(|e| over(format!("not a tarball: {e}")))?;
+    for entry in entries {
+        let mut entry = entry.map_err(|e| over(format!("not a readable tarball: {e}")))?;
+        let raw = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+        let kind = entry.header().entry_type();
+        if kind.is_dir() || kind.is_pax_global_extensions() || kind.is_pax_local_extensions() {
+            continue;
+        }
+        let path = relative(&raw)?;
+        if !kind.is_file() {
+            return Err(format!(
+                "`{raw}` is a link or special file; only regular files are allowed"
+            ));
+        }
+        visit(&path, &mut entry).map_err(over)?;
+    }
+    Ok(())
+}
+
+/// Reads at most `left` bytes, then fails, remembering why: tar reports the failure in
+/// its own words, which would hide the limit.
+struct Limited<R> {
+    inner: R,
+    left: u64,
+    exceeded: Rc<Cell<bool>>,
+}
+
+impl<R: Read> Read for Limited<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.left == 0 {
+            let mut probe = [0u8; 1];
+            return match self.inner.read(&mut probe)? {
+                0 => Ok(0),
+                _ => {
+                    self.exceeded.set(true);
+                    Err(std::io::Error::other("size limit exceeded"))
+                }
+            };
+        }
+        let room = buf
+            .len()
+            .min(usize::try_from(self.left).unwrap_or(usize::MAX));
+        let n = self.inner.read(&mut buf[..room])?;
+        self.left -= n as u64;
+        Ok(n)
+    }
+}
+
+/// `./a/b` as `a/b`; refuses what would leave the archive.
+fn relative(raw: &str) -> Result<String, String> {
+    let mut parts = Vec::new();
+    for part in raw.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => return Err(format!("`{raw}` leaves the archive (`..`)")),
+            other => parts.push(other),
+        }
+    }
+    if raw.starts_with('/') {
+        return Err(format!("`{raw}` is an absolute path"));
+    }
+    if parts.is_empty() {
+        return Err(format!("`{raw}` names no file"));
+    }
+    Ok(parts.join("/"))
+}
+
+/// A gzipped tarball of `files`, for tests and for archives this program writes.
+///
+/// # Panics
+/// Never for in-memory output.
+pub fn build(files: &[(&str, &[u8])]) -> Vec<u8> {
+    let encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    let mut builder = tar::Builder::new(encoder);
+    for (path, bytes) in files {
+        let mut header = tar::Header::new_gnu();
+        header.set_size(bytes.len() as u64);
+        header.set_mode(0o644);
+        header.set_entry_type(tar::EntryType::Regular);
+        builder
+            .append_data(&mut header, path, *bytes)
+            .expect("writing to memory");
+    }
+    builder
+        .into_inner()
+        .and_then(|gz| gz.finish())
+        .expect("writing to memory")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_come_back_by_relative_path() {
+        let tgz = build(&[("./release.MF", b"name: a\n"), ("jobs/web.tgz", b"x")]);
+        let found = files(&tgz, 1 << 20).unwrap();
+        let paths: Vec<&str> = found.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(paths, ["release.MF", "jobs/web.tgz"]);
+        assert_eq!(found[0].bytes, b"name: a\n");
+    }
+
+    #[test]
+    fn paths_leaving_the_archive_are_refused() {
+        assert!(relative("../etc/passwd").unwrap_err().contains("`..`"));
+        assert!(relative("/etc/passwd").unwrap_err().contains("absolute"));
+        assert_eq!(relative("./a//b").unwrap(), "a/b");
+    }
+
+    #[test]
+    fn an_archive_over_the_limit_is_refused() {
+        let big = vec![0u8; 64 * 1024];
+        let tgz = build(&[("blob", &big)]);
+        assert!(files(&tgz, 1 << 20).is_ok());
+        let e = files(&tgz, 16 * 1024).unwrap_err();
+        assert!(e.contains("unpacks to more than 0 MiB"), "{e}");
+    }
+
+    #[test]
+    fn garbage_is_not_a_tarball() {
+        let e = files(b"\x1f\x8bnot gzip at all", 1 << 20).unwrap_err();
+        assert!(e.contains("tarball"), "{e}");
+    }
+}

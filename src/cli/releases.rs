@@ -1,0 +1,66 @@
+//! `director upload-release` and `director delete-release`: the embedded director's
+//! release tasks from the command line, with the fleet opened to change it.
+
+use std::path::PathBuf;
+
+use fleet_updater::director::model::{Task, TaskState};
+use fleet_updater::fleet::Access;
+use fleet_updater::release::from_path;
+
+use super::error::{CliError, DONE, INSTANCES_FAILED};
+use super::listing::{StateArgs, open_fleet, settings_of};
+use super::{print_text, runtime};
+
+#[derive(clap::Args)]
+pub struct UploadArgs {
+    /// The release tarball, or a directory holding what it would.
+    path: PathBuf,
+    /// Replace a version uploaded before with other contents, and write every archive
+    /// again (repairs a damaged one).
+    #[arg(long)]
+    fix: bool,
+}
+
+pub fn upload(state: &StateArgs, args: &UploadArgs) -> Result<u8, CliError> {
+    let config = settings_of(state)?;
+    // Read and checked before the fleet is opened: a bad release changes nothing.
+    let archive = from_path(&args.path).map_err(|e| CliError::Release {
+        path: args.path.clone(),
+        source: e,
+    })?;
+    runtime()?.block_on(async {
+        let fleet = open_fleet(&config, Access::SERVE).await?;
+        let director = fleet.director();
+        let task = director.upload_release_archive(archive, args.fix).await?;
+        Ok(report(director.wait(task.id).await?))
+    })
+}
+
+pub fn delete(state: &StateArgs, release: &str) -> Result<u8, CliError> {
+    let config = settings_of(state)?;
+    let (name, version) = match release.split_once('/') {
+        Some((name, version)) => (name, Some(version)),
+        None => (release, None),
+    };
+    runtime()?.block_on(async {
+        let fleet = open_fleet(&config, Access::SERVE).await?;
+        let director = fleet.director();
+        let task = director.delete_release(name, version).await?;
+        Ok(report(director.wait(task.id).await?))
+    })
+}
+
+/// Prints how the task ended; its exit code.
+fn report(task: Task) -> u8 {
+    let result = task.result.as_deref().unwrap_or("-");
+    print_text(&format!(
+        "task {} {}: {result}\n",
+        task.id,
+        task.state.as_str()
+    ));
+    if task.state == TaskState::Done {
+        DONE
+    } else {
+        INSTANCES_FAILED
+    }
+}

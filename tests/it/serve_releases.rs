@@ -1,0 +1,204 @@
+//! Releases through `serve`'s director API in the order `bosh upload-release`,
+//! `releases`, `inspect-release` and `delete-release` send their requests: the list
+//! first, the package matches, then the tarball as the body.
+
+use fleet_updater::config::ServeLimits;
+use fleet_updater::release::{File, ReleaseBuilder, from_tarball};
+use reqwest::Method;
+use serde_json::Value;
+
+use super::served::Served;
+
+fn file(path: &str, text: &str) -> File {
+    (path.to_string(), text.as_bytes().to_vec())
+}
+
+/// An echo service: one job, a package with a dependency. `source` changes the echo
+/// package alone.
+fn echo(version: &str, source: &str) -> ReleaseBuilder {
+    ReleaseBuilder::new("echo", version)
+        .job(
+            "echo",
+            vec![
+                file("job.MF", "name: echo\npackages: [echo]\n"),
+                file("monit", ""),
+            ],
+        )
+        .package(
+            "echo",
+            &["base"],
+            vec![file("packaging", "true\n"), file("echo.sh", source)],
+        )
+        .package("base", &[], vec![file("packaging", "true\n")])
+}
+
+/// The release manifest of a tarball, as the CLI sends it to `/packages/matches`.
+fn manifest_of(tarball: &[u8]) -> String {
+    let entries = fleet_updater::release::tgz_files(tarball, 1 << 30).unwrap();
+    let manifest = entries.iter().find(|e| e.path == "release.MF").unwrap();
+    String::from_utf8(manifest.bytes.clone()).unwrap()
+}
+
+async fn upload(s: &Served, tarball: Vec<u8>, query: &str) -> reqwest::Response {
+    s.director(Method::POST, &format!("/releases{query}"))
+        .header("content-type", "application/x-compressed")
+        .body(tarball)
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn versions(s: &Served) -> Vec<String> {
+    let releases = s.get_json("/releases").await;
+    releases
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["name"] == "echo")
+        .flat_map(|r| r["release_versions"].as_array().unwrap().clone())
+        .map(|v| v["version"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn upload_release_list_inspect_and_delete_follow_the_cli_sequences() {
+    let s = Served::start(ServeLimits::default()).await;
+    assert!(versions(&s).await.is_empty());
+
+    // Nothing matches on an empty director: the whole tarball is sent.
+    let v1 = echo("1", "echo one");
+    let matches = s
+        .send_yaml(Method::POST, "/packages/matches", manifest_of(&v1.build()))
+        .await;
+    assert_eq!(matches.status(), 200);
+    assert_eq!(
+        matches.json::<Vec<String>>().await.unwrap(),
+        Vec::<String>::new()
+    );
+    let response = upload(&s, v1.build(), "").await;
+    let task = s.wait_task(Served::task_of(&response)).await;
+    assert_eq!(task["state"], "done", "{task}");
+    assert_eq!(task["result"], "Created release 'echo/1'");
+    assert_eq!(versions(&s).await, ["1"]);
+
+    // Version 2 shares the base package: the CLI leaves it out.
+    let v2 = echo("2", "echo two");
+    let read = from_tarball(&v2.build()).unwrap();
+    let base = read.packages[1].package.archive.fingerprint.clone();
+    let matches = s
+        .send_yaml(Method::POST, "/packages/matches", manifest_of(&v2.build()))
+        .await;
+    assert_eq!(matches.json::<Vec<String>>().await.unwrap(), [base]);
+    let response = upload(&s, v2.build_without(&["base"]), "").await;
+    let task = s.wait_task(Served::task_of(&response)).await;
+    assert_eq!(task["state"], "done", "{task}");
+    assert_eq!(versions(&s).await, ["1", "2"]);
+
+    // The same upload again is no new version.
+    let response = upload(&s, v2.build(), "").await;
+    let task = s.wait_task(Served::task_of(&response)).await;
+    assert_eq!(task["result"], "Release 'echo/2' already exists");
+
+    let inspected = s.get_json("/releases/echo?version=2").await;
+    let job = &inspected["jobs"][0];
+    assert_eq!(job["name"], "echo");
+    assert_eq!(
+        job["fingerprint"],
+        read.jobs[0].archive.fingerprint.as_str()
+    );
+    assert_eq!(job["sha1"], read.jobs[0].archive.digest.as_str());
+    let packages: Vec<&str> = inspected["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(packages, ["echo", "base"]);
+    let missing = s.send(Method::GET, "/releases/echo?version=9").await;
+    assert_eq!(missing.status(), 404);
+
+    let response = s.send(Method::DELETE, "/releases/echo?version=1").await;
+    let task = s.wait_task(Served::task_of(&response)).await;
+    assert_eq!(task["state"], "done", "{task}");
+    assert_eq!(versions(&s).await, ["2"]);
+    let tasks: Value = s.get_json("/tasks?verbose=1").await;
+    let types: Vec<&str> = tasks
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["description"].as_str())
+        .collect();
+    assert!(types.contains(&"create release"), "{types:?}");
+    assert!(types.contains(&"delete release"), "{types:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bad_tarball_is_refused_naming_the_file_and_field_and_nothing_is_kept() {
+    let limits = ServeLimits {
+        max_upload_bytes: 64 * 1024,
+        ..ServeLimits::default()
+    };
+    let s = Served::start(limits).await;
+    // The job archive as release.MF lists it, but with another digest.
+    let tarball = echo("1", "echo").build();
+    let mut entries = fleet_updater::release::tgz_files(&tarball, 1 << 30).unwrap();
+    let manifest = entries.iter_mut().find(|e| e.path == "release.MF").unwrap();
+    let text = String::from_utf8(manifest.bytes.clone()).unwrap();
+    let sha = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("sha1: "))
+        .unwrap()
+        .to_string();
+    manifest.bytes = text.replacen(&sha, &"f".repeat(40), 1).into_bytes();
+    let files: Vec<(&str, &[u8])> = entries
+        .iter()
+        .map(|e| (e.path.as_str(), e.bytes.as_slice()))
+        .collect();
+    let response = upload(&s, fleet_updater::release::build_tgz(&files), "").await;
+    assert_eq!(response.status(), 400);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["code"], 30001);
+    let description = body["description"].as_str().unwrap();
+    assert!(
+        description.starts_with("jobs/echo.tgz: sha1: sha1 digest is "),
+        "{description}"
+    );
+    assert!(versions(&s).await.is_empty());
+
+    let garbage = upload(&s, b"not a release".to_vec(), "").await;
+    assert_eq!(garbage.status(), 400);
+    assert!(
+        Served::description(garbage)
+            .await
+            .starts_with("the release tarball: ")
+    );
+
+    let rebase = upload(&s, tarball.clone(), "?rebase=true").await;
+    assert_eq!(rebase.status(), 400);
+    assert!(
+        Served::description(rebase)
+            .await
+            .contains("rebase is not supported")
+    );
+
+    let by_url = s
+        .send_json(
+            Method::POST,
+            "/releases",
+            r#"{"location":"https://example.com/r.tgz"}"#,
+        )
+        .await;
+    assert_eq!(by_url.status(), 400);
+    assert!(
+        Served::description(by_url)
+            .await
+            .contains("from a URL is not supported")
+    );
+
+    // Over the upload limit, declared or not.
+    let big: Vec<u8> = (0..100_000u32).flat_map(|i| i.to_le_bytes()).collect();
+    let too_large = upload(&s, big, "").await;
+    assert_eq!(too_large.status(), 413);
+    assert!(Served::description(too_large).await.contains("65536 bytes"));
+    assert!(versions(&s).await.is_empty());
+}
