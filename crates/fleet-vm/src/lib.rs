@@ -1,0 +1,19 @@
+//! VMs as directories on this machine and BOSH jobs as real processes: the job files a
+//! release brings (monit, bpm.yml, lifecycle scripts) read, each VM's processes
+//! supervised as monit and bpm do, and the job lifecycle of seed 003 run in its order.
+
+pub mod bpm;
+pub mod drain;
+pub mod jobs;
+pub mod lifecycle;
+pub mod monit;
+pub mod sandbox;
+pub mod script;
+mod signal;
+pub mod supervisor;
+
+#[cfg(test)]
+mod tests;
+
+/// bpm's limit on its pre-start hook.
+pub const PRE_START_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);

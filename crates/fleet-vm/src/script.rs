@@ -1,0 +1,176 @@
+//! Running a job's lifecycle script (`pre-start`, `drain`, ...): its output appended to
+//! the job's logs as BOSH keeps them (`sys/log/JOB/pre-start.stdout.log`), its exit code
+//! and the tail of its output kept for the task's logs. A script runs in a process group
+//! of its own, so that a timeout takes down whatever it started.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
+use tokio::process::Command;
+
+/// How much of a script's output a task log shows: its last lines.
+const TAIL_LINES: usize = 10;
+const TAIL_CHARS: usize = 2000;
+
+#[derive(Debug, Clone)]
+pub struct Script {
+    pub job: String,
+    /// `pre-start`, `post-start`, `drain`, ...
+    pub name: String,
+    pub path: PathBuf,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub timeout: Option<Duration>,
+    pub log_dir: PathBuf,
+}
+
+/// How a script ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScriptRun {
+    pub job: String,
+    pub name: String,
+    /// `None` when it was killed by a signal or its timeout.
+    pub exit: Option<i32>,
+    pub timed_out: bool,
+    pub stdout: String,
+    /// The last lines of its output, stdout then stderr.
+    pub tail: String,
+}
+
+impl ScriptRun {
+    pub fn succeeded(&self) -> bool {
+        self.exit == Some(0)
+    }
+
+    /// `pre-start of job kv exited 3`, for events and errors.
+    pub fn describe(&self) -> String {
+        let how = match (self.exit, self.timed_out) {
+            (_, true) => "timed out".to_string(),
+            (Some(code), _) => format!("exited {code}"),
+            (None, _) => "was killed by a signal".to_string(),
+        };
+        format!("{} of job {} {how}", self.name, self.job)
+    }
+}
+
+/// Runs `script` to its end (or its timeout).
+///
+/// # Errors
+/// When it cannot be started or its logs cannot be written.
+pub async fn run(script: &Script) -> std::io::Result<ScriptRun> {
+    std::fs::create_dir_all(&script.log_dir)?;
+    let mut command = Command::new(&script.path);
+    command
+        .args(&script.args)
+        .envs(script.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    let child = command.spawn().map_err(|e| {
+        std::io::Error::new(
+            e.kind(),
+            format!("cannot run {}: {e}", script.path.display()),
+        )
+    })?;
+    let group = child.id();
+    let waited = match script.timeout {
+        Some(limit) => tokio::time::timeout(limit, child.wait_with_output()).await,
+        None => Ok(child.wait_with_output().await),
+    };
+    let (output, timed_out) = match waited {
+        Ok(output) => (Some(output?), false),
+        Err(_) => {
+            if let Some(pgid) = group {
+                crate::signal::group(pgid, libc::SIGKILL);
+            }
+            (None, true)
+        }
+    };
+    let (stdout, stderr, exit) = match &output {
+        Some(o) => (
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+            o.status.code(),
+        ),
+        None => (String::new(), String::new(), None),
+    };
+    append(
+        &script.log_dir,
+        &format!("{}.stdout.log", script.name),
+        &stdout,
+    )
+    .await?;
+    append(
+        &script.log_dir,
+        &format!("{}.stderr.log", script.name),
+        &stderr,
+    )
+    .await?;
+    Ok(ScriptRun {
+        job: script.job.clone(),
+        name: script.name.clone(),
+        exit,
+        timed_out,
+        tail: tail(&format!("{stdout}{stderr}")),
+        stdout,
+    })
+}
+
+async fn append(dir: &std::path::Path, file: &str, text: &str) -> std::io::Result<()> {
+    if text.is_empty() {
+        return Ok(());
+    }
+    let mut log = tokio::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join(file))
+        .await?;
+    log.write_all(text.as_bytes()).await?;
+    // tokio's file finishes a write in the background unless flushed.
+    log.flush().await
+}
+
+fn tail(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let last = lines[lines.len().saturating_sub(TAIL_LINES)..].join("\n");
+    let count = last.chars().count();
+    if count > TAIL_CHARS {
+        last.chars().skip(count - TAIL_CHARS).collect()
+    } else {
+        last
+    }
+}
+
+/// Runs every script at once and waits for them all, in the order given.
+///
+/// # Errors
+/// The first that could not be started.
+pub async fn run_all(scripts: Vec<Script>) -> std::io::Result<Vec<ScriptRun>> {
+    let mut set = tokio::task::JoinSet::new();
+    for (i, script) in scripts.into_iter().enumerate() {
+        set.spawn(async move { (i, run(&script).await) });
+    }
+    let mut runs = Vec::new();
+    while let Some(joined) = set.join_next().await {
+        let (i, run) = joined.map_err(std::io::Error::other)?;
+        runs.push((i, run?));
+    }
+    runs.sort_by_key(|(i, _)| *i);
+    Ok(runs.into_iter().map(|(_, r)| r).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tail_is_the_last_lines() {
+        let text: String = (1..=30).map(|i| format!("line {i}\n")).collect();
+        let t = tail(&text);
+        assert!(t.starts_with("line 21") && t.ends_with("line 30"), "{t}");
+    }
+}

@@ -1,0 +1,544 @@
+//! One VM's process supervision, as monit and bpm do it: each process is started, and
+//! while it is monitored, checked every cycle and started again when it is gone, waiting
+//! longer after each failure in a row. A monit process is started and stopped by its
+//! programs and found by its pidfile; a bpm process is this supervisor's own child, and
+//! is stopped with bpm's escalation (its shutdown signal, 15 s, SIGQUIT, 2 s, SIGKILL).
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::process::{Child, Command};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::bpm::{BpmProcess, ShutdownSignal};
+use super::sandbox::Sandbox;
+use super::script::{self, Script};
+use super::signal;
+
+/// How supervision paces itself; BOSH's figures by default, shorter in tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timings {
+    /// How often a monitored process is checked (monit's cycle).
+    pub check_every: Duration,
+    /// The wait before the first restart after a failure; each failure in a row doubles
+    /// it, up to `restart_max`.
+    pub restart_first: Duration,
+    pub restart_max: Duration,
+    /// bpm: how long a process has after its shutdown signal, then after SIGQUIT.
+    pub bpm_term: Duration,
+    pub bpm_quit: Duration,
+    /// bpm's pre-start hook limit.
+    pub bpm_pre_start: Duration,
+    /// monit's stop limit for a process's stop program.
+    pub monit_stop: Duration,
+}
+
+impl Default for Timings {
+    fn default() -> Self {
+        Timings {
+            check_every: Duration::from_secs(1),
+            restart_first: Duration::from_secs(1),
+            restart_max: Duration::from_secs(30),
+            bpm_term: Duration::from_secs(15),
+            bpm_quit: Duration::from_secs(2),
+            bpm_pre_start: Duration::from_secs(30),
+            monit_stop: Duration::from_secs(5 * 60),
+        }
+    }
+}
+
+/// How a process is run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kind {
+    Monit {
+        start: String,
+        start_timeout: Duration,
+        stop: Option<String>,
+        pidfile: PathBuf,
+    },
+    Bpm(BpmProcess),
+}
+
+/// A process of a job, with its paths already pointing into the VM.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessDef {
+    pub job: String,
+    pub name: String,
+    pub kind: Kind,
+}
+
+/// A process as the agent reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcessState {
+    Running,
+    /// Not running while it should: starting again after a failure.
+    Failing,
+    /// Not monitored: never started, or stopped.
+    Unknown,
+}
+
+impl ProcessState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProcessState::Running => "running",
+            ProcessState::Failing => "failing",
+            ProcessState::Unknown => "unknown",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessStatus {
+    pub job: String,
+    pub name: String,
+    pub state: ProcessState,
+    pub pid: Option<u32>,
+    pub restarts: u32,
+    pub uptime: Option<Duration>,
+}
+
+/// What a process has now.
+struct Current {
+    state: ProcessState,
+    pid: Option<u32>,
+    /// The process group to take down when it stops.
+    group: Option<u32>,
+    since: Option<Instant>,
+    restarts: u32,
+    /// Set when a start attempt failed: why, for logs and errors.
+    last_error: Option<String>,
+}
+
+struct Supervised {
+    def: ProcessDef,
+    current: Mutex<Current>,
+    child: tokio::sync::Mutex<Option<Child>>,
+}
+
+impl Supervised {
+    fn current(&self) -> std::sync::MutexGuard<'_, Current> {
+        self.current.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+pub struct Supervisor {
+    sandbox: Sandbox,
+    timings: Timings,
+    processes: Vec<Arc<Supervised>>,
+    /// True while processes are monitored; the watchers stop when it turns false.
+    monitoring: watch::Sender<bool>,
+    watchers: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl Supervisor {
+    pub fn new(sandbox: Sandbox, processes: Vec<ProcessDef>, timings: Timings) -> Self {
+        Supervisor {
+            sandbox,
+            timings,
+            processes: processes
+                .into_iter()
+                .map(|def| {
+                    Arc::new(Supervised {
+                        def,
+                        current: Mutex::new(Current {
+                            state: ProcessState::Unknown,
+                            pid: None,
+                            group: None,
+                            since: None,
+                            restarts: 0,
+                            last_error: None,
+                        }),
+                        child: tokio::sync::Mutex::new(None),
+                    })
+                })
+                .collect(),
+            monitoring: watch::channel(false).0,
+            watchers: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Starts every process and monitors them (`monit start all`); returns once each has
+    /// had its first start.
+    pub async fn start(&self) {
+        if self.monitoring.send_replace(true) {
+            return;
+        }
+        let mut started = Vec::new();
+        let mut handles = Vec::new();
+        for process in &self.processes {
+            let (first, first_done) = tokio::sync::oneshot::channel();
+            let watcher = Watcher {
+                process: Arc::clone(process),
+                sandbox: self.sandbox.clone(),
+                timings: self.timings,
+                monitoring: self.monitoring.subscribe(),
+            };
+            handles.push(tokio::spawn(watcher.watch(first)));
+            started.push(first_done);
+        }
+        self.watchers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(handles);
+        for first in started {
+            let _ = first.await;
+        }
+    }
+
+    /// Stops checking the processes, leaving them as they are (`monit unmonitor all`).
+    pub async fn unmonitor(&self) {
+        self.monitoring.send_replace(false);
+        let watchers: Vec<_> =
+            std::mem::take(&mut *self.watchers.lock().unwrap_or_else(|p| p.into_inner()));
+        for w in watchers {
+            let _ = w.await;
+        }
+    }
+
+    /// Unmonitors and stops every process at once; returns when all are gone. A process
+    /// its stop program leaves running, and anything left in its process group, is killed,
+    /// so that nothing outlives its VM.
+    pub async fn stop(&self) {
+        self.unmonitor().await;
+        let mut set = tokio::task::JoinSet::new();
+        for process in &self.processes {
+            let process = Arc::clone(process);
+            let timings = self.timings;
+            let sandbox = self.sandbox.clone();
+            set.spawn(async move { stop_one(&process, &sandbox, timings).await });
+        }
+        while set.join_next().await.is_some() {}
+    }
+
+    pub fn statuses(&self) -> Vec<ProcessStatus> {
+        self.processes
+            .iter()
+            .map(|p| {
+                let c = p.current();
+                ProcessStatus {
+                    job: p.def.job.clone(),
+                    name: p.def.name.clone(),
+                    state: c.state,
+                    pid: c.pid,
+                    restarts: c.restarts,
+                    uptime: c.since.map(|s| s.elapsed()),
+                }
+            })
+            .collect()
+    }
+
+    /// Why each failing process last failed to start, by name.
+    pub fn failures(&self) -> Vec<(String, String)> {
+        self.processes
+            .iter()
+            .filter_map(|p| {
+                let c = p.current();
+                (c.state == ProcessState::Failing)
+                    .then(|| (p.def.name.clone(), c.last_error.clone().unwrap_or_default()))
+            })
+            .collect()
+    }
+}
+
+struct Watcher {
+    process: Arc<Supervised>,
+    sandbox: Sandbox,
+    timings: Timings,
+    monitoring: watch::Receiver<bool>,
+}
+
+impl Watcher {
+    async fn watch(mut self, first: tokio::sync::oneshot::Sender<()>) {
+        let mut first = Some(first);
+        let mut failures: u32 = 0;
+        loop {
+            if !*self.monitoring.borrow() {
+                break;
+            }
+            let alive = is_alive(&self.process).await;
+            let wait = if alive {
+                failures = 0;
+                self.timings.check_every
+            } else {
+                let restarting = self.process.current().pid.is_some() || failures > 0;
+                if restarting {
+                    let mut c = self.process.current();
+                    c.restarts += 1;
+                    c.state = ProcessState::Failing;
+                }
+                let started = start_one(&self.process, &self.sandbox, self.timings).await;
+                let alive = started.is_ok() && is_alive(&self.process).await;
+                match started {
+                    Ok(()) if alive => {
+                        failures = 0;
+                        self.timings.check_every
+                    }
+                    outcome => {
+                        failures += 1;
+                        let mut c = self.process.current();
+                        c.state = ProcessState::Failing;
+                        c.pid = None;
+                        c.since = None;
+                        c.last_error = Some(match outcome {
+                            Err(e) => e,
+                            Ok(()) => "it exited right after it started".to_string(),
+                        });
+                        backoff(self.timings, failures)
+                    }
+                }
+            };
+            if let Some(done) = first.take() {
+                let _ = done.send(());
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = self.monitoring.changed() => {}
+            }
+        }
+        if let Some(done) = first.take() {
+            let _ = done.send(());
+        }
+    }
+}
+
+fn backoff(timings: Timings, failures: u32) -> Duration {
+    let factor = 1u32 << failures.saturating_sub(1).min(16);
+    timings
+        .restart_first
+        .saturating_mul(factor)
+        .min(timings.restart_max)
+}
+
+/// Whether the process lives, updating what is known of it.
+async fn is_alive(process: &Supervised) -> bool {
+    let alive = match &process.def.kind {
+        Kind::Bpm(_) => {
+            let mut child = process.child.lock().await;
+            match child.as_mut() {
+                Some(c) => matches!(c.try_wait(), Ok(None)),
+                None => false,
+            }
+        }
+        Kind::Monit { pidfile, .. } => read_pid(pidfile).is_some_and(signal::alive),
+    };
+    let mut c = process.current();
+    if alive {
+        if c.state != ProcessState::Running {
+            c.state = ProcessState::Running;
+            c.since = Some(Instant::now());
+        }
+        if let Kind::Monit { pidfile, .. } = &process.def.kind {
+            c.pid = read_pid(pidfile);
+        }
+    }
+    alive
+}
+
+fn read_pid(pidfile: &std::path::Path) -> Option<u32> {
+    std::fs::read_to_string(pidfile).ok()?.trim().parse().ok()
+}
+
+async fn start_one(
+    process: &Supervised,
+    sandbox: &Sandbox,
+    timings: Timings,
+) -> Result<(), String> {
+    let job = &process.def.job;
+    let logs = sandbox.log_dir(job);
+    std::fs::create_dir_all(&logs).map_err(|e| format!("cannot make {}: {e}", logs.display()))?;
+    match &process.def.kind {
+        Kind::Monit {
+            start,
+            start_timeout,
+            ..
+        } => {
+            let (exit, group) =
+                run_program(&process.def.name, "start", start, *start_timeout, &logs).await?;
+            process.current().group = group;
+            match exit {
+                Some(0) => Ok(()),
+                Some(code) => Err(format!(
+                    "the start program of {} exited {code} (see sys/log/{job}/{}.start.*.log)",
+                    process.def.name, process.def.name
+                )),
+                None => Err(format!(
+                    "the start program of {} did not finish in {}",
+                    process.def.name,
+                    humanize(*start_timeout)
+                )),
+            }
+        }
+        Kind::Bpm(bpm) => {
+            if let Some(hook) = &bpm.pre_start {
+                let run = script::run(&Script {
+                    job: job.clone(),
+                    name: format!("{}.pre-start", bpm.name),
+                    path: PathBuf::from(hook),
+                    args: Vec::new(),
+                    env: bpm.env.clone().into_iter().collect(),
+                    timeout: Some(timings.bpm_pre_start),
+                    log_dir: logs.clone(),
+                })
+                .await
+                .map_err(|e| e.to_string())?;
+                if !run.succeeded() {
+                    return Err(format!("bpm {}: {}", run.describe(), run.tail));
+                }
+            }
+            let child = spawn_bpm(bpm, sandbox, job, &logs)?;
+            let pid = child.id();
+            {
+                let mut c = process.current();
+                c.pid = pid;
+                c.group = pid;
+            }
+            *process.child.lock().await = Some(child);
+            Ok(())
+        }
+    }
+}
+
+fn spawn_bpm(
+    bpm: &BpmProcess,
+    sandbox: &Sandbox,
+    job: &str,
+    logs: &std::path::Path,
+) -> Result<Child, String> {
+    let log = |suffix: &str| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(logs.join(format!("{}.{suffix}.log", bpm.name)))
+            .map_err(|e| format!("cannot open the log of {}: {e}", bpm.name))
+    };
+    let workdir = bpm
+        .workdir
+        .clone()
+        .map_or_else(|| sandbox.job(job), PathBuf::from);
+    let child = Command::new(&bpm.executable)
+        .args(&bpm.args)
+        .envs(&bpm.env)
+        .current_dir(workdir)
+        .stdin(Stdio::null())
+        .stdout(log("stdout")?)
+        .stderr(log("stderr")?)
+        .process_group(0)
+        .spawn()
+        .map_err(|e| format!("cannot start {} ({}): {e}", bpm.name, bpm.executable))?;
+    let pid_dir = sandbox.run_dir().join("bpm").join(job);
+    if let Some(pid) = child.id() {
+        let _ = std::fs::create_dir_all(&pid_dir);
+        let _ = std::fs::write(pid_dir.join(format!("{}.pid", bpm.name)), pid.to_string());
+    }
+    Ok(child)
+}
+
+async fn stop_one(process: &Supervised, sandbox: &Sandbox, timings: Timings) {
+    match &process.def.kind {
+        Kind::Bpm(bpm) => {
+            let mut guard = process.child.lock().await;
+            if let Some(child) = guard.as_mut() {
+                stop_bpm(child, bpm.shutdown_signal, timings).await;
+            }
+            *guard = None;
+            let _ = std::fs::remove_file(
+                sandbox
+                    .run_dir()
+                    .join("bpm")
+                    .join(&process.def.job)
+                    .join(format!("{}.pid", bpm.name)),
+            );
+        }
+        Kind::Monit { stop, pidfile, .. } => {
+            let pid = read_pid(pidfile);
+            if let Some(stop) = stop {
+                let logs = sandbox.log_dir(&process.def.job);
+                let _ =
+                    run_program(&process.def.name, "stop", stop, timings.monit_stop, &logs).await;
+            }
+            // What the stop program left behind goes with the VM: the process, and the
+            // process group its start program made.
+            let group = process.current().group;
+            if let Some(group) = group {
+                signal::group(group, libc::SIGKILL);
+            }
+            if let Some(pid) = pid.filter(|p| signal::alive(*p)) {
+                signal::group(pid, libc::SIGKILL);
+                signal::process(pid, libc::SIGKILL);
+            }
+        }
+    }
+    let mut c = process.current();
+    c.state = ProcessState::Unknown;
+    c.pid = None;
+    c.group = None;
+    c.since = None;
+}
+
+/// Runs a monit start or stop program with `sh -c`, its output going straight to the
+/// job's logs: a program that leaves a daemon behind must not be waited for through
+/// pipes the daemon keeps open. Its exit code (`None` past `limit`, when its process
+/// group is killed) and that group.
+async fn run_program(
+    name: &str,
+    which: &str,
+    command: &str,
+    limit: Duration,
+    logs: &std::path::Path,
+) -> Result<(Option<i32>, Option<u32>), String> {
+    let log = |stream: &str| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(logs.join(format!("{name}.{which}.{stream}.log")))
+            .map_err(|e| format!("cannot open the log of {name}: {e}"))
+    };
+    let mut child = Command::new("/bin/sh")
+        .args(["-c", command])
+        .stdin(Stdio::null())
+        .stdout(log("stdout")?)
+        .stderr(log("stderr")?)
+        .process_group(0)
+        .spawn()
+        .map_err(|e| format!("cannot run the {which} program of {name}: {e}"))?;
+    let group = child.id();
+    match tokio::time::timeout(limit, child.wait()).await {
+        Ok(Ok(status)) => Ok((status.code(), group)),
+        Ok(Err(e)) => Err(format!("the {which} program of {name} failed: {e}")),
+        Err(_) => {
+            if let Some(g) = group {
+                signal::group(g, libc::SIGKILL);
+            }
+            let _ = child.wait().await;
+            Ok((None, group))
+        }
+    }
+}
+
+fn humanize(d: Duration) -> String {
+    format!("{} s", d.as_secs_f64())
+}
+
+/// bpm's escalation: the shutdown signal, then SIGQUIT, then SIGKILL, to the process
+/// group, each after its grace period.
+async fn stop_bpm(child: &mut Child, first: ShutdownSignal, timings: Timings) {
+    let Some(pid) = child.id() else {
+        return;
+    };
+    let first = match first {
+        ShutdownSignal::Term => libc::SIGTERM,
+        ShutdownSignal::Int => libc::SIGINT,
+    };
+    for (signal_number, grace) in [(first, timings.bpm_term), (libc::SIGQUIT, timings.bpm_quit)] {
+        signal::group(pid, signal_number);
+        if tokio::time::timeout(grace, child.wait()).await.is_ok() {
+            signal::group(pid, libc::SIGKILL);
+            return;
+        }
+    }
+    signal::group(pid, libc::SIGKILL);
+    let _ = child.wait().await;
+}

@@ -1,0 +1,391 @@
+//! The lifecycle and supervision with real scripts and processes in temporary
+//! directories. The scripts record what they do in a file; the tests read the order.
+//! Time here is the machine's: these are processes, not simulations, so the waits are
+//! kept short and no assertion depends on how long anything took.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::jobs;
+use super::lifecycle::{Lifecycle, LifecycleError, StopReason};
+use super::sandbox::Sandbox;
+use super::signal;
+use super::supervisor::{ProcessState, Supervisor, Timings};
+
+struct Vm {
+    _dir: tempfile::TempDir,
+    sandbox: Sandbox,
+    record: PathBuf,
+}
+
+fn timings() -> Timings {
+    Timings {
+        check_every: Duration::from_millis(100),
+        restart_first: Duration::from_millis(100),
+        restart_max: Duration::from_millis(400),
+        bpm_term: Duration::from_millis(400),
+        bpm_quit: Duration::from_millis(400),
+        bpm_pre_start: Duration::from_secs(5),
+        monit_stop: Duration::from_secs(10),
+    }
+}
+
+impl Vm {
+    fn new() -> Vm {
+        let dir = tempfile::tempdir().unwrap();
+        let sandbox = Sandbox::create(&dir.path().join("vm")).unwrap();
+        let record = dir.path().join("record");
+        std::fs::write(&record, "").unwrap();
+        Vm {
+            _dir: dir,
+            sandbox,
+            record,
+        }
+    }
+
+    /// Writes a job file; `bin/` files are made executable. `$REC` is the record file.
+    fn write(&self, job: &str, path: &str, text: &str) {
+        let file = self.sandbox.job(job).join(path);
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        let text = text.replace("$REC", &self.record.display().to_string());
+        std::fs::write(&file, text).unwrap();
+        if path.starts_with("bin/") {
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+    }
+
+    /// A hook that records `JOB:HOOK`.
+    fn hook(&self, job: &str, hook: &str) {
+        self.write(
+            job,
+            &format!("bin/{hook}"),
+            &format!("#!/bin/sh\necho {job}:{hook} >> $REC\n"),
+        );
+    }
+
+    /// A monit process started by a ctl script that backgrounds `sleep` and writes its
+    /// pidfile, and stopped by it; both recorded.
+    fn monit_job(&self, job: &str) {
+        let run = self.sandbox.run_dir().join(format!("{job}.pid"));
+        let ctl = self.sandbox.job(job).join("bin/ctl");
+        self.write(
+            job,
+            "bin/ctl",
+            &format!(
+                "#!/bin/sh\ncase $1 in\nstart) echo {job}:start >> $REC; sleep 1000 & echo $! > {pid};;\nstop) echo {job}:stop >> $REC; kill $(cat {pid});;\nesac\n",
+                pid = run.display()
+            ),
+        );
+        self.write(
+            job,
+            "monit",
+            &format!(
+                "check process {job}\n  with pidfile {}\n  start program \"{ctl} start\"\n  stop program \"{ctl} stop\"\n  group vcap\n",
+                run.display(),
+                ctl = ctl.display()
+            ),
+        );
+    }
+
+    /// A bpm process that records its start, and each signal it is sent; `ignore` makes
+    /// it stay on after TERM and QUIT.
+    fn bpm_job(&self, job: &str, ignore: bool) {
+        let on_signal = |sig: &str| {
+            if ignore {
+                format!("trap 'echo {job}:{sig} >> $REC' {sig}")
+            } else {
+                format!("trap 'echo {job}:stop >> $REC; exit 0' {sig}")
+            }
+        };
+        self.write(
+            job,
+            "bin/run",
+            &format!(
+                "#!/bin/sh\n{}\n{}\necho {job}:start >> $REC\nwhile true; do sleep 0.05; done\n",
+                on_signal("TERM"),
+                on_signal("QUIT")
+            ),
+        );
+        self.write(
+            job,
+            "monit",
+            &format!(
+                "check process {job}\n  with pidfile /var/vcap/sys/run/bpm/{job}/{job}.pid\n  start program \"/var/vcap/jobs/bpm/bin/bpm start {job}\"\n  stop program \"/var/vcap/jobs/bpm/bin/bpm stop {job}\"\n"
+            ),
+        );
+        self.write(
+            job,
+            "config/bpm.yml",
+            &format!(
+                "processes:\n- name: {job}\n  executable: {}\n",
+                self.sandbox.job(job).join("bin/run").display()
+            ),
+        );
+    }
+
+    fn supervisor(&self, jobs: &[String]) -> Supervisor {
+        let processes = jobs::processes(&self.sandbox, jobs).unwrap();
+        Supervisor::new(self.sandbox.clone(), processes, timings())
+    }
+
+    fn lines(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.record)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+fn names(jobs: &[&str]) -> Vec<String> {
+    jobs.iter().map(|j| j.to_string()).collect()
+}
+
+/// The position of the first line with `suffix`, and of the last.
+fn span(lines: &[String], suffix: &str) -> (usize, usize) {
+    let at: Vec<usize> = lines
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.ends_with(suffix))
+        .map(|(i, _)| i)
+        .collect();
+    assert!(!at.is_empty(), "no `{suffix}` in {lines:?}");
+    (at[0], *at.last().unwrap())
+}
+
+async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    for _ in 0..200 {
+        if check() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{what} did not happen in 10 s");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_lifecycle_runs_in_the_seeds_order_across_two_jobs() {
+    let vm = Vm::new();
+    for job in ["a", "b"] {
+        for hook in ["pre-start", "post-start", "pre-stop", "post-stop"] {
+            vm.hook(job, hook);
+        }
+        vm.write(
+            job,
+            "bin/drain",
+            &format!("#!/bin/sh\necho {job}:drain >> $REC\necho 0\n"),
+        );
+    }
+    vm.monit_job("a");
+    vm.bpm_job("b", false);
+    let jobs = names(&["a", "b"]);
+    let supervisor = vm.supervisor(&jobs);
+    let lifecycle = Lifecycle {
+        sandbox: &vm.sandbox,
+        jobs: &jobs,
+        supervisor: &supervisor,
+    };
+    let runs = lifecycle.start(None).await.unwrap();
+    assert_eq!(runs.len(), 4, "two pre-starts and two post-starts");
+    eventually("both processes running", || {
+        supervisor
+            .statuses()
+            .iter()
+            .all(|s| s.state == ProcessState::Running)
+    })
+    .await;
+    eventually("b started", || vm.lines().contains(&"b:start".to_string())).await;
+    let started = vm.lines();
+    let (_, pre_start) = span(&started, ":pre-start");
+    let (first_start, _) = span(&started, ":start");
+    let (post_start, _) = span(&started, ":post-start");
+    assert!(pre_start < first_start, "{started:?}");
+    // a's start program records before it returns; b records from inside its process,
+    // which may run after the post-starts began.
+    let (a_start, _) = span(&started, "a:start");
+    assert!(a_start < post_start, "{started:?}");
+
+    let pids: Vec<u32> = supervisor.statuses().iter().filter_map(|s| s.pid).collect();
+    assert_eq!(pids.len(), 2);
+    let runs = lifecycle.stop(StopReason::Shutdown, true).await.unwrap();
+    assert_eq!(runs.len(), 6, "pre-stop, drain and post-stop of each job");
+    let lines = vm.lines();
+    let stopping = &lines[started.len()..];
+    let (_, pre_stop) = span(stopping, ":pre-stop");
+    let (first_drain, last_drain) = span(stopping, ":drain");
+    let (first_stop, last_stop) = span(stopping, ":stop");
+    let (first_post_stop, _) = span(stopping, ":post-stop");
+    assert!(pre_stop < first_drain, "{stopping:?}");
+    assert!(last_drain < first_stop, "{stopping:?}");
+    assert!(last_stop < first_post_stop, "{stopping:?}");
+    for pid in pids {
+        assert!(!signal::alive(pid), "process {pid} outlived its stop");
+    }
+    assert!(
+        supervisor
+            .statuses()
+            .iter()
+            .all(|s| s.state == ProcessState::Unknown)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn pre_start_scripts_run_at_once() {
+    let vm = Vm::new();
+    for job in ["a", "b"] {
+        vm.write(
+            job,
+            "bin/pre-start",
+            &format!("#!/bin/sh\necho {job}:begin >> $REC\nsleep 0.5\necho {job}:end >> $REC\n"),
+        );
+    }
+    let jobs = names(&["a", "b"]);
+    let supervisor = vm.supervisor(&jobs);
+    let lifecycle = Lifecycle {
+        sandbox: &vm.sandbox,
+        jobs: &jobs,
+        supervisor: &supervisor,
+    };
+    lifecycle.start(None).await.unwrap();
+    let lines = vm.lines();
+    let (_, last_begin) = span(&lines, ":begin");
+    let (first_end, _) = span(&lines, ":end");
+    assert!(last_begin < first_end, "the two overlap: {lines:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dynamic_drain_is_asked_again_until_it_is_done() {
+    let vm = Vm::new();
+    vm.write(
+        "a",
+        "bin/drain",
+        "#!/bin/sh\necho \"drain $*\" >> $REC\nif [ \"$1\" = job_check_status ]; then echo 0; else echo -1; fi\n",
+    );
+    let jobs = names(&["a"]);
+    let supervisor = vm.supervisor(&jobs);
+    let lifecycle = Lifecycle {
+        sandbox: &vm.sandbox,
+        jobs: &jobs,
+        supervisor: &supervisor,
+    };
+    let runs = lifecycle.stop(StopReason::Update, false).await.unwrap();
+    assert_eq!(runs.len(), 2);
+    assert_eq!(
+        vm.lines(),
+        [
+            "drain job_changed hash_changed",
+            "drain job_check_status hash_unchanged"
+        ]
+    );
+
+    vm.write("a", "bin/drain", "#!/bin/sh\necho later\n");
+    let e = lifecycle
+        .stop(StopReason::Shutdown, false)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "drain of job a printed `later`, not an integer"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bpm_escalates_to_sigkill_when_a_process_ignores_term_and_quit() {
+    let vm = Vm::new();
+    vm.bpm_job("stubborn", true);
+    let jobs = names(&["stubborn"]);
+    let supervisor = vm.supervisor(&jobs);
+    supervisor.start().await;
+    eventually("started", || {
+        vm.lines().contains(&"stubborn:start".to_string())
+    })
+    .await;
+    let pid = supervisor.statuses()[0].pid.unwrap();
+    supervisor.stop().await;
+    assert_eq!(
+        vm.lines(),
+        ["stubborn:start", "stubborn:TERM", "stubborn:QUIT"],
+        "TERM, then QUIT, each ignored"
+    );
+    assert!(!signal::alive(pid), "SIGKILL ended it");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_process_is_started_again() {
+    let vm = Vm::new();
+    vm.monit_job("a");
+    let jobs = names(&["a"]);
+    let supervisor = vm.supervisor(&jobs);
+    supervisor.start().await;
+    let first = supervisor.statuses()[0].pid.unwrap();
+    signal::process(first, libc::SIGKILL);
+    eventually("a new process", || {
+        let s = &supervisor.statuses()[0];
+        s.state == ProcessState::Running && s.pid.is_some_and(|p| p != first)
+    })
+    .await;
+    assert!(supervisor.statuses()[0].restarts >= 1);
+    assert_eq!(vm.lines(), ["a:start", "a:start"]);
+    supervisor.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failing_pre_start_fails_the_start_and_starts_nothing() {
+    let vm = Vm::new();
+    vm.monit_job("a");
+    vm.write(
+        "a",
+        "bin/pre-start",
+        "#!/bin/sh\necho checking\necho no config >&2\nexit 3\n",
+    );
+    vm.hook("b", "pre-start");
+    let jobs = names(&["a", "b"]);
+    let supervisor = vm.supervisor(&jobs);
+    let lifecycle = Lifecycle {
+        sandbox: &vm.sandbox,
+        jobs: &jobs,
+        supervisor: &supervisor,
+    };
+    let e = lifecycle.start(None).await.unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "pre-start of job a exited 3: checking\nno config"
+    );
+    let LifecycleError::Script { runs, .. } = e else {
+        panic!("a script error");
+    };
+    assert_eq!(runs.len(), 2, "b's pre-start ran beside it");
+    assert!(!vm.lines().contains(&"a:start".to_string()));
+    assert_eq!(supervisor.statuses()[0].state, ProcessState::Unknown);
+    let log = std::fs::read_to_string(vm.sandbox.log_dir("a").join("pre-start.stderr.log"));
+    assert_eq!(log.unwrap(), "no config\n");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_process_that_cannot_start_is_failing_and_tried_again_later() {
+    let vm = Vm::new();
+    vm.write(
+        "a",
+        "monit",
+        "check process a\n with pidfile /nonexistent/a.pid\n start program \"/bin/sh -c 'echo try >> $REC; exit 1'\"\n",
+    );
+    let jobs = names(&["a"]);
+    let supervisor = vm.supervisor(&jobs);
+    supervisor.start().await;
+    assert_eq!(supervisor.statuses()[0].state, ProcessState::Failing);
+    let failures = supervisor.failures();
+    assert!(failures[0].1.contains("exited 1"), "{failures:?}");
+    eventually("tried again", || vm.lines().len() >= 3).await;
+    supervisor.stop().await;
+    let tries = vm.lines().len();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(vm.lines().len(), tries, "nothing tried once stopped");
+}
+
+#[test]
+fn rewritten_paths_reach_the_vm() {
+    let vm = Vm::new();
+    let text = vm.sandbox.rewrite("/var/vcap/jobs/a/bin/ctl");
+    assert!(Path::new(&text).starts_with(vm.sandbox.root()));
+}
