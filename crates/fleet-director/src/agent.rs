@@ -106,4 +106,9 @@ pub trait Agent: Send + Sync {
     ) -> Result<String, AgentError>;
     /// Copies the persistent data from the old disk to the new one; both are mounted.
     async fn migrate_disk(&self, agent_id: &str, from: &str, to: &str) -> Result<(), AgentError>;
+    /// Runs the jobs' `post-deploy` scripts, once every instance of the deployment has
+    /// started. Agents whose jobs have none answer at once.
+    async fn post_deploy(&self, _agent_id: &str) -> Result<(), AgentError> {
+        Ok(())
+    }
 }

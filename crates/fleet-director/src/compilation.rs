@@ -70,6 +70,8 @@ impl Worker<'_> {
                 .iter()
                 .map(|n| (n.clone(), slot.ip.map(to_ip)))
                 .collect(),
+            instance_id: None,
+            az: self.config.az.clone(),
         };
         let cid =
             self.core.cpi.create_vm(&request).await.map_err(|e| {

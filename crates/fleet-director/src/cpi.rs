@@ -16,6 +16,10 @@ pub struct VmRequest {
     pub instance: String,
     /// Address per network; `None` where the IaaS assigns one (dynamic networks).
     pub networks: Vec<(String, Option<std::net::Ipv4Addr>)>,
+    /// The instance's id and AZ, which its job templates may read; `None` for a
+    /// compilation VM.
+    pub instance_id: Option<String>,
+    pub az: Option<String>,
 }
 
 #[async_trait]

@@ -263,6 +263,7 @@ pub async fn deploy(
     };
     log.check()?;
     update_groups(&core, &log, &name, &plan.groups, &update).await?;
+    post_deploy(&core, &name).await?;
     core.records
         .write(vec![change::deployment(&DeploymentRecord {
             name: name.clone(),
@@ -274,6 +275,44 @@ pub async fn deploy(
     Ok(format!(
         "deployment `{name}`: {changed} instances updated, {obsolete} deleted"
     ))
+}
+
+/// Every started instance's `post-deploy` scripts at once, once all instances started;
+/// the first failure fails the deploy, naming the instance.
+async fn post_deploy(core: &Arc<Core>, deployment: &str) -> Result<(), JobError> {
+    let mut running = tokio::task::JoinSet::new();
+    for instance in core.records.instances(deployment).await? {
+        let (Some(agent), DesiredState::Started, false) =
+            (instance.agent_id.clone(), instance.state, instance.ignore)
+        else {
+            continue;
+        };
+        let core = Arc::clone(core);
+        running.spawn(crate::trace::within(async move {
+            core.agent_call(
+                &agent,
+                "run_script post-deploy",
+                core.agent.post_deploy(&agent),
+            )
+            .await
+            .map_err(|e| format!("post-deploy of {}: {e}", instance.name()))
+        }));
+    }
+    let mut first_error = None;
+    while let Some(joined) = running.join_next().await {
+        let failed = match joined {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(e),
+            Err(e) => Some(format!("internal error: {e}")),
+        };
+        if let Some(e) = failed {
+            first_error.get_or_insert(e);
+        }
+    }
+    match first_error {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
 }
 
 /// Redeploys the manifest the deployment last deployed successfully (to recreate or start

@@ -10,6 +10,7 @@ mod job;
 mod manifest;
 mod package;
 mod tgz;
+mod tree;
 
 pub use archive::{
     JobArchive, MAX_RELEASE_BYTES, PackageArchive, ReleaseArchive, ReleaseError, from_path,
@@ -20,6 +21,7 @@ pub use digest::{Digest, sha1_hex};
 pub use job::{JobFiles, JobSpec, PropertySpec, parse_spec};
 pub use manifest::{ArchiveRef, PackageRef, ReleaseManifest, parse as parse_manifest};
 pub use tgz::{Entry, build as build_tgz, files as tgz_files};
+pub use tree::{pack, unpack};
 
 #[cfg(test)]
 mod tests;

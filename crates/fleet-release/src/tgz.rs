@@ -57,11 +57,7 @@ fn walk(
     limit: u64,
     mut visit: impl FnMut(&str, &mut dyn Read) -> Result<(), String>,
 ) -> Result<(), String> {
-    let plain: Box<dyn Read + '_> = if bytes.starts_with(&[0x1f, 0x8b]) {
-        Box::new(GzDecoder::new(bytes))
-    } else {
-        Box::new(bytes)
-    };
+    let plain = plain(bytes);
     let exceeded = Rc::new(Cell::new(false));
     let mut archive = tar::Archive::new(Limited {
         inner: plain,
@@ -96,12 +92,21 @@ fn walk(
     Ok(())
 }
 
+/// The tarball in `bytes`, inflated when gzipped.
+pub(crate) fn plain(bytes: &[u8]) -> Box<dyn Read + '_> {
+    if bytes.starts_with(&[0x1f, 0x8b]) {
+        Box::new(GzDecoder::new(bytes))
+    } else {
+        Box::new(bytes)
+    }
+}
+
 /// Reads at most `left` bytes, then fails, remembering why: tar reports the failure in
 /// its own words, which would hide the limit.
-struct Limited<R> {
-    inner: R,
-    left: u64,
-    exceeded: Rc<Cell<bool>>,
+pub(crate) struct Limited<R> {
+    pub(crate) inner: R,
+    pub(crate) left: u64,
+    pub(crate) exceeded: Rc<Cell<bool>>,
 }
 
 impl<R: Read> Read for Limited<R> {
@@ -126,7 +131,7 @@ impl<R: Read> Read for Limited<R> {
 }
 
 /// `./a/b` as `a/b`; refuses what would leave the archive.
-fn relative(raw: &str) -> Result<String, String> {
+pub(crate) fn relative(raw: &str) -> Result<String, String> {
     let mut parts = Vec::new();
     for part in raw.split('/') {
         match part {

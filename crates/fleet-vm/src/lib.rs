@@ -3,10 +3,14 @@
 //! supervised as monit and bpm do, and the job lifecycle of seed 003 run in its order.
 
 pub mod bpm;
+pub mod cloud;
+pub mod compile;
 pub mod drain;
 pub mod jobs;
 pub mod lifecycle;
 pub mod monit;
+pub mod place;
+pub mod render;
 pub mod sandbox;
 pub mod script;
 mod signal;

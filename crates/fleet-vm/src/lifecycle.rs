@@ -77,15 +77,34 @@ impl Lifecycle<'_> {
         reason: StopReason,
         unmount: bool,
     ) -> Result<Vec<ScriptRun>, LifecycleError> {
-        self.supervisor.unmonitor().await;
-        let mut runs = self.hooks("pre-stop", &[]).await?;
-        runs.extend(self.drain(reason).await?);
-        self.supervisor.stop().await;
-        runs.extend(self.hooks("post-stop", &[]).await?);
+        let mut runs = self.drain(reason).await?;
+        runs.extend(self.halt().await?);
         if unmount {
             self.sandbox.unmount()?;
         }
         Ok(runs)
+    }
+
+    /// The first half of a stop, as the director's `drain` asks it: unmonitor, every
+    /// `pre-stop`, every `drain` to its end.
+    ///
+    /// # Errors
+    /// A failing `pre-stop` or `drain`.
+    pub async fn drain(&self, reason: StopReason) -> Result<Vec<ScriptRun>, LifecycleError> {
+        self.supervisor.unmonitor().await;
+        let mut runs = self.hooks("pre-stop", &[]).await?;
+        runs.extend(self.drains(reason).await?);
+        Ok(runs)
+    }
+
+    /// The second half, as the director's `stop` asks it: every process stopped, then
+    /// every `post-stop`.
+    ///
+    /// # Errors
+    /// A failing `post-stop`.
+    pub async fn halt(&self) -> Result<Vec<ScriptRun>, LifecycleError> {
+        self.supervisor.stop().await;
+        self.hooks("post-stop", &[]).await
     }
 
     /// Processes back as they were after a reboot of the VM: monit starts them, no hook
@@ -108,6 +127,7 @@ impl Lifecycle<'_> {
             )],
             timeout: None,
             log_dir: self.sandbox.log_dir(job),
+            cwd: None,
         })
     }
 
@@ -129,7 +149,7 @@ impl Lifecycle<'_> {
     }
 
     /// Every job's drain at once, each run again while it asks to be.
-    async fn drain(&self, reason: StopReason) -> Result<Vec<ScriptRun>, LifecycleError> {
+    async fn drains(&self, reason: StopReason) -> Result<Vec<ScriptRun>, LifecycleError> {
         let (state, hash) = match reason {
             StopReason::Shutdown => ("job_shutdown", "hash_unchanged"),
             StopReason::Update => ("job_changed", "hash_changed"),

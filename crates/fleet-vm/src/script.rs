@@ -24,6 +24,8 @@ pub struct Script {
     pub env: Vec<(String, String)>,
     pub timeout: Option<Duration>,
     pub log_dir: PathBuf,
+    /// Where it runs; the caller's directory when `None`.
+    pub cwd: Option<PathBuf>,
 }
 
 /// How a script ended.
@@ -70,6 +72,9 @@ pub async fn run(script: &Script) -> std::io::Result<ScriptRun> {
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    if let Some(dir) = &script.cwd {
+        command.current_dir(dir);
+    }
     let child = command.spawn().map_err(|e| {
         std::io::Error::new(
             e.kind(),

@@ -381,6 +381,7 @@ async fn start_one(
                     env: bpm.env.clone().into_iter().collect(),
                     timeout: Some(timings.bpm_pre_start),
                     log_dir: logs.clone(),
+                    cwd: None,
                 })
                 .await
                 .map_err(|e| e.to_string())?;

@@ -70,6 +70,8 @@ pub async fn create_vm(
             .iter()
             .map(|(network, ip)| (network.clone(), ip.map(crate::network::to_ip)))
             .collect(),
+        instance_id: Some(record.id.clone()),
+        az: record.az.clone(),
     };
     let cid = core
         .cpi

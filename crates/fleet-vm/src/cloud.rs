@@ -1,0 +1,726 @@
+//! The process-backed IaaS: the director's CPI and agents over VMs that are directories
+//! of this machine (`<root>/vms/CID`), persistent disks that are directories too
+//! (`<root>/disks/CID`), and jobs that run as real processes. The agent reads what it
+//! places from the director's store: release records and their archives, and the
+//! packages compiled for the VM's stemcell.
+//!
+//! Supervision runs in this process: a VM's processes live while the command that runs
+//! the fleet does, and [`ProcessCloud::halt`] stops them all. Processes a crashed
+//! predecessor left are found by their pidfiles when the cloud is opened and ended, so
+//! that nothing runs that no supervisor watches.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use fleet_director::agent::{Agent, AgentError, AgentState, JobState, Process};
+use fleet_director::cpi::{Cpi, CpiError, VmRequest};
+use fleet_director::model::{InstanceSpec, Release};
+use fleet_store::{AsyncStore, Collection};
+use serde::{Deserialize, Serialize};
+
+use super::compile::{self, CompileRequest};
+use super::jobs;
+use super::lifecycle::{Lifecycle, StopReason};
+use super::place::{self, JobToPlace, PackageToPlace};
+use super::render;
+use super::sandbox::Sandbox;
+use super::signal;
+use super::supervisor::{ProcessState, Supervisor, Timings};
+
+/// What the cloud keeps of a VM on its disk, to find it again after a restart.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct VmFacts {
+    cid: String,
+    agent_id: String,
+    stemcell: String,
+    deployment: String,
+    instance: String,
+    instance_id: Option<String>,
+    az: Option<String>,
+    networks: Vec<(String, Option<std::net::Ipv4Addr>)>,
+    disk: Option<String>,
+}
+
+#[derive(Default)]
+struct Running {
+    applied: Option<InstanceSpec>,
+    jobs: Vec<String>,
+    supervisor: Option<Arc<Supervisor>>,
+    started: bool,
+}
+
+struct Vm {
+    facts: Mutex<VmFacts>,
+    sandbox: Sandbox,
+    running: tokio::sync::Mutex<Running>,
+}
+
+impl Vm {
+    fn facts(&self) -> VmFacts {
+        self.facts.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn save(&self) -> std::io::Result<()> {
+        let facts = self.facts();
+        let text = serde_json::to_string_pretty(&facts).map_err(std::io::Error::other)?;
+        std::fs::write(self.sandbox.root().join("vm.json"), text)
+    }
+}
+
+pub struct ProcessCloud {
+    root: PathBuf,
+    store: AsyncStore,
+    timings: Timings,
+    /// By VM cid; agents are found by their id through `agents`.
+    vms: Mutex<HashMap<String, Arc<Vm>>>,
+    agents: Mutex<HashMap<String, String>>,
+}
+
+fn cpi_error(e: impl std::fmt::Display) -> CpiError {
+    CpiError(e.to_string())
+}
+
+fn new_id(prefix: &str) -> String {
+    let mut bytes = [0u8; 8];
+    getrandom::fill(&mut bytes).expect("the system's random source works");
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!("{prefix}-{hex}")
+}
+
+impl ProcessCloud {
+    /// The cloud whose VMs and disks live under `root`, finding the VMs made before.
+    /// Processes left by a process that ended without stopping them are ended: the next
+    /// `start` of their VMs starts them again under supervision.
+    ///
+    /// # Errors
+    /// When `root` cannot be made or read.
+    pub fn open(root: &Path, store: AsyncStore, timings: Timings) -> std::io::Result<Self> {
+        for dir in ["vms", "disks", "snapshots"] {
+            std::fs::create_dir_all(root.join(dir))?;
+        }
+        let cloud = ProcessCloud {
+            root: root.to_path_buf(),
+            store,
+            timings,
+            vms: Mutex::new(HashMap::new()),
+            agents: Mutex::new(HashMap::new()),
+        };
+        for entry in std::fs::read_dir(root.join("vms"))? {
+            let dir = entry?.path();
+            let Ok(text) = std::fs::read_to_string(dir.join("vm.json")) else {
+                continue;
+            };
+            let Ok(facts) = serde_json::from_str::<VmFacts>(&text) else {
+                continue;
+            };
+            let sandbox = Sandbox::create(&dir)?;
+            end_leftovers(&sandbox);
+            cloud.insert(facts, sandbox);
+        }
+        Ok(cloud)
+    }
+
+    fn insert(&self, facts: VmFacts, sandbox: Sandbox) -> Arc<Vm> {
+        let vm = Arc::new(Vm {
+            facts: Mutex::new(facts.clone()),
+            sandbox,
+            running: tokio::sync::Mutex::new(Running::default()),
+        });
+        self.vms
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(facts.cid.clone(), Arc::clone(&vm));
+        self.agents
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(facts.agent_id, facts.cid);
+        vm
+    }
+
+    fn vm(&self, cid: &str) -> Option<Arc<Vm>> {
+        self.vms
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(cid)
+            .cloned()
+    }
+
+    fn agent(&self, agent_id: &str, method: &str) -> Result<Arc<Vm>, AgentError> {
+        let cid = self
+            .agents
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(agent_id)
+            .cloned();
+        cid.and_then(|c| self.vm(&c))
+            .ok_or_else(|| AgentError::Unresponsive {
+                agent_id: agent_id.to_string(),
+                method: method.to_string(),
+            })
+    }
+
+    fn disk_dir(&self, cid: &str) -> PathBuf {
+        self.root.join("disks").join(cid)
+    }
+
+    /// Every VM's process id that runs now, for checks that nothing is left behind.
+    pub async fn pids(&self) -> Vec<u32> {
+        let vms: Vec<Arc<Vm>> = self
+            .vms
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        let mut pids = Vec::new();
+        for vm in vms {
+            if let Some(s) = &vm.running.lock().await.supervisor {
+                pids.extend(s.statuses().iter().filter_map(|p| p.pid));
+            }
+        }
+        pids
+    }
+
+    /// Stops every VM's processes, running no script: the fleet is going away.
+    pub async fn halt(&self) {
+        let vms: Vec<Arc<Vm>> = self
+            .vms
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        for vm in vms {
+            let mut running = vm.running.lock().await;
+            if let Some(s) = running.supervisor.take() {
+                s.stop().await;
+            }
+            running.started = false;
+        }
+    }
+
+    fn failed(agent_id: &str, method: &str, message: impl std::fmt::Display) -> AgentError {
+        AgentError::Failed {
+            agent_id: agent_id.to_string(),
+            method: method.to_string(),
+            message: message.to_string(),
+        }
+    }
+
+    async fn release(&self, name: &str, version: &str) -> Result<Option<Release>, String> {
+        self.store
+            .get::<Release>(Collection::Releases, &format!("{name}/{version}"))
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    async fn blob(&self, id: &str) -> Result<Vec<u8>, String> {
+        self.store
+            .run(|s| s.blob(id))
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("blob {id} is not in the store"))
+    }
+
+    /// The compiled archive of `release/version/package` for `stemcell`.
+    async fn compiled(&self, key: &str, stemcell: &str) -> Result<Vec<u8>, String> {
+        let record: Option<serde_json::Value> = self
+            .store
+            .get(Collection::CompiledPackages, &format!("{key}@{stemcell}"))
+            .await
+            .map_err(|e| e.to_string())?;
+        let blob = record
+            .as_ref()
+            .and_then(|r| r.get("blob"))
+            .and_then(|b| b.as_str())
+            .ok_or_else(|| format!("package {key} is not compiled for {stemcell}"))?;
+        self.blob(blob).await
+    }
+
+    /// The jobs and packages `spec` places, read from the store.
+    async fn placement(
+        &self,
+        spec: &InstanceSpec,
+    ) -> Result<(Vec<JobToPlace>, Vec<PackageToPlace>), String> {
+        let mut releases = Vec::new();
+        for (name, version) in &spec.releases {
+            let release = self
+                .release(name, version)
+                .await?
+                .ok_or_else(|| format!("release {name}/{version} is not uploaded"))?;
+            releases.push(release);
+        }
+        let mut jobs = Vec::new();
+        let mut wanted: BTreeSet<(String, String, String)> = BTreeSet::new();
+        for job_name in &spec.jobs {
+            let (release, job) = releases
+                .iter()
+                .find_map(|r| r.jobs.iter().find(|j| &j.name == job_name).map(|j| (r, j)))
+                .ok_or_else(|| format!("job {job_name} is in none of the instance's releases"))?;
+            let archive = job.archive.as_ref().ok_or_else(|| {
+                format!(
+                    "release {}/{} has no archives: upload it in BOSH's format to run it on \
+                     processes",
+                    release.name, release.version
+                )
+            })?;
+            let mut pending = job.packages.clone();
+            while let Some(p) = pending.pop() {
+                if wanted.insert((release.name.clone(), release.version.clone(), p.clone()))
+                    && let Some(package) = release.packages.iter().find(|x| x.name == p)
+                {
+                    pending.extend(package.dependencies.iter().cloned());
+                }
+            }
+            jobs.push(JobToPlace {
+                name: job.name.clone(),
+                archive: self.blob(&archive.blob).await?,
+                templates: job.templates.clone(),
+                declared: job
+                    .properties
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.default.clone()))
+                    .collect(),
+                properties: spec
+                    .properties
+                    .get(&job.name)
+                    .cloned()
+                    .unwrap_or(serde_json::Value::Null),
+            });
+        }
+        let mut packages = Vec::new();
+        for (release, version, name) in wanted {
+            let compiled = self
+                .compiled(&format!("{release}/{version}/{name}"), &spec.stemcell)
+                .await?;
+            packages.push(PackageToPlace { name, compiled });
+        }
+        Ok((jobs, packages))
+    }
+}
+
+/// Ends what a VM's processes left when the process supervising them went away: every
+/// pid in its pidfiles, with its process group.
+fn end_leftovers(sandbox: &Sandbox) {
+    let mut pending = vec![sandbox.run_dir()];
+    while let Some(dir) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if path.extension().is_some_and(|e| e == "pid")
+                && let Some(pid) = std::fs::read_to_string(&path)
+                    .ok()
+                    .and_then(|t| t.trim().parse::<u32>().ok())
+                && signal::alive(pid)
+            {
+                signal::group(pid, libc::SIGKILL);
+                signal::process(pid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            copy_tree(&entry.path(), &target)?;
+        } else if kind.is_symlink() {
+            let link = std::fs::read_link(entry.path())?;
+            let _ = std::fs::remove_file(&target);
+            std::os::unix::fs::symlink(link, target)?;
+        } else {
+            std::fs::copy(entry.path(), target)?;
+        }
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl Cpi for ProcessCloud {
+    async fn create_vm(&self, request: &VmRequest) -> Result<String, CpiError> {
+        let cid = new_id("vm");
+        let sandbox = Sandbox::create(&self.root.join("vms").join(&cid)).map_err(cpi_error)?;
+        let facts = VmFacts {
+            cid: cid.clone(),
+            agent_id: request.agent_id.clone(),
+            stemcell: request.stemcell.clone(),
+            deployment: request.deployment.clone(),
+            instance: request.instance.clone(),
+            instance_id: request.instance_id.clone(),
+            az: request.az.clone(),
+            networks: request.networks.clone(),
+            disk: None,
+        };
+        let vm = self.insert(facts, sandbox);
+        vm.save().map_err(cpi_error)?;
+        Ok(cid)
+    }
+
+    async fn delete_vm(&self, cid: &str) -> Result<(), CpiError> {
+        let Some(vm) = self.vm(cid) else {
+            return Ok(());
+        };
+        if let Some(s) = vm.running.lock().await.supervisor.take() {
+            s.stop().await;
+        }
+        let _ = vm.sandbox.unmount();
+        let root = vm.sandbox.root().to_path_buf();
+        tokio::task::spawn_blocking(move || std::fs::remove_dir_all(root))
+            .await
+            .map_err(cpi_error)?
+            .or_else(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => Ok(()),
+                _ => Err(e),
+            })
+            .map_err(cpi_error)?;
+        let agent = vm.facts().agent_id;
+        self.vms
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(cid);
+        self.agents
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&agent);
+        Ok(())
+    }
+
+    async fn has_vm(&self, cid: &str) -> Result<bool, CpiError> {
+        Ok(self.vm(cid).is_some())
+    }
+
+    async fn reboot_vm(&self, cid: &str) -> Result<(), CpiError> {
+        let vm = self
+            .vm(cid)
+            .ok_or_else(|| cpi_error(format!("VM {cid} not found")))?;
+        let running = vm.running.lock().await;
+        if let (Some(s), true) = (&running.supervisor, running.started) {
+            let lifecycle = Lifecycle {
+                sandbox: &vm.sandbox,
+                jobs: &running.jobs,
+                supervisor: s,
+            };
+            lifecycle.reboot().await;
+        }
+        Ok(())
+    }
+
+    async fn create_disk(&self, _size: u64, _vm_cid: &str) -> Result<String, CpiError> {
+        let cid = new_id("disk");
+        std::fs::create_dir_all(self.disk_dir(&cid)).map_err(cpi_error)?;
+        Ok(cid)
+    }
+
+    async fn delete_disk(&self, disk_cid: &str) -> Result<(), CpiError> {
+        match std::fs::remove_dir_all(self.disk_dir(disk_cid)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(cpi_error(e)),
+            _ => Ok(()),
+        }
+    }
+
+    async fn attach_disk(&self, vm_cid: &str, disk_cid: &str) -> Result<(), CpiError> {
+        let vm = self
+            .vm(vm_cid)
+            .ok_or_else(|| cpi_error(format!("VM {vm_cid} not found")))?;
+        if !self.disk_dir(disk_cid).is_dir() {
+            return Err(cpi_error(format!("disk {disk_cid} not found")));
+        }
+        vm.facts.lock().unwrap_or_else(|p| p.into_inner()).disk = Some(disk_cid.to_string());
+        vm.save().map_err(cpi_error)
+    }
+
+    async fn detach_disk(&self, vm_cid: &str, _disk_cid: &str) -> Result<(), CpiError> {
+        let Some(vm) = self.vm(vm_cid) else {
+            return Ok(());
+        };
+        let _ = vm.sandbox.unmount();
+        vm.facts.lock().unwrap_or_else(|p| p.into_inner()).disk = None;
+        vm.save().map_err(cpi_error)
+    }
+
+    async fn snapshot_disk(&self, disk_cid: &str) -> Result<String, CpiError> {
+        let id = new_id("snap");
+        let to = self.root.join("snapshots").join(&id);
+        let from = self.disk_dir(disk_cid);
+        tokio::task::spawn_blocking(move || copy_tree(&from, &to))
+            .await
+            .map_err(cpi_error)?
+            .map_err(cpi_error)?;
+        Ok(id)
+    }
+}
+
+#[async_trait]
+impl Agent for ProcessCloud {
+    async fn get_state(&self, agent_id: &str) -> Result<AgentState, AgentError> {
+        let vm = self.agent(agent_id, "get_state")?;
+        let running = vm.running.lock().await;
+        let statuses = running
+            .supervisor
+            .as_ref()
+            .map(|s| s.statuses())
+            .unwrap_or_default();
+        let job_state = if !running.started {
+            JobState::Stopped
+        } else if statuses.iter().all(|s| s.state == ProcessState::Running) {
+            JobState::Running
+        } else if statuses.iter().any(|s| s.state == ProcessState::Failing) {
+            JobState::Failing
+        } else {
+            JobState::Starting
+        };
+        let failing_jobs: BTreeSet<String> = statuses
+            .iter()
+            .filter(|s| s.state != ProcessState::Running)
+            .map(|s| s.job.clone())
+            .collect();
+        Ok(AgentState {
+            job_state,
+            applied: running.applied.clone(),
+            failing_jobs: failing_jobs.into_iter().collect(),
+            networks: vm
+                .facts()
+                .networks
+                .iter()
+                .filter_map(|(n, ip)| ip.map(|ip| (n.clone(), ip)))
+                .collect(),
+            processes: statuses
+                .iter()
+                .map(|s| Process {
+                    name: s.name.clone(),
+                    state: s.state.as_str().to_string(),
+                    uptime_secs: s.uptime.map(|u| u.as_secs()),
+                    mem_kb: None,
+                    mem_percent: None,
+                    cpu_total: None,
+                })
+                .collect(),
+            vitals: None,
+        })
+    }
+
+    async fn prepare(&self, agent_id: &str, _spec: &InstanceSpec) -> Result<(), AgentError> {
+        self.agent(agent_id, "prepare").map(|_| ())
+    }
+
+    /// `pre-stop` and `drain` of every job (the drain protocol followed to its end); the
+    /// director's drain wait is then zero.
+    async fn drain(&self, agent_id: &str, status_only: bool) -> Result<i64, AgentError> {
+        let vm = self.agent(agent_id, "drain")?;
+        if status_only {
+            return Ok(0);
+        }
+        let running = vm.running.lock().await;
+        let (Some(supervisor), true) = (&running.supervisor, running.started) else {
+            return Ok(0);
+        };
+        let lifecycle = Lifecycle {
+            sandbox: &vm.sandbox,
+            jobs: &running.jobs,
+            supervisor,
+        };
+        lifecycle
+            .drain(StopReason::Update)
+            .await
+            .map(|_| 0)
+            .map_err(|e| Self::failed(agent_id, "drain", e))
+    }
+
+    async fn stop(&self, agent_id: &str) -> Result<(), AgentError> {
+        let vm = self.agent(agent_id, "stop")?;
+        let mut running = vm.running.lock().await;
+        let Some(supervisor) = running.supervisor.clone() else {
+            return Ok(());
+        };
+        let lifecycle = Lifecycle {
+            sandbox: &vm.sandbox,
+            jobs: &running.jobs,
+            supervisor: &supervisor,
+        };
+        let halted = lifecycle.halt().await;
+        running.started = false;
+        halted
+            .map(|_| ())
+            .map_err(|e| Self::failed(agent_id, "stop", e))
+    }
+
+    async fn apply(&self, agent_id: &str, spec: &InstanceSpec) -> Result<(), AgentError> {
+        let vm = self.agent(agent_id, "apply")?;
+        let failed = |e: String| Self::failed(agent_id, "apply", e);
+        let (jobs_to_place, packages) = self.placement(spec).await.map_err(failed)?;
+        let facts = vm.facts();
+        let mut running = vm.running.lock().await;
+        // What ran before is stopped before its files are replaced.
+        if let Some(old) = running.supervisor.take() {
+            old.stop().await;
+        }
+        let networks: BTreeMap<String, serde_json::Value> = facts
+            .networks
+            .iter()
+            .map(|(n, ip)| {
+                let ip = ip.map(|i| i.to_string()).unwrap_or_default();
+                (n.clone(), serde_json::json!({ "ip": ip }))
+            })
+            .collect();
+        let address = facts
+            .networks
+            .first()
+            .and_then(|(_, ip)| *ip)
+            .map(|ip| ip.to_string())
+            .unwrap_or_else(|| "127.0.0.1".to_string());
+        let (group, index) = facts
+            .instance
+            .split_once('/')
+            .map(|(g, i)| (g.to_string(), i.parse().unwrap_or(0)))
+            .unwrap_or((facts.instance.clone(), 0));
+        let instance = render::InstanceSpec {
+            address: address.clone(),
+            ip: address,
+            id: facts.instance_id.clone().unwrap_or_default(),
+            index,
+            name: group,
+            az: facts.az.clone(),
+            deployment: facts.deployment.clone(),
+            networks,
+            bootstrap: index == 0,
+        };
+        let names: Vec<String> = jobs_to_place.iter().map(|j| j.name.clone()).collect();
+        place::place(&vm.sandbox, &instance, jobs_to_place, packages)
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        let processes = jobs::processes(&vm.sandbox, &names).map_err(|e| failed(e.to_string()))?;
+        running.supervisor = Some(Arc::new(Supervisor::new(
+            vm.sandbox.clone(),
+            processes,
+            self.timings,
+        )));
+        running.jobs = names;
+        running.applied = Some(spec.clone());
+        running.started = false;
+        Ok(())
+    }
+
+    async fn start(&self, agent_id: &str) -> Result<(), AgentError> {
+        let vm = self.agent(agent_id, "start")?;
+        let mut running = vm.running.lock().await;
+        let Some(supervisor) = running.supervisor.clone() else {
+            return Err(Self::failed(agent_id, "start", "nothing was applied"));
+        };
+        let disk = vm.facts().disk.map(|d| self.disk_dir(&d));
+        let lifecycle = Lifecycle {
+            sandbox: &vm.sandbox,
+            jobs: &running.jobs,
+            supervisor: &supervisor,
+        };
+        let started = lifecycle.start(disk.as_deref()).await;
+        running.started = started.is_ok();
+        started
+            .map(|_| ())
+            .map_err(|e| Self::failed(agent_id, "start", e))
+    }
+
+    async fn mount_disk(&self, agent_id: &str, disk_cid: &str) -> Result<(), AgentError> {
+        let vm = self.agent(agent_id, "mount_disk")?;
+        vm.sandbox
+            .mount(&self.disk_dir(disk_cid))
+            .map_err(|e| Self::failed(agent_id, "mount_disk", e))
+    }
+
+    async fn unmount_disk(&self, agent_id: &str, _disk_cid: &str) -> Result<(), AgentError> {
+        let vm = self.agent(agent_id, "unmount_disk")?;
+        vm.sandbox
+            .unmount()
+            .map_err(|e| Self::failed(agent_id, "unmount_disk", e))
+    }
+
+    async fn compile_package(
+        &self,
+        agent_id: &str,
+        package: &str,
+        dependencies: &[String],
+    ) -> Result<String, AgentError> {
+        let vm = self.agent(agent_id, "compile_package")?;
+        let failed = |e: String| Self::failed(agent_id, "compile_package", e);
+        let mut parts = package.splitn(3, '/');
+        let (Some(release), Some(version), Some(name)) = (parts.next(), parts.next(), parts.next())
+        else {
+            return Err(failed(format!(
+                "`{package}` is not release/version/package"
+            )));
+        };
+        let record = self
+            .release(release, version)
+            .await
+            .map_err(failed)?
+            .ok_or_else(|| failed(format!("release {release}/{version} is not uploaded")))?;
+        let archived = record
+            .packages
+            .iter()
+            .find(|p| p.name == name)
+            .and_then(|p| p.archive.clone())
+            .ok_or_else(|| failed(format!("package {package} has no archive")))?;
+        let source = self.blob(&archived.blob).await.map_err(failed)?;
+        let stemcell = vm.facts().stemcell;
+        let mut compiled_dependencies = Vec::new();
+        for dep in dependencies {
+            let dep_name = dep.rsplit('/').next().unwrap_or(dep);
+            let key = format!("{release}/{version}/{dep_name}");
+            let bytes = self.compiled(&key, &stemcell).await.map_err(failed)?;
+            compiled_dependencies.push((dep_name.to_string(), bytes));
+        }
+        let (compiled, _run) = compile::compile(
+            &vm.sandbox,
+            CompileRequest {
+                name,
+                version: &archived.version,
+                source: &source,
+                dependencies: compiled_dependencies,
+            },
+        )
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+        let blob = fleet_release::sha1_hex(&compiled);
+        self.store
+            .run(|s| s.put_blob(&blob, &compiled))
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        Ok(blob)
+    }
+
+    async fn migrate_disk(&self, agent_id: &str, from: &str, to: &str) -> Result<(), AgentError> {
+        self.agent(agent_id, "migrate_disk")?;
+        let (from, to) = (self.disk_dir(from), self.disk_dir(to));
+        tokio::task::spawn_blocking(move || copy_tree(&from, &to))
+            .await
+            .map_err(|e| Self::failed(agent_id, "migrate_disk", e))?
+            .map_err(|e| Self::failed(agent_id, "migrate_disk", e))
+    }
+
+    async fn post_deploy(&self, agent_id: &str) -> Result<(), AgentError> {
+        let vm = self.agent(agent_id, "run_script")?;
+        let running = vm.running.lock().await;
+        let (Some(supervisor), true) = (&running.supervisor, running.started) else {
+            return Ok(());
+        };
+        let lifecycle = Lifecycle {
+            sandbox: &vm.sandbox,
+            jobs: &running.jobs,
+            supervisor,
+        };
+        lifecycle
+            .post_deploy()
+            .await
+            .map(|_| ())
+            .map_err(|e| Self::failed(agent_id, "run_script", e))
+    }
+}

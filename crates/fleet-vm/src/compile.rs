@@ -1,0 +1,95 @@
+//! Compiling a package on a compilation VM as BOSH's agent does: its compiled
+//! dependencies placed under `packages/`, its sources unpacked into `data/compile/NAME`,
+//! its `packaging` script run there with `BOSH_COMPILE_TARGET`, `BOSH_INSTALL_TARGET`,
+//! `BOSH_PACKAGE_NAME` and `BOSH_PACKAGE_VERSION`, and what it installed archived.
+
+use std::path::PathBuf;
+
+use super::sandbox::Sandbox;
+use super::script::{self, Script, ScriptRun};
+
+/// Compiled packages and sources are bounded only to refuse an archive that inflates
+/// without end.
+const MAX_UNPACKED: u64 = 16 * 1024 * 1024 * 1024;
+
+pub struct CompileRequest<'a> {
+    pub name: &'a str,
+    pub version: &'a str,
+    /// The package's source archive, as the release brought it.
+    pub source: &'a [u8],
+    /// Each dependency's name and compiled archive.
+    pub dependencies: Vec<(String, Vec<u8>)>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CompileError {
+    /// The packaging script failed: its exit and output tail.
+    #[error("{}: {}", run.describe(), run.tail)]
+    Packaging { run: ScriptRun },
+    #[error("package {package}: {message}")]
+    Files { package: String, message: String },
+}
+
+/// Compiles the package; its compiled archive and the packaging script's run.
+///
+/// # Errors
+/// A failing `packaging` script (with its output's tail) or an archive that cannot be
+/// unpacked.
+pub async fn compile(
+    vm: &Sandbox,
+    request: CompileRequest<'_>,
+) -> Result<(Vec<u8>, ScriptRun), CompileError> {
+    let name = request.name.to_string();
+    let files = |message: String| CompileError::Files {
+        package: name.clone(),
+        message,
+    };
+    let compile_dir = vm.root().join("data/compile").join(request.name);
+    let install = vm.packages().join(request.name);
+    let (source, dependencies) = (request.source.to_vec(), request.dependencies);
+    let (dir, target, packages) = (compile_dir.clone(), install.clone(), vm.packages());
+    tokio::task::spawn_blocking(move || -> Result<(), String> {
+        for (dep, archive) in &dependencies {
+            let at = packages.join(dep);
+            let _ = std::fs::remove_dir_all(&at);
+            fleet_release::unpack(archive, &at, MAX_UNPACKED)
+                .map_err(|e| format!("dependency {dep}: {e}"))?;
+        }
+        for fresh in [&dir, &target] {
+            let _ = std::fs::remove_dir_all(fresh);
+            std::fs::create_dir_all(fresh).map_err(|e| e.to_string())?;
+        }
+        fleet_release::unpack(&source, &dir, MAX_UNPACKED).map_err(|e| format!("sources: {e}"))
+    })
+    .await
+    .map_err(|e| files(e.to_string()))?
+    .map_err(files)?;
+    let run = script::run(&Script {
+        job: request.name.to_string(),
+        name: "packaging".into(),
+        path: PathBuf::from("/bin/bash"),
+        args: vec!["-e".into(), "-x".into(), "packaging".into()],
+        env: vec![
+            (
+                "BOSH_COMPILE_TARGET".into(),
+                compile_dir.display().to_string(),
+            ),
+            ("BOSH_INSTALL_TARGET".into(), install.display().to_string()),
+            ("BOSH_PACKAGE_NAME".into(), request.name.to_string()),
+            ("BOSH_PACKAGE_VERSION".into(), request.version.to_string()),
+        ],
+        timeout: None,
+        log_dir: vm.root().join("sys/log/compile"),
+        cwd: Some(compile_dir),
+    })
+    .await
+    .map_err(|e| files(e.to_string()))?;
+    if !run.succeeded() {
+        return Err(CompileError::Packaging { run });
+    }
+    let compiled = tokio::task::spawn_blocking(move || fleet_release::pack(&install))
+        .await
+        .map_err(|e| files(e.to_string()))?
+        .map_err(files)?;
+    Ok((compiled, run))
+}

@@ -1,0 +1,254 @@
+//! The director deploying a real release on the process-backed IaaS: a package compiled
+//! with `cc` by its packaging script, a job that runs what it built under bpm, and
+//! lifecycle scripts that record what they do. Real processes in real time: timings are
+//! short, and no assertion depends on how long anything took.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fleet_director::agent::Agent;
+use fleet_director::cpi::Cpi;
+use fleet_director::model::{Stemcell, TaskState};
+use fleet_director::{DeployOptions, Director, DirectorSettings};
+use fleet_release::{File, ReleaseBuilder, from_tarball};
+use fleet_store::SqliteStore;
+use fleet_vm::cloud::ProcessCloud;
+use fleet_vm::supervisor::Timings;
+
+fn file(path: &str, text: &str) -> File {
+    (path.to_string(), text.as_bytes().to_vec())
+}
+
+const SERVER_C: &str = r#"#include <stdio.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+  FILE *f = fopen(argv[1], "a");
+  fprintf(f, "%s:running\n", argv[2]);
+  fclose(f);
+  for (;;) pause();
+}
+"#;
+
+/// A hook script that records `INSTANCE:HOOK`; `fail` makes the canary's pre-start fail.
+fn hook(name: &str) -> String {
+    format!(
+        "#!/bin/sh\necho <%= spec.name %>/<%= spec.index %>:{name} >> <%= p('greeter.record') %>\n"
+    )
+}
+
+fn release(pre_start_fails: bool) -> Vec<u8> {
+    let mut job = vec![
+        file(
+            "job.MF",
+            "name: greeter\ntemplates:\n  pre-start.erb: bin/pre-start\n  post-start.erb: bin/post-start\n  post-deploy.erb: bin/post-deploy\n  pre-stop.erb: bin/pre-stop\n  drain.erb: bin/drain\n  post-stop.erb: bin/post-stop\n  bpm.yml.erb: config/bpm.yml\npackages: [greeter-bin]\nproperties:\n  greeter.record:\n    description: the file the scripts record in\n",
+        ),
+        file(
+            "monit",
+            "check process greeter\n  with pidfile /var/vcap/sys/run/bpm/greeter/greeter.pid\n  start program \"/var/vcap/jobs/bpm/bin/bpm start greeter\"\n  stop program \"/var/vcap/jobs/bpm/bin/bpm stop greeter\"\n",
+        ),
+        file(
+            "templates/bpm.yml.erb",
+            "processes:\n- name: greeter\n  executable: /var/vcap/packages/greeter-bin/bin/greeter\n  args: [<%= p('greeter.record') %>, <%= spec.name %>/<%= spec.index %>]\n",
+        ),
+        file("templates/post-start.erb", &hook("post-start")),
+        file("templates/post-deploy.erb", &hook("post-deploy")),
+        file("templates/pre-stop.erb", &hook("pre-stop")),
+        file("templates/post-stop.erb", &hook("post-stop")),
+        file(
+            "templates/drain.erb",
+            &format!(
+                "{}echo 0\n",
+                hook("drain").trim_end_matches('\n').to_string() + "\n"
+            ),
+        ),
+    ];
+    let pre_start = if pre_start_fails {
+        format!(
+            "{}echo cannot find my config >&2\nexit 7\n",
+            hook("pre-start")
+        )
+    } else {
+        hook("pre-start")
+    };
+    job.push(file("templates/pre-start.erb", &pre_start));
+    ReleaseBuilder::new("greeter", if pre_start_fails { "2" } else { "1" })
+        .job("greeter", job)
+        .package(
+            "greeter-bin",
+            &[],
+            vec![
+                file(
+                    "packaging",
+                    "mkdir -p $BOSH_INSTALL_TARGET/bin\ncc -o $BOSH_INSTALL_TARGET/bin/greeter greeter/server.c\n",
+                ),
+                file("greeter/server.c", SERVER_C),
+            ],
+        )
+        .build()
+}
+
+fn manifest(record: &std::path::Path, version: &str) -> String {
+    format!(
+        "name: greeter
+releases: [{{name: greeter, version: '{version}'}}]
+stemcells: [{{alias: default, os: jammy, version: '1'}}]
+update: {{canaries: 1, max_in_flight: 1, canary_watch_time: 100-5000, update_watch_time: 100-5000}}
+networks: [{{name: default, subnets: [{{range: 10.0.0.0/24, gateway: 10.0.0.1}}]}}]
+instance_groups:
+- name: greeter
+  instances: 2
+  jobs: [{{name: greeter, release: greeter, properties: {{greeter: {{record: {}}}}}}}]
+  vm_type: small
+  stemcell: default
+  networks: [{{name: default}}]
+",
+        record.display()
+    )
+}
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    director: Director,
+    cloud: Arc<ProcessCloud>,
+    record: std::path::PathBuf,
+}
+
+async fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn fleet_store::Store> =
+        Arc::new(SqliteStore::open(&dir.path().join("state")).unwrap());
+    let timings = Timings {
+        check_every: Duration::from_millis(100),
+        restart_first: Duration::from_millis(100),
+        restart_max: Duration::from_millis(500),
+        bpm_term: Duration::from_secs(2),
+        bpm_quit: Duration::from_secs(1),
+        ..Timings::default()
+    };
+    let cloud = Arc::new(
+        ProcessCloud::open(&dir.path().join("iaas"), store.clone().into(), timings).unwrap(),
+    );
+    let director = Director::new(
+        store,
+        Arc::clone(&cloud) as Arc<dyn Cpi>,
+        Arc::clone(&cloud) as Arc<dyn Agent>,
+        DirectorSettings::default(),
+    )
+    .await
+    .unwrap();
+    director
+        .upload_stemcell(&Stemcell {
+            name: "bosh-jammy".into(),
+            os: "jammy".into(),
+            version: "1".into(),
+        })
+        .await
+        .unwrap();
+    let record = dir.path().join("record");
+    std::fs::write(&record, "").unwrap();
+    Fixture {
+        _dir: dir,
+        director,
+        cloud,
+        record,
+    }
+}
+
+impl Fixture {
+    async fn upload(&self, tarball: &[u8]) {
+        let task = self
+            .director
+            .upload_release_archive(from_tarball(tarball).unwrap(), false)
+            .await
+            .unwrap();
+        let task = self.director.wait(task.id).await.unwrap();
+        assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+    }
+
+    async fn deploy(&self, version: &str) -> fleet_director::model::Task {
+        let task = self
+            .director
+            .deploy(&manifest(&self.record, version), DeployOptions::default())
+            .await
+            .unwrap();
+        self.director.wait(task.id).await.unwrap()
+    }
+
+    fn lines(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.record)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+fn position(lines: &[String], line: &str) -> usize {
+    lines
+        .iter()
+        .position(|l| l == line)
+        .unwrap_or_else(|| panic!("no `{line}` in {lines:?}"))
+}
+
+fn alive(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .unwrap_or_default()
+            .contains(") Z")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_release_compiles_runs_and_goes_through_the_lifecycle_in_order() {
+    let f = fixture().await;
+    f.upload(&release(false)).await;
+    let task = f.deploy("1").await;
+    assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+
+    let lines = f.lines();
+    for i in 0..2 {
+        let at = |hook: &str| position(&lines, &format!("greeter/{i}:{hook}"));
+        assert!(at("pre-start") < at("post-start"), "{lines:?}");
+        // What the compiled program wrote once it ran, before its post-start finished
+        // or after: it runs, under bpm.
+        at("running");
+    }
+    // post-deploy only once both instances started, on both.
+    let last_post_start = position(&lines, "greeter/1:post-start");
+    for i in 0..2 {
+        assert!(position(&lines, &format!("greeter/{i}:post-deploy")) > last_post_start);
+    }
+    let pids = f.cloud.pids().await;
+    assert_eq!(pids.len(), 2);
+    assert!(pids.iter().all(|p| alive(*p)));
+
+    let delete = f.director.delete("greeter").await.unwrap();
+    let delete = f.director.wait(delete.id).await.unwrap();
+    assert_eq!(delete.state, TaskState::Done, "{:?}", delete.result);
+    let lines = f.lines();
+    for i in 0..2 {
+        let at = |hook: &str| position(&lines, &format!("greeter/{i}:{hook}"));
+        assert!(at("pre-stop") < at("drain"), "{lines:?}");
+        assert!(at("drain") < at("post-stop"), "{lines:?}");
+    }
+    for pid in pids {
+        assert!(!alive(pid), "process {pid} outlived its deployment");
+    }
+    assert!(f.cloud.pids().await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failing_pre_start_fails_the_canary_and_stops_the_rollout() {
+    let f = fixture().await;
+    f.upload(&release(true)).await;
+    let task = f.deploy("2").await;
+    assert_eq!(task.state, TaskState::Error);
+    let result = task.result.unwrap_or_default();
+    assert!(
+        result.contains("pre-start of job greeter exited 7")
+            && result.contains("cannot find my config"),
+        "{result}"
+    );
+    let lines = f.lines();
+    assert_eq!(lines, ["greeter/0:pre-start"], "the canary alone tried");
+    f.cloud.halt().await;
+}
