@@ -1,7 +1,7 @@
 //! `fleet` and `director`: what the embedded fleet and its director hold, for a user who
 //! has no other tools.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
 use fleet_updater::broker::State;
@@ -70,9 +70,13 @@ enum DirectorCommand {
 /// Opens the embedded fleet the configuration names; with exclusive access it is
 /// provisioned on first use.
 pub(crate) async fn open_fleet(config: &Config, access: Access) -> Result<EmbeddedFleet, CliError> {
-    let (text, shown) = match &config.fleet {
+    let (text, shown, dir) = match &config.fleet {
         Some(path) => match std::fs::read_to_string(path) {
-            Ok(text) => (text, path.display().to_string()),
+            Ok(text) => (
+                text,
+                path.display().to_string(),
+                path.parent().map(Path::to_path_buf).unwrap_or_default(),
+            ),
             Err(source) => {
                 return Err(CliError::FleetFile {
                     path: path.clone(),
@@ -80,10 +84,14 @@ pub(crate) async fn open_fleet(config: &Config, access: Access) -> Result<Embedd
                 });
             }
         },
-        None => (DEMO.to_string(), "the built-in demo fleet".to_string()),
+        None => (
+            DEMO.to_string(),
+            "the built-in demo fleet".to_string(),
+            PathBuf::from("."),
+        ),
     };
-    let mut definition =
-        Definition::parse(&text).map_err(|source| CliError::FleetDefinition { shown, source })?;
+    let mut definition = Definition::parse_in(&text, &dir)
+        .map_err(|source| CliError::FleetDefinition { shown, source })?;
     definition
         .simulation
         .faults

@@ -31,8 +31,12 @@ pub fn upload(state: &StateArgs, args: &UploadArgs) -> Result<u8, CliError> {
     runtime()?.block_on(async {
         let fleet = open_fleet(&config, Access::SERVE).await?;
         let director = fleet.director();
-        let task = director.upload_release_archive(archive, args.fix).await?;
-        Ok(report(director.wait(task.id).await?))
+        let ended = match director.upload_release_archive(archive, args.fix).await {
+            Ok(task) => director.wait(task.id).await,
+            Err(e) => Err(e),
+        };
+        fleet.close().await;
+        Ok(report(ended?))
     })
 }
 
@@ -45,8 +49,12 @@ pub fn delete(state: &StateArgs, release: &str) -> Result<u8, CliError> {
     runtime()?.block_on(async {
         let fleet = open_fleet(&config, Access::SERVE).await?;
         let director = fleet.director();
-        let task = director.delete_release(name, version).await?;
-        Ok(report(director.wait(task.id).await?))
+        let ended = match director.delete_release(name, version).await {
+            Ok(task) => director.wait(task.id).await,
+            Err(e) => Err(e),
+        };
+        fleet.close().await;
+        Ok(report(ended?))
     })
 }
 

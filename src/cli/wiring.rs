@@ -27,7 +27,9 @@ pub async fn run(config: Config) -> Result<u8, CliError> {
         InventoryConfig::Embedded => {
             let fleet = open_fleet(&config, Access::RUN).await?;
             let inventory = EmbeddedInventory::new(Arc::clone(&fleet.broker));
-            drive(Arc::new(inventory), &config).await
+            let code = drive(Arc::new(inventory), &config).await;
+            fleet.close().await;
+            code
         }
         InventoryConfig::Broker(broker) => {
             let inventory =

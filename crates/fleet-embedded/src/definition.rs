@@ -71,12 +71,38 @@ pub struct Provision {
     pub stemcell: Option<StemcellVersion>,
 }
 
+/// Where the fleet's VMs are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Iaas {
+    /// The simulated cloud: fast, seeded, with faults; nothing runs.
+    #[default]
+    Simulated,
+    /// VMs are directories of this machine and jobs run as real processes.
+    Processes,
+}
+
+/// A release kept as source (see `fleet_release::build_from_source`), built and uploaded
+/// in each version listed.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReleaseSource {
+    /// Relative to the definition's directory.
+    pub path: std::path::PathBuf,
+    pub versions: Vec<String>,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct DefinitionText {
     #[serde(default)]
+    iaas: Iaas,
+    #[serde(default)]
     simulation: Option<SimulationText>,
+    #[serde(default)]
     releases: Vec<Release>,
+    #[serde(default)]
+    release_sources: Vec<ReleaseSource>,
     stemcells: Vec<Stemcell>,
     /// The director's cloud config; changing it makes every instance outdated.
     #[serde(default)]
@@ -94,8 +120,11 @@ struct DefinitionText {
 
 #[derive(Debug, Clone)]
 pub struct Definition {
+    pub iaas: Iaas,
     pub simulation: SimulationSettings,
     pub releases: Vec<Release>,
+    /// Releases built from source and uploaded in BOSH's format; paths already resolved.
+    pub release_sources: Vec<ReleaseSource>,
     pub stemcells: Vec<Stemcell>,
     pub cloud_config: Option<String>,
     pub catalog: Catalog,
@@ -154,6 +183,15 @@ impl Definition {
     /// # Errors
     /// Text that is not YAML, unknown keys, unknown plans, latencies or faults.
     pub fn parse(text: &str) -> Result<Definition, DefinitionError> {
+        Definition::parse_in(text, std::path::Path::new("."))
+    }
+
+    /// [`Definition::parse`] for a definition kept in `dir`, which its relative paths
+    /// start from.
+    ///
+    /// # Errors
+    /// As [`Definition::parse`].
+    pub fn parse_in(text: &str, dir: &std::path::Path) -> Result<Definition, DefinitionError> {
         let root = fleet_yaml::load(text, fleet_yaml::Limits::default())?;
         let raw: DefinitionText = serde_json::from_value(root.to_json())
             .map_err(|e| DefinitionError::Invalid(e.to_string()))?;
@@ -192,9 +230,27 @@ impl Definition {
                 )));
             }
         }
+        let mut release_sources = raw.release_sources;
+        for source in &mut release_sources {
+            source.path = dir.join(&source.path);
+            if source.versions.is_empty() {
+                return Err(invalid(format!(
+                    "release_sources: {} lists no versions",
+                    source.path.display()
+                )));
+            }
+        }
+        if raw.iaas == Iaas::Simulated && !release_sources.is_empty() {
+            return Err(invalid(
+                "release_sources need `iaas: processes`; the simulated cloud runs no release"
+                    .into(),
+            ));
+        }
         Ok(Definition {
+            iaas: raw.iaas,
             simulation,
             releases: raw.releases,
+            release_sources,
             stemcells: raw.stemcells,
             cloud_config: raw.cloud_config,
             catalog,

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::definition::Definition;
+use super::definition::{Definition, Iaas};
 use fleet_broker::{Broker, BrokerError, deployment_name};
 use fleet_director::agent::Agent;
 use fleet_director::cpi::Cpi;
@@ -13,6 +13,8 @@ use fleet_director::model::{Task, TaskState};
 use fleet_director::sim::SimulatedCloud;
 use fleet_director::{Director, DirectorError, DirectorSettings, RecreateOptions};
 use fleet_store::{AsyncStore, Collection, Commits, SqliteStore, Store, StoreError, put};
+use fleet_vm::cloud::ProcessCloud;
+use fleet_vm::supervisor::Timings;
 
 #[derive(Debug, thiserror::Error)]
 pub enum FleetError {
@@ -31,6 +33,14 @@ pub enum FleetError {
     Director(#[from] DirectorError),
     #[error(transparent)]
     Broker(#[from] BrokerError),
+    #[error("cannot open the process-backed IaaS in {}: {source}", path.display())]
+    Iaas {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// A release source that cannot be built, or whose upload failed.
+    #[error("{0}")]
+    Release(String),
 }
 
 /// Who may change the fleet: one process at a time runs tasks and recovers from crashes;
@@ -60,6 +70,9 @@ impl Access {
 pub struct EmbeddedFleet {
     pub broker: Arc<Broker>,
     pub cloud: Arc<SimulatedCloud>,
+    /// The process-backed IaaS, when the definition asks for it; the director's cloud
+    /// and agents then.
+    pub processes: Option<Arc<ProcessCloud>>,
     /// Released when the fleet is dropped (or the process ends, however it ends).
     _lock: Option<File>,
 }
@@ -67,6 +80,14 @@ pub struct EmbeddedFleet {
 impl EmbeddedFleet {
     pub fn director(&self) -> &Director {
         self.broker.director()
+    }
+
+    /// Stops the jobs' processes, when they are real: they live while the command that
+    /// opened the fleet does. The next opening starts them again with their instances.
+    pub async fn close(&self) {
+        if let Some(processes) = &self.processes {
+            processes.halt().await;
+        }
     }
 }
 
@@ -136,14 +157,37 @@ pub async fn open(
         store.clone(),
         definition.simulation.clone(),
     ));
+    let processes = match (definition.iaas, access) {
+        (Iaas::Processes, Access::Exclusive(_)) => {
+            let root = state_dir.join("iaas");
+            let opened = ProcessCloud::open(&root, store.clone(), Timings::default())
+                .map_err(|source| FleetError::Iaas { path: root, source })?;
+            // The VMs come back as after a reboot, before any task runs: the processes of
+            // the instances that ran are started again, no lifecycle script runs.
+            opened.boot().await;
+            Some(Arc::new(opened))
+        }
+        _ => None,
+    };
     let settings = DirectorSettings {
-        agent_timeout: Duration::from_secs(10),
+        // Real jobs compile and start in their own time: a compile of a large package
+        // takes minutes, not the simulation's milliseconds.
+        agent_timeout: match definition.iaas {
+            Iaas::Simulated => Duration::from_secs(10),
+            Iaas::Processes => Duration::from_secs(15 * 60),
+        },
         snapshots: false,
     };
-    let (cpi, agent) = (
-        Arc::clone(&cloud) as Arc<dyn Cpi>,
-        Arc::clone(&cloud) as Arc<dyn Agent>,
-    );
+    let (cpi, agent) = match &processes {
+        Some(p) => (
+            Arc::clone(p) as Arc<dyn Cpi>,
+            Arc::clone(p) as Arc<dyn Agent>,
+        ),
+        None => (
+            Arc::clone(&cloud) as Arc<dyn Cpi>,
+            Arc::clone(&cloud) as Arc<dyn Agent>,
+        ),
+    };
     let director = match access {
         Access::Exclusive(_) => Director::new(store.clone(), cpi, agent, settings).await?,
         Access::ReadOnly => Director::observing(store.clone(), cpi, agent, settings),
@@ -157,6 +201,7 @@ pub async fn open(
         for release in &definition.releases {
             director.upload_release(release).await?;
         }
+        upload_sources(&director, definition, progress).await?;
         for stemcell in &definition.stemcells {
             director.upload_stemcell(stemcell).await?;
         }
@@ -168,8 +213,43 @@ pub async fn open(
     Ok(EmbeddedFleet {
         broker,
         cloud,
+        processes,
         _lock: held,
     })
+}
+
+/// Builds every version of every release source and uploads it; a version uploaded
+/// before is a no-op.
+async fn upload_sources(
+    director: &Director,
+    definition: &Definition,
+    progress: &mut dyn FnMut(String),
+) -> Result<(), FleetError> {
+    for source in &definition.release_sources {
+        for version in &source.versions {
+            let (path, v) = (source.path.clone(), version.clone());
+            let archive = tokio::task::spawn_blocking(move || {
+                fleet_release::build_from_source(&path, &v)
+                    .and_then(|tarball| fleet_release::from_tarball(&tarball))
+            })
+            .await
+            .map_err(|e| FleetError::Release(e.to_string()))?
+            .map_err(|e| FleetError::Release(format!("release source: {e}")))?;
+            let name = format!("{}/{}", archive.manifest.name, archive.manifest.version);
+            let task = director.upload_release_archive(archive, false).await?;
+            let done = director.wait(task.id).await?;
+            if done.state != TaskState::Done {
+                return Err(FleetError::Release(format!(
+                    "uploading release {name} failed: {}",
+                    done.result.unwrap_or_default()
+                )));
+            }
+            if done.result.as_deref() != Some(&format!("Release '{name}' already exists")) {
+                progress(format!("built and uploaded release {name}"));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// How many instances are provisioned at a time. All of a large fleet at once held every

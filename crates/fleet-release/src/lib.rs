@@ -9,6 +9,7 @@ mod digest;
 mod job;
 mod manifest;
 mod package;
+mod source;
 mod tgz;
 mod tree;
 
@@ -20,6 +21,7 @@ pub use builder::{File, ReleaseBuilder};
 pub use digest::{Digest, sha1_hex};
 pub use job::{JobFiles, JobSpec, PropertySpec, parse_spec};
 pub use manifest::{ArchiveRef, PackageRef, ReleaseManifest, parse as parse_manifest};
+pub use source::build_from_source;
 pub use tgz::{Entry, build as build_tgz, files as tgz_files};
 pub use tree::{pack, unpack};
 

@@ -223,6 +223,7 @@ impl Serving {
         if tokio::time::timeout(grace, director.idle()).await.is_err() {
             tracing::warn!("tasks still running after the grace period are left to recovery");
         }
+        self.fleet.close().await;
         cancelled
     }
 }

@@ -41,6 +41,13 @@ struct VmFacts {
     az: Option<String>,
     networks: Vec<(String, Option<std::net::Ipv4Addr>)>,
     disk: Option<String>,
+    /// What was applied and whether its jobs were started: what a boot brings back.
+    #[serde(default)]
+    applied: Option<InstanceSpec>,
+    #[serde(default)]
+    jobs: Vec<String>,
+    #[serde(default)]
+    started: bool,
 }
 
 #[derive(Default)]
@@ -60,6 +67,12 @@ struct Vm {
 impl Vm {
     fn facts(&self) -> VmFacts {
         self.facts.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Changes what is kept of the VM, on disk too.
+    fn remember(&self, change: impl FnOnce(&mut VmFacts)) -> std::io::Result<()> {
+        change(&mut self.facts.lock().unwrap_or_else(|p| p.into_inner()));
+        self.save()
     }
 
     fn save(&self) -> std::io::Result<()> {
@@ -97,6 +110,8 @@ impl ProcessCloud {
     /// # Errors
     /// When `root` cannot be made or read.
     pub fn open(root: &Path, store: AsyncStore, timings: Timings) -> std::io::Result<Self> {
+        // Scripts run elsewhere and disks are linked: every path must be absolute.
+        let root = &std::path::absolute(root)?;
         for dir in ["vms", "disks", "snapshots"] {
             std::fs::create_dir_all(root.join(dir))?;
         }
@@ -163,6 +178,47 @@ impl ProcessCloud {
 
     fn disk_dir(&self, cid: &str) -> PathBuf {
         self.root.join("disks").join(cid)
+    }
+
+    /// How many VMs there are.
+    pub fn vm_count(&self) -> usize {
+        self.vms.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Brings the VMs back as a reboot would: the processes of every VM whose jobs were
+    /// started are started again by their supervisor, and no lifecycle script runs
+    /// (seed 003, "Non-Bosh VM Operations").
+    pub async fn boot(&self) {
+        let vms: Vec<Arc<Vm>> = self
+            .vms
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        for vm in vms {
+            let facts = vm.facts();
+            let (Some(applied), true) = (facts.applied.clone(), facts.started) else {
+                continue;
+            };
+            let mut running = vm.running.lock().await;
+            if running.supervisor.is_some() {
+                continue;
+            }
+            let Ok(processes) = jobs::processes(&vm.sandbox, &facts.jobs) else {
+                tracing::warn!(vm = %facts.cid, "its jobs cannot be read; left stopped");
+                continue;
+            };
+            if let Some(disk) = &facts.disk {
+                let _ = vm.sandbox.mount(&self.disk_dir(disk));
+            }
+            let supervisor = Arc::new(Supervisor::new(vm.sandbox.clone(), processes, self.timings));
+            supervisor.start().await;
+            running.supervisor = Some(supervisor);
+            running.jobs = facts.jobs.clone();
+            running.applied = Some(applied);
+            running.started = true;
+        }
     }
 
     /// Every VM's process id that runs now, for checks that nothing is left behind.
@@ -360,6 +416,9 @@ impl Cpi for ProcessCloud {
             az: request.az.clone(),
             networks: request.networks.clone(),
             disk: None,
+            applied: None,
+            jobs: Vec::new(),
+            started: false,
         };
         let vm = self.insert(facts, sandbox);
         vm.save().map_err(cpi_error)?;
@@ -435,8 +494,8 @@ impl Cpi for ProcessCloud {
         if !self.disk_dir(disk_cid).is_dir() {
             return Err(cpi_error(format!("disk {disk_cid} not found")));
         }
-        vm.facts.lock().unwrap_or_else(|p| p.into_inner()).disk = Some(disk_cid.to_string());
-        vm.save().map_err(cpi_error)
+        vm.remember(|f| f.disk = Some(disk_cid.to_string()))
+            .map_err(cpi_error)
     }
 
     async fn detach_disk(&self, vm_cid: &str, _disk_cid: &str) -> Result<(), CpiError> {
@@ -444,8 +503,7 @@ impl Cpi for ProcessCloud {
             return Ok(());
         };
         let _ = vm.sandbox.unmount();
-        vm.facts.lock().unwrap_or_else(|p| p.into_inner()).disk = None;
-        vm.save().map_err(cpi_error)
+        vm.remember(|f| f.disk = None).map_err(cpi_error)
     }
 
     async fn snapshot_disk(&self, disk_cid: &str) -> Result<String, CpiError> {
@@ -549,6 +607,8 @@ impl Agent for ProcessCloud {
         };
         let halted = lifecycle.halt().await;
         running.started = false;
+        vm.remember(|f| f.started = false)
+            .map_err(|e| Self::failed(agent_id, "stop", e))?;
         halted
             .map(|_| ())
             .map_err(|e| Self::failed(agent_id, "stop", e))
@@ -604,10 +664,15 @@ impl Agent for ProcessCloud {
             processes,
             self.timings,
         )));
-        running.jobs = names;
+        running.jobs = names.clone();
         running.applied = Some(spec.clone());
         running.started = false;
-        Ok(())
+        vm.remember(|f| {
+            f.applied = Some(spec.clone());
+            f.jobs = names;
+            f.started = false;
+        })
+        .map_err(|e| failed(e.to_string()))
     }
 
     async fn start(&self, agent_id: &str) -> Result<(), AgentError> {
@@ -624,6 +689,9 @@ impl Agent for ProcessCloud {
         };
         let started = lifecycle.start(disk.as_deref()).await;
         running.started = started.is_ok();
+        let ok = started.is_ok();
+        vm.remember(|f| f.started = ok)
+            .map_err(|e| Self::failed(agent_id, "start", e))?;
         started
             .map(|_| ())
             .map_err(|e| Self::failed(agent_id, "start", e))
