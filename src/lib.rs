@@ -17,6 +17,7 @@ pub use fleet_release as release;
 pub use fleet_rollout as rollout;
 pub use fleet_serve as serve;
 pub use fleet_store as store;
+pub use fleet_vm as vm;
 pub use fleet_yaml as yaml;
 
 /// The seam between the engine and the fleets, with every adapter.

@@ -7,6 +7,7 @@ mod director_http;
 mod embedded;
 mod errand;
 mod over_http;
+mod processes;
 mod releases_cli;
 mod run;
 mod serve_bosh_cli;

@@ -237,6 +237,42 @@ async fn a_release_compiles_runs_and_goes_through_the_lifecycle_in_order() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_rebooted_vm_runs_its_processes_again_without_lifecycle_scripts() {
+    let f = fixture().await;
+    f.upload(&release(false)).await;
+    assert_eq!(f.deploy("1").await.state, TaskState::Done);
+    let before = f.cloud.pids().await;
+    let scripts = f.lines().len();
+    let instance = &f.director.instances("greeter").await.unwrap()[0];
+    let cid = instance.vm_cid.clone().unwrap();
+    f.cloud.reboot_vm(&cid).await.unwrap();
+    let after = f.cloud.pids().await;
+    assert_eq!(after.len(), 2);
+    assert!(after.iter().all(|p| alive(*p)));
+    assert_eq!(
+        before.iter().filter(|p| after.contains(p)).count(),
+        1,
+        "the other VM's process is untouched: {before:?} {after:?}"
+    );
+    // The restarted process records itself; nothing else does.
+    for _ in 0..100 {
+        if f.lines().len() > scripts {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let lines = f.lines();
+    assert_eq!(
+        lines[scripts..],
+        ["greeter/0:running"],
+        "no lifecycle script ran"
+    );
+    f.cloud.halt().await;
+    assert!(before.iter().chain(&after).all(|p| !alive(*p)));
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_failing_pre_start_fails_the_canary_and_stops_the_rollout() {
     let f = fixture().await;
     f.upload(&release(true)).await;

@@ -1,0 +1,145 @@
+//! The demo fleet on real processes through the binary: provisioned on kv/1, rolled to
+//! kv/2 with canaries, a run killed halfway converging on the next with no process left
+//! behind (checked by pid), and every process gone when a run ends.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command as Process, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::support::{Workspace, json};
+
+fn config(w: &Workspace) -> PathBuf {
+    let fleet = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/fleets/processes.yml");
+    w.write(
+        "processes.yml",
+        &format!(
+            "state_dir: state\ninventory:\n  type: embedded\nembedded:\n  fleet: {}\nstrategy:\n  type: update\n  update: {{canaries: 1, max_in_parallel: 2}}\npolling:\n  interval: 100ms\nrate_limit:\n  requests_per_second: 50\n",
+            fleet.display()
+        ),
+    )
+}
+
+fn run(w: &Workspace, config: &Path) -> Process {
+    let mut command = Process::new(env!("CARGO_BIN_EXE_fleet-updater"));
+    command
+        .env_remove("FLEET_UPDATER_CONFIG")
+        .args(["run", "-c"])
+        .arg(config)
+        .arg("--report")
+        .arg(w.path("report.json"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    command
+}
+
+/// Every VM's directory.
+fn vms(w: &Workspace) -> Vec<PathBuf> {
+    let dir = w.path("state/iaas/vms");
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| d.filter_map(Result::ok).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    found.sort();
+    found
+}
+
+/// The kv server pids the VMs' pidfiles name.
+fn pids(w: &Workspace) -> Vec<u32> {
+    vms(w)
+        .iter()
+        .filter_map(|vm| std::fs::read_to_string(vm.join("sys/run/bpm/kv/kv.pid")).ok())
+        .filter_map(|t| t.trim().parse().ok())
+        .collect()
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|stat| {
+            !stat
+                .rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
+fn lifecycle(vm: &Path) -> Vec<String> {
+    std::fs::read_to_string(vm.join("sys/log/kv/lifecycle.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| l.split_whitespace().skip(2).collect::<Vec<_>>().join(" "))
+        .collect()
+}
+
+#[test]
+fn the_kv_fleet_rolls_to_a_new_release_on_processes_and_a_killed_run_converges() {
+    let w = Workspace::new();
+    let config = config(&w);
+
+    // A run killed while it updates the canary.
+    let mut first = run(&w, &config).spawn().unwrap();
+    let mut waited = Duration::ZERO;
+    while !vms(&w)
+        .iter()
+        .any(|vm| lifecycle(vm).iter().any(|l| l.starts_with("drain")))
+    {
+        assert!(waited < Duration::from_secs(120), "no update began");
+        std::thread::sleep(Duration::from_millis(50));
+        waited += Duration::from_millis(50);
+    }
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let left = pids(&w);
+    assert!(
+        left.iter().any(|p| alive(*p)),
+        "the killed run left its processes: {left:?}"
+    );
+
+    // The next run ends them, brings the VMs back and finishes the rollout.
+    let status = run(&w, &config).status().unwrap();
+    assert_eq!(status.code(), Some(0));
+    let report: Value = json(&w.path("report.json"));
+    let updated = report["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["outcome"] == "updated")
+        .count();
+    assert!(updated >= 2, "{report}");
+    for pid in &left {
+        assert!(
+            !alive(*pid),
+            "process {pid} of the killed run is still there"
+        );
+    }
+    // Every process ended with the run; each VM ran kv/2 in the lifecycle's order.
+    for pid in pids(&w) {
+        assert!(!alive(pid), "process {pid} outlived its run");
+    }
+    assert_eq!(vms(&w).len(), 6, "three instances of two VMs");
+    for vm in vms(&w) {
+        let steps = lifecycle(&vm);
+        let last_start = steps.iter().rposition(|s| s == "pre-start").unwrap();
+        let tail = &steps[last_start..];
+        assert!(
+            tail[1].starts_with("post-start listening on 127.0.0.1:"),
+            "{steps:?}"
+        );
+        assert_eq!(
+            tail.last().map(String::as_str),
+            Some("post-deploy"),
+            "{steps:?}"
+        );
+        let version = std::fs::read_to_string(vm.join("packages/kv-server/release-version"));
+        assert_eq!(version.unwrap().trim(), "2");
+    }
+
+    // Up to date now: the next run finds nothing, and leaves nothing running either.
+    let status = run(&w, &config).status().unwrap();
+    assert_eq!(status.code(), Some(0));
+    let report: Value = json(&w.path("report.json"));
+    assert_eq!(report["counts"]["selected"], 0, "{report}");
+    for pid in pids(&w) {
+        assert!(!alive(pid), "process {pid} outlived its run");
+    }
+}
