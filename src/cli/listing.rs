@@ -13,6 +13,7 @@ use fleet_updater::fleet::{self, Access, DEMO, Definition, EmbeddedFleet};
 use fleet_updater::output::table;
 
 use super::error::{CliError, DONE};
+use super::tasks::DeploymentChange;
 use super::{load_config, print_text, runtime};
 
 #[derive(Args)]
@@ -58,13 +59,25 @@ enum DirectorCommand {
     Releases,
     /// Uploads a release in BOSH's format: a tarball, or a directory holding `release.MF`,
     /// `jobs/*.tgz` and `packages/*.tgz`.
-    UploadRelease(super::releases::UploadArgs),
+    UploadRelease(super::tasks::UploadArgs),
     /// Deletes a release version (`NAME/VERSION`), or every version (`NAME`), unless a
     /// deployment uses it.
     DeleteRelease {
         /// `NAME/VERSION` or `NAME`.
         release: String,
     },
+    /// Stops a deployment's jobs (drained, scripts run); `--hard` deletes its VMs too,
+    /// keeping disks and addresses.
+    Stop {
+        deployment: String,
+        #[arg(long)]
+        hard: bool,
+    },
+    /// Starts a stopped deployment's jobs again.
+    Start { deployment: String },
+    /// Deletes a deployment: its instances are drained and stopped, VMs deleted, disks
+    /// orphaned.
+    DeleteDeployment { deployment: String },
 }
 
 /// Opens the embedded fleet the configuration names; with exclusive access it is
@@ -192,10 +205,22 @@ fn time(unix: Option<u64>) -> String {
 pub fn director(args: &DirectorArgs) -> Result<u8, CliError> {
     match &args.what {
         DirectorCommand::UploadRelease(upload) => {
-            return super::releases::upload(&args.state, upload);
+            return super::tasks::upload(&args.state, upload);
         }
         DirectorCommand::DeleteRelease { release } => {
-            return super::releases::delete(&args.state, release);
+            return super::tasks::delete(&args.state, release);
+        }
+        DirectorCommand::Stop { deployment, hard } => {
+            let change = DeploymentChange::Stop { hard: *hard };
+            return super::tasks::change_deployment(&args.state, deployment, change);
+        }
+        DirectorCommand::Start { deployment } => {
+            let change = DeploymentChange::Start;
+            return super::tasks::change_deployment(&args.state, deployment, change);
+        }
+        DirectorCommand::DeleteDeployment { deployment } => {
+            let change = DeploymentChange::Delete;
+            return super::tasks::change_deployment(&args.state, deployment, change);
         }
         _ => {}
     }
@@ -348,7 +373,11 @@ pub fn director(args: &DirectorArgs) -> Result<u8, CliError> {
                 text.push_str("(*) currently deployed\n");
                 Ok(text)
             }
-            DirectorCommand::UploadRelease(_) | DirectorCommand::DeleteRelease { .. } => {
+            DirectorCommand::UploadRelease(_)
+            | DirectorCommand::DeleteRelease { .. }
+            | DirectorCommand::Stop { .. }
+            | DirectorCommand::Start { .. }
+            | DirectorCommand::DeleteDeployment { .. } => {
                 unreachable!("handled before the fleet is opened to look")
             }
             DirectorCommand::Task { id } => {

@@ -4,9 +4,9 @@
 
 mod error;
 mod listing;
-mod releases;
 mod run;
 mod serve;
+mod tasks;
 mod wiring;
 
 pub use error::CliError;

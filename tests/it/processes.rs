@@ -142,4 +142,27 @@ fn the_kv_fleet_rolls_to_a_new_release_on_processes_and_a_killed_run_converges()
     for pid in pids(&w) {
         assert!(!alive(pid), "process {pid} outlived its run");
     }
+
+    // `stop --hard` and `delete-deployment` take the instances' VMs, and no process.
+    let director = |args: &[&str]| {
+        let output = Process::new(env!("CARGO_BIN_EXE_fleet-updater"))
+            .env_remove("FLEET_UPDATER_CONFIG")
+            .args(["director", "-c"])
+            .arg(&config)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    };
+    assert!(director(&["stop", "service-instance_kv-01", "--hard"]).contains(" done: "));
+    assert!(director(&["delete-deployment", "service-instance_kv-02"]).contains(" done: "));
+    assert_eq!(vms(&w).len(), 2, "kv-03's two VMs are left");
+    for pid in pids(&w) {
+        assert!(!alive(pid), "process {pid} outlived its command");
+    }
 }

@@ -22,12 +22,14 @@ use serde::{Deserialize, Serialize};
 
 use super::compile::{self, CompileRequest};
 use super::jobs;
-use super::lifecycle::{Lifecycle, StopReason};
+use super::lifecycle::{Lifecycle, LifecycleError, StopReason};
 use super::place::{self, JobToPlace, PackageToPlace};
 use super::render;
 use super::sandbox::Sandbox;
+use super::script::ScriptRun;
 use super::signal;
 use super::supervisor::{ProcessState, Supervisor, Timings};
+use fleet_director::trace::{self, Channel};
 
 /// What the cloud keeps of a VM on its disk, to find it again after a restart.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -382,6 +384,26 @@ fn end_leftovers(sandbox: &Sandbox) {
     }
 }
 
+/// Puts every script run of a lifecycle step in the task's debug log: which script, how
+/// it ended, the tail of its output.
+fn log_runs(agent_id: &str, outcome: &Result<Vec<ScriptRun>, LifecycleError>) {
+    let runs: &[ScriptRun] = match outcome {
+        Ok(runs) => runs,
+        Err(LifecycleError::Script { runs, .. }) => runs,
+        Err(_) => &[],
+    };
+    for run in runs {
+        trace::note(Channel::Debug, || {
+            let tail = if run.tail.is_empty() {
+                String::new()
+            } else {
+                format!(", output ends: {}", run.tail.replace('\n', " | "))
+            };
+            format!("agent {agent_id}: {}{tail}", run.describe())
+        });
+    }
+}
+
 fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(to)?;
     for entry in std::fs::read_dir(from)? {
@@ -587,9 +609,9 @@ impl Agent for ProcessCloud {
             jobs: &running.jobs,
             supervisor,
         };
-        lifecycle
-            .drain(StopReason::Update)
-            .await
+        let outcome = lifecycle.drain(StopReason::Update).await;
+        log_runs(agent_id, &outcome);
+        outcome
             .map(|_| 0)
             .map_err(|e| Self::failed(agent_id, "drain", e))
     }
@@ -606,6 +628,7 @@ impl Agent for ProcessCloud {
             supervisor: &supervisor,
         };
         let halted = lifecycle.halt().await;
+        log_runs(agent_id, &halted);
         running.started = false;
         vm.remember(|f| f.started = false)
             .map_err(|e| Self::failed(agent_id, "stop", e))?;
@@ -688,6 +711,7 @@ impl Agent for ProcessCloud {
             supervisor: &supervisor,
         };
         let started = lifecycle.start(disk.as_deref()).await;
+        log_runs(agent_id, &started);
         running.started = started.is_ok();
         let ok = started.is_ok();
         vm.remember(|f| f.started = ok)
@@ -746,7 +770,7 @@ impl Agent for ProcessCloud {
             let bytes = self.compiled(&key, &stemcell).await.map_err(failed)?;
             compiled_dependencies.push((dep_name.to_string(), bytes));
         }
-        let (compiled, _run) = compile::compile(
+        let outcome = compile::compile(
             &vm.sandbox,
             CompileRequest {
                 name,
@@ -755,8 +779,13 @@ impl Agent for ProcessCloud {
                 dependencies: compiled_dependencies,
             },
         )
-        .await
-        .map_err(|e| failed(e.to_string()))?;
+        .await;
+        let logged = match &outcome {
+            Ok((_, run)) | Err(compile::CompileError::Packaging { run }) => Ok(vec![run.clone()]),
+            Err(_) => Ok(Vec::new()),
+        };
+        log_runs(agent_id, &logged);
+        let (compiled, _) = outcome.map_err(|e| failed(e.to_string()))?;
         let blob = fleet_release::sha1_hex(&compiled);
         self.store
             .run(|s| s.put_blob(&blob, &compiled))
@@ -785,9 +814,9 @@ impl Agent for ProcessCloud {
             jobs: &running.jobs,
             supervisor,
         };
-        lifecycle
-            .post_deploy()
-            .await
+        let outcome = lifecycle.post_deploy().await;
+        log_runs(agent_id, &outcome);
+        outcome
             .map(|_| ())
             .map_err(|e| Self::failed(agent_id, "run_script", e))
     }

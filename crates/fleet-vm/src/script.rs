@@ -53,7 +53,13 @@ impl ScriptRun {
             (Some(code), _) => format!("exited {code}"),
             (None, _) => "was killed by a signal".to_string(),
         };
-        format!("{} of job {} {how}", self.name, self.job)
+        // A package's packaging script runs under the package's name.
+        let owner = if self.name == "packaging" {
+            "package"
+        } else {
+            "job"
+        };
+        format!("{} of {owner} {} {how}", self.name, self.job)
     }
 }
 

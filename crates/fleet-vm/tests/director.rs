@@ -217,6 +217,26 @@ async fn a_release_compiles_runs_and_goes_through_the_lifecycle_in_order() {
     for i in 0..2 {
         assert!(position(&lines, &format!("greeter/{i}:post-deploy")) > last_post_start);
     }
+    // Each script's exit reaches the task's debug log, and so does the compile.
+    let debug: Vec<String> = f
+        .director
+        .trace(task.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|l| l.text)
+        .collect();
+    for expected in [
+        "packaging of package greeter-bin exited 0",
+        "pre-start of job greeter exited 0",
+        "post-start of job greeter exited 0",
+        "post-deploy of job greeter exited 0",
+    ] {
+        assert!(
+            debug.iter().any(|l| l.contains(expected)),
+            "{expected} in {debug:#?}"
+        );
+    }
     let pids = f.cloud.pids().await;
     assert_eq!(pids.len(), 2);
     assert!(pids.iter().all(|p| alive(*p)));
@@ -287,4 +307,36 @@ async fn a_failing_pre_start_fails_the_canary_and_stops_the_rollout() {
     let lines = f.lines();
     assert_eq!(lines, ["greeter/0:pre-start"], "the canary alone tried");
     f.cloud.halt().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failing_packaging_script_fails_the_deploy_with_its_output() {
+    let f = fixture().await;
+    let broken = ReleaseBuilder::new("greeter", "1")
+        .job(
+            "greeter",
+            vec![
+                file("job.MF", "name: greeter\npackages: [greeter-bin]\n"),
+                file("monit", ""),
+            ],
+        )
+        .package(
+            "greeter-bin",
+            &[],
+            vec![file(
+                "packaging",
+                "echo compiling\necho 'error: no such header' >&2\nexit 2\n",
+            )],
+        )
+        .build();
+    f.upload(&broken).await;
+    let task = f.deploy("1").await;
+    assert_eq!(task.state, TaskState::Error);
+    let result = task.result.unwrap_or_default();
+    assert!(
+        result.contains("packaging of package greeter-bin exited 2")
+            && result.contains("error: no such header"),
+        "{result}"
+    );
+    assert!(f.cloud.pids().await.is_empty());
 }

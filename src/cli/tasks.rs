@@ -1,5 +1,6 @@
-//! `director upload-release` and `director delete-release`: the embedded director's
-//! release tasks from the command line, with the fleet opened to change it.
+//! The embedded director's tasks from the command line, with the fleet opened to change
+//! it: `upload-release`, `delete-release`, and `stop`, `start` and `delete-deployment` of
+//! a deployment.
 
 use std::path::PathBuf;
 
@@ -50,6 +51,36 @@ pub fn delete(state: &StateArgs, release: &str) -> Result<u8, CliError> {
         let fleet = open_fleet(&config, Access::SERVE).await?;
         let director = fleet.director();
         let ended = match director.delete_release(name, version).await {
+            Ok(task) => director.wait(task.id).await,
+            Err(e) => Err(e),
+        };
+        fleet.close().await;
+        Ok(report(ended?))
+    })
+}
+
+/// What to do to a deployment.
+pub enum DeploymentChange {
+    Stop { hard: bool },
+    Start,
+    Delete,
+}
+
+pub fn change_deployment(
+    state: &StateArgs,
+    deployment: &str,
+    change: DeploymentChange,
+) -> Result<u8, CliError> {
+    let config = settings_of(state)?;
+    runtime()?.block_on(async {
+        let fleet = open_fleet(&config, Access::SERVE).await?;
+        let director = fleet.director();
+        let started = match change {
+            DeploymentChange::Stop { hard } => director.stop(deployment, hard).await,
+            DeploymentChange::Start => director.start(deployment).await,
+            DeploymentChange::Delete => director.delete(deployment).await,
+        };
+        let ended = match started {
             Ok(task) => director.wait(task.id).await,
             Err(e) => Err(e),
         };
