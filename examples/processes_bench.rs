@@ -21,7 +21,7 @@ use fleet_updater::director::sim::{Latency, SimulatedCloud, SimulationSettings};
 use fleet_updater::director::{DeployOptions, Director, DirectorSettings};
 use fleet_updater::release::{build_from_source, from_tarball};
 use fleet_updater::store::{SqliteStore, Store};
-use fleet_updater::vm::cloud::ProcessCloud;
+use fleet_updater::vm::cloud::{ProcessCloud, Supervision};
 use fleet_updater::vm::supervisor::Timings;
 
 const INSTANCES: u32 = 20;
@@ -89,6 +89,7 @@ async fn main() {
             &dir.path().join("iaas"),
             store.clone().into(),
             Timings::default(),
+            Supervision::InProcess,
         )
         .unwrap(),
     );

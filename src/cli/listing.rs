@@ -105,6 +105,9 @@ pub(crate) async fn open_fleet(config: &Config, access: Access) -> Result<Embedd
     };
     let mut definition = Definition::parse_in(&text, &dir)
         .map_err(|source| CliError::FleetDefinition { shown, source })?;
+    // Real processes are supervised by a process per VM, this program: they outlive the
+    // command that started them.
+    definition.supervisor = std::env::current_exe().ok();
     definition
         .simulation
         .faults

@@ -57,6 +57,12 @@ enum Command {
     /// Serve the embedded fleet's director API (as a BOSH director) and broker API over
     /// HTTPS.
     Serve(serve::ServeArgs),
+    /// A VM's supervisor process (started by the fleet, one per VM of `iaas: processes`).
+    #[command(hide = true)]
+    VmSupervisor {
+        /// The VM's directory.
+        dir: PathBuf,
+    },
 }
 
 #[derive(clap::Args)]
@@ -161,6 +167,13 @@ pub fn run() -> Result<ExitCode, CliError> {
         Command::Fleet(args) => listing::fleet(&args)?,
         Command::Director(args) => listing::director(&args)?,
         Command::Serve(args) => serve::serve(&args)?,
+        Command::VmSupervisor { dir } => {
+            let timings = fleet_updater::vm::supervisor::Timings::default();
+            runtime()?
+                .block_on(fleet_updater::vm::daemon::serve(&dir, timings))
+                .map_err(|e| CliError::Show(format!("vm-supervisor {}: {e}", dir.display())))?;
+            DONE
+        }
     };
     Ok(ExitCode::from(code))
 }

@@ -71,12 +71,45 @@ fn lifecycle(vm: &Path) -> Vec<String> {
         .collect()
 }
 
+/// The VMs' supervisor pids.
+fn supervisors(w: &Workspace) -> Vec<u32> {
+    vms(w)
+        .iter()
+        .filter_map(|vm| std::fs::read_to_string(vm.join("sys/run/supervisor.pid")).ok())
+        .filter_map(|t| t.trim().parse().ok())
+        .collect()
+}
+
+/// Ends whatever the test leaves running, also when it fails.
+struct Cleanup<'a>(&'a Workspace);
+
+impl Drop for Cleanup<'_> {
+    fn drop(&mut self) {
+        for pid in supervisors(self.0).into_iter().chain(pids(self.0)) {
+            let _ = Process::new("kill").args(["-9", &pid.to_string()]).status();
+        }
+    }
+}
+
+/// What an instance's server answers to `GET /`.
+fn hello(vm: &Path) -> String {
+    use std::io::{Read, Write};
+    let address = std::fs::read_to_string(vm.join("sys/run/kv/address")).unwrap();
+    let mut stream = std::net::TcpStream::connect(address.trim()).unwrap();
+    stream.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    answer.lines().last().unwrap_or_default().to_string()
+}
+
 #[test]
 fn the_kv_fleet_rolls_to_a_new_release_on_processes_and_a_killed_run_converges() {
     let w = Workspace::new();
+    let _cleanup = Cleanup(&w);
     let config = config(&w);
 
-    // A run killed while it updates the canary.
+    // A run killed while it updates the canary: the VMs' supervisors keep their
+    // processes running.
     let mut first = run(&w, &config).spawn().unwrap();
     let mut waited = Duration::ZERO;
     while !vms(&w)
@@ -89,13 +122,9 @@ fn the_kv_fleet_rolls_to_a_new_release_on_processes_and_a_killed_run_converges()
     }
     first.kill().unwrap();
     first.wait().unwrap();
-    let left = pids(&w);
-    assert!(
-        left.iter().any(|p| alive(*p)),
-        "the killed run left its processes: {left:?}"
-    );
+    assert!(supervisors(&w).iter().all(|p| alive(*p)));
 
-    // The next run ends them, brings the VMs back and finishes the rollout.
+    // The next run finishes the rollout.
     let status = run(&w, &config).status().unwrap();
     assert_eq!(status.code(), Some(0));
     let report: Value = json(&w.path("report.json"));
@@ -106,18 +135,19 @@ fn the_kv_fleet_rolls_to_a_new_release_on_processes_and_a_killed_run_converges()
         .filter(|i| i["outcome"] == "updated")
         .count();
     assert!(updated >= 2, "{report}");
-    for pid in &left {
-        assert!(
-            !alive(*pid),
-            "process {pid} of the killed run is still there"
-        );
-    }
-    // Every process ended with the run; each VM ran kv/2 in the lifecycle's order.
-    for pid in pids(&w) {
-        assert!(!alive(pid), "process {pid} outlived its run");
-    }
+
+    // The fleet runs on after the run: every VM's server on kv/2, each supervised, every
+    // VM through the lifecycle in order; no server runs that no pidfile names.
     assert_eq!(vms(&w).len(), 6, "three instances of two VMs");
+    let running = pids(&w);
+    assert!(running.iter().all(|p| alive(*p)), "{running:?}");
+    assert!(supervisors(&w).iter().all(|p| alive(*p)));
     for vm in vms(&w) {
+        assert!(
+            hello(&vm).starts_with("kv 2 service-instance_kv-"),
+            "{}",
+            hello(&vm)
+        );
         let steps = lifecycle(&vm);
         let last_start = steps.iter().rposition(|s| s == "pre-start").unwrap();
         let tail = &steps[last_start..];
@@ -130,20 +160,33 @@ fn the_kv_fleet_rolls_to_a_new_release_on_processes_and_a_killed_run_converges()
             Some("post-deploy"),
             "{steps:?}"
         );
-        let version = std::fs::read_to_string(vm.join("packages/kv-server/release-version"));
-        assert_eq!(version.unwrap().trim(), "2");
+    }
+    let servers = Process::new("pgrep").args(["-x", "kv-server"]).output();
+    if let Ok(out) = servers {
+        let found: Vec<u32> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .filter(|p| alive(*p))
+            .filter(|p| {
+                std::fs::read_to_string(format!("/proc/{p}/cmdline"))
+                    .is_ok_and(|c| c.contains(&*w.path("state").to_string_lossy()))
+            })
+            .collect();
+        let mut expected = running.clone();
+        expected.sort();
+        let mut found = found;
+        found.sort();
+        assert_eq!(found, expected, "no server runs unsupervised");
     }
 
-    // Up to date now: the next run finds nothing, and leaves nothing running either.
+    // Up to date now: the next run finds nothing and touches no process.
     let status = run(&w, &config).status().unwrap();
     assert_eq!(status.code(), Some(0));
     let report: Value = json(&w.path("report.json"));
     assert_eq!(report["counts"]["selected"], 0, "{report}");
-    for pid in pids(&w) {
-        assert!(!alive(pid), "process {pid} outlived its run");
-    }
+    assert_eq!(pids(&w), running);
 
-    // `stop --hard` and `delete-deployment` take the instances' VMs, and no process.
+    // `stop --hard` and `delete-deployment` take the instances' VMs and their processes.
     let director = |args: &[&str]| {
         let output = Process::new(env!("CARGO_BIN_EXE_fleet-updater"))
             .env_remove("FLEET_UPDATER_CONFIG")
@@ -159,10 +202,14 @@ fn the_kv_fleet_rolls_to_a_new_release_on_processes_and_a_killed_run_converges()
         );
         String::from_utf8(output.stdout).unwrap()
     };
+    let everything: Vec<u32> = supervisors(&w).into_iter().chain(running).collect();
     assert!(director(&["stop", "service-instance_kv-01", "--hard"]).contains(" done: "));
     assert!(director(&["delete-deployment", "service-instance_kv-02"]).contains(" done: "));
     assert_eq!(vms(&w).len(), 2, "kv-03's two VMs are left");
-    for pid in pids(&w) {
-        assert!(!alive(pid), "process {pid} outlived its command");
+    assert!(director(&["delete-deployment", "service-instance_kv-03"]).contains(" done: "));
+    assert!(vms(&w).is_empty());
+    std::thread::sleep(Duration::from_millis(300));
+    for pid in everything {
+        assert!(!alive(pid), "process {pid} outlived its VM");
     }
 }

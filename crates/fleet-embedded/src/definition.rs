@@ -125,6 +125,10 @@ pub struct Definition {
     pub releases: Vec<Release>,
     /// Releases built from source and uploaded in BOSH's format; paths already resolved.
     pub release_sources: Vec<ReleaseSource>,
+    /// With `iaas: processes`, the program that runs a VM's supervisor process
+    /// (`fleet-updater vm-supervisor DIR`); without one, the process that opens the fleet
+    /// supervises the jobs itself, and they live while it does.
+    pub supervisor: Option<std::path::PathBuf>,
     pub stemcells: Vec<Stemcell>,
     pub cloud_config: Option<String>,
     pub catalog: Catalog,
@@ -251,6 +255,7 @@ impl Definition {
             simulation,
             releases: raw.releases,
             release_sources,
+            supervisor: None,
             stemcells: raw.stemcells,
             cloud_config: raw.cloud_config,
             catalog,

@@ -13,7 +13,7 @@ use fleet_director::model::{Task, TaskState};
 use fleet_director::sim::SimulatedCloud;
 use fleet_director::{Director, DirectorError, DirectorSettings, RecreateOptions};
 use fleet_store::{AsyncStore, Collection, Commits, SqliteStore, Store, StoreError, put};
-use fleet_vm::cloud::ProcessCloud;
+use fleet_vm::cloud::{ProcessCloud, Supervision};
 use fleet_vm::supervisor::Timings;
 
 #[derive(Debug, thiserror::Error)]
@@ -82,8 +82,9 @@ impl EmbeddedFleet {
         self.broker.director()
     }
 
-    /// Stops the jobs' processes, when they are real: they live while the command that
-    /// opened the fleet does. The next opening starts them again with their instances.
+    /// Stops the jobs' processes when this process supervises them (they cannot outlive
+    /// it); the next opening starts them again. VMs with their own supervisor process keep
+    /// running.
     pub async fn close(&self) {
         if let Some(processes) = &self.processes {
             processes.halt().await;
@@ -160,7 +161,13 @@ pub async fn open(
     let processes = match (definition.iaas, access) {
         (Iaas::Processes, Access::Exclusive(_)) => {
             let root = state_dir.join("iaas");
-            let opened = ProcessCloud::open(&root, store.clone(), Timings::default())
+            let supervision = match &definition.supervisor {
+                Some(program) => Supervision::Daemons {
+                    program: program.clone(),
+                },
+                None => Supervision::InProcess,
+            };
+            let opened = ProcessCloud::open(&root, store.clone(), Timings::default(), supervision)
                 .map_err(|source| FleetError::Iaas { path: root, source })?;
             // The VMs come back as after a reboot, before any task runs: the processes of
             // the instances that ran are started again, no lifecycle script runs.

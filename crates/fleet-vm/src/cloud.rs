@@ -4,10 +4,14 @@
 //! places from the director's store: release records and their archives, and the
 //! packages compiled for the VM's stemcell.
 //!
-//! Supervision runs in this process: a VM's processes live while the command that runs
-//! the fleet does, and [`ProcessCloud::halt`] stops them all. Processes a crashed
-//! predecessor left are found by their pidfiles when the cloud is opened and ended, so
-//! that nothing runs that no supervisor watches.
+//! Each VM's processes are supervised by the VM's own supervisor process
+//! ([`Supervision::Daemons`], [`crate::daemon`]), which outlives the command that started
+//! it as monit outlives a BOSH agent's restart: the fleet's processes run until their VMs
+//! are stopped or deleted. [`Supervision::InProcess`] supervises them inside this process
+//! instead (tests and benchmarks, which have no `fleet-updater` program to start): then
+//! they live while it does, [`ProcessCloud::halt`] stops them all, and processes a
+//! crashed predecessor left are ended by their pidfiles when the cloud is opened, so that
+//! nothing runs that no supervisor watches.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -21,6 +25,7 @@ use fleet_store::{AsyncStore, Collection};
 use serde::{Deserialize, Serialize};
 
 use super::compile::{self, CompileRequest};
+use super::daemon::{self, Daemon};
 use super::jobs;
 use super::lifecycle::{Lifecycle, LifecycleError, StopReason};
 use super::place::{self, JobToPlace, PackageToPlace};
@@ -28,7 +33,7 @@ use super::render;
 use super::sandbox::Sandbox;
 use super::script::ScriptRun;
 use super::signal;
-use super::supervisor::{ProcessState, Supervisor, Timings};
+use super::supervisor::{ProcessState, Processes, Supervisor, Timings};
 use fleet_director::trace::{self, Channel};
 
 /// What the cloud keeps of a VM on its disk, to find it again after a restart.
@@ -56,7 +61,7 @@ struct VmFacts {
 struct Running {
     applied: Option<InstanceSpec>,
     jobs: Vec<String>,
-    supervisor: Option<Arc<Supervisor>>,
+    supervisor: Option<Arc<dyn Processes>>,
     started: bool,
 }
 
@@ -84,8 +89,19 @@ impl Vm {
     }
 }
 
+/// Where a VM's processes are supervised.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Supervision {
+    /// In this process: the processes live while it does.
+    InProcess,
+    /// In a supervisor process per VM, `PROGRAM vm-supervisor VM_DIR`, which outlives
+    /// the command that started it.
+    Daemons { program: PathBuf },
+}
+
 pub struct ProcessCloud {
     root: PathBuf,
+    supervision: Supervision,
     store: AsyncStore,
     timings: Timings,
     /// By VM cid; agents are found by their id through `agents`.
@@ -111,7 +127,12 @@ impl ProcessCloud {
     ///
     /// # Errors
     /// When `root` cannot be made or read.
-    pub fn open(root: &Path, store: AsyncStore, timings: Timings) -> std::io::Result<Self> {
+    pub fn open(
+        root: &Path,
+        store: AsyncStore,
+        timings: Timings,
+        supervision: Supervision,
+    ) -> std::io::Result<Self> {
         // Scripts run elsewhere and disks are linked: every path must be absolute.
         let root = &std::path::absolute(root)?;
         for dir in ["vms", "disks", "snapshots"] {
@@ -119,6 +140,7 @@ impl ProcessCloud {
         }
         let cloud = ProcessCloud {
             root: root.to_path_buf(),
+            supervision,
             store,
             timings,
             vms: Mutex::new(HashMap::new()),
@@ -133,7 +155,10 @@ impl ProcessCloud {
                 continue;
             };
             let sandbox = Sandbox::create(&dir)?;
-            end_leftovers(&sandbox);
+            // A VM's own supervisor ends what it finds left when it starts again.
+            if cloud.supervision == Supervision::InProcess {
+                end_leftovers(&sandbox);
+            }
             cloud.insert(facts, sandbox);
         }
         Ok(cloud)
@@ -207,15 +232,28 @@ impl ProcessCloud {
             if running.supervisor.is_some() {
                 continue;
             }
-            let Ok(processes) = jobs::processes(&vm.sandbox, &facts.jobs) else {
-                tracing::warn!(vm = %facts.cid, "its jobs cannot be read; left stopped");
-                continue;
-            };
             if let Some(disk) = &facts.disk {
                 let _ = vm.sandbox.mount(&self.disk_dir(disk));
             }
-            let supervisor = Arc::new(Supervisor::new(vm.sandbox.clone(), processes, self.timings));
-            supervisor.start().await;
+            let supervisor: Arc<dyn Processes> = match &self.supervision {
+                Supervision::InProcess => {
+                    let Ok(processes) = jobs::processes(&vm.sandbox, &facts.jobs) else {
+                        tracing::warn!(vm = %facts.cid, "its jobs cannot be read; left stopped");
+                        continue;
+                    };
+                    let s = Supervisor::new(vm.sandbox.clone(), processes, self.timings);
+                    s.start().await;
+                    Arc::new(s)
+                }
+                Supervision::Daemons { program } => {
+                    let d = Daemon::new(vm.sandbox.root(), program);
+                    if let Err(e) = d.boot(&facts.jobs).await {
+                        tracing::warn!(vm = %facts.cid, error = %e, "its jobs were not started");
+                        continue;
+                    }
+                    Arc::new(d)
+                }
+            };
             running.supervisor = Some(supervisor);
             running.jobs = facts.jobs.clone();
             running.applied = Some(applied);
@@ -234,15 +272,21 @@ impl ProcessCloud {
             .collect();
         let mut pids = Vec::new();
         for vm in vms {
-            if let Some(s) = &vm.running.lock().await.supervisor {
-                pids.extend(s.statuses().iter().filter_map(|p| p.pid));
+            let supervisor = vm.running.lock().await.supervisor.clone();
+            if let Some(s) = supervisor {
+                let statuses = s.statuses().await.unwrap_or_default();
+                pids.extend(statuses.iter().filter_map(|p| p.pid));
             }
         }
         pids
     }
 
-    /// Stops every VM's processes, running no script: the fleet is going away.
+    /// Stops every VM's processes, running no script, when this process supervises them:
+    /// they cannot outlive it. VMs with their own supervisor keep theirs running.
     pub async fn halt(&self) {
+        if self.supervision != Supervision::InProcess {
+            return;
+        }
         let vms: Vec<Arc<Vm>> = self
             .vms
             .lock()
@@ -253,7 +297,7 @@ impl ProcessCloud {
         for vm in vms {
             let mut running = vm.running.lock().await;
             if let Some(s) = running.supervisor.take() {
-                s.stop().await;
+                let _ = s.stop().await;
             }
             running.started = false;
         }
@@ -361,7 +405,7 @@ impl ProcessCloud {
 
 /// Ends what a VM's processes left when the process supervising them went away: every
 /// pid in its pidfiles, with its process group.
-fn end_leftovers(sandbox: &Sandbox) {
+pub(crate) fn end_leftovers(sandbox: &Sandbox) {
     let mut pending = vec![sandbox.run_dir()];
     while let Some(dir) = pending.pop() {
         let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -372,6 +416,7 @@ fn end_leftovers(sandbox: &Sandbox) {
             if path.is_dir() {
                 pending.push(path);
             } else if path.extension().is_some_and(|e| e == "pid")
+                && !path.ends_with(daemon::PIDFILE)
                 && let Some(pid) = std::fs::read_to_string(&path)
                     .ok()
                     .and_then(|t| t.trim().parse::<u32>().ok())
@@ -452,7 +497,10 @@ impl Cpi for ProcessCloud {
             return Ok(());
         };
         if let Some(s) = vm.running.lock().await.supervisor.take() {
-            s.stop().await;
+            let _ = s.stop().await;
+        }
+        if let Supervision::Daemons { program } = &self.supervision {
+            Daemon::new(vm.sandbox.root(), program).exit().await;
         }
         let _ = vm.sandbox.unmount();
         let root = vm.sandbox.root().to_path_buf();
@@ -489,9 +537,9 @@ impl Cpi for ProcessCloud {
             let lifecycle = Lifecycle {
                 sandbox: &vm.sandbox,
                 jobs: &running.jobs,
-                supervisor: s,
+                supervisor: &**s,
             };
-            lifecycle.reboot().await;
+            lifecycle.reboot().await.map_err(cpi_error)?;
         }
         Ok(())
     }
@@ -545,11 +593,13 @@ impl Agent for ProcessCloud {
     async fn get_state(&self, agent_id: &str) -> Result<AgentState, AgentError> {
         let vm = self.agent(agent_id, "get_state")?;
         let running = vm.running.lock().await;
-        let statuses = running
-            .supervisor
-            .as_ref()
-            .map(|s| s.statuses())
-            .unwrap_or_default();
+        let statuses = match &running.supervisor {
+            Some(s) => s
+                .statuses()
+                .await
+                .map_err(|e| Self::failed(agent_id, "get_state", e))?,
+            None => Vec::new(),
+        };
         let job_state = if !running.started {
             JobState::Stopped
         } else if statuses.iter().all(|s| s.state == ProcessState::Running) {
@@ -607,7 +657,7 @@ impl Agent for ProcessCloud {
         let lifecycle = Lifecycle {
             sandbox: &vm.sandbox,
             jobs: &running.jobs,
-            supervisor,
+            supervisor: &**supervisor,
         };
         let outcome = lifecycle.drain(StopReason::Update).await;
         log_runs(agent_id, &outcome);
@@ -625,7 +675,7 @@ impl Agent for ProcessCloud {
         let lifecycle = Lifecycle {
             sandbox: &vm.sandbox,
             jobs: &running.jobs,
-            supervisor: &supervisor,
+            supervisor: &*supervisor,
         };
         let halted = lifecycle.halt().await;
         log_runs(agent_id, &halted);
@@ -645,7 +695,7 @@ impl Agent for ProcessCloud {
         let mut running = vm.running.lock().await;
         // What ran before is stopped before its files are replaced.
         if let Some(old) = running.supervisor.take() {
-            old.stop().await;
+            old.stop().await.map_err(failed)?;
         }
         let networks: BTreeMap<String, serde_json::Value> = facts
             .networks
@@ -681,12 +731,19 @@ impl Agent for ProcessCloud {
         place::place(&vm.sandbox, &instance, jobs_to_place, packages)
             .await
             .map_err(|e| failed(e.to_string()))?;
-        let processes = jobs::processes(&vm.sandbox, &names).map_err(|e| failed(e.to_string()))?;
-        running.supervisor = Some(Arc::new(Supervisor::new(
-            vm.sandbox.clone(),
-            processes,
-            self.timings,
-        )));
+        let supervisor: Arc<dyn Processes> = match &self.supervision {
+            Supervision::InProcess => {
+                let processes =
+                    jobs::processes(&vm.sandbox, &names).map_err(|e| failed(e.to_string()))?;
+                Arc::new(Supervisor::new(vm.sandbox.clone(), processes, self.timings))
+            }
+            Supervision::Daemons { program } => {
+                let d = Daemon::new(vm.sandbox.root(), program);
+                d.load(&names).await.map_err(failed)?;
+                Arc::new(d)
+            }
+        };
+        running.supervisor = Some(supervisor);
         running.jobs = names.clone();
         running.applied = Some(spec.clone());
         running.started = false;
@@ -708,7 +765,7 @@ impl Agent for ProcessCloud {
         let lifecycle = Lifecycle {
             sandbox: &vm.sandbox,
             jobs: &running.jobs,
-            supervisor: &supervisor,
+            supervisor: &*supervisor,
         };
         let started = lifecycle.start(disk.as_deref()).await;
         log_runs(agent_id, &started);
@@ -812,7 +869,7 @@ impl Agent for ProcessCloud {
         let lifecycle = Lifecycle {
             sandbox: &vm.sandbox,
             jobs: &running.jobs,
-            supervisor,
+            supervisor: &**supervisor,
         };
         let outcome = lifecycle.post_deploy().await;
         log_runs(agent_id, &outcome);

@@ -5,6 +5,7 @@
 pub mod bpm;
 pub mod cloud;
 pub mod compile;
+pub mod daemon;
 pub mod drain;
 pub mod jobs;
 pub mod lifecycle;

@@ -14,7 +14,7 @@ use std::time::Duration;
 use super::drain::{self, DrainAnswer};
 use super::sandbox::Sandbox;
 use super::script::{self, Script, ScriptRun};
-use super::supervisor::Supervisor;
+use super::supervisor::Processes;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LifecycleError {
@@ -28,6 +28,9 @@ pub enum LifecycleError {
     Drain { job: String, message: String },
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// The VM's supervision could not be reached or did not do what it was asked.
+    #[error("supervision: {0}")]
+    Supervision(String),
 }
 
 /// Why a stop is made: drain scripts are told.
@@ -43,7 +46,7 @@ pub enum StopReason {
 pub struct Lifecycle<'a> {
     pub sandbox: &'a Sandbox,
     pub jobs: &'a [String],
-    pub supervisor: &'a Supervisor,
+    pub supervisor: &'a dyn Processes,
 }
 
 impl Lifecycle<'_> {
@@ -55,7 +58,10 @@ impl Lifecycle<'_> {
             self.sandbox.mount(disk)?;
         }
         let mut runs = self.hooks("pre-start", &[]).await?;
-        self.supervisor.start().await;
+        self.supervisor
+            .start()
+            .await
+            .map_err(LifecycleError::Supervision)?;
         runs.extend(self.hooks("post-start", &[]).await?);
         Ok(runs)
     }
@@ -91,7 +97,10 @@ impl Lifecycle<'_> {
     /// # Errors
     /// A failing `pre-stop` or `drain`.
     pub async fn drain(&self, reason: StopReason) -> Result<Vec<ScriptRun>, LifecycleError> {
-        self.supervisor.unmonitor().await;
+        self.supervisor
+            .unmonitor()
+            .await
+            .map_err(LifecycleError::Supervision)?;
         let mut runs = self.hooks("pre-stop", &[]).await?;
         runs.extend(self.drains(reason).await?);
         Ok(runs)
@@ -103,15 +112,27 @@ impl Lifecycle<'_> {
     /// # Errors
     /// A failing `post-stop`.
     pub async fn halt(&self) -> Result<Vec<ScriptRun>, LifecycleError> {
-        self.supervisor.stop().await;
+        self.supervisor
+            .stop()
+            .await
+            .map_err(LifecycleError::Supervision)?;
         self.hooks("post-stop", &[]).await
     }
 
     /// Processes back as they were after a reboot of the VM: monit starts them, no hook
     /// runs.
-    pub async fn reboot(&self) {
-        self.supervisor.stop().await;
-        self.supervisor.start().await;
+    ///
+    /// # Errors
+    /// When the VM's supervision cannot be reached.
+    pub async fn reboot(&self) -> Result<(), LifecycleError> {
+        self.supervisor
+            .stop()
+            .await
+            .map_err(LifecycleError::Supervision)?;
+        self.supervisor
+            .start()
+            .await
+            .map_err(LifecycleError::Supervision)
     }
 
     fn script(&self, job: &str, name: &str, args: &[&str]) -> Option<Script> {

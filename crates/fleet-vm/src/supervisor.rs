@@ -71,7 +71,8 @@ pub struct ProcessDef {
 }
 
 /// A process as the agent reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ProcessState {
     Running,
     /// Not running while it should: starting again after a failure.
@@ -90,7 +91,7 @@ impl ProcessState {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ProcessStatus {
     pub job: String,
     pub name: String,
@@ -121,6 +122,41 @@ struct Supervised {
 impl Supervised {
     fn current(&self) -> std::sync::MutexGuard<'_, Current> {
         self.current.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// What the lifecycle asks of a VM's supervision, wherever it runs: in this process
+/// ([`Supervisor`]) or in the VM's own supervisor process ([`crate::daemon::Daemon`]).
+#[async_trait::async_trait]
+pub trait Processes: Send + Sync {
+    /// Starts every process and monitors them.
+    async fn start(&self) -> Result<(), String>;
+    /// Stops monitoring, leaving the processes as they are.
+    async fn unmonitor(&self) -> Result<(), String>;
+    /// Stops every process; nothing of them is left.
+    async fn stop(&self) -> Result<(), String>;
+    async fn statuses(&self) -> Result<Vec<ProcessStatus>, String>;
+}
+
+#[async_trait::async_trait]
+impl Processes for Supervisor {
+    async fn start(&self) -> Result<(), String> {
+        Supervisor::start(self).await;
+        Ok(())
+    }
+
+    async fn unmonitor(&self) -> Result<(), String> {
+        Supervisor::unmonitor(self).await;
+        Ok(())
+    }
+
+    async fn stop(&self) -> Result<(), String> {
+        Supervisor::stop(self).await;
+        Ok(())
+    }
+
+    async fn statuses(&self) -> Result<Vec<ProcessStatus>, String> {
+        Ok(Supervisor::statuses(self))
     }
 }
 

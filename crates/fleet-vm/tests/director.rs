@@ -12,7 +12,7 @@ use fleet_director::model::{Stemcell, TaskState};
 use fleet_director::{DeployOptions, Director, DirectorSettings};
 use fleet_release::{File, ReleaseBuilder, from_tarball};
 use fleet_store::SqliteStore;
-use fleet_vm::cloud::ProcessCloud;
+use fleet_vm::cloud::{ProcessCloud, Supervision};
 use fleet_vm::supervisor::Timings;
 
 fn file(path: &str, text: &str) -> File {
@@ -126,7 +126,13 @@ async fn fixture() -> Fixture {
         ..Timings::default()
     };
     let cloud = Arc::new(
-        ProcessCloud::open(&dir.path().join("iaas"), store.clone().into(), timings).unwrap(),
+        ProcessCloud::open(
+            &dir.path().join("iaas"),
+            store.clone().into(),
+            timings,
+            Supervision::InProcess,
+        )
+        .unwrap(),
     );
     let director = Director::new(
         store,

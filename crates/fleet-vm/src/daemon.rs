@@ -1,0 +1,314 @@
+//! A VM's own supervisor process, as monit is a VM's: it runs a [`Supervisor`] for the
+//! jobs placed on the VM, outlives the `fleet-updater` command that started it, and
+//! answers the agent over a Unix socket in the VM's directory
+//! (`sys/run/supervisor.sock`), one JSON request and answer per connection. It ends when
+//! the agent tells it to (the VM is deleted), stopping its processes, or when its VM's
+//! directory is gone. Started again after it died (the machine rebooted), it first ends
+//! whatever its processes' pidfiles still name, then starts them afresh.
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+
+use super::jobs;
+use super::sandbox::Sandbox;
+use super::supervisor::{ProcessStatus, Processes, Supervisor, Timings};
+
+pub const SOCKET: &str = "sys/run/supervisor.sock";
+pub const PIDFILE: &str = "sys/run/supervisor.pid";
+
+/// How often an idle supervisor looks whether its VM still exists.
+const VM_CHECK: Duration = Duration::from_secs(5);
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+enum Request {
+    /// Supervise these placed jobs from now on; what ran before is stopped.
+    Load {
+        jobs: Vec<String>,
+    },
+    /// After the supervisor process (re)started: load and start the jobs unless it
+    /// supervises them already.
+    Boot {
+        jobs: Vec<String>,
+    },
+    Start,
+    Unmonitor,
+    Stop,
+    Status,
+    /// Stop every process and end.
+    Exit,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Answer {
+    error: Option<String>,
+    statuses: Vec<ProcessStatus>,
+}
+
+/// The supervisor process: serves requests until told to end or its VM is gone.
+///
+/// # Errors
+/// When its socket cannot be bound.
+pub async fn serve(root: &Path, timings: Timings) -> std::io::Result<()> {
+    let sandbox = Sandbox::create(root)?;
+    super::cloud::end_leftovers(&sandbox);
+    let socket = root.join(SOCKET);
+    let _ = std::fs::remove_file(&socket);
+    let listener = UnixListener::bind(&socket)?;
+    std::fs::write(root.join(PIDFILE), std::process::id().to_string())?;
+    let mut supervisor: Option<Supervisor> = None;
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(_) => continue,
+            },
+            _ = tokio::time::sleep(VM_CHECK) => {
+                if !root.join("vm.json").exists() {
+                    if let Some(s) = supervisor.take() {
+                        s.stop().await;
+                    }
+                    return Ok(());
+                }
+                continue;
+            }
+        };
+        let (read, mut write) = stream.into_split();
+        let mut line = String::new();
+        if BufReader::new(read).read_line(&mut line).await.is_err() {
+            continue;
+        }
+        let (answer, exit) = match serde_json::from_str::<Request>(&line) {
+            Ok(request) => handle(request, &sandbox, timings, &mut supervisor).await,
+            Err(e) => (
+                Answer {
+                    error: Some(format!("unreadable request: {e}")),
+                    ..Answer::default()
+                },
+                false,
+            ),
+        };
+        let mut text = serde_json::to_string(&answer).unwrap_or_default();
+        text.push('\n');
+        let _ = write.write_all(text.as_bytes()).await;
+        let _ = write.shutdown().await;
+        if exit {
+            let _ = std::fs::remove_file(&socket);
+            let _ = std::fs::remove_file(root.join(PIDFILE));
+            return Ok(());
+        }
+    }
+}
+
+async fn handle(
+    request: Request,
+    sandbox: &Sandbox,
+    timings: Timings,
+    supervisor: &mut Option<Supervisor>,
+) -> (Answer, bool) {
+    let mut answer = Answer::default();
+    let load = |jobs: &[String]| {
+        jobs::processes(sandbox, jobs)
+            .map(|processes| Supervisor::new(sandbox.clone(), processes, timings))
+            .map_err(|e| e.to_string())
+    };
+    match request {
+        Request::Load { jobs } => {
+            if let Some(old) = supervisor.take() {
+                old.stop().await;
+            }
+            match load(&jobs) {
+                Ok(s) => *supervisor = Some(s),
+                Err(e) => answer.error = Some(e),
+            }
+        }
+        Request::Boot { jobs } => {
+            if supervisor.is_none() {
+                match load(&jobs) {
+                    Ok(s) => {
+                        s.start().await;
+                        *supervisor = Some(s);
+                    }
+                    Err(e) => answer.error = Some(e),
+                }
+            }
+        }
+        Request::Start => match supervisor.as_ref() {
+            Some(s) => s.start().await,
+            None => answer.error = Some("no jobs are loaded".into()),
+        },
+        Request::Unmonitor => {
+            if let Some(s) = supervisor.as_ref() {
+                s.unmonitor().await;
+            }
+        }
+        Request::Stop => {
+            if let Some(s) = supervisor.as_ref() {
+                s.stop().await;
+            }
+        }
+        Request::Status => {}
+        Request::Exit => {
+            if let Some(s) = supervisor.take() {
+                s.stop().await;
+            }
+            return (answer, true);
+        }
+    }
+    if let Some(s) = supervisor.as_ref() {
+        answer.statuses = s.statuses();
+    }
+    if let Some(e) = &answer.error {
+        answer.statuses.clear();
+        tracing::warn!(error = %e, "supervisor request failed");
+    }
+    (answer, false)
+}
+
+/// The agent's handle on a VM's supervisor process; it starts the process when it is
+/// not running.
+#[derive(Debug, Clone)]
+pub struct Daemon {
+    root: PathBuf,
+    program: PathBuf,
+}
+
+impl Daemon {
+    /// `program` is run as `program vm-supervisor ROOT`.
+    pub fn new(root: &Path, program: &Path) -> Self {
+        Daemon {
+            root: root.to_path_buf(),
+            program: program.to_path_buf(),
+        }
+    }
+
+    /// Whether the supervisor process answers.
+    pub async fn running(&self) -> bool {
+        UnixStream::connect(self.root.join(SOCKET)).await.is_ok()
+    }
+
+    /// Starts the supervisor process, detached: it is not this process's child, and it
+    /// has a process group of its own, so neither this process's end nor a Ctrl-C at its
+    /// terminal reaches it.
+    fn spawn(&self) -> Result<(), String> {
+        let log = self.root.join("sys/log/supervisor.log");
+        let status = std::process::Command::new("/bin/sh")
+            .args([
+                "-c",
+                "exec \"$0\" vm-supervisor \"$1\" </dev/null >>\"$2\" 2>&1 &",
+            ])
+            .arg(&self.program)
+            .arg(&self.root)
+            .arg(&log)
+            .stdin(Stdio::null())
+            .process_group(0)
+            .status()
+            .map_err(|e| format!("cannot start the VM's supervisor: {e}"))?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(format!("cannot start the VM's supervisor: sh {status}"))
+        }
+    }
+
+    async fn request(&self, request: &Request, spawn: bool) -> Result<Answer, String> {
+        let socket = self.root.join(SOCKET);
+        let mut stream = match UnixStream::connect(&socket).await {
+            Ok(stream) => stream,
+            Err(_) if spawn => {
+                self.spawn()?;
+                let mut waited = Duration::ZERO;
+                loop {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    waited += Duration::from_millis(20);
+                    match UnixStream::connect(&socket).await {
+                        Ok(stream) => break stream,
+                        Err(e) if waited >= Duration::from_secs(10) => {
+                            return Err(format!(
+                                "the VM's supervisor did not start in 10 s ({e}); see {}",
+                                self.root.join("sys/log/supervisor.log").display()
+                            ));
+                        }
+                        Err(_) => {}
+                    }
+                }
+            }
+            Err(e) => return Err(format!("the VM's supervisor is not running: {e}")),
+        };
+        let mut text = serde_json::to_string(request).map_err(|e| e.to_string())?;
+        text.push('\n');
+        stream
+            .write_all(text.as_bytes())
+            .await
+            .map_err(|e| format!("cannot reach the VM's supervisor: {e}"))?;
+        let mut line = String::new();
+        BufReader::new(stream)
+            .read_line(&mut line)
+            .await
+            .map_err(|e| format!("the VM's supervisor did not answer: {e}"))?;
+        let answer: Answer = serde_json::from_str(&line)
+            .map_err(|e| format!("the VM's supervisor answered `{}`: {e}", line.trim()))?;
+        match answer.error {
+            Some(e) => Err(e),
+            None => Ok(answer),
+        }
+    }
+
+    /// Supervise the jobs now placed; what ran before is stopped.
+    ///
+    /// # Errors
+    /// When the supervisor cannot be started or reached, or the jobs' files are wrong.
+    pub async fn load(&self, jobs: &[String]) -> Result<(), String> {
+        let jobs = jobs.to_vec();
+        self.request(&Request::Load { jobs }, true)
+            .await
+            .map(|_| ())
+    }
+
+    /// Brings the jobs back after the supervisor process died, as a reboot would: no
+    /// effect while it runs and supervises them.
+    ///
+    /// # Errors
+    /// As [`Daemon::load`].
+    pub async fn boot(&self, jobs: &[String]) -> Result<(), String> {
+        let jobs = jobs.to_vec();
+        self.request(&Request::Boot { jobs }, true)
+            .await
+            .map(|_| ())
+    }
+
+    /// Stops every process and ends the supervisor, when it runs.
+    pub async fn exit(&self) {
+        let _ = self.request(&Request::Exit, false).await;
+    }
+}
+
+#[async_trait::async_trait]
+impl Processes for Daemon {
+    async fn start(&self) -> Result<(), String> {
+        self.request(&Request::Start, true).await.map(|_| ())
+    }
+
+    async fn unmonitor(&self) -> Result<(), String> {
+        self.request(&Request::Unmonitor, true).await.map(|_| ())
+    }
+
+    async fn stop(&self) -> Result<(), String> {
+        self.request(&Request::Stop, true).await.map(|_| ())
+    }
+
+    async fn statuses(&self) -> Result<Vec<ProcessStatus>, String> {
+        // A supervisor that is not running supervises nothing: asking starts none.
+        match self.request(&Request::Status, false).await {
+            Ok(answer) => Ok(answer.statuses),
+            Err(_) if !self.running().await => Ok(Vec::new()),
+            Err(e) => Err(e),
+        }
+    }
+}
