@@ -78,6 +78,9 @@ enum DirectorCommand {
     /// Deletes a deployment: its instances are drained and stopped, VMs deleted, disks
     /// orphaned.
     DeleteDeployment { deployment: String },
+    /// Reboots every VM of a deployment, as the IaaS would: processes start again, no
+    /// lifecycle script runs, the director is not asked.
+    Reboot { deployment: String },
 }
 
 /// Opens the embedded fleet the configuration names; with exclusive access it is
@@ -224,6 +227,9 @@ pub fn director(args: &DirectorArgs) -> Result<u8, CliError> {
         DirectorCommand::DeleteDeployment { deployment } => {
             let change = DeploymentChange::Delete;
             return super::tasks::change_deployment(&args.state, deployment, change);
+        }
+        DirectorCommand::Reboot { deployment } => {
+            return super::tasks::reboot(&args.state, deployment);
         }
         _ => {}
     }
@@ -380,7 +386,8 @@ pub fn director(args: &DirectorArgs) -> Result<u8, CliError> {
             | DirectorCommand::DeleteRelease { .. }
             | DirectorCommand::Stop { .. }
             | DirectorCommand::Start { .. }
-            | DirectorCommand::DeleteDeployment { .. } => {
+            | DirectorCommand::DeleteDeployment { .. }
+            | DirectorCommand::Reboot { .. } => {
                 unreachable!("handled before the fleet is opened to look")
             }
             DirectorCommand::Task { id } => {

@@ -89,6 +89,45 @@ pub fn change_deployment(
     })
 }
 
+/// Reboots every VM of `deployment` through the fleet's cloud.
+pub fn reboot(state: &StateArgs, deployment: &str) -> Result<u8, CliError> {
+    use fleet_updater::director::cpi::Cpi;
+    let config = settings_of(state)?;
+    runtime()?.block_on(async {
+        let fleet = open_fleet(&config, Access::SERVE).await?;
+        let cpi: &dyn Cpi = match &fleet.processes {
+            Some(p) => &**p,
+            None => &*fleet.cloud,
+        };
+        let mut rebooted = Vec::new();
+        let mut failed = None;
+        match fleet.director().instances(deployment).await {
+            Ok(instances) if !instances.is_empty() => {
+                for instance in instances {
+                    let Some(cid) = &instance.vm_cid else {
+                        continue;
+                    };
+                    match cpi.reboot_vm(cid).await {
+                        Ok(()) => rebooted.push(instance.name()),
+                        Err(e) => {
+                            failed = Some(format!("rebooting {}: {e}", instance.name()));
+                            break;
+                        }
+                    }
+                }
+            }
+            Ok(_) => failed = Some(format!("deployment `{deployment}` has no instances")),
+            Err(e) => failed = Some(e.to_string()),
+        }
+        fleet.close().await;
+        if let Some(e) = failed {
+            return Err(CliError::Show(e));
+        }
+        print_text(&format!("rebooted {}\n", rebooted.join(", ")));
+        Ok(DONE)
+    })
+}
+
 /// Prints how the task ended; its exit code.
 fn report(task: Task) -> u8 {
     let result = task.result.as_deref().unwrap_or("-");

@@ -202,7 +202,22 @@ fn the_kv_fleet_rolls_to_a_new_release_on_processes_and_a_killed_run_converges()
         );
         String::from_utf8(output.stdout).unwrap()
     };
-    let everything: Vec<u32> = supervisors(&w).into_iter().chain(running).collect();
+    // A reboot of kv-03's VMs: new processes, no lifecycle script.
+    let steps: Vec<usize> = vms(&w).iter().map(|vm| lifecycle(vm).len()).collect();
+    assert!(director(&["reboot", "service-instance_kv-03"]).starts_with("rebooted kv/"));
+    let rebooted = pids(&w);
+    assert_eq!(
+        rebooted.iter().filter(|p| !running.contains(p)).count(),
+        2,
+        "{rebooted:?}"
+    );
+    let after: Vec<usize> = vms(&w).iter().map(|vm| lifecycle(vm).len()).collect();
+    assert_eq!(steps, after, "no lifecycle script ran");
+    let everything: Vec<u32> = supervisors(&w)
+        .into_iter()
+        .chain(running)
+        .chain(rebooted)
+        .collect();
     assert!(director(&["stop", "service-instance_kv-01", "--hard"]).contains(" done: "));
     assert!(director(&["delete-deployment", "service-instance_kv-02"]).contains(" done: "));
     assert_eq!(vms(&w).len(), 2, "kv-03's two VMs are left");
