@@ -25,31 +25,12 @@
 
 require 'erb'
 require 'yaml'
+# The director's template semantics (p, if_p, properties, spec), shared with the
+# process-backed IaaS, which renders templates the same way.
+require_relative '../../crates/fleet-vm/src/render'
 
 module Render
   class UsageError < StandardError; end
-
-  # What `p` raises for a property that is neither set nor defaulted; BOSH's wording.
-  class UnknownProperty < StandardError
-    def initialize(names)
-      super("Can't find property '#{names.inspect}'")
-    end
-  end
-
-  # The value at a dotted name in nested hashes, or nil.
-  def self.lookup(hash, dotted)
-    dotted.split('.').reduce(hash) do |node, key|
-      return nil unless node.is_a?(Hash)
-
-      node[key]
-    end
-  end
-
-  def self.insert(hash, dotted, value)
-    keys = dotted.split('.')
-    parent = keys[0..-2].reduce(hash) { |node, key| node[key] ||= {} }
-    parent[keys.last] = value
-  end
 
   # Dotted names of the leaves of `hash` (a hash value is descended into).
   def self.leaves(hash, prefix = nil)
@@ -59,18 +40,6 @@ module Render
     end
   end
 
-  # The properties the template sees: each declared property from the manifest, else its
-  # default, as nested hashes.
-  def self.merge(declared, given)
-    merged = {}
-    declared.each do |name, definition|
-      value = lookup(given, name)
-      value = (definition || {})['default'] if value.nil?
-      insert(merged, name, value)
-    end
-    merged
-  end
-
   # Names in the properties file that no declared property covers.
   def self.undeclared(declared, given)
     leaves(given).reject do |leaf|
@@ -78,113 +47,13 @@ module Render
     end
   end
 
-  # Returned by `if_p` when a property is missing: `.else` runs its block.
-  class ActiveElse
-    def initialize(context)
-      @context = context
-    end
-
-    def else
-      yield
-    end
-
-    def else_if_p(*names, &block)
-      @context.if_p(*names, &block)
-    end
-  end
-
-  # Returned by `if_p` when its block ran: `.else` does nothing.
-  class InactiveElse
-    def else; end
-
-    def else_if_p(*_names)
-      self
-    end
-  end
-
-  # Read-only member access to a hash (`properties.service_broker.username`), as BOSH's
-  # OpenStruct view of the properties gives; an unknown member is nil.
-  class View
-    def initialize(hash)
-      @hash = hash.to_h { |key, value| [key.to_s, View.wrap(value)] }
-    end
-
-    def self.wrap(value)
-      case value
-      when Hash then View.new(value)
-      when Array then value.map { |item| wrap(item) }
-      else value
-      end
-    end
-
-    def [](key)
-      @hash[key.to_s]
-    end
-
-    def to_h
-      @hash
-    end
-
-    def method_missing(name, *args)
-      return super unless args.empty? && !name.to_s.end_with?('=')
-
-      @hash[name.to_s]
-    end
-
-    def respond_to_missing?(name, include_private = false)
-      @hash.key?(name.to_s) || super
-    end
-  end
-
-  # The object a template is evaluated against.
-  class Context
-    attr_reader :raw_properties, :properties, :spec, :name, :index
-
-    def initialize(job_name, merged)
-      @raw_properties = merged
-      @properties = View.wrap(merged)
-      @name = job_name
-      @index = 0
-      @spec = View.wrap(
-        'name' => job_name, 'index' => 0, 'id' => '00000000-0000-0000-0000-000000000000',
-        'az' => 'z1', 'deployment' => 'render-test', 'address' => '10.0.0.10',
-        'bootstrap' => true, 'properties' => merged
-      )
-    end
-
-    def p(*args)
-      names = Array(args[0])
-      names.each do |name|
-        value = Render.lookup(@raw_properties, name)
-        return value unless value.nil?
-      end
-      return args[1] if args.length == 2
-
-      raise UnknownProperty, names
-    end
-
-    def if_p(*names)
-      values = names.map do |name|
-        value = Render.lookup(@raw_properties, name)
-        return ActiveElse.new(self) if value.nil?
-
-        value
-      end
-      yield(*values)
-      InactiveElse.new
-    end
-
-    def link(name)
-      raise NotImplementedError, "render.rb does not emulate links (link '#{name}')"
-    end
-
-    def if_link(name)
-      raise NotImplementedError, "render.rb does not emulate links (if_link '#{name}')"
-    end
-
-    def evaluation_binding
-      binding
-    end
+  # A placeholder instance: the errand's templates read only its name and index.
+  def self.placeholder_spec(job_name)
+    {
+      'name' => job_name, 'index' => 0, 'id' => '00000000-0000-0000-0000-000000000000',
+      'az' => 'z1', 'deployment' => 'render-test', 'address' => '10.0.0.10', 'ip' => '10.0.0.10',
+      'networks' => {}, 'bootstrap' => true
+    }
   end
 
   def self.load_yaml(path, what)
@@ -228,7 +97,9 @@ module Render
     end
     erb = ERB.new(text, trim_mode: '-')
     erb.filename = template_file
-    rendered = erb.result(Context.new(job['name'], merge(declared, given)).evaluation_binding)
+    merged = FleetRender.merge(declared, given)
+    context = FleetRender::Context.new(job['name'], merged, placeholder_spec(job['name']))
+    rendered = erb.result(context.evaluation_binding)
 
     if output
       File.write(output, rendered)

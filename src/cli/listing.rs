@@ -78,9 +78,14 @@ enum DirectorCommand {
     /// Deletes a deployment: its instances are drained and stopped, VMs deleted, disks
     /// orphaned.
     DeleteDeployment { deployment: String },
-    /// Reboots every VM of a deployment, as the IaaS would: processes start again, no
-    /// lifecycle script runs, the director is not asked.
-    Reboot { deployment: String },
+    /// Restarts a deployment's jobs (stop and start, scripts run); with `--reboot`, reboots
+    /// its VMs as the IaaS would instead: processes start again, no lifecycle script runs,
+    /// the director is not asked.
+    Restart {
+        deployment: String,
+        #[arg(long)]
+        reboot: bool,
+    },
 }
 
 /// Opens the embedded fleet the configuration names; with exclusive access it is
@@ -228,8 +233,18 @@ pub fn director(args: &DirectorArgs) -> Result<u8, CliError> {
             let change = DeploymentChange::Delete;
             return super::tasks::change_deployment(&args.state, deployment, change);
         }
-        DirectorCommand::Reboot { deployment } => {
+        DirectorCommand::Restart {
+            deployment,
+            reboot: true,
+        } => {
             return super::tasks::reboot(&args.state, deployment);
+        }
+        DirectorCommand::Restart {
+            deployment,
+            reboot: false,
+        } => {
+            let change = DeploymentChange::Restart;
+            return super::tasks::change_deployment(&args.state, deployment, change);
         }
         _ => {}
     }
@@ -387,7 +402,7 @@ pub fn director(args: &DirectorArgs) -> Result<u8, CliError> {
             | DirectorCommand::Stop { .. }
             | DirectorCommand::Start { .. }
             | DirectorCommand::DeleteDeployment { .. }
-            | DirectorCommand::Reboot { .. } => {
+            | DirectorCommand::Restart { .. } => {
                 unreachable!("handled before the fleet is opened to look")
             }
             DirectorCommand::Task { id } => {

@@ -1,6 +1,6 @@
 //! The embedded director's tasks from the command line, with the fleet opened to change
-//! it: `upload-release`, `delete-release`, and `stop`, `start` and `delete-deployment` of
-//! a deployment.
+//! it: `upload-release`, `delete-release`, and `stop`, `start`, `restart [--reboot]` and
+//! `delete-deployment` of a deployment.
 
 use std::path::PathBuf;
 
@@ -63,6 +63,7 @@ pub fn delete(state: &StateArgs, release: &str) -> Result<u8, CliError> {
 pub enum DeploymentChange {
     Stop { hard: bool },
     Start,
+    Restart,
     Delete,
 }
 
@@ -78,6 +79,10 @@ pub fn change_deployment(
         let started = match change {
             DeploymentChange::Stop { hard } => director.stop(deployment, hard).await,
             DeploymentChange::Start => director.start(deployment).await,
+            DeploymentChange::Restart => {
+                let all = fleet_updater::director::Target::all();
+                director.restart(deployment, all, false).await
+            }
             DeploymentChange::Delete => director.delete(deployment).await,
         };
         let ended = match started {

@@ -204,7 +204,9 @@ fn the_kv_fleet_rolls_to_a_new_release_on_processes_and_a_killed_run_converges()
     };
     // A reboot of kv-03's VMs: new processes, no lifecycle script.
     let steps: Vec<usize> = vms(&w).iter().map(|vm| lifecycle(vm).len()).collect();
-    assert!(director(&["reboot", "service-instance_kv-03"]).starts_with("rebooted kv/"));
+    assert!(
+        director(&["restart", "service-instance_kv-03", "--reboot"]).starts_with("rebooted kv/")
+    );
     let rebooted = pids(&w);
     assert_eq!(
         rebooted.iter().filter(|p| !running.contains(p)).count(),

@@ -174,4 +174,5 @@ module FleetRender
   end
 end
 
-FleetRender.main
+# Run as `ruby -e SCRIPT` by the renderer; other scripts may require it for its classes.
+FleetRender.main if $PROGRAM_NAME == '-e'

@@ -29,11 +29,40 @@ int main(int argc, char **argv) {
 }
 "#;
 
-/// A hook script that records `INSTANCE:HOOK`; `fail` makes the canary's pre-start fail.
+/// A hook script of the greeter job that records `INSTANCE:HOOK`.
 fn hook(name: &str) -> String {
     format!(
         "#!/bin/sh\necho <%= spec.name %>/<%= spec.index %>:{name} >> <%= p('greeter.record') %>\n"
     )
+}
+
+/// The recorder job: no process, every lifecycle script, each recording
+/// `INSTANCE:recorder-HOOK`.
+fn recorder() -> Vec<File> {
+    let hooks = [
+        "pre-start",
+        "post-start",
+        "post-deploy",
+        "pre-stop",
+        "drain",
+        "post-stop",
+    ];
+    let mut spec = String::from("name: recorder\ntemplates:\n");
+    for h in hooks {
+        spec.push_str(&format!("  {h}.erb: bin/{h}\n"));
+    }
+    spec.push_str("properties:\n  recorder.record: {description: the file it records in}\n");
+    let mut files = vec![file("job.MF", &spec), file("monit", "")];
+    for h in hooks {
+        let mut script = format!(
+            "#!/bin/sh\necho <%= spec.name %>/<%= spec.index %>:recorder-{h} >> <%= p('recorder.record') %>\n"
+        );
+        if h == "drain" {
+            script.push_str("echo 0\n");
+        }
+        files.push(file(&format!("templates/{h}.erb"), &script));
+    }
+    files
 }
 
 fn release(pre_start_fails: bool) -> Vec<u8> {
@@ -73,6 +102,7 @@ fn release(pre_start_fails: bool) -> Vec<u8> {
     job.push(file("templates/pre-start.erb", &pre_start));
     ReleaseBuilder::new("greeter", if pre_start_fails { "2" } else { "1" })
         .job("greeter", job)
+        .job("recorder", recorder())
         .package(
             "greeter-bin",
             &[],
@@ -97,12 +127,14 @@ networks: [{{name: default, subnets: [{{range: 10.0.0.0/24, gateway: 10.0.0.1}}]
 instance_groups:
 - name: greeter
   instances: 2
-  jobs: [{{name: greeter, release: greeter, properties: {{greeter: {{record: {}}}}}}}]
+  jobs:
+  - {{name: greeter, release: greeter, properties: {{greeter: {{record: {record}}}}}}}
+  - {{name: recorder, release: greeter, properties: {{recorder: {{record: {record}}}}}}}
   vm_type: small
   stemcell: default
   networks: [{{name: default}}]
 ",
-        record.display()
+        record = record.display()
     )
 }
 
@@ -213,15 +245,26 @@ async fn a_release_compiles_runs_and_goes_through_the_lifecycle_in_order() {
     let lines = f.lines();
     for i in 0..2 {
         let at = |hook: &str| position(&lines, &format!("greeter/{i}:{hook}"));
-        assert!(at("pre-start") < at("post-start"), "{lines:?}");
+        // Both jobs' pre-starts before either's post-start.
+        for pre in ["pre-start", "recorder-pre-start"] {
+            for post in ["post-start", "recorder-post-start"] {
+                assert!(at(pre) < at(post), "{pre} before {post}: {lines:?}");
+            }
+        }
         // What the compiled program wrote once it ran, before its post-start finished
         // or after: it runs, under bpm.
         at("running");
     }
-    // post-deploy only once both instances started, on both.
-    let last_post_start = position(&lines, "greeter/1:post-start");
+    // post-deploy only once both instances started, on both, for both jobs.
+    let last_post_start = ["post-start", "recorder-post-start"]
+        .iter()
+        .map(|h| position(&lines, &format!("greeter/1:{h}")))
+        .max()
+        .unwrap();
     for i in 0..2 {
-        assert!(position(&lines, &format!("greeter/{i}:post-deploy")) > last_post_start);
+        for hook in ["post-deploy", "recorder-post-deploy"] {
+            assert!(position(&lines, &format!("greeter/{i}:{hook}")) > last_post_start);
+        }
     }
     // Each script's exit reaches the task's debug log, and so does the compile.
     let debug: Vec<String> = f
@@ -253,8 +296,13 @@ async fn a_release_compiles_runs_and_goes_through_the_lifecycle_in_order() {
     let lines = f.lines();
     for i in 0..2 {
         let at = |hook: &str| position(&lines, &format!("greeter/{i}:{hook}"));
-        assert!(at("pre-stop") < at("drain"), "{lines:?}");
-        assert!(at("drain") < at("post-stop"), "{lines:?}");
+        for (first, then) in [("pre-stop", "drain"), ("drain", "post-stop")] {
+            for a in [first.to_string(), format!("recorder-{first}")] {
+                for b in [then.to_string(), format!("recorder-{then}")] {
+                    assert!(at(&a) < at(&b), "{a} before {b}: {lines:?}");
+                }
+            }
+        }
     }
     for pid in pids {
         assert!(!alive(pid), "process {pid} outlived its deployment");
@@ -310,8 +358,13 @@ async fn a_failing_pre_start_fails_the_canary_and_stops_the_rollout() {
             && result.contains("cannot find my config"),
         "{result}"
     );
-    let lines = f.lines();
-    assert_eq!(lines, ["greeter/0:pre-start"], "the canary alone tried");
+    let mut lines = f.lines();
+    lines.sort();
+    assert_eq!(
+        lines,
+        ["greeter/0:pre-start", "greeter/0:recorder-pre-start"],
+        "the canary alone tried, both its jobs' pre-starts at once"
+    );
     f.cloud.halt().await;
 }
 
@@ -326,6 +379,7 @@ async fn a_failing_packaging_script_fails_the_deploy_with_its_output() {
                 file("monit", ""),
             ],
         )
+        .job("recorder", recorder())
         .package(
             "greeter-bin",
             &[],
