@@ -43,12 +43,19 @@ async fn bound(State(limits): State<RequestLimits>, request: Request, next: Next
     } else {
         (limits.max_body_bytes, limits.timeout)
     };
+    // The body is left unread: the connection is closed after the answer, so that no
+    // client sends its next request on it while the server drops it.
     let too_large = || {
-        rejection(
+        let mut refused = rejection(
             limits.flavor,
             StatusCode::PAYLOAD_TOO_LARGE,
             &format!("the request body is larger than the limit of {max} bytes"),
-        )
+        );
+        refused.headers_mut().insert(
+            header::CONNECTION,
+            axum::http::HeaderValue::from_static("close"),
+        );
+        refused
     };
     let declared = request
         .headers()
@@ -169,6 +176,7 @@ mod tests {
             .unwrap();
         let response = app().oneshot(request).await.unwrap();
         assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+        assert_eq!(response.headers()[header::CONNECTION], "close");
         assert!(body_text(response).await.contains("1024 bytes"));
     }
 
