@@ -24,8 +24,9 @@ fn timings() -> Timings {
         check_every: Duration::from_millis(100),
         restart_first: Duration::from_millis(100),
         restart_max: Duration::from_millis(400),
-        bpm_term: Duration::from_millis(400),
-        bpm_quit: Duration::from_millis(400),
+        // Long enough that a loaded machine still runs each trap before the next signal.
+        bpm_term: Duration::from_secs(1),
+        bpm_quit: Duration::from_secs(1),
         bpm_pre_start: Duration::from_secs(5),
         monit_stop: Duration::from_secs(10),
     }
@@ -237,7 +238,8 @@ async fn pre_start_scripts_run_at_once() {
         vm.write(
             job,
             "bin/pre-start",
-            &format!("#!/bin/sh\necho {job}:begin >> $REC\nsleep 0.5\necho {job}:end >> $REC\n"),
+            // Long enough that a loaded machine starts both before either ends.
+            &format!("#!/bin/sh\necho {job}:begin >> $REC\nsleep 2\necho {job}:end >> $REC\n"),
         );
     }
     let jobs = names(&["a", "b"]);
