@@ -196,7 +196,7 @@ async fn a_bad_tarball_is_refused_naming_the_file_and_field_and_nothing_is_kept(
     );
 
     // Over the upload limit, declared or not.
-    let big: Vec<u8> = (0..100_000u32).flat_map(|i| i.to_le_bytes()).collect();
+    let big: Vec<u8> = (0..1_000_000u32).flat_map(|i| i.to_le_bytes()).collect();
     let too_large = upload(&s, big, "").await;
     assert_eq!(too_large.status(), 413);
     assert!(Served::description(too_large).await.contains("65536 bytes"));

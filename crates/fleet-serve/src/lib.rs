@@ -8,6 +8,7 @@ mod credentials;
 pub mod director_api;
 mod files;
 mod limits;
+mod linger;
 mod listener;
 mod rejection;
 mod settings;

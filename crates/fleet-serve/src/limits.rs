@@ -10,6 +10,7 @@ use axum::middleware::{Next, from_fn_with_state};
 use axum::response::Response;
 use http_body_util::Limited;
 
+use super::linger::lingering;
 use super::rejection::{Flavor, rejection};
 
 #[derive(Debug, Clone, Copy)]
@@ -43,8 +44,8 @@ async fn bound(State(limits): State<RequestLimits>, request: Request, next: Next
     } else {
         (limits.max_body_bytes, limits.timeout)
     };
-    // The body is left unread: the connection is closed after the answer, so that no
-    // client sends its next request on it while the server drops it.
+    // The connection is closed after the answer, so that no client sends its next request
+    // on it; what is left of the body is read on for a while first (see `linger`).
     let too_large = || {
         let mut refused = rejection(
             limits.flavor,
@@ -63,9 +64,10 @@ async fn bound(State(limits): State<RequestLimits>, request: Request, next: Next
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > max as u64) {
+        drop(lingering(request.into_body()));
         return too_large();
     }
-    let request = request.map(|body| Body::new(Limited::new(body, max)));
+    let request = request.map(|body| Body::new(Limited::new(lingering(body), max)));
     let response = match tokio::time::timeout(timeout, next.run(request)).await {
         Ok(response) => response,
         Err(_) => {
