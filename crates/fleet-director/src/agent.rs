@@ -84,6 +84,14 @@ pub struct Vitals {
     pub disks: Vec<(String, String, String)>,
 }
 
+/// A package compiled before the one that needs it: its name, and the key its compilation
+/// is kept under in the store ([`crate::compile::cache_key`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompiledDependency {
+    pub name: String,
+    pub key: String,
+}
+
 #[async_trait]
 pub trait Agent: Send + Sync {
     async fn get_state(&self, agent_id: &str) -> Result<AgentState, AgentError>;
@@ -96,13 +104,13 @@ pub trait Agent: Send + Sync {
     async fn start(&self, agent_id: &str) -> Result<(), AgentError>;
     async fn mount_disk(&self, agent_id: &str, disk_cid: &str) -> Result<(), AgentError>;
     async fn unmount_disk(&self, agent_id: &str, disk_cid: &str) -> Result<(), AgentError>;
-    /// Compiles a package (its dependencies already compiled) and returns the blob that
-    /// holds the result.
+    /// Compiles a package (`release/version/name`; its dependencies already compiled) and
+    /// returns the blob that holds the result.
     async fn compile_package(
         &self,
         agent_id: &str,
         package: &str,
-        dependencies: &[String],
+        dependencies: &[CompiledDependency],
     ) -> Result<String, AgentError>;
     /// Copies the persistent data from the old disk to the new one; both are mounted.
     async fn migrate_disk(&self, agent_id: &str, from: &str, to: &str) -> Result<(), AgentError>;

@@ -13,7 +13,8 @@ use tokio::task::JoinSet;
 
 use super::Core;
 use super::cloud::CompilationConfig;
-use super::compile::{Graph, PackageKey, needed};
+use super::agent::CompiledDependency;
+use super::compile::{Graph, PackageKey, cache_key, needed};
 use super::cpi::VmRequest;
 use super::error::StepError;
 use super::ids::new_id;
@@ -34,8 +35,21 @@ pub struct CompiledPackage {
     pub blob: String,
 }
 
-fn cache_key(package: &PackageKey, stemcell: &str) -> String {
-    format!("{}@{stemcell}", package.describe())
+/// The cache key of each package of `graph` compiled for `stemcell`.
+fn cache_keys(releases: &[Release], graph: &Graph, stemcell: &str) -> BTreeMap<PackageKey, String> {
+    graph
+        .keys()
+        .map(|package| {
+            let release = releases
+                .iter()
+                .find(|r| r.name == package.release && r.version == package.version);
+            let key = match release {
+                Some(r) => cache_key(r, &package.name, stemcell),
+                None => format!("{}@{stemcell}", package.describe()),
+            };
+            (package.clone(), key)
+        })
+        .collect()
 }
 
 /// A compilation VM's place: its reserved address, and its VM while it has one.
@@ -94,9 +108,10 @@ impl Worker<'_> {
         &self,
         slot: &mut Slot,
         package: &PackageKey,
-        dependencies: &[String],
+        key: &str,
+        dependencies: &[CompiledDependency],
     ) -> Result<(), StepError> {
-        let key = cache_key(package, self.stemcell);
+        let key = key.to_string();
         let lock = self.core.compile_lock(&key);
         let _held = lock.lock().await;
         // Another deploy may have compiled it while this one waited.
@@ -174,15 +189,14 @@ pub async fn compile(
     let manifest = &snapshot.manifest;
     let mut work: Vec<Batch> = Vec::new();
     for (stemcell, graph) in graphs(&snapshot.releases, manifest)? {
-        let keys: Vec<(PackageKey, String)> = graph
-            .keys()
-            .map(|package| (package.clone(), cache_key(package, &stemcell)))
-            .collect();
-        let todo: BTreeSet<PackageKey> = core.records.uncompiled(keys).await?;
+        let keys = cache_keys(&snapshot.releases, &graph, &stemcell);
+        let pairs: Vec<(PackageKey, String)> = keys.clone().into_iter().collect();
+        let todo: BTreeSet<PackageKey> = core.records.uncompiled(pairs).await?;
         if !todo.is_empty() {
             work.push(Batch {
                 stemcell,
                 graph,
+                keys,
                 todo,
             });
         }
@@ -333,6 +347,8 @@ fn reserve_each<R: IpRepo>(
 struct Batch {
     stemcell: String,
     graph: Graph,
+    /// Each package's cache key.
+    keys: BTreeMap<PackageKey, String>,
     todo: BTreeSet<PackageKey>,
 }
 
@@ -367,8 +383,14 @@ async fn run(
                 pending.insert(ready);
                 break;
             };
-            let dependencies: Vec<String> =
-                graph[&ready].iter().map(PackageKey::describe).collect();
+            let dependencies: Vec<CompiledDependency> = graph[&ready]
+                .iter()
+                .map(|d| CompiledDependency {
+                    name: d.name.clone(),
+                    key: batch.keys[d].clone(),
+                })
+                .collect();
+            let key = batch.keys[&ready].clone();
             let (core, stage, slots) = (Arc::clone(core), stage.clone(), Arc::clone(slots));
             let (deployment, stemcell, config) =
                 (deployment.to_string(), stemcell.to_string(), config.clone());
@@ -380,7 +402,7 @@ async fn run(
                     config: &config,
                 };
                 let step = stage.start(format!("{}/{}", ready.name, ready.version));
-                let result = step.end(worker.compile(&mut slot, &ready, &dependencies).await);
+                let result = step.end(worker.compile(&mut slot, &ready, &key, &dependencies).await);
                 slots.lock().unwrap_or_else(|p| p.into_inner()).push(slot);
                 (ready, result)
             }));

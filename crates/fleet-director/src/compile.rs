@@ -93,6 +93,41 @@ pub fn needed(releases: &[Release], jobs: &[(String, String)]) -> Result<Graph, 
     Ok(graph)
 }
 
+/// What a package's compilation is kept under, the stemcell aside (the cache key is
+/// `{identity}@{stemcell}`). A package with an archive is known, as BOSH knows it, by its
+/// name and version (which BOSH makes its fingerprint) and its dependencies' identities:
+/// release versions that share a package share its compilation, and a package whose
+/// contents or dependencies changed is compiled anew. A package the fleet configuration
+/// describes, which has no contents, is known by its release's version.
+pub fn identity(release: &Release, package: &str) -> String {
+    identity_within(release, package, &mut Vec::new())
+}
+
+fn identity_within(release: &Release, package: &str, path: &mut Vec<String>) -> String {
+    let found = release.packages.iter().find(|p| p.name == package);
+    let Some((p, archive)) = found.and_then(|p| p.archive.as_ref().map(|a| (p, a))) else {
+        return format!("{}/{}/{package}", release.name, release.version);
+    };
+    if p.dependencies.is_empty() || path.iter().any(|n| n == package) {
+        return format!("{package}/{}", archive.version);
+    }
+    path.push(package.to_string());
+    let mut dependencies: Vec<String> = p
+        .dependencies
+        .iter()
+        .map(|d| identity_within(release, d, path))
+        .collect();
+    path.pop();
+    dependencies.sort();
+    let digest = fleet_release::sha1_hex(dependencies.join("\n").as_bytes());
+    format!("{package}/{}+{digest}", archive.version)
+}
+
+/// The cache key of `package` compiled for `stemcell`.
+pub fn cache_key(release: &Release, package: &str, stemcell: &str) -> String {
+    format!("{}@{stemcell}", identity(release, package))
+}
+
 /// Fails with the full cycle path when the graph has one.
 fn check_cycles(graph: &Graph) -> Result<(), CompileError> {
     #[derive(Clone, Copy, PartialEq)]
@@ -199,5 +234,42 @@ mod tests {
             needed(&[r], &[("r".into(), "nope".into())]),
             Err(CompileError::UnknownJob { .. })
         ));
+    }
+
+    fn archived(release_version: &str, packages: &[(&str, &str, &[&str])]) -> Release {
+        Release {
+            name: "r".into(),
+            version: release_version.into(),
+            packages: packages
+                .iter()
+                .map(|(name, version, deps)| Package {
+                    name: name.to_string(),
+                    dependencies: deps.iter().map(|d| d.to_string()).collect(),
+                    archive: Some(crate::model::Archived {
+                        version: version.to_string(),
+                        ..Default::default()
+                    }),
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_compilation_is_shared_by_release_versions_and_redone_when_a_dependency_changes() {
+        let one = archived("1", &[("app", "a1", &["base"]), ("base", "b1", &[])]);
+        let two = archived("2", &[("app", "a1", &["base"]), ("base", "b1", &[])]);
+        let three = archived("3", &[("app", "a1", &["base"]), ("base", "b2", &[])]);
+        assert_eq!(cache_key(&one, "app", "s/1"), cache_key(&two, "app", "s/1"));
+        assert_eq!(cache_key(&one, "base", "s/1"), "base/b1@s/1");
+        assert_ne!(
+            cache_key(&one, "app", "s/1"),
+            cache_key(&three, "app", "s/1"),
+            "the same app on another base is compiled anew"
+        );
+        assert_ne!(cache_key(&one, "app", "s/1"), cache_key(&one, "app", "s/2"));
+        // Without archives, the release version tells packages apart.
+        let described = release(&[("app", &[])], &["app"]);
+        assert_eq!(cache_key(&described, "app", "s/1"), "r/1/app@s/1");
     }
 }

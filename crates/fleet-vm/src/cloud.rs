@@ -18,7 +18,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use fleet_director::agent::{Agent, AgentError, AgentState, JobState, Process};
+use fleet_director::agent::{
+    Agent, AgentError, AgentState, CompiledDependency, JobState, Process,
+};
+use fleet_director::compile as director_compile;
 use fleet_director::cpi::{Cpi, CpiError, VmRequest};
 use fleet_director::model::{InstanceSpec, Release};
 use fleet_store::{AsyncStore, Collection};
@@ -326,18 +329,18 @@ impl ProcessCloud {
             .ok_or_else(|| format!("blob {id} is not in the store"))
     }
 
-    /// The compiled archive of `release/version/package` for `stemcell`.
-    async fn compiled(&self, key: &str, stemcell: &str) -> Result<Vec<u8>, String> {
+    /// The compiled archive kept under `key` ([`compile::cache_key`]).
+    async fn compiled(&self, key: &str) -> Result<Vec<u8>, String> {
         let record: Option<serde_json::Value> = self
             .store
-            .get(Collection::CompiledPackages, &format!("{key}@{stemcell}"))
+            .get(Collection::CompiledPackages, key)
             .await
             .map_err(|e| e.to_string())?;
         let blob = record
             .as_ref()
             .and_then(|r| r.get("blob"))
             .and_then(|b| b.as_str())
-            .ok_or_else(|| format!("package {key} is not compiled for {stemcell}"))?;
+            .ok_or_else(|| format!("package {key} is not compiled"))?;
         self.blob(blob).await
     }
 
@@ -355,7 +358,8 @@ impl ProcessCloud {
             releases.push(release);
         }
         let mut jobs = Vec::new();
-        let mut wanted: BTreeSet<(String, String, String)> = BTreeSet::new();
+        // Each package once, with the key its compilation is kept under.
+        let mut wanted: BTreeMap<String, String> = BTreeMap::new();
         for job_name in &spec.jobs {
             let (release, job) = releases
                 .iter()
@@ -370,9 +374,12 @@ impl ProcessCloud {
             })?;
             let mut pending = job.packages.clone();
             while let Some(p) = pending.pop() {
-                if wanted.insert((release.name.clone(), release.version.clone(), p.clone()))
-                    && let Some(package) = release.packages.iter().find(|x| x.name == p)
-                {
+                if wanted.contains_key(&p) {
+                    continue;
+                }
+                let key = director_compile::cache_key(release, &p, &spec.stemcell);
+                wanted.insert(p.clone(), key);
+                if let Some(package) = release.packages.iter().find(|x| x.name == p) {
                     pending.extend(package.dependencies.iter().cloned());
                 }
             }
@@ -393,10 +400,8 @@ impl ProcessCloud {
             });
         }
         let mut packages = Vec::new();
-        for (release, version, name) in wanted {
-            let compiled = self
-                .compiled(&format!("{release}/{version}/{name}"), &spec.stemcell)
-                .await?;
+        for (name, key) in wanted {
+            let compiled = self.compiled(&key).await?;
             packages.push(PackageToPlace { name, compiled });
         }
         Ok((jobs, packages))
@@ -796,7 +801,7 @@ impl Agent for ProcessCloud {
         &self,
         agent_id: &str,
         package: &str,
-        dependencies: &[String],
+        dependencies: &[CompiledDependency],
     ) -> Result<String, AgentError> {
         let vm = self.agent(agent_id, "compile_package")?;
         let failed = |e: String| Self::failed(agent_id, "compile_package", e);
@@ -819,13 +824,10 @@ impl Agent for ProcessCloud {
             .and_then(|p| p.archive.clone())
             .ok_or_else(|| failed(format!("package {package} has no archive")))?;
         let source = self.blob(&archived.blob).await.map_err(failed)?;
-        let stemcell = vm.facts().stemcell;
         let mut compiled_dependencies = Vec::new();
         for dep in dependencies {
-            let dep_name = dep.rsplit('/').next().unwrap_or(dep);
-            let key = format!("{release}/{version}/{dep_name}");
-            let bytes = self.compiled(&key, &stemcell).await.map_err(failed)?;
-            compiled_dependencies.push((dep_name.to_string(), bytes));
+            let bytes = self.compiled(&dep.key).await.map_err(failed)?;
+            compiled_dependencies.push((dep.name.clone(), bytes));
         }
         let outcome = compile::compile(
             &vm.sandbox,

@@ -5,7 +5,7 @@ use super::draw;
 use super::mirror::{AgentRecord, CloudDisk, CloudVm, Mirror, Records};
 use super::settings::{Fault, FaultKind, SimulationSettings};
 use super::vitals;
-use crate::agent::{Agent, AgentError, AgentState, JobState};
+use crate::agent::{Agent, AgentError, AgentState, CompiledDependency, JobState};
 use crate::cpi::{Cpi, CpiError, VmRequest};
 use crate::ids::new_id;
 use crate::model::InstanceSpec;
@@ -591,7 +591,7 @@ impl Agent for SimulatedCloud {
         &self,
         agent_id: &str,
         package: &str,
-        _dependencies: &[String],
+        _dependencies: &[CompiledDependency],
     ) -> Result<String, AgentError> {
         {
             let mut c = self.compiling.lock().unwrap_or_else(|p| p.into_inner());
