@@ -21,7 +21,7 @@ use fleet_updater::director::model::{
 use fleet_updater::director::plan::{PlanOptions, desired_spec, plan};
 use fleet_updater::director::sim::{SimulatedCloud, SimulationSettings};
 use fleet_updater::director::validate::{CloudFacts, Uploaded, problems};
-use fleet_updater::director::{DeployOptions, Director, DirectorSettings};
+use fleet_updater::director::{DeployOptions, Director, DirectorSettings, Infrastructure};
 use fleet_updater::store::SqliteStore;
 
 const CLOUD: &str = "azs: [{name: z1}, {name: z2}, {name: z3}]
@@ -147,8 +147,7 @@ fn deploying() {
         ));
         let director = Director::new(
             store,
-            Arc::clone(&cloud) as Arc<dyn Cpi>,
-            cloud as Arc<dyn Agent>,
+            Infrastructure::new(Arc::clone(&cloud) as Arc<dyn Cpi>, cloud as Arc<dyn Agent>),
             DirectorSettings::default(),
         )
         .await

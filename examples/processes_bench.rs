@@ -18,7 +18,7 @@ use fleet_updater::director::agent::Agent;
 use fleet_updater::director::cpi::Cpi;
 use fleet_updater::director::model::{Stemcell, TaskState};
 use fleet_updater::director::sim::{Latency, SimulatedCloud, SimulationSettings};
-use fleet_updater::director::{DeployOptions, Director, DirectorSettings};
+use fleet_updater::director::{DeployOptions, Director, DirectorSettings, Infrastructure};
 use fleet_updater::release::{build_from_source, from_tarball};
 use fleet_updater::store::{SqliteStore, Store};
 use fleet_updater::vm::cloud::{ProcessCloud, Supervision};
@@ -45,12 +45,14 @@ instance_groups:
     )
 }
 
-async fn director(store: Arc<dyn Store>, cpi: Arc<dyn Cpi>, agent: Arc<dyn Agent>) -> Director {
+async fn director(store: Arc<dyn Store>, infrastructure: Infrastructure) -> Director {
     let settings = DirectorSettings {
         agent_timeout: Duration::from_secs(600),
         snapshots: false,
     };
-    let director = Director::new(store, cpi, agent, settings).await.unwrap();
+    let director = Director::new(store, infrastructure, settings)
+        .await
+        .unwrap();
     director
         .upload_stemcell(&Stemcell {
             name: "bosh-local".into(),
@@ -93,12 +95,7 @@ async fn main() {
         )
         .unwrap(),
     );
-    let real = director(
-        store,
-        Arc::clone(&cloud) as Arc<dyn Cpi>,
-        Arc::clone(&cloud) as Arc<dyn Agent>,
-    )
-    .await;
+    let real = director(store, cloud.infrastructure()).await;
     let processes = deploy(&real).await;
     let running = cloud.pids().await.len();
     cloud.halt().await;
@@ -110,12 +107,11 @@ async fn main() {
         ..SimulationSettings::default()
     };
     let sim = Arc::new(SimulatedCloud::new(Arc::clone(&store), settings));
-    let simulated = director(
-        store,
+    let infrastructure = Infrastructure::new(
         Arc::clone(&sim) as Arc<dyn Cpi>,
         Arc::clone(&sim) as Arc<dyn Agent>,
-    )
-    .await;
+    );
+    let simulated = director(store, infrastructure).await;
     let simulation = deploy(&simulated).await;
 
     let overhead = processes.saturating_sub(simulation) / INSTANCES;

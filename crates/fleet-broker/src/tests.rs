@@ -4,7 +4,7 @@ use std::time::Duration;
 use super::*;
 use fleet_director::model::{Release, Stemcell};
 use fleet_director::sim::{Latency, SimulatedCloud, SimulationSettings};
-use fleet_director::{DirectorSettings, agent::Agent, cpi::Cpi};
+use fleet_director::{DirectorSettings, Infrastructure, agent::Agent, cpi::Cpi};
 use fleet_store::{SqliteStore, Store};
 
 const TEMPLATE: &str =
@@ -52,8 +52,7 @@ async fn broker() -> Broker {
     ));
     let director = Director::new(
         Arc::clone(&store),
-        Arc::clone(&cloud) as Arc<dyn Cpi>,
-        cloud as Arc<dyn Agent>,
+        Infrastructure::new(Arc::clone(&cloud) as Arc<dyn Cpi>, cloud as Arc<dyn Agent>),
         DirectorSettings::default(),
     )
     .await

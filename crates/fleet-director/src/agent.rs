@@ -84,6 +84,47 @@ pub struct Vitals {
     pub disks: Vec<(String, String, String)>,
 }
 
+/// What becomes of an instance's VM, the instance and its deployment once its jobs stop,
+/// as BOSH's director tells `pre-stop` scripts (`BOSH_VM_NEXT_STATE` and the others).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Intent {
+    KeepVm,
+    DeleteVm,
+    DeleteInstance,
+    DeleteDeployment,
+}
+
+impl Intent {
+    /// `keep` or `delete` for the VM, the instance and the deployment.
+    pub fn next_states(self) -> [(&'static str, &'static str); 3] {
+        let (vm, instance, deployment) = match self {
+            Intent::KeepVm => ("keep", "keep", "keep"),
+            Intent::DeleteVm => ("delete", "keep", "keep"),
+            Intent::DeleteInstance => ("delete", "delete", "keep"),
+            Intent::DeleteDeployment => ("delete", "delete", "delete"),
+        };
+        [
+            ("BOSH_VM_NEXT_STATE", vm),
+            ("BOSH_INSTANCE_NEXT_STATE", instance),
+            ("BOSH_DEPLOYMENT_NEXT_STATE", deployment),
+        ]
+    }
+}
+
+/// What the director asks of an agent's drain (BOSH's drain types): its drain scripts
+/// learn from it whether the job is updated in place or shut down.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Drain<'a> {
+    /// The instance is updated in place and started again with this spec (`pre-stop`
+    /// hears that everything is kept).
+    Update(&'a InstanceSpec),
+    /// The jobs stop for good, or the VM is replaced or goes away with the instance or its
+    /// deployment.
+    Shutdown(Intent),
+    /// A dynamic drain asked to be asked again.
+    Status,
+}
+
 /// A package compiled before the one that needs it: its name, and the key its compilation
 /// is kept under in the store ([`crate::compile::cache_key`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,8 +138,9 @@ pub trait Agent: Send + Sync {
     async fn get_state(&self, agent_id: &str) -> Result<AgentState, AgentError>;
     /// Downloads what `apply` will need.
     async fn prepare(&self, agent_id: &str, spec: &InstanceSpec) -> Result<(), AgentError>;
-    /// Runs the drain scripts; a negative answer means "ask again after that many seconds".
-    async fn drain(&self, agent_id: &str, status_only: bool) -> Result<i64, AgentError>;
+    /// Unmonitors the jobs and runs `pre-stop` and the drain scripts; a negative answer
+    /// means "ask again ([`Drain::Status`]) after that many seconds".
+    async fn drain(&self, agent_id: &str, drain: Drain<'_>) -> Result<i64, AgentError>;
     async fn stop(&self, agent_id: &str) -> Result<(), AgentError>;
     async fn apply(&self, agent_id: &str, spec: &InstanceSpec) -> Result<(), AgentError>;
     async fn start(&self, agent_id: &str) -> Result<(), AgentError>;

@@ -174,7 +174,11 @@ pub(crate) async fn forget(
 pub(crate) async fn delete_unnamed_blobs(core: &Core, log: &TaskLog) -> Result<(), JobError> {
     let named = core.records.named_blobs().await?;
     let kept = core.store.run(|s| s.blob_ids()).await?;
-    let unnamed: Vec<String> = kept.into_iter().filter(|b| !named.contains(b)).collect();
+    // Rendered templates are their deployment's to delete (see `templates`).
+    let unnamed: Vec<String> = kept
+        .into_iter()
+        .filter(|b| !named.contains(b) && !crate::templates::is_rendered_blob(b))
+        .collect();
     if unnamed.is_empty() {
         return Ok(());
     }

@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 use tokio::task::JoinSet;
 
 use super::Core;
-use super::cloud::CompilationConfig;
 use super::agent::CompiledDependency;
+use super::cloud::CompilationConfig;
 use super::compile::{Graph, PackageKey, cache_key, needed};
 use super::cpi::VmRequest;
 use super::error::StepError;

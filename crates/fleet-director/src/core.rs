@@ -10,6 +10,7 @@ use super::agent::{Agent, AgentError};
 use super::cpi::Cpi;
 use super::cpi_trace::TracedCpi;
 use super::records::Records;
+use super::templates::{NoRendering, Renderer};
 use super::trace::{Channel, note};
 use fleet_store::AsyncStore;
 
@@ -30,6 +31,30 @@ impl Default for DirectorSettings {
     }
 }
 
+/// What the director drives: the IaaS through its CPI, the agents on the VMs, and what
+/// renders job templates for them.
+#[derive(Clone)]
+pub struct Infrastructure {
+    pub cpi: Arc<dyn Cpi>,
+    pub agent: Arc<dyn Agent>,
+    pub renderer: Arc<dyn Renderer>,
+}
+
+impl Infrastructure {
+    /// An infrastructure whose agents need no rendered templates.
+    pub fn new(cpi: Arc<dyn Cpi>, agent: Arc<dyn Agent>) -> Self {
+        Infrastructure {
+            cpi,
+            agent,
+            renderer: Arc::new(NoRendering),
+        }
+    }
+
+    pub fn rendering(self, renderer: Arc<dyn Renderer>) -> Self {
+        Infrastructure { renderer, ..self }
+    }
+}
+
 /// What the director's jobs need: the store, the cloud, the agents and settings.
 pub struct Core {
     /// Reached asynchronously only: a job never blocks a worker thread on SQLite.
@@ -38,6 +63,7 @@ pub struct Core {
     pub records: Records,
     pub cpi: Arc<dyn Cpi>,
     pub agent: Arc<dyn Agent>,
+    pub renderer: Arc<dyn Renderer>,
     pub settings: DirectorSettings,
     /// One lock per package and stemcell: deploys running at once compile a package once,
     /// the others wait and find it compiled.
@@ -53,16 +79,16 @@ pub struct Core {
 impl Core {
     pub fn new(
         store: AsyncStore,
-        cpi: Arc<dyn Cpi>,
-        agent: Arc<dyn Agent>,
+        infrastructure: Infrastructure,
         settings: DirectorSettings,
     ) -> Self {
         Core {
             records: Records::new(store.clone()),
             store,
             // Every CPI call of a task is in its trace.
-            cpi: Arc::new(TracedCpi(cpi)),
-            agent,
+            cpi: Arc::new(TracedCpi(infrastructure.cpi)),
+            agent: infrastructure.agent,
+            renderer: infrastructure.renderer,
             settings,
             compile_locks: Mutex::new(HashMap::new()),
             ip_planning: tokio::sync::Mutex::new(()),

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use tokio::task::JoinSet;
 
 use super::Core;
+use super::agent::Intent;
 use super::compilation;
 use super::error::StepError;
 use super::manifest::Count;
@@ -20,6 +21,7 @@ use super::plan::{Change, PlanOptions, plan};
 use super::snapshot::Snapshot;
 use super::target::Target;
 use super::task::{JobError, TaskLog};
+use super::templates;
 use super::update::{
     UpdateOptions, create_missing_vm, delete_instance, stop_instance, update_groups,
 };
@@ -180,6 +182,8 @@ pub async fn deploy(
     }
     log.check()?;
     networking::reserve(&core, &networking, manifest, &mut plan, &reported).await?;
+    log.check()?;
+    templates::render_plan(&core, &log, &name, &mut plan).await?;
     let global = networking.global();
     let changed = plan.changed_instances();
     let obsolete = plan.obsolete.len();
@@ -195,7 +199,9 @@ pub async fn deploy(
                 deployment: name.clone(),
                 instance: record.id.clone(),
             };
-            step.end(delete_instance(&core, record, responsive, options.skip_drain).await)?;
+            let intent = Intent::DeleteInstance;
+            let deleted = delete_instance(&core, record, responsive, options.skip_drain, intent);
+            step.end(deleted.await)?;
             networking::release(&core, global, &owner, &addresses).await?;
         }
     }
@@ -264,6 +270,7 @@ pub async fn deploy(
     log.check()?;
     update_groups(&core, &log, &name, &plan.groups, &update).await?;
     post_deploy(&core, &name).await?;
+    templates::forget_unused(&core, &name).await?;
     core.records
         .write(vec![change::deployment(&DeploymentRecord {
             name: name.clone(),
@@ -380,10 +387,12 @@ pub async fn delete(core: Arc<Core>, log: TaskLog, name: String) -> Result<Strin
         log.check()?;
         let responsive = !unresponsive.contains(&record.id);
         let step = stage.start(record.name());
-        step.end(delete_instance(&core, record, responsive, false).await)?;
+        let intent = Intent::DeleteDeployment;
+        step.end(delete_instance(&core, record, responsive, false, intent).await)?;
     }
     // Every address the deployment held, static or dynamic, returns to its network.
     networking::release_where(&core, &name, |_| true).await?;
+    templates::forget_unused(&core, &name).await?;
     core.records
         .write(vec![change::deployment_gone(&name)])
         .await?;

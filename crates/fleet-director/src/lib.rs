@@ -32,6 +32,7 @@ pub mod sim;
 mod snapshot;
 mod target;
 mod task;
+pub mod templates;
 pub mod trace;
 mod update;
 pub mod validate;
@@ -39,14 +40,12 @@ pub mod validate;
 use records::{Records, change};
 use std::sync::Arc;
 
-pub use core::{Core, DirectorSettings};
+pub use core::{Core, DirectorSettings, Infrastructure};
 pub use deploy::DeployOptions;
 pub use error::DirectorError;
 pub use target::Target;
 pub use task::{JobError, unix_now};
 
-use agent::Agent;
-use cpi::Cpi;
 use fleet_store::AsyncStore;
 use manifest::Count;
 use model::{
@@ -98,8 +97,7 @@ impl Director {
     /// When the store cannot be read or written.
     pub async fn new(
         store: impl Into<AsyncStore>,
-        cpi: Arc<dyn Cpi>,
-        agent: Arc<dyn Agent>,
+        infrastructure: Infrastructure,
         settings: DirectorSettings,
     ) -> Result<Self, DirectorError> {
         let store = store.into();
@@ -107,18 +105,17 @@ impl Director {
         if !recovered.is_empty() {
             tracing::warn!(tasks = ?recovered, "tasks left running by a previous process were marked as errored");
         }
-        Ok(Self::observing(store, cpi, agent, settings))
+        Ok(Self::observing(store, infrastructure, settings))
     }
 
     /// A director that only looks: no recovery, so another process's running tasks stay
     /// as they are. For listings; it must not start tasks.
     pub fn observing(
         store: impl Into<AsyncStore>,
-        cpi: Arc<dyn Cpi>,
-        agent: Arc<dyn Agent>,
+        infrastructure: Infrastructure,
         settings: DirectorSettings,
     ) -> Self {
-        let core = Arc::new(Core::new(store.into(), cpi, agent, settings));
+        let core = Arc::new(Core::new(store.into(), infrastructure, settings));
         Director {
             runner: Arc::new(TaskRunner::new(Arc::clone(&core))),
             core,

@@ -97,6 +97,21 @@ pub struct InstanceSpec {
     pub networks: Vec<String>,
     /// Job properties, rendered: a change here restarts the jobs.
     pub properties: serde_json::Value,
+    /// The job templates as the director rendered them for the instance, where the
+    /// infrastructure runs jobs; `None` in the simulation. Not compared when planning:
+    /// what renders them differently changes a field above.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rendered: Option<RenderedTemplates>,
+}
+
+/// An instance's rendered job templates, kept as a store blob for its agent to place.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RenderedTemplates {
+    /// The store blob holding them (its SHA-1).
+    pub blob: String,
+    /// The digest of every rendered file's path and contents: the configuration hash,
+    /// which tells drain scripts whether the configuration changed.
+    pub configuration_hash: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

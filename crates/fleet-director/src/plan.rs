@@ -150,6 +150,7 @@ pub fn desired_spec(manifest: &Manifest, group: &InstanceGroup) -> InstanceSpec 
         persistent_disk: group.persistent_disk,
         networks: group.networks.iter().map(|n| n.name.clone()).collect(),
         properties: serde_json::Value::Object(properties),
+        rendered: None,
     }
 }
 

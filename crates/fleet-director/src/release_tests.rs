@@ -11,6 +11,8 @@ use super::cleanup::CleanUpOptions;
 use super::model::{Stemcell, TaskState};
 use super::sim::{SimulatedCloud, SimulationSettings};
 use super::*;
+use crate::agent::Agent;
+use crate::cpi::Cpi;
 
 fn f(path: &str, text: &str) -> File {
     (path.to_string(), text.as_bytes().to_vec())
@@ -47,8 +49,7 @@ async fn director() -> Director {
     ));
     let director = Director::new(
         store,
-        Arc::clone(&cloud) as Arc<dyn Cpi>,
-        cloud as Arc<dyn Agent>,
+        Infrastructure::new(Arc::clone(&cloud) as Arc<dyn Cpi>, cloud as Arc<dyn Agent>),
         DirectorSettings::default(),
     )
     .await

@@ -6,6 +6,8 @@ use std::time::Duration;
 use super::model::{EventState, Package, Release, ReleaseJob, Stemcell, TaskState};
 use super::sim::{Fault, FaultKind, Latency, SimulatedCloud, SimulationSettings};
 use super::*;
+use crate::agent::Agent;
+use crate::cpi::Cpi;
 use fleet_store::SqliteStore;
 
 fn manifest(name: &str, instances: u32, stemcell: &str, disk: u64) -> String {
@@ -59,8 +61,10 @@ async fn fixture_with(store: Arc<dyn fleet_store::Store>, settings: SimulationSe
     let cloud = Arc::new(SimulatedCloud::new(Arc::clone(&store), settings));
     let director = Director::new(
         store,
-        Arc::clone(&cloud) as Arc<dyn Cpi>,
-        Arc::clone(&cloud) as Arc<dyn Agent>,
+        Infrastructure::new(
+            Arc::clone(&cloud) as Arc<dyn Cpi>,
+            Arc::clone(&cloud) as Arc<dyn Agent>,
+        ),
         DirectorSettings::default(),
     )
     .await
@@ -403,9 +407,13 @@ async fn tasks_left_running_by_a_crash_are_errored_on_the_next_start() {
                 Arc::clone(&store),
                 SimulationSettings::default(),
             ));
-            let director = Director::new(store, cloud.clone(), cloud, DirectorSettings::default())
-                .await
-                .unwrap();
+            let director = Director::new(
+                store,
+                Infrastructure::new(cloud.clone(), cloud),
+                DirectorSettings::default(),
+            )
+            .await
+            .unwrap();
             director
                 .upload_release(&Release {
                     name: "nginx".into(),
@@ -442,9 +450,13 @@ async fn tasks_left_running_by_a_crash_are_errored_on_the_next_start() {
         Arc::clone(&store),
         SimulationSettings::default(),
     ));
-    let director = Director::new(store, cloud.clone(), cloud, DirectorSettings::default())
-        .await
-        .unwrap();
+    let director = Director::new(
+        store,
+        Infrastructure::new(cloud.clone(), cloud),
+        DirectorSettings::default(),
+    )
+    .await
+    .unwrap();
     let task = director.task(1).await.unwrap().unwrap();
     assert_eq!(task.state, TaskState::Error);
     assert_eq!(task.result.as_deref(), Some(RECOVERY_REASON));
@@ -684,9 +696,13 @@ async fn deploy_duration(seed: u64) -> Duration {
         faults: vec![],
     };
     let cloud = Arc::new(SimulatedCloud::new(Arc::clone(&store), settings));
-    let director = Director::new(store, cloud.clone(), cloud, DirectorSettings::default())
-        .await
-        .unwrap();
+    let director = Director::new(
+        store,
+        Infrastructure::new(cloud.clone(), cloud),
+        DirectorSettings::default(),
+    )
+    .await
+    .unwrap();
     director
         .upload_release(&Release {
             name: "nginx".into(),
@@ -1684,9 +1700,13 @@ instance_groups:
             snapshots: true,
             ..DirectorSettings::default()
         };
-        let director = Director::new(store, cloud.clone(), cloud.clone(), settings)
-            .await
-            .unwrap();
+        let director = Director::new(
+            store,
+            Infrastructure::new(cloud.clone(), cloud.clone()),
+            settings,
+        )
+        .await
+        .unwrap();
         director
             .upload_release(&Release {
                 name: "nginx".into(),

@@ -11,7 +11,7 @@ use fleet_director::cpi::Cpi;
 use fleet_director::manifest::Count;
 use fleet_director::model::{Task, TaskState};
 use fleet_director::sim::SimulatedCloud;
-use fleet_director::{Director, DirectorError, DirectorSettings, RecreateOptions};
+use fleet_director::{Director, DirectorError, DirectorSettings, Infrastructure, RecreateOptions};
 use fleet_store::{AsyncStore, Collection, Commits, SqliteStore, Store, StoreError, put};
 use fleet_vm::cloud::{ProcessCloud, Supervision};
 use fleet_vm::supervisor::Timings;
@@ -185,19 +185,16 @@ pub async fn open(
         },
         snapshots: false,
     };
-    let (cpi, agent) = match &processes {
-        Some(p) => (
-            Arc::clone(p) as Arc<dyn Cpi>,
-            Arc::clone(p) as Arc<dyn Agent>,
-        ),
-        None => (
+    let infrastructure = match &processes {
+        Some(p) => p.infrastructure(),
+        None => Infrastructure::new(
             Arc::clone(&cloud) as Arc<dyn Cpi>,
             Arc::clone(&cloud) as Arc<dyn Agent>,
         ),
     };
     let director = match access {
-        Access::Exclusive(_) => Director::new(store.clone(), cpi, agent, settings).await?,
-        Access::ReadOnly => Director::observing(store.clone(), cpi, agent, settings),
+        Access::Exclusive(_) => Director::new(store.clone(), infrastructure, settings).await?,
+        Access::ReadOnly => Director::observing(store.clone(), infrastructure, settings),
     };
     let broker = Arc::new(Broker::new(
         director.clone(),

@@ -140,6 +140,9 @@ mod tests {
         assert!(sender.send(Bytes::from_static(b"x")).await.is_ok());
         assert!(!sender.is_closed(), "still read half way through");
         tokio::time::sleep(LINGER).await;
-        assert!(sender.is_closed(), "the reader gave up after the linger time");
+        assert!(
+            sender.is_closed(),
+            "the reader gave up after the linger time"
+        );
     }
 }

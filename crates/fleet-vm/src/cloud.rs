@@ -18,24 +18,26 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
+use fleet_director::Infrastructure;
 use fleet_director::agent::{
-    Agent, AgentError, AgentState, CompiledDependency, JobState, Process,
+    Agent, AgentError, AgentState, CompiledDependency, Drain, Intent, JobState, Process,
 };
 use fleet_director::compile as director_compile;
 use fleet_director::cpi::{Cpi, CpiError, VmRequest};
-use fleet_director::model::{InstanceSpec, Release};
-use fleet_store::{AsyncStore, Collection};
+use fleet_director::model::InstanceSpec;
+use fleet_store::AsyncStore;
 use serde::{Deserialize, Serialize};
 
 use super::compile::{self, CompileRequest};
 use super::daemon::{self, Daemon};
 use super::jobs;
-use super::lifecycle::{Lifecycle, LifecycleError, StopReason};
-use super::place::{self, JobToPlace, PackageToPlace};
-use super::render;
+use super::lifecycle::{Lifecycle, StopContext};
+use super::place::{self, PackageToPlace};
+use super::rendering::{self, TemplateRenderer};
 use super::sandbox::Sandbox;
 use super::script::ScriptRun;
 use super::signal;
+use super::stored;
 use super::supervisor::{ProcessState, Processes, Supervisor, Timings};
 use fleet_director::trace::{self, Channel};
 
@@ -210,6 +212,16 @@ impl ProcessCloud {
         self.root.join("disks").join(cid)
     }
 
+    /// The cloud as the director drives it: its CPI, its agents, and the renderer of the
+    /// templates they place.
+    pub fn infrastructure(self: &Arc<Self>) -> Infrastructure {
+        Infrastructure::new(
+            Arc::clone(self) as Arc<dyn Cpi>,
+            Arc::clone(self) as Arc<dyn Agent>,
+        )
+        .rendering(Arc::new(TemplateRenderer::new(self.store.clone())))
+    }
+
     /// How many VMs there are.
     pub fn vm_count(&self) -> usize {
         self.vms.lock().unwrap_or_else(|p| p.into_inner()).len()
@@ -314,64 +326,16 @@ impl ProcessCloud {
         }
     }
 
-    async fn release(&self, name: &str, version: &str) -> Result<Option<Release>, String> {
-        self.store
-            .get::<Release>(Collection::Releases, &format!("{name}/{version}"))
-            .await
-            .map_err(|e| e.to_string())
-    }
-
-    async fn blob(&self, id: &str) -> Result<Vec<u8>, String> {
-        self.store
-            .run(|s| s.blob(id))
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| format!("blob {id} is not in the store"))
-    }
-
-    /// The compiled archive kept under `key` ([`compile::cache_key`]).
-    async fn compiled(&self, key: &str) -> Result<Vec<u8>, String> {
-        let record: Option<serde_json::Value> = self
-            .store
-            .get(Collection::CompiledPackages, key)
-            .await
-            .map_err(|e| e.to_string())?;
-        let blob = record
-            .as_ref()
-            .and_then(|r| r.get("blob"))
-            .and_then(|b| b.as_str())
-            .ok_or_else(|| format!("package {key} is not compiled"))?;
-        self.blob(blob).await
-    }
-
-    /// The jobs and packages `spec` places, read from the store.
-    async fn placement(
-        &self,
-        spec: &InstanceSpec,
-    ) -> Result<(Vec<JobToPlace>, Vec<PackageToPlace>), String> {
-        let mut releases = Vec::new();
-        for (name, version) in &spec.releases {
-            let release = self
-                .release(name, version)
-                .await?
-                .ok_or_else(|| format!("release {name}/{version} is not uploaded"))?;
-            releases.push(release);
-        }
-        let mut jobs = Vec::new();
-        // Each package once, with the key its compilation is kept under.
+    /// Each package `spec` places (its jobs' packages and theirs), with the key its
+    /// compilation is kept under.
+    async fn package_keys(&self, spec: &InstanceSpec) -> Result<BTreeMap<String, String>, String> {
+        let releases = stored::releases(&self.store, &spec.releases).await?;
         let mut wanted: BTreeMap<String, String> = BTreeMap::new();
         for job_name in &spec.jobs {
             let (release, job) = releases
                 .iter()
                 .find_map(|r| r.jobs.iter().find(|j| &j.name == job_name).map(|j| (r, j)))
                 .ok_or_else(|| format!("job {job_name} is in none of the instance's releases"))?;
-            let archive = job.archive.as_ref().ok_or_else(|| {
-                format!(
-                    "release {}/{} has no archives: upload it in BOSH's format to run it on \
-                     processes",
-                    release.name, release.version
-                )
-            })?;
             let mut pending = job.packages.clone();
             while let Some(p) = pending.pop() {
                 if wanted.contains_key(&p) {
@@ -383,29 +347,92 @@ impl ProcessCloud {
                     pending.extend(package.dependencies.iter().cloned());
                 }
             }
-            jobs.push(JobToPlace {
-                name: job.name.clone(),
-                archive: self.blob(&archive.blob).await?,
-                templates: job.templates.clone(),
-                declared: job
-                    .properties
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.default.clone()))
-                    .collect(),
-                properties: spec
-                    .properties
-                    .get(&job.name)
-                    .cloned()
-                    .unwrap_or(serde_json::Value::Null),
-            });
         }
+        Ok(wanted)
+    }
+
+    /// The jobs' rendered files and the compiled packages `spec` places, read from the
+    /// store.
+    async fn placement(
+        &self,
+        spec: &InstanceSpec,
+    ) -> Result<(RenderedJobs, Vec<PackageToPlace>), String> {
+        let rendered = spec.rendered.as_ref().ok_or_else(|| {
+            "the spec has no rendered templates: the director renders them before it applies"
+                .to_string()
+        })?;
+        let archive = stored::blob(&self.store, &rendered.blob).await?;
+        let jobs = rendering::unpack(&archive)?;
         let mut packages = Vec::new();
-        for (name, key) in wanted {
-            let compiled = self.compiled(&key).await?;
+        for (name, key) in self.package_keys(spec).await? {
+            let blob = stored::compiled_blob(&self.store, &key).await?;
+            let compiled = stored::blob(&self.store, &blob).await?;
             packages.push(PackageToPlace { name, compiled });
         }
         Ok((jobs, packages))
     }
+
+    /// What a stop tells the scripts, as BOSH's agent works it out from what the
+    /// director asks and the spec applied now.
+    async fn stop_context(
+        &self,
+        applied: Option<&InstanceSpec>,
+        jobs: &[String],
+        drain: Drain<'_>,
+    ) -> StopContext {
+        let next = match drain {
+            Drain::Update(next) => next,
+            Drain::Shutdown(intent) => return StopContext::shutdown(pre_stop_env(intent)),
+            Drain::Status => return StopContext::shutdown(pre_stop_env(Intent::KeepVm)),
+        };
+        let hash = |s: Option<&InstanceSpec>| {
+            s.and_then(|s| s.rendered.as_ref())
+                .map(|r| r.configuration_hash.clone())
+        };
+        let hash_change = match (hash(applied), hash(Some(next))) {
+            (None, _) => "hash_new",
+            (old, new) if old == new => "hash_unchanged",
+            _ => "hash_changed",
+        };
+        let before = match applied {
+            Some(spec) => self.package_keys(spec).await.unwrap_or_default(),
+            None => BTreeMap::new(),
+        };
+        let after = self.package_keys(next).await.unwrap_or_default();
+        let updated_packages = after
+            .iter()
+            .filter(|(name, key)| before.get(*name) != Some(*key))
+            .map(|(name, _)| name.clone())
+            .collect();
+        let job_state = |s: &InstanceSpec| format!("{{\"persistent_disk\":{}}}", s.persistent_disk);
+        let mut drain_env = vec![("BOSH_JOB_NEXT_STATE".to_string(), job_state(next))];
+        if let Some(applied) = applied {
+            drain_env.push(("BOSH_JOB_STATE".to_string(), job_state(applied)));
+        }
+        StopContext {
+            job_change: if jobs.is_empty() {
+                "job_new"
+            } else {
+                "job_changed"
+            }
+            .into(),
+            hash_change: hash_change.into(),
+            updated_packages,
+            drain_env,
+            pre_stop_env: pre_stop_env(Intent::KeepVm),
+        }
+    }
+}
+
+/// Job to each rendered file's path in its directory and contents.
+type RenderedJobs = BTreeMap<String, BTreeMap<String, Vec<u8>>>;
+
+fn pre_stop_env(intent: Intent) -> Vec<(String, String)> {
+    intent
+        .next_states()
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 /// Ends what a VM's processes left when the process supervising them went away: every
@@ -434,14 +461,9 @@ pub(crate) fn end_leftovers(sandbox: &Sandbox) {
     }
 }
 
-/// Puts every script run of a lifecycle step in the task's debug log: which script, how
-/// it ended, the tail of its output.
-fn log_runs(agent_id: &str, outcome: &Result<Vec<ScriptRun>, LifecycleError>) {
-    let runs: &[ScriptRun] = match outcome {
-        Ok(runs) => runs,
-        Err(LifecycleError::Script { runs, .. }) => runs,
-        Err(_) => &[],
-    };
+/// Puts every script run of a lifecycle step in the task's debug log, a failed step's
+/// too: which script, how it ended, the tail of its output.
+fn log_runs(agent_id: &str, runs: &[ScriptRun]) {
     for run in runs {
         trace::note(Channel::Debug, || {
             let tail = if run.tail.is_empty() {
@@ -539,11 +561,7 @@ impl Cpi for ProcessCloud {
             .ok_or_else(|| cpi_error(format!("VM {cid} not found")))?;
         let running = vm.running.lock().await;
         if let (Some(s), true) = (&running.supervisor, running.started) {
-            let lifecycle = Lifecycle {
-                sandbox: &vm.sandbox,
-                jobs: &running.jobs,
-                supervisor: &**s,
-            };
+            let lifecycle = Lifecycle::new(&vm.sandbox, &running.jobs, &**s);
             lifecycle.reboot().await.map_err(cpi_error)?;
         }
         Ok(())
@@ -650,22 +668,22 @@ impl Agent for ProcessCloud {
 
     /// `pre-stop` and `drain` of every job (the drain protocol followed to its end); the
     /// director's drain wait is then zero.
-    async fn drain(&self, agent_id: &str, status_only: bool) -> Result<i64, AgentError> {
+    async fn drain(&self, agent_id: &str, drain: Drain<'_>) -> Result<i64, AgentError> {
         let vm = self.agent(agent_id, "drain")?;
-        if status_only {
+        // Dynamic drains are followed to their end here, as a current BOSH agent does.
+        if drain == Drain::Status {
             return Ok(0);
         }
         let running = vm.running.lock().await;
         let (Some(supervisor), true) = (&running.supervisor, running.started) else {
             return Ok(0);
         };
-        let lifecycle = Lifecycle {
-            sandbox: &vm.sandbox,
-            jobs: &running.jobs,
-            supervisor: &**supervisor,
-        };
-        let outcome = lifecycle.drain(StopReason::Update).await;
-        log_runs(agent_id, &outcome);
+        let context = self
+            .stop_context(running.applied.as_ref(), &running.jobs, drain)
+            .await;
+        let lifecycle = Lifecycle::new(&vm.sandbox, &running.jobs, &**supervisor);
+        let outcome = lifecycle.drain(&context).await;
+        log_runs(agent_id, &lifecycle.runs());
         outcome
             .map(|_| 0)
             .map_err(|e| Self::failed(agent_id, "drain", e))
@@ -677,13 +695,9 @@ impl Agent for ProcessCloud {
         let Some(supervisor) = running.supervisor.clone() else {
             return Ok(());
         };
-        let lifecycle = Lifecycle {
-            sandbox: &vm.sandbox,
-            jobs: &running.jobs,
-            supervisor: &*supervisor,
-        };
+        let lifecycle = Lifecycle::new(&vm.sandbox, &running.jobs, &*supervisor);
         let halted = lifecycle.halt().await;
-        log_runs(agent_id, &halted);
+        log_runs(agent_id, &lifecycle.runs());
         running.started = false;
         vm.remember(|f| f.started = false)
             .map_err(|e| Self::failed(agent_id, "stop", e))?;
@@ -695,47 +709,16 @@ impl Agent for ProcessCloud {
     async fn apply(&self, agent_id: &str, spec: &InstanceSpec) -> Result<(), AgentError> {
         let vm = self.agent(agent_id, "apply")?;
         let failed = |e: String| Self::failed(agent_id, "apply", e);
-        let (jobs_to_place, packages) = self.placement(spec).await.map_err(failed)?;
-        let facts = vm.facts();
+        let (rendered, packages) = self.placement(spec).await.map_err(failed)?;
         let mut running = vm.running.lock().await;
         // What ran before is stopped before its files are replaced.
         if let Some(old) = running.supervisor.take() {
             old.stop().await.map_err(failed)?;
         }
-        let networks: BTreeMap<String, serde_json::Value> = facts
-            .networks
-            .iter()
-            .map(|(n, ip)| {
-                let ip = ip.map(|i| i.to_string()).unwrap_or_default();
-                (n.clone(), serde_json::json!({ "ip": ip }))
-            })
-            .collect();
-        let address = facts
-            .networks
-            .first()
-            .and_then(|(_, ip)| *ip)
-            .map(|ip| ip.to_string())
-            .unwrap_or_else(|| "127.0.0.1".to_string());
-        let (group, index) = facts
-            .instance
-            .split_once('/')
-            .map(|(g, i)| (g.to_string(), i.parse().unwrap_or(0)))
-            .unwrap_or((facts.instance.clone(), 0));
-        let instance = render::InstanceSpec {
-            address: address.clone(),
-            ip: address,
-            id: facts.instance_id.clone().unwrap_or_default(),
-            index,
-            name: group,
-            az: facts.az.clone(),
-            deployment: facts.deployment.clone(),
-            networks,
-            bootstrap: index == 0,
-        };
-        let names: Vec<String> = jobs_to_place.iter().map(|j| j.name.clone()).collect();
-        place::place(&vm.sandbox, &instance, jobs_to_place, packages)
+        place::place(&vm.sandbox, &rendered, packages)
             .await
             .map_err(|e| failed(e.to_string()))?;
+        let names = spec.jobs.clone();
         let supervisor: Arc<dyn Processes> = match &self.supervision {
             Supervision::InProcess => {
                 let processes =
@@ -767,13 +750,9 @@ impl Agent for ProcessCloud {
             return Err(Self::failed(agent_id, "start", "nothing was applied"));
         };
         let disk = vm.facts().disk.map(|d| self.disk_dir(&d));
-        let lifecycle = Lifecycle {
-            sandbox: &vm.sandbox,
-            jobs: &running.jobs,
-            supervisor: &*supervisor,
-        };
+        let lifecycle = Lifecycle::new(&vm.sandbox, &running.jobs, &*supervisor);
         let started = lifecycle.start(disk.as_deref()).await;
-        log_runs(agent_id, &started);
+        log_runs(agent_id, &lifecycle.runs());
         running.started = started.is_ok();
         let ok = started.is_ok();
         vm.remember(|f| f.started = ok)
@@ -812,8 +791,7 @@ impl Agent for ProcessCloud {
                 "`{package}` is not release/version/package"
             )));
         };
-        let record = self
-            .release(release, version)
+        let record = stored::release(&self.store, release, version)
             .await
             .map_err(failed)?
             .ok_or_else(|| failed(format!("release {release}/{version} is not uploaded")))?;
@@ -823,10 +801,15 @@ impl Agent for ProcessCloud {
             .find(|p| p.name == name)
             .and_then(|p| p.archive.clone())
             .ok_or_else(|| failed(format!("package {package} has no archive")))?;
-        let source = self.blob(&archived.blob).await.map_err(failed)?;
+        let source = stored::blob(&self.store, &archived.blob)
+            .await
+            .map_err(failed)?;
         let mut compiled_dependencies = Vec::new();
         for dep in dependencies {
-            let bytes = self.compiled(&dep.key).await.map_err(failed)?;
+            let blob = stored::compiled_blob(&self.store, &dep.key)
+                .await
+                .map_err(failed)?;
+            let bytes = stored::blob(&self.store, &blob).await.map_err(failed)?;
             compiled_dependencies.push((dep.name.clone(), bytes));
         }
         let outcome = compile::compile(
@@ -839,11 +822,9 @@ impl Agent for ProcessCloud {
             },
         )
         .await;
-        let logged = match &outcome {
-            Ok((_, run)) | Err(compile::CompileError::Packaging { run }) => Ok(vec![run.clone()]),
-            Err(_) => Ok(Vec::new()),
-        };
-        log_runs(agent_id, &logged);
+        if let Ok((_, run)) | Err(compile::CompileError::Packaging { run }) = &outcome {
+            log_runs(agent_id, std::slice::from_ref(run));
+        }
         let (compiled, _) = outcome.map_err(|e| failed(e.to_string()))?;
         let blob = fleet_release::sha1_hex(&compiled);
         self.store
@@ -868,13 +849,9 @@ impl Agent for ProcessCloud {
         let (Some(supervisor), true) = (&running.supervisor, running.started) else {
             return Ok(());
         };
-        let lifecycle = Lifecycle {
-            sandbox: &vm.sandbox,
-            jobs: &running.jobs,
-            supervisor: &**supervisor,
-        };
+        let lifecycle = Lifecycle::new(&vm.sandbox, &running.jobs, &**supervisor);
         let outcome = lifecycle.post_deploy().await;
-        log_runs(agent_id, &outcome);
+        log_runs(agent_id, &lifecycle.runs());
         outcome
             .map(|_| ())
             .map_err(|e| Self::failed(agent_id, "run_script", e))

@@ -12,9 +12,11 @@ pub mod lifecycle;
 pub mod monit;
 pub mod place;
 pub mod render;
+pub mod rendering;
 pub mod sandbox;
 pub mod script;
 mod signal;
+mod stored;
 pub mod supervisor;
 
 #[cfg(test)]

@@ -5,10 +5,11 @@
 //! once, waited for. `post-deploy` runs when the director says every instance started.
 //! Stop: unmonitor; every `pre-stop` at once; every `drain` at once, each following the
 //! drain protocol; every process stopped; every `post-stop` at once; unmount. A job's own
-//! scripts have no time limit. Each script run is returned for the task's logs; the first
-//! failing one fails the step, named.
+//! scripts have no time limit. Every script run is kept, also those of a step that
+//! failed, for the task's logs; the first failing one fails the step, named.
 
 use std::path::Path;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use super::drain::{self, DrainAnswer};
@@ -20,10 +21,7 @@ use super::supervisor::Processes;
 pub enum LifecycleError {
     /// A script ended badly: which, how, and the tail of its output.
     #[error("{}: {}", run.describe(), run.tail)]
-    Script {
-        run: ScriptRun,
-        runs: Vec<ScriptRun>,
-    },
+    Script { run: ScriptRun },
     #[error("drain of job {job} {message}")]
     Drain { job: String, message: String },
     #[error("{0}")]
@@ -33,62 +31,105 @@ pub enum LifecycleError {
     Supervision(String),
 }
 
-/// Why a stop is made: drain scripts are told.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StopReason {
-    /// The instance goes away or is stopped.
-    Shutdown,
-    /// The instance is updated and starts again with a changed spec.
-    Update,
+/// What a stop tells the jobs' scripts, as BOSH's agent tells them: `drain`'s arguments
+/// (how the job and its configuration change, then the packages that change) and its
+/// environment (`BOSH_JOB_STATE`, `BOSH_JOB_NEXT_STATE`), and `pre-stop`'s environment
+/// (`BOSH_VM_NEXT_STATE`, `BOSH_INSTANCE_NEXT_STATE`, `BOSH_DEPLOYMENT_NEXT_STATE`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StopContext {
+    /// `job_changed`, `job_new` or `job_shutdown`.
+    pub job_change: String,
+    /// `hash_changed`, `hash_unchanged` or `hash_new`.
+    pub hash_change: String,
+    pub updated_packages: Vec<String>,
+    pub drain_env: Vec<(String, String)>,
+    pub pre_stop_env: Vec<(String, String)>,
+}
+
+impl StopContext {
+    /// The jobs stop for good (or their VM goes): `job_shutdown hash_unchanged`.
+    pub fn shutdown(pre_stop_env: Vec<(String, String)>) -> Self {
+        StopContext {
+            job_change: "job_shutdown".into(),
+            hash_change: "hash_unchanged".into(),
+            updated_packages: Vec::new(),
+            drain_env: Vec::new(),
+            pre_stop_env,
+        }
+    }
+
+    fn drain_args(&self) -> Vec<String> {
+        let mut args = vec![self.job_change.clone(), self.hash_change.clone()];
+        args.extend(self.updated_packages.iter().cloned());
+        args
+    }
 }
 
 /// The jobs placed on a VM and its supervisor.
 pub struct Lifecycle<'a> {
-    pub sandbox: &'a Sandbox,
-    pub jobs: &'a [String],
-    pub supervisor: &'a dyn Processes,
+    sandbox: &'a Sandbox,
+    jobs: &'a [String],
+    supervisor: &'a dyn Processes,
+    /// Every script run so far, in the order they ended.
+    runs: Mutex<Vec<ScriptRun>>,
 }
 
-impl Lifecycle<'_> {
+impl<'a> Lifecycle<'a> {
+    pub fn new(sandbox: &'a Sandbox, jobs: &'a [String], supervisor: &'a dyn Processes) -> Self {
+        Lifecycle {
+            sandbox,
+            jobs,
+            supervisor,
+            runs: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Every script run so far, a failed step's included: what the task's logs show.
+    pub fn runs(&self) -> Vec<ScriptRun> {
+        self.runs.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn record(&self, run: &ScriptRun) {
+        self.runs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(run.clone());
+    }
+
     /// # Errors
     /// A failing `pre-start` (nothing is started then) or `post-start`, or a disk that
     /// cannot be mounted.
-    pub async fn start(&self, disk: Option<&Path>) -> Result<Vec<ScriptRun>, LifecycleError> {
+    pub async fn start(&self, disk: Option<&Path>) -> Result<(), LifecycleError> {
         if let Some(disk) = disk {
             self.sandbox.mount(disk)?;
         }
-        let mut runs = self.hooks("pre-start", &[]).await?;
+        self.hooks("pre-start", &[], &[]).await?;
         self.supervisor
             .start()
             .await
             .map_err(LifecycleError::Supervision)?;
-        runs.extend(self.hooks("post-start", &[]).await?);
-        Ok(runs)
+        self.hooks("post-start", &[], &[]).await
     }
 
     /// `post-deploy` on this VM, once every instance of the deployment started.
     ///
     /// # Errors
     /// A failing script.
-    pub async fn post_deploy(&self) -> Result<Vec<ScriptRun>, LifecycleError> {
-        self.hooks("post-deploy", &[]).await
+    pub async fn post_deploy(&self) -> Result<(), LifecycleError> {
+        self.hooks("post-deploy", &[], &[]).await
     }
 
     /// # Errors
     /// A failing `pre-stop`, `drain` or `post-stop`. As with BOSH's agent, a failing
     /// script ends the stop where it is: processes a failing `pre-stop` or `drain` kept
     /// from stopping run on, unmonitored, until the instance is stopped again or deleted.
-    pub async fn stop(
-        &self,
-        reason: StopReason,
-        unmount: bool,
-    ) -> Result<Vec<ScriptRun>, LifecycleError> {
-        let mut runs = self.drain(reason).await?;
-        runs.extend(self.halt().await?);
+    pub async fn stop(&self, context: &StopContext, unmount: bool) -> Result<(), LifecycleError> {
+        self.drain(context).await?;
+        self.halt().await?;
         if unmount {
             self.sandbox.unmount()?;
         }
-        Ok(runs)
+        Ok(())
     }
 
     /// The first half of a stop, as the director's `drain` asks it: unmonitor, every
@@ -96,14 +137,13 @@ impl Lifecycle<'_> {
     ///
     /// # Errors
     /// A failing `pre-stop` or `drain`.
-    pub async fn drain(&self, reason: StopReason) -> Result<Vec<ScriptRun>, LifecycleError> {
+    pub async fn drain(&self, context: &StopContext) -> Result<(), LifecycleError> {
         self.supervisor
             .unmonitor()
             .await
             .map_err(LifecycleError::Supervision)?;
-        let mut runs = self.hooks("pre-stop", &[]).await?;
-        runs.extend(self.drains(reason).await?);
-        Ok(runs)
+        self.hooks("pre-stop", &[], &context.pre_stop_env).await?;
+        self.drains(context).await
     }
 
     /// The second half, as the director's `stop` asks it: every process stopped, then
@@ -111,12 +151,12 @@ impl Lifecycle<'_> {
     ///
     /// # Errors
     /// A failing `post-stop`.
-    pub async fn halt(&self) -> Result<Vec<ScriptRun>, LifecycleError> {
+    pub async fn halt(&self) -> Result<(), LifecycleError> {
         self.supervisor
             .stop()
             .await
             .map_err(LifecycleError::Supervision)?;
-        self.hooks("post-stop", &[]).await
+        self.hooks("post-stop", &[], &[]).await
     }
 
     /// Processes back as they were after a reboot of the VM: monit starts them, no hook
@@ -135,17 +175,25 @@ impl Lifecycle<'_> {
             .map_err(LifecycleError::Supervision)
     }
 
-    fn script(&self, job: &str, name: &str, args: &[&str]) -> Option<Script> {
+    fn script(
+        &self,
+        job: &str,
+        name: &str,
+        args: &[String],
+        env: &[(String, String)],
+    ) -> Option<Script> {
         let path = self.sandbox.job(job).join("bin").join(name);
+        let mut all_env = vec![(
+            "BOSH_VM_ROOT".to_string(),
+            self.sandbox.root().display().to_string(),
+        )];
+        all_env.extend(env.iter().cloned());
         path.is_file().then(|| Script {
             job: job.to_string(),
             name: name.to_string(),
             path,
-            args: args.iter().map(|a| a.to_string()).collect(),
-            env: vec![(
-                "BOSH_VM_ROOT".into(),
-                self.sandbox.root().display().to_string(),
-            )],
+            args: args.to_vec(),
+            env: all_env,
             timeout: None,
             log_dir: self.sandbox.log_dir(job),
             cwd: None,
@@ -153,41 +201,52 @@ impl Lifecycle<'_> {
     }
 
     /// The scripts called `name` of every job that has one, at once.
-    async fn hooks(&self, name: &str, args: &[&str]) -> Result<Vec<ScriptRun>, LifecycleError> {
+    async fn hooks(
+        &self,
+        name: &str,
+        args: &[String],
+        env: &[(String, String)],
+    ) -> Result<(), LifecycleError> {
         let scripts: Vec<Script> = self
             .jobs
             .iter()
-            .filter_map(|job| self.script(job, name, args))
+            .filter_map(|job| self.script(job, name, args, env))
             .collect();
         let runs = script::run_all(scripts).await?;
-        match runs.iter().find(|r| !r.succeeded()) {
-            Some(failed) => Err(LifecycleError::Script {
-                run: failed.clone(),
-                runs,
-            }),
-            None => Ok(runs),
+        for run in &runs {
+            self.record(run);
+        }
+        match runs.into_iter().find(|r| !r.succeeded()) {
+            Some(run) => Err(LifecycleError::Script { run }),
+            None => Ok(()),
         }
     }
 
     /// Every job's drain at once, each run again while it asks to be.
-    async fn drains(&self, reason: StopReason) -> Result<Vec<ScriptRun>, LifecycleError> {
-        let (state, hash) = match reason {
-            StopReason::Shutdown => ("job_shutdown", "hash_unchanged"),
-            StopReason::Update => ("job_changed", "hash_changed"),
-        };
+    async fn drains(&self, context: &StopContext) -> Result<(), LifecycleError> {
+        let check_status = ["job_check_status".to_string(), "hash_unchanged".to_string()];
         let mut set = tokio::task::JoinSet::new();
         for job in self.jobs {
-            let Some(first) = self.script(job, "drain", &[state, hash]) else {
+            let Some(first) = self.script(job, "drain", &context.drain_args(), &context.drain_env)
+            else {
                 continue;
             };
-            let again = self.script(job, "drain", &["job_check_status", "hash_unchanged"]);
+            // The status run hears no next state, as with BOSH's agent.
+            let status_env: Vec<(String, String)> = context
+                .drain_env
+                .iter()
+                .filter(|(k, _)| k != "BOSH_JOB_NEXT_STATE")
+                .cloned()
+                .collect();
+            let again = self.script(job, "drain", &check_status, &status_env);
             set.spawn(drain_one(job.clone(), first, again));
         }
-        let mut runs = Vec::new();
         let mut failure = None;
         while let Some(joined) = set.join_next().await {
-            let (job_runs, outcome) = joined.map_err(std::io::Error::other)?;
-            runs.extend(job_runs);
+            let (runs, outcome) = joined.map_err(std::io::Error::other)?;
+            for run in &runs {
+                self.record(run);
+            }
             if let Err(e) = outcome
                 && failure.is_none()
             {
@@ -196,11 +255,12 @@ impl Lifecycle<'_> {
         }
         match failure {
             Some(e) => Err(e),
-            None => Ok(runs),
+            None => Ok(()),
         }
     }
 }
 
+/// One job's drain, following the protocol to its end: its runs, and how it ended.
 async fn drain_one(
     job: String,
     first: Script,
@@ -215,7 +275,7 @@ async fn drain_one(
         };
         runs.push(run.clone());
         if !run.succeeded() {
-            return (runs.clone(), Err(LifecycleError::Script { run, runs }));
+            return (runs, Err(LifecycleError::Script { run }));
         }
         match drain::answer(&run.stdout) {
             Ok(DrainAnswer::Wait(wait)) => {

@@ -1,5 +1,5 @@
-//! Placing an instance's jobs and packages on its VM, as `apply` does: every job's
-//! templates (its `monit` file too) rendered for the instance, `/var/vcap` paths pointed
+//! Placing an instance's jobs and packages on its VM, as `apply` does: every job's files
+//! as the director rendered them (its `monit` file too) with `/var/vcap` paths pointed
 //! into the VM, scripts under `bin/` made executable, and each compiled package unpacked
 //! under `packages/`. A job's directory is replaced whole, so nothing of an older
 //! version stays.
@@ -8,22 +8,7 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use super::render::{self, Declared, InstanceSpec, JobTemplates, RenderError};
 use super::sandbox::Sandbox;
-
-/// The key the monit file is rendered under, beside the templates' source names.
-const MONIT: &str = "(monit)";
-
-pub struct JobToPlace {
-    pub name: String,
-    /// The job's archive as its release brought it.
-    pub archive: Vec<u8>,
-    /// Template source to its destination in the job's directory.
-    pub templates: BTreeMap<String, String>,
-    pub declared: BTreeMap<String, Option<serde_json::Value>>,
-    /// The job's properties as the manifest gives them.
-    pub properties: serde_json::Value,
-}
 
 pub struct PackageToPlace {
     pub name: String,
@@ -32,63 +17,25 @@ pub struct PackageToPlace {
 
 #[derive(Debug, thiserror::Error)]
 pub enum PlaceError {
-    #[error(transparent)]
-    Render(#[from] RenderError),
     #[error("job {job}: {message}")]
     Job { job: String, message: String },
     #[error("package {package}: {message}")]
     Package { package: String, message: String },
 }
 
-/// Renders and writes every job, then unpacks every package.
+/// Writes every job's rendered files (job to path in its directory to contents), then
+/// unpacks every package.
 ///
 /// # Errors
-/// Every template failure of the instance at once; an archive that cannot be read.
+/// A file that cannot be written; an archive that cannot be read.
 pub async fn place(
     vm: &Sandbox,
-    spec: &InstanceSpec,
-    jobs: Vec<JobToPlace>,
+    jobs: &BTreeMap<String, BTreeMap<String, Vec<u8>>>,
     packages: Vec<PackageToPlace>,
 ) -> Result<(), PlaceError> {
-    let mut to_render = Vec::new();
-    for job in &jobs {
-        let entries = fleet_release::tgz_files(&job.archive, fleet_release_job_limit()).map_err(
-            |message| PlaceError::Job {
-                job: job.name.clone(),
-                message,
-            },
-        )?;
-        let text = |path: &str| {
-            entries
-                .iter()
-                .find(|e| e.path == path)
-                .map(|e| String::from_utf8_lossy(&e.bytes).into_owned())
-        };
-        let mut templates = BTreeMap::new();
-        for source in job.templates.keys() {
-            let body = text(&format!("templates/{source}")).ok_or_else(|| PlaceError::Job {
-                job: job.name.clone(),
-                message: format!("its archive has no templates/{source}"),
-            })?;
-            templates.insert(source.clone(), body);
-        }
-        templates.insert(MONIT.to_string(), text("monit").unwrap_or_default());
-        to_render.push(JobTemplates {
-            name: job.name.clone(),
-            declared: job
-                .declared
-                .iter()
-                .map(|(k, v)| (k.clone(), Declared { default: v.clone() }))
-                .collect(),
-            properties: job.properties.clone(),
-            templates,
-        });
-    }
-    let rendered = render::render(spec, &to_render).await?;
-    for job in &jobs {
-        let files = rendered.get(&job.name).cloned().unwrap_or_default();
-        write_job(vm, job, &files).map_err(|e| PlaceError::Job {
-            job: job.name.clone(),
+    for (job, files) in jobs {
+        write_job(vm, job, files).map_err(|e| PlaceError::Job {
+            job: job.clone(),
             message: e.to_string(),
         })?;
     }
@@ -112,28 +59,27 @@ pub async fn place(
     Ok(())
 }
 
-fn fleet_release_job_limit() -> u64 {
-    64 * 1024 * 1024
-}
-
-fn write_job(
-    vm: &Sandbox,
-    job: &JobToPlace,
-    rendered: &BTreeMap<String, String>,
-) -> std::io::Result<()> {
-    let dir = vm.job(&job.name);
+fn write_job(vm: &Sandbox, job: &str, files: &BTreeMap<String, Vec<u8>>) -> std::io::Result<()> {
+    let dir = vm.job(job);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
-    let monit = rendered.get(MONIT).map(String::as_str).unwrap_or_default();
-    std::fs::write(dir.join("monit"), vm.rewrite(monit))?;
-    for (source, dest) in &job.templates {
-        let text = rendered.get(source).map(String::as_str).unwrap_or_default();
-        let path = dir.join(dest);
+    for (relative, bytes) in files {
+        let relative = Path::new(relative);
+        if relative
+            .components()
+            .any(|c| !matches!(c, std::path::Component::Normal(_)))
+        {
+            return Err(std::io::Error::other(format!(
+                "`{}` leaves the job's directory",
+                relative.display()
+            )));
+        }
+        let path = dir.join(relative);
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)?;
         }
-        std::fs::write(&path, vm.rewrite(text))?;
-        if is_script(Path::new(dest)) {
+        std::fs::write(&path, vm.rewrite(&String::from_utf8_lossy(bytes)))?;
+        if is_script(relative) {
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
         }
     }
@@ -141,8 +87,9 @@ fn write_job(
 }
 
 /// BOSH makes a job's `bin/` executable.
-fn is_script(dest: &Path) -> bool {
-    dest.components()
+fn is_script(relative: &Path) -> bool {
+    relative
+        .components()
         .next()
         .is_some_and(|c| c.as_os_str() == "bin")
 }

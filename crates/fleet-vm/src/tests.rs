@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::jobs;
-use super::lifecycle::{Lifecycle, LifecycleError, StopReason};
+use super::lifecycle::{Lifecycle, StopContext};
 use super::sandbox::Sandbox;
 use super::signal;
 use super::supervisor::{ProcessState, Supervisor, Timings};
@@ -139,6 +139,10 @@ impl Vm {
     }
 }
 
+fn shutdown() -> StopContext {
+    StopContext::shutdown(vec![("BOSH_VM_NEXT_STATE".into(), "delete".into())])
+}
+
 fn names(jobs: &[&str]) -> Vec<String> {
     jobs.iter().map(|j| j.to_string()).collect()
 }
@@ -182,13 +186,13 @@ async fn the_lifecycle_runs_in_the_seeds_order_across_two_jobs() {
     vm.bpm_job("b", false);
     let jobs = names(&["a", "b"]);
     let supervisor = vm.supervisor(&jobs);
-    let lifecycle = Lifecycle {
-        sandbox: &vm.sandbox,
-        jobs: &jobs,
-        supervisor: &supervisor,
-    };
-    let runs = lifecycle.start(None).await.unwrap();
-    assert_eq!(runs.len(), 4, "two pre-starts and two post-starts");
+    let lifecycle = Lifecycle::new(&vm.sandbox, &jobs, &supervisor);
+    lifecycle.start(None).await.unwrap();
+    assert_eq!(
+        lifecycle.runs().len(),
+        4,
+        "two pre-starts and two post-starts"
+    );
     eventually("both processes running", || {
         supervisor
             .statuses()
@@ -209,8 +213,12 @@ async fn the_lifecycle_runs_in_the_seeds_order_across_two_jobs() {
 
     let pids: Vec<u32> = supervisor.statuses().iter().filter_map(|s| s.pid).collect();
     assert_eq!(pids.len(), 2);
-    let runs = lifecycle.stop(StopReason::Shutdown, true).await.unwrap();
-    assert_eq!(runs.len(), 6, "pre-stop, drain and post-stop of each job");
+    lifecycle.stop(&shutdown(), true).await.unwrap();
+    assert_eq!(
+        lifecycle.runs().len(),
+        4 + 6,
+        "pre-stop, drain and post-stop of each job"
+    );
     let lines = vm.lines();
     let stopping = &lines[started.len()..];
     let (_, pre_stop) = span(stopping, ":pre-stop");
@@ -244,11 +252,7 @@ async fn pre_start_scripts_run_at_once() {
     }
     let jobs = names(&["a", "b"]);
     let supervisor = vm.supervisor(&jobs);
-    let lifecycle = Lifecycle {
-        sandbox: &vm.sandbox,
-        jobs: &jobs,
-        supervisor: &supervisor,
-    };
+    let lifecycle = Lifecycle::new(&vm.sandbox, &jobs, &supervisor);
     lifecycle.start(None).await.unwrap();
     let lines = vm.lines();
     let (_, last_begin) = span(&lines, ":begin");
@@ -262,34 +266,47 @@ async fn a_dynamic_drain_is_asked_again_until_it_is_done() {
     vm.write(
         "a",
         "bin/drain",
-        "#!/bin/sh\necho \"drain $*\" >> $REC\nif [ \"$1\" = job_check_status ]; then echo 0; else echo -1; fi\n",
+        "#!/bin/sh\necho \"drain $* next=${BOSH_JOB_NEXT_STATE:-none}\" >> $REC\nif [ \"$1\" = job_check_status ]; then echo 0; else echo -1; fi\n",
+    );
+    vm.write(
+        "a",
+        "bin/pre-stop",
+        "#!/bin/sh\necho \"pre-stop vm=$BOSH_VM_NEXT_STATE\" >> $REC\n",
     );
     let jobs = names(&["a"]);
     let supervisor = vm.supervisor(&jobs);
-    let lifecycle = Lifecycle {
-        sandbox: &vm.sandbox,
-        jobs: &jobs,
-        supervisor: &supervisor,
+    let lifecycle = Lifecycle::new(&vm.sandbox, &jobs, &supervisor);
+    let update = StopContext {
+        job_change: "job_changed".into(),
+        hash_change: "hash_changed".into(),
+        updated_packages: vec!["server".into()],
+        drain_env: vec![("BOSH_JOB_NEXT_STATE".into(), "{}".into())],
+        pre_stop_env: vec![("BOSH_VM_NEXT_STATE".into(), "keep".into())],
     };
-    let runs = lifecycle.stop(StopReason::Update, false).await.unwrap();
-    assert_eq!(runs.len(), 2);
+    lifecycle.stop(&update, false).await.unwrap();
+    assert_eq!(lifecycle.runs().len(), 3);
     assert_eq!(
         vm.lines(),
         [
-            "drain job_changed hash_changed",
-            "drain job_check_status hash_unchanged"
+            "pre-stop vm=keep",
+            "drain job_changed hash_changed server next={}",
+            // The status run, as BOSH's agent makes it, knows no next state.
+            "drain job_check_status hash_unchanged next=none"
         ]
     );
 
     vm.write("a", "bin/drain", "#!/bin/sh\necho later\n");
-    let e = lifecycle
-        .stop(StopReason::Shutdown, false)
-        .await
-        .unwrap_err();
+    let e = lifecycle.stop(&shutdown(), false).await.unwrap_err();
     assert_eq!(
         e.to_string(),
         "drain of job a printed `later`, not an integer"
     );
+    assert_eq!(
+        lifecycle.runs().len(),
+        5,
+        "a drain that answers badly is still logged"
+    );
+    assert_eq!(vm.lines().last().unwrap(), "pre-stop vm=delete");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -344,20 +361,17 @@ async fn a_failing_pre_start_fails_the_start_and_starts_nothing() {
     vm.hook("b", "pre-start");
     let jobs = names(&["a", "b"]);
     let supervisor = vm.supervisor(&jobs);
-    let lifecycle = Lifecycle {
-        sandbox: &vm.sandbox,
-        jobs: &jobs,
-        supervisor: &supervisor,
-    };
+    let lifecycle = Lifecycle::new(&vm.sandbox, &jobs, &supervisor);
     let e = lifecycle.start(None).await.unwrap_err();
     assert_eq!(
         e.to_string(),
         "pre-start of job a exited 3: checking\nno config"
     );
-    let LifecycleError::Script { runs, .. } = e else {
-        panic!("a script error");
-    };
-    assert_eq!(runs.len(), 2, "b's pre-start ran beside it");
+    assert_eq!(
+        lifecycle.runs().len(),
+        2,
+        "b's pre-start ran beside it and is logged too"
+    );
     assert!(!vm.lines().contains(&"a:start".to_string()));
     assert_eq!(supervisor.statuses()[0].state, ProcessState::Unknown);
     let log = std::fs::read_to_string(vm.sandbox.log_dir("a").join("pre-start.stderr.log"));

@@ -6,7 +6,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fleet_director::agent::Agent;
 use fleet_director::cpi::Cpi;
 use fleet_director::model::{Stemcell, TaskState};
 use fleet_director::{DeployOptions, Director, DirectorSettings};
@@ -47,18 +46,31 @@ fn recorder() -> Vec<File> {
         "drain",
         "post-stop",
     ];
-    let mut spec = String::from("name: recorder\ntemplates:\n");
+    let mut spec = String::from("name: recorder\ntemplates:\n  note.erb: config/note\n");
     for h in hooks {
         spec.push_str(&format!("  {h}.erb: bin/{h}\n"));
     }
     spec.push_str("properties:\n  recorder.record: {description: the file it records in}\n");
-    let mut files = vec![file("job.MF", &spec), file("monit", "")];
+    spec.push_str("  recorder.note: {description: a line of configuration, default: ''}\n");
+    let mut files = vec![
+        file("job.MF", &spec),
+        file("monit", ""),
+        file("templates/note.erb", "<%= p('recorder.note') %>\n"),
+    ];
+    let me = "<%= spec.name %>/<%= spec.index %>";
     for h in hooks {
-        let mut script = format!(
-            "#!/bin/sh\necho <%= spec.name %>/<%= spec.index %>:recorder-{h} >> <%= p('recorder.record') %>\n"
-        );
+        let mut script =
+            format!("#!/bin/sh\necho {me}:recorder-{h} >> <%= p('recorder.record') %>\n");
+        // What BOSH tells a stop's scripts, on a line of its own.
+        if h == "pre-stop" {
+            script.push_str(&format!(
+                "echo {me}:next-state $BOSH_VM_NEXT_STATE $BOSH_INSTANCE_NEXT_STATE $BOSH_DEPLOYMENT_NEXT_STATE >> <%= p('recorder.record') %>\n"
+            ));
+        }
         if h == "drain" {
-            script.push_str("echo 0\n");
+            script.push_str(&format!(
+                "echo {me}:drain-args $* >> <%= p('recorder.record') %>\necho 0\n"
+            ));
         }
         files.push(file(&format!("templates/{h}.erb"), &script));
     }
@@ -118,6 +130,12 @@ fn release(pre_start_fails: bool) -> Vec<u8> {
 }
 
 fn manifest(record: &std::path::Path, version: &str) -> String {
+    let recorder = format!("{{record: {}}}", record.display());
+    manifest_with(record, version, &recorder)
+}
+
+/// The manifest with the recorder job's properties as given.
+fn manifest_with(record: &std::path::Path, version: &str, recorder: &str) -> String {
     format!(
         "name: greeter
 releases: [{{name: greeter, version: '{version}'}}]
@@ -129,7 +147,7 @@ instance_groups:
   instances: 2
   jobs:
   - {{name: greeter, release: greeter, properties: {{greeter: {{record: {record}}}}}}}
-  - {{name: recorder, release: greeter, properties: {{recorder: {{record: {record}}}}}}}
+  - {{name: recorder, release: greeter, properties: {{recorder: {recorder}}}}}
   vm_type: small
   stemcell: default
   networks: [{{name: default}}]
@@ -142,6 +160,7 @@ struct Fixture {
     _dir: tempfile::TempDir,
     director: Director,
     cloud: Arc<ProcessCloud>,
+    store: Arc<dyn fleet_store::Store>,
     record: std::path::PathBuf,
 }
 
@@ -167,9 +186,8 @@ async fn fixture() -> Fixture {
         .unwrap(),
     );
     let director = Director::new(
-        store,
-        Arc::clone(&cloud) as Arc<dyn Cpi>,
-        Arc::clone(&cloud) as Arc<dyn Agent>,
+        Arc::clone(&store),
+        cloud.infrastructure(),
         DirectorSettings::default(),
     )
     .await
@@ -188,6 +206,7 @@ async fn fixture() -> Fixture {
         _dir: dir,
         director,
         cloud,
+        store,
         record,
     }
 }
@@ -204,12 +223,22 @@ impl Fixture {
     }
 
     async fn deploy(&self, version: &str) -> fleet_director::model::Task {
+        self.deploy_manifest(&manifest(&self.record, version)).await
+    }
+
+    async fn deploy_manifest(&self, manifest: &str) -> fleet_director::model::Task {
         let task = self
             .director
-            .deploy(&manifest(&self.record, version), DeployOptions::default())
+            .deploy(manifest, DeployOptions::default())
             .await
             .unwrap();
         self.director.wait(task.id).await.unwrap()
+    }
+
+    /// The blobs that hold rendered templates.
+    fn rendered_blobs(&self) -> usize {
+        let ids = self.store.blob_ids().unwrap();
+        ids.iter().filter(|b| b.starts_with("rendered/")).count()
     }
 
     fn lines(&self) -> Vec<String> {
@@ -399,4 +428,84 @@ async fn a_failing_packaging_script_fails_the_deploy_with_its_output() {
         "{result}"
     );
     assert!(f.cloud.pids().await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn templates_are_rendered_before_anything_stops_and_stops_say_why() {
+    let f = fixture().await;
+    f.upload(&release(false)).await;
+    assert_eq!(f.deploy("1").await.state, TaskState::Done);
+    let pids = f.cloud.pids().await;
+    let record = f.record.display().to_string();
+
+    // A changed property that a template renders: an update in place, and the drain
+    // scripts hear that the configuration changed.
+    let noted = format!("{{record: {record}, note: hello}}");
+    let task = f
+        .deploy_manifest(&manifest_with(&f.record, "1", &noted))
+        .await;
+    assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+    let lines = f.lines();
+    for i in 0..2 {
+        position(
+            &lines,
+            &format!("greeter/{i}:drain-args job_changed hash_changed"),
+        );
+        position(&lines, &format!("greeter/{i}:next-state keep keep keep"));
+    }
+    let pids = f
+        .cloud
+        .pids()
+        .await
+        .into_iter()
+        .filter(|p| !pids.contains(p));
+    assert_eq!(pids.count(), 2, "both servers restarted");
+    assert_eq!(
+        f.rendered_blobs(),
+        2,
+        "the first deploy's rendered files are gone"
+    );
+
+    // A property the job requires is missing: the deploy fails naming every instance
+    // and the property, and no instance was stopped.
+    let before = (f.lines().len(), f.cloud.pids().await);
+    let task = f
+        .deploy_manifest(&manifest_with(&f.record, "1", "{note: bye}"))
+        .await;
+    assert_eq!(task.state, TaskState::Error);
+    let result = task.result.unwrap_or_default();
+    assert!(
+        result.starts_with("Unable to render templates of 2 instances of deployment `greeter`"),
+        "{result}"
+    );
+    for i in 0..2 {
+        assert!(result.contains(&format!("greeter/{i} (")), "{result}");
+    }
+    assert!(result.contains("recorder.record"), "{result}");
+    assert_eq!(f.lines().len(), before.0, "no script ran");
+    assert_eq!(f.cloud.pids().await, before.1, "every process runs on");
+    assert!(before.1.iter().all(|p| alive(*p)));
+
+    // Deleting the deployment shuts the jobs down, and pre-stop hears that all goes.
+    let delete = f.director.delete("greeter").await.unwrap();
+    assert_eq!(
+        f.director.wait(delete.id).await.unwrap().state,
+        TaskState::Done
+    );
+    let lines = f.lines();
+    for i in 0..2 {
+        position(
+            &lines,
+            &format!("greeter/{i}:drain-args job_shutdown hash_unchanged"),
+        );
+        position(
+            &lines,
+            &format!("greeter/{i}:next-state delete delete delete"),
+        );
+    }
+    assert_eq!(
+        f.rendered_blobs(),
+        0,
+        "nothing rendered outlives its deployment"
+    );
 }

@@ -5,7 +5,7 @@ use super::draw;
 use super::mirror::{AgentRecord, CloudDisk, CloudVm, Mirror, Records};
 use super::settings::{Fault, FaultKind, SimulationSettings};
 use super::vitals;
-use crate::agent::{Agent, AgentError, AgentState, CompiledDependency, JobState};
+use crate::agent::{Agent, AgentError, AgentState, CompiledDependency, Drain, JobState};
 use crate::cpi::{Cpi, CpiError, VmRequest};
 use crate::ids::new_id;
 use crate::model::InstanceSpec;
@@ -544,8 +544,11 @@ impl Agent for SimulatedCloud {
             .map(|_| ())
     }
 
-    async fn drain(&self, agent_id: &str, status_only: bool) -> Result<i64, AgentError> {
-        let method = if status_only { "drain_status" } else { "drain" };
+    async fn drain(&self, agent_id: &str, drain: Drain<'_>) -> Result<i64, AgentError> {
+        let method = match drain {
+            Drain::Status => "drain_status",
+            Drain::Update(_) | Drain::Shutdown(_) => "drain",
+        };
         self.agent_call(agent_id, method, |_| {}).await?;
         Ok(self
             .drains

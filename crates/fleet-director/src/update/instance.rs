@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::time::sleep;
 
 use super::super::Core;
-use super::super::agent::JobState;
+use super::super::agent::{Drain, Intent, JobState};
 use super::super::error::StepError;
 use super::super::manifest::WatchTime;
 use super::super::model::{DesiredState, InstanceRecord};
@@ -58,7 +58,16 @@ async fn procedure(
                 .await
                 .map_err(|e| format!("prepare for {name}: {e}"))?;
         }
-        stop_jobs(core, &agent, &name, options.skip_drain).await?;
+        // Drain scripts hear of an update in place; a VM that goes or a disk that changes
+        // shuts the jobs down, as BOSH's director tells them.
+        let drain = if plan.needs_new_vm() {
+            Drain::Shutdown(Intent::DeleteVm)
+        } else if plan.changes.contains(&Change::PersistentDisk) {
+            Drain::Shutdown(Intent::KeepVm)
+        } else {
+            Drain::Update(&plan.desired)
+        };
+        stop_jobs(core, &agent, &name, options.skip_drain, drain).await?;
         if core.settings.snapshots
             && let Some(disk) = &record.disk_cid
         {
@@ -125,22 +134,23 @@ async fn update_dns(
 }
 
 /// Drain (a positive answer is a wait in seconds; a negative one means wait that long
-/// and ask again), then stop.
+/// and ask again), then stop. `skip_drain` skips `pre-stop` and drain, as BOSH's does.
 pub(super) async fn stop_jobs(
     core: &Core,
     agent: &str,
     name: &str,
     skip_drain: bool,
+    drain: Drain<'_>,
 ) -> Result<(), StepError> {
     if !skip_drain {
         let mut answer = core
-            .agent_call(agent, "drain", core.agent.drain(agent, false))
+            .agent_call(agent, "drain", core.agent.drain(agent, drain))
             .await
             .map_err(|e| format!("drain for {name}: {e}"))?;
         while answer < 0 {
             sleep(Duration::from_secs(answer.unsigned_abs())).await;
             answer = core
-                .agent_call(agent, "drain", core.agent.drain(agent, true))
+                .agent_call(agent, "drain", core.agent.drain(agent, Drain::Status))
                 .await
                 .map_err(|e| format!("drain for {name}: {e}"))?;
         }

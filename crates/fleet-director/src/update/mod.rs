@@ -14,6 +14,7 @@ use tokio::task::JoinSet;
 pub use instance::update_instance;
 pub use vm::{create_missing_vm, delete_instance, forget_vm};
 
+use super::agent::{Drain, Intent};
 use super::model::{DesiredState, InstanceRecord};
 
 /// Stops an instance's jobs (when its agent answers) and, with `hard`, deletes its VM; the
@@ -26,7 +27,13 @@ pub async fn stop_instance(
     skip_drain: bool,
 ) -> Result<(), StepError> {
     if responsive && let (Some(agent), Some(_)) = (record.agent_id.clone(), &record.vm_cid) {
-        instance::stop_jobs(core, &agent, &record.name(), skip_drain).await?;
+        let intent = if hard {
+            Intent::DeleteVm
+        } else {
+            Intent::KeepVm
+        };
+        let drain = Drain::Shutdown(intent);
+        instance::stop_jobs(core, &agent, &record.name(), skip_drain, drain).await?;
     }
     if hard {
         vm::delete_vm(core, record, responsive).await?;

@@ -2,6 +2,7 @@
 //! depends on it.
 
 use super::super::Core;
+use super::super::agent::{Drain, Intent};
 use super::super::cpi::VmRequest;
 use super::super::error::StepError;
 use super::super::ids::new_id;
@@ -170,15 +171,18 @@ pub async fn orphaned(
 }
 
 /// Removes an instance that is no longer wanted: its jobs are drained and stopped (when
-/// its agent answers), its VM deleted and its persistent disk orphaned.
+/// its agent answers), its VM deleted and its persistent disk orphaned. `intent` says
+/// whether its deployment goes too.
 pub async fn delete_instance(
     core: &Core,
     mut record: InstanceRecord,
     agent_responsive: bool,
     skip_drain: bool,
+    intent: Intent,
 ) -> Result<(), StepError> {
     if agent_responsive && let Some(agent) = record.agent_id.clone() {
-        stop_jobs(core, &agent, &record.name(), skip_drain).await?;
+        let drain = Drain::Shutdown(intent);
+        stop_jobs(core, &agent, &record.name(), skip_drain, drain).await?;
     }
     delete_vm(core, &mut record, agent_responsive).await?;
     let mut writes = vec![change::instance_gone(&record.id)];

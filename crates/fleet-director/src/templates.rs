@@ -1,0 +1,196 @@
+//! Job templates rendered before a deploy changes anything, as BOSH's director renders
+//! them while it prepares the deployment: a missing property or a failing template fails
+//! the deploy while every instance still runs as it did, and every instance that cannot
+//! be rendered is named in one error. The rendered files travel to the agent in the
+//! instance's spec (a store blob), and their digest is the configuration hash that drain
+//! scripts are told about. Rendering is the infrastructure's to provide: the simulation
+//! runs no job and renders nothing.
+
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use tokio::task::JoinSet;
+
+use super::Core;
+use super::error::StepError;
+use super::model::{InstanceSpec, RenderedTemplates};
+use super::plan::DeploymentPlan;
+use super::task::TaskLog;
+
+/// How many instances are rendered at once.
+const AT_ONCE: usize = 4;
+
+/// The blobs of rendered templates are named for their deployment, so that only its own
+/// deploys and its deletion, which hold its lock, delete them (release clean-ups leave
+/// them alone).
+const RENDERED: &str = "rendered/";
+
+/// The blob id of a deployment's rendered templates with the digest `sha1`.
+pub fn rendered_blob_id(deployment: &str, sha1: &str) -> String {
+    format!("{RENDERED}{deployment}/{sha1}")
+}
+
+/// Whether a blob holds rendered templates.
+pub fn is_rendered_blob(id: &str) -> bool {
+    id.starts_with(RENDERED)
+}
+
+/// Deletes the deployment's rendered templates that no instance's applied spec names:
+/// those of earlier deploys, and all of them once the deployment is gone. The caller
+/// holds the deployment's lock.
+///
+/// # Errors
+/// A store error.
+pub async fn forget_unused(core: &Core, deployment: &str) -> Result<(), StepError> {
+    if !core.renderer.renders() {
+        return Ok(());
+    }
+    let prefix = rendered_blob_id(deployment, "");
+    let instances = core.records.instances(deployment).await?;
+    let used: std::collections::BTreeSet<String> = instances
+        .iter()
+        .filter_map(|i| i.applied.as_ref()?.rendered.as_ref())
+        .map(|r| r.blob.clone())
+        .collect();
+    let ids = core.store.run(|s| s.blob_ids()).await?;
+    for id in ids {
+        if id.starts_with(&prefix) && !used.contains(&id) {
+            core.store.run(|s| s.delete_blob(&id)).await?;
+        }
+    }
+    Ok(())
+}
+
+/// What a template sees of its instance besides its properties (`spec.*`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TemplateInstance {
+    pub deployment: String,
+    /// The instance group's name.
+    pub group: String,
+    pub index: u32,
+    pub id: String,
+    pub az: Option<String>,
+    pub bootstrap: bool,
+    /// Each network with the instance's address on it; `None` where the IaaS assigns.
+    pub networks: Vec<(String, Option<Ipv4Addr>)>,
+}
+
+#[async_trait]
+pub trait Renderer: Send + Sync {
+    /// Whether this renderer renders at all: the deploy's event log shows the step only
+    /// then.
+    fn renders(&self) -> bool {
+        true
+    }
+
+    /// Renders every job of the instance that `spec` describes and keeps the result.
+    ///
+    /// # Errors
+    /// Every failing template and missing property of the instance, in one message.
+    async fn render(
+        &self,
+        spec: &InstanceSpec,
+        instance: &TemplateInstance,
+    ) -> Result<Option<RenderedTemplates>, String>;
+}
+
+/// For infrastructures whose agents need no rendered files.
+pub struct NoRendering;
+
+#[async_trait]
+impl Renderer for NoRendering {
+    fn renders(&self) -> bool {
+        false
+    }
+
+    async fn render(
+        &self,
+        _spec: &InstanceSpec,
+        _instance: &TemplateInstance,
+    ) -> Result<Option<RenderedTemplates>, String> {
+        Ok(None)
+    }
+}
+
+/// Renders every instance of `plan` that is about to change, at most [`AT_ONCE`] at a
+/// time, and puts the result in its desired spec.
+///
+/// # Errors
+/// Every instance that could not be rendered, one line each.
+pub async fn render_plan(
+    core: &Arc<Core>,
+    log: &TaskLog,
+    deployment: &str,
+    plan: &mut DeploymentPlan,
+) -> Result<(), StepError> {
+    if !core.renderer.renders() {
+        return Ok(());
+    }
+    let stage = log.stage("Preparing deployment", Vec::new(), 1);
+    let step = stage.start("Rendering templates");
+    let mut todo: Vec<(usize, usize, InstanceSpec, TemplateInstance)> = Vec::new();
+    for (g, group) in plan.groups.iter().enumerate() {
+        for (i, instance) in group.instances.iter().enumerate() {
+            if !instance.changed() {
+                continue;
+            }
+            let context = TemplateInstance {
+                deployment: deployment.to_string(),
+                group: instance.group.clone(),
+                index: instance.index,
+                id: instance.id.clone(),
+                az: instance.az.clone(),
+                bootstrap: instance.index == 0,
+                networks: instance
+                    .addresses
+                    .iter()
+                    .map(|(network, ip)| (network.clone(), ip.map(crate::network::to_ip)))
+                    .collect(),
+            };
+            todo.push((g, i, instance.desired.clone(), context));
+        }
+    }
+    let mut running = JoinSet::new();
+    let mut failures: Vec<(String, String)> = Vec::new();
+    let mut pending = todo.into_iter();
+    loop {
+        while running.len() < AT_ONCE {
+            let Some((g, i, spec, context)) = pending.next() else {
+                break;
+            };
+            let core = Arc::clone(core);
+            running.spawn(crate::trace::within(async move {
+                let rendered = core.renderer.render(&spec, &context).await;
+                (g, i, context, rendered)
+            }));
+        }
+        let Some(joined) = running.join_next().await else {
+            break;
+        };
+        match joined {
+            Ok((g, i, _, Ok(rendered))) => plan.groups[g].instances[i].desired.rendered = rendered,
+            Ok((_, _, context, Err(e))) => failures.push((
+                format!("{}/{} ({})", context.group, context.index, context.id),
+                e,
+            )),
+            Err(e) => failures.push(("(renderer)".into(), format!("internal error: {e}"))),
+        }
+    }
+    if failures.is_empty() {
+        step.finish();
+        return Ok(());
+    }
+    failures.sort();
+    let lines: Vec<String> = failures
+        .iter()
+        .map(|(instance, problem)| format!("{instance}: {problem}"))
+        .collect();
+    step.end(Err(StepError::Failed(format!(
+        "Unable to render templates of {} instance{} of deployment `{deployment}`, which \
+         was left as it was: {}",
+        lines.len(),
+        if lines.len() == 1 { "" } else { "s" },
+        lines.join("; ")
+    ))))
+}
