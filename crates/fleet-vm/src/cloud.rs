@@ -436,7 +436,8 @@ fn pre_stop_env(intent: Intent) -> Vec<(String, String)> {
 }
 
 /// Ends what a VM's processes left when the process supervising them went away: every
-/// pid in its pidfiles, with its process group.
+/// pid in its pidfiles that was started in the VM, with its process group. A pid that
+/// another process has taken since (the machine restarted) is left alone.
 pub(crate) fn end_leftovers(sandbox: &Sandbox) {
     let mut pending = vec![sandbox.run_dir()];
     while let Some(dir) = pending.pop() {
@@ -452,7 +453,7 @@ pub(crate) fn end_leftovers(sandbox: &Sandbox) {
                 && let Some(pid) = std::fs::read_to_string(&path)
                     .ok()
                     .and_then(|t| t.trim().parse::<u32>().ok())
-                && signal::alive(pid)
+                && signal::started_in(pid, sandbox.root())
             {
                 signal::group(pid, libc::SIGKILL);
                 signal::process(pid, libc::SIGKILL);

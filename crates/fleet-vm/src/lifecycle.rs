@@ -13,7 +13,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use super::drain::{self, DrainAnswer};
-use super::sandbox::Sandbox;
+use super::sandbox::{Sandbox, VM_ROOT};
 use super::script::{self, Script, ScriptRun};
 use super::supervisor::Processes;
 
@@ -184,7 +184,7 @@ impl<'a> Lifecycle<'a> {
     ) -> Option<Script> {
         let path = self.sandbox.job(job).join("bin").join(name);
         let mut all_env = vec![(
-            "BOSH_VM_ROOT".to_string(),
+            VM_ROOT.to_string(),
             self.sandbox.root().display().to_string(),
         )];
         all_env.extend(env.iter().cloned());

@@ -7,6 +7,11 @@ use std::path::{Path, PathBuf};
 
 pub const VCAP: &str = "/var/vcap";
 
+/// The variable every process started in a VM has, naming the VM's directory: scripts
+/// find the VM by it, and a pid read from a pidfile is known to be the VM's own by it,
+/// not a process that took the number after the machine restarted.
+pub const VM_ROOT: &str = "BOSH_VM_ROOT";
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sandbox {
     root: PathBuf,

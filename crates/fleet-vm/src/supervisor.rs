@@ -14,7 +14,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::bpm::{BpmProcess, ShutdownSignal};
-use super::sandbox::Sandbox;
+use super::sandbox::{Sandbox, VM_ROOT};
 use super::script::{self, Script};
 use super::signal;
 
@@ -392,7 +392,7 @@ async fn start_one(
             ..
         } => {
             let (exit, group) =
-                run_program(&process.def.name, "start", start, *start_timeout, &logs).await?;
+                run_program(&process.def.name, "start", start, *start_timeout, &logs, sandbox).await?;
             process.current().group = group;
             match exit {
                 Some(0) => Ok(()),
@@ -458,6 +458,7 @@ fn spawn_bpm(
     let child = Command::new(&bpm.executable)
         .args(&bpm.args)
         .envs(&bpm.env)
+        .env(VM_ROOT, sandbox.root())
         .current_dir(workdir)
         .stdin(Stdio::null())
         .stdout(log("stdout")?)
@@ -494,7 +495,8 @@ async fn stop_one(process: &Supervised, sandbox: &Sandbox, timings: Timings) {
             if let Some(stop) = stop {
                 let logs = sandbox.log_dir(&process.def.job);
                 let _ =
-                    run_program(&process.def.name, "stop", stop, timings.monit_stop, &logs).await;
+                    run_program(&process.def.name, "stop", stop, timings.monit_stop, &logs, sandbox)
+                        .await;
             }
             // What the stop program left behind goes with the VM: the process, and the
             // process group its start program made.
@@ -502,7 +504,7 @@ async fn stop_one(process: &Supervised, sandbox: &Sandbox, timings: Timings) {
             if let Some(group) = group {
                 signal::group(group, libc::SIGKILL);
             }
-            if let Some(pid) = pid.filter(|p| signal::alive(*p)) {
+            if let Some(pid) = pid.filter(|p| signal::started_in(*p, sandbox.root())) {
                 signal::group(pid, libc::SIGKILL);
                 signal::process(pid, libc::SIGKILL);
             }
@@ -525,6 +527,7 @@ async fn run_program(
     command: &str,
     limit: Duration,
     logs: &std::path::Path,
+    sandbox: &Sandbox,
 ) -> Result<(Option<i32>, Option<u32>), String> {
     let log = |stream: &str| {
         std::fs::OpenOptions::new()
@@ -535,6 +538,7 @@ async fn run_program(
     };
     let mut child = Command::new("/bin/sh")
         .args(["-c", command])
+        .env(VM_ROOT, sandbox.root())
         .stdin(Stdio::null())
         .stdout(log("stdout")?)
         .stderr(log("stderr")?)
