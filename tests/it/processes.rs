@@ -1,6 +1,7 @@
-//! The demo fleet on real processes through the binary: provisioned on kv/1, rolled to
-//! kv/2 with canaries, a run killed halfway converging on the next with no process left
-//! behind (checked by pid), and every process gone when a run ends.
+//! The demo on real processes (`config/demo-processes.yml`) through the binary:
+//! provisioned on kv/1, rolled to kv/2 with canaries, a run killed halfway converging on
+//! the next with no process left behind (checked by pid), a killed VM supervisor started
+//! again, and every process gone once its deployment is.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command as Process, Stdio};
@@ -10,15 +11,9 @@ use serde_json::Value;
 
 use crate::support::{Workspace, json};
 
-fn config(w: &Workspace) -> PathBuf {
-    let fleet = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/fleets/processes.yml");
-    w.write(
-        "processes.yml",
-        &format!(
-            "state_dir: state\ninventory:\n  type: embedded\nembedded:\n  fleet: {}\nstrategy:\n  type: update\n  update: {{canaries: 1, max_in_parallel: 2}}\npolling:\n  interval: 100ms\nrate_limit:\n  requests_per_second: 50\n",
-            fleet.display()
-        ),
-    )
+/// The demo's own configuration, as the README runs it.
+fn config() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("config/demo-processes.yml")
 }
 
 fn run(w: &Workspace, config: &Path) -> Process {
@@ -27,6 +22,8 @@ fn run(w: &Workspace, config: &Path) -> Process {
         .env_remove("FLEET_UPDATER_CONFIG")
         .args(["run", "-c"])
         .arg(config)
+        .arg("--state-dir")
+        .arg(w.path("state"))
         .arg("--report")
         .arg(w.path("report.json"))
         .stdout(Stdio::null())
@@ -80,6 +77,25 @@ fn supervisors(w: &Workspace) -> Vec<u32> {
         .collect()
 }
 
+/// Every live kv server started under the workspace's state directory, found by its
+/// command line in /proc.
+fn servers(w: &Workspace) -> Vec<u32> {
+    let state = w.path("state").to_string_lossy().into_owned();
+    let mut found: Vec<u32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|pid: &u32| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                let c = String::from_utf8_lossy(&c);
+                c.contains("kv-server") && c.contains(&state)
+            })
+        })
+        .filter(|p| alive(*p))
+        .collect();
+    found.sort();
+    found
+}
+
 /// Ends whatever the test leaves running, also when it fails.
 struct Cleanup<'a>(&'a Workspace);
 
@@ -106,7 +122,7 @@ fn hello(vm: &Path) -> String {
 fn the_kv_fleet_rolls_to_a_new_release_on_processes_and_a_killed_run_converges() {
     let w = Workspace::new();
     let _cleanup = Cleanup(&w);
-    let config = config(&w);
+    let config = config();
 
     // A run killed while it updates the canary: the VMs' supervisors keep their
     // processes running.
@@ -161,23 +177,9 @@ fn the_kv_fleet_rolls_to_a_new_release_on_processes_and_a_killed_run_converges()
             "{steps:?}"
         );
     }
-    let servers = Process::new("pgrep").args(["-x", "kv-server"]).output();
-    if let Ok(out) = servers {
-        let found: Vec<u32> = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| l.trim().parse().ok())
-            .filter(|p| alive(*p))
-            .filter(|p| {
-                std::fs::read_to_string(format!("/proc/{p}/cmdline"))
-                    .is_ok_and(|c| c.contains(&*w.path("state").to_string_lossy()))
-            })
-            .collect();
-        let mut expected = running.clone();
-        expected.sort();
-        let mut found = found;
-        found.sort();
-        assert_eq!(found, expected, "no server runs unsupervised");
-    }
+    let mut expected = running.clone();
+    expected.sort();
+    assert_eq!(servers(&w), expected, "no server runs unsupervised");
 
     // Up to date now: the next run finds nothing and touches no process.
     let status = run(&w, &config).status().unwrap();
@@ -186,12 +188,39 @@ fn the_kv_fleet_rolls_to_a_new_release_on_processes_and_a_killed_run_converges()
     assert_eq!(report["counts"]["selected"], 0, "{report}");
     assert_eq!(pids(&w), running);
 
+    // A VM's supervisor killed: the next command that opens the fleet ends what it left
+    // and starts it again, its server started anew without any lifecycle script.
+    let victim = vms(&w)[0].clone();
+    let supervisor = std::fs::read_to_string(victim.join("sys/run/supervisor.pid")).unwrap();
+    let old_server = std::fs::read_to_string(victim.join("sys/run/bpm/kv/kv.pid")).unwrap();
+    let steps = lifecycle(&victim).len();
+    let _ = Process::new("kill")
+        .args(["-9", supervisor.trim()])
+        .status();
+    let status = run(&w, &config).status().unwrap();
+    assert_eq!(status.code(), Some(0));
+    let new_supervisor = std::fs::read_to_string(victim.join("sys/run/supervisor.pid")).unwrap();
+    assert_ne!(new_supervisor, supervisor);
+    assert!(alive(new_supervisor.trim().parse().unwrap()));
+    assert!(
+        !alive(old_server.trim().parse().unwrap()),
+        "what it left is ended"
+    );
+    assert_eq!(lifecycle(&victim).len(), steps, "no lifecycle script ran");
+    let running = pids(&w);
+    assert!(running.iter().all(|p| alive(*p)), "{running:?}");
+    let mut expected = running.clone();
+    expected.sort();
+    assert_eq!(servers(&w), expected, "no server runs unsupervised");
+
     // `stop --hard` and `delete-deployment` take the instances' VMs and their processes.
     let director = |args: &[&str]| {
         let output = Process::new(env!("CARGO_BIN_EXE_fleet-updater"))
             .env_remove("FLEET_UPDATER_CONFIG")
             .args(["director", "-c"])
             .arg(&config)
+            .arg("--state-dir")
+            .arg(w.path("state"))
             .args(args)
             .output()
             .unwrap();

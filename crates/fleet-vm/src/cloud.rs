@@ -588,16 +588,25 @@ impl Cpi for ProcessCloud {
         if !self.disk_dir(disk_cid).is_dir() {
             return Err(cpi_error(format!("disk {disk_cid} not found")));
         }
-        vm.remember(|f| f.disk = Some(disk_cid.to_string()))
-            .map_err(cpi_error)
+        // The disk a boot mounts at store/ is the first attached; a second is there to
+        // take the first's data, and its place once it has (`migrate_disk`).
+        vm.remember(|f| {
+            f.disk.get_or_insert_with(|| disk_cid.to_string());
+        })
+        .map_err(cpi_error)
     }
 
-    async fn detach_disk(&self, vm_cid: &str, _disk_cid: &str) -> Result<(), CpiError> {
+    async fn detach_disk(&self, vm_cid: &str, disk_cid: &str) -> Result<(), CpiError> {
         let Some(vm) = self.vm(vm_cid) else {
             return Ok(());
         };
-        let _ = vm.sandbox.unmount();
-        vm.remember(|f| f.disk = None).map_err(cpi_error)
+        let _ = vm.sandbox.unmount_disk(&self.disk_dir(disk_cid));
+        vm.remember(|f| {
+            if f.disk.as_deref() == Some(disk_cid) {
+                f.disk = None;
+            }
+        })
+        .map_err(cpi_error)
     }
 
     async fn snapshot_disk(&self, disk_cid: &str) -> Result<String, CpiError> {
@@ -770,10 +779,10 @@ impl Agent for ProcessCloud {
             .map_err(|e| Self::failed(agent_id, "mount_disk", e))
     }
 
-    async fn unmount_disk(&self, agent_id: &str, _disk_cid: &str) -> Result<(), AgentError> {
+    async fn unmount_disk(&self, agent_id: &str, disk_cid: &str) -> Result<(), AgentError> {
         let vm = self.agent(agent_id, "unmount_disk")?;
         vm.sandbox
-            .unmount()
+            .unmount_disk(&self.disk_dir(disk_cid))
             .map_err(|e| Self::failed(agent_id, "unmount_disk", e))
     }
 
@@ -835,13 +844,21 @@ impl Agent for ProcessCloud {
         Ok(blob)
     }
 
+    /// Copies the data of the disk at `store/` to the one at the migration target, which
+    /// then takes its place at `store/`, as BOSH's agent migrates.
     async fn migrate_disk(&self, agent_id: &str, from: &str, to: &str) -> Result<(), AgentError> {
-        self.agent(agent_id, "migrate_disk")?;
-        let (from, to) = (self.disk_dir(from), self.disk_dir(to));
-        tokio::task::spawn_blocking(move || copy_tree(&from, &to))
+        let vm = self.agent(agent_id, "migrate_disk")?;
+        let failed = |e: std::io::Error| Self::failed(agent_id, "migrate_disk", e);
+        let (source, target) = (self.disk_dir(from), self.disk_dir(to));
+        tokio::task::spawn_blocking(move || copy_tree(&source, &target))
             .await
-            .map_err(|e| Self::failed(agent_id, "migrate_disk", e))?
-            .map_err(|e| Self::failed(agent_id, "migrate_disk", e))
+            .map_err(|e| failed(std::io::Error::other(e)))?
+            .map_err(failed)?;
+        if std::fs::read_link(vm.sandbox.migration_target()).is_ok() {
+            vm.sandbox.finish_migration().map_err(failed)?;
+        }
+        vm.remember(|f| f.disk = Some(to.to_string()))
+            .map_err(failed)
     }
 
     async fn post_deploy(&self, agent_id: &str) -> Result<(), AgentError> {

@@ -81,23 +81,56 @@ impl Sandbox {
         out
     }
 
-    /// Mounts a persistent disk (a directory elsewhere) at `store/`.
+    /// Where a second disk is mounted while the data of the first moves to it, as BOSH's
+    /// agent mounts it.
+    pub fn migration_target(&self) -> PathBuf {
+        self.root.join("store_migration_target")
+    }
+
+    /// Mounts a persistent disk (a directory elsewhere) at `store/`, or, when another
+    /// disk is there, at the migration target.
     ///
     /// # Errors
-    /// When `store/` is taken by another disk or cannot be linked.
+    /// When both places are taken by other disks, or the link cannot be made.
     pub fn mount(&self, disk: &Path) -> std::io::Result<()> {
-        let store = self.store();
-        match std::fs::read_link(&store) {
-            Ok(current) if current == disk => return Ok(()),
-            Ok(current) => {
-                return Err(std::io::Error::other(format!(
-                    "store/ has {} mounted already",
-                    current.display()
-                )));
+        for at in [self.store(), self.migration_target()] {
+            match std::fs::read_link(&at) {
+                Ok(current) if current == disk => return Ok(()),
+                Ok(_) => continue,
+                Err(_) => return std::os::unix::fs::symlink(disk, &at),
             }
-            Err(_) => {}
         }
-        std::os::unix::fs::symlink(disk, &store)
+        Err(std::io::Error::other(format!(
+            "store/ and store_migration_target/ have other disks mounted; cannot mount {}",
+            disk.display()
+        )))
+    }
+
+    /// After the data moved to the disk at the migration target: that disk is mounted at
+    /// `store/` in place of the old one.
+    ///
+    /// # Errors
+    /// When no disk is at the migration target, or the links cannot be changed.
+    pub fn finish_migration(&self) -> std::io::Result<()> {
+        let target = std::fs::read_link(self.migration_target()).map_err(|e| {
+            std::io::Error::new(e.kind(), "no disk is mounted at store_migration_target/")
+        })?;
+        self.unmount()?;
+        std::os::unix::fs::symlink(&target, self.store())?;
+        std::fs::remove_file(self.migration_target())
+    }
+
+    /// Unmounts `disk` wherever it is mounted; a disk not mounted is no error.
+    ///
+    /// # Errors
+    /// When a link cannot be removed.
+    pub fn unmount_disk(&self, disk: &Path) -> std::io::Result<()> {
+        for at in [self.store(), self.migration_target()] {
+            if std::fs::read_link(&at).is_ok_and(|current| current == disk) {
+                std::fs::remove_file(&at)?;
+            }
+        }
+        Ok(())
     }
 
     /// Unmounts whatever disk is at `store/`; nothing mounted is no error.
@@ -144,10 +177,35 @@ mod tests {
             std::fs::read_to_string(vm.store().join("data")).unwrap(),
             "kept"
         );
-        let other = dir.path().join("disk-2");
-        assert!(vm.mount(&other).is_err());
         vm.unmount().unwrap();
         vm.unmount().unwrap();
+        assert!(!vm.store().exists());
+    }
+
+    #[test]
+    fn a_second_disk_is_mounted_beside_the_first_and_takes_its_place_after_a_migration() {
+        let dir = tempfile::tempdir().unwrap();
+        let vm = Sandbox::create(&dir.path().join("vm")).unwrap();
+        let disks: Vec<PathBuf> = (1..=3)
+            .map(|n| dir.path().join(format!("disk-{n}")))
+            .collect();
+        for d in &disks {
+            std::fs::create_dir(d).unwrap();
+        }
+        vm.mount(&disks[0]).unwrap();
+        vm.mount(&disks[1]).unwrap();
+        assert_eq!(std::fs::read_link(vm.migration_target()).unwrap(), disks[1]);
+        assert!(vm.mount(&disks[2]).is_err(), "no third place");
+        vm.finish_migration().unwrap();
+        assert_eq!(std::fs::read_link(vm.store()).unwrap(), disks[1]);
+        assert!(!vm.migration_target().exists());
+        vm.unmount_disk(&disks[0]).unwrap();
+        assert_eq!(
+            std::fs::read_link(vm.store()).unwrap(),
+            disks[1],
+            "the old disk was not mounted any more"
+        );
+        vm.unmount_disk(&disks[1]).unwrap();
         assert!(!vm.store().exists());
     }
 }

@@ -54,7 +54,9 @@ pub fn started_in(pid: u32, root: &std::path::Path) -> bool {
     };
     let mut wanted = format!("{}=", crate::sandbox::VM_ROOT).into_bytes();
     wanted.extend_from_slice(root.as_os_str().as_encoded_bytes());
-    environ.split(|b| *b == 0).any(|entry| entry == wanted.as_slice())
+    environ
+        .split(|b| *b == 0)
+        .any(|entry| entry == wanted.as_slice())
 }
 
 #[cfg(test)]
@@ -69,16 +71,30 @@ mod tests {
             .env(crate::sandbox::VM_ROOT, root)
             .spawn()
             .unwrap();
-        let mut stranger = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let mut stranger = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
         let env = std::fs::read(format!("/proc/{}/environ", child.id())).unwrap();
-        eprintln!("{:?} alive={}", String::from_utf8_lossy(&env).replace("\0", "\n").lines().filter(|l| l.starts_with("BOSH")).collect::<Vec<_>>(), alive(child.id()));
+        eprintln!(
+            "{:?} alive={}",
+            String::from_utf8_lossy(&env)
+                .replace("\0", "\n")
+                .lines()
+                .filter(|l| l.starts_with("BOSH"))
+                .collect::<Vec<_>>(),
+            alive(child.id())
+        );
         // The new program's environment shows once it has been executed.
         let known = (0..200).any(|_| {
             std::thread::sleep(std::time::Duration::from_millis(10));
             started_in(child.id(), root)
         });
         assert!(known);
-        assert!(!started_in(child.id(), std::path::Path::new("/tmp/some-vm2")));
+        assert!(!started_in(
+            child.id(),
+            std::path::Path::new("/tmp/some-vm2")
+        ));
         assert!(!started_in(stranger.id(), root), "a process of no VM");
         for c in [&mut child, &mut stranger] {
             c.kill().unwrap();

@@ -75,6 +75,8 @@ pub struct ProcessDef {
 #[serde(rename_all = "snake_case")]
 pub enum ProcessState {
     Running,
+    /// Started, and not yet found alive by a check.
+    Starting,
     /// Not running while it should: starting again after a failure.
     Failing,
     /// Not monitored: never started, or stopped.
@@ -85,6 +87,7 @@ impl ProcessState {
     pub fn as_str(self) -> &'static str {
         match self {
             ProcessState::Running => "running",
+            ProcessState::Starting => "starting",
             ProcessState::Failing => "failing",
             ProcessState::Unknown => "unknown",
         }
@@ -287,6 +290,10 @@ struct Watcher {
 }
 
 impl Watcher {
+    /// Monit's cycle for one process: a process just started is `starting` until a check
+    /// finds it alive, then `running`; one that died before that, or could not be started,
+    /// is `failing` and started again after a wait that doubles with each such failure in
+    /// a row; one that dies after it ran is started again at once.
     async fn watch(mut self, first: tokio::sync::oneshot::Sender<()>) {
         let mut first = Some(first);
         let mut failures: u32 = 0;
@@ -295,34 +302,37 @@ impl Watcher {
                 break;
             }
             let alive = is_alive(&self.process).await;
-            let wait = if alive {
-                failures = 0;
-                self.timings.check_every
-            } else {
-                let restarting = self.process.current().pid.is_some() || failures > 0;
-                if restarting {
-                    let mut c = self.process.current();
-                    c.restarts += 1;
-                    c.state = ProcessState::Failing;
+            let state = self.process.current().state;
+            let wait = match (alive, state) {
+                (true, ProcessState::Starting) => {
+                    failures = 0;
+                    self.process.current().state = ProcessState::Running;
+                    self.timings.check_every
                 }
-                let started = start_one(&self.process, &self.sandbox, self.timings).await;
-                let alive = started.is_ok() && is_alive(&self.process).await;
-                match started {
-                    Ok(()) if alive => {
-                        failures = 0;
-                        self.timings.check_every
+                (true, _) => self.timings.check_every,
+                (false, ProcessState::Starting) => {
+                    failures += 1;
+                    self.fail("it exited right after it started".into());
+                    backoff(self.timings, failures)
+                }
+                (false, state) => {
+                    if state != ProcessState::Unknown {
+                        self.process.current().restarts += 1;
                     }
-                    outcome => {
-                        failures += 1;
-                        let mut c = self.process.current();
-                        c.state = ProcessState::Failing;
-                        c.pid = None;
-                        c.since = None;
-                        c.last_error = Some(match outcome {
-                            Err(e) => e,
-                            Ok(()) => "it exited right after it started".to_string(),
-                        });
-                        backoff(self.timings, failures)
+                    match start_one(&self.process, &self.sandbox, self.timings).await {
+                        Ok(()) => {
+                            // A monit process's pid is in the pidfile its start wrote.
+                            is_alive(&self.process).await;
+                            let mut c = self.process.current();
+                            c.state = ProcessState::Starting;
+                            c.since = Some(Instant::now());
+                            self.timings.check_every
+                        }
+                        Err(e) => {
+                            failures += 1;
+                            self.fail(e);
+                            backoff(self.timings, failures)
+                        }
                     }
                 }
             };
@@ -338,8 +348,18 @@ impl Watcher {
             let _ = done.send(());
         }
     }
+
+    fn fail(&self, why: String) {
+        let mut c = self.process.current();
+        c.state = ProcessState::Failing;
+        c.pid = None;
+        c.since = None;
+        c.last_error = Some(why);
+    }
 }
 
+/// The wait before starting a process again after `failures` failures in a row: it
+/// doubles with each, as monit's cycles spread out a flapping process's restarts.
 fn backoff(timings: Timings, failures: u32) -> Duration {
     let factor = 1u32 << failures.saturating_sub(1).min(16);
     timings
@@ -360,15 +380,8 @@ async fn is_alive(process: &Supervised) -> bool {
         }
         Kind::Monit { pidfile, .. } => read_pid(pidfile).is_some_and(signal::alive),
     };
-    let mut c = process.current();
-    if alive {
-        if c.state != ProcessState::Running {
-            c.state = ProcessState::Running;
-            c.since = Some(Instant::now());
-        }
-        if let Kind::Monit { pidfile, .. } = &process.def.kind {
-            c.pid = read_pid(pidfile);
-        }
+    if alive && let Kind::Monit { pidfile, .. } = &process.def.kind {
+        process.current().pid = read_pid(pidfile);
     }
     alive
 }
@@ -391,8 +404,15 @@ async fn start_one(
             start_timeout,
             ..
         } => {
-            let (exit, group) =
-                run_program(&process.def.name, "start", start, *start_timeout, &logs, sandbox).await?;
+            let (exit, group) = run_program(
+                &process.def.name,
+                "start",
+                start,
+                *start_timeout,
+                &logs,
+                sandbox,
+            )
+            .await?;
             process.current().group = group;
             match exit {
                 Some(0) => Ok(()),
@@ -494,9 +514,15 @@ async fn stop_one(process: &Supervised, sandbox: &Sandbox, timings: Timings) {
             let pid = read_pid(pidfile);
             if let Some(stop) = stop {
                 let logs = sandbox.log_dir(&process.def.job);
-                let _ =
-                    run_program(&process.def.name, "stop", stop, timings.monit_stop, &logs, sandbox)
-                        .await;
+                let _ = run_program(
+                    &process.def.name,
+                    "stop",
+                    stop,
+                    timings.monit_stop,
+                    &logs,
+                    sandbox,
+                )
+                .await;
             }
             // What the stop program left behind goes with the VM: the process, and the
             // process group its start program made.
@@ -582,4 +608,21 @@ async fn stop_bpm(child: &mut Child, first: ShutdownSignal, timings: Timings) {
     }
     signal::group(pid, libc::SIGKILL);
     let _ = child.wait().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn restarts_back_off_doubling_up_to_the_maximum() {
+        let t = Timings {
+            restart_first: Duration::from_secs(1),
+            restart_max: Duration::from_secs(30),
+            ..Timings::default()
+        };
+        let waits: Vec<u64> = (1..=7).map(|n| backoff(t, n).as_secs()).collect();
+        assert_eq!(waits, [1, 2, 4, 8, 16, 30, 30]);
+        assert_eq!(backoff(t, u32::MAX), Duration::from_secs(30));
+    }
 }

@@ -126,8 +126,12 @@ impl Vm {
     }
 
     fn supervisor(&self, jobs: &[String]) -> Supervisor {
+        self.supervisor_with(jobs, timings())
+    }
+
+    fn supervisor_with(&self, jobs: &[String], timings: Timings) -> Supervisor {
         let processes = jobs::processes(&self.sandbox, jobs).unwrap();
-        Supervisor::new(self.sandbox.clone(), processes, timings())
+        Supervisor::new(self.sandbox.clone(), processes, timings)
     }
 
     fn lines(&self) -> Vec<String> {
@@ -404,4 +408,98 @@ fn rewritten_paths_reach_the_vm() {
     let vm = Vm::new();
     let text = vm.sandbox.rewrite("/var/vcap/jobs/a/bin/ctl");
     assert!(Path::new(&text).starts_with(vm.sandbox.root()));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bpm_limits_its_pre_start_hook_and_a_jobs_own_pre_start_has_no_limit() {
+    let vm = Vm::new();
+    vm.bpm_job("a", false);
+    vm.write(
+        "a",
+        "bin/bpm-pre-start",
+        "#!/bin/sh\necho a:hook >> $REC\nsleep 1000\n",
+    );
+    vm.write(
+        "a",
+        "config/bpm.yml",
+        &format!(
+            "processes:\n- name: a\n  executable: {}\n  hooks: {{pre_start: {}}}\n",
+            vm.sandbox.job("a").join("bin/run").display(),
+            vm.sandbox.job("a").join("bin/bpm-pre-start").display()
+        ),
+    );
+    // The job's own pre-start takes longer than bpm's limit, and is waited for.
+    vm.write(
+        "b",
+        "bin/pre-start",
+        "#!/bin/sh\nsleep 1\necho b:pre-start-done >> $REC\n",
+    );
+    let jobs = names(&["a", "b"]);
+    let limited = Timings {
+        bpm_pre_start: Duration::from_millis(300),
+        ..timings()
+    };
+    let supervisor = vm.supervisor_with(&jobs, limited);
+    let lifecycle = Lifecycle::new(&vm.sandbox, &jobs, &supervisor);
+    lifecycle.start(None).await.unwrap();
+    let lines = vm.lines();
+    assert!(lines.contains(&"b:pre-start-done".to_string()), "{lines:?}");
+    assert!(lines.contains(&"a:hook".to_string()), "{lines:?}");
+    assert!(!lines.contains(&"a:start".to_string()), "{lines:?}");
+    let status = &supervisor.statuses()[0];
+    assert_eq!(status.state, ProcessState::Failing);
+    let failures = supervisor.failures();
+    assert!(failures[0].1.contains("timed out"), "{failures:?}");
+    supervisor.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_monit_stop_program_past_its_limit_is_ended_with_what_it_stopped() {
+    let vm = Vm::new();
+    let pidfile = vm.sandbox.run_dir().join("a.pid");
+    let stopper = vm.sandbox.run_dir().join("stopper.pid");
+    vm.write(
+        "a",
+        "bin/ctl",
+        &format!(
+            "#!/bin/sh\ncase $1 in\nstart) sleep 1000 & echo $! > {pid};;\nstop) echo $$ > {stopper}; sleep 1000;;\nesac\n",
+            pid = pidfile.display(),
+            stopper = stopper.display()
+        ),
+    );
+    let ctl = vm.sandbox.job("a").join("bin/ctl");
+    vm.write(
+        "a",
+        "monit",
+        &format!(
+            "check process a\n  with pidfile {}\n  start program \"{ctl} start\"\n  stop program \"{ctl} stop\"\n",
+            pidfile.display(),
+            ctl = ctl.display()
+        ),
+    );
+    let jobs = names(&["a"]);
+    let limited = Timings {
+        monit_stop: Duration::from_millis(500),
+        ..timings()
+    };
+    let supervisor = vm.supervisor_with(&jobs, limited);
+    supervisor.start().await;
+    let process: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(signal::alive(process));
+    tokio::time::timeout(Duration::from_secs(60), supervisor.stop())
+        .await
+        .expect("the stop program was cut off at its limit");
+    let stopper: u32 = std::fs::read_to_string(&stopper)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    eventually("the stop program and the process ended", || {
+        !signal::alive(stopper) && !signal::alive(process)
+    })
+    .await;
 }

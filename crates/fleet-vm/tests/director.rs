@@ -157,7 +157,7 @@ instance_groups:
 }
 
 struct Fixture {
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     director: Director,
     cloud: Arc<ProcessCloud>,
     store: Arc<dyn fleet_store::Store>,
@@ -203,7 +203,7 @@ async fn fixture() -> Fixture {
     let record = dir.path().join("record");
     std::fs::write(&record, "").unwrap();
     Fixture {
-        _dir: dir,
+        dir,
         director,
         cloud,
         store,
@@ -508,4 +508,94 @@ async fn templates_are_rendered_before_anything_stops_and_stops_say_why() {
         0,
         "nothing rendered outlives its deployment"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_persistent_disk_that_changes_size_is_migrated_with_its_data() {
+    let f = fixture().await;
+    f.upload(&release(false)).await;
+    let with_disk = |size: u32| {
+        manifest(&f.record, "1").replace(
+            "  vm_type: small\n",
+            &format!("  vm_type: small\n  persistent_disk: {size}\n"),
+        )
+    };
+    assert_eq!(
+        f.deploy_manifest(&with_disk(16)).await.state,
+        TaskState::Done
+    );
+    let vm_dir = |cid: &str| f.dir.path().join("iaas/vms").join(cid);
+    let first = f.director.instances("greeter").await.unwrap()[0].clone();
+    let store = vm_dir(first.vm_cid.as_deref().unwrap()).join("store");
+    std::fs::create_dir_all(store.join("data")).unwrap();
+    std::fs::write(store.join("data/kept"), "what the job stored").unwrap();
+
+    let task = f.deploy_manifest(&with_disk(32)).await;
+    assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+    let now = f.director.instances("greeter").await.unwrap()[0].clone();
+    assert_eq!(now.vm_cid, first.vm_cid, "the same VM");
+    assert_ne!(now.disk_cid, first.disk_cid, "a new disk");
+    let store = vm_dir(now.vm_cid.as_deref().unwrap()).join("store");
+    assert_eq!(
+        std::fs::read_to_string(store.join("data/kept")).unwrap(),
+        "what the job stored"
+    );
+    let lines = f.lines();
+    position(&lines, "greeter/0:drain-args job_shutdown hash_unchanged");
+    f.cloud.halt().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_process_that_keeps_failing_fails_the_instance_at_the_end_of_its_watch_time() {
+    let f = fixture().await;
+    let crasher = ReleaseBuilder::new("crasher", "1")
+        .job(
+            "crasher",
+            vec![
+                file(
+                    "job.MF",
+                    "name: crasher\ntemplates:\n  bpm.yml.erb: config/bpm.yml\n",
+                ),
+                file(
+                    "monit",
+                    "check process crasher\n  with pidfile /var/vcap/sys/run/bpm/crasher/crasher.pid\n  start program \"/var/vcap/jobs/bpm/bin/bpm start crasher\"\n  stop program \"/var/vcap/jobs/bpm/bin/bpm stop crasher\"\n",
+                ),
+                file(
+                    "templates/bpm.yml.erb",
+                    "processes:\n- name: crasher\n  executable: /bin/sh\n  args: [-c, 'exit 1']\n",
+                ),
+            ],
+        )
+        .build();
+    f.upload(&crasher).await;
+    let task = f
+        .deploy_manifest(
+            "name: crasher
+releases: [{name: crasher, version: '1'}]
+stemcells: [{alias: default, os: jammy, version: '1'}]
+update: {canaries: 1, max_in_flight: 1, canary_watch_time: 100-1500, update_watch_time: 100-1500}
+networks: [{name: default, subnets: [{range: 10.0.1.0/24, gateway: 10.0.1.1}]}]
+instance_groups:
+- name: crasher
+  instances: 2
+  jobs: [{name: crasher, release: crasher}]
+  vm_type: small
+  stemcell: default
+  networks: [{name: default}]
+",
+        )
+        .await;
+    assert_eq!(task.state, TaskState::Error);
+    let result = task.result.unwrap_or_default();
+    assert!(
+        result.contains("(0)' is not running after update")
+            && result.contains("failed jobs: crasher"),
+        "{result}"
+    );
+    let states = f.director.instances("crasher").await.unwrap();
+    assert!(
+        states[1].applied.is_none(),
+        "the canary failed: the other instance was not updated"
+    );
+    f.cloud.halt().await;
 }
