@@ -346,9 +346,13 @@ async fn provision(
     store
         .write(vec![put(Collection::Fleet, PROVISIONED, "", &true)])
         .await?;
-    progress(format!(
-        "provisioned; blocked by their owners: {}",
-        definition.blocked.join(", ")
-    ));
+    progress(if definition.blocked.is_empty() {
+        "provisioned; none is blocked by its owner".to_string()
+    } else {
+        format!(
+            "provisioned; blocked by their owners: {}",
+            definition.blocked.join(", ")
+        )
+    });
     Ok(())
 }
