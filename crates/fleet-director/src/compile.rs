@@ -95,7 +95,7 @@ pub fn needed(releases: &[Release], jobs: &[(String, String)]) -> Result<Graph, 
 
 /// What a package's compilation is kept under, the stemcell aside (the cache key is
 /// `{identity}@{stemcell}`). A package with an archive is known, as BOSH knows it, by its
-/// name and version (which BOSH makes its fingerprint) and its dependencies' identities:
+/// name and fingerprint (a digest of its contents) and its dependencies' identities:
 /// release versions that share a package share its compilation, and a package whose
 /// contents or dependencies changed is compiled anew. A package the fleet configuration
 /// describes, which has no contents, is known by its release's version.
@@ -109,7 +109,7 @@ fn identity_within(release: &Release, package: &str, path: &mut Vec<String>) -> 
         return format!("{}/{}/{package}", release.name, release.version);
     };
     if p.dependencies.is_empty() || path.iter().any(|n| n == package) {
-        return format!("{package}/{}", archive.version);
+        return format!("{package}/{}", archive.fingerprint);
     }
     path.push(package.to_string());
     let mut dependencies: Vec<String> = p
@@ -120,7 +120,7 @@ fn identity_within(release: &Release, package: &str, path: &mut Vec<String>) -> 
     path.pop();
     dependencies.sort();
     let digest = fleet_release::sha1_hex(dependencies.join("\n").as_bytes());
-    format!("{package}/{}+{digest}", archive.version)
+    format!("{package}/{}+{digest}", archive.fingerprint)
 }
 
 /// The cache key of `package` compiled for `stemcell`.
@@ -242,11 +242,13 @@ mod tests {
             version: release_version.into(),
             packages: packages
                 .iter()
-                .map(|(name, version, deps)| Package {
+                .map(|(name, fingerprint, deps)| Package {
                     name: name.to_string(),
                     dependencies: deps.iter().map(|d| d.to_string()).collect(),
                     archive: Some(crate::model::Archived {
-                        version: version.to_string(),
+                        // Old releases number their packages; the fingerprint tells.
+                        version: "1".into(),
+                        fingerprint: fingerprint.to_string(),
                         ..Default::default()
                     }),
                 })

@@ -140,6 +140,25 @@ pub async fn deploy(
     let mut snapshot = Snapshot::take(&core, text).await?;
     validate(&mut snapshot)?;
     compilation::check(&snapshot)?;
+    let name = snapshot.manifest.name.clone();
+    let outcome = deploy_valid(Arc::clone(&core), log, snapshot, options).await;
+    if outcome.is_err() {
+        // What it rendered for instances it did not update goes with a failed deploy;
+        // a successful one has cleared it already.
+        if let Err(e) = templates::forget_unused(&core, &name).await {
+            tracing::warn!(deployment = %name, error = %e, "rendered templates are left behind");
+        }
+    }
+    outcome
+}
+
+/// The deploy of a manifest found valid, from binding on.
+async fn deploy_valid(
+    core: Arc<Core>,
+    log: TaskLog,
+    snapshot: Snapshot,
+    options: DeployOptions,
+) -> Result<String, JobError> {
     let networking = snapshot.networking();
     let cloud_config = snapshot.cloud_version();
     let manifest = &snapshot.manifest;

@@ -994,4 +994,6 @@ impl Director {
 #[cfg(test)]
 mod release_tests;
 #[cfg(test)]
+mod stop_and_render_tests;
+#[cfg(test)]
 mod tests;

@@ -76,6 +76,16 @@ pub struct TemplateInstance {
     pub networks: Vec<(String, Option<Ipv4Addr>)>,
 }
 
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TemplateError {
+    /// Templates that failed and properties missing: every problem of the instance.
+    #[error("{0}")]
+    Failed(String),
+    /// What rendering needs could not be had: a release, an archive, the renderer itself.
+    #[error("{0}")]
+    Unavailable(String),
+}
+
 #[async_trait]
 pub trait Renderer: Send + Sync {
     /// Whether this renderer renders at all: the deploy's event log shows the step only
@@ -87,12 +97,12 @@ pub trait Renderer: Send + Sync {
     /// Renders every job of the instance that `spec` describes and keeps the result.
     ///
     /// # Errors
-    /// Every failing template and missing property of the instance, in one message.
+    /// Every failing template and missing property of the instance, in one error.
     async fn render(
         &self,
         spec: &InstanceSpec,
         instance: &TemplateInstance,
-    ) -> Result<Option<RenderedTemplates>, String>;
+    ) -> Result<Option<RenderedTemplates>, TemplateError>;
 }
 
 /// For infrastructures whose agents need no rendered files.
@@ -108,7 +118,7 @@ impl Renderer for NoRendering {
         &self,
         _spec: &InstanceSpec,
         _instance: &TemplateInstance,
-    ) -> Result<Option<RenderedTemplates>, String> {
+    ) -> Result<Option<RenderedTemplates>, TemplateError> {
         Ok(None)
     }
 }
@@ -172,9 +182,9 @@ pub async fn render_plan(
             Ok((g, i, _, Ok(rendered))) => plan.groups[g].instances[i].desired.rendered = rendered,
             Ok((_, _, context, Err(e))) => failures.push((
                 format!("{}/{} ({})", context.group, context.index, context.id),
-                e,
+                e.to_string(),
             )),
-            Err(e) => failures.push(("(renderer)".into(), format!("internal error: {e}"))),
+            Err(e) => failures.push(("an instance".into(), format!("its render panicked: {e}"))),
         }
     }
     if failures.is_empty() {

@@ -10,7 +10,7 @@ use crate::agent::Agent;
 use crate::cpi::Cpi;
 use fleet_store::SqliteStore;
 
-fn manifest(name: &str, instances: u32, stemcell: &str, disk: u64) -> String {
+pub(crate) fn manifest(name: &str, instances: u32, stemcell: &str, disk: u64) -> String {
     format!(
         "name: {name}
 releases: [{{name: nginx, version: '1'}}]
@@ -33,12 +33,12 @@ instance_groups:
     )
 }
 
-struct Fixture {
-    director: Director,
-    cloud: Arc<SimulatedCloud>,
+pub(crate) struct Fixture {
+    pub(crate) director: Director,
+    pub(crate) cloud: Arc<SimulatedCloud>,
 }
 
-async fn fixture(faults: Vec<Fault>) -> Fixture {
+pub(crate) async fn fixture(faults: Vec<Fault>) -> Fixture {
     fixture_on(Arc::new(SqliteStore::in_memory().unwrap()), faults).await
 }
 
@@ -58,17 +58,26 @@ async fn fixture_on(store: Arc<dyn fleet_store::Store>, faults: Vec<Fault>) -> F
 
 /// A director with nginx and two jammy stemcells uploaded, on a simulated cloud.
 async fn fixture_with(store: Arc<dyn fleet_store::Store>, settings: SimulationSettings) -> Fixture {
+    fixture_rendering(store, settings, None).await
+}
+
+/// The same, its templates rendered by `renderer` when one is given.
+pub(crate) async fn fixture_rendering(
+    store: Arc<dyn fleet_store::Store>,
+    settings: SimulationSettings,
+    renderer: Option<Arc<dyn crate::templates::Renderer>>,
+) -> Fixture {
     let cloud = Arc::new(SimulatedCloud::new(Arc::clone(&store), settings));
-    let director = Director::new(
-        store,
-        Infrastructure::new(
-            Arc::clone(&cloud) as Arc<dyn Cpi>,
-            Arc::clone(&cloud) as Arc<dyn Agent>,
-        ),
-        DirectorSettings::default(),
-    )
-    .await
-    .unwrap();
+    let mut infrastructure = Infrastructure::new(
+        Arc::clone(&cloud) as Arc<dyn Cpi>,
+        Arc::clone(&cloud) as Arc<dyn Agent>,
+    );
+    if let Some(renderer) = renderer {
+        infrastructure = infrastructure.rendering(renderer);
+    }
+    let director = Director::new(store, infrastructure, DirectorSettings::default())
+        .await
+        .unwrap();
     director
         .upload_release(&Release {
             name: "nginx".into(),
@@ -100,7 +109,7 @@ async fn fixture_with(store: Arc<dyn fleet_store::Store>, settings: SimulationSe
     Fixture { director, cloud }
 }
 
-async fn deploy(director: &Director, text: &str) -> Task {
+pub(crate) async fn deploy(director: &Director, text: &str) -> Task {
     let task = director
         .deploy(text, DeployOptions::default())
         .await
@@ -109,7 +118,7 @@ async fn deploy(director: &Director, text: &str) -> Task {
 }
 
 /// The result of a task that must have failed.
-fn failed(task: &Task) -> String {
+pub(crate) fn failed(task: &Task) -> String {
     assert_eq!(task.state, TaskState::Error, "{:?}", task.result);
     task.result.clone().unwrap_or_default()
 }

@@ -13,76 +13,68 @@
 //! crashed predecessor left are ended by their pidfiles when the cloud is opened, so that
 //! nothing runs that no supervisor watches.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use fleet_director::Infrastructure;
-use fleet_director::agent::{
-    Agent, AgentError, AgentState, CompiledDependency, Drain, Intent, JobState, Process,
-};
-use fleet_director::compile as director_compile;
+use fleet_director::agent::{Agent, AgentError};
 use fleet_director::cpi::{Cpi, CpiError, VmRequest};
 use fleet_director::model::InstanceSpec;
 use fleet_store::AsyncStore;
 use serde::{Deserialize, Serialize};
 
-use super::compile::{self, CompileRequest};
 use super::daemon::{self, Daemon};
 use super::jobs;
-use super::lifecycle::{Lifecycle, StopContext};
-use super::place::{self, PackageToPlace};
-use super::rendering::{self, TemplateRenderer};
+use super::lifecycle::Lifecycle;
+use super::rendering::TemplateRenderer;
 use super::sandbox::Sandbox;
-use super::script::ScriptRun;
 use super::signal;
-use super::stored;
-use super::supervisor::{ProcessState, Processes, Supervisor, Timings};
-use fleet_director::trace::{self, Channel};
+use super::supervisor::{Processes, Supervisor, Timings};
 
 /// What the cloud keeps of a VM on its disk, to find it again after a restart.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct VmFacts {
-    cid: String,
-    agent_id: String,
-    stemcell: String,
-    deployment: String,
-    instance: String,
-    instance_id: Option<String>,
-    az: Option<String>,
-    networks: Vec<(String, Option<std::net::Ipv4Addr>)>,
-    disk: Option<String>,
+pub(crate) struct VmFacts {
+    pub(crate) cid: String,
+    pub(crate) agent_id: String,
+    pub(crate) stemcell: String,
+    pub(crate) deployment: String,
+    pub(crate) instance: String,
+    pub(crate) instance_id: Option<String>,
+    pub(crate) az: Option<String>,
+    pub(crate) networks: Vec<(String, Option<std::net::Ipv4Addr>)>,
+    pub(crate) disk: Option<String>,
     /// What was applied and whether its jobs were started: what a boot brings back.
     #[serde(default)]
-    applied: Option<InstanceSpec>,
+    pub(crate) applied: Option<InstanceSpec>,
     #[serde(default)]
-    jobs: Vec<String>,
+    pub(crate) jobs: Vec<String>,
     #[serde(default)]
-    started: bool,
+    pub(crate) started: bool,
 }
 
 #[derive(Default)]
-struct Running {
-    applied: Option<InstanceSpec>,
-    jobs: Vec<String>,
-    supervisor: Option<Arc<dyn Processes>>,
-    started: bool,
+pub(crate) struct Running {
+    pub(crate) applied: Option<InstanceSpec>,
+    pub(crate) jobs: Vec<String>,
+    pub(crate) supervisor: Option<Arc<dyn Processes>>,
+    pub(crate) started: bool,
 }
 
-struct Vm {
-    facts: Mutex<VmFacts>,
-    sandbox: Sandbox,
-    running: tokio::sync::Mutex<Running>,
+pub(crate) struct Vm {
+    pub(crate) facts: Mutex<VmFacts>,
+    pub(crate) sandbox: Sandbox,
+    pub(crate) running: tokio::sync::Mutex<Running>,
 }
 
 impl Vm {
-    fn facts(&self) -> VmFacts {
+    pub(crate) fn facts(&self) -> VmFacts {
         self.facts.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Changes what is kept of the VM, on disk too.
-    fn remember(&self, change: impl FnOnce(&mut VmFacts)) -> std::io::Result<()> {
+    pub(crate) fn remember(&self, change: impl FnOnce(&mut VmFacts)) -> std::io::Result<()> {
         change(&mut self.facts.lock().unwrap_or_else(|p| p.into_inner()));
         self.save()
     }
@@ -105,13 +97,13 @@ pub enum Supervision {
 }
 
 pub struct ProcessCloud {
-    root: PathBuf,
-    supervision: Supervision,
-    store: AsyncStore,
-    timings: Timings,
+    pub(crate) root: PathBuf,
+    pub(crate) supervision: Supervision,
+    pub(crate) store: AsyncStore,
+    pub(crate) timings: Timings,
     /// By VM cid; agents are found by their id through `agents`.
-    vms: Mutex<HashMap<String, Arc<Vm>>>,
-    agents: Mutex<HashMap<String, String>>,
+    pub(crate) vms: Mutex<HashMap<String, Arc<Vm>>>,
+    pub(crate) agents: Mutex<HashMap<String, String>>,
 }
 
 fn cpi_error(e: impl std::fmt::Display) -> CpiError {
@@ -186,7 +178,7 @@ impl ProcessCloud {
         vm
     }
 
-    fn vm(&self, cid: &str) -> Option<Arc<Vm>> {
+    pub(crate) fn vm(&self, cid: &str) -> Option<Arc<Vm>> {
         self.vms
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -194,7 +186,7 @@ impl ProcessCloud {
             .cloned()
     }
 
-    fn agent(&self, agent_id: &str, method: &str) -> Result<Arc<Vm>, AgentError> {
+    pub(crate) fn agent(&self, agent_id: &str, method: &str) -> Result<Arc<Vm>, AgentError> {
         let cid = self
             .agents
             .lock()
@@ -208,7 +200,7 @@ impl ProcessCloud {
             })
     }
 
-    fn disk_dir(&self, cid: &str) -> PathBuf {
+    pub(crate) fn disk_dir(&self, cid: &str) -> PathBuf {
         self.root.join("disks").join(cid)
     }
 
@@ -317,127 +309,12 @@ impl ProcessCloud {
             running.started = false;
         }
     }
-
-    fn failed(agent_id: &str, method: &str, message: impl std::fmt::Display) -> AgentError {
-        AgentError::Failed {
-            agent_id: agent_id.to_string(),
-            method: method.to_string(),
-            message: message.to_string(),
-        }
-    }
-
-    /// Each package `spec` places (its jobs' packages and theirs), with the key its
-    /// compilation is kept under.
-    async fn package_keys(&self, spec: &InstanceSpec) -> Result<BTreeMap<String, String>, String> {
-        let releases = stored::releases(&self.store, &spec.releases).await?;
-        let mut wanted: BTreeMap<String, String> = BTreeMap::new();
-        for job_name in &spec.jobs {
-            let (release, job) = releases
-                .iter()
-                .find_map(|r| r.jobs.iter().find(|j| &j.name == job_name).map(|j| (r, j)))
-                .ok_or_else(|| format!("job {job_name} is in none of the instance's releases"))?;
-            let mut pending = job.packages.clone();
-            while let Some(p) = pending.pop() {
-                if wanted.contains_key(&p) {
-                    continue;
-                }
-                let key = director_compile::cache_key(release, &p, &spec.stemcell);
-                wanted.insert(p.clone(), key);
-                if let Some(package) = release.packages.iter().find(|x| x.name == p) {
-                    pending.extend(package.dependencies.iter().cloned());
-                }
-            }
-        }
-        Ok(wanted)
-    }
-
-    /// The jobs' rendered files and the compiled packages `spec` places, read from the
-    /// store.
-    async fn placement(
-        &self,
-        spec: &InstanceSpec,
-    ) -> Result<(RenderedJobs, Vec<PackageToPlace>), String> {
-        let rendered = spec.rendered.as_ref().ok_or_else(|| {
-            "the spec has no rendered templates: the director renders them before it applies"
-                .to_string()
-        })?;
-        let archive = stored::blob(&self.store, &rendered.blob).await?;
-        let jobs = rendering::unpack(&archive)?;
-        let mut packages = Vec::new();
-        for (name, key) in self.package_keys(spec).await? {
-            let blob = stored::compiled_blob(&self.store, &key).await?;
-            let compiled = stored::blob(&self.store, &blob).await?;
-            packages.push(PackageToPlace { name, compiled });
-        }
-        Ok((jobs, packages))
-    }
-
-    /// What a stop tells the scripts, as BOSH's agent works it out from what the
-    /// director asks and the spec applied now.
-    async fn stop_context(
-        &self,
-        applied: Option<&InstanceSpec>,
-        jobs: &[String],
-        drain: Drain<'_>,
-    ) -> StopContext {
-        let next = match drain {
-            Drain::Update(next) => next,
-            Drain::Shutdown(intent) => return StopContext::shutdown(pre_stop_env(intent)),
-            Drain::Status => return StopContext::shutdown(pre_stop_env(Intent::KeepVm)),
-        };
-        let hash = |s: Option<&InstanceSpec>| {
-            s.and_then(|s| s.rendered.as_ref())
-                .map(|r| r.configuration_hash.clone())
-        };
-        let hash_change = match (hash(applied), hash(Some(next))) {
-            (None, _) => "hash_new",
-            (old, new) if old == new => "hash_unchanged",
-            _ => "hash_changed",
-        };
-        let before = match applied {
-            Some(spec) => self.package_keys(spec).await.unwrap_or_default(),
-            None => BTreeMap::new(),
-        };
-        let after = self.package_keys(next).await.unwrap_or_default();
-        let updated_packages = after
-            .iter()
-            .filter(|(name, key)| before.get(*name) != Some(*key))
-            .map(|(name, _)| name.clone())
-            .collect();
-        let job_state = |s: &InstanceSpec| format!("{{\"persistent_disk\":{}}}", s.persistent_disk);
-        let mut drain_env = vec![("BOSH_JOB_NEXT_STATE".to_string(), job_state(next))];
-        if let Some(applied) = applied {
-            drain_env.push(("BOSH_JOB_STATE".to_string(), job_state(applied)));
-        }
-        StopContext {
-            job_change: if jobs.is_empty() {
-                "job_new"
-            } else {
-                "job_changed"
-            }
-            .into(),
-            hash_change: hash_change.into(),
-            updated_packages,
-            drain_env,
-            pre_stop_env: pre_stop_env(Intent::KeepVm),
-        }
-    }
-}
-
-/// Job to each rendered file's path in its directory and contents.
-type RenderedJobs = BTreeMap<String, BTreeMap<String, Vec<u8>>>;
-
-fn pre_stop_env(intent: Intent) -> Vec<(String, String)> {
-    intent
-        .next_states()
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
 }
 
 /// Ends what a VM's processes left when the process supervising them went away: every
 /// pid in its pidfiles that was started in the VM, with its process group. A pid that
-/// another process has taken since (the machine restarted) is left alone.
+/// another process has taken since (the machine restarted) is left alone
+/// ([`signal::started_in`]).
 pub(crate) fn end_leftovers(sandbox: &Sandbox) {
     let mut pending = vec![sandbox.run_dir()];
     while let Some(dir) = pending.pop() {
@@ -453,7 +330,7 @@ pub(crate) fn end_leftovers(sandbox: &Sandbox) {
                 && let Some(pid) = std::fs::read_to_string(&path)
                     .ok()
                     .and_then(|t| t.trim().parse::<u32>().ok())
-                && signal::started_in(pid, sandbox.root())
+                && signal::started_in(pid, sandbox.root(), &path)
             {
                 signal::group(pid, libc::SIGKILL);
                 signal::process(pid, libc::SIGKILL);
@@ -462,22 +339,7 @@ pub(crate) fn end_leftovers(sandbox: &Sandbox) {
     }
 }
 
-/// Puts every script run of a lifecycle step in the task's debug log, a failed step's
-/// too: which script, how it ended, the tail of its output.
-fn log_runs(agent_id: &str, runs: &[ScriptRun]) {
-    for run in runs {
-        trace::note(Channel::Debug, || {
-            let tail = if run.tail.is_empty() {
-                String::new()
-            } else {
-                format!(", output ends: {}", run.tail.replace('\n', " | "))
-            };
-            format!("agent {agent_id}: {}{tail}", run.describe())
-        });
-    }
-}
-
-fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+pub(crate) fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(to)?;
     for entry in std::fs::read_dir(from)? {
         let entry = entry?;
@@ -618,260 +480,5 @@ impl Cpi for ProcessCloud {
             .map_err(cpi_error)?
             .map_err(cpi_error)?;
         Ok(id)
-    }
-}
-
-#[async_trait]
-impl Agent for ProcessCloud {
-    async fn get_state(&self, agent_id: &str) -> Result<AgentState, AgentError> {
-        let vm = self.agent(agent_id, "get_state")?;
-        let running = vm.running.lock().await;
-        let statuses = match &running.supervisor {
-            Some(s) => s
-                .statuses()
-                .await
-                .map_err(|e| Self::failed(agent_id, "get_state", e))?,
-            None => Vec::new(),
-        };
-        let job_state = if !running.started {
-            JobState::Stopped
-        } else if statuses.iter().all(|s| s.state == ProcessState::Running) {
-            JobState::Running
-        } else if statuses.iter().any(|s| s.state == ProcessState::Failing) {
-            JobState::Failing
-        } else {
-            JobState::Starting
-        };
-        let failing_jobs: BTreeSet<String> = statuses
-            .iter()
-            .filter(|s| s.state != ProcessState::Running)
-            .map(|s| s.job.clone())
-            .collect();
-        Ok(AgentState {
-            job_state,
-            applied: running.applied.clone(),
-            failing_jobs: failing_jobs.into_iter().collect(),
-            networks: vm
-                .facts()
-                .networks
-                .iter()
-                .filter_map(|(n, ip)| ip.map(|ip| (n.clone(), ip)))
-                .collect(),
-            processes: statuses
-                .iter()
-                .map(|s| Process {
-                    name: s.name.clone(),
-                    state: s.state.as_str().to_string(),
-                    uptime_secs: s.uptime.map(|u| u.as_secs()),
-                    mem_kb: None,
-                    mem_percent: None,
-                    cpu_total: None,
-                })
-                .collect(),
-            vitals: None,
-        })
-    }
-
-    async fn prepare(&self, agent_id: &str, _spec: &InstanceSpec) -> Result<(), AgentError> {
-        self.agent(agent_id, "prepare").map(|_| ())
-    }
-
-    /// `pre-stop` and `drain` of every job (the drain protocol followed to its end); the
-    /// director's drain wait is then zero.
-    async fn drain(&self, agent_id: &str, drain: Drain<'_>) -> Result<i64, AgentError> {
-        let vm = self.agent(agent_id, "drain")?;
-        // Dynamic drains are followed to their end here, as a current BOSH agent does.
-        if drain == Drain::Status {
-            return Ok(0);
-        }
-        let running = vm.running.lock().await;
-        let (Some(supervisor), true) = (&running.supervisor, running.started) else {
-            return Ok(0);
-        };
-        let context = self
-            .stop_context(running.applied.as_ref(), &running.jobs, drain)
-            .await;
-        let lifecycle = Lifecycle::new(&vm.sandbox, &running.jobs, &**supervisor);
-        let outcome = lifecycle.drain(&context).await;
-        log_runs(agent_id, &lifecycle.runs());
-        outcome
-            .map(|_| 0)
-            .map_err(|e| Self::failed(agent_id, "drain", e))
-    }
-
-    async fn stop(&self, agent_id: &str) -> Result<(), AgentError> {
-        let vm = self.agent(agent_id, "stop")?;
-        let mut running = vm.running.lock().await;
-        let Some(supervisor) = running.supervisor.clone() else {
-            return Ok(());
-        };
-        let lifecycle = Lifecycle::new(&vm.sandbox, &running.jobs, &*supervisor);
-        let halted = lifecycle.halt().await;
-        log_runs(agent_id, &lifecycle.runs());
-        running.started = false;
-        vm.remember(|f| f.started = false)
-            .map_err(|e| Self::failed(agent_id, "stop", e))?;
-        halted
-            .map(|_| ())
-            .map_err(|e| Self::failed(agent_id, "stop", e))
-    }
-
-    async fn apply(&self, agent_id: &str, spec: &InstanceSpec) -> Result<(), AgentError> {
-        let vm = self.agent(agent_id, "apply")?;
-        let failed = |e: String| Self::failed(agent_id, "apply", e);
-        let (rendered, packages) = self.placement(spec).await.map_err(failed)?;
-        let mut running = vm.running.lock().await;
-        // What ran before is stopped before its files are replaced.
-        if let Some(old) = running.supervisor.take() {
-            old.stop().await.map_err(failed)?;
-        }
-        place::place(&vm.sandbox, &rendered, packages)
-            .await
-            .map_err(|e| failed(e.to_string()))?;
-        let names = spec.jobs.clone();
-        let supervisor: Arc<dyn Processes> = match &self.supervision {
-            Supervision::InProcess => {
-                let processes =
-                    jobs::processes(&vm.sandbox, &names).map_err(|e| failed(e.to_string()))?;
-                Arc::new(Supervisor::new(vm.sandbox.clone(), processes, self.timings))
-            }
-            Supervision::Daemons { program } => {
-                let d = Daemon::new(vm.sandbox.root(), program);
-                d.load(&names).await.map_err(failed)?;
-                Arc::new(d)
-            }
-        };
-        running.supervisor = Some(supervisor);
-        running.jobs = names.clone();
-        running.applied = Some(spec.clone());
-        running.started = false;
-        vm.remember(|f| {
-            f.applied = Some(spec.clone());
-            f.jobs = names;
-            f.started = false;
-        })
-        .map_err(|e| failed(e.to_string()))
-    }
-
-    async fn start(&self, agent_id: &str) -> Result<(), AgentError> {
-        let vm = self.agent(agent_id, "start")?;
-        let mut running = vm.running.lock().await;
-        let Some(supervisor) = running.supervisor.clone() else {
-            return Err(Self::failed(agent_id, "start", "nothing was applied"));
-        };
-        let disk = vm.facts().disk.map(|d| self.disk_dir(&d));
-        let lifecycle = Lifecycle::new(&vm.sandbox, &running.jobs, &*supervisor);
-        let started = lifecycle.start(disk.as_deref()).await;
-        log_runs(agent_id, &lifecycle.runs());
-        running.started = started.is_ok();
-        let ok = started.is_ok();
-        vm.remember(|f| f.started = ok)
-            .map_err(|e| Self::failed(agent_id, "start", e))?;
-        started
-            .map(|_| ())
-            .map_err(|e| Self::failed(agent_id, "start", e))
-    }
-
-    async fn mount_disk(&self, agent_id: &str, disk_cid: &str) -> Result<(), AgentError> {
-        let vm = self.agent(agent_id, "mount_disk")?;
-        vm.sandbox
-            .mount(&self.disk_dir(disk_cid))
-            .map_err(|e| Self::failed(agent_id, "mount_disk", e))
-    }
-
-    async fn unmount_disk(&self, agent_id: &str, disk_cid: &str) -> Result<(), AgentError> {
-        let vm = self.agent(agent_id, "unmount_disk")?;
-        vm.sandbox
-            .unmount_disk(&self.disk_dir(disk_cid))
-            .map_err(|e| Self::failed(agent_id, "unmount_disk", e))
-    }
-
-    async fn compile_package(
-        &self,
-        agent_id: &str,
-        package: &str,
-        dependencies: &[CompiledDependency],
-    ) -> Result<String, AgentError> {
-        let vm = self.agent(agent_id, "compile_package")?;
-        let failed = |e: String| Self::failed(agent_id, "compile_package", e);
-        let mut parts = package.splitn(3, '/');
-        let (Some(release), Some(version), Some(name)) = (parts.next(), parts.next(), parts.next())
-        else {
-            return Err(failed(format!(
-                "`{package}` is not release/version/package"
-            )));
-        };
-        let record = stored::release(&self.store, release, version)
-            .await
-            .map_err(failed)?
-            .ok_or_else(|| failed(format!("release {release}/{version} is not uploaded")))?;
-        let archived = record
-            .packages
-            .iter()
-            .find(|p| p.name == name)
-            .and_then(|p| p.archive.clone())
-            .ok_or_else(|| failed(format!("package {package} has no archive")))?;
-        let source = stored::blob(&self.store, &archived.blob)
-            .await
-            .map_err(failed)?;
-        let mut compiled_dependencies = Vec::new();
-        for dep in dependencies {
-            let blob = stored::compiled_blob(&self.store, &dep.key)
-                .await
-                .map_err(failed)?;
-            let bytes = stored::blob(&self.store, &blob).await.map_err(failed)?;
-            compiled_dependencies.push((dep.name.clone(), bytes));
-        }
-        let outcome = compile::compile(
-            &vm.sandbox,
-            CompileRequest {
-                name,
-                version: &archived.version,
-                source: &source,
-                dependencies: compiled_dependencies,
-            },
-        )
-        .await;
-        if let Ok((_, run)) | Err(compile::CompileError::Packaging { run }) = &outcome {
-            log_runs(agent_id, std::slice::from_ref(run));
-        }
-        let (compiled, _) = outcome.map_err(|e| failed(e.to_string()))?;
-        let blob = fleet_release::sha1_hex(&compiled);
-        self.store
-            .run(|s| s.put_blob(&blob, &compiled))
-            .await
-            .map_err(|e| failed(e.to_string()))?;
-        Ok(blob)
-    }
-
-    /// Copies the data of the disk at `store/` to the one at the migration target, which
-    /// then takes its place at `store/`, as BOSH's agent migrates.
-    async fn migrate_disk(&self, agent_id: &str, from: &str, to: &str) -> Result<(), AgentError> {
-        let vm = self.agent(agent_id, "migrate_disk")?;
-        let failed = |e: std::io::Error| Self::failed(agent_id, "migrate_disk", e);
-        let (source, target) = (self.disk_dir(from), self.disk_dir(to));
-        tokio::task::spawn_blocking(move || copy_tree(&source, &target))
-            .await
-            .map_err(|e| failed(std::io::Error::other(e)))?
-            .map_err(failed)?;
-        if std::fs::read_link(vm.sandbox.migration_target()).is_ok() {
-            vm.sandbox.finish_migration().map_err(failed)?;
-        }
-        vm.remember(|f| f.disk = Some(to.to_string()))
-            .map_err(failed)
-    }
-
-    async fn post_deploy(&self, agent_id: &str) -> Result<(), AgentError> {
-        let vm = self.agent(agent_id, "run_script")?;
-        let running = vm.running.lock().await;
-        let (Some(supervisor), true) = (&running.supervisor, running.started) else {
-            return Ok(());
-        };
-        let lifecycle = Lifecycle::new(&vm.sandbox, &running.jobs, &**supervisor);
-        let outcome = lifecycle.post_deploy().await;
-        log_runs(agent_id, &lifecycle.runs());
-        outcome
-            .map(|_| ())
-            .map_err(|e| Self::failed(agent_id, "run_script", e))
     }
 }

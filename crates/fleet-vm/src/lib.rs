@@ -2,11 +2,13 @@
 //! release brings (monit, bpm.yml, lifecycle scripts) read, each VM's processes
 //! supervised as monit and bpm do, and the job lifecycle of seed 003 run in its order.
 
+mod agent;
 pub mod bpm;
 pub mod cloud;
 pub mod compile;
 pub mod daemon;
 pub mod drain;
+mod instance_spec;
 pub mod jobs;
 pub mod lifecycle;
 pub mod monit;

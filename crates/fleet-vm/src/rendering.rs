@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use fleet_director::model::{InstanceSpec, RenderedTemplates};
-use fleet_director::templates::{Renderer, TemplateInstance, rendered_blob_id};
+use fleet_director::templates::{Renderer, TemplateError, TemplateInstance, rendered_blob_id};
 use fleet_store::AsyncStore;
 
 use super::render::{self, Declared, JobTemplates};
@@ -91,14 +91,17 @@ impl TemplateRenderer {
     }
 }
 
-/// What `spec` is in a template, from what the director knows of the instance.
+/// What `spec` is in a template, from what the director knows of the instance. An
+/// address the IaaS assigns (a dynamic network) is this machine's loopback, where the
+/// VM's processes listen.
 fn template_spec(instance: &TemplateInstance) -> render::InstanceSpec {
-    let ip = |ip: &Option<std::net::Ipv4Addr>| ip.map(|i| i.to_string()).unwrap_or_default();
+    let ip =
+        |ip: &Option<std::net::Ipv4Addr>| ip.unwrap_or(std::net::Ipv4Addr::LOCALHOST).to_string();
     let address = instance
         .networks
         .first()
         .map(|(_, a)| ip(a))
-        .unwrap_or_default();
+        .unwrap_or_else(|| ip(&None));
     render::InstanceSpec {
         address: address.clone(),
         ip: address,
@@ -122,15 +125,22 @@ impl Renderer for TemplateRenderer {
         &self,
         spec: &InstanceSpec,
         instance: &TemplateInstance,
-    ) -> Result<Option<RenderedTemplates>, String> {
+    ) -> Result<Option<RenderedTemplates>, TemplateError> {
         let mut jobs = Vec::new();
         for name in &spec.jobs {
-            jobs.push(self.job(spec, name).await?);
+            jobs.push(
+                self.job(spec, name)
+                    .await
+                    .map_err(TemplateError::Unavailable)?,
+            );
         }
         let templates: Vec<JobTemplates> = jobs.iter().map(|j| j.templates.clone()).collect();
         let rendered = render::render(&template_spec(instance), &templates)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| match e {
+                render::RenderError::Failed(_) => TemplateError::Failed(e.to_string()),
+                _ => TemplateError::Unavailable(e.to_string()),
+            })?;
         let mut files: BTreeMap<String, Vec<u8>> = BTreeMap::new();
         for job in &jobs {
             let name = &job.templates.name;
@@ -138,8 +148,12 @@ impl Renderer for TemplateRenderer {
             let monit = texts.get(MONIT).cloned().unwrap_or_default();
             files.insert(format!("{name}/monit"), monit.into_bytes());
             for (source, destination) in &job.destinations {
-                let text = texts.get(source).cloned().unwrap_or_default();
-                files.insert(format!("{name}/{destination}"), text.into_bytes());
+                let text = texts.get(source).ok_or_else(|| {
+                    TemplateError::Unavailable(format!(
+                        "the renderer gave nothing for {name}/{source}"
+                    ))
+                })?;
+                files.insert(format!("{name}/{destination}"), text.clone().into_bytes());
             }
         }
         let listing: String = files
@@ -156,7 +170,7 @@ impl Renderer for TemplateRenderer {
         self.store
             .run(|s| s.put_blob(&blob, &archive))
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| TemplateError::Unavailable(e.to_string()))?;
         Ok(Some(RenderedTemplates {
             blob,
             configuration_hash,

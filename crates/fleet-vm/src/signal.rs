@@ -42,64 +42,112 @@ pub fn alive(pid: u32) -> bool {
     }
 }
 
-/// Whether `pid` is a live process started in the VM at `root`: its environment names the
-/// VM ([`crate::sandbox::VM_ROOT`]). A pidfile may outlive its process, and its number be
-/// taken by another.
-pub fn started_in(pid: u32, root: &std::path::Path) -> bool {
+/// Whether the pid a pidfile names is a live process of the VM at `root`, not one that
+/// took the number after the pidfile's process ended (the machine restarted): its
+/// environment names the VM ([`crate::sandbox::VM_ROOT`]), or, for a process that
+/// rewrote its environment (as servers setting their process title do), it started no
+/// later than the pidfile was written.
+pub fn started_in(pid: u32, root: &std::path::Path, pidfile: &std::path::Path) -> bool {
     if !alive(pid) {
         return false;
     }
-    let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
-        return false;
-    };
-    let mut wanted = format!("{}=", crate::sandbox::VM_ROOT).into_bytes();
-    wanted.extend_from_slice(root.as_os_str().as_encoded_bytes());
-    environ
-        .split(|b| *b == 0)
-        .any(|entry| entry == wanted.as_slice())
+    if let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) {
+        let mut wanted = format!("{}=", crate::sandbox::VM_ROOT).into_bytes();
+        wanted.extend_from_slice(root.as_os_str().as_encoded_bytes());
+        if environ
+            .split(|b| *b == 0)
+            .any(|entry| entry == wanted.as_slice())
+        {
+            return true;
+        }
+    }
+    let written = std::fs::metadata(pidfile).and_then(|m| m.modified());
+    match (started_at(pid), written) {
+        // A second of slack: the clock ticks and the file times are coarse.
+        (Some(started), Ok(written)) => started <= written + std::time::Duration::from_secs(1),
+        _ => false,
+    }
+}
+
+/// When `pid` started: the boot time plus its start in clock ticks (`/proc/PID/stat`).
+fn started_at(pid: u32) -> Option<std::time::SystemTime> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Field 22, counted after the command name, which is in parentheses.
+    let (_, rest) = stat.rsplit_once(')')?;
+    let ticks: u64 = rest.split_whitespace().nth(19)?.parse().ok()?;
+    let boot: u64 = std::fs::read_to_string("/proc/stat")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))?
+        .trim()
+        .parse()
+        .ok()?;
+    // SAFETY: sysconf reads a constant of the system; it touches no memory of ours.
+    let per_second = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).ok()?;
+    let since_boot = std::time::Duration::from_millis(ticks * 1000 / per_second.max(1));
+    Some(std::time::UNIX_EPOCH + std::time::Duration::from_secs(boot) + since_boot)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_process_is_known_by_the_vm_it_was_started_in() {
-        let root = std::path::Path::new("/tmp/some-vm");
-        let mut child = std::process::Command::new("sleep")
-            .arg("30")
-            .env(crate::sandbox::VM_ROOT, root)
-            .spawn()
-            .unwrap();
-        let mut stranger = std::process::Command::new("sleep")
-            .arg("30")
-            .spawn()
-            .unwrap();
-        let env = std::fs::read(format!("/proc/{}/environ", child.id())).unwrap();
-        eprintln!(
-            "{:?} alive={}",
-            String::from_utf8_lossy(&env)
-                .replace("\0", "\n")
-                .lines()
-                .filter(|l| l.starts_with("BOSH"))
-                .collect::<Vec<_>>(),
-            alive(child.id())
-        );
-        // The new program's environment shows once it has been executed.
-        let known = (0..200).any(|_| {
+    fn sleeper(env: Option<&std::path::Path>) -> std::process::Child {
+        let mut command = std::process::Command::new("sleep");
+        command.arg("30");
+        if let Some(root) = env {
+            command.env(crate::sandbox::VM_ROOT, root);
+        }
+        command.spawn().unwrap()
+    }
+
+    /// Polls `check` for up to 2 s: a new program's environment shows once it has been
+    /// executed.
+    fn soon(check: impl Fn() -> bool) -> bool {
+        (0..200).any(|_| {
             std::thread::sleep(std::time::Duration::from_millis(10));
-            started_in(child.id(), root)
-        });
-        assert!(known);
-        assert!(!started_in(
-            child.id(),
-            std::path::Path::new("/tmp/some-vm2")
-        ));
-        assert!(!started_in(stranger.id(), root), "a process of no VM");
-        for c in [&mut child, &mut stranger] {
+            check()
+        })
+    }
+
+    #[test]
+    fn a_process_is_known_by_the_vm_it_was_started_in_or_by_when_it_started() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("vm");
+        let pidfile = dir.path().join("p.pid");
+        // A stranger that started before the pidfile was written, as the process that
+        // wrote it would have.
+        let mut older = sleeper(None);
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        std::fs::write(&pidfile, "").unwrap();
+        // A pidfile older than the process: a number taken after a restart.
+        let old_file = dir.path().join("old.pid");
+        std::fs::write(&old_file, "").unwrap();
+        let past = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        std::fs::File::options()
+            .write(true)
+            .open(&old_file)
+            .unwrap()
+            .set_modified(past)
+            .unwrap();
+        let mut marked = sleeper(Some(&root));
+        let mut stranger = sleeper(None);
+        assert!(
+            soon(|| started_in(marked.id(), &root, &old_file)),
+            "by its environment"
+        );
+        assert!(
+            !started_in(stranger.id(), &root, &old_file),
+            "started after its pidfile"
+        );
+        assert!(
+            started_in(older.id(), &root, &pidfile),
+            "started before its pidfile"
+        );
+        for c in [&mut marked, &mut stranger, &mut older] {
             c.kill().unwrap();
             c.wait().unwrap();
         }
-        assert!(!started_in(child.id(), root), "gone");
+        assert!(!started_in(marked.id(), &root, &old_file), "gone");
     }
 }

@@ -291,7 +291,9 @@ struct Watcher {
 
 impl Watcher {
     /// Monit's cycle for one process: a process just started is `starting` until a check
-    /// finds it alive, then `running`; one that died before that, or could not be started,
+    /// finds it alive, then `running` (so is one found alive in any other state: a
+    /// daemon that came up late); one that died before that (a monit process: whose
+    /// pidfile named no live process within its start timeout), or could not be started,
     /// is `failing` and started again after a wait that doubles with each such failure in
     /// a row; one that dies after it ran is started again at once.
     async fn watch(mut self, first: tokio::sync::oneshot::Sender<()>) {
@@ -304,12 +306,17 @@ impl Watcher {
             let alive = is_alive(&self.process).await;
             let state = self.process.current().state;
             let wait = match (alive, state) {
-                (true, ProcessState::Starting) => {
+                (true, ProcessState::Running) => self.timings.check_every,
+                (true, _) => {
                     failures = 0;
-                    self.process.current().state = ProcessState::Running;
+                    let mut c = self.process.current();
+                    c.state = ProcessState::Running;
+                    c.since.get_or_insert_with(Instant::now);
                     self.timings.check_every
                 }
-                (true, _) => self.timings.check_every,
+                (false, ProcessState::Starting) if self.may_still_appear() => {
+                    self.timings.check_every
+                }
                 (false, ProcessState::Starting) => {
                     failures += 1;
                     self.fail("it exited right after it started".into());
@@ -347,6 +354,17 @@ impl Watcher {
         if let Some(done) = first.take() {
             let _ = done.send(());
         }
+    }
+
+    /// Whether a monit process started but never yet found may still write its pidfile:
+    /// monit waits for it up to the start program's timeout. One found once and gone
+    /// since has died; a bpm process is this supervisor's child: gone is gone.
+    fn may_still_appear(&self) -> bool {
+        let Kind::Monit { start_timeout, .. } = &self.process.def.kind else {
+            return false;
+        };
+        let c = self.process.current();
+        c.pid.is_none() && c.since.is_some_and(|s| s.elapsed() < *start_timeout)
     }
 
     fn fail(&self, why: String) {
@@ -530,7 +548,7 @@ async fn stop_one(process: &Supervised, sandbox: &Sandbox, timings: Timings) {
             if let Some(group) = group {
                 signal::group(group, libc::SIGKILL);
             }
-            if let Some(pid) = pid.filter(|p| signal::started_in(*p, sandbox.root())) {
+            if let Some(pid) = pid.filter(|p| signal::started_in(*p, sandbox.root(), pidfile)) {
                 signal::group(pid, libc::SIGKILL);
                 signal::process(pid, libc::SIGKILL);
             }

@@ -503,3 +503,37 @@ async fn a_monit_stop_program_past_its_limit_is_ended_with_what_it_stopped() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_daemon_that_writes_its_pidfile_late_is_waited_for_not_started_twice() {
+    let vm = Vm::new();
+    let pidfile = vm.sandbox.run_dir().join("late.pid");
+    vm.write(
+        "a",
+        "bin/ctl",
+        &format!(
+            "#!/bin/sh\necho a:start >> $REC\n(sleep 1; sleep 1000 & echo $! > {pid}) >/dev/null 2>&1 &\n",
+            pid = pidfile.display()
+        ),
+    );
+    let ctl = vm.sandbox.job("a").join("bin/ctl");
+    vm.write(
+        "a",
+        "monit",
+        &format!(
+            "check process a\n  with pidfile {}\n  start program \"{}\" with timeout 20 seconds\n",
+            pidfile.display(),
+            ctl.display()
+        ),
+    );
+    let jobs = names(&["a"]);
+    let supervisor = vm.supervisor(&jobs);
+    supervisor.start().await;
+    assert_eq!(supervisor.statuses()[0].state, ProcessState::Starting);
+    eventually("the daemon running", || {
+        supervisor.statuses()[0].state == ProcessState::Running
+    })
+    .await;
+    assert_eq!(vm.lines(), ["a:start"], "started once");
+    supervisor.stop().await;
+}

@@ -394,6 +394,11 @@ async fn a_failing_pre_start_fails_the_canary_and_stops_the_rollout() {
         ["greeter/0:pre-start", "greeter/0:recorder-pre-start"],
         "the canary alone tried, both its jobs' pre-starts at once"
     );
+    assert_eq!(
+        f.rendered_blobs(),
+        0,
+        "what the failed deploy rendered went with it: no instance runs it"
+    );
     f.cloud.halt().await;
 }
 

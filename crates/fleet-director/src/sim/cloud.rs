@@ -35,6 +35,8 @@ pub struct SimulatedCloud {
     log: Mutex<Vec<String>>,
     /// Answers of the next drain calls; 0 once they run out.
     drains: Mutex<std::collections::VecDeque<i64>>,
+    /// What each drain was asked as, `deployment/instance kind`, in order.
+    drain_kinds: Mutex<Vec<String>>,
 }
 
 impl SimulatedCloud {
@@ -47,7 +49,15 @@ impl SimulatedCloud {
             calls: Mutex::new(HashMap::new()),
             log: Mutex::new(Vec::new()),
             drains: Mutex::new(std::collections::VecDeque::new()),
+            drain_kinds: Mutex::new(Vec::new()),
         }
+    }
+
+    /// What the drains since the last call were asked as, each `deployment/instance
+    /// kind`: `update`, `status`, or `shutdown` with what becomes of the VM, instance and
+    /// deployment (`shutdown delete/keep/keep`).
+    pub fn take_drain_kinds(&self) -> Vec<String> {
+        std::mem::take(&mut *self.drain_kinds.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// The calls made since the last time they were taken.
@@ -549,6 +559,19 @@ impl Agent for SimulatedCloud {
             Drain::Status => "drain_status",
             Drain::Update(_) | Drain::Shutdown(_) => "drain",
         };
+        let kind = match drain {
+            Drain::Update(_) => "update".to_string(),
+            Drain::Status => "status".to_string(),
+            Drain::Shutdown(intent) => {
+                let states: Vec<&str> = intent.next_states().iter().map(|(_, s)| *s).collect();
+                format!("shutdown {}", states.join("/"))
+            }
+        };
+        let subject = self.agent_subject(agent_id).await;
+        self.drain_kinds
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(format!("{subject} {kind}"));
         self.agent_call(agent_id, method, |_| {}).await?;
         Ok(self
             .drains

@@ -67,7 +67,10 @@ async fn procedure(
         } else {
             Drain::Update(&plan.desired)
         };
-        stop_jobs(core, &agent, &name, options.skip_drain, drain).await?;
+        // A stopped instance being started has no jobs running to drain.
+        if record.state == DesiredState::Started {
+            stop_jobs(core, &agent, &name, options.skip_drain, drain).await?;
+        }
         if core.settings.snapshots
             && let Some(disk) = &record.disk_cid
         {

@@ -1,0 +1,312 @@
+//! The agent on each VM of the process-backed IaaS, as the director talks to it: the
+//! spec applied (rendered files placed, compiled packages unpacked), the job lifecycle
+//! of seed 003 run on `start`, `drain`, `stop` and `post_deploy`, the processes' states
+//! reported, packages compiled on compilation VMs, and persistent disks mounted and
+//! migrated.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use fleet_director::agent::{
+    Agent, AgentError, AgentState, CompiledDependency, Drain, JobState, Process,
+};
+use fleet_director::model::InstanceSpec;
+use fleet_director::trace::{self, Channel};
+
+use super::cloud::{ProcessCloud, Supervision, copy_tree};
+use super::compile::{self, CompileRequest};
+use super::daemon::Daemon;
+use super::instance_spec;
+use super::jobs;
+use super::lifecycle::Lifecycle;
+use super::place;
+use super::script::ScriptRun;
+use super::stored;
+use super::supervisor::{ProcessState, Processes, Supervisor};
+
+impl ProcessCloud {
+    fn failed(agent_id: &str, method: &str, message: impl std::fmt::Display) -> AgentError {
+        AgentError::Failed {
+            agent_id: agent_id.to_string(),
+            method: method.to_string(),
+            message: message.to_string(),
+        }
+    }
+}
+
+/// Puts every script run of a lifecycle step in the task's debug log, a failed step's
+/// too: which script, how it ended, the tail of its output.
+fn log_runs(agent_id: &str, runs: &[ScriptRun]) {
+    for run in runs {
+        trace::note(Channel::Debug, || {
+            let tail = if run.tail.is_empty() {
+                String::new()
+            } else {
+                format!(", output ends: {}", run.tail.replace('\n', " | "))
+            };
+            format!("agent {agent_id}: {}{tail}", run.describe())
+        });
+    }
+}
+
+#[async_trait]
+impl Agent for ProcessCloud {
+    async fn get_state(&self, agent_id: &str) -> Result<AgentState, AgentError> {
+        let vm = self.agent(agent_id, "get_state")?;
+        let running = vm.running.lock().await;
+        let statuses = match &running.supervisor {
+            Some(s) => s
+                .statuses()
+                .await
+                .map_err(|e| Self::failed(agent_id, "get_state", e))?,
+            None => Vec::new(),
+        };
+        let job_state = if !running.started {
+            JobState::Stopped
+        } else if statuses.iter().all(|s| s.state == ProcessState::Running) {
+            JobState::Running
+        } else if statuses.iter().any(|s| s.state == ProcessState::Failing) {
+            JobState::Failing
+        } else {
+            JobState::Starting
+        };
+        let failing_jobs: BTreeSet<String> = statuses
+            .iter()
+            .filter(|s| s.state != ProcessState::Running)
+            .map(|s| s.job.clone())
+            .collect();
+        Ok(AgentState {
+            job_state,
+            applied: running.applied.clone(),
+            failing_jobs: failing_jobs.into_iter().collect(),
+            networks: vm
+                .facts()
+                .networks
+                .iter()
+                .filter_map(|(n, ip)| ip.map(|ip| (n.clone(), ip)))
+                .collect(),
+            processes: statuses
+                .iter()
+                .map(|s| Process {
+                    name: s.name.clone(),
+                    state: s.state.as_str().to_string(),
+                    uptime_secs: s.uptime.map(|u| u.as_secs()),
+                    mem_kb: None,
+                    mem_percent: None,
+                    cpu_total: None,
+                })
+                .collect(),
+            vitals: None,
+        })
+    }
+
+    async fn prepare(&self, agent_id: &str, _spec: &InstanceSpec) -> Result<(), AgentError> {
+        self.agent(agent_id, "prepare").map(|_| ())
+    }
+
+    /// `pre-stop` and `drain` of every job (the drain protocol followed to its end); the
+    /// director's drain wait is then zero.
+    async fn drain(&self, agent_id: &str, drain: Drain<'_>) -> Result<i64, AgentError> {
+        let vm = self.agent(agent_id, "drain")?;
+        // Dynamic drains are followed to their end here, as a current BOSH agent does.
+        if drain == Drain::Status {
+            return Ok(0);
+        }
+        let running = vm.running.lock().await;
+        let (Some(supervisor), true) = (&running.supervisor, running.started) else {
+            return Ok(0);
+        };
+        let context = instance_spec::stop_context(
+            &self.store,
+            running.applied.as_ref(),
+            &running.jobs,
+            drain,
+        )
+        .await;
+        let lifecycle = Lifecycle::new(&vm.sandbox, &running.jobs, &**supervisor);
+        let outcome = lifecycle.drain(&context).await;
+        log_runs(agent_id, &lifecycle.runs());
+        outcome
+            .map(|_| 0)
+            .map_err(|e| Self::failed(agent_id, "drain", e))
+    }
+
+    async fn stop(&self, agent_id: &str) -> Result<(), AgentError> {
+        let vm = self.agent(agent_id, "stop")?;
+        let mut running = vm.running.lock().await;
+        let Some(supervisor) = running.supervisor.clone() else {
+            return Ok(());
+        };
+        let lifecycle = Lifecycle::new(&vm.sandbox, &running.jobs, &*supervisor);
+        let halted = lifecycle.halt().await;
+        log_runs(agent_id, &lifecycle.runs());
+        running.started = false;
+        vm.remember(|f| f.started = false)
+            .map_err(|e| Self::failed(agent_id, "stop", e))?;
+        halted
+            .map(|_| ())
+            .map_err(|e| Self::failed(agent_id, "stop", e))
+    }
+
+    async fn apply(&self, agent_id: &str, spec: &InstanceSpec) -> Result<(), AgentError> {
+        let vm = self.agent(agent_id, "apply")?;
+        let failed = |e: String| Self::failed(agent_id, "apply", e);
+        let (rendered, packages) = instance_spec::placement(&self.store, spec)
+            .await
+            .map_err(failed)?;
+        let mut running = vm.running.lock().await;
+        // What ran before is stopped before its files are replaced.
+        if let Some(old) = running.supervisor.take() {
+            old.stop().await.map_err(failed)?;
+        }
+        place::place(&vm.sandbox, &rendered, packages)
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        let names = spec.jobs.clone();
+        let supervisor: Arc<dyn Processes> = match &self.supervision {
+            Supervision::InProcess => {
+                let processes =
+                    jobs::processes(&vm.sandbox, &names).map_err(|e| failed(e.to_string()))?;
+                Arc::new(Supervisor::new(vm.sandbox.clone(), processes, self.timings))
+            }
+            Supervision::Daemons { program } => {
+                let d = Daemon::new(vm.sandbox.root(), program);
+                d.load(&names).await.map_err(failed)?;
+                Arc::new(d)
+            }
+        };
+        running.supervisor = Some(supervisor);
+        running.jobs = names.clone();
+        running.applied = Some(spec.clone());
+        running.started = false;
+        vm.remember(|f| {
+            f.applied = Some(spec.clone());
+            f.jobs = names;
+            f.started = false;
+        })
+        .map_err(|e| failed(e.to_string()))
+    }
+
+    async fn start(&self, agent_id: &str) -> Result<(), AgentError> {
+        let vm = self.agent(agent_id, "start")?;
+        let mut running = vm.running.lock().await;
+        let Some(supervisor) = running.supervisor.clone() else {
+            return Err(Self::failed(agent_id, "start", "nothing was applied"));
+        };
+        let disk = vm.facts().disk.map(|d| self.disk_dir(&d));
+        let lifecycle = Lifecycle::new(&vm.sandbox, &running.jobs, &*supervisor);
+        let started = lifecycle.start(disk.as_deref()).await;
+        log_runs(agent_id, &lifecycle.runs());
+        running.started = started.is_ok();
+        let ok = started.is_ok();
+        vm.remember(|f| f.started = ok)
+            .map_err(|e| Self::failed(agent_id, "start", e))?;
+        started
+            .map(|_| ())
+            .map_err(|e| Self::failed(agent_id, "start", e))
+    }
+
+    async fn mount_disk(&self, agent_id: &str, disk_cid: &str) -> Result<(), AgentError> {
+        let vm = self.agent(agent_id, "mount_disk")?;
+        vm.sandbox
+            .mount(&self.disk_dir(disk_cid))
+            .map_err(|e| Self::failed(agent_id, "mount_disk", e))
+    }
+
+    async fn unmount_disk(&self, agent_id: &str, disk_cid: &str) -> Result<(), AgentError> {
+        let vm = self.agent(agent_id, "unmount_disk")?;
+        vm.sandbox
+            .unmount_disk(&self.disk_dir(disk_cid))
+            .map_err(|e| Self::failed(agent_id, "unmount_disk", e))
+    }
+
+    async fn compile_package(
+        &self,
+        agent_id: &str,
+        package: &str,
+        dependencies: &[CompiledDependency],
+    ) -> Result<String, AgentError> {
+        let vm = self.agent(agent_id, "compile_package")?;
+        let failed = |e: String| Self::failed(agent_id, "compile_package", e);
+        let mut parts = package.splitn(3, '/');
+        let (Some(release), Some(version), Some(name)) = (parts.next(), parts.next(), parts.next())
+        else {
+            return Err(failed(format!(
+                "`{package}` is not release/version/package"
+            )));
+        };
+        let record = stored::release(&self.store, release, version)
+            .await
+            .map_err(failed)?
+            .ok_or_else(|| failed(format!("release {release}/{version} is not uploaded")))?;
+        let archived = record
+            .packages
+            .iter()
+            .find(|p| p.name == name)
+            .and_then(|p| p.archive.clone())
+            .ok_or_else(|| failed(format!("package {package} has no archive")))?;
+        let source = stored::blob(&self.store, &archived.blob)
+            .await
+            .map_err(failed)?;
+        let mut compiled_dependencies = Vec::new();
+        for dep in dependencies {
+            let blob = stored::compiled_blob(&self.store, &dep.key)
+                .await
+                .map_err(failed)?;
+            let bytes = stored::blob(&self.store, &blob).await.map_err(failed)?;
+            compiled_dependencies.push((dep.name.clone(), bytes));
+        }
+        let outcome = compile::compile(
+            &vm.sandbox,
+            CompileRequest {
+                name,
+                version: &archived.version,
+                source: &source,
+                dependencies: compiled_dependencies,
+            },
+        )
+        .await;
+        if let Ok((_, run)) | Err(compile::CompileError::Packaging { run }) = &outcome {
+            log_runs(agent_id, std::slice::from_ref(run));
+        }
+        let (compiled, _) = outcome.map_err(|e| failed(e.to_string()))?;
+        let blob = fleet_release::sha1_hex(&compiled);
+        self.store
+            .run(|s| s.put_blob(&blob, &compiled))
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        Ok(blob)
+    }
+
+    /// Copies the data of the disk at `store/` to the one at the migration target, which
+    /// then takes its place at `store/`, as BOSH's agent migrates.
+    async fn migrate_disk(&self, agent_id: &str, from: &str, to: &str) -> Result<(), AgentError> {
+        let vm = self.agent(agent_id, "migrate_disk")?;
+        let failed = |e: std::io::Error| Self::failed(agent_id, "migrate_disk", e);
+        let (source, target) = (self.disk_dir(from), self.disk_dir(to));
+        tokio::task::spawn_blocking(move || copy_tree(&source, &target))
+            .await
+            .map_err(|e| failed(std::io::Error::other(e)))?
+            .map_err(failed)?;
+        if std::fs::read_link(vm.sandbox.migration_target()).is_ok() {
+            vm.sandbox.finish_migration().map_err(failed)?;
+        }
+        vm.remember(|f| f.disk = Some(to.to_string()))
+            .map_err(failed)
+    }
+
+    async fn post_deploy(&self, agent_id: &str) -> Result<(), AgentError> {
+        let vm = self.agent(agent_id, "run_script")?;
+        let running = vm.running.lock().await;
+        let (Some(supervisor), true) = (&running.supervisor, running.started) else {
+            return Ok(());
+        };
+        let lifecycle = Lifecycle::new(&vm.sandbox, &running.jobs, &**supervisor);
+        let outcome = lifecycle.post_deploy().await;
+        log_runs(agent_id, &lifecycle.runs());
+        outcome
+            .map(|_| ())
+            .map_err(|e| Self::failed(agent_id, "run_script", e))
+    }
+}
