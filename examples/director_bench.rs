@@ -158,6 +158,7 @@ fn deploying() {
                 name: "s".into(),
                 os: "jammy".into(),
                 version: "1.0".into(),
+                cid: None,
             })
             .await
             .expect("stemcell");

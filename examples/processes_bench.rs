@@ -58,6 +58,7 @@ async fn director(store: Arc<dyn Store>, infrastructure: Infrastructure) -> Dire
             name: "bosh-local".into(),
             os: "local".into(),
             version: "1".into(),
+            cid: None,
         })
         .await
         .unwrap();

@@ -79,6 +79,7 @@ async fn broker() -> Broker {
                 name: "s".into(),
                 os: "jammy".into(),
                 version: v.into(),
+                cid: None,
             })
             .await
             .unwrap();

@@ -245,6 +245,7 @@ mod tests {
             name: "bosh-jammy".into(),
             os: "jammy".into(),
             version: version.into(),
+            cid: None,
         }
     }
 

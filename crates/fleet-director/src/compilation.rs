@@ -72,9 +72,11 @@ impl Worker<'_> {
             return Ok(vm.clone());
         }
         let agent_id = new_id("agent");
+        let stemcell_cid = self.core.records.stemcell_cid(self.stemcell).await?;
         let request = VmRequest {
             agent_id: agent_id.clone(),
             stemcell: self.stemcell.to_string(),
+            stemcell_cid,
             vm_type: self.config.vm_type.clone(),
             deployment: self.deployment.to_string(),
             instance: slot.owner.instance.clone(),

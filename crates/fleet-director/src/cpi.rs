@@ -2,6 +2,8 @@
 
 use async_trait::async_trait;
 
+use super::model::Stemcell;
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct CpiError(pub String);
@@ -9,7 +11,10 @@ pub struct CpiError(pub String);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VmRequest {
     pub agent_id: String,
+    /// The stemcell as the director names it (`os/version`).
     pub stemcell: String,
+    /// What the CPI calls that stemcell, when it made one at upload.
+    pub stemcell_cid: Option<String>,
     pub vm_type: Option<String>,
     pub deployment: String,
     /// `group/index`, which the simulated cloud uses to decide configured faults.
@@ -24,6 +29,11 @@ pub struct VmRequest {
 
 #[async_trait]
 pub trait Cpi: Send + Sync {
+    /// Makes the stemcell's image known to the IaaS, at upload; `None` for an IaaS that
+    /// needs no image (the simulation, VMs as directories).
+    async fn create_stemcell(&self, _stemcell: &Stemcell) -> Result<Option<String>, CpiError> {
+        Ok(None)
+    }
     async fn create_vm(&self, request: &VmRequest) -> Result<String, CpiError>;
     async fn delete_vm(&self, cid: &str) -> Result<(), CpiError>;
     async fn has_vm(&self, cid: &str) -> Result<bool, CpiError>;

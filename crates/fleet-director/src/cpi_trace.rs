@@ -7,6 +7,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::cpi::{Cpi, CpiError, VmRequest};
+use super::model::Stemcell;
 use super::trace::{Channel, note};
 
 pub struct TracedCpi(pub Arc<dyn Cpi>);
@@ -29,6 +30,11 @@ async fn traced<T: Debug>(
 
 #[async_trait]
 impl Cpi for TracedCpi {
+    async fn create_stemcell(&self, stemcell: &Stemcell) -> Result<Option<String>, CpiError> {
+        let arguments = format!("{} {}/{}", stemcell.name, stemcell.os, stemcell.version);
+        traced("create_stemcell", arguments, self.0.create_stemcell(stemcell)).await
+    }
+
     async fn create_vm(&self, request: &VmRequest) -> Result<String, CpiError> {
         let arguments = format!(
             "agent {} stemcell {} vm_type {} networks {:?} for {}/{}",

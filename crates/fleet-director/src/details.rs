@@ -180,6 +180,7 @@ mod tests {
             name: "bosh-warden-boshlite-ubuntu-jammy-go_agent".into(),
             os: "ubuntu-jammy".into(),
             version: "1.404".into(),
+            cid: None,
         }];
         assert_eq!(
             stemcell(Some("ubuntu-jammy/1.404"), &uploaded),

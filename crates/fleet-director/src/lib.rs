@@ -249,11 +249,30 @@ impl Director {
         Ok(self.store().run(|s| s.blob(id)).await?)
     }
 
+    /// Keeps a stemcell; the CPI makes its image known first (`create_stemcell`). The
+    /// same stemcell again keeps what the CPI made of it the first time.
+    ///
+    /// # Errors
+    /// The CPI refuses it, or the store fails: nothing is recorded then.
     pub async fn upload_stemcell(&self, stemcell: &Stemcell) -> Result<(), DirectorError> {
-        Ok(self
-            .records()
-            .write(vec![change::stemcell(stemcell)])
-            .await?)
+        let key = format!("{}/{}", stemcell.os, stemcell.version);
+        let kept = self.records().stemcells().await?.into_iter().find(|s| {
+            s.name == stemcell.name && s.os == stemcell.os && s.version == stemcell.version
+        });
+        if kept.is_some() {
+            return Ok(());
+        }
+        let cid = self
+            .core
+            .cpi
+            .create_stemcell(stemcell)
+            .await
+            .map_err(|e| DirectorError::Invalid(format!("stemcell {key}: {e}")))?;
+        let record = Stemcell {
+            cid,
+            ..stemcell.clone()
+        };
+        Ok(self.records().write(vec![change::stemcell(&record)]).await?)
     }
 
     pub async fn releases(&self) -> Result<Vec<Release>, DirectorError> {

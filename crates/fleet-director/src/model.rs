@@ -81,6 +81,9 @@ pub struct Stemcell {
     pub name: String,
     pub os: String,
     pub version: String,
+    /// What the CPI calls it: `create_stemcell`'s answer, for CPIs that keep images.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cid: Option<String>,
 }
 
 /// What an instance runs, recorded when it was last applied; comparing it with the

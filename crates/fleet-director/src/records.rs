@@ -45,6 +45,12 @@ impl Records {
         self.store.list(Collection::Stemcells, None).await
     }
 
+    /// What the CPI calls the stemcell `os/version`, if it made one for it.
+    pub async fn stemcell_cid(&self, os_version: &str) -> Result<Option<String>, StoreError> {
+        let stemcell: Option<Stemcell> = self.store.get(Collection::Stemcells, os_version).await?;
+        Ok(stemcell.and_then(|s| s.cid))
+    }
+
     /// The cloud config in force, if any.
     pub async fn cloud_config(&self) -> Result<Option<CloudConfig>, StoreError> {
         self.store.get(Collection::CloudConfig, CLOUD_CONFIG).await

@@ -59,6 +59,7 @@ async fn director() -> Director {
             name: "bosh-jammy".into(),
             os: "jammy".into(),
             version: "1.0".into(),
+            cid: None,
         })
         .await
         .unwrap();

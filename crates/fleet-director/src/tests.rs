@@ -102,6 +102,7 @@ pub(crate) async fn fixture_rendering(
                 name: "bosh-jammy".into(),
                 os: "jammy".into(),
                 version: version.into(),
+                cid: None,
             })
             .await
             .unwrap();
@@ -442,6 +443,7 @@ async fn tasks_left_running_by_a_crash_are_errored_on_the_next_start() {
                     name: "s".into(),
                     os: "jammy".into(),
                     version: "1.0".into(),
+                    cid: None,
                 })
                 .await
                 .unwrap();
@@ -731,6 +733,7 @@ async fn deploy_duration(seed: u64) -> Duration {
             name: "s".into(),
             os: "jammy".into(),
             version: "1.0".into(),
+            cid: None,
         })
         .await
         .unwrap();
@@ -1736,6 +1739,7 @@ instance_groups:
                     name: "s".into(),
                     os: "jammy".into(),
                     version: v.into(),
+                    cid: None,
                 })
                 .await
                 .unwrap();

@@ -197,6 +197,7 @@ async fn fixture() -> Fixture {
             name: "bosh-jammy".into(),
             os: "jammy".into(),
             version: "1".into(),
+            cid: None,
         })
         .await
         .unwrap();

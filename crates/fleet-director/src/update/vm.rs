@@ -60,9 +60,11 @@ pub async fn create_vm(
 ) -> Result<(), StepError> {
     let name = record.name();
     let agent_id = new_id("agent");
+    let stemcell_cid = core.records.stemcell_cid(&plan.desired.stemcell).await?;
     let request = VmRequest {
         agent_id: agent_id.clone(),
         stemcell: plan.desired.stemcell.clone(),
+        stemcell_cid,
         vm_type: plan.desired.vm_type.clone(),
         deployment: record.deployment.clone(),
         instance: format!("{}/{}", record.group, record.index),
