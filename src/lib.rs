@@ -9,6 +9,7 @@ pub mod config;
 
 pub use fleet_broker as broker;
 pub use fleet_clock as clock;
+pub use fleet_cpi as cpi;
 pub use fleet_director as director;
 pub use fleet_embedded as fleet;
 pub use fleet_ipset as ipset;

@@ -53,8 +53,15 @@ enum DirectorCommand {
         #[arg(long, default_value_t = 30)]
         limit: usize,
     },
-    /// One task and its event log.
-    Task { id: u64 },
+    /// One task and its event log; with `--cpi` its requests to the cloud (and the
+    /// CPI's own log), with `--debug` those and its agent calls, as `bosh task` shows them.
+    Task {
+        id: u64,
+        #[arg(long, conflicts_with = "debug")]
+        cpi: bool,
+        #[arg(long)]
+        debug: bool,
+    },
     /// Releases with their versions and jobs.
     Releases,
     /// Uploads a release in BOSH's format: a tarball, or a directory holding `release.MF`,
@@ -405,7 +412,22 @@ pub fn director(args: &DirectorArgs) -> Result<u8, CliError> {
             | DirectorCommand::Restart { .. } => {
                 unreachable!("handled before the fleet is opened to look")
             }
-            DirectorCommand::Task { id } => {
+            DirectorCommand::Task { id, cpi: true, .. }
+            | DirectorCommand::Task {
+                id, debug: true, ..
+            } => {
+                let only_cpi = matches!(args.what, DirectorCommand::Task { cpi: true, .. });
+                let lines = director.trace(*id).await.map_err(e)?;
+                let text: String = lines
+                    .into_iter()
+                    .filter(|l| {
+                        !only_cpi || l.channel == fleet_updater::director::trace::Channel::Cpi
+                    })
+                    .map(|l| format!("{} {}\n", time(Some(l.time)), l.text))
+                    .collect();
+                Ok(text)
+            }
+            DirectorCommand::Task { id, .. } => {
                 let task = director
                     .task(*id)
                     .await

@@ -2,6 +2,7 @@
 //! the exit-code contract (0 done, 1 instances failed/busy or interrupted, 2 bad usage or
 //! configuration, 3 the inventory could not be listed).
 
+mod cpi;
 mod error;
 mod listing;
 mod run;
@@ -57,6 +58,10 @@ enum Command {
     /// Serve the embedded fleet's director API (as a BOSH director) and broker API over
     /// HTTPS.
     Serve(serve::ServeArgs),
+    /// The process-backed IaaS as an external BOSH CPI: reads one CPI request (JSON) on
+    /// stdin, writes the response on stdout. Its properties name the IaaS's directory
+    /// (`root`).
+    Cpi,
     /// A VM's supervisor process (started by the fleet, one per VM of `iaas: processes`).
     #[command(hide = true)]
     VmSupervisor {
@@ -167,6 +172,7 @@ pub fn run() -> Result<ExitCode, CliError> {
         Command::Fleet(args) => listing::fleet(&args)?,
         Command::Director(args) => listing::director(&args)?,
         Command::Serve(args) => serve::serve(&args)?,
+        Command::Cpi => runtime()?.block_on(cpi::serve_one())?,
         Command::VmSupervisor { dir } => {
             let timings = fleet_updater::vm::supervisor::Timings::default();
             runtime()?

@@ -6,6 +6,7 @@ mod check_config;
 mod director_http;
 mod embedded;
 mod errand;
+mod external_cpi;
 mod over_http;
 mod processes;
 mod releases_cli;

@@ -12,11 +12,11 @@ use serde_json::Value;
 use crate::support::{Workspace, json};
 
 /// The demo's own configuration, as the README runs it.
-fn config() -> PathBuf {
+pub(super) fn config() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("config/demo-processes.yml")
 }
 
-fn run(w: &Workspace, config: &Path) -> Process {
+pub(super) fn run(w: &Workspace, config: &Path) -> Process {
     let mut command = Process::new(env!("CARGO_BIN_EXE_fleet-updater"));
     command
         .env_remove("FLEET_UPDATER_CONFIG")
@@ -32,7 +32,7 @@ fn run(w: &Workspace, config: &Path) -> Process {
 }
 
 /// Every VM's directory.
-fn vms(w: &Workspace) -> Vec<PathBuf> {
+pub(super) fn vms(w: &Workspace) -> Vec<PathBuf> {
     let dir = w.path("state/iaas/vms");
     let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
         .map(|d| d.filter_map(Result::ok).map(|e| e.path()).collect())
@@ -42,7 +42,7 @@ fn vms(w: &Workspace) -> Vec<PathBuf> {
 }
 
 /// The kv server pids the VMs' pidfiles name.
-fn pids(w: &Workspace) -> Vec<u32> {
+pub(super) fn pids(w: &Workspace) -> Vec<u32> {
     vms(w)
         .iter()
         .filter_map(|vm| std::fs::read_to_string(vm.join("sys/run/bpm/kv/kv.pid")).ok())
@@ -50,7 +50,7 @@ fn pids(w: &Workspace) -> Vec<u32> {
         .collect()
 }
 
-fn alive(pid: u32) -> bool {
+pub(super) fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .map(|stat| {
             !stat
@@ -60,7 +60,7 @@ fn alive(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
-fn lifecycle(vm: &Path) -> Vec<String> {
+pub(super) fn lifecycle(vm: &Path) -> Vec<String> {
     std::fs::read_to_string(vm.join("sys/log/kv/lifecycle.log"))
         .unwrap_or_default()
         .lines()
@@ -69,7 +69,7 @@ fn lifecycle(vm: &Path) -> Vec<String> {
 }
 
 /// The VMs' supervisor pids.
-fn supervisors(w: &Workspace) -> Vec<u32> {
+pub(super) fn supervisors(w: &Workspace) -> Vec<u32> {
     vms(w)
         .iter()
         .filter_map(|vm| std::fs::read_to_string(vm.join("sys/run/supervisor.pid")).ok())
@@ -79,7 +79,7 @@ fn supervisors(w: &Workspace) -> Vec<u32> {
 
 /// Every live kv server started under the workspace's state directory, found by its
 /// command line in /proc.
-fn servers(w: &Workspace) -> Vec<u32> {
+pub(super) fn servers(w: &Workspace) -> Vec<u32> {
     let state = w.path("state").to_string_lossy().into_owned();
     let mut found: Vec<u32> = std::fs::read_dir("/proc")
         .unwrap()
@@ -97,7 +97,7 @@ fn servers(w: &Workspace) -> Vec<u32> {
 }
 
 /// Ends whatever the test leaves running, also when it fails.
-struct Cleanup<'a>(&'a Workspace);
+pub(super) struct Cleanup<'a>(pub(super) &'a Workspace);
 
 impl Drop for Cleanup<'_> {
     fn drop(&mut self) {
@@ -108,7 +108,7 @@ impl Drop for Cleanup<'_> {
 }
 
 /// What an instance's server answers to `GET /`.
-fn hello(vm: &Path) -> String {
+pub(super) fn hello(vm: &Path) -> String {
     use std::io::{Read, Write};
     let address = std::fs::read_to_string(vm.join("sys/run/kv/address")).unwrap();
     let mut stream = std::net::TcpStream::connect(address.trim()).unwrap();

@@ -13,7 +13,10 @@ pub enum CpiCallError {
     #[error("CPI '{method}' did not answer within {}", humanize(*after))]
     TimedOut { method: String, after: Duration },
     /// Its output is not a response document.
-    #[error("CPI '{method}' answered with something that is not a CPI response ({problem}): `{output}`{}", stderr_note(stderr))]
+    #[error(
+        "CPI '{method}' answered with something that is not a CPI response ({problem}): `{output}`{}",
+        stderr_note(stderr)
+    )]
     Unreadable {
         method: String,
         problem: String,
@@ -45,7 +48,13 @@ impl CpiCallError {
 
     /// Whether the CPI said the call may succeed if made again.
     pub fn ok_to_retry(&self) -> bool {
-        matches!(self, CpiCallError::Cloud { ok_to_retry: true, .. })
+        matches!(
+            self,
+            CpiCallError::Cloud {
+                ok_to_retry: true,
+                ..
+            }
+        )
     }
 }
 

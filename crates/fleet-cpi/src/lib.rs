@@ -5,11 +5,12 @@
 //! its arguments and the type of its result; every failure names the method.
 
 mod client;
+pub mod director;
 mod error;
 mod methods;
 pub mod protocol;
 
-pub use client::{Answer, CpiCommand, ExternalCpi};
+pub use client::{Answer, CallRecord, CpiCommand, ExternalCpi, LogSink};
 pub use error::CpiCallError;
 pub use methods::{CpiInfo, CreatedVm};
 

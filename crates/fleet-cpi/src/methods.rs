@@ -75,7 +75,9 @@ impl ExternalCpi {
     /// # Errors
     /// As [`ExternalCpi::call`].
     pub async fn delete_stemcell(&self, cid: &str) -> Result<(), CpiCallError> {
-        self.call("delete_stemcell", vec![json!(cid)]).await.map(|_| ())
+        self.call("delete_stemcell", vec![json!(cid)])
+            .await
+            .map(|_| ())
     }
 
     /// # Errors

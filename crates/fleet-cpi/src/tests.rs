@@ -29,7 +29,9 @@ impl Scripted {
     }
 
     fn v2() -> Scripted {
-        Scripted::new(r#"{"result":{"stemcell_formats":["warden-tar"],"api_version":2},"error":null,"log":""}"#)
+        Scripted::new(
+            r#"{"result":{"stemcell_formats":["warden-tar"],"api_version":2},"error":null,"log":""}"#,
+        )
     }
 
     fn answer(&self, text: &str) {
@@ -84,19 +86,39 @@ async fn each_method_sends_its_arguments_in_the_protocols_order() {
     let props = Map::from_iter([("size".to_string(), json!("small"))]);
     let meta = Map::from_iter([("deployment".to_string(), json!("d"))]);
     let cases: Vec<(Value, &str, Value)> = vec![
-        (json!("stemcell-1"), "create_stemcell", json!(["/tmp/image", {"size": "small"}])),
+        (
+            json!("stemcell-1"),
+            "create_stemcell",
+            json!(["/tmp/image", {"size": "small"}]),
+        ),
         (Value::Null, "delete_stemcell", json!(["stemcell-1"])),
-        (json!(["vm-1", {"default": {"ip": "10.0.0.5"}}]), "create_vm", json!(["agent-1", "stemcell-1", {"cpu": 1}, {"default": {"type": "manual"}}, ["disk-1"], {"bosh": {"group": "g"}}])),
+        (
+            json!(["vm-1", {"default": {"ip": "10.0.0.5"}}]),
+            "create_vm",
+            json!(["agent-1", "stemcell-1", {"cpu": 1}, {"default": {"type": "manual"}}, ["disk-1"], {"bosh": {"group": "g"}}]),
+        ),
         (Value::Null, "delete_vm", json!(["vm-1"])),
         (json!(true), "has_vm", json!(["vm-1"])),
         (Value::Null, "reboot_vm", json!(["vm-1"])),
-        (Value::Null, "set_vm_metadata", json!(["vm-1", {"deployment": "d"}])),
-        (json!("disk-1"), "create_disk", json!([1024, {"type": "ssd"}, "vm-1"])),
+        (
+            Value::Null,
+            "set_vm_metadata",
+            json!(["vm-1", {"deployment": "d"}]),
+        ),
+        (
+            json!("disk-1"),
+            "create_disk",
+            json!([1024, {"type": "ssd"}, "vm-1"]),
+        ),
         (Value::Null, "delete_disk", json!(["disk-1"])),
         (json!("/dev/sdc"), "attach_disk", json!(["vm-1", "disk-1"])),
         (Value::Null, "detach_disk", json!(["vm-1", "disk-1"])),
         (json!(false), "has_disk", json!(["disk-1"])),
-        (json!("snap-1"), "snapshot_disk", json!(["disk-1", {"deployment": "d"}])),
+        (
+            json!("snap-1"),
+            "snapshot_disk",
+            json!(["disk-1", {"deployment": "d"}]),
+        ),
         (Value::Null, "delete_snapshot", json!(["snap-1"])),
         (Value::Null, "resize_disk", json!(["disk-1", 2048])),
     ];
@@ -104,7 +126,10 @@ async fn each_method_sends_its_arguments_in_the_protocols_order() {
         s.answer(&ok(result.clone()));
         match method {
             "create_stemcell" => {
-                assert_eq!(cpi.create_stemcell("/tmp/image", &props).await.unwrap(), "stemcell-1")
+                assert_eq!(
+                    cpi.create_stemcell("/tmp/image", &props).await.unwrap(),
+                    "stemcell-1"
+                )
             }
             "delete_stemcell" => cpi.delete_stemcell("stemcell-1").await.unwrap(),
             "create_vm" => {
@@ -127,7 +152,9 @@ async fn each_method_sends_its_arguments_in_the_protocols_order() {
             "reboot_vm" => cpi.reboot_vm("vm-1").await.unwrap(),
             "set_vm_metadata" => cpi.set_vm_metadata("vm-1", &meta).await.unwrap(),
             "create_disk" => assert_eq!(
-                cpi.create_disk(1024, &json!({"type": "ssd"}), Some("vm-1")).await.unwrap(),
+                cpi.create_disk(1024, &json!({"type": "ssd"}), Some("vm-1"))
+                    .await
+                    .unwrap(),
                 "disk-1"
             ),
             "delete_disk" => cpi.delete_disk("disk-1").await.unwrap(),
@@ -137,10 +164,9 @@ async fn each_method_sends_its_arguments_in_the_protocols_order() {
             ),
             "detach_disk" => cpi.detach_disk("vm-1", "disk-1").await.unwrap(),
             "has_disk" => assert!(!cpi.has_disk("disk-1").await.unwrap()),
-            "snapshot_disk" => assert_eq!(
-                cpi.snapshot_disk("disk-1", &meta).await.unwrap(),
-                "snap-1"
-            ),
+            "snapshot_disk" => {
+                assert_eq!(cpi.snapshot_disk("disk-1", &meta).await.unwrap(), "snap-1")
+            }
             "delete_snapshot" => cpi.delete_snapshot("snap-1").await.unwrap(),
             "resize_disk" => cpi.resize_disk("disk-1", 2048).await.unwrap(),
             other => unreachable!("{other}"),
@@ -184,13 +210,15 @@ async fn a_cpi_error_keeps_its_type_message_and_retry_advice_and_names_the_metho
     let s = Scripted::v2();
     let logs: Arc<Mutex<Vec<(String, String, bool)>>> = Arc::default();
     let seen = Arc::clone(&logs);
-    let cpi = s.cpi(Duration::from_secs(30)).logging_to(Arc::new(move |call| {
-        seen.lock().unwrap().push((
-            call.method.to_string(),
-            call.log.to_string(),
-            call.outcome.is_ok(),
-        ));
-    }));
+    let cpi = s
+        .cpi(Duration::from_secs(30))
+        .logging_to(Arc::new(move |call| {
+            seen.lock().unwrap().push((
+                call.method.to_string(),
+                call.log.to_string(),
+                call.outcome.is_ok(),
+            ));
+        }));
     s.answer(
         r#"{"result":null,"error":{"type":"Bosh::Clouds::VMNotFound","message":"VM `vm-9' not found","ok_to_retry":true},"log":"looked everywhere"}"#,
     );
@@ -208,7 +236,10 @@ async fn a_cpi_error_keeps_its_type_message_and_retry_advice_and_names_the_metho
     );
     s.answer(&ok(json!(42)));
     let e = cpi.has_vm("vm-1").await.unwrap_err();
-    assert_eq!(e.to_string(), "CPI 'has_vm' returned an unexpected result: 42");
+    assert_eq!(
+        e.to_string(),
+        "CPI 'has_vm' returned an unexpected result: 42"
+    );
 }
 
 #[tokio::test]
@@ -226,7 +257,10 @@ async fn a_cpi_that_hangs_is_ended_at_the_time_limit() {
     )
     .unwrap();
     let e = cpi.create_disk(10, &json!({}), None).await.unwrap_err();
-    assert_eq!(e.to_string(), "CPI 'create_disk' did not answer within 500 ms");
+    assert_eq!(
+        e.to_string(),
+        "CPI 'create_disk' did not answer within 500 ms"
+    );
     let pid: i32 = std::fs::read_to_string(s.dir.path().join("pid"))
         .unwrap()
         .trim()
@@ -235,8 +269,7 @@ async fn a_cpi_that_hangs_is_ended_at_the_time_limit() {
     let gone = (0..100).any(|_| {
         std::thread::sleep(Duration::from_millis(20));
         !Path::new(&format!("/proc/{pid}")).exists()
-            || std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .is_ok_and(|s| s.contains(") Z"))
+            || std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z"))
     });
     assert!(gone, "the hanging CPI was killed");
 }
@@ -270,5 +303,8 @@ async fn a_cpi_that_prints_garbage_is_named_with_what_it_printed() {
         Map::new(),
     );
     let e = missing.delete_disk("x").await.unwrap_err();
-    assert!(e.to_string().starts_with("CPI 'delete_disk': cannot run "), "{e}");
+    assert!(
+        e.to_string().starts_with("CPI 'delete_disk': cannot run "),
+        "{e}"
+    );
 }

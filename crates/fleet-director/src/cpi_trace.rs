@@ -32,7 +32,12 @@ async fn traced<T: Debug>(
 impl Cpi for TracedCpi {
     async fn create_stemcell(&self, stemcell: &Stemcell) -> Result<Option<String>, CpiError> {
         let arguments = format!("{} {}/{}", stemcell.name, stemcell.os, stemcell.version);
-        traced("create_stemcell", arguments, self.0.create_stemcell(stemcell)).await
+        traced(
+            "create_stemcell",
+            arguments,
+            self.0.create_stemcell(stemcell),
+        )
+        .await
     }
 
     async fn create_vm(&self, request: &VmRequest) -> Result<String, CpiError> {

@@ -43,6 +43,7 @@ use std::sync::Arc;
 pub use core::{Core, DirectorSettings, Infrastructure};
 pub use deploy::DeployOptions;
 pub use error::DirectorError;
+pub use identity::director_uuid;
 pub use target::Target;
 pub use task::{JobError, unix_now};
 
@@ -272,7 +273,10 @@ impl Director {
             cid,
             ..stemcell.clone()
         };
-        Ok(self.records().write(vec![change::stemcell(&record)]).await?)
+        Ok(self
+            .records()
+            .write(vec![change::stemcell(&record)])
+            .await?)
     }
 
     pub async fn releases(&self) -> Result<Vec<Release>, DirectorError> {

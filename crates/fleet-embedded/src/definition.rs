@@ -92,11 +92,49 @@ pub struct ReleaseSource {
     pub versions: Vec<String>,
 }
 
+/// An external CPI for the fleet's VMs, as the definition gives it.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CpiText {
+    executable: String,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    properties: serde_json::Map<String, serde_json::Value>,
+    #[serde(default)]
+    timeout: Option<String>,
+}
+
+/// An external CPI: the director creates and deletes the fleet's VMs and disks through
+/// it, a process per call, while its agents stay this process's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExternalCpiSettings {
+    /// `fleet-updater` (this program, as `fleet-updater cpi`), or a path relative to the
+    /// definition's directory.
+    pub executable: CpiProgram,
+    pub args: Vec<String>,
+    /// Passed in every request's context; `root` (the IaaS's directory) is added when
+    /// absent.
+    pub properties: serde_json::Map<String, serde_json::Value>,
+    /// How long one call may take.
+    pub timeout: std::time::Duration,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CpiProgram {
+    /// This program: the process-backed IaaS's own CPI (`fleet-updater cpi`).
+    ThisProgram,
+    Path(std::path::PathBuf),
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct DefinitionText {
     #[serde(default)]
     iaas: Iaas,
+    /// An external CPI; `iaas: processes` only.
+    #[serde(default)]
+    cpi: Option<CpiText>,
     #[serde(default)]
     simulation: Option<SimulationText>,
     #[serde(default)]
@@ -129,12 +167,40 @@ pub struct Definition {
     /// (`fleet-updater vm-supervisor DIR`); without one, the process that opens the fleet
     /// supervises the jobs itself, and they live while it does.
     pub supervisor: Option<std::path::PathBuf>,
+    pub cpi: Option<ExternalCpiSettings>,
     pub stemcells: Vec<Stemcell>,
     pub cloud_config: Option<String>,
     pub catalog: Catalog,
     pub provision: Vec<Provision>,
     pub blocked: Vec<String>,
     pub busy: Vec<String>,
+}
+
+/// How long a CPI call may take unless the definition says.
+const CPI_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10 * 60);
+
+fn cpi_settings(c: CpiText, dir: &std::path::Path) -> Result<ExternalCpiSettings, String> {
+    if c.executable.trim().is_empty() {
+        return Err("cpi.executable: is empty".into());
+    }
+    let executable = if c.executable == "fleet-updater" {
+        CpiProgram::ThisProgram
+    } else {
+        CpiProgram::Path(dir.join(&c.executable))
+    };
+    let timeout = match &c.timeout {
+        None => CPI_TIMEOUT,
+        Some(t) => humantime::parse_duration(t)
+            .ok()
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| format!("cpi.timeout: `{t}` is not a duration like `10m`"))?,
+    };
+    Ok(ExternalCpiSettings {
+        executable,
+        args: c.args,
+        properties: c.properties,
+        timeout,
+    })
 }
 
 /// `100ms-400ms`, or one duration for a fixed latency.
@@ -244,6 +310,17 @@ impl Definition {
                 )));
             }
         }
+        let cpi = match raw.cpi {
+            None => None,
+            Some(_) if raw.iaas == Iaas::Simulated => {
+                return Err(invalid(
+                    "cpi: an external CPI needs `iaas: processes`, whose agents reach the VMs it \
+                     makes"
+                        .into(),
+                ));
+            }
+            Some(c) => Some(cpi_settings(c, dir).map_err(invalid)?),
+        };
         if raw.iaas == Iaas::Simulated && !release_sources.is_empty() {
             return Err(invalid(
                 "release_sources need `iaas: processes`; the simulated cloud runs no release"
@@ -256,6 +333,7 @@ impl Definition {
             releases: raw.releases,
             release_sources,
             supervisor: None,
+            cpi,
             stemcells: raw.stemcells,
             cloud_config: raw.cloud_config,
             catalog,

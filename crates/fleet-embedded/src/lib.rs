@@ -6,7 +6,7 @@ mod definition;
 mod open;
 
 pub use definition::{
-    DEMO, DEMO_CONFIG, Definition, DefinitionError, FaultText, Iaas, Provision, ReleaseSource,
-    parse_fault, parse_latency,
+    CpiProgram, DEMO, DEMO_CONFIG, Definition, DefinitionError, ExternalCpiSettings, FaultText,
+    Iaas, Provision, ReleaseSource, parse_fault, parse_latency,
 };
 pub use open::{Access, EmbeddedFleet, FleetError, open};

@@ -4,8 +4,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::definition::{Definition, Iaas};
+use super::definition::{CpiProgram, Definition, ExternalCpiSettings, Iaas};
 use fleet_broker::{Broker, BrokerError, deployment_name};
+use fleet_cpi::director::DirectorCpi;
+use fleet_cpi::{CpiCommand, ExternalCpi};
 use fleet_director::agent::Agent;
 use fleet_director::cpi::Cpi;
 use fleet_director::manifest::Count;
@@ -41,6 +43,9 @@ pub enum FleetError {
     /// A release source that cannot be built, or whose upload failed.
     #[error("{0}")]
     Release(String),
+    /// The definition asks for what cannot be had here.
+    #[error("{0}")]
+    Definition(String),
 }
 
 /// Who may change the fleet: one process at a time runs tasks and recovers from crashes;
@@ -185,9 +190,13 @@ pub async fn open(
         },
         snapshots: false,
     };
-    let infrastructure = match &processes {
-        Some(p) => p.infrastructure(),
-        None => Infrastructure::new(
+    let infrastructure = match (&processes, &definition.cpi) {
+        (Some(p), Some(settings)) => {
+            let cpi = external_cpi(settings, &store, state_dir, definition).await?;
+            p.infrastructure_with(Arc::new(cpi))
+        }
+        (Some(p), None) => p.infrastructure(),
+        (None, _) => Infrastructure::new(
             Arc::clone(&cloud) as Arc<dyn Cpi>,
             Arc::clone(&cloud) as Arc<dyn Agent>,
         ),
@@ -220,6 +229,46 @@ pub async fn open(
         processes,
         _lock: held,
     })
+}
+
+/// The definition's external CPI, told the director's UUID and its properties, `root`
+/// (the IaaS's directory, which the fleet's agents use) added when absent.
+async fn external_cpi(
+    settings: &ExternalCpiSettings,
+    store: &AsyncStore,
+    state_dir: &Path,
+    definition: &Definition,
+) -> Result<DirectorCpi, FleetError> {
+    let (executable, args) = match &settings.executable {
+        CpiProgram::Path(path) => (path.clone(), settings.args.clone()),
+        CpiProgram::ThisProgram => {
+            let program = definition.supervisor.clone().ok_or_else(|| {
+                FleetError::Definition(
+                    "cpi.executable: `fleet-updater` names this program, which only the \
+                     fleet-updater command runs as"
+                        .into(),
+                )
+            })?;
+            let mut args = vec!["cpi".to_string()];
+            args.extend(settings.args.iter().cloned());
+            (program, args)
+        }
+    };
+    let mut properties = settings.properties.clone();
+    let root = std::path::absolute(state_dir.join("iaas")).unwrap_or(state_dir.join("iaas"));
+    properties
+        .entry("root")
+        .or_insert_with(|| serde_json::Value::String(root.display().to_string()));
+    let uuid = fleet_director::director_uuid(store).await?;
+    let command = CpiCommand {
+        executable,
+        args,
+        env: Vec::new(),
+        timeout: settings.timeout,
+    };
+    Ok(DirectorCpi::new(ExternalCpi::new(
+        command, &uuid, properties,
+    )))
 }
 
 /// Builds every version of every release source and uploads it; a version uploaded

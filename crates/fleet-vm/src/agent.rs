@@ -14,9 +14,10 @@ use fleet_director::agent::{
 use fleet_director::model::InstanceSpec;
 use fleet_director::trace::{self, Channel};
 
-use super::cloud::{ProcessCloud, Supervision, copy_tree};
+use super::cloud::{ProcessCloud, Supervision};
 use super::compile::{self, CompileRequest};
 use super::daemon::Daemon;
+use super::iaas::copy_tree;
 use super::instance_spec;
 use super::jobs;
 use super::lifecycle::Lifecycle;
@@ -80,12 +81,11 @@ impl Agent for ProcessCloud {
             job_state,
             applied: running.applied.clone(),
             failing_jobs: failing_jobs.into_iter().collect(),
-            networks: vm
-                .facts()
-                .networks
-                .iter()
-                .filter_map(|(n, ip)| ip.map(|ip| (n.clone(), ip)))
-                .collect(),
+            networks: self
+                .iaas
+                .vm(&vm.cid)
+                .map(|record| record.addresses())
+                .unwrap_or_default(),
             processes: statuses
                 .iter()
                 .map(|s| Process {
@@ -194,7 +194,7 @@ impl Agent for ProcessCloud {
         let Some(supervisor) = running.supervisor.clone() else {
             return Err(Self::failed(agent_id, "start", "nothing was applied"));
         };
-        let disk = vm.facts().disk.map(|d| self.disk_dir(&d));
+        let disk = self.mounted_disk(&vm);
         let lifecycle = Lifecycle::new(&vm.sandbox, &running.jobs, &*supervisor);
         let started = lifecycle.start(disk.as_deref()).await;
         log_runs(agent_id, &lifecycle.runs());
@@ -207,18 +207,32 @@ impl Agent for ProcessCloud {
             .map_err(|e| Self::failed(agent_id, "start", e))
     }
 
+    /// Mounts the disk at `store/`, or, with another there, at the migration target; the
+    /// one at `store/` is what the jobs' next start mounts again.
     async fn mount_disk(&self, agent_id: &str, disk_cid: &str) -> Result<(), AgentError> {
         let vm = self.agent(agent_id, "mount_disk")?;
-        vm.sandbox
-            .mount(&self.disk_dir(disk_cid))
-            .map_err(|e| Self::failed(agent_id, "mount_disk", e))
+        let failed = |e: std::io::Error| Self::failed(agent_id, "mount_disk", e);
+        let disk = self.disk_dir(disk_cid);
+        vm.sandbox.mount(&disk).map_err(failed)?;
+        if std::fs::read_link(vm.sandbox.store()).is_ok_and(|at| at == disk) {
+            vm.remember(|f| f.disk = Some(disk_cid.to_string()))
+                .map_err(failed)?;
+        }
+        Ok(())
     }
 
     async fn unmount_disk(&self, agent_id: &str, disk_cid: &str) -> Result<(), AgentError> {
         let vm = self.agent(agent_id, "unmount_disk")?;
+        let failed = |e: std::io::Error| Self::failed(agent_id, "unmount_disk", e);
         vm.sandbox
             .unmount_disk(&self.disk_dir(disk_cid))
-            .map_err(|e| Self::failed(agent_id, "unmount_disk", e))
+            .map_err(failed)?;
+        vm.remember(|f| {
+            if f.disk.as_deref() == Some(disk_cid) {
+                f.disk = None;
+            }
+        })
+        .map_err(failed)
     }
 
     async fn compile_package(

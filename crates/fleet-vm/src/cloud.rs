@@ -21,11 +21,12 @@ use async_trait::async_trait;
 use fleet_director::Infrastructure;
 use fleet_director::agent::{Agent, AgentError};
 use fleet_director::cpi::{Cpi, CpiError, VmRequest};
-use fleet_director::model::InstanceSpec;
+use fleet_director::model::{InstanceSpec, Stemcell};
 use fleet_store::AsyncStore;
 use serde::{Deserialize, Serialize};
 
 use super::daemon::{self, Daemon};
+use super::iaas::{IaasError, ProcessIaas, write_atomically};
 use super::jobs;
 use super::lifecycle::Lifecycle;
 use super::rendering::TemplateRenderer;
@@ -33,26 +34,22 @@ use super::sandbox::Sandbox;
 use super::signal;
 use super::supervisor::{Processes, Supervisor, Timings};
 
-/// What the cloud keeps of a VM on its disk, to find it again after a restart.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct VmFacts {
-    pub(crate) cid: String,
-    pub(crate) agent_id: String,
-    pub(crate) stemcell: String,
-    pub(crate) deployment: String,
-    pub(crate) instance: String,
-    pub(crate) instance_id: Option<String>,
-    pub(crate) az: Option<String>,
-    pub(crate) networks: Vec<(String, Option<std::net::Ipv4Addr>)>,
-    pub(crate) disk: Option<String>,
-    /// What was applied and whether its jobs were started: what a boot brings back.
+/// What the agent keeps of its VM in the VM's directory (`agent.json`), to find it again
+/// after a restart: what was applied, whether its jobs were started, and the persistent
+/// disk it mounted.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub(crate) struct AgentFacts {
     #[serde(default)]
     pub(crate) applied: Option<InstanceSpec>,
     #[serde(default)]
     pub(crate) jobs: Vec<String>,
     #[serde(default)]
     pub(crate) started: bool,
+    #[serde(default)]
+    pub(crate) disk: Option<String>,
 }
+
+const AGENT_FACTS: &str = "agent.json";
 
 #[derive(Default)]
 pub(crate) struct Running {
@@ -63,26 +60,28 @@ pub(crate) struct Running {
 }
 
 pub(crate) struct Vm {
-    pub(crate) facts: Mutex<VmFacts>,
+    pub(crate) cid: String,
+    pub(crate) agent_id: String,
     pub(crate) sandbox: Sandbox,
+    facts: Mutex<AgentFacts>,
     pub(crate) running: tokio::sync::Mutex<Running>,
 }
 
 impl Vm {
-    pub(crate) fn facts(&self) -> VmFacts {
+    pub(crate) fn facts(&self) -> AgentFacts {
         self.facts.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// Changes what is kept of the VM, on disk too.
-    pub(crate) fn remember(&self, change: impl FnOnce(&mut VmFacts)) -> std::io::Result<()> {
-        change(&mut self.facts.lock().unwrap_or_else(|p| p.into_inner()));
-        self.save()
-    }
-
-    fn save(&self) -> std::io::Result<()> {
-        let facts = self.facts();
-        let text = serde_json::to_string_pretty(&facts).map_err(std::io::Error::other)?;
-        std::fs::write(self.sandbox.root().join("vm.json"), text)
+    /// Changes what the agent keeps of the VM, on disk too.
+    pub(crate) fn remember(&self, change: impl FnOnce(&mut AgentFacts)) -> std::io::Result<()> {
+        let facts = {
+            let mut facts = self.facts.lock().unwrap_or_else(|p| p.into_inner());
+            change(&mut facts);
+            facts.clone()
+        };
+        let text = serde_json::to_vec_pretty(&facts).map_err(std::io::Error::other)?;
+        write_atomically(&self.sandbox.root().join(AGENT_FACTS), &text)
+            .map_err(std::io::Error::other)
     }
 }
 
@@ -97,24 +96,16 @@ pub enum Supervision {
 }
 
 pub struct ProcessCloud {
-    pub(crate) root: PathBuf,
+    pub(crate) iaas: ProcessIaas,
     pub(crate) supervision: Supervision,
     pub(crate) store: AsyncStore,
     pub(crate) timings: Timings,
-    /// By VM cid; agents are found by their id through `agents`.
+    /// The VMs whose agents this process has met, by agent id.
     pub(crate) vms: Mutex<HashMap<String, Arc<Vm>>>,
-    pub(crate) agents: Mutex<HashMap<String, String>>,
 }
 
 fn cpi_error(e: impl std::fmt::Display) -> CpiError {
     CpiError(e.to_string())
-}
-
-fn new_id(prefix: &str) -> String {
-    let mut bytes = [0u8; 8];
-    getrandom::fill(&mut bytes).expect("the system's random source works");
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!("{prefix}-{hex}")
 }
 
 impl ProcessCloud {
@@ -130,107 +121,122 @@ impl ProcessCloud {
         timings: Timings,
         supervision: Supervision,
     ) -> std::io::Result<Self> {
-        // Scripts run elsewhere and disks are linked: every path must be absolute.
-        let root = &std::path::absolute(root)?;
-        for dir in ["vms", "disks", "snapshots"] {
-            std::fs::create_dir_all(root.join(dir))?;
-        }
+        let iaas = ProcessIaas::open(root).map_err(std::io::Error::other)?;
         let cloud = ProcessCloud {
-            root: root.to_path_buf(),
+            iaas,
             supervision,
             store,
             timings,
             vms: Mutex::new(HashMap::new()),
-            agents: Mutex::new(HashMap::new()),
         };
-        for entry in std::fs::read_dir(root.join("vms"))? {
-            let dir = entry?.path();
-            let Ok(text) = std::fs::read_to_string(dir.join("vm.json")) else {
-                continue;
-            };
-            let Ok(facts) = serde_json::from_str::<VmFacts>(&text) else {
-                continue;
-            };
-            let sandbox = Sandbox::create(&dir)?;
+        for record in cloud.iaas.vms().map_err(std::io::Error::other)? {
+            let vm = cloud.meet(&record.cid, &record.agent_id)?;
             // A VM's own supervisor ends what it finds left when it starts again.
             if cloud.supervision == Supervision::InProcess {
-                end_leftovers(&sandbox);
+                end_leftovers(&vm.sandbox);
             }
-            cloud.insert(facts, sandbox);
         }
         Ok(cloud)
     }
 
-    fn insert(&self, facts: VmFacts, sandbox: Sandbox) -> Arc<Vm> {
+    /// The VM of an agent met for the first time: what it kept is read back.
+    fn meet(&self, cid: &str, agent_id: &str) -> std::io::Result<Arc<Vm>> {
+        let sandbox = Sandbox::create(&self.iaas.vm_dir(cid))?;
+        let facts = std::fs::read(sandbox.root().join(AGENT_FACTS))
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .unwrap_or_default();
         let vm = Arc::new(Vm {
-            facts: Mutex::new(facts.clone()),
+            cid: cid.to_string(),
+            agent_id: agent_id.to_string(),
             sandbox,
+            facts: Mutex::new(facts),
             running: tokio::sync::Mutex::new(Running::default()),
         });
         self.vms
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(facts.cid.clone(), Arc::clone(&vm));
-        self.agents
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(facts.agent_id, facts.cid);
-        vm
+            .insert(agent_id.to_string(), Arc::clone(&vm));
+        Ok(vm)
     }
 
-    pub(crate) fn vm(&self, cid: &str) -> Option<Arc<Vm>> {
+    fn known(&self) -> Vec<Arc<Vm>> {
         self.vms
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .get(cid)
+            .values()
             .cloned()
+            .collect()
     }
 
+    fn vm(&self, cid: &str) -> Option<Arc<Vm>> {
+        self.known().into_iter().find(|vm| vm.cid == cid)
+    }
+
+    /// The VM of `agent_id`: one this process knows, or one a CPI in another process
+    /// made since, found by its record; none once its VM is gone.
     pub(crate) fn agent(&self, agent_id: &str, method: &str) -> Result<Arc<Vm>, AgentError> {
-        let cid = self
-            .agents
+        let unresponsive = || AgentError::Unresponsive {
+            agent_id: agent_id.to_string(),
+            method: method.to_string(),
+        };
+        let known = self
+            .vms
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(agent_id)
             .cloned();
-        cid.and_then(|c| self.vm(&c))
-            .ok_or_else(|| AgentError::Unresponsive {
-                agent_id: agent_id.to_string(),
-                method: method.to_string(),
-            })
+        if let Some(vm) = known {
+            if self.iaas.has_vm(&vm.cid) {
+                return Ok(vm);
+            }
+            self.vms
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(agent_id);
+            return Err(unresponsive());
+        }
+        match self.iaas.vm_of_agent(agent_id) {
+            Ok(Some(record)) => self.meet(&record.cid, agent_id).map_err(|_| unresponsive()),
+            _ => Err(unresponsive()),
+        }
     }
 
     pub(crate) fn disk_dir(&self, cid: &str) -> PathBuf {
-        self.root.join("disks").join(cid)
+        self.iaas.disk_dir(cid)
+    }
+
+    /// The disk the agent mounts at `store/` when its jobs start: the one it mounted,
+    /// while the CPI has it attached.
+    pub(crate) fn mounted_disk(&self, vm: &Vm) -> Option<PathBuf> {
+        let disk = vm.facts().disk?;
+        let attached = self.iaas.vm(&vm.cid).ok()?.disks;
+        attached.contains(&disk).then(|| self.disk_dir(&disk))
     }
 
     /// The cloud as the director drives it: its CPI, its agents, and the renderer of the
     /// templates they place.
     pub fn infrastructure(self: &Arc<Self>) -> Infrastructure {
-        Infrastructure::new(
-            Arc::clone(self) as Arc<dyn Cpi>,
-            Arc::clone(self) as Arc<dyn Agent>,
-        )
-        .rendering(Arc::new(TemplateRenderer::new(self.store.clone())))
+        self.infrastructure_with(Arc::clone(self) as Arc<dyn Cpi>)
+    }
+
+    /// The same with another CPI over the same VMs (`fleet-updater cpi`, run as an
+    /// external CPI): its agents find the VMs it makes by their records.
+    pub fn infrastructure_with(self: &Arc<Self>, cpi: Arc<dyn Cpi>) -> Infrastructure {
+        Infrastructure::new(cpi, Arc::clone(self) as Arc<dyn Agent>)
+            .rendering(Arc::new(TemplateRenderer::new(self.store.clone())))
     }
 
     /// How many VMs there are.
     pub fn vm_count(&self) -> usize {
-        self.vms.lock().unwrap_or_else(|p| p.into_inner()).len()
+        self.iaas.vms().map_or(0, |v| v.len())
     }
 
     /// Brings the VMs back as a reboot would: the processes of every VM whose jobs were
     /// started are started again by their supervisor, and no lifecycle script runs
     /// (seed 003, "Non-Bosh VM Operations").
     pub async fn boot(&self) {
-        let vms: Vec<Arc<Vm>> = self
-            .vms
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .cloned()
-            .collect();
-        for vm in vms {
+        for vm in self.known() {
             let facts = vm.facts();
             let (Some(applied), true) = (facts.applied.clone(), facts.started) else {
                 continue;
@@ -239,13 +245,13 @@ impl ProcessCloud {
             if running.supervisor.is_some() {
                 continue;
             }
-            if let Some(disk) = &facts.disk {
-                let _ = vm.sandbox.mount(&self.disk_dir(disk));
+            if let Some(disk) = self.mounted_disk(&vm) {
+                let _ = vm.sandbox.mount(&disk);
             }
             let supervisor: Arc<dyn Processes> = match &self.supervision {
                 Supervision::InProcess => {
                     let Ok(processes) = jobs::processes(&vm.sandbox, &facts.jobs) else {
-                        tracing::warn!(vm = %facts.cid, "its jobs cannot be read; left stopped");
+                        tracing::warn!(vm = %vm.cid, "its jobs cannot be read; left stopped");
                         continue;
                     };
                     let s = Supervisor::new(vm.sandbox.clone(), processes, self.timings);
@@ -255,7 +261,7 @@ impl ProcessCloud {
                 Supervision::Daemons { program } => {
                     let d = Daemon::new(vm.sandbox.root(), program);
                     if let Err(e) = d.boot(&facts.jobs).await {
-                        tracing::warn!(vm = %facts.cid, error = %e, "its jobs were not started");
+                        tracing::warn!(vm = %vm.cid, error = %e, "its jobs were not started");
                         continue;
                     }
                     Arc::new(d)
@@ -270,15 +276,8 @@ impl ProcessCloud {
 
     /// Every VM's process id that runs now, for checks that nothing is left behind.
     pub async fn pids(&self) -> Vec<u32> {
-        let vms: Vec<Arc<Vm>> = self
-            .vms
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .cloned()
-            .collect();
         let mut pids = Vec::new();
-        for vm in vms {
+        for vm in self.known() {
             let supervisor = vm.running.lock().await.supervisor.clone();
             if let Some(s) = supervisor {
                 let statuses = s.statuses().await.unwrap_or_default();
@@ -294,14 +293,7 @@ impl ProcessCloud {
         if self.supervision != Supervision::InProcess {
             return;
         }
-        let vms: Vec<Arc<Vm>> = self
-            .vms
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .cloned()
-            .collect();
-        for vm in vms {
+        for vm in self.known() {
             let mut running = vm.running.lock().await;
             if let Some(s) = running.supervisor.take() {
                 let _ = s.stop().await;
@@ -339,89 +331,94 @@ pub(crate) fn end_leftovers(sandbox: &Sandbox) {
     }
 }
 
-pub(crate) fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let target = to.join(entry.file_name());
-        let kind = entry.file_type()?;
-        if kind.is_dir() {
-            copy_tree(&entry.path(), &target)?;
-        } else if kind.is_symlink() {
-            let link = std::fs::read_link(entry.path())?;
-            let _ = std::fs::remove_file(&target);
-            std::os::unix::fs::symlink(link, target)?;
-        } else {
-            std::fs::copy(entry.path(), target)?;
-        }
+/// A CPI's error as the director reads it: a VM or disk already gone is what delete
+/// calls want.
+fn gone_is_fine(outcome: Result<(), IaasError>) -> Result<(), CpiError> {
+    match outcome {
+        Err(IaasError::VmNotFound(_) | IaasError::DiskNotFound(_)) | Ok(()) => Ok(()),
+        Err(e) => Err(cpi_error(e)),
     }
-    Ok(())
 }
 
 #[async_trait]
 impl Cpi for ProcessCloud {
+    async fn create_stemcell(&self, stemcell: &Stemcell) -> Result<Option<String>, CpiError> {
+        let properties = serde_json::json!({
+            "name": stemcell.name, "operating_system": stemcell.os, "version": stemcell.version,
+        });
+        self.iaas
+            .create_stemcell("", &properties)
+            .map(Some)
+            .map_err(cpi_error)
+    }
+
     async fn create_vm(&self, request: &VmRequest) -> Result<String, CpiError> {
-        let cid = new_id("vm");
-        let sandbox = Sandbox::create(&self.root.join("vms").join(&cid)).map_err(cpi_error)?;
-        let facts = VmFacts {
-            cid: cid.clone(),
-            agent_id: request.agent_id.clone(),
-            stemcell: request.stemcell.clone(),
-            deployment: request.deployment.clone(),
-            instance: request.instance.clone(),
-            instance_id: request.instance_id.clone(),
-            az: request.az.clone(),
-            networks: request.networks.clone(),
-            disk: None,
-            applied: None,
-            jobs: Vec::new(),
-            started: false,
-        };
-        let vm = self.insert(facts, sandbox);
-        vm.save().map_err(cpi_error)?;
-        Ok(cid)
+        let networks: serde_json::Map<String, serde_json::Value> = request
+            .networks
+            .iter()
+            .map(|(name, ip)| {
+                let network = match ip {
+                    Some(ip) => serde_json::json!({"type": "manual", "ip": ip.to_string()}),
+                    None => serde_json::json!({"type": "dynamic"}),
+                };
+                (name.clone(), network)
+            })
+            .collect();
+        let stemcell = request.stemcell_cid.as_deref().unwrap_or(&request.stemcell);
+        let vm_type = serde_json::json!({ "vm_type": request.vm_type });
+        let env = serde_json::json!({"bosh": {"group": request.deployment}});
+        let record = self
+            .iaas
+            .create_vm(
+                &request.agent_id,
+                stemcell,
+                &vm_type,
+                &serde_json::Value::Object(networks),
+                &env,
+            )
+            .map_err(cpi_error)?;
+        let mut metadata = serde_json::Map::new();
+        metadata.insert("deployment".into(), request.deployment.clone().into());
+        metadata.insert("name".into(), request.instance.clone().into());
+        if let Some(id) = &request.instance_id {
+            metadata.insert("id".into(), id.clone().into());
+        }
+        self.iaas
+            .set_vm_metadata(&record.cid, &metadata)
+            .map_err(cpi_error)?;
+        self.meet(&record.cid, &record.agent_id)
+            .map_err(cpi_error)?;
+        Ok(record.cid)
     }
 
     async fn delete_vm(&self, cid: &str) -> Result<(), CpiError> {
-        let Some(vm) = self.vm(cid) else {
-            return Ok(());
-        };
-        if let Some(s) = vm.running.lock().await.supervisor.take() {
-            let _ = s.stop().await;
+        if let Some(vm) = self.vm(cid) {
+            if let Some(s) = vm.running.lock().await.supervisor.take() {
+                let _ = s.stop().await;
+            }
+            self.vms
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&vm.agent_id);
         }
         if let Supervision::Daemons { program } = &self.supervision {
-            Daemon::new(vm.sandbox.root(), program).exit().await;
+            Daemon::new(&self.iaas.vm_dir(cid), program).exit().await;
         }
-        let _ = vm.sandbox.unmount();
-        let root = vm.sandbox.root().to_path_buf();
-        tokio::task::spawn_blocking(move || std::fs::remove_dir_all(root))
+        let iaas = self.iaas.clone();
+        let cid = cid.to_string();
+        let deleted = tokio::task::spawn_blocking(move || iaas.delete_vm(&cid))
             .await
-            .map_err(cpi_error)?
-            .or_else(|e| match e.kind() {
-                std::io::ErrorKind::NotFound => Ok(()),
-                _ => Err(e),
-            })
             .map_err(cpi_error)?;
-        let agent = vm.facts().agent_id;
-        self.vms
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(cid);
-        self.agents
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&agent);
-        Ok(())
+        gone_is_fine(deleted)
     }
 
     async fn has_vm(&self, cid: &str) -> Result<bool, CpiError> {
-        Ok(self.vm(cid).is_some())
+        Ok(self.iaas.has_vm(cid))
     }
 
     async fn reboot_vm(&self, cid: &str) -> Result<(), CpiError> {
-        let vm = self
-            .vm(cid)
-            .ok_or_else(|| cpi_error(format!("VM {cid} not found")))?;
+        let record = self.iaas.vm(cid).map_err(cpi_error)?;
+        let vm = self.agent(&record.agent_id, "reboot").map_err(cpi_error)?;
         let running = vm.running.lock().await;
         if let (Some(s), true) = (&running.supervisor, running.started) {
             let lifecycle = Lifecycle::new(&vm.sandbox, &running.jobs, &**s);
@@ -430,55 +427,33 @@ impl Cpi for ProcessCloud {
         Ok(())
     }
 
-    async fn create_disk(&self, _size: u64, _vm_cid: &str) -> Result<String, CpiError> {
-        let cid = new_id("disk");
-        std::fs::create_dir_all(self.disk_dir(&cid)).map_err(cpi_error)?;
-        Ok(cid)
+    async fn create_disk(&self, size: u64, _vm_cid: &str) -> Result<String, CpiError> {
+        self.iaas
+            .create_disk(size, &serde_json::Value::Null)
+            .map_err(cpi_error)
     }
 
     async fn delete_disk(&self, disk_cid: &str) -> Result<(), CpiError> {
-        match std::fs::remove_dir_all(self.disk_dir(disk_cid)) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(cpi_error(e)),
-            _ => Ok(()),
-        }
+        gone_is_fine(self.iaas.delete_disk(disk_cid))
     }
 
     async fn attach_disk(&self, vm_cid: &str, disk_cid: &str) -> Result<(), CpiError> {
-        let vm = self
-            .vm(vm_cid)
-            .ok_or_else(|| cpi_error(format!("VM {vm_cid} not found")))?;
-        if !self.disk_dir(disk_cid).is_dir() {
-            return Err(cpi_error(format!("disk {disk_cid} not found")));
-        }
-        // The disk a boot mounts at store/ is the first attached; a second is there to
-        // take the first's data, and its place once it has (`migrate_disk`).
-        vm.remember(|f| {
-            f.disk.get_or_insert_with(|| disk_cid.to_string());
-        })
-        .map_err(cpi_error)
+        self.iaas
+            .attach_disk(vm_cid, disk_cid)
+            .map(|_| ())
+            .map_err(cpi_error)
     }
 
     async fn detach_disk(&self, vm_cid: &str, disk_cid: &str) -> Result<(), CpiError> {
-        let Some(vm) = self.vm(vm_cid) else {
-            return Ok(());
-        };
-        let _ = vm.sandbox.unmount_disk(&self.disk_dir(disk_cid));
-        vm.remember(|f| {
-            if f.disk.as_deref() == Some(disk_cid) {
-                f.disk = None;
-            }
-        })
-        .map_err(cpi_error)
+        gone_is_fine(self.iaas.detach_disk(vm_cid, disk_cid))
     }
 
     async fn snapshot_disk(&self, disk_cid: &str) -> Result<String, CpiError> {
-        let id = new_id("snap");
-        let to = self.root.join("snapshots").join(&id);
-        let from = self.disk_dir(disk_cid);
-        tokio::task::spawn_blocking(move || copy_tree(&from, &to))
+        let iaas = self.iaas.clone();
+        let disk = disk_cid.to_string();
+        tokio::task::spawn_blocking(move || iaas.snapshot_disk(&disk))
             .await
             .map_err(cpi_error)?
-            .map_err(cpi_error)?;
-        Ok(id)
+            .map_err(cpi_error)
     }
 }

@@ -1,0 +1,340 @@
+//! The process-backed IaaS as an external CPI (`fleet-updater cpi`): one request in, one
+//! response out, every method BOSH's director and `create-env` call. The IaaS's
+//! directory is the `root` property of the request's context. A VM's processes are ended
+//! with it through its supervisor process, and a reboot restarts them there.
+
+use std::path::{Path, PathBuf};
+
+use fleet_cpi::protocol::{Request, Response, kinds};
+use serde_json::{Map, Value, json};
+
+use super::daemon::Daemon;
+use super::iaas::{IaasError, ProcessIaas};
+use super::supervisor::Processes;
+
+/// The protocol versions this CPI speaks.
+pub const API_VERSION: u32 = 2;
+
+/// The stemcell format this CPI takes: any image, since its VMs are directories.
+pub const STEMCELL_FORMAT: &str = "fleet-process";
+
+/// A failed call: the protocol's error type and message.
+struct Failure {
+    kind: &'static str,
+    message: String,
+}
+
+impl From<IaasError> for Failure {
+    fn from(e: IaasError) -> Self {
+        let kind = match &e {
+            IaasError::VmNotFound(_) => kinds::VM_NOT_FOUND,
+            IaasError::DiskNotFound(_) => kinds::DISK_NOT_FOUND,
+            IaasError::StemcellNotFound(_) => kinds::STEMCELL_NOT_FOUND,
+            IaasError::Io { .. } => kinds::CLOUD_ERROR,
+        };
+        Failure {
+            kind,
+            message: e.to_string(),
+        }
+    }
+}
+
+fn cloud_error(message: String) -> Failure {
+    Failure {
+        kind: kinds::CLOUD_ERROR,
+        message,
+    }
+}
+
+/// The arguments of one call, each read by position with an error naming it.
+struct Arguments<'a> {
+    method: &'a str,
+    values: &'a [Value],
+}
+
+impl Arguments<'_> {
+    fn get(&self, index: usize, name: &str) -> Result<&Value, Failure> {
+        self.values.get(index).ok_or_else(|| {
+            cloud_error(format!(
+                "{}: argument {} ({name}) is missing",
+                self.method,
+                index + 1
+            ))
+        })
+    }
+
+    fn string(&self, index: usize, name: &str) -> Result<&str, Failure> {
+        self.get(index, name)?.as_str().ok_or_else(|| {
+            cloud_error(format!(
+                "{}: argument {} ({name}) must be a string",
+                self.method,
+                index + 1
+            ))
+        })
+    }
+
+    fn size(&self, index: usize, name: &str) -> Result<u64, Failure> {
+        self.get(index, name)?.as_u64().ok_or_else(|| {
+            cloud_error(format!(
+                "{}: argument {} ({name}) must be a whole number of MiB",
+                self.method,
+                index + 1
+            ))
+        })
+    }
+
+    fn map(&self, index: usize, name: &str) -> Result<Map<String, Value>, Failure> {
+        match self.values.get(index) {
+            None | Some(Value::Null) => Ok(Map::new()),
+            Some(Value::Object(map)) => Ok(map.clone()),
+            Some(_) => Err(cloud_error(format!(
+                "{}: argument {} ({name}) must be a map",
+                self.method,
+                index + 1
+            ))),
+        }
+    }
+
+    fn optional(&self, index: usize) -> Value {
+        self.values.get(index).cloned().unwrap_or(Value::Null)
+    }
+}
+
+/// Answers one request.
+pub async fn handle(request: &Request, program: &Path) -> Response {
+    let mut log = Vec::new();
+    match answer(request, program, &mut log).await {
+        Ok(result) => Response::ok(result, log.join("\n")),
+        Err(f) => Response::failed(f.kind, f.message, false, log.join("\n")),
+    }
+}
+
+fn root(request: &Request) -> Result<PathBuf, Failure> {
+    request
+        .context
+        .get("root")
+        .and_then(Value::as_str)
+        .map(PathBuf::from)
+        .ok_or_else(|| {
+            cloud_error(
+                "the process CPI needs `root`, the IaaS's directory, in its properties".into(),
+            )
+        })
+}
+
+async fn answer(
+    request: &Request,
+    program: &Path,
+    log: &mut Vec<String>,
+) -> Result<Value, Failure> {
+    let method = request.method.as_str();
+    let args = Arguments {
+        method,
+        values: &request.arguments,
+    };
+    if method == "info" {
+        return Ok(json!({"stemcell_formats": [STEMCELL_FORMAT], "api_version": API_VERSION}));
+    }
+    let iaas = ProcessIaas::open(&root(request)?)?;
+    let version = request.api_version;
+    match method {
+        "create_stemcell" => {
+            let image = args.string(0, "image_path")?;
+            let properties = Value::Object(args.map(1, "cloud_properties")?);
+            let cid = iaas.create_stemcell(image, &properties)?;
+            log.push(format!("stemcell {cid} made from `{image}`"));
+            Ok(json!(cid))
+        }
+        "delete_stemcell" => {
+            iaas.delete_stemcell(args.string(0, "stemcell_cid")?)?;
+            Ok(Value::Null)
+        }
+        "create_vm" => {
+            let agent_id = args.string(0, "agent_id")?;
+            let stemcell = args.string(1, "stemcell_cid")?;
+            let properties = Value::Object(args.map(2, "cloud_properties")?);
+            let networks = Value::Object(args.map(3, "networks")?);
+            let env = Value::Object(args.map(5, "env")?);
+            let vm = iaas.create_vm(agent_id, stemcell, &properties, &networks, &env)?;
+            log.push(format!("VM {} made for agent {agent_id}", vm.cid));
+            Ok(if version >= 2 {
+                json!([vm.cid, vm.networks])
+            } else {
+                json!(vm.cid)
+            })
+        }
+        "delete_vm" => {
+            let cid = args.string(0, "vm_cid")?;
+            // The VM's processes end with it.
+            Daemon::new(&iaas.vm_dir(cid), program).exit().await;
+            iaas.delete_vm(cid)?;
+            log.push(format!("VM {cid} deleted"));
+            Ok(Value::Null)
+        }
+        "has_vm" => Ok(json!(iaas.has_vm(args.string(0, "vm_cid")?))),
+        "reboot_vm" => {
+            let cid = args.string(0, "vm_cid")?;
+            iaas.vm(cid)?;
+            let supervisor = Daemon::new(&iaas.vm_dir(cid), program);
+            if supervisor.running().await {
+                supervisor.stop().await.map_err(cloud_error)?;
+                supervisor.start().await.map_err(cloud_error)?;
+            }
+            log.push(format!("VM {cid} rebooted"));
+            Ok(Value::Null)
+        }
+        "set_vm_metadata" => {
+            iaas.set_vm_metadata(args.string(0, "vm_cid")?, &args.map(1, "metadata")?)?;
+            Ok(Value::Null)
+        }
+        "create_disk" => {
+            let size = args.size(0, "size")?;
+            let properties = args.optional(1);
+            let cid = iaas.create_disk(size, &properties)?;
+            log.push(format!("disk {cid} of {size} MiB made"));
+            Ok(json!(cid))
+        }
+        "delete_disk" => {
+            iaas.delete_disk(args.string(0, "disk_cid")?)?;
+            Ok(Value::Null)
+        }
+        "has_disk" => Ok(json!(iaas.has_disk(args.string(0, "disk_cid")?))),
+        "attach_disk" => {
+            let hint = iaas.attach_disk(args.string(0, "vm_cid")?, args.string(1, "disk_cid")?)?;
+            Ok(if version >= 2 {
+                json!(hint)
+            } else {
+                Value::Null
+            })
+        }
+        "detach_disk" => {
+            iaas.detach_disk(args.string(0, "vm_cid")?, args.string(1, "disk_cid")?)?;
+            Ok(Value::Null)
+        }
+        "snapshot_disk" => Ok(json!(iaas.snapshot_disk(args.string(0, "disk_cid")?)?)),
+        "delete_snapshot" => {
+            iaas.delete_snapshot(args.string(0, "snapshot_cid")?)?;
+            Ok(Value::Null)
+        }
+        "resize_disk" => {
+            iaas.resize_disk(args.string(0, "disk_cid")?, args.size(1, "new_size")?)?;
+            Ok(Value::Null)
+        }
+        // Disks here carry no metadata; there is nothing to set.
+        "set_disk_metadata" => {
+            args.string(0, "disk_cid")?;
+            Ok(Value::Null)
+        }
+        other => Err(Failure {
+            kind: kinds::NOT_IMPLEMENTED,
+            message: format!("Invalid Method: {other}"),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(root: &Path, method: &str, arguments: Value) -> Request {
+        let mut context = Map::new();
+        context.insert("director_uuid".into(), json!("d"));
+        context.insert("root".into(), json!(root.display().to_string()));
+        Request {
+            method: method.into(),
+            arguments: arguments.as_array().unwrap().clone(),
+            context,
+            api_version: 2,
+        }
+    }
+
+    #[tokio::test]
+    async fn every_method_answers_in_the_protocols_shapes() {
+        let dir = tempfile::tempdir().unwrap();
+        let program = Path::new("/nonexistent/fleet-updater");
+        let call = |method: &str, args: Value| {
+            let request = request(dir.path(), method, args);
+            async move { handle(&request, program).await }
+        };
+        let info = call("info", json!([])).await;
+        assert_eq!(
+            info.result,
+            json!({"stemcell_formats": ["fleet-process"], "api_version": 2})
+        );
+        let stemcell = call("create_stemcell", json!(["/img", {"name": "s"}])).await;
+        let stemcell = stemcell.result.as_str().unwrap().to_string();
+        let vm = call(
+            "create_vm",
+            json!(["agent-1", stemcell, {}, {"default": {"type": "manual", "ip": "10.0.0.9"}}, [], {}]),
+        )
+        .await;
+        assert!(vm.error.is_none(), "{vm:?}");
+        let cid = vm.result[0].as_str().unwrap().to_string();
+        assert_eq!(vm.result[1]["default"]["ip"], "10.0.0.9");
+        assert!(vm.log.contains("made for agent agent-1"));
+        assert_eq!(call("has_vm", json!([cid])).await.result, json!(true));
+        let disk = call("create_disk", json!([512, {}, cid])).await.result;
+        let hint = call("attach_disk", json!([cid, disk])).await.result;
+        assert!(hint.as_str().unwrap().ends_with(disk.as_str().unwrap()));
+        assert_eq!(call("has_disk", json!([disk])).await.result, json!(true));
+        assert!(call("reboot_vm", json!([cid])).await.error.is_none());
+        assert!(
+            call("set_vm_metadata", json!([cid, {"deployment": "d"}]))
+                .await
+                .error
+                .is_none()
+        );
+        let snapshot = call("snapshot_disk", json!([disk, {}])).await.result;
+        assert!(
+            call("delete_snapshot", json!([snapshot]))
+                .await
+                .error
+                .is_none()
+        );
+        assert!(
+            call("resize_disk", json!([disk, 1024]))
+                .await
+                .error
+                .is_none()
+        );
+        assert!(
+            call("detach_disk", json!([cid, disk]))
+                .await
+                .error
+                .is_none()
+        );
+        assert!(call("delete_disk", json!([disk])).await.error.is_none());
+        assert!(call("delete_vm", json!([cid])).await.error.is_none());
+        let gone = call("delete_vm", json!([cid])).await.error.unwrap();
+        assert_eq!(gone.kind, kinds::VM_NOT_FOUND);
+        let gone = call("delete_disk", json!([disk])).await.error.unwrap();
+        assert_eq!(gone.kind, kinds::DISK_NOT_FOUND);
+        assert!(
+            call("delete_stemcell", json!([stemcell]))
+                .await
+                .error
+                .is_none()
+        );
+
+        let bad = call("create_disk", json!(["big"])).await.error.unwrap();
+        assert_eq!(
+            bad.message,
+            "create_disk: argument 1 (size) must be a whole number of MiB"
+        );
+        let unknown = call("calculate_vm_cloud_properties", json!([{}]))
+            .await
+            .error
+            .unwrap();
+        assert_eq!(
+            (unknown.kind.as_str(), unknown.message.as_str()),
+            (
+                kinds::NOT_IMPLEMENTED,
+                "Invalid Method: calculate_vm_cloud_properties"
+            )
+        );
+        let mut rootless = request(dir.path(), "has_vm", json!(["x"]));
+        rootless.context.remove("root");
+        let e = handle(&rootless, program).await.error.unwrap();
+        assert!(e.message.contains("needs `root`"), "{}", e.message);
+    }
+}

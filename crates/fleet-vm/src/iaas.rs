@@ -1,0 +1,474 @@
+//! The process-backed IaaS as a CPI sees it: VMs, persistent disks, snapshots and
+//! stemcells as directories and records under its root, read and written on every call,
+//! so that a CPI run as a process per call (`fleet-updater cpi`) and one inside the
+//! director see the same cloud.
+//!
+//! ```text
+//! ROOT/vms/CID/vm.json        a VM: its agent, stemcell, networks, attached disks
+//! ROOT/disks/CID/             a persistent disk's contents (ROOT/disks/CID.json: size)
+//! ROOT/snapshots/CID/         a copy of a disk
+//! ROOT/stemcells/CID.json     what create_stemcell was given
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::sandbox::Sandbox;
+
+#[derive(Debug, thiserror::Error)]
+pub enum IaasError {
+    #[error("VM `{0}` not found")]
+    VmNotFound(String),
+    #[error("disk `{0}` not found")]
+    DiskNotFound(String),
+    #[error("stemcell `{0}` not found")]
+    StemcellNotFound(String),
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        source: std::io::Error,
+    },
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> IaasError {
+    let what = what.into();
+    move |source| IaasError::Io { what, source }
+}
+
+/// What the IaaS keeps of a VM.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VmRecord {
+    pub cid: String,
+    pub agent_id: String,
+    pub stemcell: String,
+    /// The networks as `create_vm` was given them, each with its `ip` where one is set.
+    #[serde(default)]
+    pub networks: Value,
+    #[serde(default)]
+    pub cloud_properties: Value,
+    #[serde(default)]
+    pub env: Value,
+    /// The persistent disks attached, in the order they were.
+    #[serde(default)]
+    pub disks: Vec<String>,
+    /// What `set_vm_metadata` set.
+    #[serde(default)]
+    pub metadata: Map<String, Value>,
+}
+
+impl VmRecord {
+    /// The VM's address on each network, as the director reads them back.
+    pub fn addresses(&self) -> Vec<(String, std::net::Ipv4Addr)> {
+        let Some(networks) = self.networks.as_object() else {
+            return Vec::new();
+        };
+        networks
+            .iter()
+            .filter_map(|(name, n)| {
+                let ip = n.get("ip")?.as_str()?.parse().ok()?;
+                Some((name.clone(), ip))
+            })
+            .collect()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct DiskRecord {
+    size_mib: u64,
+    #[serde(default)]
+    cloud_properties: Value,
+}
+
+/// A VM's record file.
+pub const VM_RECORD: &str = "vm.json";
+
+fn new_id(prefix: &str) -> String {
+    let mut bytes = [0u8; 8];
+    getrandom::fill(&mut bytes).expect("the system's random source works");
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!("{prefix}-{hex}")
+}
+
+#[derive(Debug, Clone)]
+pub struct ProcessIaas {
+    root: PathBuf,
+}
+
+impl ProcessIaas {
+    /// The IaaS under `root`, made absolute (scripts run elsewhere and disks are
+    /// linked), its directories made when missing.
+    ///
+    /// # Errors
+    /// When `root` cannot be made.
+    pub fn open(root: &Path) -> Result<Self, IaasError> {
+        let root = std::path::absolute(root).map_err(io(root.display().to_string()))?;
+        for dir in ["vms", "disks", "snapshots", "stemcells"] {
+            let at = root.join(dir);
+            std::fs::create_dir_all(&at).map_err(io(at.display().to_string()))?;
+        }
+        Ok(ProcessIaas { root })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn vm_dir(&self, cid: &str) -> PathBuf {
+        self.root.join("vms").join(cid)
+    }
+
+    pub fn disk_dir(&self, cid: &str) -> PathBuf {
+        self.root.join("disks").join(cid)
+    }
+
+    fn disk_record(&self, cid: &str) -> PathBuf {
+        self.root.join("disks").join(format!("{cid}.json"))
+    }
+
+    fn stemcell_record(&self, cid: &str) -> PathBuf {
+        self.root.join("stemcells").join(format!("{cid}.json"))
+    }
+
+    /// The VM `cid`'s record.
+    ///
+    /// # Errors
+    /// [`IaasError::VmNotFound`] for a VM there is no record of.
+    pub fn vm(&self, cid: &str) -> Result<VmRecord, IaasError> {
+        let path = self.vm_dir(cid).join(VM_RECORD);
+        let text = std::fs::read_to_string(&path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => IaasError::VmNotFound(cid.to_string()),
+            _ => io(path.display().to_string())(e),
+        })?;
+        serde_json::from_str(&text).map_err(|e| IaasError::Io {
+            what: path.display().to_string(),
+            source: std::io::Error::other(e),
+        })
+    }
+
+    /// Every VM's record.
+    ///
+    /// # Errors
+    /// When the VMs' directory cannot be read.
+    pub fn vms(&self) -> Result<Vec<VmRecord>, IaasError> {
+        let dir = self.root.join("vms");
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(&dir).map_err(io(dir.display().to_string()))? {
+            let Ok(entry) = entry else { continue };
+            let Some(cid) = entry.file_name().to_str().map(str::to_string) else {
+                continue;
+            };
+            if let Ok(vm) = self.vm(&cid) {
+                found.push(vm);
+            }
+        }
+        found.sort_by(|a, b| a.cid.cmp(&b.cid));
+        Ok(found)
+    }
+
+    /// The VM whose agent is `agent_id`.
+    ///
+    /// # Errors
+    /// When the VMs cannot be read.
+    pub fn vm_of_agent(&self, agent_id: &str) -> Result<Option<VmRecord>, IaasError> {
+        Ok(self.vms()?.into_iter().find(|v| v.agent_id == agent_id))
+    }
+
+    fn save(&self, vm: &VmRecord) -> Result<(), IaasError> {
+        let path = self.vm_dir(&vm.cid).join(VM_RECORD);
+        write_atomically(
+            &path,
+            &serde_json::to_vec_pretty(vm).expect("a record serializes"),
+        )
+    }
+
+    fn change(&self, cid: &str, change: impl FnOnce(&mut VmRecord)) -> Result<VmRecord, IaasError> {
+        let mut vm = self.vm(cid)?;
+        change(&mut vm);
+        self.save(&vm)?;
+        Ok(vm)
+    }
+
+    /// # Errors
+    /// When the record cannot be written.
+    pub fn create_stemcell(
+        &self,
+        image_path: &str,
+        cloud_properties: &Value,
+    ) -> Result<String, IaasError> {
+        let cid = new_id("stemcell");
+        let record =
+            serde_json::json!({"image_path": image_path, "cloud_properties": cloud_properties});
+        write_atomically(
+            &self.stemcell_record(&cid),
+            &serde_json::to_vec_pretty(&record).expect("a record serializes"),
+        )?;
+        Ok(cid)
+    }
+
+    /// # Errors
+    /// [`IaasError::StemcellNotFound`], or the record cannot be removed.
+    pub fn delete_stemcell(&self, cid: &str) -> Result<(), IaasError> {
+        match std::fs::remove_file(self.stemcell_record(cid)) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Err(IaasError::StemcellNotFound(cid.to_string()))
+            }
+            other => other.map_err(io(format!("stemcell {cid}"))),
+        }
+    }
+
+    /// Makes a VM: its directory laid out as `/var/vcap`, its record written last, so
+    /// that a VM without a record is one whose creation did not finish.
+    ///
+    /// # Errors
+    /// When the directory or record cannot be written.
+    pub fn create_vm(
+        &self,
+        agent_id: &str,
+        stemcell: &str,
+        cloud_properties: &Value,
+        networks: &Value,
+        env: &Value,
+    ) -> Result<VmRecord, IaasError> {
+        let cid = new_id("vm");
+        let dir = self.vm_dir(&cid);
+        Sandbox::create(&dir).map_err(io(format!("VM {cid}")))?;
+        let vm = VmRecord {
+            cid,
+            agent_id: agent_id.to_string(),
+            stemcell: stemcell.to_string(),
+            networks: networks.clone(),
+            cloud_properties: cloud_properties.clone(),
+            env: env.clone(),
+            disks: Vec::new(),
+            metadata: Map::new(),
+        };
+        self.save(&vm)?;
+        Ok(vm)
+    }
+
+    /// Removes the VM's directory, its record first. The caller has ended its processes.
+    ///
+    /// # Errors
+    /// [`IaasError::VmNotFound`], or the directory cannot be removed.
+    pub fn delete_vm(&self, cid: &str) -> Result<(), IaasError> {
+        let dir = self.vm_dir(cid);
+        if !dir.join(VM_RECORD).exists() {
+            // What an unfinished creation left goes too.
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(IaasError::VmNotFound(cid.to_string()));
+        }
+        let _ = Sandbox::create(&dir).and_then(|s| s.unmount());
+        std::fs::remove_file(dir.join(VM_RECORD)).map_err(io(format!("VM {cid}")))?;
+        match std::fs::remove_dir_all(&dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(format!("VM {cid}"))(e)),
+            _ => Ok(()),
+        }
+    }
+
+    pub fn has_vm(&self, cid: &str) -> bool {
+        self.vm_dir(cid).join(VM_RECORD).exists()
+    }
+
+    /// # Errors
+    /// [`IaasError::VmNotFound`], or the record cannot be written.
+    pub fn set_vm_metadata(
+        &self,
+        cid: &str,
+        metadata: &Map<String, Value>,
+    ) -> Result<(), IaasError> {
+        self.change(cid, |vm| vm.metadata = metadata.clone())
+            .map(|_| ())
+    }
+
+    /// # Errors
+    /// When the disk's directory or record cannot be made.
+    pub fn create_disk(
+        &self,
+        size_mib: u64,
+        cloud_properties: &Value,
+    ) -> Result<String, IaasError> {
+        let cid = new_id("disk");
+        let dir = self.disk_dir(&cid);
+        std::fs::create_dir_all(&dir).map_err(io(format!("disk {cid}")))?;
+        let record = DiskRecord {
+            size_mib,
+            cloud_properties: cloud_properties.clone(),
+        };
+        write_atomically(
+            &self.disk_record(&cid),
+            &serde_json::to_vec_pretty(&record).expect("a record serializes"),
+        )?;
+        Ok(cid)
+    }
+
+    /// # Errors
+    /// [`IaasError::DiskNotFound`], or the disk cannot be removed.
+    pub fn delete_disk(&self, cid: &str) -> Result<(), IaasError> {
+        if !self.has_disk(cid) {
+            return Err(IaasError::DiskNotFound(cid.to_string()));
+        }
+        let _ = std::fs::remove_file(self.disk_record(cid));
+        std::fs::remove_dir_all(self.disk_dir(cid)).map_err(io(format!("disk {cid}")))
+    }
+
+    pub fn has_disk(&self, cid: &str) -> bool {
+        self.disk_dir(cid).is_dir()
+    }
+
+    /// Attaches the disk; its hint is where it appears (its directory).
+    ///
+    /// # Errors
+    /// The VM or the disk is not found, or the record cannot be written.
+    pub fn attach_disk(&self, vm_cid: &str, disk_cid: &str) -> Result<String, IaasError> {
+        if !self.has_disk(disk_cid) {
+            return Err(IaasError::DiskNotFound(disk_cid.to_string()));
+        }
+        self.change(vm_cid, |vm| {
+            if !vm.disks.iter().any(|d| d == disk_cid) {
+                vm.disks.push(disk_cid.to_string());
+            }
+        })?;
+        Ok(self.disk_dir(disk_cid).display().to_string())
+    }
+
+    /// Detaches the disk, unmounting it where the VM has it mounted.
+    ///
+    /// # Errors
+    /// The VM is not found, or the record cannot be written.
+    pub fn detach_disk(&self, vm_cid: &str, disk_cid: &str) -> Result<(), IaasError> {
+        let sandbox = Sandbox::create(&self.vm_dir(vm_cid)).map_err(io(format!("VM {vm_cid}")))?;
+        let _ = sandbox.unmount_disk(&self.disk_dir(disk_cid));
+        self.change(vm_cid, |vm| vm.disks.retain(|d| d != disk_cid))
+            .map(|_| ())
+    }
+
+    /// A disk's size is what its record says; its directory holds what fits.
+    ///
+    /// # Errors
+    /// [`IaasError::DiskNotFound`], or the record cannot be written.
+    pub fn resize_disk(&self, cid: &str, size_mib: u64) -> Result<(), IaasError> {
+        let path = self.disk_record(cid);
+        let text =
+            std::fs::read_to_string(&path).map_err(|_| IaasError::DiskNotFound(cid.to_string()))?;
+        let mut record: DiskRecord = serde_json::from_str(&text).map_err(|e| IaasError::Io {
+            what: path.display().to_string(),
+            source: std::io::Error::other(e),
+        })?;
+        record.size_mib = size_mib;
+        write_atomically(
+            &path,
+            &serde_json::to_vec_pretty(&record).expect("a record serializes"),
+        )
+    }
+
+    /// # Errors
+    /// [`IaasError::DiskNotFound`], or the copy fails.
+    pub fn snapshot_disk(&self, disk_cid: &str) -> Result<String, IaasError> {
+        if !self.has_disk(disk_cid) {
+            return Err(IaasError::DiskNotFound(disk_cid.to_string()));
+        }
+        let cid = new_id("snap");
+        copy_tree(
+            &self.disk_dir(disk_cid),
+            &self.root.join("snapshots").join(&cid),
+        )
+        .map_err(io(format!("snapshot of disk {disk_cid}")))?;
+        Ok(cid)
+    }
+
+    /// # Errors
+    /// When the snapshot cannot be removed.
+    pub fn delete_snapshot(&self, cid: &str) -> Result<(), IaasError> {
+        match std::fs::remove_dir_all(self.root.join("snapshots").join(cid)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(io(format!("snapshot {cid}"))(e))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Writes `path` through a file beside it renamed into place, so that a reader never
+/// sees half a record.
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), IaasError> {
+    let part = path.with_extension("json.part");
+    std::fs::write(&part, bytes)
+        .and_then(|()| std::fs::rename(&part, path))
+        .map_err(io(path.display().to_string()))
+}
+
+pub(crate) fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            copy_tree(&entry.path(), &target)?;
+        } else if kind.is_symlink() {
+            let link = std::fs::read_link(entry.path())?;
+            let _ = std::fs::remove_file(&target);
+            std::os::unix::fs::symlink(link, target)?;
+        } else {
+            std::fs::copy(entry.path(), target)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_vm_and_its_disks_are_records_any_process_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let iaas = ProcessIaas::open(dir.path()).unwrap();
+        let networks = json!({"default": {"type": "manual", "ip": "10.0.0.5"}});
+        let vm = iaas
+            .create_vm("agent-1", "stemcell-1", &json!({}), &networks, &json!({}))
+            .unwrap();
+        let again = ProcessIaas::open(dir.path()).unwrap();
+        assert_eq!(again.vm(&vm.cid).unwrap(), vm);
+        assert_eq!(again.vm_of_agent("agent-1").unwrap().unwrap().cid, vm.cid);
+        assert_eq!(
+            vm.addresses(),
+            [("default".to_string(), "10.0.0.5".parse().unwrap())]
+        );
+        let disk = iaas.create_disk(1024, &json!({})).unwrap();
+        assert_eq!(
+            iaas.attach_disk(&vm.cid, &disk).unwrap(),
+            iaas.disk_dir(&disk).display().to_string()
+        );
+        iaas.attach_disk(&vm.cid, &disk).unwrap();
+        assert_eq!(again.vm(&vm.cid).unwrap().disks, vec![disk.clone()], "once");
+        std::fs::write(iaas.disk_dir(&disk).join("data"), "kept").unwrap();
+        let snap = iaas.snapshot_disk(&disk).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("snapshots").join(&snap).join("data")).unwrap(),
+            "kept"
+        );
+        iaas.delete_snapshot(&snap).unwrap();
+        iaas.detach_disk(&vm.cid, &disk).unwrap();
+        assert!(iaas.vm(&vm.cid).unwrap().disks.is_empty());
+        iaas.resize_disk(&disk, 2048).unwrap();
+        iaas.delete_disk(&disk).unwrap();
+        assert!(matches!(
+            iaas.delete_disk(&disk),
+            Err(IaasError::DiskNotFound(_))
+        ));
+        iaas.delete_vm(&vm.cid).unwrap();
+        assert!(!iaas.has_vm(&vm.cid));
+        assert!(matches!(
+            iaas.delete_vm(&vm.cid),
+            Err(IaasError::VmNotFound(_))
+        ));
+        assert!(matches!(
+            iaas.attach_disk(&vm.cid, &iaas.create_disk(1, &json!({})).unwrap()),
+            Err(IaasError::VmNotFound(_))
+        ));
+    }
+}
