@@ -7,6 +7,7 @@
 
 pub mod config;
 
+pub use fleet_agent as agent;
 pub use fleet_broker as broker;
 pub use fleet_clock as clock;
 pub use fleet_cpi as cpi;

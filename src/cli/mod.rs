@@ -62,6 +62,13 @@ enum Command {
     /// stdin, writes the response on stdout. Its properties name the IaaS's directory
     /// (`root`).
     Cpi,
+    /// A VM's networked agent (started by `fleet-updater cpi` for a VM whose settings give
+    /// an mbus, as for `create-env`).
+    #[command(hide = true)]
+    VmAgent {
+        /// The VM's directory.
+        dir: PathBuf,
+    },
     /// A VM's supervisor process (started by the fleet, one per VM of `iaas: processes`).
     #[command(hide = true)]
     VmSupervisor {
@@ -173,6 +180,13 @@ pub fn run() -> Result<ExitCode, CliError> {
         Command::Director(args) => listing::director(&args)?,
         Command::Serve(args) => serve::serve(&args)?,
         Command::Cpi => runtime()?.block_on(cpi::serve_one())?,
+        Command::VmAgent { dir } => {
+            let timings = fleet_updater::vm::supervisor::Timings::default();
+            runtime()?
+                .block_on(fleet_updater::agent::daemon::serve(&dir, timings))
+                .map_err(|e| CliError::Show(format!("vm-agent {}: {e}", dir.display())))?;
+            DONE
+        }
         Command::VmSupervisor { dir } => {
             let timings = fleet_updater::vm::supervisor::Timings::default();
             runtime()?

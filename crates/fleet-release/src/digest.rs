@@ -76,6 +76,11 @@ impl Digest {
     }
 }
 
+/// The SHA-256 of `bytes` in hex, for digests written `sha256:HEX`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(digest(&SHA256, bytes).as_ref())
+}
+
 /// The SHA-1 of `bytes` in hex: how blobs are named, as BOSH names them.
 pub fn sha1_hex(bytes: &[u8]) -> String {
     hex(digest(&SHA1_FOR_LEGACY_USE_ONLY, bytes).as_ref())

@@ -18,7 +18,7 @@ pub use archive::{
     from_tarball,
 };
 pub use builder::{File, ReleaseBuilder};
-pub use digest::{Digest, sha1_hex};
+pub use digest::{Digest, sha1_hex, sha256_hex};
 pub use job::{JobFiles, JobSpec, PropertySpec, parse_spec};
 pub use manifest::{ArchiveRef, PackageRef, ReleaseManifest, parse as parse_manifest};
 pub use source::build_from_source;

@@ -9,7 +9,8 @@ use fleet_cpi::protocol::{Request, Response, kinds};
 use serde_json::{Map, Value, json};
 
 use super::daemon::Daemon;
-use super::iaas::{IaasError, ProcessIaas};
+use super::iaas::{AgentSettings, IaasError, ProcessIaas};
+use super::networked_agent;
 use super::supervisor::Processes;
 
 /// The protocol versions this CPI speaks.
@@ -100,6 +101,34 @@ impl Arguments<'_> {
     }
 }
 
+/// The networked agent a VM gets: the mbus of its `env` (`bosh.mbus.urls`), or of the
+/// CPI's `agent.mbus` property, as BOSH's CPIs give it to the agents they start; the
+/// certificate it serves with from `env.bosh.mbus.cert`. None without an mbus: the
+/// director's agents are its own.
+fn agent_settings(request: &Request, env: &Value) -> Result<Option<AgentSettings>, Failure> {
+    let mbus = env
+        .pointer("/bosh/mbus/urls/0")
+        .or_else(|| request.context.get("agent").and_then(|a| a.get("mbus")))
+        .or_else(|| request.context.get("agent.mbus"));
+    let Some(mbus) = mbus else {
+        return Ok(None);
+    };
+    let mbus = mbus
+        .as_str()
+        .ok_or_else(|| cloud_error("create_vm: the agent's mbus must be a URL".into()))?;
+    let cert = env.pointer("/bosh/mbus/cert");
+    let field = |name: &str| {
+        cert.and_then(|c| c.get(name))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    Ok(Some(AgentSettings {
+        mbus: mbus.to_string(),
+        certificate: field("certificate"),
+        private_key: field("private_key"),
+    }))
+}
+
 /// Answers one request.
 pub async fn handle(request: &Request, program: &Path) -> Response {
     let mut log = Vec::new();
@@ -157,6 +186,11 @@ async fn answer(
             let env = Value::Object(args.map(5, "env")?);
             let vm = iaas.create_vm(agent_id, stemcell, &properties, &networks, &env)?;
             log.push(format!("VM {} made for agent {agent_id}", vm.cid));
+            if let Some(settings) = agent_settings(request, &env)? {
+                iaas.set_agent(&vm.cid, settings)?;
+                networked_agent::start(program, &iaas.vm_dir(&vm.cid)).map_err(cloud_error)?;
+                log.push(format!("VM {}: its agent started", vm.cid));
+            }
             Ok(if version >= 2 {
                 json!([vm.cid, vm.networks])
             } else {
@@ -167,6 +201,7 @@ async fn answer(
             let cid = args.string(0, "vm_cid")?;
             // The VM's processes end with it.
             Daemon::new(&iaas.vm_dir(cid), program).exit().await;
+            networked_agent::end(&iaas.vm_dir(cid)).await;
             iaas.delete_vm(cid)?;
             log.push(format!("VM {cid} deleted"));
             Ok(Value::Null)

@@ -56,6 +56,21 @@ pub struct VmRecord {
     /// What `set_vm_metadata` set.
     #[serde(default)]
     pub metadata: Map<String, Value>,
+    /// Where its agent is reached over HTTPS, for a VM whose creator talks to the agent
+    /// itself (`create-env`): the VM's own settings, as a real VM keeps them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentSettings>,
+}
+
+/// A networked agent's settings: its mbus URL (with the credentials clients must bring)
+/// and, when given, the certificate it serves with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentSettings {
+    pub mbus: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub certificate: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub private_key: Option<String>,
 }
 
 impl VmRecord {
@@ -83,6 +98,9 @@ struct DiskRecord {
 
 /// A VM's record file.
 pub const VM_RECORD: &str = "vm.json";
+
+/// The pidfile of a VM's networked agent process, in the VM's directory.
+pub const AGENT_PIDFILE: &str = "sys/run/agent.pid";
 
 fn new_id(prefix: &str) -> String {
     let mut bytes = [0u8; 8];
@@ -183,6 +201,13 @@ impl ProcessIaas {
         )
     }
 
+    /// The IaaS of the VM whose directory is `vm_dir` (`ROOT/vms/CID`), and the VM's CID.
+    pub fn of_vm(vm_dir: &Path) -> Option<(ProcessIaas, String)> {
+        let cid = vm_dir.file_name()?.to_str()?.to_string();
+        let root = vm_dir.parent()?.parent()?.to_path_buf();
+        Some((ProcessIaas { root }, cid))
+    }
+
     fn change(&self, cid: &str, change: impl FnOnce(&mut VmRecord)) -> Result<VmRecord, IaasError> {
         let mut vm = self.vm(cid)?;
         change(&mut vm);
@@ -243,9 +268,18 @@ impl ProcessIaas {
             env: env.clone(),
             disks: Vec::new(),
             metadata: Map::new(),
+            agent: None,
         };
         self.save(&vm)?;
         Ok(vm)
+    }
+
+    /// Gives the VM a networked agent's settings.
+    ///
+    /// # Errors
+    /// [`IaasError::VmNotFound`], or the record cannot be written.
+    pub fn set_agent(&self, cid: &str, settings: AgentSettings) -> Result<(), IaasError> {
+        self.change(cid, |vm| vm.agent = Some(settings)).map(|_| ())
     }
 
     /// Removes the VM's directory, its record first. The caller has ended its processes.
@@ -392,14 +426,23 @@ impl ProcessIaas {
 
 /// Writes `path` through a file beside it renamed into place, so that a reader never
 /// sees half a record.
-pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), IaasError> {
+/// The file is readable by its owner alone: a VM's settings hold its agent's credentials.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), IaasError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
     let part = path.with_extension("json.part");
-    std::fs::write(&part, bytes)
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&part)
+        .and_then(|mut f| f.write_all(bytes))
         .and_then(|()| std::fs::rename(&part, path))
         .map_err(io(path.display().to_string()))
 }
 
-pub(crate) fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+pub fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(to)?;
     for entry in std::fs::read_dir(from)? {
         let entry = entry?;

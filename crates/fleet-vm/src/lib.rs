@@ -14,6 +14,7 @@ mod instance_spec;
 pub mod jobs;
 pub mod lifecycle;
 pub mod monit;
+pub mod networked_agent;
 pub mod place;
 pub mod render;
 pub mod rendering;

@@ -146,6 +146,28 @@ impl<'a> Lifecycle<'a> {
         self.drains(context).await
     }
 
+    /// Unmonitor and every `drain`, without `pre-stop`: BOSH's agent's `drain`, for a
+    /// caller that runs `pre-stop` itself (`run_script`).
+    ///
+    /// # Errors
+    /// A failing `drain`.
+    pub async fn drain_only(&self, context: &StopContext) -> Result<(), LifecycleError> {
+        self.supervisor
+            .unmonitor()
+            .await
+            .map_err(LifecycleError::Supervision)?;
+        self.drains(context).await
+    }
+
+    /// Every job's script called `name` at once (BOSH's agent's `run_script`), with
+    /// `env` beside the VM's own variables.
+    ///
+    /// # Errors
+    /// The first failing script.
+    pub async fn run_hooks(&self, name: &str, env: &[(String, String)]) -> Result<(), LifecycleError> {
+        self.hooks(name, &[], env).await
+    }
+
     /// The second half, as the director's `stop` asks it: every process stopped, then
     /// every `post-stop`.
     ///

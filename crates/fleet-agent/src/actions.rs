@@ -1,0 +1,452 @@
+//! What the agent of one process-backed VM does for each message, as BOSH's agent does:
+//! `apply` places the rendered jobs and compiled packages its blobstore holds, `start`
+//! and `stop` start and stop the processes, `run_script` runs a lifecycle script of every
+//! job, `drain` follows the drain protocol, disks are mounted, unmounted and migrated, and
+//! packages compiled. What it applied and whether its jobs run is kept in the VM's
+//! `bosh/` directory, so that the agent started again after a reboot brings the jobs back
+//! without any lifecycle script.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use fleet_vm::compile::{self, CompileRequest};
+use fleet_vm::jobs;
+use fleet_vm::lifecycle::{Lifecycle, StopContext};
+use fleet_vm::place::{self, PackageToPlace};
+use fleet_vm::sandbox::Sandbox;
+use fleet_vm::supervisor::{ProcessState, Supervisor, Timings};
+use serde_json::{Value, json};
+
+use super::blobstore::Blobstore;
+use super::protocol::{Answer, ApplySpec, PackageRef, Request};
+use super::tasks::{TaskState, Tasks};
+
+const SPEC: &str = "bosh/spec.json";
+const STARTED: &str = "bosh/started";
+
+#[derive(Default)]
+struct State {
+    spec: ApplySpec,
+    supervisor: Option<Arc<Supervisor>>,
+    started: bool,
+}
+
+pub struct VmAgent {
+    vm: Sandbox,
+    cid: String,
+    agent_id: String,
+    /// Where the IaaS keeps persistent disks, each a directory named by its CID.
+    disks: PathBuf,
+    blobs: Blobstore,
+    timings: Timings,
+    state: tokio::sync::Mutex<State>,
+    tasks: Tasks,
+}
+
+/// The arguments of one message, each read by position with an error naming it.
+struct Arguments<'a>(&'a [Value]);
+
+impl Arguments<'_> {
+    fn string(&self, index: usize, name: &str) -> Result<String, String> {
+        self.0
+            .get(index)
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| format!("argument {} ({name}) must be a string", index + 1))
+    }
+
+    fn value<T: serde::de::DeserializeOwned>(&self, index: usize, name: &str) -> Result<T, String> {
+        let value = self.0.get(index).cloned().unwrap_or(Value::Null);
+        serde_json::from_value(value)
+            .map_err(|e| format!("argument {} ({name}) is not what it must be: {e}", index + 1))
+    }
+}
+
+impl VmAgent {
+    /// The agent of the VM in `vm_dir`, whose disks are in `disks`; what it applied
+    /// before is read back, and jobs that ran are started again, no script run.
+    ///
+    /// # Errors
+    /// When the VM's directories cannot be made.
+    pub async fn open(
+        vm_dir: &Path,
+        cid: &str,
+        agent_id: &str,
+        disks: &Path,
+        timings: Timings,
+    ) -> std::io::Result<Arc<VmAgent>> {
+        let vm = Sandbox::create(vm_dir)?;
+        let blobs = Blobstore::open(&vm.root().join("data/blobs"))?;
+        std::fs::create_dir_all(vm.root().join("bosh"))?;
+        let agent = Arc::new(VmAgent {
+            vm,
+            cid: cid.to_string(),
+            agent_id: agent_id.to_string(),
+            disks: disks.to_path_buf(),
+            blobs,
+            timings,
+            state: tokio::sync::Mutex::new(State::default()),
+            tasks: Tasks::default(),
+        });
+        agent.restore().await;
+        Ok(agent)
+    }
+
+    pub fn blobs(&self) -> &Blobstore {
+        &self.blobs
+    }
+
+    async fn restore(&self) {
+        let Ok(text) = std::fs::read(self.vm.root().join(SPEC)) else {
+            return;
+        };
+        let Ok(spec) = serde_json::from_slice::<ApplySpec>(&text) else {
+            return;
+        };
+        let mut state = self.state.lock().await;
+        let started = self.vm.root().join(STARTED).exists();
+        state.supervisor = self.supervisor_for(&spec).ok().map(Arc::new);
+        state.spec = spec;
+        if started && let Some(s) = &state.supervisor {
+            s.start().await;
+            state.started = true;
+        }
+    }
+
+    fn supervisor_for(&self, spec: &ApplySpec) -> Result<Supervisor, String> {
+        let processes = jobs::processes(&self.vm, &spec.job_names()).map_err(|e| e.to_string())?;
+        Ok(Supervisor::new(self.vm.clone(), processes, self.timings))
+    }
+
+    fn remember_started(&self, started: bool) -> Result<(), String> {
+        let path = self.vm.root().join(STARTED);
+        let outcome = if started {
+            std::fs::write(&path, "")
+        } else {
+            match std::fs::remove_file(&path) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                other => other,
+            }
+        };
+        outcome.map_err(|e| e.to_string())
+    }
+
+    /// Stops every process, as the agent ends (its VM is deleted).
+    pub async fn halt(&self) {
+        let state = self.state.lock().await;
+        if let Some(s) = &state.supervisor {
+            s.stop().await;
+        }
+    }
+
+    /// Answers one message; a long action answers the task to poll.
+    pub async fn handle(self: &Arc<Self>, request: Request) -> Answer {
+        let method = request.method.as_str();
+        let args = Arguments(&request.arguments);
+        let failed = |e: String| Answer::exception(format!("Action Failed {method}: {e}"));
+        let synchronous = match method {
+            "ping" => Some(Ok(json!("pong"))),
+            "info" => Some(Ok(json!({"api_version": 1}))),
+            "get_state" => Some(Ok(self.get_state().await)),
+            "start" => Some(self.start().await.map(|()| json!("started"))),
+            "list_disk" => Some(Ok(json!(self.mounted_disks()))),
+            "get_task" => {
+                return match args.string(0, "task_id") {
+                    Err(e) => failed(e),
+                    Ok(id) => match self.tasks.state(&id) {
+                        None => failed(format!("Task with id {id} could not be found")),
+                        Some(TaskState::Running) => Answer::running(&id),
+                        Some(TaskState::Done(value)) => Answer::value(value),
+                        Some(TaskState::Failed(e)) => failed(format!("Task {id} result: {e}")),
+                    },
+                };
+            }
+            _ => None,
+        };
+        if let Some(outcome) = synchronous {
+            return match outcome {
+                Ok(value) => Answer::value(value),
+                Err(e) => failed(e),
+            };
+        }
+        let agent = Arc::clone(self);
+        let arguments = request.arguments.clone();
+        let work: std::pin::Pin<Box<dyn Future<Output = Result<Value, String>> + Send>> =
+            match method {
+                "apply" | "prepare" => {
+                    let spec: ApplySpec = match args.value(0, "apply_spec") {
+                        Ok(spec) => spec,
+                        Err(e) => return failed(e),
+                    };
+                    if method == "prepare" {
+                        Box::pin(async { Ok(json!("prepared")) })
+                    } else {
+                        Box::pin(async move { agent.apply(spec).await.map(|()| json!("applied")) })
+                    }
+                }
+                "stop" => Box::pin(async move { agent.stop().await.map(|()| json!("stopped")) }),
+                "drain" => Box::pin(async move { agent.drain(&arguments).await.map(|()| json!(0)) }),
+                "run_script" => {
+                    let name = match args.string(0, "script_name") {
+                        Ok(name) => name,
+                        Err(e) => return failed(e),
+                    };
+                    let env: Vec<(String, String)> = arguments
+                        .get(1)
+                        .and_then(|o| o.get("env"))
+                        .and_then(Value::as_object)
+                        .map(|m| {
+                            m.iter()
+                                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().into()))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    Box::pin(async move { agent.run_script(&name, &env).await.map(|()| json!({})) })
+                }
+                "mount_disk" | "unmount_disk" => {
+                    let cid = match args.string(0, "disk_cid") {
+                        Ok(cid) => cid,
+                        Err(e) => return failed(e),
+                    };
+                    if method == "mount_disk" {
+                        Box::pin(async move { agent.mount(&cid).map(|()| json!({})) })
+                    } else {
+                        Box::pin(async move { agent.unmount(&cid) })
+                    }
+                }
+                "migrate_disk" => Box::pin(async move { agent.migrate().await.map(|()| json!({})) }),
+                // Disk hints: the process IaaS finds a disk by its CID.
+                "add_persistent_disk" | "remove_persistent_disk" => Box::pin(async { Ok(json!({})) }),
+                "compile_package" => Box::pin(async move { agent.compile(&arguments).await }),
+                other => return Answer::exception(format!("unknown message {other}")),
+            };
+        Answer::running(&self.tasks.start(work))
+    }
+
+    async fn get_state(&self) -> Value {
+        let state = self.state.lock().await;
+        let statuses = state.supervisor.as_ref().map(|s| s.statuses()).unwrap_or_default();
+        let job_state = if !state.started {
+            "stopped"
+        } else if statuses.iter().all(|s| s.state == ProcessState::Running) {
+            "running"
+        } else if statuses.iter().any(|s| s.state == ProcessState::Failing) {
+            "failing"
+        } else {
+            "starting"
+        };
+        let mut value = serde_json::to_value(&state.spec).unwrap_or_else(|_| json!({}));
+        let processes: Vec<Value> = statuses
+            .iter()
+            .map(|s| {
+                json!({
+                    "name": s.name,
+                    "state": s.state.as_str(),
+                    "uptime": {"secs": s.uptime.map(|u| u.as_secs()).unwrap_or(0)},
+                })
+            })
+            .collect();
+        if let Some(map) = value.as_object_mut() {
+            map.insert("agent_id".into(), json!(self.agent_id));
+            map.insert("job_state".into(), json!(job_state));
+            map.insert("vm".into(), json!({"name": self.cid}));
+            if !processes.is_empty() {
+                map.insert("processes".into(), json!(processes));
+            }
+        }
+        value
+    }
+
+    async fn apply(&self, spec: ApplySpec) -> Result<(), String> {
+        let mut state = self.state.lock().await;
+        if !spec.configuration_hash.is_empty()
+            && let Some(archive) = &spec.rendered_templates_archive
+        {
+            let bytes = self.blobs.fetch(&archive.blobstore_id, &archive.sha1)?;
+            let rendered = fleet_vm::rendering::unpack(&bytes)?;
+            let mut packages = Vec::new();
+            for PackageRef {
+                name,
+                sha1,
+                blobstore_id,
+                ..
+            } in spec.packages.values()
+            {
+                let compiled = self.blobs.fetch(blobstore_id, sha1)?;
+                packages.push(PackageToPlace {
+                    name: name.clone(),
+                    compiled,
+                });
+            }
+            if let Some(old) = state.supervisor.take() {
+                old.stop().await;
+            }
+            place::place(&self.vm, &rendered, packages)
+                .await
+                .map_err(|e| e.to_string())?;
+            state.supervisor = Some(Arc::new(self.supervisor_for(&spec)?));
+            state.started = false;
+            self.remember_started(false)?;
+        }
+        let text = serde_json::to_vec_pretty(&spec).map_err(|e| e.to_string())?;
+        fleet_vm::iaas::write_atomically(&self.vm.root().join(SPEC), &text)
+            .map_err(|e| e.to_string())?;
+        state.spec = spec;
+        Ok(())
+    }
+
+    async fn start(&self) -> Result<(), String> {
+        let mut state = self.state.lock().await;
+        if let Some(s) = &state.supervisor {
+            s.start().await;
+        }
+        state.started = true;
+        self.remember_started(true)
+    }
+
+    async fn stop(&self) -> Result<(), String> {
+        let mut state = self.state.lock().await;
+        if let Some(s) = &state.supervisor {
+            s.stop().await;
+        }
+        state.started = false;
+        self.remember_started(false)
+    }
+
+    async fn run_script(&self, name: &str, env: &[(String, String)]) -> Result<(), String> {
+        let state = self.state.lock().await;
+        let Some(supervisor) = &state.supervisor else {
+            return Ok(());
+        };
+        let names = state.spec.job_names();
+        let lifecycle = Lifecycle::new(&self.vm, &names, &**supervisor);
+        lifecycle.run_hooks(name, env).await.map_err(|e| e.to_string())
+    }
+
+    /// BOSH's drain types: `shutdown`, or `update` with the spec to come; `status` is the
+    /// agent's own business.
+    async fn drain(&self, arguments: &[Value]) -> Result<(), String> {
+        let kind = arguments.first().and_then(Value::as_str).unwrap_or_default();
+        let state = self.state.lock().await;
+        let context = match kind {
+            "shutdown" => StopContext::shutdown(Vec::new()),
+            "update" => {
+                let next: ApplySpec = Arguments(arguments).value(1, "new_spec")?;
+                let hash = if state.spec.configuration_hash.is_empty() {
+                    "hash_new"
+                } else if state.spec.configuration_hash == next.configuration_hash {
+                    "hash_unchanged"
+                } else {
+                    "hash_changed"
+                };
+                let updated_packages = next
+                    .packages
+                    .values()
+                    .filter(|p| state.spec.packages.get(&p.name).map(|o| &o.sha1) != Some(&p.sha1))
+                    .map(|p| p.name.clone())
+                    .collect();
+                StopContext {
+                    job_change: if state.spec.job_names().is_empty() {
+                        "job_new"
+                    } else {
+                        "job_changed"
+                    }
+                    .into(),
+                    hash_change: hash.into(),
+                    updated_packages,
+                    drain_env: Vec::new(),
+                    pre_stop_env: Vec::new(),
+                }
+            }
+            other => return Err(format!("drain type `{other}` is not update or shutdown")),
+        };
+        let Some(supervisor) = &state.supervisor else {
+            return Ok(());
+        };
+        let names = state.spec.job_names();
+        let lifecycle = Lifecycle::new(&self.vm, &names, &**supervisor);
+        lifecycle
+            .drain_only(&context)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    fn disk(&self, cid: &str) -> Result<PathBuf, String> {
+        if !super::blobstore::valid_id(cid) {
+            return Err(format!("`{cid}` is not a disk CID"));
+        }
+        Ok(self.disks.join(cid))
+    }
+
+    fn mount(&self, cid: &str) -> Result<(), String> {
+        let disk = self.disk(cid)?;
+        if !disk.is_dir() {
+            return Err(format!("disk {cid} is not attached"));
+        }
+        self.vm.mount(&disk).map_err(|e| e.to_string())
+    }
+
+    fn unmount(&self, cid: &str) -> Result<Value, String> {
+        let disk = self.disk(cid)?;
+        let mounted = self.mounted_disks().contains(&cid.to_string());
+        self.vm.unmount_disk(&disk).map_err(|e| e.to_string())?;
+        Ok(if mounted {
+            json!({"message": format!("Unmounted partition of disk {cid}")})
+        } else {
+            json!({"message": format!("Partition of disk {cid} is not mounted")})
+        })
+    }
+
+    fn mounted_disks(&self) -> Vec<String> {
+        [self.vm.store(), self.vm.migration_target()]
+            .iter()
+            .filter_map(|at| std::fs::read_link(at).ok())
+            .filter_map(|disk| disk.file_name()?.to_str().map(str::to_string))
+            .collect()
+    }
+
+    /// The data of the disk at `store/` copied to the one at the migration target, which
+    /// then takes its place.
+    async fn migrate(&self) -> Result<(), String> {
+        let from = std::fs::read_link(self.vm.store())
+            .map_err(|_| "no disk is mounted at store/".to_string())?;
+        let to = std::fs::read_link(self.vm.migration_target())
+            .map_err(|_| "no disk is mounted at store_migration_target/".to_string())?;
+        tokio::task::spawn_blocking(move || fleet_vm::iaas::copy_tree(&from, &to))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
+        self.vm.finish_migration().map_err(|e| e.to_string())
+    }
+
+    /// `compile_package(blobstore_id, sha1, name, version, dependencies)`: the sources and
+    /// the compiled dependencies from the blobstore; the compiled package back into it.
+    async fn compile(&self, arguments: &[Value]) -> Result<Value, String> {
+        let args = Arguments(arguments);
+        let (id, digest) = (args.string(0, "blobstore_id")?, args.string(1, "sha1")?);
+        let (name, version) = (args.string(2, "name")?, args.string(3, "version")?);
+        let deps: std::collections::BTreeMap<String, PackageRef> = match arguments.get(4) {
+            None | Some(Value::Null) => Default::default(),
+            Some(_) => args.value(4, "dependencies")?,
+        };
+        let source = self.blobs.fetch(&id, &digest)?;
+        let mut dependencies = Vec::new();
+        for (dep, reference) in &deps {
+            let bytes = self.blobs.fetch(&reference.blobstore_id, &reference.sha1)?;
+            dependencies.push((dep.clone(), bytes));
+        }
+        let (compiled, _) = compile::compile(
+            &self.vm,
+            CompileRequest {
+                name: &name,
+                version: &version,
+                source: &source,
+                dependencies,
+            },
+        )
+        .await
+        .map_err(|e| format!("Compiling package {name}: {e}"))?;
+        let (blob, sha1) = self.blobs.create(&compiled).map_err(|e| e.to_string())?;
+        Ok(json!({"result": {"blobstore_id": blob, "sha1": sha1}}))
+    }
+}

@@ -1,0 +1,103 @@
+//! The agent's own blobstore (`<mbus>/blobs/ID`): blobs a client puts for `apply` and
+//! `compile_package` to fetch, and what a compilation makes for the client to get. Blobs
+//! are files in the VM's `data/blobs/`, named by their id, checked against the digest
+//! the spec gives before use.
+
+use std::path::{Path, PathBuf};
+
+pub struct Blobstore {
+    dir: PathBuf,
+}
+
+/// Whether `id` may name a blob: a file name, never a path.
+pub fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 200
+        && id != "."
+        && id != ".."
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+}
+
+fn new_id() -> String {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).expect("the system's random source works");
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}
+
+impl Blobstore {
+    /// # Errors
+    /// When the directory cannot be made.
+    pub fn open(dir: &Path) -> std::io::Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        Ok(Blobstore {
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    fn path(&self, id: &str) -> std::io::Result<PathBuf> {
+        if valid_id(id) {
+            Ok(self.dir.join(id))
+        } else {
+            Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("`{id}` is not a blob id"),
+            ))
+        }
+    }
+
+    /// Keeps `bytes` as blob `id`, whole or not at all.
+    ///
+    /// # Errors
+    /// An id that is not a file name, or a write that fails.
+    pub fn put(&self, id: &str, bytes: &[u8]) -> std::io::Result<()> {
+        let path = self.path(id)?;
+        let part = self.dir.join(format!(".{id}.part"));
+        std::fs::write(&part, bytes)?;
+        std::fs::rename(&part, path)
+    }
+
+    /// # Errors
+    /// An id that is not a file name, or a read that fails other than for a missing blob.
+    pub fn get(&self, id: &str) -> std::io::Result<Option<Vec<u8>>> {
+        match std::fs::read(self.path(id)?) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The blob `id`, checked against `digest` (BOSH's notation: `sha1`, `sha256:...`).
+    ///
+    /// # Errors
+    /// A missing blob, or one whose digest differs.
+    pub fn fetch(&self, id: &str, digest: &str) -> Result<Vec<u8>, String> {
+        let bytes = self
+            .get(id)
+            .map_err(|e| format!("blob {id}: {e}"))?
+            .ok_or_else(|| format!("blob {id} is not in the agent's blobstore"))?;
+        fleet_release::Digest::parse(digest)
+            .and_then(|d| d.verify(&bytes))
+            .map_err(|e| format!("blob {id}: {e}"))?;
+        Ok(bytes)
+    }
+
+    /// Keeps `bytes` under a new id; the id and their SHA-1.
+    ///
+    /// # Errors
+    /// A write that fails.
+    pub fn create(&self, bytes: &[u8]) -> std::io::Result<(String, String)> {
+        let id = new_id();
+        self.put(&id, bytes)?;
+        Ok((id, fleet_release::sha1_hex(bytes)))
+    }
+}

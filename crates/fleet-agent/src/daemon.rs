@@ -1,0 +1,72 @@
+//! A VM's networked agent as a process of its own (`fleet-updater vm-agent VM_DIR`),
+//! started by the process-backed CPI for a VM whose settings give an mbus: it serves the
+//! agent there until told to end (SIGTERM, as `delete_vm` does) or its VM is gone, and
+//! stops the VM's processes as it ends. Started again (after the machine restarted), it
+//! brings back the jobs that ran, no lifecycle script run.
+
+use std::path::Path;
+use std::time::Duration;
+
+use fleet_vm::iaas::{AGENT_PIDFILE as PIDFILE, AgentSettings, ProcessIaas};
+use fleet_vm::supervisor::Timings;
+
+use super::actions::VmAgent;
+use super::mbus::MbusUrl;
+use super::server;
+
+/// How often the agent looks whether its VM still exists.
+const VM_CHECK: Duration = Duration::from_secs(2);
+
+/// Serves the agent of the VM in `vm_dir` until it is told to end or the VM is gone.
+///
+/// # Errors
+/// A VM without networked agent settings, an mbus that cannot be bound, a certificate
+/// that cannot be used.
+pub async fn serve(vm_dir: &Path, timings: Timings) -> Result<(), String> {
+    let vm_dir = std::path::absolute(vm_dir).map_err(|e| e.to_string())?;
+    let (iaas, cid) = ProcessIaas::of_vm(&vm_dir)
+        .ok_or_else(|| format!("{} is not a VM's directory", vm_dir.display()))?;
+    let record = iaas.vm(&cid).map_err(|e| e.to_string())?;
+    let AgentSettings {
+        mbus,
+        certificate,
+        private_key,
+    } = record
+        .agent
+        .clone()
+        .ok_or_else(|| format!("VM {cid} has no networked agent settings"))?;
+    let mbus = MbusUrl::parse(&mbus)?;
+    let cert = certificate.as_deref().zip(private_key.as_deref());
+    let tls = server::tls_config(cert, &mbus.host)?;
+    let listener = server::bind(&mbus)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", mbus.without_credentials()))?;
+    let disks = iaas.root().join("disks");
+    let agent = VmAgent::open(&vm_dir, &cid, &record.agent_id, &disks, timings)
+        .await
+        .map_err(|e| e.to_string())?;
+    std::fs::write(vm_dir.join(PIDFILE), std::process::id().to_string())
+        .map_err(|e| e.to_string())?;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let serving = tokio::spawn({
+        let agent = std::sync::Arc::clone(&agent);
+        async move { server::serve(listener, tls, agent, &mbus, stopped).await }
+    });
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| e.to_string())?;
+    loop {
+        tokio::select! {
+            _ = term.recv() => break,
+            _ = tokio::time::sleep(VM_CHECK) => {
+                if !iaas.has_vm(&cid) {
+                    break;
+                }
+            }
+        }
+    }
+    let _ = stop.send(true);
+    let _ = serving.await;
+    agent.halt().await;
+    let _ = std::fs::remove_file(vm_dir.join(PIDFILE));
+    Ok(())
+}

@@ -1,0 +1,16 @@
+//! A VM's agent reachable over HTTPS, as BOSH's agent serves its mbus for `create-env`:
+//! the agent message protocol (`ping`, `get_state`, `apply`, `start`, `stop`, `drain`,
+//! `run_script`, disks, `compile_package`, and `get_task` for the long ones), a blobstore
+//! beside it, and the client that speaks to it.
+
+pub mod actions;
+pub mod blobstore;
+pub mod client;
+pub mod daemon;
+pub mod mbus;
+pub mod protocol;
+pub mod server;
+mod tasks;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,84 @@
+//! The agent's address as BOSH writes it: `https://USER:PASSWORD@HOST:PORT`. The
+//! credentials are those of HTTP basic authentication on every request; they are never
+//! shown.
+
+use std::fmt;
+
+#[derive(Clone, PartialEq, Eq)]
+pub struct MbusUrl {
+    pub user: String,
+    pub password: String,
+    pub host: String,
+    pub port: u16,
+}
+
+impl fmt::Debug for MbusUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.without_credentials())
+    }
+}
+
+impl MbusUrl {
+    /// # Errors
+    /// A URL that is not `https://USER:PASSWORD@HOST:PORT`, named without its password.
+    pub fn parse(text: &str) -> Result<MbusUrl, String> {
+        let shown = |why: &str| {
+            let safe = match text.rsplit_once('@') {
+                Some((_, host)) => format!("...@{host}"),
+                None => text.to_string(),
+            };
+            format!("mbus URL `{safe}` {why}")
+        };
+        let rest = text
+            .strip_prefix("https://")
+            .ok_or_else(|| shown("must start with https://"))?;
+        let (credentials, address) = rest
+            .rsplit_once('@')
+            .ok_or_else(|| shown("has no USER:PASSWORD@"))?;
+        let (user, password) = credentials
+            .split_once(':')
+            .ok_or_else(|| shown("has no password after the user"))?;
+        let address = address.trim_end_matches('/');
+        let (host, port) = address
+            .rsplit_once(':')
+            .ok_or_else(|| shown("has no port"))?;
+        let port = port
+            .parse::<u16>()
+            .map_err(|_| shown("has a port that is not a number"))?;
+        if user.is_empty() || password.is_empty() || host.is_empty() {
+            return Err(shown("has an empty user, password or host"));
+        }
+        Ok(MbusUrl {
+            user: user.to_string(),
+            password: password.to_string(),
+            host: host.trim_start_matches('[').trim_end_matches(']').to_string(),
+            port,
+        })
+    }
+
+    /// `https://HOST:PORT`, for messages and requests (credentials go in a header).
+    pub fn without_credentials(&self) -> String {
+        if self.host.contains(':') {
+            format!("https://[{}]:{}", self.host, self.port)
+        } else {
+            format!("https://{}:{}", self.host, self.port)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_mbus_url_is_read_and_never_shows_its_password() {
+        let url = MbusUrl::parse("https://mbus:s3cret@127.0.0.1:6868").unwrap();
+        assert_eq!((url.user.as_str(), url.port), ("mbus", 6868));
+        assert_eq!(format!("{url:?}"), "https://127.0.0.1:6868");
+        let e = MbusUrl::parse("http://mbus:s3cret@127.0.0.1:6868").unwrap_err();
+        assert!(!e.contains("s3cret") && e.contains("https://"), "{e}");
+        let e = MbusUrl::parse("https://mbus:s3cret@127.0.0.1").unwrap_err();
+        assert!(!e.contains("s3cret") && e.contains("no port"), "{e}");
+        assert!(MbusUrl::parse("https://127.0.0.1:6868").is_err());
+    }
+}

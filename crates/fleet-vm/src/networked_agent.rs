@@ -1,0 +1,61 @@
+//! Starting and ending a VM's networked agent process (`fleet-updater vm-agent VM_DIR`),
+//! as the process-backed CPI does for a VM whose creator talks to its agent over HTTPS.
+
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use super::iaas::AGENT_PIDFILE;
+use super::signal;
+
+/// How long an agent has to stop its VM's processes and end once told to.
+const END_LIMIT: Duration = Duration::from_secs(20);
+
+/// Starts it detached, logging to the VM's `sys/log/agent.log`: neither this process's
+/// end nor a Ctrl-C at its terminal reaches it.
+///
+/// # Errors
+/// When it cannot be started.
+pub fn start(program: &Path, vm_dir: &Path) -> Result<(), String> {
+    let log = vm_dir.join("sys/log/agent.log");
+    let status = std::process::Command::new("/bin/sh")
+        .args(["-c", "exec \"$0\" vm-agent \"$1\" </dev/null >>\"$2\" 2>&1 &"])
+        .arg(program)
+        .arg(vm_dir)
+        .arg(&log)
+        .env(super::sandbox::VM_ROOT, vm_dir)
+        .stdin(Stdio::null())
+        .process_group(0)
+        .status()
+        .map_err(|e| format!("cannot start the VM's agent: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("cannot start the VM's agent: sh {status}"))
+    }
+}
+
+/// Tells the VM's agent to end (SIGTERM), which stops the VM's processes, and waits for
+/// it; one that does not end in time is killed with its process group.
+pub async fn end(vm_dir: &Path) {
+    let pidfile = vm_dir.join(AGENT_PIDFILE);
+    let Some(pid) = std::fs::read_to_string(&pidfile)
+        .ok()
+        .and_then(|t| t.trim().parse::<u32>().ok())
+    else {
+        return;
+    };
+    if !signal::started_in(pid, vm_dir, &pidfile) {
+        return;
+    }
+    signal::process(pid, libc::SIGTERM);
+    let started = tokio::time::Instant::now();
+    while signal::alive(pid) && started.elapsed() < END_LIMIT {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    if signal::alive(pid) {
+        signal::group(pid, libc::SIGKILL);
+        signal::process(pid, libc::SIGKILL);
+    }
+}
