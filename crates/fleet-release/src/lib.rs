@@ -20,6 +20,15 @@ pub use archive::{
 pub use builder::{File, ReleaseBuilder};
 pub use digest::{Digest, sha1_hex, sha256_hex};
 pub use job::{JobFiles, JobSpec, PropertySpec, parse_spec};
+
+/// A job archive read and checked; every problem joined.
+///
+/// # Errors
+/// As the job module's `read`: a missing spec or monit, a template the spec names that
+/// the archive lacks.
+pub fn job_files(bytes: &[u8]) -> Result<JobFiles, String> {
+    job::read(bytes).map_err(|problems| problems.join("; "))
+}
 pub use manifest::{ArchiveRef, PackageRef, ReleaseManifest, parse as parse_manifest};
 pub use source::build_from_source;
 pub use tgz::{Entry, build as build_tgz, files as tgz_files};

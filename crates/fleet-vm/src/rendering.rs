@@ -10,14 +10,11 @@ use fleet_director::model::{InstanceSpec, RenderedTemplates};
 use fleet_director::templates::{Renderer, TemplateError, TemplateInstance, rendered_blob_id};
 use fleet_store::AsyncStore;
 
-use super::render::{self, Declared, JobTemplates};
+use super::render::{self, Declared, JobTemplates, RenderError};
 use super::stored;
 
 /// The key the monit file is rendered under, beside the templates' source names.
 const MONIT: &str = "(monit)";
-
-/// The largest job archive read.
-const JOB_LIMIT: u64 = 64 * 1024 * 1024;
 
 /// The largest rendered archive read back.
 const RENDERED_LIMIT: u64 = 256 * 1024 * 1024;
@@ -32,14 +29,100 @@ impl TemplateRenderer {
     }
 }
 
-/// One job to render: its templates and where each goes in the job's directory.
-struct Job {
-    templates: JobTemplates,
-    destinations: BTreeMap<String, String>,
+/// One job to render: its templates' source texts (its `monit` file among them), where
+/// each goes in the job's directory, the properties its spec declares with their
+/// defaults, and the properties the instance gives it.
+#[derive(Debug, Clone)]
+pub struct JobSource {
+    pub name: String,
+    pub templates: BTreeMap<String, String>,
+    pub monit: String,
+    pub destinations: BTreeMap<String, String>,
+    pub declared: BTreeMap<String, Option<serde_json::Value>>,
+    pub properties: serde_json::Value,
+}
+
+impl JobSource {
+    /// The job as a release archive holds it, given `properties`.
+    pub fn from_files(files: &fleet_release::JobFiles, properties: serde_json::Value) -> Self {
+        let text = |bytes: &Vec<u8>| String::from_utf8_lossy(bytes).into_owned();
+        JobSource {
+            name: files.spec.name.clone(),
+            templates: files
+                .templates
+                .iter()
+                .map(|(k, v)| (k.clone(), text(v)))
+                .collect(),
+            monit: files.monit.clone(),
+            destinations: files.spec.templates.clone(),
+            declared: files
+                .spec
+                .properties
+                .iter()
+                .map(|(k, v)| (k.clone(), v.default.clone()))
+                .collect(),
+            properties,
+        }
+    }
+}
+
+/// Every job rendered for the instance `spec`: an archive of the rendered files, each at
+/// `JOB/PATH` (the `monit` file at `JOB/monit`), and the configuration hash, a digest of
+/// every file's path and contents.
+///
+/// # Errors
+/// Every template of the instance that fails and every missing property, at once.
+pub async fn render_archive(
+    spec: &render::InstanceSpec,
+    jobs: &[JobSource],
+) -> Result<(Vec<u8>, String), RenderError> {
+    let templates: Vec<JobTemplates> = jobs
+        .iter()
+        .map(|job| {
+            let mut texts = job.templates.clone();
+            texts.insert(MONIT.to_string(), job.monit.clone());
+            JobTemplates {
+                name: job.name.clone(),
+                declared: job
+                    .declared
+                    .iter()
+                    .map(|(k, v)| (k.clone(), Declared { default: v.clone() }))
+                    .collect(),
+                properties: job.properties.clone(),
+                templates: texts,
+            }
+        })
+        .collect();
+    let rendered = render::render(spec, &templates).await?;
+    let mut files: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    for job in jobs {
+        let name = &job.name;
+        let texts = rendered.get(name).cloned().unwrap_or_default();
+        let monit = texts.get(MONIT).cloned().unwrap_or_default();
+        files.insert(format!("{name}/monit"), monit.into_bytes());
+        for (source, destination) in &job.destinations {
+            let text = texts.get(source).ok_or_else(|| {
+                RenderError::Renderer(format!("it gave nothing for {name}/{source}"))
+            })?;
+            files.insert(format!("{name}/{destination}"), text.clone().into_bytes());
+        }
+    }
+    let listing: String = files
+        .iter()
+        .map(|(path, bytes)| format!("{path}\0{}\n", fleet_release::sha1_hex(bytes)))
+        .collect();
+    let entries: Vec<(&str, &[u8])> = files
+        .iter()
+        .map(|(p, b)| (p.as_str(), b.as_slice()))
+        .collect();
+    Ok((
+        fleet_release::build_tgz(&entries),
+        fleet_release::sha1_hex(listing.as_bytes()),
+    ))
 }
 
 impl TemplateRenderer {
-    async fn job(&self, spec: &InstanceSpec, name: &str) -> Result<Job, String> {
+    async fn job(&self, spec: &InstanceSpec, name: &str) -> Result<JobSource, String> {
         let releases = stored::releases(&self.store, &spec.releases).await?;
         let (release, job) = releases
             .iter()
@@ -53,41 +136,13 @@ impl TemplateRenderer {
             )
         })?;
         let bytes = stored::blob(&self.store, &archive.blob).await?;
-        let entries =
-            fleet_release::tgz_files(&bytes, JOB_LIMIT).map_err(|e| format!("job {name}: {e}"))?;
-        let text = |path: &str| {
-            entries
-                .iter()
-                .find(|e| e.path == path)
-                .map(|e| String::from_utf8_lossy(&e.bytes).into_owned())
-        };
-        let mut templates = BTreeMap::new();
-        for source in job.templates.keys() {
-            let body = text(&format!("templates/{source}"))
-                .ok_or_else(|| format!("job {name}: its archive has no templates/{source}"))?;
-            templates.insert(source.clone(), body);
-        }
-        templates.insert(MONIT.to_string(), text("monit").unwrap_or_default());
-        Ok(Job {
-            templates: JobTemplates {
-                name: name.to_string(),
-                declared: job
-                    .properties
-                    .iter()
-                    .map(|(k, v)| {
-                        let default = v.default.clone();
-                        (k.clone(), Declared { default })
-                    })
-                    .collect(),
-                properties: spec
-                    .properties
-                    .get(name)
-                    .cloned()
-                    .unwrap_or(serde_json::Value::Null),
-                templates,
-            },
-            destinations: job.templates.clone(),
-        })
+        let files = fleet_release::job_files(&bytes).map_err(|e| format!("job {name}: {e}"))?;
+        let properties = spec
+            .properties
+            .get(name)
+            .cloned()
+            .unwrap_or(serde_json::Value::Null);
+        Ok(JobSource::from_files(&files, properties))
     }
 }
 
@@ -134,38 +189,12 @@ impl Renderer for TemplateRenderer {
                     .map_err(TemplateError::Unavailable)?,
             );
         }
-        let templates: Vec<JobTemplates> = jobs.iter().map(|j| j.templates.clone()).collect();
-        let rendered = render::render(&template_spec(instance), &templates)
+        let (archive, configuration_hash) = render_archive(&template_spec(instance), &jobs)
             .await
             .map_err(|e| match e {
-                render::RenderError::Failed(_) => TemplateError::Failed(e.to_string()),
+                RenderError::Failed(_) => TemplateError::Failed(e.to_string()),
                 _ => TemplateError::Unavailable(e.to_string()),
             })?;
-        let mut files: BTreeMap<String, Vec<u8>> = BTreeMap::new();
-        for job in &jobs {
-            let name = &job.templates.name;
-            let texts = rendered.get(name).cloned().unwrap_or_default();
-            let monit = texts.get(MONIT).cloned().unwrap_or_default();
-            files.insert(format!("{name}/monit"), monit.into_bytes());
-            for (source, destination) in &job.destinations {
-                let text = texts.get(source).ok_or_else(|| {
-                    TemplateError::Unavailable(format!(
-                        "the renderer gave nothing for {name}/{source}"
-                    ))
-                })?;
-                files.insert(format!("{name}/{destination}"), text.clone().into_bytes());
-            }
-        }
-        let listing: String = files
-            .iter()
-            .map(|(path, bytes)| format!("{path}\0{}\n", fleet_release::sha1_hex(bytes)))
-            .collect();
-        let configuration_hash = fleet_release::sha1_hex(listing.as_bytes());
-        let entries: Vec<(&str, &[u8])> = files
-            .iter()
-            .map(|(p, b)| (p.as_str(), b.as_slice()))
-            .collect();
-        let archive = fleet_release::build_tgz(&entries);
         let blob = rendered_blob_id(&instance.deployment, &fleet_release::sha1_hex(&archive));
         self.store
             .run(|s| s.put_blob(&blob, &archive))
