@@ -61,7 +61,12 @@ enum Command {
     /// The process-backed IaaS as an external BOSH CPI: reads one CPI request (JSON) on
     /// stdin, writes the response on stdout. Its properties name the IaaS's directory
     /// (`root`).
-    Cpi,
+    Cpi {
+        /// A JSON file of the CPI's properties (as a CPI job renders its configuration),
+        /// for those the request's context does not give.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
     /// A VM's networked agent (started by `fleet-updater cpi` for a VM whose settings give
     /// an mbus, as for `create-env`).
     #[command(hide = true)]
@@ -179,7 +184,7 @@ pub fn run() -> Result<ExitCode, CliError> {
         Command::Fleet(args) => listing::fleet(&args)?,
         Command::Director(args) => listing::director(&args)?,
         Command::Serve(args) => serve::serve(&args)?,
-        Command::Cpi => runtime()?.block_on(cpi::serve_one())?,
+        Command::Cpi { config } => runtime()?.block_on(cpi::serve_one(config.as_deref()))?,
         Command::VmAgent { dir } => {
             let timings = fleet_updater::vm::supervisor::Timings::default();
             runtime()?

@@ -57,8 +57,12 @@ impl Arguments<'_> {
 
     fn value<T: serde::de::DeserializeOwned>(&self, index: usize, name: &str) -> Result<T, String> {
         let value = self.0.get(index).cloned().unwrap_or(Value::Null);
-        serde_json::from_value(value)
-            .map_err(|e| format!("argument {} ({name}) is not what it must be: {e}", index + 1))
+        serde_json::from_value(value).map_err(|e| {
+            format!(
+                "argument {} ({name}) is not what it must be: {e}",
+                index + 1
+            )
+        })
     }
 }
 
@@ -185,7 +189,9 @@ impl VmAgent {
                     }
                 }
                 "stop" => Box::pin(async move { agent.stop().await.map(|()| json!("stopped")) }),
-                "drain" => Box::pin(async move { agent.drain(&arguments).await.map(|()| json!(0)) }),
+                "drain" => {
+                    Box::pin(async move { agent.drain(&arguments).await.map(|()| json!(0)) })
+                }
                 "run_script" => {
                     let name = match args.string(0, "script_name") {
                         Ok(name) => name,
@@ -214,9 +220,13 @@ impl VmAgent {
                         Box::pin(async move { agent.unmount(&cid) })
                     }
                 }
-                "migrate_disk" => Box::pin(async move { agent.migrate().await.map(|()| json!({})) }),
+                "migrate_disk" => {
+                    Box::pin(async move { agent.migrate().await.map(|()| json!({})) })
+                }
                 // Disk hints: the process IaaS finds a disk by its CID.
-                "add_persistent_disk" | "remove_persistent_disk" => Box::pin(async { Ok(json!({})) }),
+                "add_persistent_disk" | "remove_persistent_disk" => {
+                    Box::pin(async { Ok(json!({})) })
+                }
                 "compile_package" => Box::pin(async move { agent.compile(&arguments).await }),
                 other => return Answer::exception(format!("unknown message {other}")),
             };
@@ -225,7 +235,11 @@ impl VmAgent {
 
     async fn get_state(&self) -> Value {
         let state = self.state.lock().await;
-        let statuses = state.supervisor.as_ref().map(|s| s.statuses()).unwrap_or_default();
+        let statuses = state
+            .supervisor
+            .as_ref()
+            .map(|s| s.statuses())
+            .unwrap_or_default();
         let job_state = if !state.started {
             "stopped"
         } else if statuses.iter().all(|s| s.state == ProcessState::Running) {
@@ -320,13 +334,19 @@ impl VmAgent {
         };
         let names = state.spec.job_names();
         let lifecycle = Lifecycle::new(&self.vm, &names, &**supervisor);
-        lifecycle.run_hooks(name, env).await.map_err(|e| e.to_string())
+        lifecycle
+            .run_hooks(name, env)
+            .await
+            .map_err(|e| e.to_string())
     }
 
     /// BOSH's drain types: `shutdown`, or `update` with the spec to come; `status` is the
     /// agent's own business.
     async fn drain(&self, arguments: &[Value]) -> Result<(), String> {
-        let kind = arguments.first().and_then(Value::as_str).unwrap_or_default();
+        let kind = arguments
+            .first()
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         let state = self.state.lock().await;
         let context = match kind {
             "shutdown" => StopContext::shutdown(Vec::new()),

@@ -61,9 +61,9 @@ impl AgentClient {
             }
             None => builder.tls_danger_accept_invalid_certs(true),
         };
-        let http = builder
-            .build()
-            .map_err(|e| AgentCallError::Setup(format!("cannot set up HTTPS for the agent: {e}")))?;
+        let http = builder.build().map_err(|e| {
+            AgentCallError::Setup(format!("cannot set up HTTPS for the agent: {e}"))
+        })?;
         let credentials = format!("{}:{}", mbus.user, mbus.password);
         Ok(AgentClient {
             http,
@@ -187,7 +187,11 @@ impl AgentClient {
         let value = self.call("list_disk", Vec::new()).await?;
         Ok(value
             .as_array()
-            .map(|a| a.iter().filter_map(|d| d.as_str().map(str::to_string)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|d| d.as_str().map(str::to_string))
+                    .collect()
+            })
             .unwrap_or_default())
     }
 

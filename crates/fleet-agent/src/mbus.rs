@@ -51,7 +51,10 @@ impl MbusUrl {
         Ok(MbusUrl {
             user: user.to_string(),
             password: password.to_string(),
-            host: host.trim_start_matches('[').trim_end_matches(']').to_string(),
+            host: host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_string(),
             port,
         })
     }

@@ -42,10 +42,7 @@ struct App {
 ///
 /// # Errors
 /// A certificate or key that cannot be read, or one that cannot be made.
-pub fn tls_config(
-    cert: Option<(&str, &str)>,
-    host: &str,
-) -> Result<Arc<ServerConfig>, String> {
+pub fn tls_config(cert: Option<(&str, &str)>, host: &str) -> Result<Arc<ServerConfig>, String> {
     let (chain, key) = match cert {
         Some((certificate, private_key)) => {
             let chain: Vec<CertificateDer<'static>> =
@@ -65,14 +62,13 @@ pub fn tls_config(
             (vec![made.cert.der().clone()], key)
         }
     };
-    let config = ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|e| e.to_string())?
-    .with_no_client_auth()
-    .with_single_cert(chain, key)
-    .map_err(|e| format!("the mbus certificate and key do not fit: {e}"))?;
+    let config =
+        ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .map_err(|e| format!("the mbus certificate and key do not fit: {e}"))?;
     Ok(Arc::new(config))
 }
 
@@ -86,9 +82,10 @@ async fn authenticate(State(app): State<App>, request: HttpRequest, next: Next) 
         next.run(request).await
     } else {
         let mut refused = StatusCode::UNAUTHORIZED.into_response();
-        refused
-            .headers_mut()
-            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Basic realm=\"\""));
+        refused.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Basic realm=\"\""),
+        );
         refused
     }
 }
@@ -99,7 +96,10 @@ async fn message(State(app): State<App>, body: Bytes) -> Response {
         Err(e) => Answer::exception(format!("the message is not an agent request: {e}")),
     };
     let mut headers = HeaderMap::new();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     let body = serde_json::to_vec(&answer).expect("an answer serializes");
     (StatusCode::OK, headers, body).into_response()
 }
@@ -174,7 +174,8 @@ pub async fn serve(
         let (acceptor, service) = (acceptor.clone(), TowerToHyperService::new(app.clone()));
         tokio::spawn(async move {
             let handshake = acceptor.accept(stream);
-            let Ok(Ok(tls)) = tokio::time::timeout(std::time::Duration::from_secs(10), handshake).await
+            let Ok(Ok(tls)) =
+                tokio::time::timeout(std::time::Duration::from_secs(10), handshake).await
             else {
                 tracing::debug!(%peer, "TLS handshake failed");
                 return;

@@ -60,26 +60,45 @@ fn tgz(files: &[(&str, &str)]) -> Vec<u8> {
 #[tokio::test(flavor = "multi_thread")]
 async fn messages_tasks_and_blobs_travel_over_https_with_the_mbus_credentials() {
     let s = served().await;
-    s.client.wait_until_ready(Duration::from_secs(10)).await.unwrap();
+    s.client
+        .wait_until_ready(Duration::from_secs(10))
+        .await
+        .unwrap();
     let state = s.client.get_state().await.unwrap();
     assert_eq!(state["agent_id"], "agent-1");
     assert_eq!(state["job_state"], "stopped");
     assert_eq!(state["vm"]["name"], "vm-1");
 
-    s.client.put_blob("ab/blob-1", b"hello".to_vec()).await.unwrap();
+    s.client
+        .put_blob("ab/blob-1", b"hello".to_vec())
+        .await
+        .unwrap();
     assert_eq!(s.client.get_blob("blob-1").await.unwrap(), b"hello");
     assert!(s.client.get_blob("missing").await.is_err());
 
     let e = s.client.call("no_such_thing", vec![]).await.unwrap_err();
-    assert_eq!(e.to_string(), "agent no_such_thing: unknown message no_such_thing");
+    assert_eq!(
+        e.to_string(),
+        "agent no_such_thing: unknown message no_such_thing"
+    );
 
     let wrong = MbusUrl {
         password: "wrong".into(),
         ..s.url.clone()
     };
-    let refused = AgentClient::new(wrong, None).unwrap().ping().await.unwrap_err();
-    assert!(matches!(refused, AgentCallError::Unauthorized { .. }), "{refused}");
-    assert!(!refused.to_string().contains("wrong"), "no credentials shown");
+    let refused = AgentClient::new(wrong, None)
+        .unwrap()
+        .ping()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(refused, AgentCallError::Unauthorized { .. }),
+        "{refused}"
+    );
+    assert!(
+        !refused.to_string().contains("wrong"),
+        "no credentials shown"
+    );
     let _ = s.stop.send(true);
 }
 
@@ -97,11 +116,20 @@ async fn a_job_is_compiled_applied_started_and_stopped_from_the_blobstore() {
         .client
         .call(
             "compile_package",
-            vec![json!("src-1"), json!(fleet_release::sha1_hex(&sources)), json!("server"), json!("1.0"), json!({})],
+            vec![
+                json!("src-1"),
+                json!(fleet_release::sha1_hex(&sources)),
+                json!("server"),
+                json!("1.0"),
+                json!({}),
+            ],
         )
         .await
         .unwrap();
-    let blob = compiled["result"]["blobstore_id"].as_str().unwrap().to_string();
+    let blob = compiled["result"]["blobstore_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let sha1 = compiled["result"]["sha1"].as_str().unwrap().to_string();
     assert!(!s.client.get_blob(&blob).await.unwrap().is_empty());
 
@@ -114,9 +142,15 @@ async fn a_job_is_compiled_applied_started_and_stopped_from_the_blobstore() {
                 pidfile.display()
             ),
         ),
-        ("web/bin/pre-start", "#!/bin/sh\necho pre-start >> /var/vcap/sys/log/steps\n"),
+        (
+            "web/bin/pre-start",
+            "#!/bin/sh\necho pre-start >> /var/vcap/sys/log/steps\n",
+        ),
     ]);
-    s.client.put_blob("rendered-1", rendered.clone()).await.unwrap();
+    s.client
+        .put_blob("rendered-1", rendered.clone())
+        .await
+        .unwrap();
     let spec = ApplySpec {
         deployment: "env".into(),
         name: "web".into(),
@@ -161,7 +195,11 @@ async fn a_job_is_compiled_applied_started_and_stopped_from_the_blobstore() {
     assert!(running, "the job runs");
     let steps = std::fs::read_to_string(s.root.join("vms/vm-1/sys/log/steps")).unwrap();
     assert_eq!(steps, "pre-start\n");
-    let pid: u32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+    let pid: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
 
     // A tampered blob is refused by its digest.
@@ -176,8 +214,7 @@ async fn a_job_is_compiled_applied_started_and_stopped_from_the_blobstore() {
     assert_eq!(s.client.call("stop", vec![]).await.unwrap(), "stopped");
     let gone = (0..100).any(|_| {
         std::thread::sleep(Duration::from_millis(20));
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map_or(true, |st| st.contains(") Z"))
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |st| st.contains(") Z"))
     });
     assert!(gone, "the process ended with stop");
     s.agent.halt().await;
@@ -191,19 +228,33 @@ async fn disks_are_mounted_listed_migrated_and_unmounted() {
         std::fs::create_dir_all(s.root.join("disks").join(d)).unwrap();
     }
     std::fs::write(s.root.join("disks/disk-1/data"), "kept").unwrap();
-    s.client.call("mount_disk", vec![json!("disk-1")]).await.unwrap();
+    s.client
+        .call("mount_disk", vec![json!("disk-1")])
+        .await
+        .unwrap();
     assert_eq!(s.client.list_disk().await.unwrap(), ["disk-1"]);
-    s.client.call("mount_disk", vec![json!("disk-2")]).await.unwrap();
+    s.client
+        .call("mount_disk", vec![json!("disk-2")])
+        .await
+        .unwrap();
     s.client.call("migrate_disk", vec![]).await.unwrap();
     assert_eq!(s.client.list_disk().await.unwrap(), ["disk-2"]);
     assert_eq!(
         std::fs::read_to_string(s.root.join("vms/vm-1/store/data")).unwrap(),
         "kept"
     );
-    let answer = s.client.call("unmount_disk", vec![json!("disk-2")]).await.unwrap();
+    let answer = s
+        .client
+        .call("unmount_disk", vec![json!("disk-2")])
+        .await
+        .unwrap();
     assert_eq!(answer["message"], "Unmounted partition of disk disk-2");
     assert!(s.client.list_disk().await.unwrap().is_empty());
-    let e = s.client.call("mount_disk", vec![json!("../etc")]).await.unwrap_err();
+    let e = s
+        .client
+        .call("mount_disk", vec![json!("../etc")])
+        .await
+        .unwrap_err();
     assert!(e.to_string().contains("is not a disk CID"), "{e}");
     let _ = s.stop.send(true);
 }

@@ -164,7 +164,11 @@ impl<'a> Lifecycle<'a> {
     ///
     /// # Errors
     /// The first failing script.
-    pub async fn run_hooks(&self, name: &str, env: &[(String, String)]) -> Result<(), LifecycleError> {
+    pub async fn run_hooks(
+        &self,
+        name: &str,
+        env: &[(String, String)],
+    ) -> Result<(), LifecycleError> {
         self.hooks(name, &[], env).await
     }
 

@@ -20,7 +20,10 @@ const END_LIMIT: Duration = Duration::from_secs(20);
 pub fn start(program: &Path, vm_dir: &Path) -> Result<(), String> {
     let log = vm_dir.join("sys/log/agent.log");
     let status = std::process::Command::new("/bin/sh")
-        .args(["-c", "exec \"$0\" vm-agent \"$1\" </dev/null >>\"$2\" 2>&1 &"])
+        .args([
+            "-c",
+            "exec \"$0\" vm-agent \"$1\" </dev/null >>\"$2\" 2>&1 &",
+        ])
         .arg(program)
         .arg(vm_dir)
         .arg(&log)

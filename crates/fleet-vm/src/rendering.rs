@@ -192,9 +192,9 @@ impl Renderer for TemplateRenderer {
         let (archive, configuration_hash) = render_archive(&template_spec(instance), &jobs)
             .await
             .map_err(|e| match e {
-                RenderError::Failed(_) => TemplateError::Failed(e.to_string()),
-                _ => TemplateError::Unavailable(e.to_string()),
-            })?;
+            RenderError::Failed(_) => TemplateError::Failed(e.to_string()),
+            _ => TemplateError::Unavailable(e.to_string()),
+        })?;
         let blob = rendered_blob_id(&instance.deployment, &fleet_release::sha1_hex(&archive));
         self.store
             .run(|s| s.put_blob(&blob, &archive))

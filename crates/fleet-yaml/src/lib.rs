@@ -14,4 +14,4 @@ mod node;
 pub use canonical::{render, same};
 pub use check::{Checker, Problem, describe, join, nearest};
 pub use load::{Limits, LoadError, load, load_as_director};
-pub use node::{Key, Node, Position, Value};
+pub use node::{Key, Node, Position, Value, from_json, from_json_at};

@@ -101,3 +101,39 @@ impl Node {
         }
     }
 }
+
+/// A JSON value as a node, every position `at`: for values that came from elsewhere (a
+/// variable) and stand where a node of the document stood.
+pub fn from_json_at(value: &serde_json::Value, at: Position) -> Node {
+    let value = match value {
+        serde_json::Value::Null => Value::Null,
+        serde_json::Value::Bool(b) => Value::Bool(*b),
+        serde_json::Value::Number(n) => match n.as_i64() {
+            Some(i) => Value::Int(i),
+            None => Value::Float(n.as_f64().unwrap_or(0.0)),
+        },
+        serde_json::Value::String(s) => Value::Str(s.clone()),
+        serde_json::Value::Array(items) => {
+            Value::Seq(items.iter().map(|v| from_json_at(v, at)).collect())
+        }
+        serde_json::Value::Object(map) => Value::Map(
+            map.iter()
+                .map(|(k, v)| {
+                    (
+                        Key {
+                            name: k.clone(),
+                            at,
+                        },
+                        from_json_at(v, at),
+                    )
+                })
+                .collect(),
+        ),
+    };
+    Node { value, at }
+}
+
+/// A JSON value as a node, for rendering it as YAML.
+pub fn from_json(value: &serde_json::Value) -> Node {
+    from_json_at(value, Position::default())
+}
