@@ -5,3 +5,5 @@
 //! short anywhere is finished by the next without leaking anything.
 
 pub mod variables;
+pub mod manifest;
+pub mod state;

@@ -1,0 +1,230 @@
+//! The deployment state file, in the layout BOSH's CLI keeps: who deploys (`director_id`,
+//! `installation_id`), what exists now (`current_vm_cid`, `current_stemcell_id`,
+//! `current_disk_id`, `current_release_ids`, `current_manifest_sha`) and every stemcell,
+//! disk and release made (`stemcells`, `disks`, `releases`, by record ids). It is
+//! written whole through a file renamed into place after every step that makes or
+//! deletes something, so that a run killed anywhere leaves a state the next run
+//! finishes from.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value as Json;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StemcellRecord {
+    pub id: String,
+    pub name: String,
+    pub version: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<u32>,
+    pub cid: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DiskRecord {
+    pub id: String,
+    pub cid: String,
+    pub size: u64,
+    #[serde(default)]
+    pub cloud_properties: Json,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReleaseRecord {
+    pub id: String,
+    pub name: String,
+    pub version: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct DeploymentState {
+    #[serde(default)]
+    pub director_id: String,
+    #[serde(default)]
+    pub installation_id: String,
+    #[serde(default)]
+    pub current_vm_cid: String,
+    #[serde(default)]
+    pub current_stemcell_id: String,
+    #[serde(default)]
+    pub current_disk_id: String,
+    #[serde(default, deserialize_with = "nullable")]
+    pub current_release_ids: Vec<String>,
+    #[serde(default)]
+    pub current_manifest_sha: String,
+    #[serde(default, deserialize_with = "nullable")]
+    pub disks: Vec<DiskRecord>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub stemcells: Vec<StemcellRecord>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub releases: Vec<ReleaseRecord>,
+}
+
+/// BOSH's CLI writes empty lists as `null`.
+fn nullable<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Ok(Option::<Vec<T>>::deserialize(d)?.unwrap_or_default())
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("the deployment state file {path}: {message}")]
+    Unreadable { path: String, message: String },
+    #[error("cannot write the deployment state file {path}: {source}")]
+    Write {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+/// A random UUID, as the CLI names its records.
+pub fn uuid() -> String {
+    let mut b = [0u8; 16];
+    getrandom::fill(&mut b).expect("the system's random source works");
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}
+
+/// The state file and what it holds now.
+#[derive(Debug)]
+pub struct StateFile {
+    path: PathBuf,
+    pub state: DeploymentState,
+}
+
+impl StateFile {
+    /// The state at `path`; a new one (with a director and an installation id, written at
+    /// once) where there is none.
+    ///
+    /// # Errors
+    /// A state file that is not the CLI's JSON, or one that cannot be written.
+    pub fn open(path: &Path) -> Result<StateFile, StateError> {
+        let state = match std::fs::read(path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| StateError::Unreadable {
+                path: path.display().to_string(),
+                message: e.to_string(),
+            })?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => DeploymentState::default(),
+            Err(e) => {
+                return Err(StateError::Unreadable {
+                    path: path.display().to_string(),
+                    message: e.to_string(),
+                });
+            }
+        };
+        let mut file = StateFile {
+            path: path.to_path_buf(),
+            state,
+        };
+        if file.state.director_id.is_empty() || file.state.installation_id.is_empty() {
+            file.change(|s| {
+                if s.director_id.is_empty() {
+                    s.director_id = uuid();
+                }
+                if s.installation_id.is_empty() {
+                    s.installation_id = uuid();
+                }
+            })?;
+        }
+        Ok(file)
+    }
+
+    pub fn exists(path: &Path) -> bool {
+        path.exists()
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Changes the state and writes it, whole, before returning.
+    ///
+    /// # Errors
+    /// When it cannot be written: the change is not kept then.
+    pub fn change(&mut self, change: impl FnOnce(&mut DeploymentState)) -> Result<(), StateError> {
+        let mut next = self.state.clone();
+        change(&mut next);
+        let text = serde_json::to_vec_pretty(&next).expect("a state serializes");
+        let write = |source| StateError::Write {
+            path: self.path.display().to_string(),
+            source,
+        };
+        let part = self.path.with_extension("json.part");
+        std::fs::write(&part, &text)
+            .and_then(|()| std::fs::File::open(&part)?.sync_all())
+            .and_then(|()| std::fs::rename(&part, &self.path))
+            .map_err(write)?;
+        self.state = next;
+        Ok(())
+    }
+
+    /// Removes the state file (`delete-env` is done).
+    ///
+    /// # Errors
+    /// When it cannot be removed.
+    pub fn remove(self) -> Result<(), StateError> {
+        match std::fs::remove_file(&self.path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(StateError::Write {
+                path: self.path.display().to_string(),
+                source: e,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// The stemcell record that is current, if any.
+    pub fn current_stemcell(&self) -> Option<&StemcellRecord> {
+        let id = &self.state.current_stemcell_id;
+        self.state.stemcells.iter().find(|s| &s.id == id)
+    }
+
+    pub fn current_disk(&self) -> Option<&DiskRecord> {
+        let id = &self.state.current_disk_id;
+        self.state.disks.iter().find(|d| &d.id == id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_state_is_written_whole_after_each_change_and_reads_the_clis_nulls() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("env-state.json");
+        let mut file = StateFile::open(&path).unwrap();
+        let director = file.state.director_id.clone();
+        assert_eq!(director.len(), 36);
+        file.change(|s| s.current_vm_cid = "vm-1".into()).unwrap();
+        let again = StateFile::open(&path).unwrap();
+        assert_eq!(again.state.current_vm_cid, "vm-1");
+        assert_eq!(again.state.director_id, director, "kept");
+        let written: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        for key in [
+            "director_id", "installation_id", "current_vm_cid", "current_stemcell_id",
+            "current_disk_id", "current_release_ids", "current_manifest_sha", "disks",
+            "stemcells", "releases",
+        ] {
+            assert!(written.get(key).is_some(), "{key}");
+        }
+        std::fs::write(&path, r#"{"director_id":"d","installation_id":"i","disks":null,"stemcells":null,"releases":null,"current_release_ids":null}"#).unwrap();
+        let cli = StateFile::open(&path).unwrap();
+        assert!(cli.state.disks.is_empty() && cli.state.releases.is_empty());
+        std::fs::write(&path, "not json").unwrap();
+        assert!(StateFile::open(&path).unwrap_err().to_string().contains("env-state.json"));
+    }
+}
