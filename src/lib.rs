@@ -11,6 +11,7 @@ pub use fleet_agent as agent;
 pub use fleet_broker as broker;
 pub use fleet_clock as clock;
 pub use fleet_cpi as cpi;
+pub use fleet_create_env as create_env;
 pub use fleet_director as director;
 pub use fleet_embedded as fleet;
 pub use fleet_ipset as ipset;

@@ -58,6 +58,12 @@ enum Command {
     /// Serve the embedded fleet's director API (as a BOSH director) and broker API over
     /// HTTPS.
     Serve(serve::ServeArgs),
+    /// Deploys one VM without a director (seed 002): the CPI installed from its release,
+    /// the VM, its disk and its job made, everything kept in a deployment state file.
+    CreateEnv(EnvArgs),
+    /// Deletes what `create-env` made: the VM, its disks and stemcells, the CPI's
+    /// installation, the state file.
+    DeleteEnv(EnvArgs),
     /// The process-backed IaaS as an external BOSH CPI: reads one CPI request (JSON) on
     /// stdin, writes the response on stdout. Its properties name the IaaS's directory
     /// (`root`).
@@ -80,6 +86,37 @@ enum Command {
         /// The VM's directory.
         dir: PathBuf,
     },
+}
+
+#[derive(clap::Args)]
+struct EnvArgs {
+    /// The deployment manifest.
+    manifest: PathBuf,
+    /// The deployment state file; `MANIFEST-state.json` beside the manifest by default.
+    #[arg(long)]
+    state: Option<PathBuf>,
+    /// Where variables are read and generated ones kept; beside the state file
+    /// (`...-vars.yml`) by default.
+    #[arg(long)]
+    vars_store: Option<PathBuf>,
+    /// A variable, `NAME=VALUE`; repeatable.
+    #[arg(short = 'v', long = "var")]
+    vars: Vec<String>,
+    /// Deploy even when neither the manifest, the releases nor the stemcell changed.
+    #[arg(long)]
+    recreate: bool,
+}
+
+impl EnvArgs {
+    fn options(&self) -> fleet_updater::create_env::prepare::Options {
+        fleet_updater::create_env::prepare::Options {
+            manifest: self.manifest.clone(),
+            state: self.state.clone(),
+            vars_store: self.vars_store.clone(),
+            vars: self.vars.clone(),
+            recreate: self.recreate,
+        }
+    }
 }
 
 #[derive(clap::Args)]
@@ -184,6 +221,26 @@ pub fn run() -> Result<ExitCode, CliError> {
         Command::Fleet(args) => listing::fleet(&args)?,
         Command::Director(args) => listing::director(&args)?,
         Command::Serve(args) => serve::serve(&args)?,
+        Command::CreateEnv(args) => {
+            let mut print = |line: String| eprintln!("{line}");
+            runtime()?
+                .block_on(fleet_updater::create_env::create::create_env(
+                    &args.options(),
+                    &mut print,
+                ))
+                .map_err(|e| CliError::Show(e.to_string()))?;
+            DONE
+        }
+        Command::DeleteEnv(args) => {
+            let mut print = |line: String| eprintln!("{line}");
+            runtime()?
+                .block_on(fleet_updater::create_env::delete::delete_env(
+                    &args.options(),
+                    &mut print,
+                ))
+                .map_err(|e| CliError::Show(e.to_string()))?;
+            DONE
+        }
         Command::Cpi { config } => runtime()?.block_on(cpi::serve_one(config.as_deref()))?,
         Command::VmAgent { dir } => {
             let timings = fleet_updater::vm::supervisor::Timings::default();

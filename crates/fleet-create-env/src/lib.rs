@@ -4,6 +4,14 @@
 //! made is written to the deployment state file before the next step, so that a run cut
 //! short anywhere is finished by the next without leaking anything.
 
-pub mod variables;
+pub mod create;
+pub mod delete;
+pub mod error;
+pub mod install;
+pub mod jobs;
 pub mod manifest;
+pub mod prepare;
+pub mod sources;
 pub mod state;
+pub mod variables;
+pub mod vm;

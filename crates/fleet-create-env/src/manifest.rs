@@ -188,7 +188,9 @@ fn optional_text(c: &mut Checker, node: &Node, path: &str, key: &str) -> Option<
 }
 
 fn size(c: &mut Checker, node: &Node, path: &str, key: &str) -> Option<u64> {
-    let n = node.get(key).filter(|n| n.value != fleet_yaml::Value::Null)?;
+    let n = node
+        .get(key)
+        .filter(|n| n.value != fleet_yaml::Value::Null)?;
     let at = join(path, key);
     let value = c.integer(n, &at)?;
     match u64::try_from(value) {
@@ -218,12 +220,20 @@ fn releases(c: &mut Checker, root: &Node) -> Vec<ReleaseEntry> {
         if let Some(url) = &url
             && !url.starts_with("file://")
         {
-            c.report(&join(&path, "url"), r.at, format!("`{url}` must be a file:// URL"));
+            c.report(
+                &join(&path, "url"),
+                r.at,
+                format!("`{url}` must be a file:// URL"),
+            );
         }
         if let Some(name) = &name
             && out.iter().any(|o| &o.name == name)
         {
-            c.report(&join(&path, "name"), r.at, format!("`{name}` must be unique"));
+            c.report(
+                &join(&path, "name"),
+                r.at,
+                format!("`{name}` must be unique"),
+            );
         }
         if let (Some(name), Some(url)) = (name, url) {
             out.push(ReleaseEntry {
@@ -247,14 +257,22 @@ fn networks(c: &mut Checker, root: &Node) -> Vec<Network> {
     };
     for (i, n) in c.list(list, "networks").iter().enumerate() {
         let path = format!("networks[{i}]");
-        c.map(n, &path, &["name", "type", "subnets", "dns", "cloud_properties"]);
+        c.map(
+            n,
+            &path,
+            &["name", "type", "subnets", "dns", "cloud_properties"],
+        );
         let name = text(c, n, &path, "name");
         let kind = match n.get("type").and_then(|t| t.as_str()) {
             Some("manual") | None => NetworkKind::Manual,
             Some("dynamic") => NetworkKind::Dynamic,
             Some("vip") => NetworkKind::Vip,
             Some(_) => {
-                c.report(&join(&path, "type"), n.at, "must be 'manual', 'dynamic', or 'vip'");
+                c.report(
+                    &join(&path, "type"),
+                    n.at,
+                    "must be 'manual', 'dynamic', or 'vip'",
+                );
                 NetworkKind::Manual
             }
         };
@@ -264,21 +282,34 @@ fn networks(c: &mut Checker, root: &Node) -> Vec<Network> {
             match subnets {
                 Some([subnet]) => {
                     let sp = format!("{path}.subnets[0]");
-                    c.map(subnet, &sp, &["range", "gateway", "dns", "static", "reserved", "cloud_properties"]);
-                    range = text(c, subnet, &sp, "range").and_then(|r| match r.parse::<Ipv4Net>() {
-                        Ok(net) => Some(net),
-                        Err(_) => {
-                            c.report(&join(&sp, "range"), subnet.at, "must be an ip range");
-                            None
-                        }
-                    });
-                    gateway = text(c, subnet, &sp, "gateway").and_then(|g| match g.parse::<Ipv4Addr>() {
-                        Ok(ip) => Some(ip),
-                        Err(_) => {
-                            c.report(&join(&sp, "gateway"), subnet.at, "must be an ip");
-                            None
-                        }
-                    });
+                    c.map(
+                        subnet,
+                        &sp,
+                        &[
+                            "range",
+                            "gateway",
+                            "dns",
+                            "static",
+                            "reserved",
+                            "cloud_properties",
+                        ],
+                    );
+                    range =
+                        text(c, subnet, &sp, "range").and_then(|r| match r.parse::<Ipv4Net>() {
+                            Ok(net) => Some(net),
+                            Err(_) => {
+                                c.report(&join(&sp, "range"), subnet.at, "must be an ip range");
+                                None
+                            }
+                        });
+                    gateway =
+                        text(c, subnet, &sp, "gateway").and_then(|g| match g.parse::<Ipv4Addr>() {
+                            Ok(ip) => Some(ip),
+                            Err(_) => {
+                                c.report(&join(&sp, "gateway"), subnet.at, "must be an ip");
+                                None
+                            }
+                        });
                     if let (Some(net), Some(gw)) = (range, gateway)
                         && (!net.contains(&gw) || gw == net.network() || gw == net.broadcast())
                     {
@@ -318,13 +349,21 @@ fn resource_pools(c: &mut Checker, root: &Node, nets: &[Network]) -> Vec<Resourc
     };
     for (i, p) in c.list(list, "resource_pools").iter().enumerate() {
         let path = format!("resource_pools[{i}]");
-        c.map(p, &path, &["name", "network", "stemcell", "cloud_properties", "env"]);
+        c.map(
+            p,
+            &path,
+            &["name", "network", "stemcell", "cloud_properties", "env"],
+        );
         let name = text(c, p, &path, "name");
         let network = text(c, p, &path, "network");
         if let Some(net) = &network
             && !nets.iter().any(|n| &n.name == net)
         {
-            c.report(&join(&path, "network"), p.at, "must be the name of a network");
+            c.report(
+                &join(&path, "network"),
+                p.at,
+                "must be the name of a network",
+            );
         }
         let stemcell = p.get("stemcell");
         let sp = join(&path, "stemcell");
@@ -393,7 +432,9 @@ fn job_networks(c: &mut Checker, job: &Node, path: &str, nets: &[Network]) -> Ve
     for (i, n) in list.iter().enumerate() {
         let np = format!("{path}.networks[{i}]");
         c.map(n, &np, &["name", "static_ips", "default"]);
-        let Some(name) = text(c, n, &np, "name") else { continue };
+        let Some(name) = text(c, n, &np, "name") else {
+            continue;
+        };
         let network = nets.iter().find(|x| x.name == name);
         if network.is_none() {
             c.report(&np, n.at, format!("`{name}` not found in networks"));
@@ -402,13 +443,19 @@ fn job_networks(c: &mut Checker, job: &Node, path: &str, nets: &[Network]) -> Ve
         if let Some(ips) = n.get("static_ips") {
             for (j, ip) in c.list(ips, &join(&np, "static_ips")).iter().enumerate() {
                 let ip_path = format!("{np}.static_ips[{j}]");
-                let Some(text) = c.string(ip, &ip_path) else { continue };
+                let Some(text) = c.string(ip, &ip_path) else {
+                    continue;
+                };
                 match text.parse::<Ipv4Addr>() {
                     Ok(addr) => {
                         if let Some(range) = network.and_then(|n| n.range)
                             && !range.contains(&addr)
                         {
-                            c.report(&ip_path, ip.at, format!("static ip '{addr}' must be within subnet range"));
+                            c.report(
+                                &ip_path,
+                                ip.at,
+                                format!("static ip '{addr}' must be within subnet range"),
+                            );
                         }
                         static_ips.push(addr);
                     }
@@ -419,9 +466,9 @@ fn job_networks(c: &mut Checker, job: &Node, path: &str, nets: &[Network]) -> Ve
         let mut default = Vec::new();
         if let Some(d) = n.get("default") {
             for (j, item) in c.list(d, &join(&np, "default")).iter().enumerate() {
-                match c.choice(item, &format!("{np}.default[{j}]"), &["dns", "gateway"]) {
-                    Some(v) => default.push(v.to_string()),
-                    None => {}
+                if let Some(v) = c.choice(item, &format!("{np}.default[{j}]"), &["dns", "gateway"])
+                {
+                    default.push(v.to_string());
                 }
             }
         }
@@ -433,11 +480,22 @@ fn job_networks(c: &mut Checker, job: &Node, path: &str, nets: &[Network]) -> Ve
     }
     if out.len() > 1 {
         for what in ["dns", "gateway"] {
-            let defaults = out.iter().filter(|n| n.default.iter().any(|d| d == what)).count();
+            let defaults = out
+                .iter()
+                .filter(|n| n.default.iter().any(|d| d == what))
+                .count();
             if defaults == 0 {
-                c.report(&join(path, "networks"), job.at, format!("with multiple networks, a default for '{what}' must be specified"));
+                c.report(
+                    &join(path, "networks"),
+                    job.at,
+                    format!("with multiple networks, a default for '{what}' must be specified"),
+                );
             } else if defaults > 1 {
-                c.report(&join(path, "networks"), job.at, format!("only one network can be the default for '{what}'"));
+                c.report(
+                    &join(path, "networks"),
+                    job.at,
+                    format!("only one network can be the default for '{what}'"),
+                );
             }
         }
     }
@@ -447,7 +505,11 @@ fn job_networks(c: &mut Checker, job: &Node, path: &str, nets: &[Network]) -> Ve
 fn job(c: &mut Checker, root: &Node, context: &Context) -> Option<Job> {
     let (key, list) = match (root.get("jobs"), root.get("instance_groups")) {
         (Some(_), Some(_)) => {
-            c.report("instance_groups", root.at, "Deployment specifies both jobs and instance_groups keys, only one is allowed");
+            c.report(
+                "instance_groups",
+                root.at,
+                "Deployment specifies both jobs and instance_groups keys, only one is allowed",
+            );
             return None;
         }
         (Some(l), None) => ("jobs", l),
@@ -459,20 +521,43 @@ fn job(c: &mut Checker, root: &Node, context: &Context) -> Option<Job> {
     };
     let items = c.list(list, key);
     if items.len() != 1 {
-        c.report(key, list.at, format!("must be of size 1, found {}", items.len()));
+        c.report(
+            key,
+            list.at,
+            format!("must be of size 1, found {}", items.len()),
+        );
         return None;
     }
     let node = &items[0];
     let path = format!("{key}[0]");
-    c.map(node, &path, &[
-        "name", "instances", "templates", "jobs", "resource_pool", "persistent_disk",
-        "persistent_disk_pool", "networks", "properties", "lifecycle", "vm_type", "stemcell",
-    ]);
+    c.map(
+        node,
+        &path,
+        &[
+            "name",
+            "instances",
+            "templates",
+            "jobs",
+            "resource_pool",
+            "persistent_disk",
+            "persistent_disk_pool",
+            "networks",
+            "properties",
+            "lifecycle",
+            "vm_type",
+            "stemcell",
+        ],
+    );
     let name = text(c, node, &path, "name");
     if let Some(n) = node.get("instances")
-        && c.integer(n, &join(&path, "instances")).is_some_and(|i| i != 1)
+        && c.integer(n, &join(&path, "instances"))
+            .is_some_and(|i| i != 1)
     {
-        c.report(&join(&path, "instances"), n.at, "must be 1: create-env deploys one VM");
+        c.report(
+            &join(&path, "instances"),
+            n.at,
+            "must be 1: create-env deploys one VM",
+        );
     }
     if let Some(l) = node.get("lifecycle")
         && l.as_str() != Some("service")
@@ -481,7 +566,11 @@ fn job(c: &mut Checker, root: &Node, context: &Context) -> Option<Job> {
     }
     let (tkey, tlist) = match (node.get("templates"), node.get("jobs")) {
         (Some(_), Some(_)) => {
-            c.report(&join(&path, "jobs"), node.at, "specifies both templates and jobs keys, only one is allowed");
+            c.report(
+                &join(&path, "jobs"),
+                node.at,
+                "specifies both templates and jobs keys, only one is allowed",
+            );
             (None, None)
         }
         (Some(l), None) => (Some("templates"), Some(l)),
@@ -501,7 +590,11 @@ fn job(c: &mut Checker, root: &Node, context: &Context) -> Option<Job> {
             if let Some(r) = &release
                 && !context.releases.iter().any(|x| x == r)
             {
-                c.report(&join(&tp, "release"), t.at, format!("`{r}` must refer to release in releases"));
+                c.report(
+                    &join(&tp, "release"),
+                    t.at,
+                    format!("`{r}` must refer to release in releases"),
+                );
             }
             if let Some(n) = &tname
                 && templates.iter().any(|x| &x.name == n)
@@ -521,14 +614,22 @@ fn job(c: &mut Checker, root: &Node, context: &Context) -> Option<Job> {
     if let Some(rp) = &resource_pool
         && !context.resource_pools.iter().any(|x| x == rp)
     {
-        c.report(&join(&path, "resource_pool"), node.at, "must be the name of a resource pool");
+        c.report(
+            &join(&path, "resource_pool"),
+            node.at,
+            "must be the name of a resource pool",
+        );
     }
     let persistent_disk = size(c, node, &path, "persistent_disk").unwrap_or(0);
     let persistent_disk_pool = optional_text(c, node, &path, "persistent_disk_pool");
     if let Some(pool) = &persistent_disk_pool
         && !context.disk_pools.iter().any(|x| x == pool)
     {
-        c.report(&join(&path, "persistent_disk_pool"), node.at, "must be the name of a disk pool");
+        c.report(
+            &join(&path, "persistent_disk_pool"),
+            node.at,
+            "must be the name of a disk pool",
+        );
     }
     let networks = job_networks(c, node, &path, &context.networks);
     Some(Job {
@@ -555,18 +656,37 @@ fn cloud_provider(c: &mut Checker, root: &Node, releases: &[String]) -> Option<C
         c.report("cloud_provider", root.at, "must be provided");
         return None;
     };
-    c.map(cp, "cloud_provider", &["template", "templates", "mbus", "properties", "cert", "ssh_tunnel"]);
+    c.map(
+        cp,
+        "cloud_provider",
+        &[
+            "template",
+            "templates",
+            "mbus",
+            "properties",
+            "cert",
+            "ssh_tunnel",
+        ],
+    );
     let template = match (cp.get("template"), cp.get("templates")) {
         (Some(t), None) => Some(t),
         (None, Some(list)) => match c.list(list, "cloud_provider.templates") {
             [one] => Some(one),
             _ => {
-                c.report("cloud_provider.templates", list.at, "must hold the one CPI job");
+                c.report(
+                    "cloud_provider.templates",
+                    list.at,
+                    "must hold the one CPI job",
+                );
                 None
             }
         },
         _ => {
-            c.report("cloud_provider.template", cp.at, "either cloud_provider.templates or cloud_provider.template must be provided");
+            c.report(
+                "cloud_provider.template",
+                cp.at,
+                "either cloud_provider.templates or cloud_provider.template must be provided",
+            );
             None
         }
     };
@@ -578,7 +698,11 @@ fn cloud_provider(c: &mut Checker, root: &Node, releases: &[String]) -> Option<C
         if let Some(r) = &release
             && !releases.iter().any(|x| x == r)
         {
-            c.report("cloud_provider.template.release", t.at, format!("'{r}' must refer to a release in releases"));
+            c.report(
+                "cloud_provider.template.release",
+                t.at,
+                format!("'{r}' must refer to a release in releases"),
+            );
         }
     }
     let mbus = text(c, cp, "cloud_provider", "mbus");
@@ -610,7 +734,17 @@ fn watch_time(c: &mut Checker, root: &Node) -> u64 {
     let Some(update) = root.get("update") else {
         return default;
     };
-    c.map(update, "update", &["update_watch_time", "canary_watch_time", "canaries", "max_in_flight", "serial"]);
+    c.map(
+        update,
+        "update",
+        &[
+            "update_watch_time",
+            "canary_watch_time",
+            "canaries",
+            "max_in_flight",
+            "serial",
+        ],
+    );
     let Some(w) = update.get("update_watch_time") else {
         return default;
     };
@@ -623,7 +757,11 @@ fn watch_time(c: &mut Checker, root: &Node) -> u64 {
     match end.parse::<u64>() {
         Ok(ms) => ms,
         Err(_) => {
-            c.report("update.update_watch_time", w.at, "must be N or A-B milliseconds");
+            c.report(
+                "update.update_watch_time",
+                w.at,
+                "must be N or A-B milliseconds",
+            );
             default
         }
     }

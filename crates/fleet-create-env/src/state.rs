@@ -215,9 +215,16 @@ mod tests {
         let written: serde_json::Value =
             serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
         for key in [
-            "director_id", "installation_id", "current_vm_cid", "current_stemcell_id",
-            "current_disk_id", "current_release_ids", "current_manifest_sha", "disks",
-            "stemcells", "releases",
+            "director_id",
+            "installation_id",
+            "current_vm_cid",
+            "current_stemcell_id",
+            "current_disk_id",
+            "current_release_ids",
+            "current_manifest_sha",
+            "disks",
+            "stemcells",
+            "releases",
         ] {
             assert!(written.get(key).is_some(), "{key}");
         }
@@ -225,6 +232,11 @@ mod tests {
         let cli = StateFile::open(&path).unwrap();
         assert!(cli.state.disks.is_empty() && cli.state.releases.is_empty());
         std::fs::write(&path, "not json").unwrap();
-        assert!(StateFile::open(&path).unwrap_err().to_string().contains("env-state.json"));
+        assert!(
+            StateFile::open(&path)
+                .unwrap_err()
+                .to_string()
+                .contains("env-state.json")
+        );
     }
 }

@@ -41,7 +41,10 @@ fn a_valid_manifest_reads_whole() {
     let m = read(VALID).unwrap();
     assert_eq!(m.name, "env");
     assert_eq!(m.job.templates[0].release, "kv");
-    assert_eq!(m.job.networks[0].static_ips, ["10.0.0.5".parse::<Ipv4Addr>().unwrap()]);
+    assert_eq!(
+        m.job.networks[0].static_ips,
+        ["10.0.0.5".parse::<Ipv4Addr>().unwrap()]
+    );
     assert_eq!(m.disk(), (1024, Json::Null));
     assert_eq!(m.resource_pool().stemcell_url, "file://stemcell");
     assert_eq!(m.cloud_provider.job, "process-cpi");
@@ -80,7 +83,17 @@ fn every_problem_is_named_with_its_key() {
         "jobs:\n- name: kv",
         "jobs:\n- name: other\n  resource_pool: vms\n  networks: [{name: default}]\n  templates: []\n- name: kv",
     );
-    assert!(read(&two).unwrap_err().to_string().contains("jobs: must be of size 1, found 2"));
+    assert!(
+        read(&two)
+            .unwrap_err()
+            .to_string()
+            .contains("jobs: must be of size 1, found 2")
+    );
     let both = format!("{VALID}instance_groups: []\n");
-    assert!(read(&both).unwrap_err().to_string().contains("both jobs and instance_groups"));
+    assert!(
+        read(&both)
+            .unwrap_err()
+            .to_string()
+            .contains("both jobs and instance_groups")
+    );
 }

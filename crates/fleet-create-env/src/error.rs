@@ -1,0 +1,51 @@
+//! How `create-env` and `delete-env` fail: what was wrong with their input, or which step
+//! failed and how.
+
+use fleet_agent::client::AgentCallError;
+use fleet_cpi::CpiCallError;
+
+use super::manifest::ManifestError;
+use super::state::StateError;
+use super::variables::VariableError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EnvError {
+    /// The manifest, a release, the stemcell or a flag.
+    #[error("{0}")]
+    Input(String),
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    #[error(transparent)]
+    Variables(#[from] VariableError),
+    #[error(transparent)]
+    State(#[from] StateError),
+    #[error("installing the CPI: {0}")]
+    Install(String),
+    #[error("{step}: {source}")]
+    Cpi {
+        step: String,
+        #[source]
+        source: CpiCallError,
+    },
+    #[error("{step}: {source}")]
+    Agent {
+        step: String,
+        #[source]
+        source: AgentCallError,
+    },
+    /// A job rendered, a package compiled, a job that does not run.
+    #[error("{0}")]
+    Deploy(String),
+}
+
+impl EnvError {
+    pub fn cpi(step: impl Into<String>) -> impl FnOnce(CpiCallError) -> EnvError {
+        let step = step.into();
+        move |source| EnvError::Cpi { step, source }
+    }
+
+    pub fn agent(step: impl Into<String>) -> impl FnOnce(AgentCallError) -> EnvError {
+        let step = step.into();
+        move |source| EnvError::Agent { step, source }
+    }
+}

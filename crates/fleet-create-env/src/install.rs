@@ -1,0 +1,245 @@
+//! Installing the CPI on this machine, as seed 002 describes it: the packages the CPI job
+//! needs compiled here (dependencies first, each compilation kept by the package's
+//! fingerprint and its dependencies', so that the next run compiles nothing again), the
+//! job's templates rendered with `cloud_provider.properties`, all in an installation
+//! directory of its own, keyed by the state's installation id. The CPI is the job's
+//! `bin/cpi`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use fleet_cpi::CpiCommand;
+use fleet_release::ReleaseArchive;
+use fleet_vm::compile::{self, CompileRequest};
+use fleet_vm::render::InstanceSpec;
+use fleet_vm::rendering::{JobSource, render_archive, unpack};
+use fleet_vm::sandbox::Sandbox;
+use serde_json::Value as Json;
+
+/// How long one CPI call may take.
+pub const CPI_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+
+/// The variable the CPI's scripts find this program by: a CPI release may run it
+/// (`fleet-updater cpi`), as the demo's does.
+pub const PROGRAM_VARIABLE: &str = "FLEET_UPDATER_PROGRAM";
+
+/// Where installations are kept: `$FLEET_UPDATER_HOME/installations`, or
+/// `~/.fleet-updater/installations`.
+pub fn installations() -> PathBuf {
+    let base = std::env::var_os("FLEET_UPDATER_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".fleet-updater")))
+        .unwrap_or_else(|| PathBuf::from(".fleet-updater"));
+    base.join("installations")
+}
+
+pub struct Installation {
+    dir: PathBuf,
+}
+
+/// The packages `wanted` need, dependencies before what depends on them.
+fn in_order(release: &ReleaseArchive, wanted: &[String]) -> Result<Vec<String>, String> {
+    fn visit(
+        release: &ReleaseArchive,
+        name: &str,
+        path: &mut Vec<String>,
+        done: &mut Vec<String>,
+    ) -> Result<(), String> {
+        if done.iter().any(|d| d == name) {
+            return Ok(());
+        }
+        if path.iter().any(|p| p == name) {
+            return Err(format!(
+                "package dependency cycle: {} -> {name}",
+                path.join(" -> ")
+            ));
+        }
+        let package = release
+            .packages
+            .iter()
+            .find(|p| p.package.archive.name == name)
+            .ok_or_else(|| {
+                format!(
+                    "package `{name}` is not in release {}",
+                    release.manifest.name
+                )
+            })?;
+        path.push(name.to_string());
+        for dep in &package.package.dependencies {
+            visit(release, dep, path, done)?;
+        }
+        path.pop();
+        done.push(name.to_string());
+        Ok(())
+    }
+    let mut done = Vec::new();
+    for name in wanted {
+        visit(release, name, &mut Vec::new(), &mut done)?;
+    }
+    Ok(done)
+}
+
+impl Installation {
+    pub fn new(installation_id: &str) -> Self {
+        Installation {
+            dir: installations().join(installation_id),
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// A scratch directory inside the installation.
+    pub fn scratch(&self) -> PathBuf {
+        self.dir.join("tmp")
+    }
+
+    /// Installs the CPI job `job` of `release`, rendered with `properties`; the command
+    /// that runs it.
+    ///
+    /// # Errors
+    /// A job the release lacks, a package that does not compile (its output's tail), a
+    /// template that does not render, or a job without `bin/cpi`.
+    pub async fn install(
+        &self,
+        release: &ReleaseArchive,
+        job: &str,
+        properties: &Json,
+        deployment: &str,
+        progress: &mut dyn FnMut(String),
+    ) -> Result<CpiCommand, String> {
+        let vm = Sandbox::create(&self.dir).map_err(|e| format!("{}: {e}", self.dir.display()))?;
+        std::fs::create_dir_all(self.scratch()).map_err(|e| e.to_string())?;
+        let cache = self.dir.join("compiled");
+        std::fs::create_dir_all(&cache).map_err(|e| e.to_string())?;
+        let job_archive = release
+            .jobs
+            .iter()
+            .find(|j| j.files.spec.name == job)
+            .ok_or_else(|| {
+                format!(
+                    "cloud_provider.template: job `{job}` is not in release {}",
+                    release.manifest.name
+                )
+            })?;
+        let order = in_order(release, &job_archive.files.spec.packages)?;
+        // Each package's cache key, its dependencies' in it.
+        let mut keys: BTreeMap<String, String> = BTreeMap::new();
+        let mut compiled: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+        for name in &order {
+            let package = release
+                .packages
+                .iter()
+                .find(|p| &p.package.archive.name == name)
+                .expect("ordered packages are in the release");
+            let mut deps: Vec<&str> = package
+                .package
+                .dependencies
+                .iter()
+                .map(|d| keys[d].as_str())
+                .collect();
+            deps.sort_unstable();
+            let key = format!(
+                "{name}-{}",
+                fleet_release::sha1_hex(
+                    format!(
+                        "{}\n{}",
+                        package.package.archive.fingerprint,
+                        deps.join(",")
+                    )
+                    .as_bytes()
+                )
+            );
+            let cached = cache.join(format!("{key}.tgz"));
+            let bytes = match std::fs::read(&cached) {
+                Ok(bytes) => bytes,
+                Err(_) => {
+                    progress(format!(
+                        "Compiling package '{name}/{}'",
+                        package.package.archive.version
+                    ));
+                    let source = package.bytes.as_ref().ok_or_else(|| {
+                        format!("package `{name}`: the release holds no archive of it")
+                    })?;
+                    let dependencies = package
+                        .package
+                        .dependencies
+                        .iter()
+                        .map(|d| (d.clone(), compiled[d].clone()))
+                        .collect();
+                    let (bytes, _) = compile::compile(
+                        &vm,
+                        CompileRequest {
+                            name,
+                            version: &package.package.archive.version,
+                            source,
+                            dependencies,
+                        },
+                    )
+                    .await
+                    .map_err(|e| e.to_string())?;
+                    std::fs::write(&cached, &bytes).map_err(|e| e.to_string())?;
+                    bytes
+                }
+            };
+            keys.insert(name.clone(), key);
+            compiled.insert(name.clone(), bytes);
+        }
+        for (name, bytes) in &compiled {
+            let at = vm.packages().join(name);
+            let _ = std::fs::remove_dir_all(&at);
+            fleet_release::unpack(bytes, &at, 16 << 30)
+                .map_err(|e| format!("package {name}: {e}"))?;
+        }
+        progress(format!("Rendering job templates for '{job}'"));
+        let spec = InstanceSpec {
+            address: String::new(),
+            ip: String::new(),
+            id: "0".into(),
+            index: 0,
+            name: job.to_string(),
+            az: Some("unknown".into()),
+            deployment: deployment.to_string(),
+            networks: [("default".to_string(), serde_json::json!({"ip": ""}))].into(),
+            bootstrap: true,
+        };
+        let source = JobSource::from_files(&job_archive.files, properties.clone());
+        let (archive, _) = render_archive(&spec, &[source])
+            .await
+            .map_err(|e| format!("cloud_provider.properties: {e}"))?;
+        let jobs = unpack(&archive)?;
+        fleet_vm::place::place(&vm, &jobs, Vec::new())
+            .await
+            .map_err(|e| e.to_string())?;
+        let executable = vm.job(job).join("bin/cpi");
+        if !executable.is_file() {
+            return Err(format!(
+                "cloud_provider.template: job `{job}` has no template rendered to bin/cpi"
+            ));
+        }
+        let program = std::env::current_exe().map_err(|e| e.to_string())?;
+        Ok(CpiCommand {
+            executable,
+            args: Vec::new(),
+            env: vec![
+                (
+                    "BOSH_PACKAGES_DIR".into(),
+                    vm.packages().display().to_string(),
+                ),
+                (
+                    "BOSH_JOBS_DIR".into(),
+                    self.dir.join("jobs").display().to_string(),
+                ),
+                (PROGRAM_VARIABLE.into(), program.display().to_string()),
+            ],
+            timeout: CPI_TIMEOUT,
+        })
+    }
+
+    /// Removes the installation (`delete-env` is done).
+    pub fn remove(&self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

@@ -1,0 +1,177 @@
+//! What both `create-env` and `delete-env` start from: the manifest read with its
+//! variables (and the vars store written where it gained generated ones), the state file,
+//! the releases and stemcell it names, and the CPI installed and answering.
+
+use std::path::{Path, PathBuf};
+
+use fleet_cpi::ExternalCpi;
+use fleet_release::ReleaseArchive;
+
+use super::error::EnvError;
+use super::install::Installation;
+use super::manifest::{self, EnvManifest};
+use super::sources::{self, Stemcell};
+use super::state::StateFile;
+use super::variables;
+
+/// What the command was given.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    pub manifest: PathBuf,
+    /// The state file; `<manifest without its extension>-state.json` beside it when not
+    /// given.
+    pub state: Option<PathBuf>,
+    /// Where variables are kept; beside the state file (`...-vars.yml`) when not given.
+    pub vars_store: Option<PathBuf>,
+    /// `-v NAME=VALUE`.
+    pub vars: Vec<String>,
+    /// Deploy even when nothing changed.
+    pub recreate: bool,
+}
+
+impl Options {
+    pub fn state_path(&self) -> PathBuf {
+        self.state.clone().unwrap_or_else(|| {
+            let stem = self
+                .manifest
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "env".into());
+            self.manifest.with_file_name(format!("{stem}-state.json"))
+        })
+    }
+
+    pub fn vars_store_path(&self) -> PathBuf {
+        self.vars_store.clone().unwrap_or_else(|| {
+            let state = self.state_path();
+            let stem = state
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "env".into());
+            state.with_file_name(format!("{stem}-vars.yml"))
+        })
+    }
+}
+
+pub struct Prepared {
+    pub manifest: EnvManifest,
+    /// A digest of the manifest with its variables in: what tells whether it changed.
+    pub sha: String,
+    pub base: PathBuf,
+    pub state: StateFile,
+    pub releases: Vec<ReleaseArchive>,
+    pub installation: Installation,
+}
+
+/// Reads the manifest and the state.
+///
+/// # Errors
+/// A manifest that is not YAML, has variables no one gives, or is invalid; a state file
+/// that cannot be read or written.
+pub fn read(options: &Options) -> Result<Prepared, EnvError> {
+    let text = std::fs::read_to_string(&options.manifest)
+        .map_err(|e| EnvError::Input(format!("cannot read {}: {e}", options.manifest.display())))?;
+    let node = fleet_yaml::load(&text, fleet_yaml::Limits::default())
+        .map_err(|e| EnvError::Input(format!("{}: {e}", options.manifest.display())))?;
+    // What the store keeps, what the manifest declares and the store lacks generated
+    // into it, and `-v` over both.
+    let declared = node
+        .get("variables")
+        .map(|v| v.to_json())
+        .unwrap_or_default();
+    let mut values = variables::load_store(&options.vars_store_path())?;
+    if variables::generate(&declared, &mut values)? {
+        variables::save_store(&options.vars_store_path(), &values)?;
+    }
+    for (name, value) in variables::from_flags(&options.vars).map_err(EnvError::Input)? {
+        values.insert(name, value);
+    }
+    let interpolated = variables::interpolate(&node, &values)?;
+    let manifest = manifest::parse(&interpolated)?;
+    let sha = fleet_release::sha256_hex(interpolated.to_json().to_string().as_bytes());
+    let base = options
+        .manifest
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let state = StateFile::open(&options.state_path())?;
+    let installation = Installation::new(&state.state.installation_id);
+    Ok(Prepared {
+        manifest,
+        sha,
+        base,
+        state,
+        releases: Vec::new(),
+        installation,
+    })
+}
+
+impl Prepared {
+    /// Reads every release the manifest names.
+    ///
+    /// # Errors
+    /// The first release that cannot be read.
+    pub fn load_releases(&mut self) -> Result<(), EnvError> {
+        let mut releases = Vec::new();
+        for (i, entry) in self.manifest.releases.iter().enumerate() {
+            releases.push(sources::release(i, entry, &self.base).map_err(EnvError::Input)?);
+        }
+        self.releases = releases;
+        Ok(())
+    }
+
+    /// Reads the stemcell the job's resource pool names.
+    ///
+    /// # Errors
+    /// A stemcell that cannot be read.
+    pub fn stemcell(&self) -> Result<Stemcell, EnvError> {
+        std::fs::create_dir_all(self.installation.scratch())
+            .map_err(|e| EnvError::Input(e.to_string()))?;
+        sources::stemcell(
+            &self.manifest.resource_pool().stemcell_url,
+            &self.base,
+            &self.installation.scratch(),
+        )
+        .map_err(EnvError::Input)
+    }
+
+    pub fn release(&self, name: &str) -> Option<&ReleaseArchive> {
+        self.releases.iter().find(|r| r.manifest.name == name)
+    }
+
+    /// Installs the CPI and asks it what it speaks.
+    ///
+    /// # Errors
+    /// The CPI release is not read, does not install, or its CPI is older than API
+    /// version 2.
+    pub async fn cpi(&self, progress: &mut dyn FnMut(String)) -> Result<ExternalCpi, EnvError> {
+        let provider = &self.manifest.cloud_provider;
+        let release = self.release(&provider.release).ok_or_else(|| {
+            EnvError::Input(format!("release `{}` is not read", provider.release))
+        })?;
+        progress("Installing CPI".into());
+        let command = self
+            .installation
+            .install(
+                release,
+                &provider.job,
+                &provider.properties,
+                &self.manifest.name,
+                progress,
+            )
+            .await
+            .map_err(EnvError::Install)?;
+        let cpi = ExternalCpi::new(command, &self.state.state.director_id, Default::default());
+        let info = cpi.info().await.map_err(|source| EnvError::Cpi {
+            step: "asking the CPI what it speaks".into(),
+            source,
+        })?;
+        if info.api_version < 2 {
+            return Err(EnvError::Input(format!(
+                "This CLI requires CPI v2.0 or greater, you are using {}",
+                info.api_version
+            )));
+        }
+        Ok(cpi)
+    }
+}
