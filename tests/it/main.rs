@@ -3,6 +3,7 @@
 mod bosh_cli_types;
 mod broker_http;
 mod check_config;
+mod create_env;
 mod director_http;
 mod embedded;
 mod errand;

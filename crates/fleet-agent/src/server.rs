@@ -92,7 +92,10 @@ async fn authenticate(State(app): State<App>, request: HttpRequest, next: Next) 
 
 async fn message(State(app): State<App>, body: Bytes) -> Response {
     let answer = match serde_json::from_slice::<Request>(&body) {
-        Ok(request) => app.agent.handle(request).await,
+        Ok(request) => {
+            tracing::info!("agent message {}", request.method);
+            app.agent.handle(request).await
+        }
         Err(e) => Answer::exception(format!("the message is not an agent request: {e}")),
     };
     let mut headers = HeaderMap::new();

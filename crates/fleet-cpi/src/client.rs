@@ -88,14 +88,18 @@ impl ExternalCpi {
         if let Some(v) = self.info.get() {
             return *v;
         }
-        let spoken = match self.call_as("info", Vec::new(), 1).await {
-            Ok(answer) => answer
-                .result
-                .get("api_version")
-                .and_then(Value::as_u64)
-                .map_or(1, |v| v.clamp(1, MAX_API_VERSION as u64) as u32),
-            Err(_) => 1,
-        };
+        match self.call_as("info", Vec::new(), 1).await {
+            Ok(answer) => self.remember_api_version(&answer.result),
+            Err(_) => *self.info.get_or_init(|| 1),
+        }
+    }
+
+    /// Keeps the version an `info` answer says, so that `info` is asked once.
+    pub(crate) fn remember_api_version(&self, info: &Value) -> u32 {
+        let spoken = info
+            .get("api_version")
+            .and_then(Value::as_u64)
+            .map_or(1, |v| v.clamp(1, MAX_API_VERSION as u64) as u32);
         *self.info.get_or_init(|| spoken)
     }
 

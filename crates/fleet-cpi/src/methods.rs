@@ -42,6 +42,7 @@ impl ExternalCpi {
     /// As [`ExternalCpi::call`], or a result that is not what `info` answers.
     pub async fn info(&self) -> Result<CpiInfo, CpiCallError> {
         let answer = self.call_as("info", Vec::new(), 1).await?;
+        self.remember_api_version(&answer.result);
         let formats = answer
             .result
             .get("stemcell_formats")

@@ -22,7 +22,7 @@ pub fn start(program: &Path, vm_dir: &Path) -> Result<(), String> {
     let status = std::process::Command::new("/bin/sh")
         .args([
             "-c",
-            "exec \"$0\" vm-agent \"$1\" </dev/null >>\"$2\" 2>&1 &",
+            "exec \"$0\" --log-level info vm-agent \"$1\" </dev/null >>\"$2\" 2>&1 &",
         ])
         .arg(program)
         .arg(vm_dir)
