@@ -328,7 +328,7 @@ fn runs_killed_after_create_vm_and_after_create_disk_are_finished_without_leaks(
     let state = env.state();
     let first_vm = state["current_vm_cid"].as_str().unwrap().to_string();
     assert!(!first_vm.is_empty(), "create_vm's CID was kept at once");
-    assert_eq!(env.iaas().0, [first_vm.clone()]);
+    assert_eq!(env.iaas().0, vec![first_vm.clone()]);
 
     env.killed_at("attach_disk");
     let state = env.state();
