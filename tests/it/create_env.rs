@@ -63,6 +63,7 @@ impl Env {
         let manifest = std::fs::read_to_string(demo.join("manifest.yml"))
             .unwrap()
             .replace("127.0.0.1:6868", &format!("127.0.0.1:{port}"))
+            .replace("port: 6901", &format!("port: {}", free_port()))
             .replace(
                 "file://../releases/kv",
                 &format!("file://{}", repository.join("config/releases/kv").display()),
@@ -230,7 +231,18 @@ fn an_env_is_created_skipped_redeployed_with_its_data_and_deleted() {
         "the seed's CPI calls, in order"
     );
     assert!(out.contains("Finished deploying"), "{out}");
+    assert!(out.contains("Starting registry on 127.0.0.1"), "{out}");
     let state = env.state();
+    // The VM's settings went through the registry: its record names the registry, not
+    // the agent's credentials, and the agent keeps what it read.
+    let record = std::fs::read_to_string(env.vm_dir().join("vm.json")).unwrap();
+    assert!(
+        record.contains("\"registry\": \"http://127.0.0.1:"),
+        "{record}"
+    );
+    assert!(!record.contains("mbus"), "{record}");
+    let cached = std::fs::read_to_string(env.vm_dir().join("bosh/settings.json")).unwrap();
+    assert!(cached.contains("\"mbus\":\"https://mbus:"), "{cached}");
     let (vms, disks) = env.iaas();
     assert_eq!(vms, [state["current_vm_cid"].as_str().unwrap()]);
     assert_eq!(disks, [state["disks"][0]["cid"].as_str().unwrap()]);

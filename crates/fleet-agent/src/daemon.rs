@@ -17,6 +17,50 @@ use super::server;
 /// How often the agent looks whether its VM still exists.
 const VM_CHECK: Duration = Duration::from_secs(2);
 
+/// Where the agent keeps the settings it read from the registry, to start again without
+/// it (the registry lives while `create-env` runs).
+const CACHED_SETTINGS: &str = "bosh/settings.json";
+
+/// How long the agent waits for the registry to answer.
+const REGISTRY_WAIT: Duration = Duration::from_secs(60);
+
+/// The agent's settings as the registry keeps them: the mbus, and the certificate of
+/// `env.bosh.mbus.cert`; those read before when the registry is gone.
+async fn from_registry(registry: &str, cid: &str, vm_dir: &Path) -> Result<AgentSettings, String> {
+    let cached = vm_dir.join(CACHED_SETTINGS);
+    let started = tokio::time::Instant::now();
+    let settings = loop {
+        match fleet_vm::registry_client::get(registry, cid).await {
+            Ok(Some(settings)) => {
+                let _ = std::fs::create_dir_all(vm_dir.join("bosh"));
+                let text = serde_json::to_vec(&settings).map_err(|e| e.to_string())?;
+                fleet_vm::iaas::write_atomically(&cached, &text).map_err(|e| e.to_string())?;
+                break settings;
+            }
+            outcome if started.elapsed() >= REGISTRY_WAIT || cached.exists() => {
+                let text = std::fs::read(&cached).map_err(|_| match outcome {
+                    Err(e) => e,
+                    _ => format!("the registry at {registry} has no settings for VM {cid}"),
+                })?;
+                break serde_json::from_slice(&text).map_err(|e| e.to_string())?;
+            }
+            _ => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    };
+    let text = |pointer: &str| {
+        settings
+            .pointer(pointer)
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_string)
+    };
+    Ok(AgentSettings {
+        mbus: text("/mbus")
+            .ok_or_else(|| format!("VM {cid}'s settings in the registry have no mbus"))?,
+        certificate: text("/env/bosh/mbus/cert/certificate"),
+        private_key: text("/env/bosh/mbus/cert/private_key"),
+    })
+}
+
 /// Serves the agent of the VM in `vm_dir` until it is told to end or the VM is gone.
 ///
 /// # Errors
@@ -31,10 +75,11 @@ pub async fn serve(vm_dir: &Path, timings: Timings) -> Result<(), String> {
         mbus,
         certificate,
         private_key,
-    } = record
-        .agent
-        .clone()
-        .ok_or_else(|| format!("VM {cid} has no networked agent settings"))?;
+    } = match (&record.agent, &record.registry) {
+        (Some(settings), _) => settings.clone(),
+        (None, Some(registry)) => from_registry(registry, &cid, &vm_dir).await?,
+        (None, None) => return Err(format!("VM {cid} has no networked agent settings")),
+    };
     let mbus = MbusUrl::parse(&mbus)?;
     let cert = certificate.as_deref().zip(private_key.as_deref());
     let tls = server::tls_config(cert, &mbus.host)?;

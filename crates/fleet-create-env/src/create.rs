@@ -46,6 +46,21 @@ pub async fn create_env(
         return Ok(Outcome::Skipped);
     }
     let cpi = p.cpi(progress).await?;
+    // The registry lives while the run does, for a CPI that keeps a VM's settings there.
+    let _registry = match &p.manifest.cloud_provider.registry {
+        Some(settings) => {
+            progress(format!(
+                "Starting registry on {}:{}",
+                settings.host, settings.port
+            ));
+            Some(
+                super::registry::start(settings)
+                    .await
+                    .map_err(EnvError::Input)?,
+            )
+        }
+        None => None,
+    };
     if stemcell.api_version < 2 {
         return Err(EnvError::Input(format!(
             "stemcell {}/{} has API version {}; this CLI needs 2 or greater",

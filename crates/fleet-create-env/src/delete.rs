@@ -23,6 +23,21 @@ pub async fn delete_env(
     progress(format!("Deployment state: '{}'", p.state.path().display()));
     p.load_releases()?;
     let cpi = p.cpi(progress).await?;
+    // The registry lives while the run does, for a CPI that keeps a VM's settings there.
+    let _registry = match &p.manifest.cloud_provider.registry {
+        Some(settings) => {
+            progress(format!(
+                "Starting registry on {}:{}",
+                settings.host, settings.port
+            ));
+            Some(
+                super::registry::start(settings)
+                    .await
+                    .map_err(EnvError::Input)?,
+            )
+        }
+        None => None,
+    };
     progress("Started deleting deployment".into());
     let agent = vm::agent(&p.manifest)?;
     vm::delete_current(&cpi, &agent, &mut p.state, progress).await?;

@@ -11,6 +11,7 @@ pub mod install;
 pub mod jobs;
 pub mod manifest;
 pub mod prepare;
+pub mod registry;
 pub mod sources;
 pub mod state;
 pub mod variables;

@@ -91,6 +91,8 @@ pub struct CloudProvider {
     pub properties: Json,
     /// The CA the agent's certificate is checked against; unchecked without one.
     pub ca: Option<String>,
+    /// The registry to start for the CPI (`properties.registry`), when it uses one.
+    pub registry: Option<super::registry::RegistrySettings>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -720,12 +722,53 @@ fn cloud_provider(c: &mut Checker, root: &Node, releases: &[String]) -> Option<C
     {
         c.report("cloud_provider.cert.ca", cp.at, "Invalid CA cert");
     }
+    let registry = cp
+        .get("properties")
+        .and_then(|p| p.get("registry"))
+        .and_then(|r| registry(c, r));
     Some(CloudProvider {
         job: job?,
         release: release?,
         mbus: mbus?,
         properties: json(cp, "properties"),
         ca,
+        registry,
+    })
+}
+
+fn registry(c: &mut Checker, node: &Node) -> Option<super::registry::RegistrySettings> {
+    let path = "cloud_provider.properties.registry";
+    c.map(
+        node,
+        path,
+        &["host", "port", "username", "password", "endpoint"],
+    );
+    let host = text(c, node, path, "host").and_then(|h| match h.parse() {
+        Ok(ip) => Some(ip),
+        Err(_) => {
+            c.report(
+                &join(path, "host"),
+                node.at,
+                format!("`{h}` must be an IP address"),
+            );
+            None
+        }
+    });
+    let port = node.get("port").and_then(|p| {
+        let port = c.integer(p, &join(path, "port"))?;
+        u16::try_from(port).ok().or_else(|| {
+            c.report(&join(path, "port"), p.at, "must be a port number");
+            None
+        })
+    });
+    if port.is_none() && node.get("port").is_none() {
+        c.report(&join(path, "port"), node.at, "must be provided");
+    }
+    Some(super::registry::RegistrySettings {
+        host: host?,
+        port: port?,
+        username: text(c, node, path, "username")?,
+        password: text(c, node, path, "password")?,
     })
 }
 

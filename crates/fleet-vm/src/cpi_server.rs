@@ -11,6 +11,7 @@ use serde_json::{Map, Value, json};
 use super::daemon::Daemon;
 use super::iaas::{AgentSettings, IaasError, ProcessIaas};
 use super::networked_agent;
+use super::registry_client::Registry;
 use super::supervisor::Processes;
 
 /// The protocol versions this CPI speaks.
@@ -129,6 +130,18 @@ fn agent_settings(request: &Request, env: &Value) -> Result<Option<AgentSettings
     }))
 }
 
+/// The registry, for a VM whose settings are kept there.
+fn registry_of(
+    request: &Request,
+    iaas: &ProcessIaas,
+    vm: &str,
+) -> Result<Option<Registry>, Failure> {
+    if !iaas.vm(vm).is_ok_and(|r| r.registry.is_some()) {
+        return Ok(None);
+    }
+    Registry::from_context(&request.context).map_err(cloud_error)
+}
+
 /// Answers one request.
 pub async fn handle(request: &Request, program: &Path) -> Response {
     let mut log = Vec::new();
@@ -187,7 +200,27 @@ async fn answer(
             let vm = iaas.create_vm(agent_id, stemcell, &properties, &networks, &env)?;
             log.push(format!("VM {} made for agent {agent_id}", vm.cid));
             if let Some(settings) = agent_settings(request, &env)? {
-                iaas.set_agent(&vm.cid, settings)?;
+                match Registry::from_context(&request.context).map_err(cloud_error)? {
+                    // The agent reads its settings from the registry, as it would on an
+                    // IaaS whose metadata cannot change after the VM is made.
+                    Some(registry) => {
+                        let document = json!({
+                            "agent_id": agent_id,
+                            "vm": {"name": vm.cid},
+                            "mbus": settings.mbus,
+                            "networks": networks,
+                            "disks": {"persistent": {}},
+                            "env": env,
+                        });
+                        registry
+                            .put(&vm.cid, &document)
+                            .await
+                            .map_err(cloud_error)?;
+                        iaas.set_registry(&vm.cid, registry.base())?;
+                        log.push(format!("VM {}: its settings are in the registry", vm.cid));
+                    }
+                    None => iaas.set_agent(&vm.cid, settings)?,
+                }
                 networked_agent::start(program, &iaas.vm_dir(&vm.cid)).map_err(cloud_error)?;
                 log.push(format!("VM {}: its agent started", vm.cid));
             }
@@ -199,9 +232,14 @@ async fn answer(
         }
         "delete_vm" => {
             let cid = args.string(0, "vm_cid")?;
-            // The VM's processes end with it.
+            // The VM's processes end with it, and its settings.
             Daemon::new(&iaas.vm_dir(cid), program).exit().await;
             networked_agent::end(&iaas.vm_dir(cid)).await;
+            if let Some(registry) = Registry::from_context(&request.context).map_err(cloud_error)?
+                && iaas.vm(cid).is_ok_and(|vm| vm.registry.is_some())
+            {
+                registry.delete(cid).await.map_err(cloud_error)?;
+            }
             iaas.delete_vm(cid)?;
             log.push(format!("VM {cid} deleted"));
             Ok(Value::Null)
@@ -235,7 +273,14 @@ async fn answer(
         }
         "has_disk" => Ok(json!(iaas.has_disk(args.string(0, "disk_cid")?))),
         "attach_disk" => {
-            let hint = iaas.attach_disk(args.string(0, "vm_cid")?, args.string(1, "disk_cid")?)?;
+            let (vm, disk) = (args.string(0, "vm_cid")?, args.string(1, "disk_cid")?);
+            let hint = iaas.attach_disk(vm, disk)?;
+            if let Some(registry) = registry_of(request, &iaas, vm)? {
+                registry
+                    .set_disk(vm, disk, Some(&hint))
+                    .await
+                    .map_err(cloud_error)?;
+            }
             Ok(if version >= 2 {
                 json!(hint)
             } else {
@@ -243,7 +288,14 @@ async fn answer(
             })
         }
         "detach_disk" => {
-            iaas.detach_disk(args.string(0, "vm_cid")?, args.string(1, "disk_cid")?)?;
+            let (vm, disk) = (args.string(0, "vm_cid")?, args.string(1, "disk_cid")?);
+            iaas.detach_disk(vm, disk)?;
+            if let Some(registry) = registry_of(request, &iaas, vm)? {
+                registry
+                    .set_disk(vm, disk, None)
+                    .await
+                    .map_err(cloud_error)?;
+            }
             Ok(Value::Null)
         }
         "snapshot_disk" => Ok(json!(iaas.snapshot_disk(args.string(0, "disk_cid")?)?)),

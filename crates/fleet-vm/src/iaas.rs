@@ -60,6 +60,10 @@ pub struct VmRecord {
     /// itself (`create-env`): the VM's own settings, as a real VM keeps them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<AgentSettings>,
+    /// Where its agent reads its settings instead (`http://HOST:PORT`), for a CPI that
+    /// keeps them in a registry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registry: Option<String>,
 }
 
 /// A networked agent's settings: its mbus URL (with the credentials clients must bring)
@@ -269,9 +273,19 @@ impl ProcessIaas {
             disks: Vec::new(),
             metadata: Map::new(),
             agent: None,
+            registry: None,
         };
         self.save(&vm)?;
         Ok(vm)
+    }
+
+    /// Names the registry the VM's agent reads its settings from.
+    ///
+    /// # Errors
+    /// [`IaasError::VmNotFound`], or the record cannot be written.
+    pub fn set_registry(&self, cid: &str, url: &str) -> Result<(), IaasError> {
+        self.change(cid, |vm| vm.registry = Some(url.to_string()))
+            .map(|_| ())
     }
 
     /// Gives the VM a networked agent's settings.

@@ -16,6 +16,7 @@ pub mod lifecycle;
 pub mod monit;
 pub mod networked_agent;
 pub mod place;
+pub mod registry_client;
 pub mod render;
 pub mod rendering;
 pub mod sandbox;
