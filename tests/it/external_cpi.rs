@@ -93,6 +93,15 @@ fn the_demo_fleet_through_the_external_process_cpi_ends_as_through_the_in_proces
     running.sort();
     assert_eq!(servers(&external), running, "no server runs unsupervised");
 
+    // create_vm was given each network's subnet settings.
+    let record: Value =
+        serde_json::from_slice(&std::fs::read(vms(&external)[0].join("vm.json")).unwrap()).unwrap();
+    let network = &record["networks"]["default"];
+    assert_eq!(network["type"], "manual", "{record}");
+    assert_eq!(network["netmask"], "255.255.255.0", "{record}");
+    assert_eq!(network["gateway"], "10.245.0.1", "{record}");
+    assert_eq!(network["default"], serde_json::json!(["dns", "gateway"]));
+
     // The CPI's own log is in the tasks' CPI logs: the VMs were made through it.
     let logged = (1..=20).any(|id| {
         let text = director(&external, &config, &["task", &id.to_string(), "--cpi"]);

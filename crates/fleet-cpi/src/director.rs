@@ -90,7 +90,10 @@ impl Cpi for DirectorCpi {
                 &request.agent_id,
                 stemcell,
                 &json!({}),
-                &networks(request),
+                &match &request.network_settings {
+                    settings @ Value::Object(_) => settings.clone(),
+                    _ => networks(request),
+                },
                 &[],
                 &env,
             )

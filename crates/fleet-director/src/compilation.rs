@@ -56,6 +56,8 @@ fn cache_keys(releases: &[Release], graph: &Graph, stemcell: &str) -> BTreeMap<P
 struct Slot {
     owner: Owner,
     ip: Option<u32>,
+    /// Its network as `create_vm` takes it.
+    network_settings: serde_json::Value,
     vm: Option<(String, String)>,
 }
 
@@ -86,6 +88,7 @@ impl Worker<'_> {
                 .iter()
                 .map(|n| (n.clone(), slot.ip.map(to_ip)))
                 .collect(),
+            network_settings: slot.network_settings.clone(),
             instance_id: None,
             az: self.config.az.clone(),
         };
@@ -234,6 +237,12 @@ pub async fn compile(
         .into_iter()
         .zip(ips)
         .map(|(owner, ip)| Slot {
+            network_settings: match &config.network {
+                Some(network) => {
+                    crate::network::vm_networks(networking.nets(), &[(network.clone(), ip)])
+                }
+                None => serde_json::Value::Null,
+            },
             owner,
             ip,
             vm: None,

@@ -21,6 +21,9 @@ pub struct VmRequest {
     pub instance: String,
     /// Address per network; `None` where the IaaS assigns one (dynamic networks).
     pub networks: Vec<(String, Option<std::net::Ipv4Addr>)>,
+    /// The same networks as a CPI's `create_vm` takes them, with their subnets'
+    /// netmask, gateway, DNS and cloud properties; null where the director has none.
+    pub network_settings: serde_json::Value,
     /// The instance's id and AZ, which its job templates may read; `None` for a
     /// compilation VM.
     pub instance_id: Option<String>,

@@ -28,6 +28,13 @@ impl Networking {
     pub fn global(&self) -> bool {
         matches!(self, Networking::Global(_))
     }
+
+    /// The networks addresses come from.
+    pub fn nets(&self) -> &[Network] {
+        match self {
+            Networking::Global(nets) | Networking::Local(nets) => nets,
+        }
+    }
 }
 
 /// Parses `network/address` entries of a recorded spec.
@@ -146,6 +153,8 @@ pub async fn reserve(
         for instance in &mut group.instances {
             let assignment = assignments.next().expect("one assignment per instance");
             instance.addresses = assignment.ips.clone();
+            instance.network_settings =
+                crate::network::vm_networks(networking.nets(), &assignment.ips);
             instance.desired.networks = assignment
                 .ips
                 .iter()

@@ -64,6 +64,9 @@ pub struct InstancePlan {
     pub addresses: Vec<(String, Option<u32>)>,
     /// Addresses the instance holds but will not keep: released once its new VM runs.
     pub obsolete_addresses: Vec<super::network::Held>,
+    /// Its networks as `create_vm` takes them (with their subnets' settings), once its
+    /// addresses are reserved.
+    pub network_settings: serde_json::Value,
 }
 
 impl InstancePlan {
@@ -258,6 +261,7 @@ pub fn plan(
                     changes,
                     addresses: Vec::new(),
                     obsolete_addresses: Vec::new(),
+                    network_settings: serde_json::Value::Null,
                 }
             })
             .collect();

@@ -353,17 +353,20 @@ impl Cpi for ProcessCloud {
     }
 
     async fn create_vm(&self, request: &VmRequest) -> Result<String, CpiError> {
-        let networks: serde_json::Map<String, serde_json::Value> = request
-            .networks
-            .iter()
-            .map(|(name, ip)| {
-                let network = match ip {
-                    Some(ip) => serde_json::json!({"type": "manual", "ip": ip.to_string()}),
-                    None => serde_json::json!({"type": "dynamic"}),
-                };
-                (name.clone(), network)
-            })
-            .collect();
+        let networks = match &request.network_settings {
+            serde_json::Value::Object(settings) => settings.clone(),
+            _ => request
+                .networks
+                .iter()
+                .map(|(name, ip)| {
+                    let network = match ip {
+                        Some(ip) => serde_json::json!({"type": "manual", "ip": ip.to_string()}),
+                        None => serde_json::json!({"type": "dynamic"}),
+                    };
+                    (name.clone(), network)
+                })
+                .collect(),
+        };
         let stemcell = request.stemcell_cid.as_deref().unwrap_or(&request.stemcell);
         let vm_type = serde_json::json!({ "vm_type": request.vm_type });
         let env = serde_json::json!({"bosh": {"group": request.deployment}});

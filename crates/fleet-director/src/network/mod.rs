@@ -8,6 +8,7 @@ mod model;
 mod parse;
 mod provider;
 mod repo;
+mod settings;
 
 pub use error::NetworkError;
 pub use fleet_ipset::{IpSet, to_ip, to_u32};
@@ -15,6 +16,7 @@ pub use model::{Network, NetworkKind, Subnet};
 pub use parse::{AddressError, cidr, entry, networks};
 pub use provider::{Assignment, Desired, Held, InstanceNetworks, IpProvider, named_addresses};
 pub use repo::{Claim, InMemoryIpRepo, IpRepo, Owner, PlannedIpRepo, Release};
+pub use settings::vm_networks;
 
 #[cfg(test)]
 mod tests;

@@ -298,6 +298,7 @@ mod tests {
             },
             addresses: Vec::new(),
             obsolete_addresses: Vec::new(),
+            network_settings: serde_json::Value::Null,
         }
     }
 

@@ -73,6 +73,7 @@ pub async fn create_vm(
             .iter()
             .map(|(network, ip)| (network.clone(), ip.map(crate::network::to_ip)))
             .collect(),
+        network_settings: plan.network_settings.clone(),
         instance_id: Some(record.id.clone()),
         az: record.az.clone(),
     };
