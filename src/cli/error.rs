@@ -56,6 +56,10 @@ pub enum CliError {
     Director(#[from] DirectorError),
     #[error("{0}")]
     Show(String),
+    /// `create-env` or `delete-env` failed: its input was wrong (exit 2, nothing was
+    /// made), or a step failed (exit 1, the state file holds what was made).
+    #[error(transparent)]
+    Env(#[from] fleet_updater::create_env::error::EnvError),
     /// A release to upload that cannot be read: nothing was uploaded.
     #[error("cannot upload {}: {source}", path.display())]
     Release {
@@ -73,6 +77,8 @@ impl CliError {
             | CliError::Scenario(_)
             | CliError::InventorySetup(_)
             | CliError::Release { .. } => BAD_CONFIG,
+            CliError::Env(e) if e.is_input() => BAD_CONFIG,
+            CliError::Env(_) => INSTANCES_FAILED,
             CliError::Fleet(FleetError::NotProvisioned(_)) => INSTANCES_FAILED,
             CliError::Fleet(_) | CliError::List(_) => LIST_FAILED,
             CliError::Serve(ServeError::Listen { .. }) => LIST_FAILED,

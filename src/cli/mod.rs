@@ -223,22 +223,18 @@ pub fn run() -> Result<ExitCode, CliError> {
         Command::Serve(args) => serve::serve(&args)?,
         Command::CreateEnv(args) => {
             let mut print = |line: String| eprintln!("{line}");
-            runtime()?
-                .block_on(fleet_updater::create_env::create::create_env(
-                    &args.options(),
-                    &mut print,
-                ))
-                .map_err(|e| CliError::Show(e.to_string()))?;
+            runtime()?.block_on(fleet_updater::create_env::create::create_env(
+                &args.options(),
+                &mut print,
+            ))?;
             DONE
         }
         Command::DeleteEnv(args) => {
             let mut print = |line: String| eprintln!("{line}");
-            runtime()?
-                .block_on(fleet_updater::create_env::delete::delete_env(
-                    &args.options(),
-                    &mut print,
-                ))
-                .map_err(|e| CliError::Show(e.to_string()))?;
+            runtime()?.block_on(fleet_updater::create_env::delete::delete_env(
+                &args.options(),
+                &mut print,
+            ))?;
             DONE
         }
         Command::Cpi { config } => runtime()?.block_on(cpi::serve_one(config.as_deref()))?,

@@ -39,6 +39,15 @@ pub enum EnvError {
 }
 
 impl EnvError {
+    /// Whether what was given was wrong (the manifest, its variables, a release or
+    /// stemcell, a flag), before anything was made.
+    pub fn is_input(&self) -> bool {
+        matches!(
+            self,
+            EnvError::Input(_) | EnvError::Manifest(_) | EnvError::Variables(_)
+        )
+    }
+
     pub fn cpi(step: impl Into<String>) -> impl FnOnce(CpiCallError) -> EnvError {
         let step = step.into();
         move |source| EnvError::Cpi { step, source }
