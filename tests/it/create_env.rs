@@ -237,7 +237,7 @@ fn an_env_is_created_skipped_redeployed_with_its_data_and_deleted() {
     // the agent's credentials, and the agent keeps what it read.
     let record = std::fs::read_to_string(env.vm_dir().join("vm.json")).unwrap();
     assert!(
-        record.contains("\"registry\": \"http://127.0.0.1:"),
+        record.contains("\"registry\": \"http://registry:"),
         "{record}"
     );
     assert!(!record.contains("mbus"), "{record}");

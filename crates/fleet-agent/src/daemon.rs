@@ -81,6 +81,13 @@ pub async fn serve(vm_dir: &Path, timings: Timings) -> Result<(), String> {
         (None, None) => return Err(format!("VM {cid} has no networked agent settings")),
     };
     let mbus = MbusUrl::parse(&mbus)?;
+    if !mbus.is_loopback() {
+        return Err(format!(
+            "the agent of VM {cid} would listen on {}: a process-backed VM's agent listens on \
+             this machine's loopback only",
+            mbus.without_credentials()
+        ));
+    }
     let cert = certificate.as_deref().zip(private_key.as_deref());
     let tls = server::tls_config(cert, &mbus.host)?;
     let listener = server::bind(&mbus)

@@ -23,9 +23,11 @@ impl MbusUrl {
     /// A URL that is not `https://USER:PASSWORD@HOST:PORT`, named without its password.
     pub fn parse(text: &str) -> Result<MbusUrl, String> {
         let shown = |why: &str| {
+            // Only what follows the credentials is shown; without an `@` nothing is,
+            // since a password may be all the rest.
             let safe = match text.rsplit_once('@') {
                 Some((_, host)) => format!("...@{host}"),
-                None => text.to_string(),
+                None => "(not shown)".to_string(),
             };
             format!("mbus URL `{safe}` {why}")
         };
@@ -59,6 +61,16 @@ impl MbusUrl {
         })
     }
 
+    /// Whether it names this machine's loopback, the only place a process-backed VM's
+    /// agent listens.
+    pub fn is_loopback(&self) -> bool {
+        self.host == "localhost"
+            || self
+                .host
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    }
+
     /// `https://HOST:PORT`, for messages and requests (credentials go in a header).
     pub fn without_credentials(&self) -> String {
         if self.host.contains(':') {
@@ -78,6 +90,8 @@ mod tests {
         let url = MbusUrl::parse("https://mbus:s3cret@127.0.0.1:6868").unwrap();
         assert_eq!((url.user.as_str(), url.port), ("mbus", 6868));
         assert_eq!(format!("{url:?}"), "https://127.0.0.1:6868");
+        let e = MbusUrl::parse("https://mbus:s3cret127.0.0.1:6868").unwrap_err();
+        assert!(!e.contains("s3cret"), "a URL without @ is not shown: {e}");
         let e = MbusUrl::parse("http://mbus:s3cret@127.0.0.1:6868").unwrap_err();
         assert!(!e.contains("s3cret") && e.contains("https://"), "{e}");
         let e = MbusUrl::parse("https://mbus:s3cret@127.0.0.1").unwrap_err();

@@ -72,6 +72,17 @@ impl ExternalCpi {
         }
     }
 
+    /// The same CPI told, in every request's context, the API version of the stemcell
+    /// its VMs are made from (`vm.stemcell.api_version`), as CPIs choose by it whether a
+    /// VM's agent reads its settings from the registry.
+    pub fn for_stemcell_api_version(mut self, version: u32) -> Self {
+        self.context.insert(
+            "vm".into(),
+            serde_json::json!({"stemcell": {"api_version": version}}),
+        );
+        self
+    }
+
     /// The same CPI, each call's log handed to `sink`.
     pub fn logging_to(mut self, sink: LogSink) -> Self {
         self.sink = Some(sink);
@@ -118,10 +129,12 @@ impl ExternalCpi {
         arguments: Vec<Value>,
         api_version: u32,
     ) -> Result<Answer, CpiCallError> {
+        let mut context = self.context.clone();
+        context.insert("request_id".into(), Value::String(request_id()));
         let request = Request {
             method: method.to_string(),
             arguments,
-            context: self.context.clone(),
+            context,
             api_version,
         };
         let text = serde_json::to_string(&request).expect("a request serializes");
@@ -220,6 +233,13 @@ impl ExternalCpi {
             }),
         }
     }
+}
+
+/// A request's id, as BOSH's director names them in its logs and the CPI's (`cpi-NNNNNN`).
+fn request_id() -> String {
+    let mut bytes = [0u8; 4];
+    getrandom::fill(&mut bytes).expect("the system's random source works");
+    format!("cpi-{:06}", u32::from_le_bytes(bytes) % 1_000_000)
 }
 
 fn head(text: &str, chars: usize) -> String {

@@ -57,12 +57,22 @@ impl Scripted {
         )
     }
 
-    /// Every request the CPI read, in order.
+    /// Every request the CPI read, in order, each with its request id checked and
+    /// taken out (it differs per call).
     fn requests(&self) -> Vec<Value> {
         std::fs::read_to_string(self.dir.path().join("requests"))
             .unwrap_or_default()
             .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
+            .map(|l| {
+                let mut request: Value = serde_json::from_str(l).unwrap();
+                let id = request["context"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("request_id")
+                    .unwrap();
+                assert!(id.as_str().unwrap().starts_with("cpi-"), "{id}");
+                request
+            })
             .collect()
     }
 

@@ -45,7 +45,7 @@ pub async fn create_env(
         progress("No deployment, stemcell or release changes. Skipping deploy.".into());
         return Ok(Outcome::Skipped);
     }
-    let cpi = p.cpi(progress).await?;
+    let cpi = p.cpi(stemcell.api_version, progress).await?;
     // The registry lives while the run does, for a CPI that keeps a VM's settings there.
     let _registry = match &p.manifest.cloud_provider.registry {
         Some(settings) => {

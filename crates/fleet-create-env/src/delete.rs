@@ -22,7 +22,13 @@ pub async fn delete_env(
     let mut p = prepare::read(options)?;
     progress(format!("Deployment state: '{}'", p.state.path().display()));
     p.load_releases()?;
-    let cpi = p.cpi(progress).await?;
+    // The stemcell deployed last says which API version the CPI speaks to its VMs.
+    let api_version = p
+        .state
+        .current_stemcell()
+        .and_then(|s| s.api_version)
+        .unwrap_or(1);
+    let cpi = p.cpi(api_version, progress).await?;
     // The registry lives while the run does, for a CPI that keeps a VM's settings there.
     let _registry = match &p.manifest.cloud_provider.registry {
         Some(settings) => {

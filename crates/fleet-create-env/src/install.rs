@@ -80,11 +80,29 @@ fn in_order(release: &ReleaseArchive, wanted: &[String]) -> Result<Vec<String>, 
     Ok(done)
 }
 
+/// Whether `id` is a UUID, as the state file's ids are: anything else could name a path.
+pub fn is_uuid(id: &str) -> bool {
+    id.len() == 36
+        && id.char_indices().all(|(i, c)| match i {
+            8 | 13 | 18 | 23 => c == '-',
+            _ => c.is_ascii_hexdigit(),
+        })
+}
+
 impl Installation {
-    pub fn new(installation_id: &str) -> Self {
-        Installation {
-            dir: installations().join(installation_id),
+    /// The installation of `installation_id`.
+    ///
+    /// # Errors
+    /// An id that is not a UUID (a state file edited by hand).
+    pub fn new(installation_id: &str) -> Result<Self, String> {
+        if !is_uuid(installation_id) {
+            return Err(format!(
+                "the state file's installation_id `{installation_id}` is not a UUID"
+            ));
         }
+        Ok(Installation {
+            dir: installations().join(installation_id),
+        })
     }
 
     pub fn dir(&self) -> &Path {
@@ -180,7 +198,12 @@ impl Installation {
                     )
                     .await
                     .map_err(|e| e.to_string())?;
-                    std::fs::write(&cached, &bytes).map_err(|e| e.to_string())?;
+                    // Through a file renamed into place: a run killed while writing leaves
+                    // no half archive for the next to take.
+                    let part = cache.join(format!("{key}.tgz.part"));
+                    std::fs::write(&part, &bytes)
+                        .and_then(|()| std::fs::rename(&part, &cached))
+                        .map_err(|e| e.to_string())?;
                     bytes
                 }
             };

@@ -47,7 +47,7 @@ fn release<'a>(releases: &'a [ReleaseArchive], name: &str) -> Result<&'a Release
     releases
         .iter()
         .find(|r| r.manifest.name == name)
-        .ok_or_else(|| EnvError::Input(format!("release `{name}` is not read")))
+        .ok_or_else(|| EnvError::Deploy(format!("release `{name}` is not read")))
 }
 
 /// Renders every job and puts the archive in the agent's blobstore; its reference and
@@ -93,7 +93,7 @@ async fn render(
             .iter()
             .find(|j| j.files.spec.name == template.name)
             .ok_or_else(|| {
-                EnvError::Input(format!(
+                EnvError::Deploy(format!(
                     "job `{}` is not in release {}",
                     template.name, template.release
                 ))
@@ -154,7 +154,7 @@ async fn compile(
                 .iter()
                 .find(|p| p.package.archive.name == name)
                 .ok_or_else(|| {
-                    EnvError::Input(format!(
+                    EnvError::Deploy(format!(
                         "package `{name}` is not in release {}",
                         release.manifest.name
                     ))
@@ -172,7 +172,7 @@ async fn compile(
             let archive = &package.package.archive;
             progress(format!("Compiling package '{name}/{}'", archive.version));
             let source = package.bytes.clone().ok_or_else(|| {
-                EnvError::Input(format!(
+                EnvError::Deploy(format!(
                     "package `{name}`: the release holds no archive of it"
                 ))
             })?;

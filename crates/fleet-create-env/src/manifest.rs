@@ -109,6 +109,15 @@ pub struct EnvManifest {
     pub watch_time_ms: u64,
 }
 
+impl CloudProvider {
+    /// Where the agent answers, without its credentials.
+    pub fn mbus_address(&self) -> String {
+        fleet_agent::mbus::MbusUrl::parse(&self.mbus)
+            .map(|u| u.without_credentials())
+            .unwrap_or_else(|_| "the mbus".into())
+    }
+}
+
 impl EnvManifest {
     pub fn resource_pool(&self) -> &ResourcePool {
         self.resource_pools

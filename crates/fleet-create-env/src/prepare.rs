@@ -95,7 +95,7 @@ pub fn read(options: &Options) -> Result<Prepared, EnvError> {
         .map(Path::to_path_buf)
         .unwrap_or_default();
     let state = StateFile::open(&options.state_path())?;
-    let installation = Installation::new(&state.state.installation_id);
+    let installation = Installation::new(&state.state.installation_id).map_err(EnvError::Input)?;
     Ok(Prepared {
         manifest,
         sha,
@@ -117,7 +117,63 @@ impl Prepared {
             releases.push(sources::release(i, entry, &self.base).map_err(EnvError::Input)?);
         }
         self.releases = releases;
-        Ok(())
+        self.check_jobs()
+    }
+
+    /// Every job the manifest names is in its release, with every package it needs:
+    /// found before anything is made.
+    fn check_jobs(&self) -> Result<(), EnvError> {
+        let provider = &self.manifest.cloud_provider;
+        let mut wanted: Vec<(String, &str, &str)> = self
+            .manifest
+            .job
+            .templates
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                (
+                    format!("jobs[0].templates[{i}]"),
+                    t.name.as_str(),
+                    t.release.as_str(),
+                )
+            })
+            .collect();
+        wanted.push((
+            "cloud_provider.template".into(),
+            provider.job.as_str(),
+            provider.release.as_str(),
+        ));
+        let mut problems = Vec::new();
+        for (at, job, release_name) in wanted {
+            let Some(release) = self.release(release_name) else {
+                continue;
+            };
+            let Some(archive) = release.jobs.iter().find(|j| j.files.spec.name == job) else {
+                problems.push(format!(
+                    "{at}: job `{job}` is not in release {release_name}"
+                ));
+                continue;
+            };
+            let mut pending = archive.files.spec.packages.clone();
+            let mut seen = Vec::new();
+            while let Some(name) = pending.pop() {
+                if seen.contains(&name) {
+                    continue;
+                }
+                match release.packages.iter().find(|p| p.package.archive.name == name) {
+                    Some(p) => pending.extend(p.package.dependencies.iter().cloned()),
+                    None => problems.push(format!(
+                        "{at}: job `{job}` needs package `{name}`, which release {release_name} does not have"
+                    )),
+                }
+                seen.push(name);
+            }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(EnvError::Input(problems.join("\n")))
+        }
     }
 
     /// Reads the stemcell the job's resource pool names.
@@ -144,7 +200,11 @@ impl Prepared {
     /// # Errors
     /// The CPI release is not read, does not install, or its CPI is older than API
     /// version 2.
-    pub async fn cpi(&self, progress: &mut dyn FnMut(String)) -> Result<ExternalCpi, EnvError> {
+    pub async fn cpi(
+        &self,
+        stemcell_api_version: u32,
+        progress: &mut dyn FnMut(String),
+    ) -> Result<ExternalCpi, EnvError> {
         let provider = &self.manifest.cloud_provider;
         let release = self.release(&provider.release).ok_or_else(|| {
             EnvError::Input(format!("release `{}` is not read", provider.release))
@@ -161,7 +221,8 @@ impl Prepared {
             )
             .await
             .map_err(EnvError::Install)?;
-        let cpi = ExternalCpi::new(command, &self.state.state.director_id, Default::default());
+        let cpi = ExternalCpi::new(command, &self.state.state.director_id, Default::default())
+            .for_stemcell_api_version(stemcell_api_version);
         let info = cpi.info().await.map_err(|source| EnvError::Cpi {
             step: "asking the CPI what it speaks".into(),
             source,

@@ -47,7 +47,15 @@ impl Drop for RunningRegistry {
     }
 }
 
-async fn get_settings(State(r): State<Registry>, Path(id): Path<String>) -> Response {
+async fn get_settings(
+    State(r): State<Registry>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    // The settings hold the agent's password: readers bring the credentials too.
+    if !authorized(&r, &headers) {
+        return unauthorized();
+    }
     let found = r
         .settings
         .lock()
@@ -177,7 +185,7 @@ mod tests {
     use fleet_vm::registry_client::{Registry as Client, get};
 
     #[tokio::test(flavor = "multi_thread")]
-    async fn settings_are_written_with_credentials_and_read_openly() {
+    async fn settings_are_written_and_read_with_the_registrys_credentials_only() {
         let settings = RegistrySettings {
             host: "127.0.0.1".parse().unwrap(),
             port: 0,
@@ -199,7 +207,17 @@ mod tests {
             .await
             .unwrap();
         client.set_disk("vm-1", "disk-1", Some("/d")).await.unwrap();
-        let read = get(client.base(), "vm-1").await.unwrap().unwrap();
+        assert!(
+            get(client.base(), "vm-1")
+                .await
+                .unwrap_err()
+                .contains("401"),
+            "no credentials"
+        );
+        let read = get(&client.url_for_agents(), "vm-1")
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(read["mbus"], "https://x");
         assert_eq!(read["disks"]["persistent"]["disk-1"], "/d");
         let e = context("wrong")
@@ -208,7 +226,7 @@ mod tests {
             .unwrap_err();
         assert!(e.contains("401") && !e.contains("wrong"), "{e}");
         client.delete("vm-1").await.unwrap();
-        assert_eq!(get(client.base(), "vm-1").await.unwrap(), None);
+        assert_eq!(get(&client.url_for_agents(), "vm-1").await.unwrap(), None);
         let elsewhere = RegistrySettings {
             host: "10.0.0.1".parse().unwrap(),
             ..settings

@@ -87,6 +87,8 @@ pub fn save_store(path: &Path, values: &Values) -> Result<(), VariableError> {
     let map: serde_json::Map<String, Json> = values.clone().into_iter().collect();
     let text = fleet_yaml::render(&fleet_yaml::from_json(&Json::Object(map)), None);
     let part = path.with_extension("part");
+    // A file left by a run cut short would keep its own mode.
+    let _ = std::fs::remove_file(&part);
     std::fs::OpenOptions::new()
         .write(true)
         .create(true)

@@ -96,7 +96,7 @@ pub async fn delete_current(
 fn networks(manifest: &EnvManifest) -> Json {
     let job = &manifest.job;
     let mut out = Map::new();
-    for (i, job_network) in job.networks.iter().enumerate() {
+    for job_network in &job.networks {
         let Some(network) = manifest
             .networks
             .iter()
@@ -139,7 +139,6 @@ fn networks(manifest: &EnvManifest) -> Json {
             network.cloud_properties.clone()
         };
         spec.insert("cloud_properties".into(), properties);
-        let _ = i;
         out.insert(network.name.clone(), Json::Object(spec));
     }
     Json::Object(out)

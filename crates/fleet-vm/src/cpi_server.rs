@@ -130,6 +130,48 @@ fn agent_settings(request: &Request, env: &Value) -> Result<Option<AgentSettings
     }))
 }
 
+/// Gives the VM a networked agent when its settings ask for one: the settings kept in the
+/// registry when the CPI uses one, else in the VM's record, then the agent started and
+/// awaited.
+#[allow(clippy::too_many_arguments)]
+async fn start_agent(
+    request: &Request,
+    program: &Path,
+    iaas: &ProcessIaas,
+    cid: &str,
+    agent_id: &str,
+    networks: &Value,
+    env: &Value,
+    log: &mut Vec<String>,
+) -> Result<(), Failure> {
+    let Some(settings) = agent_settings(request, env)? else {
+        return Ok(());
+    };
+    match Registry::from_context(&request.context).map_err(cloud_error)? {
+        // The agent reads its settings from the registry, as it would on an IaaS whose
+        // metadata cannot change after the VM is made.
+        Some(registry) => {
+            let document = json!({
+                "agent_id": agent_id,
+                "vm": {"name": cid},
+                "mbus": settings.mbus,
+                "networks": networks,
+                "disks": {"persistent": {}},
+                "env": env,
+            });
+            registry.put(cid, &document).await.map_err(cloud_error)?;
+            iaas.set_registry(cid, &registry.url_for_agents())?;
+            log.push(format!("VM {cid}: its settings are in the registry"));
+        }
+        None => iaas.set_agent(cid, settings)?,
+    }
+    networked_agent::start(program, &iaas.vm_dir(cid))
+        .await
+        .map_err(cloud_error)?;
+    log.push(format!("VM {cid}: its agent started"));
+    Ok(())
+}
+
 /// The registry, for a VM whose settings are kept there.
 fn registry_of(
     request: &Request,
@@ -199,30 +241,16 @@ async fn answer(
             let env = Value::Object(args.map(5, "env")?);
             let vm = iaas.create_vm(agent_id, stemcell, &properties, &networks, &env)?;
             log.push(format!("VM {} made for agent {agent_id}", vm.cid));
-            if let Some(settings) = agent_settings(request, &env)? {
-                match Registry::from_context(&request.context).map_err(cloud_error)? {
-                    // The agent reads its settings from the registry, as it would on an
-                    // IaaS whose metadata cannot change after the VM is made.
-                    Some(registry) => {
-                        let document = json!({
-                            "agent_id": agent_id,
-                            "vm": {"name": vm.cid},
-                            "mbus": settings.mbus,
-                            "networks": networks,
-                            "disks": {"persistent": {}},
-                            "env": env,
-                        });
-                        registry
-                            .put(&vm.cid, &document)
-                            .await
-                            .map_err(cloud_error)?;
-                        iaas.set_registry(&vm.cid, registry.base())?;
-                        log.push(format!("VM {}: its settings are in the registry", vm.cid));
-                    }
-                    None => iaas.set_agent(&vm.cid, settings)?,
-                }
-                networked_agent::start(program, &iaas.vm_dir(&vm.cid)).map_err(cloud_error)?;
-                log.push(format!("VM {}: its agent started", vm.cid));
+            // A VM whose agent cannot be set up is deleted again: a VM whose CID the
+            // caller never learns would be leaked.
+            if let Err(failure) = start_agent(
+                request, program, &iaas, &vm.cid, agent_id, &networks, &env, log,
+            )
+            .await
+            {
+                networked_agent::end(&iaas.vm_dir(&vm.cid)).await;
+                let _ = iaas.delete_vm(&vm.cid);
+                return Err(failure);
             }
             Ok(if version >= 2 {
                 json!([vm.cid, vm.networks])
@@ -232,6 +260,9 @@ async fn answer(
         }
         "delete_vm" => {
             let cid = args.string(0, "vm_cid")?;
+            if !super::iaas::is_cid("vm", cid) {
+                return Err(IaasError::VmNotFound(cid.to_string()).into());
+            }
             // The VM's processes end with it, and its settings.
             Daemon::new(&iaas.vm_dir(cid), program).exit().await;
             networked_agent::end(&iaas.vm_dir(cid)).await;

@@ -106,6 +106,14 @@ pub const VM_RECORD: &str = "vm.json";
 /// The pidfile of a VM's networked agent process, in the VM's directory.
 pub const AGENT_PIDFILE: &str = "sys/run/agent.pid";
 
+/// Whether `cid` is one this IaaS makes with `prefix` (`vm-` and 16 hex digits): any
+/// other is none of its own, and never a path (`..`, `/home`) to act on.
+pub fn is_cid(prefix: &str, cid: &str) -> bool {
+    cid.strip_prefix(prefix)
+        .and_then(|rest| rest.strip_prefix('-'))
+        .is_some_and(|hex| hex.len() == 16 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
 fn new_id(prefix: &str) -> String {
     let mut bytes = [0u8; 8];
     getrandom::fill(&mut bytes).expect("the system's random source works");
@@ -158,6 +166,9 @@ impl ProcessIaas {
     /// # Errors
     /// [`IaasError::VmNotFound`] for a VM there is no record of.
     pub fn vm(&self, cid: &str) -> Result<VmRecord, IaasError> {
+        if !is_cid("vm", cid) {
+            return Err(IaasError::VmNotFound(cid.to_string()));
+        }
         let path = self.vm_dir(cid).join(VM_RECORD);
         let text = std::fs::read_to_string(&path).map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => IaasError::VmNotFound(cid.to_string()),
@@ -239,6 +250,9 @@ impl ProcessIaas {
     /// # Errors
     /// [`IaasError::StemcellNotFound`], or the record cannot be removed.
     pub fn delete_stemcell(&self, cid: &str) -> Result<(), IaasError> {
+        if !is_cid("stemcell", cid) {
+            return Err(IaasError::StemcellNotFound(cid.to_string()));
+        }
         match std::fs::remove_file(self.stemcell_record(cid)) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 Err(IaasError::StemcellNotFound(cid.to_string()))
@@ -301,6 +315,9 @@ impl ProcessIaas {
     /// # Errors
     /// [`IaasError::VmNotFound`], or the directory cannot be removed.
     pub fn delete_vm(&self, cid: &str) -> Result<(), IaasError> {
+        if !is_cid("vm", cid) {
+            return Err(IaasError::VmNotFound(cid.to_string()));
+        }
         let dir = self.vm_dir(cid);
         if !dir.join(VM_RECORD).exists() {
             // What an unfinished creation left goes too.
@@ -316,7 +333,7 @@ impl ProcessIaas {
     }
 
     pub fn has_vm(&self, cid: &str) -> bool {
-        self.vm_dir(cid).join(VM_RECORD).exists()
+        is_cid("vm", cid) && self.vm_dir(cid).join(VM_RECORD).exists()
     }
 
     /// # Errors
@@ -362,7 +379,7 @@ impl ProcessIaas {
     }
 
     pub fn has_disk(&self, cid: &str) -> bool {
-        self.disk_dir(cid).is_dir()
+        is_cid("disk", cid) && self.disk_dir(cid).is_dir()
     }
 
     /// Attaches the disk; its hint is where it appears (its directory).
@@ -386,6 +403,7 @@ impl ProcessIaas {
     /// # Errors
     /// The VM is not found, or the record cannot be written.
     pub fn detach_disk(&self, vm_cid: &str, disk_cid: &str) -> Result<(), IaasError> {
+        self.vm(vm_cid)?;
         let sandbox = Sandbox::create(&self.vm_dir(vm_cid)).map_err(io(format!("VM {vm_cid}")))?;
         let _ = sandbox.unmount_disk(&self.disk_dir(disk_cid));
         self.change(vm_cid, |vm| vm.disks.retain(|d| d != disk_cid))
@@ -397,6 +415,9 @@ impl ProcessIaas {
     /// # Errors
     /// [`IaasError::DiskNotFound`], or the record cannot be written.
     pub fn resize_disk(&self, cid: &str, size_mib: u64) -> Result<(), IaasError> {
+        if !self.has_disk(cid) {
+            return Err(IaasError::DiskNotFound(cid.to_string()));
+        }
         let path = self.disk_record(cid);
         let text =
             std::fs::read_to_string(&path).map_err(|_| IaasError::DiskNotFound(cid.to_string()))?;
@@ -429,6 +450,9 @@ impl ProcessIaas {
     /// # Errors
     /// When the snapshot cannot be removed.
     pub fn delete_snapshot(&self, cid: &str) -> Result<(), IaasError> {
+        if !is_cid("snap", cid) {
+            return Ok(());
+        }
         match std::fs::remove_dir_all(self.root.join("snapshots").join(cid)) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                 Err(io(format!("snapshot {cid}"))(e))
@@ -519,6 +543,20 @@ mod tests {
         ));
         iaas.delete_vm(&vm.cid).unwrap();
         assert!(!iaas.has_vm(&vm.cid));
+        // What is not one of its own CIDs names nothing, and never a path.
+        std::fs::create_dir_all(dir.path().join("keep")).unwrap();
+        for cid in ["", "..", "../keep", "/tmp", "vm-../../keep"] {
+            assert!(
+                matches!(iaas.delete_vm(cid), Err(IaasError::VmNotFound(_))),
+                "{cid}"
+            );
+            assert!(
+                matches!(iaas.delete_disk(cid), Err(IaasError::DiskNotFound(_))),
+                "{cid}"
+            );
+            assert!(iaas.detach_disk(cid, "disk-0000000000000000").is_err());
+        }
+        assert!(dir.path().join("keep").is_dir() && dir.path().join("vms").is_dir());
         assert!(matches!(
             iaas.delete_vm(&vm.cid),
             Err(IaasError::VmNotFound(_))

@@ -12,12 +12,17 @@ use super::signal;
 /// How long an agent has to stop its VM's processes and end once told to.
 const END_LIMIT: Duration = Duration::from_secs(20);
 
-/// Starts it detached, logging to the VM's `sys/log/agent.log`: neither this process's
-/// end nor a Ctrl-C at its terminal reaches it.
+/// How long an agent may take to listen: it may wait for the registry first.
+const START_LIMIT: Duration = Duration::from_secs(90);
+
+/// Starts it detached, logging to the VM's `sys/log/agent.log` (neither this process's
+/// end nor a Ctrl-C at its terminal reaches it), and waits until it listens: its pidfile
+/// is written once its port is bound.
 ///
 /// # Errors
-/// When it cannot be started.
-pub fn start(program: &Path, vm_dir: &Path) -> Result<(), String> {
+/// When it cannot be started, or ends before it listens (its port is taken, its
+/// settings cannot be read), with the reason it logged.
+pub async fn start(program: &Path, vm_dir: &Path) -> Result<(), String> {
     let log = vm_dir.join("sys/log/agent.log");
     let status = std::process::Command::new("/bin/sh")
         .args([
@@ -32,10 +37,26 @@ pub fn start(program: &Path, vm_dir: &Path) -> Result<(), String> {
         .process_group(0)
         .status()
         .map_err(|e| format!("cannot start the VM's agent: {e}"))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("cannot start the VM's agent: sh {status}"))
+    if !status.success() {
+        return Err(format!("cannot start the VM's agent: sh {status}"));
+    }
+    let started = tokio::time::Instant::now();
+    loop {
+        if vm_dir.join(AGENT_PIDFILE).exists() {
+            return Ok(());
+        }
+        let logged = std::fs::read_to_string(&log).unwrap_or_default();
+        if let Some(error) = logged.lines().rev().find(|l| l.starts_with("error: ")) {
+            return Err(format!("the VM's agent did not start: {}", &error[7..]));
+        }
+        if started.elapsed() >= START_LIMIT {
+            return Err(format!(
+                "the VM's agent did not listen within {} s; see {}",
+                START_LIMIT.as_secs(),
+                log.display()
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -58,7 +79,10 @@ pub async fn end(vm_dir: &Path) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     if signal::alive(pid) {
-        signal::group(pid, libc::SIGKILL);
         signal::process(pid, libc::SIGKILL);
+        // What it supervised may outlive it: its processes are ended by their pidfiles.
+        if let Ok(sandbox) = super::sandbox::Sandbox::create(vm_dir) {
+            super::cloud::end_leftovers(&sandbox);
+        }
     }
 }

@@ -18,6 +18,7 @@ fn client() -> reqwest::Client {
 /// The registry as the CPI's properties give it.
 pub struct Registry {
     base: String,
+    credentials: String,
     authorization: String,
     http: reqwest::Client,
 }
@@ -45,17 +46,22 @@ impl Registry {
         let credentials = format!("{}:{}", text("username")?, text("password")?);
         Ok(Some(Registry {
             base: format!("http://{}:{}", text("host")?, text("port")?),
-            authorization: format!(
-                "Basic {}",
-                base64::engine::general_purpose::STANDARD.encode(credentials)
-            ),
+            authorization: basic(&credentials),
+            credentials,
             http: client(),
         }))
     }
 
-    /// The registry's address, without credentials: what an agent reads from.
+    /// The registry's address, without credentials.
     pub fn base(&self) -> &str {
         &self.base
+    }
+
+    /// The address an agent reads its settings from, with the credentials the registry
+    /// asks of every reader: it hands out passwords.
+    pub fn url_for_agents(&self) -> String {
+        self.base
+            .replacen("http://", &format!("http://{}@", self.credentials), 1)
     }
 
     fn url(&self, cid: &str) -> String {
@@ -89,7 +95,7 @@ impl Registry {
     /// # Errors
     /// The registry cannot be reached or answers what is not settings.
     pub async fn get(&self, cid: &str) -> Result<Option<Value>, String> {
-        get(&self.base, cid).await
+        get(&self.url_for_agents(), cid).await
     }
 
     /// # Errors
@@ -134,19 +140,37 @@ impl Registry {
     }
 }
 
-/// A VM's settings as the registry at `base` keeps them (`GET` is open, as an agent reads
-/// it before it has any credentials).
+fn basic(credentials: &str) -> String {
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(credentials)
+    )
+}
+
+/// A VM's settings as the registry at `url` (`http://USER:PASSWORD@HOST:PORT`) keeps
+/// them.
 ///
 /// # Errors
-/// The registry cannot be reached or answers what is not settings.
-pub async fn get(base: &str, cid: &str) -> Result<Option<Value>, String> {
+/// The registry cannot be reached or answers what is not settings; never with the
+/// password in the message.
+pub async fn get(url: &str, cid: &str) -> Result<Option<Value>, String> {
+    let rest = url.strip_prefix("http://").unwrap_or(url);
+    let (credentials, address) = rest.rsplit_once('@').unwrap_or(("", rest));
+    let base = format!("http://{address}");
     let response = client()
         .get(format!("{base}/instances/{cid}/settings"))
+        .header(reqwest::header::AUTHORIZATION, basic(credentials))
         .send()
         .await
-        .map_err(|e| format!("the registry at {base}: {e}"))?;
+        .map_err(|e| format!("the registry at {base}: {}", e.without_url()))?;
     if response.status() == reqwest::StatusCode::NOT_FOUND {
         return Ok(None);
+    }
+    if !response.status().is_success() {
+        return Err(format!(
+            "the registry at {base} answered {}",
+            response.status()
+        ));
     }
     let body: Value = response
         .json()

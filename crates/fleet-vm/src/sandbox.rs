@@ -18,14 +18,17 @@ pub struct Sandbox {
 }
 
 impl Sandbox {
-    /// The VM at `root`, its directories made.
+    /// The VM at `root`, its directories made; the VM's directory is its owner's alone,
+    /// as a VM is: its jobs' rendered files and its settings hold credentials.
     ///
     /// # Errors
     /// When a directory cannot be made.
     pub fn create(root: &Path) -> std::io::Result<Sandbox> {
+        use std::os::unix::fs::PermissionsExt;
         for dir in ["data", "jobs", "packages", "sys/run", "sys/log"] {
             std::fs::create_dir_all(root.join(dir))?;
         }
+        std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o700))?;
         Ok(Sandbox {
             root: root.to_path_buf(),
         })

@@ -72,7 +72,7 @@ fn every_problem_is_named_with_its_key() {
         "jobs[0].networks[0].static_ips[0]: static ip '10.1.0.5' must be within subnet range",
         "jobs[0].resource_pool: must be the name of a resource pool",
         "cloud_provider.template.release: 'none' must refer to a release in releases",
-        "cloud_provider.mbus: mbus URL `http://127.0.0.1` must start with https://",
+        "cloud_provider.mbus: mbus URL `(not shown)` must start with https://",
         "disk_pools[0].disk_size: must be > 0",
         "networks[0].subnets[0].gateway: must be within the range",
         "extra: unknown key",
