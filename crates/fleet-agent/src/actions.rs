@@ -9,7 +9,6 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use fleet_vm::compile::{self, CompileRequest};
 use fleet_vm::jobs;
 use fleet_vm::lifecycle::{Lifecycle, StopContext};
 use fleet_vm::place::{self, PackageToPlace};
@@ -32,22 +31,22 @@ struct State {
 }
 
 pub struct VmAgent {
-    vm: Sandbox,
+    pub(crate) vm: Sandbox,
     cid: String,
     agent_id: String,
     /// Where the IaaS keeps persistent disks, each a directory named by its CID.
-    disks: PathBuf,
-    blobs: Blobstore,
+    pub(crate) disks: PathBuf,
+    pub(crate) blobs: Blobstore,
     timings: Timings,
     state: tokio::sync::Mutex<State>,
     tasks: Tasks,
 }
 
 /// The arguments of one message, each read by position with an error naming it.
-struct Arguments<'a>(&'a [Value]);
+pub(crate) struct Arguments<'a>(pub(crate) &'a [Value]);
 
 impl Arguments<'_> {
-    fn string(&self, index: usize, name: &str) -> Result<String, String> {
+    pub(crate) fn string(&self, index: usize, name: &str) -> Result<String, String> {
         self.0
             .get(index)
             .and_then(Value::as_str)
@@ -55,7 +54,11 @@ impl Arguments<'_> {
             .ok_or_else(|| format!("argument {} ({name}) must be a string", index + 1))
     }
 
-    fn value<T: serde::de::DeserializeOwned>(&self, index: usize, name: &str) -> Result<T, String> {
+    pub(crate) fn value<T: serde::de::DeserializeOwned>(
+        &self,
+        index: usize,
+        name: &str,
+    ) -> Result<T, String> {
         let value = self.0.get(index).cloned().unwrap_or(Value::Null);
         serde_json::from_value(value).map_err(|e| {
             format!(
@@ -183,7 +186,7 @@ impl VmAgent {
                         Err(e) => return failed(e),
                     };
                     if method == "prepare" {
-                        Box::pin(async { Ok(json!("prepared")) })
+                        Box::pin(async move { agent.prepare(&spec).map(|()| json!("prepared")) })
                     } else {
                         Box::pin(async move { agent.apply(spec).await.map(|()| json!("applied")) })
                     }
@@ -223,9 +226,17 @@ impl VmAgent {
                 "migrate_disk" => {
                     Box::pin(async move { agent.migrate().await.map(|()| json!({})) })
                 }
-                // Disk hints: the process IaaS finds a disk by its CID.
                 "add_persistent_disk" | "remove_persistent_disk" => {
-                    Box::pin(async { Ok(json!({})) })
+                    let cid = match args.string(0, "disk_cid") {
+                        Ok(cid) => cid,
+                        Err(e) => return failed(e),
+                    };
+                    let hint = (method == "add_persistent_disk")
+                        .then(|| arguments.get(1).and_then(Value::as_str).map(str::to_string))
+                        .flatten();
+                    Box::pin(
+                        async move { agent.set_hint(&cid, hint.as_deref()).map(|()| json!({})) },
+                    )
                 }
                 "compile_package" => Box::pin(async move { agent.compile(&arguments).await }),
                 other => return Answer::exception(format!("unknown message {other}")),
@@ -269,6 +280,18 @@ impl VmAgent {
             }
         }
         value
+    }
+
+    /// What `apply` will need is all here (BOSH's agent fetches it ahead): every blob the
+    /// spec names, with its digest.
+    fn prepare(&self, spec: &ApplySpec) -> Result<(), String> {
+        if let Some(archive) = &spec.rendered_templates_archive {
+            self.blobs.fetch(&archive.blobstore_id, &archive.sha1)?;
+        }
+        for package in spec.packages.values() {
+            self.blobs.fetch(&package.blobstore_id, &package.sha1)?;
+        }
+        Ok(())
     }
 
     async fn apply(&self, spec: ApplySpec) -> Result<(), String> {
@@ -389,84 +412,5 @@ impl VmAgent {
             .drain_only(&context)
             .await
             .map_err(|e| e.to_string())
-    }
-
-    fn disk(&self, cid: &str) -> Result<PathBuf, String> {
-        if !super::blobstore::valid_id(cid) {
-            return Err(format!("`{cid}` is not a disk CID"));
-        }
-        Ok(self.disks.join(cid))
-    }
-
-    fn mount(&self, cid: &str) -> Result<(), String> {
-        let disk = self.disk(cid)?;
-        if !disk.is_dir() {
-            return Err(format!("disk {cid} is not attached"));
-        }
-        self.vm.mount(&disk).map_err(|e| e.to_string())
-    }
-
-    fn unmount(&self, cid: &str) -> Result<Value, String> {
-        let disk = self.disk(cid)?;
-        let mounted = self.mounted_disks().contains(&cid.to_string());
-        self.vm.unmount_disk(&disk).map_err(|e| e.to_string())?;
-        Ok(if mounted {
-            json!({"message": format!("Unmounted partition of disk {cid}")})
-        } else {
-            json!({"message": format!("Partition of disk {cid} is not mounted")})
-        })
-    }
-
-    fn mounted_disks(&self) -> Vec<String> {
-        [self.vm.store(), self.vm.migration_target()]
-            .iter()
-            .filter_map(|at| std::fs::read_link(at).ok())
-            .filter_map(|disk| disk.file_name()?.to_str().map(str::to_string))
-            .collect()
-    }
-
-    /// The data of the disk at `store/` copied to the one at the migration target, which
-    /// then takes its place.
-    async fn migrate(&self) -> Result<(), String> {
-        let from = std::fs::read_link(self.vm.store())
-            .map_err(|_| "no disk is mounted at store/".to_string())?;
-        let to = std::fs::read_link(self.vm.migration_target())
-            .map_err(|_| "no disk is mounted at store_migration_target/".to_string())?;
-        tokio::task::spawn_blocking(move || fleet_vm::iaas::copy_tree(&from, &to))
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())?;
-        self.vm.finish_migration().map_err(|e| e.to_string())
-    }
-
-    /// `compile_package(blobstore_id, sha1, name, version, dependencies)`: the sources and
-    /// the compiled dependencies from the blobstore; the compiled package back into it.
-    async fn compile(&self, arguments: &[Value]) -> Result<Value, String> {
-        let args = Arguments(arguments);
-        let (id, digest) = (args.string(0, "blobstore_id")?, args.string(1, "sha1")?);
-        let (name, version) = (args.string(2, "name")?, args.string(3, "version")?);
-        let deps: std::collections::BTreeMap<String, PackageRef> = match arguments.get(4) {
-            None | Some(Value::Null) => Default::default(),
-            Some(_) => args.value(4, "dependencies")?,
-        };
-        let source = self.blobs.fetch(&id, &digest)?;
-        let mut dependencies = Vec::new();
-        for (dep, reference) in &deps {
-            let bytes = self.blobs.fetch(&reference.blobstore_id, &reference.sha1)?;
-            dependencies.push((dep.clone(), bytes));
-        }
-        let (compiled, _) = compile::compile(
-            &self.vm,
-            CompileRequest {
-                name: &name,
-                version: &version,
-                source: &source,
-                dependencies,
-            },
-        )
-        .await
-        .map_err(|e| format!("Compiling package {name}: {e}"))?;
-        let (blob, sha1) = self.blobs.create(&compiled).map_err(|e| e.to_string())?;
-        Ok(json!({"result": {"blobstore_id": blob, "sha1": sha1}}))
     }
 }

@@ -6,7 +6,9 @@
 pub mod actions;
 pub mod blobstore;
 pub mod client;
+mod compile;
 pub mod daemon;
+mod disks;
 pub mod mbus;
 pub mod protocol;
 pub mod server;

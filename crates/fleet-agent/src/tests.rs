@@ -180,6 +180,18 @@ async fn a_job_is_compiled_applied_started_and_stopped_from_the_blobstore() {
         configuration_hash: "hash-1".into(),
         ..ApplySpec::default()
     };
+    let spec_value = serde_json::to_value(&spec).unwrap();
+    assert_eq!(
+        s.client
+            .call("prepare", vec![spec_value.clone()])
+            .await
+            .unwrap(),
+        "prepared"
+    );
+    let mut missing = spec_value;
+    missing["packages"]["server"]["blobstore_id"] = json!("not-there");
+    let e = s.client.call("prepare", vec![missing]).await.unwrap_err();
+    assert!(e.to_string().contains("not-there"), "{e}");
     assert_eq!(s.client.call("stop", vec![]).await.unwrap(), "stopped");
     s.client.apply(&spec).await.unwrap();
     s.client.run_script("pre-start").await.unwrap();
@@ -250,6 +262,37 @@ async fn disks_are_mounted_listed_migrated_and_unmounted() {
         .unwrap();
     assert_eq!(answer["message"], "Unmounted partition of disk disk-2");
     assert!(s.client.list_disk().await.unwrap().is_empty());
+    // A hint says where a disk is; without it, the IaaS's disks.
+    let elsewhere = s.root.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::write(elsewhere.join("data"), "hinted").unwrap();
+    let hint = json!(elsewhere.display().to_string());
+    s.client
+        .call("add_persistent_disk", vec![json!("disk-9"), hint])
+        .await
+        .unwrap();
+    s.client
+        .call("mount_disk", vec![json!("disk-9")])
+        .await
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(s.root.join("vms/vm-1/store/data")).unwrap(),
+        "hinted"
+    );
+    s.client
+        .call("unmount_disk", vec![json!("disk-9")])
+        .await
+        .unwrap();
+    s.client
+        .call("remove_persistent_disk", vec![json!("disk-9")])
+        .await
+        .unwrap();
+    let e = s
+        .client
+        .call("mount_disk", vec![json!("disk-9")])
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("not attached"), "{e}");
     let e = s
         .client
         .call("mount_disk", vec![json!("../etc")])

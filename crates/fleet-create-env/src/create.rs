@@ -28,20 +28,13 @@ pub async fn create_env(
     progress(format!("Deployment state: '{}'", p.state.path().display()));
     p.load_releases()?;
     let stemcell = p.stemcell()?;
-    let state = &p.state.state;
-    let same_stemcell = p
-        .state
-        .current_stemcell()
-        .is_some_and(|s| s.name == stemcell.name && s.version == stemcell.version);
-    let same_releases = !state.releases.is_empty()
-        && state.releases.len() == p.releases.len()
-        && p.releases.iter().all(|r| {
-            state
-                .releases
-                .iter()
-                .any(|s| s.name == r.manifest.name && s.version == r.manifest.version)
-        });
-    if !options.recreate && state.current_manifest_sha == p.sha && same_stemcell && same_releases {
+    let releases: Vec<(&str, &str)> = p
+        .releases
+        .iter()
+        .map(|r| (r.manifest.name.as_str(), r.manifest.version.as_str()))
+        .collect();
+    let stemcell_id = (stemcell.name.as_str(), stemcell.version.as_str());
+    if !options.recreate && p.state.state.deployed(&p.sha, stemcell_id, &releases) {
         progress("No deployment, stemcell or release changes. Skipping deploy.".into());
         return Ok(Outcome::Skipped);
     }

@@ -61,6 +61,27 @@ pub struct DeploymentState {
     pub releases: Vec<ReleaseRecord>,
 }
 
+impl DeploymentState {
+    /// Whether the last deploy was of this manifest (its digest), this stemcell and these
+    /// releases (name and version): then there is nothing to deploy.
+    pub fn deployed(&self, sha: &str, stemcell: (&str, &str), releases: &[(&str, &str)]) -> bool {
+        let current = self
+            .stemcells
+            .iter()
+            .find(|s| s.id == self.current_stemcell_id);
+        let same_stemcell =
+            current.is_some_and(|s| (s.name.as_str(), s.version.as_str()) == stemcell);
+        let same_releases = !self.releases.is_empty()
+            && self.releases.len() == releases.len()
+            && releases.iter().all(|(name, version)| {
+                self.releases
+                    .iter()
+                    .any(|r| r.name == *name && r.version == *version)
+            });
+        !sha.is_empty() && self.current_manifest_sha == sha && same_stemcell && same_releases
+    }
+}
+
 /// BOSH's CLI writes empty lists as `null`.
 fn nullable<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
 where
@@ -200,6 +221,52 @@ impl StateFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_deploy_is_skipped_only_when_manifest_stemcell_and_releases_are_what_was_deployed() {
+        let state = DeploymentState {
+            current_manifest_sha: "m1".into(),
+            current_stemcell_id: "s".into(),
+            stemcells: vec![StemcellRecord {
+                id: "s".into(),
+                name: "sc".into(),
+                version: "1".into(),
+                api_version: Some(2),
+                cid: "stemcell-1".into(),
+            }],
+            releases: vec![ReleaseRecord {
+                id: "r".into(),
+                name: "kv".into(),
+                version: "1".into(),
+            }],
+            ..DeploymentState::default()
+        };
+        assert!(state.deployed("m1", ("sc", "1"), &[("kv", "1")]));
+        assert!(
+            !state.deployed("m2", ("sc", "1"), &[("kv", "1")]),
+            "manifest"
+        );
+        assert!(
+            !state.deployed("m1", ("sc", "2"), &[("kv", "1")]),
+            "stemcell"
+        );
+        assert!(
+            !state.deployed("m1", ("sc", "1"), &[("kv", "2")]),
+            "release version"
+        );
+        assert!(
+            !state.deployed("m1", ("sc", "1"), &[("kv", "1"), ("cpi", "1")]),
+            "one more release"
+        );
+        let cleared = DeploymentState {
+            releases: Vec::new(),
+            ..state.clone()
+        };
+        assert!(
+            !cleared.deployed("m1", ("sc", "1"), &[]),
+            "a deploy cut short"
+        );
+    }
 
     #[test]
     fn the_state_is_written_whole_after_each_change_and_reads_the_clis_nulls() {

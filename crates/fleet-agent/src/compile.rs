@@ -1,0 +1,42 @@
+//! Compiling a package on the agent's VM (`compile_package`): its sources and its
+//! dependencies' compilations from the blobstore, its packaging script run as BOSH's
+//! agent runs it, the compiled package put back in the blobstore for the client to get.
+
+use fleet_vm::compile::{self, CompileRequest};
+use serde_json::{Value, json};
+
+use super::actions::{Arguments, VmAgent};
+use super::protocol::PackageRef;
+
+impl VmAgent {
+    /// `compile_package(blobstore_id, sha1, name, version, dependencies)`: the sources and
+    /// the compiled dependencies from the blobstore; the compiled package back into it.
+    pub(crate) async fn compile(&self, arguments: &[Value]) -> Result<Value, String> {
+        let args = Arguments(arguments);
+        let (id, digest) = (args.string(0, "blobstore_id")?, args.string(1, "sha1")?);
+        let (name, version) = (args.string(2, "name")?, args.string(3, "version")?);
+        let deps: std::collections::BTreeMap<String, PackageRef> = match arguments.get(4) {
+            None | Some(Value::Null) => Default::default(),
+            Some(_) => args.value(4, "dependencies")?,
+        };
+        let source = self.blobs.fetch(&id, &digest)?;
+        let mut dependencies = Vec::new();
+        for (dep, reference) in &deps {
+            let bytes = self.blobs.fetch(&reference.blobstore_id, &reference.sha1)?;
+            dependencies.push((dep.clone(), bytes));
+        }
+        let (compiled, _) = compile::compile(
+            &self.vm,
+            CompileRequest {
+                name: &name,
+                version: &version,
+                source: &source,
+                dependencies,
+            },
+        )
+        .await
+        .map_err(|e| format!("Compiling package {name}: {e}"))?;
+        let (blob, sha1) = self.blobs.create(&compiled).map_err(|e| e.to_string())?;
+        Ok(json!({"result": {"blobstore_id": blob, "sha1": sha1}}))
+    }
+}

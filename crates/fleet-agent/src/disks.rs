@@ -1,0 +1,95 @@
+//! The agent's persistent disks: a disk is found by its CID among the IaaS's disks, or
+//! where a hint the client gave (`add_persistent_disk`) says; mounted at `store/`, or at
+//! the migration target while another is there; unmounted; and its data migrated to the
+//! one at the migration target, which then takes its place.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
+
+use super::actions::VmAgent;
+
+/// Where the hints of `add_persistent_disk` are kept, by disk CID.
+const HINTS: &str = "bosh/disk_hints.json";
+
+impl VmAgent {
+    fn hints(&self) -> BTreeMap<String, String> {
+        std::fs::read(self.vm.root().join(HINTS))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default()
+    }
+
+    /// Keeps where a disk is (`add_persistent_disk(cid, hint)`), or forgets it (`None`).
+    pub(crate) fn set_hint(&self, cid: &str, hint: Option<&str>) -> Result<(), String> {
+        if !super::blobstore::valid_id(cid) {
+            return Err(format!("`{cid}` is not a disk CID"));
+        }
+        let mut hints = self.hints();
+        match hint {
+            Some(h) => hints.insert(cid.to_string(), h.to_string()),
+            None => hints.remove(cid),
+        };
+        let text = serde_json::to_vec(&hints).map_err(|e| e.to_string())?;
+        fleet_vm::iaas::write_atomically(&self.vm.root().join(HINTS), &text)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Where disk `cid` is: as its hint says (a directory inside the IaaS: a hint never
+    /// takes the VM's store elsewhere on this machine), else among the IaaS's disks.
+    fn disk(&self, cid: &str) -> Result<PathBuf, String> {
+        if !super::blobstore::valid_id(cid) {
+            return Err(format!("`{cid}` is not a disk CID"));
+        }
+        let iaas = self.disks.parent().unwrap_or(&self.disks);
+        let hinted = self
+            .hints()
+            .get(cid)
+            .and_then(|hint| std::fs::canonicalize(hint).ok())
+            .filter(|path| path.is_dir())
+            .filter(|path| std::fs::canonicalize(iaas).is_ok_and(|root| path.starts_with(root)));
+        Ok(hinted.unwrap_or_else(|| self.disks.join(cid)))
+    }
+
+    pub(crate) fn mount(&self, cid: &str) -> Result<(), String> {
+        let disk = self.disk(cid)?;
+        if !disk.is_dir() {
+            return Err(format!("disk {cid} is not attached"));
+        }
+        self.vm.mount(&disk).map_err(|e| e.to_string())
+    }
+
+    pub(crate) fn unmount(&self, cid: &str) -> Result<Value, String> {
+        let disk = self.disk(cid)?;
+        let mounted = self.mounted_disks().contains(&cid.to_string());
+        self.vm.unmount_disk(&disk).map_err(|e| e.to_string())?;
+        Ok(if mounted {
+            json!({"message": format!("Unmounted partition of disk {cid}")})
+        } else {
+            json!({"message": format!("Partition of disk {cid} is not mounted")})
+        })
+    }
+
+    pub(crate) fn mounted_disks(&self) -> Vec<String> {
+        [self.vm.store(), self.vm.migration_target()]
+            .iter()
+            .filter_map(|at| std::fs::read_link(at).ok())
+            .filter_map(|disk| disk.file_name()?.to_str().map(str::to_string))
+            .collect()
+    }
+
+    /// The data of the disk at `store/` copied to the one at the migration target, which
+    /// then takes its place.
+    pub(crate) async fn migrate(&self) -> Result<(), String> {
+        let from = std::fs::read_link(self.vm.store())
+            .map_err(|_| "no disk is mounted at store/".to_string())?;
+        let to = std::fs::read_link(self.vm.migration_target())
+            .map_err(|_| "no disk is mounted at store_migration_target/".to_string())?;
+        tokio::task::spawn_blocking(move || fleet_vm::iaas::copy_tree(&from, &to))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
+        self.vm.finish_migration().map_err(|e| e.to_string())
+    }
+}
