@@ -1,4 +1,6 @@
 use super::*;
+use serde_json::Value as Json;
+use std::net::Ipv4Addr;
 
 const VALID: &str = r#"
 name: env
