@@ -80,7 +80,7 @@ pub async fn serve(vm_dir: &Path, timings: Timings) -> Result<(), String> {
         (None, Some(registry)) => from_registry(registry, &cid, &vm_dir).await?,
         (None, None) => return Err(format!("VM {cid} has no networked agent settings")),
     };
-    let mbus = MbusUrl::parse(&mbus)?;
+    let mbus = MbusUrl::parse(&mbus).map_err(|e| e.to_string())?;
     if !mbus.is_loopback() {
         return Err(format!(
             "the agent of VM {cid} would listen on {}: a process-backed VM's agent listens on \

@@ -18,18 +18,25 @@ impl fmt::Debug for MbusUrl {
     }
 }
 
+/// What is wrong with an mbus URL; the URL is shown without its credentials.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("mbus URL `{shown}` {problem}")]
+pub struct MbusError {
+    /// What follows the credentials, or nothing when a password may be all of it.
+    pub shown: String,
+    pub problem: &'static str,
+}
+
 impl MbusUrl {
     /// # Errors
     /// A URL that is not `https://USER:PASSWORD@HOST:PORT`, named without its password.
-    pub fn parse(text: &str) -> Result<MbusUrl, String> {
-        let shown = |why: &str| {
-            // Only what follows the credentials is shown; without an `@` nothing is,
-            // since a password may be all the rest.
-            let safe = match text.rsplit_once('@') {
+    pub fn parse(text: &str) -> Result<MbusUrl, MbusError> {
+        let shown = |problem: &'static str| MbusError {
+            shown: match text.rsplit_once('@') {
                 Some((_, host)) => format!("...@{host}"),
                 None => "(not shown)".to_string(),
-            };
-            format!("mbus URL `{safe}` {why}")
+            },
+            problem,
         };
         let rest = text
             .strip_prefix("https://")
@@ -90,11 +97,17 @@ mod tests {
         let url = MbusUrl::parse("https://mbus:s3cret@127.0.0.1:6868").unwrap();
         assert_eq!((url.user.as_str(), url.port), ("mbus", 6868));
         assert_eq!(format!("{url:?}"), "https://127.0.0.1:6868");
-        let e = MbusUrl::parse("https://mbus:s3cret127.0.0.1:6868").unwrap_err();
+        let e = MbusUrl::parse("https://mbus:s3cret127.0.0.1:6868")
+            .unwrap_err()
+            .to_string();
         assert!(!e.contains("s3cret"), "a URL without @ is not shown: {e}");
-        let e = MbusUrl::parse("http://mbus:s3cret@127.0.0.1:6868").unwrap_err();
+        let e = MbusUrl::parse("http://mbus:s3cret@127.0.0.1:6868")
+            .unwrap_err()
+            .to_string();
         assert!(!e.contains("s3cret") && e.contains("https://"), "{e}");
-        let e = MbusUrl::parse("https://mbus:s3cret@127.0.0.1").unwrap_err();
+        let e = MbusUrl::parse("https://mbus:s3cret@127.0.0.1")
+            .unwrap_err()
+            .to_string();
         assert!(!e.contains("s3cret") && e.contains("no port"), "{e}");
         assert!(MbusUrl::parse("https://127.0.0.1:6868").is_err());
     }

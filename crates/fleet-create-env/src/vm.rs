@@ -34,7 +34,7 @@ fn gone(e: &fleet_cpi::CpiCallError) -> bool {
 /// An mbus URL or CA that cannot be used.
 pub fn agent(manifest: &EnvManifest) -> Result<AgentClient, EnvError> {
     let mbus = fleet_agent::mbus::MbusUrl::parse(&manifest.cloud_provider.mbus)
-        .map_err(EnvError::Input)?;
+        .map_err(|e| EnvError::Input(e.to_string()))?;
     AgentClient::new(mbus, manifest.cloud_provider.ca.as_deref())
         .map_err(EnvError::agent("setting up the agent client"))
 }

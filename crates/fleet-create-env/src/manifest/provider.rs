@@ -69,7 +69,7 @@ pub(super) fn cloud_provider(
     if let Some(m) = &mbus
         && let Err(e) = fleet_agent::mbus::MbusUrl::parse(m)
     {
-        c.report("cloud_provider.mbus", cp.at, e);
+        c.report("cloud_provider.mbus", cp.at, e.to_string());
     }
     let ca = cp.get("cert").and_then(|cert| {
         c.map(cert, "cloud_provider.cert", &["ca"]);
