@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use fleet_updater::director::agent::Agent;
+use fleet_updater::director::cloud_properties::CloudProperties;
 use fleet_updater::director::cpi::Cpi;
 use fleet_updater::director::manifest::parse;
 use fleet_updater::director::model::{
@@ -121,7 +122,12 @@ fn planning() {
     let manifest = parse(&text).expect("valid");
     let found = problems(&manifest, &facts, &uploaded);
     assert!(found.is_empty(), "{found:?}");
-    let planned = plan(&manifest, existing, &PlanOptions::default());
+    let planned = plan(
+        &manifest,
+        existing,
+        &CloudProperties::default(),
+        &PlanOptions::default(),
+    );
     let elapsed = started.elapsed();
     assert_eq!(planned.changed_instances(), 1000);
     println!(

@@ -11,8 +11,8 @@ use serde_json::Value;
 use super::processes::{Cleanup, config, hello, pids, run, servers, supervisors, vms};
 use crate::support::{Workspace, json};
 
-/// The demo configuration with its fleet definition given an external CPI: this
-/// program's own, `fleet-updater cpi`.
+/// The demo configuration with its fleet definition given an external CPI (this
+/// program's own, `fleet-updater cpi`) and its cloud config cloud properties to pass on.
 fn external_config(w: &Workspace) -> PathBuf {
     let repository = Path::new(env!("CARGO_MANIFEST_DIR"));
     let definition = std::fs::read_to_string(repository.join("config/fleets/processes.yml"))
@@ -20,6 +20,14 @@ fn external_config(w: &Workspace) -> PathBuf {
         .replace(
             "path: ../releases/kv",
             &format!("path: {}", repository.join("config/releases/kv").display()),
+        )
+        .replace(
+            "azs: [{name: z1}]",
+            "azs: [{name: z1, cloud_properties: {zone: local-a}}]",
+        )
+        .replace(
+            "vm_types: [{name: small}]",
+            "vm_types: [{name: small, cloud_properties: {cpus: 1}}]",
         );
     let definition = w.write(
         "processes-cpi.yml",
@@ -101,6 +109,12 @@ fn the_demo_fleet_through_the_external_process_cpi_ends_as_through_the_in_proces
     assert_eq!(network["netmask"], "255.255.255.0", "{record}");
     assert_eq!(network["gateway"], "10.245.0.1", "{record}");
     assert_eq!(network["default"], serde_json::json!(["dns", "gateway"]));
+    // ... and the cloud properties of its AZ and VM type.
+    assert_eq!(
+        record["cloud_properties"],
+        serde_json::json!({"zone": "local-a", "cpus": 1}),
+        "{record}"
+    );
 
     // The CPI's own log is in the tasks' CPI logs: the VMs were made through it.
     let logged = (1..=20).any(|id| {

@@ -89,7 +89,7 @@ impl Cpi for DirectorCpi {
             .create_vm(
                 &request.agent_id,
                 stemcell,
-                &json!({}),
+                &Value::Object(request.cloud_properties.clone()),
                 &match &request.network_settings {
                     settings @ Value::Object(_) => settings.clone(),
                     _ => networks(request),
@@ -124,9 +124,14 @@ impl Cpi for DirectorCpi {
         self.cpi.reboot_vm(cid).await.map_err(director_error)
     }
 
-    async fn create_disk(&self, size: u64, vm_cid: &str) -> Result<String, CpiError> {
+    async fn create_disk(
+        &self,
+        size: u64,
+        cloud_properties: &Map<String, Value>,
+        vm_cid: &str,
+    ) -> Result<String, CpiError> {
         self.cpi
-            .create_disk(size, &json!({}), Some(vm_cid))
+            .create_disk(size, &Value::Object(cloud_properties.clone()), Some(vm_cid))
             .await
             .map_err(director_error)
     }

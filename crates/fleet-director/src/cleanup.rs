@@ -255,6 +255,7 @@ mod tests {
             deployment: "d".into(),
             instance_id: None,
             size: 1024,
+            cloud_properties: Default::default(),
             orphaned: true,
             orphaned_at: Some(1),
             instance_name: Some("db/abc".into()),

@@ -2,6 +2,7 @@
 //! problem at once and each naming its key, so that a bad network is refused by
 //! `update-cloud-config` and not by the next deploy. Pure: text in, model or problems out.
 
+use super::cloud_properties::CloudProperties;
 use super::network::{Network, networks};
 use super::validate::CloudFacts;
 use fleet_yaml::{self as yaml, Checker, Node};
@@ -69,6 +70,8 @@ pub struct CloudModel {
     /// The names it defines, for validating manifests.
     pub facts: CloudFacts,
     pub compilation: CompilationConfig,
+    /// What the CPI gets for each AZ, VM type, VM extension and disk type.
+    pub properties: CloudProperties,
 }
 
 /// Every problem of a cloud config, each as `key: message`.
@@ -97,6 +100,7 @@ pub fn parse(text: &str, version: u64) -> Result<CloudModel, CloudConfigError> {
         ),
         None => Vec::new(),
     };
+    let properties = CloudProperties::read(&mut checker, &root);
     let mut problems: Vec<String> = checker
         .into_problems()
         .iter()
@@ -118,6 +122,7 @@ pub fn parse(text: &str, version: u64) -> Result<CloudModel, CloudConfigError> {
         networks: nets,
         facts,
         compilation,
+        properties,
     })
 }
 

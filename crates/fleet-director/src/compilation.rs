@@ -58,6 +58,8 @@ struct Slot {
     ip: Option<u32>,
     /// Its network as `create_vm` takes it.
     network_settings: serde_json::Value,
+    /// The compilation block's (or its VM type's) and its AZ's cloud properties.
+    cloud_properties: serde_json::Map<String, serde_json::Value>,
     vm: Option<(String, String)>,
 }
 
@@ -89,6 +91,7 @@ impl Worker<'_> {
                 .map(|n| (n.clone(), slot.ip.map(to_ip)))
                 .collect(),
             network_settings: slot.network_settings.clone(),
+            cloud_properties: slot.cloud_properties.clone(),
             instance_id: None,
             az: self.config.az.clone(),
         };
@@ -233,6 +236,9 @@ pub async fn compile(
             .await?
         }
     };
+    let cloud_properties = snapshot
+        .cloud_properties()
+        .for_compilation(config.az.as_deref(), config.vm_type.as_deref());
     let slots: Vec<Slot> = owners
         .into_iter()
         .zip(ips)
@@ -243,6 +249,7 @@ pub async fn compile(
                 }
                 None => serde_json::Value::Null,
             },
+            cloud_properties: cloud_properties.clone(),
             owner,
             ip,
             vm: None,

@@ -24,6 +24,9 @@ pub struct VmRequest {
     /// The same networks as a CPI's `create_vm` takes them, with their subnets'
     /// netmask, gateway, DNS and cloud properties; null where the director has none.
     pub network_settings: serde_json::Value,
+    /// What the cloud config says about the VM for the CPI alone (its AZ's, VM type's and
+    /// extensions' cloud properties, merged).
+    pub cloud_properties: serde_json::Map<String, serde_json::Value>,
     /// The instance's id and AZ, which its job templates may read; `None` for a
     /// compilation VM.
     pub instance_id: Option<String>,
@@ -42,7 +45,13 @@ pub trait Cpi: Send + Sync {
     async fn has_vm(&self, cid: &str) -> Result<bool, CpiError>;
     /// Restarts the VM; its agent starts its jobs again.
     async fn reboot_vm(&self, cid: &str) -> Result<(), CpiError>;
-    async fn create_disk(&self, size: u64, vm_cid: &str) -> Result<String, CpiError>;
+    /// `cloud_properties`: the disk type's, for the CPI alone.
+    async fn create_disk(
+        &self,
+        size: u64,
+        cloud_properties: &serde_json::Map<String, serde_json::Value>,
+        vm_cid: &str,
+    ) -> Result<String, CpiError>;
     /// Deletes a detached disk; one that is already gone is no error.
     async fn delete_disk(&self, disk_cid: &str) -> Result<(), CpiError>;
     async fn attach_disk(&self, vm_cid: &str, disk_cid: &str) -> Result<(), CpiError>;

@@ -65,9 +65,16 @@ impl Cpi for TracedCpi {
         traced("reboot_vm", cid.to_string(), self.0.reboot_vm(cid)).await
     }
 
-    async fn create_disk(&self, size: u64, vm_cid: &str) -> Result<String, CpiError> {
+    async fn create_disk(
+        &self,
+        size: u64,
+        cloud_properties: &serde_json::Map<String, serde_json::Value>,
+        vm_cid: &str,
+    ) -> Result<String, CpiError> {
+        // Cloud properties are the CPI's business and may hold credentials: not traced.
         let arguments = format!("{size} MiB near {vm_cid}");
-        traced("create_disk", arguments, self.0.create_disk(size, vm_cid)).await
+        let created = self.0.create_disk(size, cloud_properties, vm_cid);
+        traced("create_disk", arguments, created).await
     }
 
     async fn delete_disk(&self, disk_cid: &str) -> Result<(), CpiError> {

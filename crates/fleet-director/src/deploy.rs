@@ -171,6 +171,7 @@ async fn deploy_valid(
     let mut plan = plan(
         manifest,
         existing,
+        &snapshot.cloud_properties(),
         &PlanOptions {
             recreate: options.recreate,
             unresponsive: unresponsive.clone(),

@@ -9,6 +9,7 @@ pub mod audit;
 pub mod cleanup;
 pub mod cloud;
 pub mod cloud_check;
+pub mod cloud_properties;
 mod compilation;
 pub mod compile;
 pub mod core;
@@ -1014,6 +1015,8 @@ impl Director {
     }
 }
 
+#[cfg(test)]
+mod cloud_properties_tests;
 #[cfg(test)]
 mod release_tests;
 #[cfg(test)]

@@ -95,8 +95,16 @@ pub struct InstanceSpec {
     pub releases: BTreeMap<String, String>,
     pub jobs: Vec<String>,
     pub vm_type: Option<String>,
+    /// What `create_vm` was given for the VM beyond its stemcell and networks: its AZ's,
+    /// VM type's and VM extensions' cloud properties merged. Empty (and absent from
+    /// records made before they were kept) where the cloud config defines none.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub cloud_properties: serde_json::Map<String, serde_json::Value>,
     /// Persistent disk size in MB; 0 for none.
     pub persistent_disk: u64,
+    /// The disk type's cloud properties, which `create_disk` was given.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub disk_cloud_properties: serde_json::Map<String, serde_json::Value>,
     pub networks: Vec<String>,
     /// Job properties, rendered: a change here restarts the jobs.
     pub properties: serde_json::Value,
@@ -185,6 +193,9 @@ pub struct DiskRecord {
     pub deployment: String,
     pub instance_id: Option<String>,
     pub size: u64,
+    /// The cloud properties it was created with: a disk with others is replaced.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub cloud_properties: serde_json::Map<String, serde_json::Value>,
     /// Kept when its instance went away; listed as orphaned, never deleted by a deploy.
     pub orphaned: bool,
     /// Since when it is orphaned (Unix seconds), and the instance it belonged to

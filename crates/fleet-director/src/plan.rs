@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::cloud_properties::CloudProperties;
 use super::manifest::{InstanceGroup, Manifest, UpdatePolicy};
 use super::model::{DesiredState, InstanceRecord, InstanceSpec};
 use super::target::Target;
@@ -20,6 +21,8 @@ pub enum Change {
     Jobs,
     Properties,
     VmType,
+    /// What the VM was made with from its AZ, VM type or extensions changed.
+    CloudProperties,
     PersistentDisk,
     Networks,
     /// Recreation was asked for (`recreate`).
@@ -41,6 +44,7 @@ impl Change {
             Change::Jobs => "jobs",
             Change::Properties => "properties",
             Change::VmType => "vm_type",
+            Change::CloudProperties => "cloud_properties",
             Change::PersistentDisk => "persistent disk",
             Change::Networks => "networks",
             Change::Recreate => "recreate requested",
@@ -82,6 +86,7 @@ impl InstancePlan {
                 Change::Stemcell
                     | Change::MissingVm
                     | Change::VmType
+                    | Change::CloudProperties
                     | Change::Networks
                     | Change::Recreate
                     | Change::Unresponsive
@@ -150,7 +155,9 @@ pub fn desired_spec(manifest: &Manifest, group: &InstanceGroup) -> InstanceSpec 
         releases,
         jobs: group.jobs.iter().map(|j| j.name.clone()).collect(),
         vm_type: group.vm_type.clone(),
+        cloud_properties: serde_json::Map::new(),
         persistent_disk: group.persistent_disk,
+        disk_cloud_properties: serde_json::Map::new(),
         networks: group.networks.iter().map(|n| n.name.clone()).collect(),
         properties: serde_json::Value::Object(properties),
         rendered: None,
@@ -175,7 +182,12 @@ fn differences(applied: &InstanceSpec, desired: &InstanceSpec) -> BTreeSet<Chang
         (applied.properties != desired.properties, Change::Properties),
         (applied.vm_type != desired.vm_type, Change::VmType),
         (
-            applied.persistent_disk != desired.persistent_disk,
+            applied.cloud_properties != desired.cloud_properties,
+            Change::CloudProperties,
+        ),
+        (
+            applied.persistent_disk != desired.persistent_disk
+                || applied.disk_cloud_properties != desired.disk_cloud_properties,
             Change::PersistentDisk,
         ),
         (
@@ -191,9 +203,12 @@ fn differences(applied: &InstanceSpec, desired: &InstanceSpec) -> BTreeSet<Chang
     changes
 }
 
+/// `cloud`: the cloud config's cloud properties, which each instance's VM and disk are
+/// made with (empty without a cloud config).
 pub fn plan(
     manifest: &Manifest,
     existing: Vec<InstanceRecord>,
+    cloud: &CloudProperties,
     options: &PlanOptions,
 ) -> DeploymentPlan {
     let mut by_group: BTreeMap<String, BTreeMap<u32, InstanceRecord>> = BTreeMap::new();
@@ -205,11 +220,23 @@ pub fn plan(
     }
     let mut groups = Vec::new();
     for group in &manifest.instance_groups {
-        let desired = desired_spec(manifest, group);
+        let mut desired = desired_spec(manifest, group);
+        desired.disk_cloud_properties = cloud.for_disk(group.persistent_disk_type.as_deref());
         let mut current = by_group.remove(&group.name).unwrap_or_default();
         let instances = (0..group.instances)
             .map(|index| {
                 let existing = current.remove(&index);
+                // An instance keeps its AZ; a new one takes the next in turn.
+                let az = existing.as_ref().and_then(|e| e.az.clone()).or_else(|| {
+                    (!group.azs.is_empty())
+                        .then(|| group.azs[index as usize % group.azs.len()].clone())
+                });
+                let mut desired = desired.clone();
+                desired.cloud_properties = cloud.for_vm(
+                    az.as_deref(),
+                    group.vm_type.as_deref(),
+                    &group.vm_extensions,
+                );
                 let mut changes = match existing.as_ref().and_then(|e| e.applied.as_ref()) {
                     None if existing.is_none() => BTreeSet::from([Change::New]),
                     None => BTreeSet::from([Change::Unapplied]),
@@ -246,18 +273,13 @@ pub fn plan(
                         changes.clear();
                     }
                 }
-                let az = if group.azs.is_empty() {
-                    None
-                } else {
-                    Some(group.azs[index as usize % group.azs.len()].clone())
-                };
                 InstancePlan {
                     id: existing.as_ref().map(|e| e.id.clone()).unwrap_or_default(),
                     group: group.name.clone(),
                     index,
-                    az: existing.as_ref().and_then(|e| e.az.clone()).or(az),
+                    az,
                     existing,
-                    desired: desired.clone(),
+                    desired,
                     changes,
                     addresses: Vec::new(),
                     obsolete_addresses: Vec::new(),
@@ -302,6 +324,10 @@ instance_groups:
         .unwrap()
     }
 
+    fn none() -> CloudProperties {
+        CloudProperties::default()
+    }
+
     fn record(m: &Manifest, index: u32) -> InstanceRecord {
         InstanceRecord {
             id: format!("id-{index}"),
@@ -333,6 +359,7 @@ instance_groups:
         let p = plan(
             &manifest(2, "2.0"),
             vec![ignored, record(&old, 1)],
+            &none(),
             &options,
         );
         let changed: Vec<bool> = p.instances().map(InstancePlan::changed).collect();
@@ -345,6 +372,7 @@ instance_groups:
         let plan = plan(
             &m,
             vec![record(&m, 0), record(&m, 1)],
+            &none(),
             &PlanOptions::default(),
         );
         assert!(plan.is_noop());
@@ -357,6 +385,7 @@ instance_groups:
         let plan = plan(
             &new,
             vec![record(&old, 0), record(&old, 1)],
+            &none(),
             &PlanOptions::default(),
         );
         assert_eq!(plan.changed_instances(), 2);
@@ -371,7 +400,7 @@ instance_groups:
     #[test]
     fn scaling_creates_and_deletes_by_index() {
         let m = manifest(3, "1.0");
-        let grown = plan(&m, vec![record(&m, 0)], &PlanOptions::default());
+        let grown = plan(&m, vec![record(&m, 0)], &none(), &PlanOptions::default());
         let news: Vec<u32> = grown.groups[0]
             .instances
             .iter()
@@ -383,6 +412,7 @@ instance_groups:
         let shrunk = plan(
             &small,
             vec![record(&m, 0), record(&m, 1), record(&m, 2)],
+            &none(),
             &PlanOptions::default(),
         );
         let gone: Vec<u32> = shrunk.obsolete.iter().map(|i| i.index).collect();
@@ -397,7 +427,12 @@ instance_groups:
         unfinished.applied = None;
         let mut vmless = record(&new, 1);
         vmless.vm_cid = None;
-        let plan = plan(&new, vec![unfinished, vmless], &PlanOptions::default());
+        let plan = plan(
+            &new,
+            vec![unfinished, vmless],
+            &none(),
+            &PlanOptions::default(),
+        );
         let first = &plan.groups[0].instances[0].changes;
         assert!(first.contains(&Change::Unapplied) && first.contains(&Change::Stemcell));
         assert!(
@@ -421,7 +456,7 @@ instance_groups:
         stale.vm_type = Some("large".into());
         let mut current = record(&m, 1);
         current.applied = None;
-        let plan = plan(&m, vec![stale, current], &PlanOptions::default());
+        let plan = plan(&m, vec![stale, current], &none(), &PlanOptions::default());
         let [stale, current] = &plan.groups[0].instances[..] else {
             panic!("two instances planned")
         };
@@ -436,8 +471,60 @@ instance_groups:
             unresponsive: BTreeSet::from(["id-1".to_string()]),
             ..PlanOptions::default()
         };
-        let plan = plan(&m, vec![record(&m, 0), record(&m, 1)], &options);
+        let plan = plan(&m, vec![record(&m, 0), record(&m, 1)], &none(), &options);
         assert!(!plan.groups[0].instances[0].changed());
         assert!(plan.groups[0].instances[1].needs_new_vm());
+    }
+
+    #[test]
+    fn changed_cloud_properties_need_a_new_vm_and_a_changed_disk_type_a_new_disk() {
+        let m = manifest(2, "1.0");
+        let mut zonal = record(&m, 0);
+        zonal.az = Some("z1".into());
+        let mut cloud = none();
+        cloud.azs.insert(
+            "z1".into(),
+            serde_json::json!({"zone": "a"})
+                .as_object()
+                .unwrap()
+                .clone(),
+        );
+        let zoned = plan(
+            &m,
+            vec![zonal, record(&m, 1)],
+            &cloud,
+            &PlanOptions::default(),
+        );
+        let [zonal, other] = &zoned.groups[0].instances[..] else {
+            panic!("two instances planned")
+        };
+        assert_eq!(zonal.changes, BTreeSet::from([Change::CloudProperties]));
+        assert!(zonal.needs_new_vm());
+        assert_eq!(zonal.desired.cloud_properties["zone"], "a");
+        assert!(!other.changed(), "{:?}", other.changes);
+
+        let mut typed = m.clone();
+        typed.instance_groups[0].persistent_disk_type = Some("fast".into());
+        cloud.disk_types.insert(
+            "fast".into(),
+            serde_json::json!({"type": "gp3"})
+                .as_object()
+                .unwrap()
+                .clone(),
+        );
+        let untyped = plan(
+            &typed,
+            vec![record(&m, 1)],
+            &none(),
+            &PlanOptions::default(),
+        );
+        assert!(
+            !untyped.groups[0].instances[1].changed(),
+            "a type without properties: {:?}",
+            untyped.groups[0].instances[1].changes
+        );
+        let retyped = plan(&typed, vec![record(&m, 1)], &cloud, &PlanOptions::default());
+        let changes = &retyped.groups[0].instances[1].changes;
+        assert!(changes.contains(&Change::PersistentDisk), "{changes:?}");
     }
 }

@@ -6,6 +6,7 @@
 use super::Core;
 use super::cloud::{self, CloudModel};
 use super::cloud::{CompilationConfig, CompilationConfigError, read_config};
+use super::cloud_properties::CloudProperties;
 use super::error::StepError;
 use super::manifest::{Manifest, parse};
 use super::model::Release;
@@ -99,6 +100,15 @@ impl Snapshot {
             Some(cloud) => Networking::Global(cloud.networks.clone()),
             None => Networking::Local(self.manifest.networks.clone().unwrap_or_default()),
         }
+    }
+
+    /// What the CPI gets for each AZ, VM type, extension and disk type; none without a
+    /// cloud config.
+    pub fn cloud_properties(&self) -> CloudProperties {
+        self.cloud
+            .as_ref()
+            .map(|c| c.properties.clone())
+            .unwrap_or_default()
     }
 
     /// The names the cloud config (or the manifest's networks) define, for validation.

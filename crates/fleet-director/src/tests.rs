@@ -656,7 +656,7 @@ async fn a_retried_migration_reuses_the_disk_the_failed_attempt_created() {
     // What a migration that failed after creating its disk leaves behind.
     let left = f
         .cloud
-        .create_disk(2048, before.vm_cid.as_deref().unwrap())
+        .create_disk(2048, &Default::default(), before.vm_cid.as_deref().unwrap())
         .await
         .unwrap();
     let record = crate::model::DiskRecord {
@@ -664,6 +664,7 @@ async fn a_retried_migration_reuses_the_disk_the_failed_attempt_created() {
         deployment: "d".into(),
         instance_id: Some(before.id.clone()),
         size: 2048,
+        cloud_properties: Default::default(),
         orphaned: false,
         orphaned_at: None,
         instance_name: None,

@@ -13,6 +13,7 @@ pub struct CloudFacts {
     /// `None` without a cloud config: then AZs and VM types are not checked.
     pub azs: Option<BTreeSet<String>>,
     pub vm_types: Option<BTreeSet<String>>,
+    pub vm_extensions: BTreeSet<String>,
     /// Disk type name to size in MB.
     pub disk_types: BTreeMap<String, u64>,
     pub networks: BTreeSet<String>,
@@ -47,6 +48,7 @@ impl CloudFacts {
         CloudFacts {
             azs: Some(names("azs")),
             vm_types: Some(names("vm_types")),
+            vm_extensions: names("vm_extensions"),
             disk_types,
             networks,
         }
@@ -138,6 +140,14 @@ pub fn problems(manifest: &Manifest, cloud: &CloudFacts, uploaded: &Uploaded) ->
                 _ => {}
             }
         }
+        for e in &g.vm_extensions {
+            if !cloud.vm_extensions.contains(e) {
+                out.push(format!(
+                    "{path}.vm_extensions: unknown VM extension `{e}`; {}",
+                    known(&cloud.vm_extensions)
+                ));
+            }
+        }
         if let Some(t) = &g.persistent_disk_type {
             if g.persistent_disk > 0 {
                 out.push(format!(
@@ -184,6 +194,7 @@ instance_groups:
   azs: [z1, z9]
   jobs: [{name: nginx, release: nginx}]
   vm_type: huge
+  vm_extensions: [lb, public-ip]
   stemcell: default
   persistent_disk_type: fast
   networks: [{name: default, static_ips: [10.0.0.5]}, {name: nowhere}]
@@ -195,6 +206,7 @@ instance_groups:
         let cloud = CloudFacts {
             azs: Some(BTreeSet::from(["z1".to_string()])),
             vm_types: Some(BTreeSet::from(["small".to_string()])),
+            vm_extensions: BTreeSet::from(["lb".to_string()]),
             disk_types: BTreeMap::from([("slow".to_string(), 1024)]),
             networks: BTreeSet::from(["default".to_string()]),
         };
@@ -210,6 +222,7 @@ instance_groups:
             "instance_groups.web.networks.nowhere: unknown network; defined: `default`",
             "instance_groups.web.azs: unknown availability zone `z9`; defined: `z1`",
             "instance_groups.web.vm_type: unknown VM type `huge`; defined: `small`",
+            "instance_groups.web.vm_extensions: unknown VM extension `public-ip`; defined: `lb`",
             "instance_groups.web.persistent_disk_type: unknown disk type `fast`; defined: `slow`",
         ];
         assert_eq!(found, expected);

@@ -368,14 +368,13 @@ impl Cpi for ProcessCloud {
                 .collect(),
         };
         let stemcell = request.stemcell_cid.as_deref().unwrap_or(&request.stemcell);
-        let vm_type = serde_json::json!({ "vm_type": request.vm_type });
         let env = serde_json::json!({"bosh": {"group": request.deployment}});
         let record = self
             .iaas
             .create_vm(
                 &request.agent_id,
                 stemcell,
-                &vm_type,
+                &serde_json::Value::Object(request.cloud_properties.clone()),
                 &serde_json::Value::Object(networks),
                 &env,
             )
@@ -430,9 +429,14 @@ impl Cpi for ProcessCloud {
         Ok(())
     }
 
-    async fn create_disk(&self, size: u64, _vm_cid: &str) -> Result<String, CpiError> {
+    async fn create_disk(
+        &self,
+        size: u64,
+        cloud_properties: &serde_json::Map<String, serde_json::Value>,
+        _vm_cid: &str,
+    ) -> Result<String, CpiError> {
         self.iaas
-            .create_disk(size, &serde_json::Value::Null)
+            .create_disk(size, &serde_json::Value::Object(cloud_properties.clone()))
             .map_err(cpi_error)
     }
 

@@ -101,6 +101,8 @@ pub struct InstanceGroup {
     pub azs: Vec<String>,
     pub jobs: Vec<JobRef>,
     pub vm_type: Option<String>,
+    /// Cloud config VM extensions, whose cloud properties add to the VM type's.
+    pub vm_extensions: Vec<String>,
     /// A stemcell alias of the manifest.
     pub stemcell: String,
     /// Persistent disk size in MB, 0 for none.

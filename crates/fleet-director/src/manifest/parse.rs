@@ -42,6 +42,7 @@ const GROUP: &[&str] = &[
     "azs",
     "jobs",
     "vm_type",
+    "vm_extensions",
     "stemcell",
     "persistent_disk",
     "persistent_disk_type",
@@ -285,6 +286,7 @@ fn read_group(
         azs: Vec::new(),
         jobs: Vec::new(),
         vm_type: None,
+        vm_extensions: Vec::new(),
         stemcell: String::new(),
         persistent_disk: 0,
         persistent_disk_type: None,
@@ -350,6 +352,13 @@ fn read_group(
                 }
             }
             "vm_type" => group.vm_type = text(checker, value, &p),
+            "vm_extensions" => {
+                group.vm_extensions = checker
+                    .list(value, &p)
+                    .iter()
+                    .filter_map(|e| text(checker, e, &p))
+                    .collect();
+            }
             "stemcell" => group.stemcell = text(checker, value, &p).unwrap_or_default(),
             "persistent_disk" => match &value.value {
                 Value::Int(n) if *n >= 0 => group.persistent_disk = *n as u64,

@@ -241,6 +241,24 @@ impl SimulatedCloud {
         vms
     }
 
+    /// The cloud properties the VM or disk `cid` was made with; `None` when the cloud
+    /// has no such VM or disk.
+    pub async fn cloud_properties(
+        &self,
+        cid: &str,
+    ) -> Option<serde_json::Map<String, serde_json::Value>> {
+        self.records
+            .read(|r| {
+                r.vms
+                    .get(cid)
+                    .map(|vm| vm.cloud_properties.clone())
+                    .or_else(|| r.disk(cid).map(|d| d.cloud_properties.clone()))
+            })
+            .await
+            .ok()
+            .flatten()
+    }
+
     fn cpi_error(e: impl std::fmt::Display) -> CpiError {
         CpiError(e.to_string())
     }
@@ -266,6 +284,7 @@ impl Cpi for SimulatedCloud {
             stemcell: request.stemcell.clone(),
             deployment: request.deployment.clone(),
             instance: request.instance.clone(),
+            cloud_properties: request.cloud_properties.clone(),
         };
         let agent = AgentRecord {
             agent_id: request.agent_id.clone(),
@@ -418,7 +437,12 @@ impl Cpi for SimulatedCloud {
         }
     }
 
-    async fn create_disk(&self, size: u64, vm_cid: &str) -> Result<String, CpiError> {
+    async fn create_disk(
+        &self,
+        size: u64,
+        cloud_properties: &serde_json::Map<String, serde_json::Value>,
+        vm_cid: &str,
+    ) -> Result<String, CpiError> {
         self.pause(true, "create_disk", &self.vm_subject(vm_cid).await)
             .await;
         let cid = new_id("disk");
@@ -426,6 +450,7 @@ impl Cpi for SimulatedCloud {
             cid: cid.clone(),
             size,
             vm_cid: None,
+            cloud_properties: cloud_properties.clone(),
         };
         let write = put(Collection::CloudDisks, &cid, "", &disk);
         self.records

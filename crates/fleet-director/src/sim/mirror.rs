@@ -20,6 +20,9 @@ pub(super) struct CloudVm {
     pub stemcell: String,
     pub deployment: String,
     pub instance: String,
+    /// What the director asked of the VM beyond its stemcell, as an IaaS would keep it.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub cloud_properties: serde_json::Map<String, serde_json::Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -27,6 +30,8 @@ pub(super) struct CloudDisk {
     pub cid: String,
     pub size: u64,
     pub vm_cid: Option<String>,
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub cloud_properties: serde_json::Map<String, serde_json::Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,6 +1,6 @@
 //! The persistent disk of an instance brought to what its plan wants: created, attached
-//! and mounted; replaced (data migrated, old disk orphaned) when its size changes; orphaned
-//! when no longer wanted.
+//! and mounted; replaced (data migrated, old disk orphaned) when its size or its disk
+//! type's cloud properties change; orphaned when no longer wanted.
 
 use super::super::Core;
 use super::super::error::StepError;
@@ -21,14 +21,19 @@ pub async fn converge_disk(
         return Ok(());
     };
     let wanted = plan.desired.persistent_disk;
+    let properties = &plan.desired.disk_cloud_properties;
     let current = match &record.disk_cid {
-        Some(cid) => core.records.disk(cid).await?.map(|d| (d.cid, d.size)),
+        Some(cid) => core
+            .records
+            .disk(cid)
+            .await?
+            .map(|d| (d.cid, d.size, d.cloud_properties)),
         None => None,
     };
     let unfinished = plan.changes.contains(&Change::Unapplied);
     match current {
         None if wanted == 0 => Ok(()),
-        Some((cid, size)) if size == wanted => {
+        Some((cid, size, ref made_with)) if size == wanted && made_with == properties => {
             if fresh_vm || unfinished {
                 // Attaching and mounting again is harmless and finishes a step a crash
                 // may have cut short.
@@ -43,7 +48,7 @@ pub async fn converge_disk(
             Ok(())
         }
         old => {
-            if let Some((cid, _)) = &old
+            if let Some((cid, ..)) = &old
                 && fresh_vm
             {
                 // The old disk must be reachable on the new VM to move its data.
@@ -57,17 +62,17 @@ pub async fn converge_disk(
             }
             let mut writes = Vec::new();
             let new_disk = if wanted > 0 {
-                let old_cid = old.as_ref().map(|(cid, _)| cid.as_str());
+                let old_cid = old.as_ref().map(|(cid, ..)| cid.as_str());
                 // Only a migration or an update cut short can have left a disk behind; a
                 // first disk skips the look-up, which reads every disk of the deployment.
                 let leftover = if old.is_some() || unfinished {
-                    left_from_a_failed_migration(core, record, wanted, old_cid).await?
+                    left_from_a_failed_migration(core, record, wanted, properties, old_cid).await?
                 } else {
                     None
                 };
                 let disk = match leftover {
                     Some(disk) => disk,
-                    None => create_disk(core, record, wanted, &vm).await?,
+                    None => create_disk(core, record, wanted, properties, &vm).await?,
                 };
                 core.cpi
                     .attach_disk(&vm, &disk)
@@ -80,7 +85,7 @@ pub async fn converge_disk(
             } else {
                 None
             };
-            if let Some((old_cid, _)) = old {
+            if let Some((old_cid, ..)) = old {
                 if let Some(new_cid) = &new_disk {
                     core.agent_call(
                         &agent,
@@ -117,6 +122,7 @@ async fn left_from_a_failed_migration(
     core: &Core,
     record: &InstanceRecord,
     wanted: u64,
+    properties: &serde_json::Map<String, serde_json::Value>,
     current: Option<&str>,
 ) -> Result<Option<String>, StepError> {
     let disks: Vec<DiskRecord> = core.records.disks(&record.deployment).await?;
@@ -125,6 +131,7 @@ async fn left_from_a_failed_migration(
         .find(|d| {
             !d.orphaned
                 && d.size == wanted
+                && &d.cloud_properties == properties
                 && d.instance_id.as_deref() == Some(record.id.as_str())
                 && Some(d.cid.as_str()) != current
         })
@@ -137,11 +144,12 @@ async fn create_disk(
     core: &Core,
     record: &InstanceRecord,
     wanted: u64,
+    properties: &serde_json::Map<String, serde_json::Value>,
     vm: &str,
 ) -> Result<String, StepError> {
     let disk = core
         .cpi
-        .create_disk(wanted, vm)
+        .create_disk(wanted, properties, vm)
         .await
         .map_err(|e| format!("create_disk for {}: {e}", record.name()))?;
     let disk_record = DiskRecord {
@@ -149,6 +157,7 @@ async fn create_disk(
         deployment: record.deployment.clone(),
         instance_id: Some(record.id.clone()),
         size: wanted,
+        cloud_properties: properties.clone(),
         orphaned: false,
         orphaned_at: None,
         instance_name: None,

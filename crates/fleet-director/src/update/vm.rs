@@ -74,6 +74,7 @@ pub async fn create_vm(
             .map(|(network, ip)| (network.clone(), ip.map(crate::network::to_ip)))
             .collect(),
         network_settings: plan.network_settings.clone(),
+        cloud_properties: plan.desired.cloud_properties.clone(),
         instance_id: Some(record.id.clone()),
         az: record.az.clone(),
     };
@@ -155,17 +156,18 @@ pub async fn orphaned(
     cid: &str,
     owner: &InstanceRecord,
 ) -> Result<DiskRecord, StepError> {
-    let size = core
+    let (size, cloud_properties) = core
         .records
         .disk(cid)
         .await?
-        .map(|d| d.size)
+        .map(|d| (d.size, d.cloud_properties))
         .unwrap_or_default();
     Ok(DiskRecord {
         cid: cid.to_string(),
         deployment: owner.deployment.clone(),
         instance_id: None,
         size,
+        cloud_properties,
         orphaned: true,
         orphaned_at: Some(crate::task::unix_now()),
         instance_name: Some(format!("{}/{}", owner.group, owner.id)),
