@@ -233,7 +233,7 @@ fn read_embedded(node: &Node, base: &Path, config: &mut Config, checker: &mut Ch
             }
             match parse_fault(&fault) {
                 Ok(f) => config.faults.push(f),
-                Err(message) => checker.report(&p, item.at, message),
+                Err(e) => checker.report(&p, item.at, e.to_string()),
             }
         }
     }

@@ -286,10 +286,14 @@ impl VmAgent {
     /// spec names, with its digest.
     fn prepare(&self, spec: &ApplySpec) -> Result<(), String> {
         if let Some(archive) = &spec.rendered_templates_archive {
-            self.blobs.fetch(&archive.blobstore_id, &archive.sha1)?;
+            self.blobs
+                .fetch(&archive.blobstore_id, &archive.sha1)
+                .map_err(|e| e.to_string())?;
         }
         for package in spec.packages.values() {
-            self.blobs.fetch(&package.blobstore_id, &package.sha1)?;
+            self.blobs
+                .fetch(&package.blobstore_id, &package.sha1)
+                .map_err(|e| e.to_string())?;
         }
         Ok(())
     }
@@ -299,8 +303,11 @@ impl VmAgent {
         if !spec.configuration_hash.is_empty()
             && let Some(archive) = &spec.rendered_templates_archive
         {
-            let bytes = self.blobs.fetch(&archive.blobstore_id, &archive.sha1)?;
-            let rendered = fleet_vm::rendering::unpack(&bytes)?;
+            let bytes = self
+                .blobs
+                .fetch(&archive.blobstore_id, &archive.sha1)
+                .map_err(|e| e.to_string())?;
+            let rendered = fleet_vm::rendering::unpack(&bytes).map_err(|e| e.to_string())?;
             let mut packages = Vec::new();
             for PackageRef {
                 name,
@@ -309,7 +316,10 @@ impl VmAgent {
                 ..
             } in spec.packages.values()
             {
-                let compiled = self.blobs.fetch(blobstore_id, sha1)?;
+                let compiled = self
+                    .blobs
+                    .fetch(blobstore_id, sha1)
+                    .map_err(|e| e.to_string())?;
                 packages.push(PackageToPlace {
                     name: name.clone(),
                     compiled,

@@ -5,6 +5,26 @@
 
 use std::path::{Path, PathBuf};
 
+/// Why a blob the spec names cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum BlobError {
+    #[error("blob {id}: {source}")]
+    Read {
+        id: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("blob {id} is not in the agent's blobstore")]
+    Missing { id: String },
+    /// A digest the spec gives that is malformed, or that the blob does not have.
+    #[error("blob {id}: {source}")]
+    Digest {
+        id: String,
+        #[source]
+        source: fleet_release::ArchiveError,
+    },
+}
+
 pub struct Blobstore {
     dir: PathBuf,
 }
@@ -80,14 +100,20 @@ impl Blobstore {
     ///
     /// # Errors
     /// A missing blob, or one whose digest differs.
-    pub fn fetch(&self, id: &str, digest: &str) -> Result<Vec<u8>, String> {
+    pub fn fetch(&self, id: &str, digest: &str) -> Result<Vec<u8>, BlobError> {
         let bytes = self
             .get(id)
-            .map_err(|e| format!("blob {id}: {e}"))?
-            .ok_or_else(|| format!("blob {id} is not in the agent's blobstore"))?;
+            .map_err(|source| BlobError::Read {
+                id: id.to_string(),
+                source,
+            })?
+            .ok_or_else(|| BlobError::Missing { id: id.to_string() })?;
         fleet_release::Digest::parse(digest)
             .and_then(|d| d.verify(&bytes))
-            .map_err(|e| format!("blob {id}: {e}"))?;
+            .map_err(|source| BlobError::Digest {
+                id: id.to_string(),
+                source,
+            })?;
         Ok(bytes)
     }
 

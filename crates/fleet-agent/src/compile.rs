@@ -19,10 +19,13 @@ impl VmAgent {
             None | Some(Value::Null) => Default::default(),
             Some(_) => args.value(4, "dependencies")?,
         };
-        let source = self.blobs.fetch(&id, &digest)?;
+        let source = self.blobs.fetch(&id, &digest).map_err(|e| e.to_string())?;
         let mut dependencies = Vec::new();
         for (dep, reference) in &deps {
-            let bytes = self.blobs.fetch(&reference.blobstore_id, &reference.sha1)?;
+            let bytes = self
+                .blobs
+                .fetch(&reference.blobstore_id, &reference.sha1)
+                .map_err(|e| e.to_string())?;
             dependencies.push((dep.clone(), bytes));
         }
         let (compiled, _) = compile::compile(

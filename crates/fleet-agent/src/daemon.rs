@@ -4,15 +4,59 @@
 //! stops the VM's processes as it ends. Started again (after the machine restarted), it
 //! brings back the jobs that ran, no lifecycle script run.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use fleet_vm::iaas::{AGENT_PIDFILE as PIDFILE, AgentSettings, ProcessIaas};
+use fleet_vm::iaas::{AGENT_PIDFILE as PIDFILE, AgentSettings, IaasError, ProcessIaas};
+use fleet_vm::registry_client::RegistryError;
 use fleet_vm::supervisor::Timings;
 
 use super::actions::VmAgent;
-use super::mbus::MbusUrl;
-use super::server;
+use super::mbus::{MbusError, MbusUrl};
+use super::server::{self, TlsError};
+
+/// Why a VM's agent process cannot serve; the process that started it shows this.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// The VM's directory as given cannot be made absolute.
+    #[error(transparent)]
+    Directory(std::io::Error),
+    #[error("{} is not a VM's directory", .0.display())]
+    NotAVm(PathBuf),
+    #[error(transparent)]
+    Iaas(#[from] IaasError),
+    #[error("VM {cid} has no networked agent settings")]
+    NoAgentSettings { cid: String },
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    #[error("the registry at {registry} has no settings for VM {cid}")]
+    NoSettings { registry: String, cid: String },
+    /// The settings read from the registry, or kept from it, are not JSON.
+    #[error(transparent)]
+    Settings(serde_json::Error),
+    #[error("VM {cid}'s settings in the registry have no mbus")]
+    NoMbus { cid: String },
+    #[error(transparent)]
+    Mbus(#[from] MbusError),
+    #[error(
+        "the agent of VM {cid} would listen on {mbus}: a process-backed VM's agent listens on \
+         this machine's loopback only"
+    )]
+    NotLoopback { cid: String, mbus: String },
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    #[error("cannot listen on {mbus}: {source}")]
+    Listen {
+        mbus: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The VM's agent state cannot be opened, or its pidfile written.
+    #[error(transparent)]
+    Vm(std::io::Error),
+    #[error(transparent)]
+    Signal(std::io::Error),
+}
 
 /// How often the agent looks whether its VM still exists.
 const VM_CHECK: Duration = Duration::from_secs(2);
@@ -26,23 +70,31 @@ const REGISTRY_WAIT: Duration = Duration::from_secs(60);
 
 /// The agent's settings as the registry keeps them: the mbus, and the certificate of
 /// `env.bosh.mbus.cert`; those read before when the registry is gone.
-async fn from_registry(registry: &str, cid: &str, vm_dir: &Path) -> Result<AgentSettings, String> {
+async fn from_registry(
+    registry: &str,
+    cid: &str,
+    vm_dir: &Path,
+) -> Result<AgentSettings, DaemonError> {
     let cached = vm_dir.join(CACHED_SETTINGS);
     let started = tokio::time::Instant::now();
     let settings = loop {
         match fleet_vm::registry_client::get(registry, cid).await {
             Ok(Some(settings)) => {
                 let _ = std::fs::create_dir_all(vm_dir.join("bosh"));
-                let text = serde_json::to_vec(&settings).map_err(|e| e.to_string())?;
-                fleet_vm::iaas::write_atomically(&cached, &text).map_err(|e| e.to_string())?;
+                let text = serde_json::to_vec(&settings).map_err(DaemonError::Settings)?;
+                fleet_vm::iaas::write_atomically(&cached, &text)?;
                 break settings;
             }
             outcome if started.elapsed() >= REGISTRY_WAIT || cached.exists() => {
                 let text = std::fs::read(&cached).map_err(|_| match outcome {
-                    Err(e) => e,
-                    _ => format!("the registry at {registry} has no settings for VM {cid}"),
+                    Err(e) => DaemonError::Registry(e),
+                    _ => DaemonError::NoSettings {
+                        // The URL carries the registry's password.
+                        registry: fleet_vm::registry_client::without_credentials(registry),
+                        cid: cid.to_string(),
+                    },
                 })?;
-                break serde_json::from_slice(&text).map_err(|e| e.to_string())?;
+                break serde_json::from_slice(&text).map_err(DaemonError::Settings)?;
             }
             _ => tokio::time::sleep(Duration::from_millis(200)).await,
         }
@@ -54,8 +106,9 @@ async fn from_registry(registry: &str, cid: &str, vm_dir: &Path) -> Result<Agent
             .map(str::to_string)
     };
     Ok(AgentSettings {
-        mbus: text("/mbus")
-            .ok_or_else(|| format!("VM {cid}'s settings in the registry have no mbus"))?,
+        mbus: text("/mbus").ok_or_else(|| DaemonError::NoMbus {
+            cid: cid.to_string(),
+        })?,
         certificate: text("/env/bosh/mbus/cert/certificate"),
         private_key: text("/env/bosh/mbus/cert/private_key"),
     })
@@ -66,11 +119,11 @@ async fn from_registry(registry: &str, cid: &str, vm_dir: &Path) -> Result<Agent
 /// # Errors
 /// A VM without networked agent settings, an mbus that cannot be bound, a certificate
 /// that cannot be used.
-pub async fn serve(vm_dir: &Path, timings: Timings) -> Result<(), String> {
-    let vm_dir = std::path::absolute(vm_dir).map_err(|e| e.to_string())?;
-    let (iaas, cid) = ProcessIaas::of_vm(&vm_dir)
-        .ok_or_else(|| format!("{} is not a VM's directory", vm_dir.display()))?;
-    let record = iaas.vm(&cid).map_err(|e| e.to_string())?;
+pub async fn serve(vm_dir: &Path, timings: Timings) -> Result<(), DaemonError> {
+    let vm_dir = std::path::absolute(vm_dir).map_err(DaemonError::Directory)?;
+    let (iaas, cid) =
+        ProcessIaas::of_vm(&vm_dir).ok_or_else(|| DaemonError::NotAVm(vm_dir.clone()))?;
+    let record = iaas.vm(&cid)?;
     let AgentSettings {
         mbus,
         certificate,
@@ -78,34 +131,36 @@ pub async fn serve(vm_dir: &Path, timings: Timings) -> Result<(), String> {
     } = match (&record.agent, &record.registry) {
         (Some(settings), _) => settings.clone(),
         (None, Some(registry)) => from_registry(registry, &cid, &vm_dir).await?,
-        (None, None) => return Err(format!("VM {cid} has no networked agent settings")),
+        (None, None) => return Err(DaemonError::NoAgentSettings { cid }),
     };
-    let mbus = MbusUrl::parse(&mbus).map_err(|e| e.to_string())?;
+    let mbus = MbusUrl::parse(&mbus)?;
     if !mbus.is_loopback() {
-        return Err(format!(
-            "the agent of VM {cid} would listen on {}: a process-backed VM's agent listens on \
-             this machine's loopback only",
-            mbus.without_credentials()
-        ));
+        return Err(DaemonError::NotLoopback {
+            cid,
+            mbus: mbus.without_credentials(),
+        });
     }
     let cert = certificate.as_deref().zip(private_key.as_deref());
     let tls = server::tls_config(cert, &mbus.host)?;
     let listener = server::bind(&mbus)
         .await
-        .map_err(|e| format!("cannot listen on {}: {e}", mbus.without_credentials()))?;
+        .map_err(|source| DaemonError::Listen {
+            mbus: mbus.without_credentials(),
+            source,
+        })?;
     let disks = iaas.root().join("disks");
     let agent = VmAgent::open(&vm_dir, &cid, &record.agent_id, &disks, timings)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(DaemonError::Vm)?;
     std::fs::write(vm_dir.join(PIDFILE), std::process::id().to_string())
-        .map_err(|e| e.to_string())?;
+        .map_err(DaemonError::Vm)?;
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let serving = tokio::spawn({
         let agent = std::sync::Arc::clone(&agent);
         async move { server::serve(listener, tls, agent, &mbus, stopped).await }
     });
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|e| e.to_string())?;
+        .map_err(DaemonError::Signal)?;
     loop {
         tokio::select! {
             _ = term.recv() => break,

@@ -30,6 +30,23 @@ use super::protocol::{Answer, Request};
 /// The largest blob taken: a compiled package or a release's package sources.
 const MAX_BLOB: usize = 2 * 1024 * 1024 * 1024;
 
+/// Why the agent has no certificate to serve its mbus with.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("the mbus certificate is not PEM: {0}")]
+    CertificateNotPem(#[source] rustls_pki_types::pem::Error),
+    #[error("the mbus private key is not PEM: {0}")]
+    KeyNotPem(#[source] rustls_pki_types::pem::Error),
+    #[error("cannot make the agent's certificate: {0}")]
+    Generate(#[source] rcgen::Error),
+    #[error("cannot use the agent's key: {0}")]
+    GeneratedKey(&'static str),
+    #[error(transparent)]
+    Protocols(rustls::Error),
+    #[error("the mbus certificate and key do not fit: {0}")]
+    Mismatch(#[source] rustls::Error),
+}
+
 #[derive(Clone)]
 struct App {
     agent: Arc<VmAgent>,
@@ -42,33 +59,32 @@ struct App {
 ///
 /// # Errors
 /// A certificate or key that cannot be read, or one that cannot be made.
-pub fn tls_config(cert: Option<(&str, &str)>, host: &str) -> Result<Arc<ServerConfig>, String> {
+pub fn tls_config(cert: Option<(&str, &str)>, host: &str) -> Result<Arc<ServerConfig>, TlsError> {
     let (chain, key) = match cert {
         Some((certificate, private_key)) => {
             let chain: Vec<CertificateDer<'static>> =
                 CertificateDer::pem_slice_iter(certificate.as_bytes())
                     .collect::<Result<_, _>>()
-                    .map_err(|e| format!("the mbus certificate is not PEM: {e}"))?;
+                    .map_err(TlsError::CertificateNotPem)?;
             let key = PrivateKeyDer::from_pem_slice(private_key.as_bytes())
-                .map_err(|e| format!("the mbus private key is not PEM: {e}"))?;
+                .map_err(TlsError::KeyNotPem)?;
             (chain, key)
         }
         None => {
             let names = vec![host.to_string(), "localhost".into(), "127.0.0.1".into()];
-            let made = rcgen::generate_simple_self_signed(names)
-                .map_err(|e| format!("cannot make the agent's certificate: {e}"))?;
+            let made = rcgen::generate_simple_self_signed(names).map_err(TlsError::Generate)?;
             let key = PrivateKeyDer::try_from(made.signing_key.serialize_der())
-                .map_err(|e| format!("cannot use the agent's key: {e}"))?;
+                .map_err(TlsError::GeneratedKey)?;
             (vec![made.cert.der().clone()], key)
         }
     };
     let config =
         ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
             .with_safe_default_protocol_versions()
-            .map_err(|e| e.to_string())?
+            .map_err(TlsError::Protocols)?
             .with_no_client_auth()
             .with_single_cert(chain, key)
-            .map_err(|e| format!("the mbus certificate and key do not fit: {e}"))?;
+            .map_err(TlsError::Mismatch)?;
     Ok(Arc::new(config))
 }
 

@@ -49,7 +49,7 @@ pub async fn create_env(
             Some(
                 super::registry::start(settings)
                     .await
-                    .map_err(EnvError::Input)?,
+                    .map_err(|e| EnvError::Input(e.to_string()))?,
             )
         }
         None => None,

@@ -39,7 +39,7 @@ pub async fn delete_env(
             Some(
                 super::registry::start(settings)
                     .await
-                    .map_err(EnvError::Input)?,
+                    .map_err(|e| EnvError::Input(e.to_string()))?,
             )
         }
         None => None,

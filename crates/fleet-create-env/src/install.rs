@@ -38,6 +38,13 @@ pub struct Installation {
     dir: PathBuf,
 }
 
+/// An installation id that is not a UUID, which could name a path outside installations.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the state file's installation_id `{id}` is not a UUID")]
+pub struct InstallationIdError {
+    pub id: String,
+}
+
 /// The packages `wanted` need, dependencies before what depends on them.
 fn in_order(release: &ReleaseArchive, wanted: &[String]) -> Result<Vec<String>, String> {
     fn visit(
@@ -94,11 +101,11 @@ impl Installation {
     ///
     /// # Errors
     /// An id that is not a UUID (a state file edited by hand).
-    pub fn new(installation_id: &str) -> Result<Self, String> {
+    pub fn new(installation_id: &str) -> Result<Self, InstallationIdError> {
         if !is_uuid(installation_id) {
-            return Err(format!(
-                "the state file's installation_id `{installation_id}` is not a UUID"
-            ));
+            return Err(InstallationIdError {
+                id: installation_id.to_string(),
+            });
         }
         Ok(Installation {
             dir: installations().join(installation_id),
@@ -232,7 +239,7 @@ impl Installation {
         let (archive, _) = render_archive(&spec, &[source])
             .await
             .map_err(|e| format!("cloud_provider.properties: {e}"))?;
-        let jobs = unpack(&archive)?;
+        let jobs = unpack(&archive).map_err(|e| e.to_string())?;
         fleet_vm::place::place(&vm, &jobs, Vec::new())
             .await
             .map_err(|e| e.to_string())?;

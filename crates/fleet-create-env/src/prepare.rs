@@ -83,7 +83,9 @@ pub fn read(options: &Options) -> Result<Prepared, EnvError> {
     if variables::generate(&declared, &mut values)? {
         variables::save_store(&options.vars_store_path(), &values)?;
     }
-    for (name, value) in variables::from_flags(&options.vars).map_err(EnvError::Input)? {
+    for (name, value) in
+        variables::from_flags(&options.vars).map_err(|e| EnvError::Input(e.to_string()))?
+    {
         values.insert(name, value);
     }
     let interpolated = variables::interpolate(&node, &values)?;
@@ -95,7 +97,8 @@ pub fn read(options: &Options) -> Result<Prepared, EnvError> {
         .map(Path::to_path_buf)
         .unwrap_or_default();
     let state = StateFile::open(&options.state_path())?;
-    let installation = Installation::new(&state.state.installation_id).map_err(EnvError::Input)?;
+    let installation = Installation::new(&state.state.installation_id)
+        .map_err(|e| EnvError::Input(e.to_string()))?;
     Ok(Prepared {
         manifest,
         sha,
@@ -114,7 +117,10 @@ impl Prepared {
     pub fn load_releases(&mut self) -> Result<(), EnvError> {
         let mut releases = Vec::new();
         for (i, entry) in self.manifest.releases.iter().enumerate() {
-            releases.push(sources::release(i, entry, &self.base).map_err(EnvError::Input)?);
+            releases.push(
+                sources::release(i, entry, &self.base)
+                    .map_err(|e| EnvError::Input(e.to_string()))?,
+            );
         }
         self.releases = releases;
         self.check_jobs()
@@ -188,7 +194,7 @@ impl Prepared {
             &self.base,
             &self.installation.scratch(),
         )
-        .map_err(EnvError::Input)
+        .map_err(|e| EnvError::Input(e.to_string()))
     }
 
     pub fn release(&self, name: &str) -> Option<&ReleaseArchive> {

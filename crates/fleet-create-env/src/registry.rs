@@ -127,17 +127,34 @@ async fn delete_settings(
     StatusCode::OK.into_response()
 }
 
+/// Why the registry did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error(
+        "cloud_provider.properties.registry.host: {host} is not a loopback address; the registry listens on this machine only"
+    )]
+    NotLoopback { host: IpAddr },
+    #[error("cannot start the registry on {host}:{port}: {source}")]
+    Bind {
+        host: IpAddr,
+        port: u16,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Port(std::io::Error),
+}
+
 /// Starts the registry on its loopback address.
 ///
 /// # Errors
 /// A host that is not loopback (the registry holds credentials and is open to read), or
 /// a port that cannot be bound.
-pub async fn start(settings: &RegistrySettings) -> Result<RunningRegistry, String> {
+pub async fn start(settings: &RegistrySettings) -> Result<RunningRegistry, RegistryError> {
     if !settings.host.is_loopback() {
-        return Err(format!(
-            "cloud_provider.properties.registry.host: {} is not a loopback address; the registry listens on this machine only",
-            settings.host
-        ));
+        return Err(RegistryError::NotLoopback {
+            host: settings.host,
+        });
     }
     let credentials = format!("{}:{}", settings.username, settings.password);
     let registry = Registry {
@@ -158,13 +175,12 @@ pub async fn start(settings: &RegistrySettings) -> Result<RunningRegistry, Strin
         .with_state(registry);
     let listener = tokio::net::TcpListener::bind((settings.host, settings.port))
         .await
-        .map_err(|e| {
-            format!(
-                "cannot start the registry on {}:{}: {e}",
-                settings.host, settings.port
-            )
+        .map_err(|source| RegistryError::Bind {
+            host: settings.host,
+            port: settings.port,
+            source,
         })?;
-    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+    let port = listener.local_addr().map_err(RegistryError::Port)?.port();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(async move {
         let _ = axum::serve(listener, app)
@@ -211,6 +227,7 @@ mod tests {
             get(client.base(), "vm-1")
                 .await
                 .unwrap_err()
+                .to_string()
                 .contains("401"),
             "no credentials"
         );
@@ -223,7 +240,8 @@ mod tests {
         let e = context("wrong")
             .put("vm-1", &serde_json::json!({}))
             .await
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("401") && !e.contains("wrong"), "{e}");
         client.delete("vm-1").await.unwrap();
         assert_eq!(get(&client.url_for_agents(), "vm-1").await.unwrap(), None);
@@ -236,6 +254,7 @@ mod tests {
                 .await
                 .err()
                 .unwrap()
+                .to_string()
                 .contains("not a loopback")
         );
     }

@@ -29,6 +29,8 @@ pub enum VariableError {
         kind: &'static str,
         text: String,
     },
+    #[error("-v `{flag}` is not NAME=VALUE")]
+    NotAPair { flag: String },
 }
 
 /// Every variable's value, by name.
@@ -38,13 +40,13 @@ pub type Values = BTreeMap<String, Json>;
 ///
 /// # Errors
 /// A pair without `=`, named.
-pub fn from_flags(flags: &[String]) -> Result<Values, String> {
+pub fn from_flags(flags: &[String]) -> Result<Values, VariableError> {
     flags
         .iter()
         .map(|f| {
             f.split_once('=')
                 .map(|(k, v)| (k.to_string(), Json::String(v.to_string())))
-                .ok_or_else(|| format!("-v `{f}` is not NAME=VALUE"))
+                .ok_or_else(|| VariableError::NotAPair { flag: f.clone() })
         })
         .collect()
 }

@@ -18,6 +18,19 @@ pub enum DefinitionError {
     Invalid(String),
 }
 
+/// A simulated latency or fault that cannot be used; config files report it too.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SimulationError {
+    #[error("`{text}` is not a duration like `100ms`")]
+    NotADuration { text: String },
+    #[error("latency `{text}`: the minimum is above the maximum")]
+    MinimumAboveMaximum { text: String },
+    #[error("fault kind `{kind}` is unknown; use create_vm, unresponsive or job_start")]
+    UnknownFaultKind { kind: String },
+    #[error("fault probability {probability} is not between 0 and 1")]
+    ProbabilityOutOfRange { probability: f64 },
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SimulationText {
@@ -204,10 +217,11 @@ fn cpi_settings(c: CpiText, dir: &std::path::Path) -> Result<ExternalCpiSettings
 }
 
 /// `100ms-400ms`, or one duration for a fixed latency.
-pub fn parse_latency(text: &str) -> Result<Latency, String> {
+pub fn parse_latency(text: &str) -> Result<Latency, SimulationError> {
     let parse = |t: &str| {
-        humantime::parse_duration(t.trim())
-            .map_err(|_| format!("`{t}` is not a duration like `100ms`"))
+        humantime::parse_duration(t.trim()).map_err(|_| SimulationError::NotADuration {
+            text: t.to_string(),
+        })
     };
     let (min, max) = match text.split_once('-') {
         Some((a, b)) => (parse(a)?, parse(b)?),
@@ -217,29 +231,28 @@ pub fn parse_latency(text: &str) -> Result<Latency, String> {
         }
     };
     if min > max {
-        return Err(format!(
-            "latency `{text}`: the minimum is above the maximum"
-        ));
+        return Err(SimulationError::MinimumAboveMaximum {
+            text: text.to_string(),
+        });
     }
     Ok(Latency { min, max })
 }
 
-pub fn parse_fault(f: &FaultText) -> Result<Fault, String> {
+pub fn parse_fault(f: &FaultText) -> Result<Fault, SimulationError> {
     let kind = match f.kind.as_str() {
         "create_vm" => FaultKind::CreateVm,
         "unresponsive" => FaultKind::Unresponsive,
         "job_start" => FaultKind::JobStart,
         other => {
-            return Err(format!(
-                "fault kind `{other}` is unknown; use create_vm, unresponsive or job_start"
-            ));
+            return Err(SimulationError::UnknownFaultKind {
+                kind: other.to_string(),
+            });
         }
     };
     if !(0.0..=1.0).contains(&f.probability) {
-        return Err(format!(
-            "fault probability {} is not between 0 and 1",
-            f.probability
-        ));
+        return Err(SimulationError::ProbabilityOutOfRange {
+            probability: f.probability,
+        });
     }
     Ok(Fault {
         kind,
@@ -270,13 +283,15 @@ impl Definition {
         if let Some(sim) = raw.simulation {
             simulation.seed = sim.seed;
             if let Some(l) = &sim.cpi_latency {
-                simulation.cpi_latency = parse_latency(l).map_err(invalid)?;
+                simulation.cpi_latency = parse_latency(l).map_err(|e| invalid(e.to_string()))?;
             }
             if let Some(l) = &sim.agent_latency {
-                simulation.agent_latency = parse_latency(l).map_err(invalid)?;
+                simulation.agent_latency = parse_latency(l).map_err(|e| invalid(e.to_string()))?;
             }
             for f in &sim.faults {
-                simulation.faults.push(parse_fault(f).map_err(invalid)?);
+                simulation
+                    .faults
+                    .push(parse_fault(f).map_err(|e| invalid(e.to_string()))?);
             }
         }
         let plans = raw
@@ -405,7 +420,12 @@ mod tests {
             instance_group: String::new(),
             probability: 1.0,
         };
-        assert!(parse_fault(&bad).unwrap_err().contains("unknown"));
+        assert!(
+            parse_fault(&bad)
+                .unwrap_err()
+                .to_string()
+                .contains("unknown")
+        );
         let err =
             Definition::parse("releases: []\nstemcells: []\nplans: []\ncolour: red\n").unwrap_err();
         assert!(err.to_string().contains("unknown field `colour`"), "{err}");

@@ -7,6 +7,6 @@ mod open;
 
 pub use definition::{
     CpiProgram, DEMO, DEMO_CONFIG, Definition, DefinitionError, ExternalCpiSettings, FaultText,
-    Iaas, Provision, ReleaseSource, parse_fault, parse_latency,
+    Iaas, Provision, ReleaseSource, SimulationError, parse_fault, parse_latency,
 };
 pub use open::{Access, EmbeddedFleet, FleetError, open};

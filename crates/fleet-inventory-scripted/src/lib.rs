@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use tokio::time::Instant;
 
 pub use scenario::{ScenarioError, load_scenario};
-pub use step::{Step, parse_steps};
+pub use step::{Step, StepError, parse_steps};
 
 use fleet_rollout::inventory::{
     Action, Instance, InstanceId, InstanceState, Inventory, InventoryError, LastOperation,

@@ -147,7 +147,7 @@ fn read_instance(
                     if let Some(text) = checker.string(step, &step_path) {
                         match parse_steps(&text) {
                             Ok(steps) => script.extend(steps),
-                            Err(message) => checker.report(&step_path, step.at, message),
+                            Err(e) => checker.report(&step_path, step.at, e.to_string()),
                         }
                     }
                 }

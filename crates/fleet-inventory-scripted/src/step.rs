@@ -90,8 +90,24 @@ pub const STEP_NAMES: &[&str] = &[
     "gone",
 ];
 
+/// What is wrong with a step of a script; the script's reader names where it is.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum StepError {
+    #[error("`{text}`: a repeat count must be at least 1")]
+    NoRepeats { text: String },
+    #[error("`{text}`: `{duration}` is not a duration ({source})")]
+    NotADuration {
+        text: String,
+        duration: String,
+        #[source]
+        source: humantime::DurationError,
+    },
+    #[error("unknown step `{name}`; steps are: {}", STEP_NAMES.join(", "))]
+    Unknown { name: String },
+}
+
 /// Parses `name [DURATION] [xN]` into the steps it stands for.
-pub fn parse_steps(text: &str) -> Result<Vec<Step>, String> {
+pub fn parse_steps(text: &str) -> Result<Vec<Step>, StepError> {
     let mut words: Vec<&str> = text.split_whitespace().collect();
     let mut repeat = 1usize;
     if let Some(last) = words.last()
@@ -99,22 +115,28 @@ pub fn parse_steps(text: &str) -> Result<Vec<Step>, String> {
         && let Ok(n) = n.parse::<usize>()
     {
         if n == 0 {
-            return Err(format!("`{text}`: a repeat count must be at least 1"));
+            return Err(StepError::NoRepeats {
+                text: text.to_string(),
+            });
         }
         repeat = n;
         words.pop();
     }
     let step = match words.as_slice() {
         [name, duration] if matches!(*name, "runs" | "retry_after") => {
-            let d = humantime::parse_duration(duration)
-                .map_err(|e| format!("`{text}`: `{duration}` is not a duration ({e})"))?;
+            let d =
+                humantime::parse_duration(duration).map_err(|source| StepError::NotADuration {
+                    text: text.to_string(),
+                    duration: duration.to_string(),
+                    source,
+                })?;
             if *name == "runs" {
                 Step::Runs(d)
             } else {
                 Step::InProgressRetryAfter(d)
             }
         }
-        _ => words.join("_").parse()?,
+        _ => step_named(&words.join("_"))?,
     };
     Ok(vec![step; repeat])
 }
@@ -123,29 +145,32 @@ impl FromStr for Step {
     type Err = String;
 
     fn from_str(name: &str) -> Result<Self, Self::Err> {
-        Ok(match name {
-            "accepted" => Step::Accepted,
-            "busy" => Step::Busy,
-            "up_to_date" => Step::UpToDate,
-            "blocked" => Step::Blocked,
-            "deleted" => Step::Deleted,
-            "orphaned" => Step::Orphaned,
-            "error" => Step::Error,
-            "unavailable" => Step::Unavailable,
-            "lost" => Step::Lost,
-            "in_progress" => Step::InProgress,
-            "succeeded" => Step::Succeeded,
-            "failed" => Step::Failed,
-            "poll_unavailable" => Step::PollUnavailable,
-            "gone" => Step::Gone,
-            other => {
-                return Err(format!(
-                    "unknown step `{other}`; steps are: {}",
-                    STEP_NAMES.join(", ")
-                ));
-            }
-        })
+        step_named(name).map_err(|e| e.to_string())
     }
+}
+
+fn step_named(name: &str) -> Result<Step, StepError> {
+    Ok(match name {
+        "accepted" => Step::Accepted,
+        "busy" => Step::Busy,
+        "up_to_date" => Step::UpToDate,
+        "blocked" => Step::Blocked,
+        "deleted" => Step::Deleted,
+        "orphaned" => Step::Orphaned,
+        "error" => Step::Error,
+        "unavailable" => Step::Unavailable,
+        "lost" => Step::Lost,
+        "in_progress" => Step::InProgress,
+        "succeeded" => Step::Succeeded,
+        "failed" => Step::Failed,
+        "poll_unavailable" => Step::PollUnavailable,
+        "gone" => Step::Gone,
+        other => {
+            return Err(StepError::Unknown {
+                name: other.to_string(),
+            });
+        }
+    })
 }
 
 #[cfg(test)]
@@ -166,11 +191,13 @@ mod tests {
         assert!(
             parse_steps("teleported")
                 .unwrap_err()
+                .to_string()
                 .contains("unknown step")
         );
         assert!(
             parse_steps("runs soon")
                 .unwrap_err()
+                .to_string()
                 .contains("not a duration")
         );
     }

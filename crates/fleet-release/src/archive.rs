@@ -109,7 +109,7 @@ pub fn from_path(path: &Path) -> Result<ReleaseArchive, ReleaseError> {
 /// package the release lacks.
 pub fn from_tarball(bytes: &[u8]) -> Result<ReleaseArchive, ReleaseError> {
     let entries = tgz::files(bytes, MAX_RELEASE_BYTES)
-        .map_err(|e| ReleaseError::invalid("the release tarball", e))?;
+        .map_err(|e| ReleaseError::invalid("the release tarball", e.to_string()))?;
     let mut files = BTreeMap::new();
     for entry in entries {
         files.insert(entry.path, entry.bytes);
@@ -170,7 +170,7 @@ fn assemble(mut files: BTreeMap<String, Vec<u8>>) -> Result<ReleaseArchive, Rele
         let bytes = files.remove(&file);
         if let Some(bytes) = &bytes {
             verify(&file, &package.archive.digest, bytes)?;
-            package::check(bytes).map_err(|e| ReleaseError::invalid(&file, e))?;
+            package::check(bytes).map_err(|e| ReleaseError::invalid(&file, e.to_string()))?;
         }
         packages.push(PackageArchive {
             package: package.clone(),

@@ -5,6 +5,8 @@
 
 use ring::digest::{Algorithm, SHA1_FOR_LEGACY_USE_ONLY, SHA256, SHA512, digest};
 
+use super::ArchiveError;
+
 /// One algorithm and the hex value expected of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Expected {
@@ -23,23 +25,25 @@ impl Digest {
     /// Parses BOSH's notation.
     ///
     /// # Errors
-    /// A message naming what is wrong: an unknown algorithm, or a value that is not hex of
-    /// the algorithm's length.
-    pub fn parse(text: &str) -> Result<Digest, String> {
+    /// An unknown algorithm, or a value that is not hex of the algorithm's length.
+    pub fn parse(text: &str) -> Result<Digest, ArchiveError> {
         let mut expected = Vec::new();
         for part in text.split(';').map(str::trim) {
             let (algorithm, hex) = match part.split_once(':') {
                 Some((name, hex)) => (name, hex),
                 None => ("sha1", part),
             };
-            let (name, algo) = algorithm_named(algorithm).ok_or_else(|| {
-                format!("unknown digest algorithm `{algorithm}` (use sha1, sha256 or sha512)")
-            })?;
+            let (name, algo) =
+                algorithm_named(algorithm).ok_or_else(|| ArchiveError::UnknownAlgorithm {
+                    algorithm: algorithm.to_string(),
+                })?;
             let length = algo.output_len() * 2;
             if hex.len() != length || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-                return Err(format!(
-                    "`{part}` is not a {name} digest ({length} hex digits)"
-                ));
+                return Err(ArchiveError::MalformedDigest {
+                    digest: part.to_string(),
+                    algorithm: name,
+                    length,
+                });
             }
             expected.push(Expected {
                 algorithm: name,
@@ -56,15 +60,16 @@ impl Digest {
     ///
     /// # Errors
     /// The first algorithm whose digest differs, with the digest the bytes have.
-    pub fn verify(&self, bytes: &[u8]) -> Result<(), String> {
+    pub fn verify(&self, bytes: &[u8]) -> Result<(), ArchiveError> {
         for e in &self.expected {
             let (_, algo) = algorithm_named(e.algorithm).expect("parsed names are known");
             let actual = hex(digest(algo, bytes).as_ref());
             if actual != e.hex {
-                return Err(format!(
-                    "{} digest is {actual}, the manifest says {}",
-                    e.algorithm, e.hex
-                ));
+                return Err(ArchiveError::DigestMismatch {
+                    algorithm: e.algorithm,
+                    actual,
+                    expected: e.hex.clone(),
+                });
             }
         }
         Ok(())
@@ -109,8 +114,8 @@ mod tests {
     #[test]
     fn bare_hex_is_sha1_and_is_checked() {
         let d = Digest::parse(ABC_SHA1).unwrap();
-        assert_eq!(d.verify(b"abc"), Ok(()));
-        let wrong = d.verify(b"abd").unwrap_err();
+        assert!(d.verify(b"abc").is_ok());
+        let wrong = d.verify(b"abd").unwrap_err().to_string();
         assert!(wrong.starts_with("sha1 digest is "), "{wrong}");
         assert_eq!(sha1_hex(b"abc"), ABC_SHA1);
     }
@@ -118,20 +123,23 @@ mod tests {
     #[test]
     fn every_digest_of_a_list_is_checked() {
         let both = Digest::parse(&format!("{ABC_SHA1};sha256:{ABC_SHA256}")).unwrap();
-        assert_eq!(both.verify(b"abc"), Ok(()));
+        assert!(both.verify(b"abc").is_ok());
         let zeros = "0".repeat(64);
         let bad_strong = Digest::parse(&format!("{ABC_SHA1};sha256:{zeros}")).unwrap();
-        assert!(bad_strong.verify(b"abc").unwrap_err().starts_with("sha256"));
+        assert!(
+            bad_strong
+                .verify(b"abc")
+                .unwrap_err()
+                .to_string()
+                .starts_with("sha256")
+        );
     }
 
     #[test]
     fn malformed_digests_are_named() {
-        assert!(Digest::parse("md5:abc").unwrap_err().contains("`md5`"));
-        assert!(Digest::parse("abc").unwrap_err().contains("40 hex digits"));
-        assert!(
-            Digest::parse(&format!("sha256:{ABC_SHA1}"))
-                .unwrap_err()
-                .contains("64 hex digits")
-        );
+        let message = |text: &str| Digest::parse(text).unwrap_err().to_string();
+        assert!(message("md5:abc").contains("`md5`"));
+        assert!(message("abc").contains("40 hex digits"));
+        assert!(message(&format!("sha256:{ABC_SHA1}")).contains("64 hex digits"));
     }
 }

@@ -44,7 +44,7 @@ pub struct JobFiles {
 /// Every problem found: a missing spec or monit file, a template the spec names that the
 /// archive lacks, keys of the wrong type, a destination that leaves the job's directory.
 pub fn read(bytes: &[u8]) -> Result<JobFiles, Vec<String>> {
-    let files = tgz::files(bytes, MAX_JOB_BYTES).map_err(|e| vec![e])?;
+    let files = tgz::files(bytes, MAX_JOB_BYTES).map_err(|e| vec![e.to_string()])?;
     let find = |name: &str| files.iter().find(|f| f.path == name);
     let (spec_name, spec_file) = match find("job.MF").or_else(|| find("spec")) {
         Some(f) => (f.path.clone(), f),

@@ -6,6 +6,7 @@
 mod archive;
 mod builder;
 mod digest;
+mod error;
 mod job;
 mod manifest;
 mod package;
@@ -19,15 +20,16 @@ pub use archive::{
 };
 pub use builder::{File, ReleaseBuilder};
 pub use digest::{Digest, sha1_hex, sha256_hex};
+pub use error::ArchiveError;
 pub use job::{JobFiles, JobSpec, PropertySpec, parse_spec};
 
 /// A job archive read and checked; every problem joined.
 ///
 /// # Errors
-/// As the job module's `read`: a missing spec or monit, a template the spec names that
-/// the archive lacks.
-pub fn job_files(bytes: &[u8]) -> Result<JobFiles, String> {
-    job::read(bytes).map_err(|problems| problems.join("; "))
+/// [`ArchiveError::InvalidJob`], as the job module's `read`: a missing spec or monit, a
+/// template the spec names that the archive lacks.
+pub fn job_files(bytes: &[u8]) -> Result<JobFiles, ArchiveError> {
+    job::read(bytes).map_err(|problems| ArchiveError::InvalidJob { problems })
 }
 pub use manifest::{ArchiveRef, PackageRef, ReleaseManifest, parse as parse_manifest};
 pub use source::build_from_source;

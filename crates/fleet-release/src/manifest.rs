@@ -143,7 +143,7 @@ fn archive_ref(check: &mut Checker, node: &Node, path: &str) -> Option<ArchiveRe
     };
     let digest = required_text(check, node, path, "sha1").and_then(|text| {
         Digest::parse(&text)
-            .map_err(|e| check.report(&join(path, "sha1"), node.at, e))
+            .map_err(|e| check.report(&join(path, "sha1"), node.at, e.to_string()))
             .ok()
     });
     if let Some(name) = &name

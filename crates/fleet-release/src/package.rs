@@ -1,6 +1,6 @@
 //! A package's archive: its `packaging` script and the sources it builds from.
 
-use super::tgz;
+use super::{ArchiveError, tgz};
 
 /// Packages carry sources and prebuilt binaries; this bounds what one may unpack to.
 pub const MAX_PACKAGE_BYTES: u64 = 8 * 1024 * 1024 * 1024;
@@ -9,12 +9,12 @@ pub const MAX_PACKAGE_BYTES: u64 = 8 * 1024 * 1024 * 1024;
 ///
 /// # Errors
 /// What is wrong, for the caller to name the file.
-pub fn check(bytes: &[u8]) -> Result<(), String> {
+pub fn check(bytes: &[u8]) -> Result<(), ArchiveError> {
     let paths = tgz::paths(bytes, MAX_PACKAGE_BYTES)?;
     if paths.iter().any(|p| p == "packaging") {
         Ok(())
     } else {
-        Err("has no `packaging` script".to_string())
+        Err(ArchiveError::NoPackagingScript)
     }
 }
 
@@ -28,8 +28,11 @@ mod tests {
             ("packaging", b"cp -a kv/* $BOSH_INSTALL_TARGET\n"),
             ("kv/kv.py", b""),
         ]);
-        assert_eq!(check(&good), Ok(()));
+        assert!(check(&good).is_ok());
         let bad = tgz::build(&[("kv/kv.py", b"")]);
-        assert_eq!(check(&bad).unwrap_err(), "has no `packaging` script");
+        assert_eq!(
+            check(&bad).unwrap_err().to_string(),
+            "has no `packaging` script"
+        );
     }
 }

@@ -10,6 +10,8 @@ use std::rc::Rc;
 
 use flate2::read::GzDecoder;
 
+use super::ArchiveError;
+
 /// One regular file of an archive.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
@@ -21,15 +23,18 @@ pub struct Entry {
 /// of them in all.
 ///
 /// # Errors
-/// A message for the archive's reader to place: not a tarball, a path or link refused,
-/// the limit exceeded.
-pub fn files(bytes: &[u8], limit: u64) -> Result<Vec<Entry>, String> {
+/// For the archive's reader to place: not a tarball, a path or link refused, the limit
+/// exceeded.
+pub fn files(bytes: &[u8], limit: u64) -> Result<Vec<Entry>, ArchiveError> {
     let mut found = Vec::new();
     walk(bytes, limit, |path, reader| {
         let mut content = Vec::new();
         reader
             .read_to_end(&mut content)
-            .map_err(|e| format!("cannot read `{path}`: {e}"))?;
+            .map_err(|source| ArchiveError::ReadEntry {
+                path: path.to_string(),
+                source,
+            })?;
         found.push(Entry {
             path: path.to_string(),
             bytes: content,
@@ -43,7 +48,7 @@ pub fn files(bytes: &[u8], limit: u64) -> Result<Vec<Entry>, String> {
 ///
 /// # Errors
 /// As [`files`].
-pub fn paths(bytes: &[u8], limit: u64) -> Result<Vec<String>, String> {
+pub fn paths(bytes: &[u8], limit: u64) -> Result<Vec<String>, ArchiveError> {
     let mut found = Vec::new();
     walk(bytes, limit, |path, _| {
         found.push(path.to_string());
@@ -55,8 +60,8 @@ pub fn paths(bytes: &[u8], limit: u64) -> Result<Vec<String>, String> {
 fn walk(
     bytes: &[u8],
     limit: u64,
-    mut visit: impl FnMut(&str, &mut dyn Read) -> Result<(), String>,
-) -> Result<(), String> {
+    mut visit: impl FnMut(&str, &mut dyn Read) -> Result<(), ArchiveError>,
+) -> Result<(), ArchiveError> {
     let plain = plain(bytes);
     let exceeded = Rc::new(Cell::new(false));
     let mut archive = tar::Archive::new(Limited {
@@ -64,18 +69,18 @@ fn walk(
         left: limit,
         exceeded: Rc::clone(&exceeded),
     });
-    let over = |e: String| {
+    let over = |e: ArchiveError| {
         if exceeded.get() {
-            format!("unpacks to more than {} MiB", limit / (1024 * 1024))
+            ArchiveError::TooLarge { limit }
         } else {
             e
         }
     };
     let entries = archive
         .entries()
-        .map_err(|e| over(format!("not a tarball: {e}")))?;
+        .map_err(|e| over(ArchiveError::NotATarball(e)))?;
     for entry in entries {
-        let mut entry = entry.map_err(|e| over(format!("not a readable tarball: {e}")))?;
+        let mut entry = entry.map_err(|e| over(ArchiveError::Unreadable(e)))?;
         let raw = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
         let kind = entry.header().entry_type();
         if kind.is_dir() || kind.is_pax_global_extensions() || kind.is_pax_local_extensions() {
@@ -83,9 +88,7 @@ fn walk(
         }
         let path = relative(&raw)?;
         if !kind.is_file() {
-            return Err(format!(
-                "`{raw}` is a link or special file; only regular files are allowed"
-            ));
+            return Err(ArchiveError::NotARegularFile { path: raw });
         }
         visit(&path, &mut entry).map_err(over)?;
     }
@@ -131,20 +134,21 @@ impl<R: Read> Read for Limited<R> {
 }
 
 /// `./a/b` as `a/b`; refuses what would leave the archive.
-pub(crate) fn relative(raw: &str) -> Result<String, String> {
+pub(crate) fn relative(raw: &str) -> Result<String, ArchiveError> {
+    let path = || raw.to_string();
     let mut parts = Vec::new();
     for part in raw.split('/') {
         match part {
             "" | "." => {}
-            ".." => return Err(format!("`{raw}` leaves the archive (`..`)")),
+            ".." => return Err(ArchiveError::LeavesArchive { path: path() }),
             other => parts.push(other),
         }
     }
     if raw.starts_with('/') {
-        return Err(format!("`{raw}` is an absolute path"));
+        return Err(ArchiveError::AbsolutePath { path: path() });
     }
     if parts.is_empty() {
-        return Err(format!("`{raw}` names no file"));
+        return Err(ArchiveError::NamesNoFile { path: path() });
     }
     Ok(parts.join("/"))
 }
@@ -186,8 +190,9 @@ mod tests {
 
     #[test]
     fn paths_leaving_the_archive_are_refused() {
-        assert!(relative("../etc/passwd").unwrap_err().contains("`..`"));
-        assert!(relative("/etc/passwd").unwrap_err().contains("absolute"));
+        let message = |raw: &str| relative(raw).unwrap_err().to_string();
+        assert!(message("../etc/passwd").contains("`..`"));
+        assert!(message("/etc/passwd").contains("absolute"));
         assert_eq!(relative("./a//b").unwrap(), "a/b");
     }
 
@@ -196,13 +201,15 @@ mod tests {
         let big = vec![0u8; 64 * 1024];
         let tgz = build(&[("blob", &big)]);
         assert!(files(&tgz, 1 << 20).is_ok());
-        let e = files(&tgz, 16 * 1024).unwrap_err();
+        let e = files(&tgz, 16 * 1024).unwrap_err().to_string();
         assert!(e.contains("unpacks to more than 0 MiB"), "{e}");
     }
 
     #[test]
     fn garbage_is_not_a_tarball() {
-        let e = files(b"\x1f\x8bnot gzip at all", 1 << 20).unwrap_err();
+        let e = files(b"\x1f\x8bnot gzip at all", 1 << 20)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("tarball"), "{e}");
     }
 }

@@ -7,33 +7,40 @@ use std::cell::Cell;
 use std::path::{Component, Path, PathBuf};
 use std::rc::Rc;
 
+use super::ArchiveError;
 use super::tgz::{Limited, plain, relative};
 
 /// Unpacks the tarball in `bytes` (gzipped or not) into `dir`, reading at most `limit`
 /// bytes.
 ///
 /// # Errors
-/// A message naming the entry at fault, or the limit.
-pub fn unpack(bytes: &[u8], dir: &Path, limit: u64) -> Result<(), String> {
+/// The entry at fault, or the limit.
+pub fn unpack(bytes: &[u8], dir: &Path, limit: u64) -> Result<(), ArchiveError> {
     let exceeded = Rc::new(Cell::new(false));
     let mut archive = tar::Archive::new(Limited {
         inner: plain(bytes),
         left: limit,
         exceeded: Rc::clone(&exceeded),
     });
-    let over = |e: String| {
+    let over = |e: ArchiveError| {
         if exceeded.get() {
-            format!("unpacks to more than {} MiB", limit / (1024 * 1024))
+            ArchiveError::TooLarge { limit }
         } else {
             e
         }
     };
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+    let make = |path: &Path| {
+        std::fs::create_dir_all(path).map_err(|source| ArchiveError::MakeDirectory {
+            path: path.to_path_buf(),
+            source,
+        })
+    };
+    make(dir)?;
     let entries = archive
         .entries()
-        .map_err(|e| over(format!("not a tarball: {e}")))?;
+        .map_err(|e| over(ArchiveError::NotATarball(e)))?;
     for entry in entries {
-        let mut entry = entry.map_err(|e| over(format!("not a readable tarball: {e}")))?;
+        let mut entry = entry.map_err(|e| over(ArchiveError::Unreadable(e)))?;
         let raw = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
         let kind = entry.header().entry_type();
         if kind.is_pax_global_extensions() || kind.is_pax_local_extensions() {
@@ -44,10 +51,12 @@ pub fn unpack(bytes: &[u8], dir: &Path, limit: u64) -> Result<(), String> {
         }
         let path = dir.join(relative(&raw)?);
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| format!("cannot make {}: {e}", parent.display()))?;
+            make(parent)?;
         }
-        let io = |e: std::io::Error| format!("cannot write `{raw}`: {e}");
+        let io = |source: std::io::Error| ArchiveError::WriteEntry {
+            path: raw.clone(),
+            source,
+        };
         if kind.is_dir() {
             std::fs::create_dir_all(&path).map_err(io)?;
         } else if kind.is_file() {
@@ -60,20 +69,15 @@ pub fn unpack(bytes: &[u8], dir: &Path, limit: u64) -> Result<(), String> {
                 .link_name()
                 .ok()
                 .flatten()
-                .ok_or_else(|| format!("`{raw}` is a link without a target"))?
+                .ok_or_else(|| ArchiveError::LinkWithoutTarget { path: raw.clone() })?
                 .into_owned();
             if !stays_inside(dir, &path, &target) {
-                return Err(format!(
-                    "`{raw}` links to `{}`, outside the archive",
-                    target.display()
-                ));
+                return Err(ArchiveError::LinkLeavesArchive { path: raw, target });
             }
             let _ = std::fs::remove_file(&path);
             std::os::unix::fs::symlink(&target, &path).map_err(io)?;
         } else {
-            return Err(format!(
-                "`{raw}` is a hard link or special file; only files, directories and links are allowed"
-            ));
+            return Err(ArchiveError::NotAFileDirectoryOrLink { path: raw });
         }
     }
     Ok(())
@@ -109,14 +113,22 @@ fn stays_inside(root: &Path, link: &Path, target: &Path) -> bool {
 ///
 /// # Errors
 /// A file that cannot be read.
-pub fn pack(dir: &Path) -> Result<Vec<u8>, String> {
+pub fn pack(dir: &Path) -> Result<Vec<u8>, ArchiveError> {
     let encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     let mut builder = tar::Builder::new(encoder);
     builder.follow_symlinks(false);
     let mut pending = vec![PathBuf::new()];
+    let read = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| ArchiveError::Read { path, source }
+    };
+    let archive = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| ArchiveError::Archive { path, source }
+    };
     while let Some(sub) = pending.pop() {
         let mut names: Vec<_> = std::fs::read_dir(dir.join(&sub))
-            .map_err(|e| format!("cannot read {}: {e}", dir.join(&sub).display()))?
+            .map_err(read(&dir.join(&sub)))?
             .filter_map(Result::ok)
             .map(|e| e.file_name())
             .collect();
@@ -124,24 +136,23 @@ pub fn pack(dir: &Path) -> Result<Vec<u8>, String> {
         for name in names.into_iter().rev() {
             let relative = sub.join(&name);
             let full = dir.join(&relative);
-            let meta = std::fs::symlink_metadata(&full)
-                .map_err(|e| format!("cannot read {}: {e}", full.display()))?;
+            let meta = std::fs::symlink_metadata(&full).map_err(read(&full))?;
             if meta.is_dir() {
                 builder
                     .append_dir(&relative, &full)
-                    .map_err(|e| format!("cannot archive {}: {e}", full.display()))?;
+                    .map_err(archive(&full))?;
                 pending.push(relative);
             } else {
                 builder
                     .append_path_with_name(&full, &relative)
-                    .map_err(|e| format!("cannot archive {}: {e}", full.display()))?;
+                    .map_err(archive(&full))?;
             }
         }
     }
     builder
         .into_inner()
         .and_then(|gz| gz.finish())
-        .map_err(|e| format!("cannot finish the archive: {e}"))
+        .map_err(ArchiveError::Finish)
 }
 
 #[cfg(test)]
@@ -194,7 +205,9 @@ mod tests {
         std::os::unix::fs::symlink("../../etc/passwd", from.path().join("evil")).unwrap();
         let tgz = pack(from.path()).unwrap();
         let to = tempfile::tempdir().unwrap();
-        let e = unpack(&tgz, &to.path().join("p"), 1 << 20).unwrap_err();
+        let e = unpack(&tgz, &to.path().join("p"), 1 << 20)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("outside the archive"), "{e}");
     }
 }

@@ -172,7 +172,7 @@ impl Agent for ProcessCloud {
             }
             Supervision::Daemons { program } => {
                 let d = Daemon::new(vm.sandbox.root(), program);
-                d.load(&names).await.map_err(failed)?;
+                d.load(&names).await.map_err(|e| failed(e.to_string()))?;
                 Arc::new(d)
             }
         };
@@ -262,13 +262,15 @@ impl Agent for ProcessCloud {
             .ok_or_else(|| failed(format!("package {package} has no archive")))?;
         let source = stored::blob(&self.store, &archived.blob)
             .await
-            .map_err(failed)?;
+            .map_err(|e| failed(e.to_string()))?;
         let mut compiled_dependencies = Vec::new();
         for dep in dependencies {
             let blob = stored::compiled_blob(&self.store, &dep.key)
                 .await
-                .map_err(failed)?;
-            let bytes = stored::blob(&self.store, &blob).await.map_err(failed)?;
+                .map_err(|e| failed(e.to_string()))?;
+            let bytes = stored::blob(&self.store, &blob)
+                .await
+                .map_err(|e| failed(e.to_string()))?;
             compiled_dependencies.push((dep.name.clone(), bytes));
         }
         let outcome = compile::compile(

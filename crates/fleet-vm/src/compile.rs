@@ -90,6 +90,6 @@ pub async fn compile(
     let compiled = tokio::task::spawn_blocking(move || fleet_release::pack(&install))
         .await
         .map_err(|e| files(e.to_string()))?
-        .map_err(files)?;
+        .map_err(|e| files(e.to_string()))?;
     Ok((compiled, run))
 }

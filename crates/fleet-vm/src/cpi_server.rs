@@ -159,7 +159,10 @@ async fn start_agent(
                 "disks": {"persistent": {}},
                 "env": env,
             });
-            registry.put(cid, &document).await.map_err(cloud_error)?;
+            registry
+                .put(cid, &document)
+                .await
+                .map_err(|e| cloud_error(e.to_string()))?;
             iaas.set_registry(cid, &registry.url_for_agents())?;
             log.push(format!("VM {cid}: its settings are in the registry"));
         }
@@ -167,7 +170,7 @@ async fn start_agent(
     }
     networked_agent::start(program, &iaas.vm_dir(cid))
         .await
-        .map_err(cloud_error)?;
+        .map_err(|e| cloud_error(e.to_string()))?;
     log.push(format!("VM {cid}: its agent started"));
     Ok(())
 }
@@ -269,7 +272,10 @@ async fn answer(
             if let Some(registry) = Registry::from_context(&request.context).map_err(cloud_error)?
                 && iaas.vm(cid).is_ok_and(|vm| vm.registry.is_some())
             {
-                registry.delete(cid).await.map_err(cloud_error)?;
+                registry
+                    .delete(cid)
+                    .await
+                    .map_err(|e| cloud_error(e.to_string()))?;
             }
             iaas.delete_vm(cid)?;
             log.push(format!("VM {cid} deleted"));
@@ -310,7 +316,7 @@ async fn answer(
                 registry
                     .set_disk(vm, disk, Some(&hint))
                     .await
-                    .map_err(cloud_error)?;
+                    .map_err(|e| cloud_error(e.to_string()))?;
             }
             Ok(if version >= 2 {
                 json!(hint)
@@ -325,7 +331,7 @@ async fn answer(
                 registry
                     .set_disk(vm, disk, None)
                     .await
-                    .map_err(cloud_error)?;
+                    .map_err(|e| cloud_error(e.to_string()))?;
             }
             Ok(Value::Null)
         }

@@ -25,6 +25,38 @@ pub const PIDFILE: &str = "sys/run/supervisor.pid";
 /// How often an idle supervisor looks whether its VM still exists.
 const VM_CHECK: Duration = Duration::from_secs(5);
 
+/// Why the agent could not have a VM's supervisor process do what it asked.
+#[derive(Debug, thiserror::Error)]
+pub enum SupervisorError {
+    #[error("cannot start the VM's supervisor: {0}")]
+    Spawn(#[source] std::io::Error),
+    #[error("cannot start the VM's supervisor: sh {0}")]
+    Shell(std::process::ExitStatus),
+    #[error("the VM's supervisor did not start in 10 s ({source}); see {}", log.display())]
+    DidNotStart {
+        log: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the VM's supervisor is not running: {0}")]
+    NotRunning(#[source] std::io::Error),
+    #[error(transparent)]
+    Encode(serde_json::Error),
+    #[error("cannot reach the VM's supervisor: {0}")]
+    Unreachable(#[source] std::io::Error),
+    #[error("the VM's supervisor did not answer: {0}")]
+    NoAnswer(#[source] std::io::Error),
+    #[error("the VM's supervisor answered `{answer}`: {source}")]
+    Unreadable {
+        answer: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The supervisor process's own error, which reaches the agent as text.
+    #[error("{0}")]
+    Refused(String),
+}
+
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 enum Request {
@@ -196,7 +228,7 @@ impl Daemon {
     /// Starts the supervisor process, detached: it is not this process's child, and it
     /// has a process group of its own, so neither this process's end nor a Ctrl-C at its
     /// terminal reaches it.
-    fn spawn(&self) -> Result<(), String> {
+    fn spawn(&self) -> Result<(), SupervisorError> {
         let log = self.root.join("sys/log/supervisor.log");
         let status = std::process::Command::new("/bin/sh")
             .args([
@@ -209,15 +241,15 @@ impl Daemon {
             .stdin(Stdio::null())
             .process_group(0)
             .status()
-            .map_err(|e| format!("cannot start the VM's supervisor: {e}"))?;
+            .map_err(SupervisorError::Spawn)?;
         if status.success() {
             Ok(())
         } else {
-            Err(format!("cannot start the VM's supervisor: sh {status}"))
+            Err(SupervisorError::Shell(status))
         }
     }
 
-    async fn request(&self, request: &Request, spawn: bool) -> Result<Answer, String> {
+    async fn request(&self, request: &Request, spawn: bool) -> Result<Answer, SupervisorError> {
         let socket = self.root.join(SOCKET);
         let mut stream = match UnixStream::connect(&socket).await {
             Ok(stream) => stream,
@@ -229,33 +261,36 @@ impl Daemon {
                     waited += Duration::from_millis(20);
                     match UnixStream::connect(&socket).await {
                         Ok(stream) => break stream,
-                        Err(e) if waited >= Duration::from_secs(10) => {
-                            return Err(format!(
-                                "the VM's supervisor did not start in 10 s ({e}); see {}",
-                                self.root.join("sys/log/supervisor.log").display()
-                            ));
+                        Err(source) if waited >= Duration::from_secs(10) => {
+                            return Err(SupervisorError::DidNotStart {
+                                log: self.root.join("sys/log/supervisor.log"),
+                                source,
+                            });
                         }
                         Err(_) => {}
                     }
                 }
             }
-            Err(e) => return Err(format!("the VM's supervisor is not running: {e}")),
+            Err(e) => return Err(SupervisorError::NotRunning(e)),
         };
-        let mut text = serde_json::to_string(request).map_err(|e| e.to_string())?;
+        let mut text = serde_json::to_string(request).map_err(SupervisorError::Encode)?;
         text.push('\n');
         stream
             .write_all(text.as_bytes())
             .await
-            .map_err(|e| format!("cannot reach the VM's supervisor: {e}"))?;
+            .map_err(SupervisorError::Unreachable)?;
         let mut line = String::new();
         BufReader::new(stream)
             .read_line(&mut line)
             .await
-            .map_err(|e| format!("the VM's supervisor did not answer: {e}"))?;
-        let answer: Answer = serde_json::from_str(&line)
-            .map_err(|e| format!("the VM's supervisor answered `{}`: {e}", line.trim()))?;
+            .map_err(SupervisorError::NoAnswer)?;
+        let answer: Answer =
+            serde_json::from_str(&line).map_err(|source| SupervisorError::Unreadable {
+                answer: line.trim().to_string(),
+                source,
+            })?;
         match answer.error {
-            Some(e) => Err(e),
+            Some(e) => Err(SupervisorError::Refused(e)),
             None => Ok(answer),
         }
     }
@@ -264,7 +299,7 @@ impl Daemon {
     ///
     /// # Errors
     /// When the supervisor cannot be started or reached, or the jobs' files are wrong.
-    pub async fn load(&self, jobs: &[String]) -> Result<(), String> {
+    pub async fn load(&self, jobs: &[String]) -> Result<(), SupervisorError> {
         let jobs = jobs.to_vec();
         self.request(&Request::Load { jobs }, true)
             .await
@@ -276,7 +311,7 @@ impl Daemon {
     ///
     /// # Errors
     /// As [`Daemon::load`].
-    pub async fn boot(&self, jobs: &[String]) -> Result<(), String> {
+    pub async fn boot(&self, jobs: &[String]) -> Result<(), SupervisorError> {
         let jobs = jobs.to_vec();
         self.request(&Request::Boot { jobs }, true)
             .await
@@ -292,15 +327,24 @@ impl Daemon {
 #[async_trait::async_trait]
 impl Processes for Daemon {
     async fn start(&self) -> Result<(), String> {
-        self.request(&Request::Start, true).await.map(|_| ())
+        self.request(&Request::Start, true)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
     }
 
     async fn unmonitor(&self) -> Result<(), String> {
-        self.request(&Request::Unmonitor, true).await.map(|_| ())
+        self.request(&Request::Unmonitor, true)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
     }
 
     async fn stop(&self) -> Result<(), String> {
-        self.request(&Request::Stop, true).await.map(|_| ())
+        self.request(&Request::Stop, true)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
     }
 
     async fn statuses(&self) -> Result<Vec<ProcessStatus>, String> {
@@ -308,7 +352,7 @@ impl Processes for Daemon {
         match self.request(&Request::Status, false).await {
             Ok(answer) => Ok(answer.statuses),
             Err(_) if !self.running().await => Ok(Vec::new()),
-            Err(e) => Err(e),
+            Err(e) => Err(e.to_string()),
         }
     }
 }

@@ -13,15 +13,22 @@ pub enum DrainAnswer {
     AskAgain(Duration),
 }
 
+/// What a drain script printed, when it was not one integer; quoted back, shortened.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("printed `{printed}`, not an integer")]
+pub struct DrainError {
+    pub printed: String,
+}
+
 /// Reads a drain script's output.
 ///
 /// # Errors
 /// Output that is not one integer, quoted back.
-pub fn answer(stdout: &str) -> Result<DrainAnswer, String> {
+pub fn answer(stdout: &str) -> Result<DrainAnswer, DrainError> {
     let text = stdout.trim();
-    let n: i64 = text
-        .parse()
-        .map_err(|_| format!("printed `{}`, not an integer", shorten(text)))?;
+    let n: i64 = text.parse().map_err(|_| DrainError {
+        printed: shorten(text),
+    })?;
     let seconds = Duration::from_secs(n.unsigned_abs());
     Ok(if n < 0 {
         DrainAnswer::AskAgain(seconds)
@@ -51,7 +58,7 @@ mod tests {
             Ok(DrainAnswer::AskAgain(Duration::from_secs(3)))
         );
         assert_eq!(
-            answer("soon").unwrap_err(),
+            answer("soon").unwrap_err().to_string(),
             "printed `soon`, not an integer"
         );
         assert!(answer("").is_err());

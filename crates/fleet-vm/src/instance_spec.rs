@@ -61,12 +61,18 @@ pub async fn placement(
         "the spec has no rendered templates: the director renders them before it applies"
             .to_string()
     })?;
-    let archive = stored::blob(store, &rendered.blob).await?;
-    let jobs = rendering::unpack(&archive)?;
+    let archive = stored::blob(store, &rendered.blob)
+        .await
+        .map_err(|e| e.to_string())?;
+    let jobs = rendering::unpack(&archive).map_err(|e| e.to_string())?;
     let mut packages = Vec::new();
     for (name, key) in package_keys(store, spec).await? {
-        let blob = stored::compiled_blob(store, &key).await?;
-        let compiled = stored::blob(store, &blob).await?;
+        let blob = stored::compiled_blob(store, &key)
+            .await
+            .map_err(|e| e.to_string())?;
+        let compiled = stored::blob(store, &blob)
+            .await
+            .map_err(|e| e.to_string())?;
         packages.push(PackageToPlace { name, compiled });
     }
     Ok((jobs, packages))

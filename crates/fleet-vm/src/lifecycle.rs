@@ -315,7 +315,10 @@ async fn drain_one(
                     None => return (runs, Ok(())),
                 }
             }
-            Err(message) => return (runs, Err(LifecycleError::Drain { job, message })),
+            Err(e) => {
+                let message = e.to_string();
+                return (runs, Err(LifecycleError::Drain { job, message }));
+            }
         }
     }
 }

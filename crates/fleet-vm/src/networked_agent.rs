@@ -2,7 +2,7 @@
 //! as the process-backed CPI does for a VM whose creator talks to its agent over HTTPS.
 
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -15,6 +15,19 @@ const END_LIMIT: Duration = Duration::from_secs(20);
 /// How long an agent may take to listen: it may wait for the registry first.
 const START_LIMIT: Duration = Duration::from_secs(90);
 
+/// Why a VM's agent is not listening; what it logged, when it said why.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentStartError {
+    #[error("cannot start the VM's agent: {0}")]
+    Spawn(#[source] std::io::Error),
+    #[error("cannot start the VM's agent: sh {0}")]
+    Shell(std::process::ExitStatus),
+    #[error("the VM's agent did not start: {logged}")]
+    Failed { logged: String },
+    #[error("the VM's agent did not listen within {} s; see {}", limit.as_secs(), log.display())]
+    TimedOut { limit: Duration, log: PathBuf },
+}
+
 /// Starts it detached, logging to the VM's `sys/log/agent.log` (neither this process's
 /// end nor a Ctrl-C at its terminal reaches it), and waits until it listens: its pidfile
 /// is written once its port is bound.
@@ -22,7 +35,7 @@ const START_LIMIT: Duration = Duration::from_secs(90);
 /// # Errors
 /// When it cannot be started, or ends before it listens (its port is taken, its
 /// settings cannot be read), with the reason it logged.
-pub async fn start(program: &Path, vm_dir: &Path) -> Result<(), String> {
+pub async fn start(program: &Path, vm_dir: &Path) -> Result<(), AgentStartError> {
     let log = vm_dir.join("sys/log/agent.log");
     let status = std::process::Command::new("/bin/sh")
         .args([
@@ -36,9 +49,9 @@ pub async fn start(program: &Path, vm_dir: &Path) -> Result<(), String> {
         .stdin(Stdio::null())
         .process_group(0)
         .status()
-        .map_err(|e| format!("cannot start the VM's agent: {e}"))?;
+        .map_err(AgentStartError::Spawn)?;
     if !status.success() {
-        return Err(format!("cannot start the VM's agent: sh {status}"));
+        return Err(AgentStartError::Shell(status));
     }
     let started = tokio::time::Instant::now();
     loop {
@@ -47,14 +60,15 @@ pub async fn start(program: &Path, vm_dir: &Path) -> Result<(), String> {
         }
         let logged = std::fs::read_to_string(&log).unwrap_or_default();
         if let Some(error) = logged.lines().rev().find(|l| l.starts_with("error: ")) {
-            return Err(format!("the VM's agent did not start: {}", &error[7..]));
+            return Err(AgentStartError::Failed {
+                logged: error[7..].to_string(),
+            });
         }
         if started.elapsed() >= START_LIMIT {
-            return Err(format!(
-                "the VM's agent did not listen within {} s; see {}",
-                START_LIMIT.as_secs(),
-                log.display()
-            ));
+            return Err(AgentStartError::TimedOut {
+                limit: START_LIMIT,
+                log,
+            });
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

@@ -51,9 +51,9 @@ pub async fn place(
             package: name.clone(),
             message: e.to_string(),
         })?
-        .map_err(|message| PlaceError::Package {
+        .map_err(|e| PlaceError::Package {
             package: name,
-            message,
+            message: e.to_string(),
         })?;
     }
     Ok(())

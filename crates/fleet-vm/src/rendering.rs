@@ -19,6 +19,15 @@ const MONIT: &str = "(monit)";
 /// The largest rendered archive read back.
 const RENDERED_LIMIT: u64 = 256 * 1024 * 1024;
 
+/// Why a rendered archive, as an agent's `apply` gets it, is not job files.
+#[derive(Debug, thiserror::Error)]
+pub enum UnpackError {
+    #[error(transparent)]
+    Archive(#[from] fleet_release::ArchiveError),
+    #[error("`{path}` is outside every job")]
+    OutsideJob { path: String },
+}
+
 pub struct TemplateRenderer {
     store: AsyncStore,
 }
@@ -135,7 +144,9 @@ impl TemplateRenderer {
                 release.name, release.version
             )
         })?;
-        let bytes = stored::blob(&self.store, &archive.blob).await?;
+        let bytes = stored::blob(&self.store, &archive.blob)
+            .await
+            .map_err(|e| e.to_string())?;
         let files = fleet_release::job_files(&bytes).map_err(|e| format!("job {name}: {e}"))?;
         let properties = spec
             .properties
@@ -212,11 +223,11 @@ impl Renderer for TemplateRenderer {
 ///
 /// # Errors
 /// An archive that cannot be read.
-pub fn unpack(archive: &[u8]) -> Result<BTreeMap<String, BTreeMap<String, Vec<u8>>>, String> {
+pub fn unpack(archive: &[u8]) -> Result<BTreeMap<String, BTreeMap<String, Vec<u8>>>, UnpackError> {
     let mut jobs: BTreeMap<String, BTreeMap<String, Vec<u8>>> = BTreeMap::new();
     for entry in fleet_release::tgz_files(archive, RENDERED_LIMIT)? {
         let Some((job, path)) = entry.path.split_once('/') else {
-            return Err(format!("`{}` is outside every job", entry.path));
+            return Err(UnpackError::OutsideJob { path: entry.path });
         };
         jobs.entry(job.to_string())
             .or_default()

@@ -2,7 +2,18 @@
 //! blobs that hold archives, compiled packages and rendered templates.
 
 use fleet_director::model::Release;
-use fleet_store::{AsyncStore, Collection};
+use fleet_store::{AsyncStore, Collection, StoreError};
+
+/// Why a blob the director's records name could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum StoredError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("blob {id} is not in the store")]
+    NoBlob { id: String },
+    #[error("package {key} is not compiled")]
+    NotCompiled { key: String },
+}
 
 pub async fn release(
     store: &AsyncStore,
@@ -30,25 +41,23 @@ pub async fn releases<'a>(
     Ok(found)
 }
 
-pub async fn blob(store: &AsyncStore, id: &str) -> Result<Vec<u8>, String> {
+pub async fn blob(store: &AsyncStore, id: &str) -> Result<Vec<u8>, StoredError> {
     store
         .run(|s| s.blob(id))
-        .await
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("blob {id} is not in the store"))
+        .await?
+        .ok_or_else(|| StoredError::NoBlob { id: id.to_string() })
 }
 
 /// The store blob of the compilation kept under `key`
 /// ([`fleet_director::compile::cache_key`]).
-pub async fn compiled_blob(store: &AsyncStore, key: &str) -> Result<String, String> {
-    let record: Option<serde_json::Value> = store
-        .get(Collection::CompiledPackages, key)
-        .await
-        .map_err(|e| e.to_string())?;
+pub async fn compiled_blob(store: &AsyncStore, key: &str) -> Result<String, StoredError> {
+    let record: Option<serde_json::Value> = store.get(Collection::CompiledPackages, key).await?;
     record
         .as_ref()
         .and_then(|r| r.get("blob"))
         .and_then(|b| b.as_str())
         .map(str::to_string)
-        .ok_or_else(|| format!("package {key} is not compiled"))
+        .ok_or_else(|| StoredError::NotCompiled {
+            key: key.to_string(),
+        })
 }
