@@ -39,21 +39,7 @@ pub async fn create_env(
         return Ok(Outcome::Skipped);
     }
     let cpi = p.cpi(stemcell.api_version, progress).await?;
-    // The registry lives while the run does, for a CPI that keeps a VM's settings there.
-    let _registry = match &p.manifest.cloud_provider.registry {
-        Some(settings) => {
-            progress(format!(
-                "Starting registry on {}:{}",
-                settings.host, settings.port
-            ));
-            Some(
-                super::registry::start(settings)
-                    .await
-                    .map_err(|e| EnvError::Input(e.to_string()))?,
-            )
-        }
-        None => None,
-    };
+    let _registry = p.registry(progress).await?;
     if stemcell.api_version < 2 {
         return Err(EnvError::Input(format!(
             "stemcell {}/{} has API version {}; this CLI needs 2 or greater",

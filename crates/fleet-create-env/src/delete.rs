@@ -29,21 +29,7 @@ pub async fn delete_env(
         .and_then(|s| s.api_version)
         .unwrap_or(1);
     let cpi = p.cpi(api_version, progress).await?;
-    // The registry lives while the run does, for a CPI that keeps a VM's settings there.
-    let _registry = match &p.manifest.cloud_provider.registry {
-        Some(settings) => {
-            progress(format!(
-                "Starting registry on {}:{}",
-                settings.host, settings.port
-            ));
-            Some(
-                super::registry::start(settings)
-                    .await
-                    .map_err(|e| EnvError::Input(e.to_string()))?,
-            )
-        }
-        None => None,
-    };
+    let _registry = p.registry(progress).await?;
     progress("Started deleting deployment".into());
     let agent = vm::agent(&p.manifest)?;
     vm::delete_current(&cpi, &agent, &mut p.state, progress).await?;

@@ -241,4 +241,26 @@ impl Prepared {
         }
         Ok(cpi)
     }
+
+    /// Starts the registry the manifest names, for a CPI that keeps a VM's settings
+    /// there; it lives while the returned value does, so for the whole run.
+    ///
+    /// # Errors
+    /// Its address cannot be listened on.
+    pub async fn registry(
+        &self,
+        progress: &mut dyn FnMut(String),
+    ) -> Result<Option<super::registry::RunningRegistry>, EnvError> {
+        let Some(settings) = &self.manifest.cloud_provider.registry else {
+            return Ok(None);
+        };
+        progress(format!(
+            "Starting registry on {}:{}",
+            settings.host, settings.port
+        ));
+        super::registry::start(settings)
+            .await
+            .map(Some)
+            .map_err(|e| EnvError::Input(e.to_string()))
+    }
 }
