@@ -8,7 +8,10 @@ fn main() -> ExitCode {
     match cli::run() {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!(
+                "error: {}",
+                fleet_updater::output::printable(&e.to_string())
+            );
             ExitCode::from(e.exit_code())
         }
     }

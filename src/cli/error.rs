@@ -50,6 +50,13 @@ pub enum CliError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// An output file that could not be written: found before anything was triggered.
+    #[error("cannot write the {what} to {}: {source}; nothing was triggered", path.display())]
+    Unwritable {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error(transparent)]
     Serve(#[from] ServeError),
     #[error(transparent)]
@@ -76,6 +83,7 @@ impl CliError {
             | CliError::FleetDefinition { .. }
             | CliError::Scenario(_)
             | CliError::InventorySetup(_)
+            | CliError::Unwritable { .. }
             | CliError::Release { .. } => BAD_CONFIG,
             CliError::Env(e) if e.is_input() => BAD_CONFIG,
             CliError::Env(_) => INSTANCES_FAILED,

@@ -222,7 +222,7 @@ pub fn run() -> Result<ExitCode, CliError> {
         Command::Director(args) => listing::director(&args)?,
         Command::Serve(args) => serve::serve(&args)?,
         Command::CreateEnv(args) => {
-            let mut print = |line: String| eprintln!("{line}");
+            let mut print = |line: String| eprintln!("{}", fleet_updater::output::printable(&line));
             runtime()?.block_on(fleet_updater::create_env::create::create_env(
                 &args.options(),
                 &mut print,
@@ -230,7 +230,7 @@ pub fn run() -> Result<ExitCode, CliError> {
             DONE
         }
         Command::DeleteEnv(args) => {
-            let mut print = |line: String| eprintln!("{line}");
+            let mut print = |line: String| eprintln!("{}", fleet_updater::output::printable(&line));
             runtime()?.block_on(fleet_updater::create_env::delete::delete_env(
                 &args.options(),
                 &mut print,
@@ -293,7 +293,7 @@ pub(crate) fn watch_signals() -> watch::Receiver<u32> {
 /// and the report file still tell the result.
 pub(crate) fn print_text(text: &str) {
     let mut stdout = std::io::stdout().lock();
-    let _ = stdout.write_all(text.as_bytes());
+    let _ = stdout.write_all(fleet_updater::output::printable(text).as_bytes());
     let _ = stdout.flush();
 }
 

@@ -55,7 +55,7 @@ pub async fn drive<I: Inventory>(inventory: Arc<I>, config: &Config) -> Result<u
         })
     });
     if json {
-        eprint!("{}", summary(&report));
+        eprint!("{}", fleet_updater::output::printable(&summary(&report)));
         print_json(&report);
     } else {
         print_text(&summary(&report));

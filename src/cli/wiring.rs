@@ -9,6 +9,7 @@ use fleet_updater::inventory::broker_http::BrokerInventory;
 use fleet_updater::inventory::director_http::DirectorInventory;
 use fleet_updater::inventory::embedded::EmbeddedInventory;
 use fleet_updater::inventory::scripted::load_scenario;
+use fleet_updater::output::check_writable;
 use fleet_updater::rollout::RequestLimiter;
 
 use super::error::CliError;
@@ -19,6 +20,13 @@ use super::run::drive;
 /// the run's one limiter for every request they send; the others are paced per call by
 /// the engine.
 pub async fn run(config: Config) -> Result<u8, CliError> {
+    if let Some(path) = &config.report_file {
+        check_writable(path).map_err(|source| CliError::Unwritable {
+            what: "report",
+            path: path.clone(),
+            source,
+        })?;
+    }
     let limiter = || RequestLimiter::new(config.requests_per_second);
     match &config.inventory {
         InventoryConfig::Scripted { scenario } => {

@@ -368,3 +368,30 @@ fn the_serve_block_names_each_bad_value() {
     // Passwords are redacted when the configuration is shown.
     assert!(!render(&config).contains("pw"));
 }
+
+#[test]
+fn an_unknown_key_gets_one_error_and_its_value_is_never_shown() {
+    let blocks = [
+        "service_broker:\n  pasword: TypoSecret-1234\n",
+        "busy_retry:\n  atempts: TypoSecret-1234\n",
+        "polling:\n  intervall: TypoSecret-1234\n",
+        "strategy:\n  update:\n    canaryes: TypoSecret-1234\n",
+        "strategy:\n  recreate:\n    forse: TypoSecret-1234\n",
+        "serve:\n  limits:\n    max_conections: TypoSecret-1234\n",
+        "serve:\n  director_lisen: TypoSecret-1234\n",
+        "embedded:\n  fleeet: TypoSecret-1234\n",
+        "output:\n  formatt: TypoSecret-1234\n",
+        "inventory:\n  scenari: TypoSecret-1234\n",
+    ];
+    for text in blocks {
+        let found = problems(text);
+        assert_eq!(found.len(), 1, "{text}: {found:?}");
+        assert!(found[0].contains("unknown key"), "{text}: {found:?}");
+        assert!(!found[0].contains("TypoSecret"), "{text}: {found:?}");
+        let shown = match parse(text) {
+            Err(e) => format!("{e} {e:?}"),
+            Ok(_) => unreachable!(),
+        };
+        assert!(!shown.contains("TypoSecret"), "{text}: {shown}");
+    }
+}

@@ -280,3 +280,38 @@ fn sigterm_stops_launching_reports_and_exits_1() {
     assert_eq!(report["counts"]["unfinished"], 1);
     assert_eq!(report["counts"]["not_started"], 1);
 }
+
+#[test]
+fn an_unwritable_report_is_found_before_anything_is_triggered() {
+    let ws = Workspace::new();
+    let config = ws.scripted(FLEET, "");
+    fleet_updater()
+        .args(["run", "-c"])
+        .arg(&config)
+        .arg("--report")
+        .arg(ws.path("no-such-folder/report.json"))
+        .assert()
+        .code(2)
+        .stdout(predicate::str::is_empty())
+        .stderr(predicate::str::contains("cannot write the report"))
+        .stderr(predicate::str::contains("nothing was triggered"));
+}
+
+#[test]
+fn escape_sequences_in_instance_ids_are_shown_not_sent_to_the_terminal() {
+    let ws = Workspace::new();
+    let config = ws.scripted(
+        "instances:\n  - {id: \"evil\\x1b]0;owned\\x07\", plan_id: a, script: [runs 10ms]}\n",
+        "",
+    );
+    let output = fleet_updater()
+        .args(["run", "-c"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert!(stdout.contains("[evil\\u{1b}]0;owned\\u{7}]"), "{stdout}");
+    assert!(!stdout.contains('\u{1b}'), "{stdout}");
+    assert!(!String::from_utf8_lossy(&output.stderr).contains('\u{1b}'));
+}

@@ -571,3 +571,62 @@ async fn shutdown_cancels_running_tasks_and_ends_them() {
     let task = director.task(id).await.unwrap().unwrap();
     assert_eq!(task.state.as_str(), "cancelled");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_manifest_asking_for_a_trillion_instances_fails_its_task_and_serve_lives_on() {
+    let s = Served::start(ServeLimits::default()).await;
+    let manifest = s.get_json(&format!("/deployments/{PG}")).await["manifest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(manifest.contains("instances: 1\n"), "{manifest}");
+    for (count, reason) in [
+        ("1000000000000", "more instances than any director can run"),
+        ("4000000000", "at most 5000 per instance group"),
+        ("1000000", "at most 5000 per instance group"),
+    ] {
+        let huge = manifest.replace("instances: 1\n", &format!("instances: {count}\n"));
+        let response = s.send_yaml(Method::POST, "/deployments", huge).await;
+        let id = Served::task_of(&response);
+        let task = s.wait_task(id).await;
+        assert_eq!(task["state"], "error", "{task}");
+        let result = s.output(id, "result").await;
+        assert!(result.contains(reason), "{count}: {result}");
+        // Still answering, and the deployment is as it was.
+        assert!(s.info().await["uuid"].is_string());
+        let vms = s.get_json(&format!("/deployments/{PG}/vms")).await;
+        assert_eq!(vms.as_array().unwrap().len(), 1);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn hostile_deployment_names_are_refused_before_any_task_exists() {
+    let s = Served::start(ServeLimits::default()).await;
+    let before = s
+        .get_json("/tasks?verbose=2")
+        .await
+        .as_array()
+        .unwrap()
+        .len();
+    let long = "a".repeat(200);
+    for name in [
+        "db\u{1b}]0;owned\u{7}",
+        "../../etc",
+        "a;reboot",
+        long.as_str(),
+    ] {
+        let body = format!("name: {}\n", serde_json::to_string(name).unwrap());
+        let response = s.send_yaml(Method::POST, "/deployments", body).await;
+        assert_eq!(response.status(), 400, "{name:?}");
+        let description = Served::description(response).await;
+        assert!(description.contains("`name`"), "{description}");
+        assert!(!description.contains('\u{1b}'), "{description}");
+    }
+    let after = s
+        .get_json("/tasks?verbose=2")
+        .await
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(before, after);
+}

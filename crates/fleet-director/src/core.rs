@@ -20,6 +20,8 @@ pub struct DirectorSettings {
     pub agent_timeout: Duration,
     /// Snapshot persistent disks before an instance changes.
     pub snapshots: bool,
+    /// How many instances a manifest may ask for.
+    pub limits: super::limits::InstanceLimits,
 }
 
 impl Default for DirectorSettings {
@@ -27,6 +29,7 @@ impl Default for DirectorSettings {
         DirectorSettings {
             agent_timeout: Duration::from_secs(45),
             snapshots: false,
+            limits: super::limits::InstanceLimits::default(),
         }
     }
 }

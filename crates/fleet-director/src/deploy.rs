@@ -13,6 +13,7 @@ use super::Core;
 use super::agent::Intent;
 use super::compilation;
 use super::error::StepError;
+use super::limits::InstanceLimits;
 use super::manifest::Count;
 use super::model::{DeploymentRecord, DesiredState, InstanceRecord};
 use super::network::{Owner, to_u32};
@@ -46,9 +47,14 @@ pub struct DeployOptions {
 
 /// The manifest against what the director has; every problem together. Pure: it reads
 /// the snapshot alone.
-fn validate(snapshot: &mut Snapshot) -> Result<(), StepError> {
+fn validate(snapshot: &mut Snapshot, limits: &InstanceLimits) -> Result<(), StepError> {
     let facts = snapshot.facts();
-    let problems = validate::problems(&snapshot.manifest, &facts, &snapshot.uploaded);
+    let mut problems = limits.problems(&snapshot.manifest);
+    problems.extend(validate::problems(
+        &snapshot.manifest,
+        &facts,
+        &snapshot.uploaded,
+    ));
     if !problems.is_empty() {
         return Err(StepError::Failed(format!(
             "the manifest is invalid:\n  {}",
@@ -138,7 +144,7 @@ pub async fn deploy(
     options: DeployOptions,
 ) -> Result<String, JobError> {
     let mut snapshot = Snapshot::take(&core, text).await?;
-    validate(&mut snapshot)?;
+    validate(&mut snapshot, &core.settings.limits)?;
     compilation::check(&snapshot)?;
     let name = snapshot.manifest.name.clone();
     let outcome = deploy_valid(Arc::clone(&core), log, snapshot, options).await;

@@ -20,8 +20,10 @@ mod details;
 mod error;
 mod identity;
 mod ids;
+pub mod limits;
 pub mod manifest;
 pub mod model;
+mod names;
 pub mod network;
 mod networking;
 pub mod plan;
@@ -45,6 +47,8 @@ pub use core::{Core, DirectorSettings, Infrastructure};
 pub use deploy::DeployOptions;
 pub use error::DirectorError;
 pub use identity::director_uuid;
+pub use limits::InstanceLimits;
+pub use names::{MAX_NAME_LEN, name_problem};
 pub use target::Target;
 pub use task::{JobError, unix_now};
 
@@ -401,6 +405,12 @@ impl Director {
             .filter(|n| !n.is_empty())
             .ok_or_else(|| DirectorError::Invalid("the manifest has no `name`".into()))?
             .to_string();
+        // Refused before a task is made: the name would show in every task list.
+        if let Some(problem) = name_problem(&name) {
+            return Err(DirectorError::Invalid(format!(
+                "the manifest's `name` {problem}"
+            )));
+        }
         let text = manifest.to_string();
         let known: Option<DeploymentRecord> = self.records().deployment(&name).await?;
         let kind = if known.is_some() {

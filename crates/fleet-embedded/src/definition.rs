@@ -150,6 +150,9 @@ struct DefinitionText {
     cpi: Option<CpiText>,
     #[serde(default)]
     simulation: Option<SimulationText>,
+    /// How many instances a manifest may ask of the director.
+    #[serde(default)]
+    limits: fleet_director::InstanceLimits,
     #[serde(default)]
     releases: Vec<Release>,
     #[serde(default)]
@@ -181,6 +184,7 @@ pub struct Definition {
     /// supervises the jobs itself, and they live while it does.
     pub supervisor: Option<std::path::PathBuf>,
     pub cpi: Option<ExternalCpiSettings>,
+    pub limits: fleet_director::InstanceLimits,
     pub stemcells: Vec<Stemcell>,
     pub cloud_config: Option<String>,
     pub catalog: Catalog,
@@ -349,6 +353,7 @@ impl Definition {
             release_sources,
             supervisor: None,
             cpi,
+            limits: raw.limits,
             stemcells: raw.stemcells,
             cloud_config: raw.cloud_config,
             catalog,

@@ -189,6 +189,7 @@ pub async fn open(
             Iaas::Processes => Duration::from_secs(15 * 60),
         },
         snapshots: false,
+        limits: definition.limits,
     };
     let infrastructure = match (&processes, &definition.cpi) {
         (Some(p), Some(settings)) => {

@@ -2,13 +2,15 @@
 //! document), both from the engine's events and report.
 
 mod plan;
+mod printable;
 mod report_file;
 mod summary;
 mod table;
 mod text;
 
 pub use plan::plan_text;
-pub use report_file::write_json_file;
+pub use printable::printable;
+pub use report_file::{check_writable, write_json_file};
 pub use summary::summary;
 pub use table::table;
 pub use text::{TextOutput, line};

@@ -20,7 +20,12 @@ impl<W: Write + Send> Observer for TextOutput<W> {
     fn on_event(&mut self, at: SystemTime, event: &Event) {
         tracing::debug!(?event, "rollout event");
         // A closed stdout must not stop the rollout; the report still tells the result.
-        let _ = writeln!(self.out, "{} {}", rfc3339(at), line(event));
+        let _ = writeln!(
+            self.out,
+            "{} {}",
+            rfc3339(at),
+            crate::printable(&line(event))
+        );
         let _ = self.out.flush();
     }
 }

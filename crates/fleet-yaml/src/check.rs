@@ -58,9 +58,11 @@ impl Checker {
         self.problems.is_empty()
     }
 
-    /// The entries of a mapping, reporting unknown keys (with the nearest known one) and a
-    /// node that is not a mapping. A null node reads as an empty mapping, and a key whose
-    /// value is null is left out: it takes its default.
+    /// The known entries of a mapping, reporting unknown keys (with the nearest known one)
+    /// and a node that is not a mapping. A null node reads as an empty mapping, and a key
+    /// whose value is null is left out: it takes its default. An unknown key is left out
+    /// too, so no caller checks (and echoes) its value as if it were a neighbour: a
+    /// misspelt `pasword` must not print the password.
     pub fn map<'n>(&mut self, node: &'n Node, path: &str, known: &[&str]) -> Vec<&'n (Key, Node)> {
         match &node.value {
             Value::Map(entries) => {
@@ -75,7 +77,9 @@ impl Checker {
                 }
                 entries
                     .iter()
-                    .filter(|(_, value)| value.value != Value::Null)
+                    .filter(|(key, value)| {
+                        value.value != Value::Null && known.contains(&key.name.as_str())
+                    })
                     .collect()
             }
             Value::Null => Vec::new(),

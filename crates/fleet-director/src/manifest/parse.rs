@@ -101,10 +101,22 @@ fn text(checker: &mut Checker, node: &Node, path: &str) -> Option<String> {
     }
 }
 
+/// A name the director accepts (see [`crate::name_problem`]).
+fn named(checker: &mut Checker, node: &Node, path: &str) -> Option<String> {
+    let name = text(checker, node, path)?;
+    match crate::name_problem(&name) {
+        None => Some(name),
+        Some(problem) => {
+            checker.report(path, node.at, problem);
+            None
+        }
+    }
+}
+
 fn read(root: &Node, checker: &mut Checker) -> Manifest {
     let entries = checker.map(root, "", TOP);
     let name = required(checker, root, &entries, "", "name")
-        .and_then(|n| text(checker, n, "name"))
+        .and_then(|n| named(checker, n, "name"))
         .unwrap_or_default();
     let mut releases = Vec::new();
     if let Some(node) = required(checker, root, &entries, "", "releases") {
@@ -271,13 +283,18 @@ fn read_group(
         .get("name")
         .and_then(|v| v.as_str())
         .map(str::to_string);
+    let problem = name.as_deref().and_then(crate::name_problem);
     let path = match &name {
-        Some(n) => format!("instance_groups.{n}"),
-        None => format!("instance_groups[{i}]"),
+        Some(n) if problem.is_none() => format!("instance_groups.{n}"),
+        _ => format!("instance_groups[{i}]"),
     };
     let fields = checker.map(node, &path, GROUP);
     if name.is_none() {
         checker.report(&format!("{path}.name"), node.at, "is required");
+        return None;
+    }
+    if let Some(problem) = problem {
+        checker.report(&format!("{path}.name"), node.at, problem);
         return None;
     }
     let mut group = InstanceGroup {
@@ -301,7 +318,14 @@ fn read_group(
         let p = join(&path, &key.name);
         match key.name.as_str() {
             "instances" => match &value.value {
-                Value::Int(n) if *n >= 0 => group.instances = *n as u32,
+                Value::Int(n) if *n >= 0 && u32::try_from(*n).is_ok() => {
+                    group.instances = *n as u32
+                }
+                Value::Int(n) if *n >= 0 => checker.report(
+                    &p,
+                    value.at,
+                    format!("{n} is more instances than any director can run"),
+                ),
                 other => checker.report(
                     &p,
                     value.at,
@@ -334,7 +358,7 @@ fn read_group(
                         ],
                     );
                     let name = required(checker, job, &jf, &jp, "name")
-                        .and_then(|n| text(checker, n, &join(&jp, "name")));
+                        .and_then(|n| named(checker, n, &join(&jp, "name")));
                     let release = required(checker, job, &jf, &jp, "release")
                         .and_then(|n| text(checker, n, &join(&jp, "release")));
                     let properties = jf

@@ -12,11 +12,24 @@ use fleet_yaml::{self as yaml, Limits, Node};
 /// What the director shows of a task's result in listings.
 const RESULT_SHOWN: usize = 128;
 
+/// A task's result as the director lists it: on one line, at most [`RESULT_SHOWN`]
+/// characters, cut at a word with `...` as BOSH cuts it. A reason spread over lines
+/// (every problem of a manifest) keeps them all, joined, as far as they fit.
+pub fn result_shown(result: &str) -> String {
+    let joined = result.split_whitespace().collect::<Vec<_>>().join(" ");
+    if joined.chars().count() <= RESULT_SHOWN {
+        return joined;
+    }
+    let cut: String = joined.chars().take(RESULT_SHOWN).collect();
+    let at_word = match cut.rfind(' ') {
+        Some(i) if i > 0 => &cut[..i],
+        _ => cut.as_str(),
+    };
+    format!("{at_word}...")
+}
+
 pub fn task(task: &Task) -> Value {
-    let result = task.result.as_deref().map(|r| {
-        let line = r.lines().next().unwrap_or("");
-        line.chars().take(RESULT_SHOWN).collect::<String>()
-    });
+    let result = task.result.as_deref().map(result_shown);
     json!({
         "id": task.id,
         "state": task.state.as_str(),
@@ -267,6 +280,20 @@ pub fn require_yaml(headers: &HeaderMap) -> Result<(), ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_listed_result_keeps_the_reason_after_a_line_break_and_is_cut_at_a_word() {
+        let reason =
+            "the manifest is invalid:\n  releases.postgres: version `99.0` is not uploaded";
+        assert_eq!(
+            result_shown(reason),
+            "the manifest is invalid: releases.postgres: version `99.0` is not uploaded"
+        );
+        let long = format!("{} tail", "word ".repeat(40));
+        let shown = result_shown(&long);
+        assert!(shown.ends_with("word..."), "{shown}");
+        assert!(shown.chars().count() <= RESULT_SHOWN + 3);
+    }
 
     #[test]
     fn a_manifest_body_is_checked_as_the_director_does_before_any_task() {
