@@ -2,6 +2,7 @@
 //! the exit-code contract (0 done, 1 instances failed/busy or interrupted, 2 bad usage or
 //! configuration, 3 the inventory could not be listed).
 
+mod colour;
 mod cpi;
 mod error;
 mod listing;
@@ -256,11 +257,19 @@ pub fn run() -> Result<ExitCode, CliError> {
     Ok(ExitCode::from(code))
 }
 
+/// The filter `serve` starts from when none is given: warnings, and its access log.
+const SERVE_DEFAULT_LOG: &str = "warn,fleet_serve::access=info";
+
 fn init_logging(cli: &Cli) {
-    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log_level)
+    let wanted = match &cli.command {
+        Command::Serve(_) if cli.log_level == "warn" => SERVE_DEFAULT_LOG,
+        _ => cli.log_level.as_str(),
+    };
+    let filter = tracing_subscriber::EnvFilter::try_new(wanted)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour::on_stderr())
         .with_writer(std::io::stderr);
     match cli.log_format {
         LogFormat::Human => builder.init(),

@@ -12,6 +12,7 @@ const LIMITS: &[&str] = &[
     "max_body_bytes",
     "request_timeout",
     "max_connections",
+    "max_connections_per_client",
     "max_upload_bytes",
     "upload_timeout",
 ];
@@ -60,6 +61,10 @@ pub fn read_serve(node: &Node, base: &Path, serve: &mut ServeConfig, checker: &m
                         "upload_timeout" => {
                             set(&mut serve.limits.upload_timeout, duration(checker, v, &p))
                         }
+                        "max_connections_per_client" => set(
+                            &mut serve.limits.max_connections_per_client,
+                            at_least(checker, v, &p, 1).map(|n| n as usize),
+                        ),
                         _ => set(
                             &mut serve.limits.max_connections,
                             at_least(checker, v, &p, 1).map(|n| n as usize),

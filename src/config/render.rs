@@ -124,6 +124,10 @@ pub fn render(config: &Config) -> String {
                     plain(format(serve.limits.request_timeout)),
                 ),
                 ("max_connections", plain(serve.limits.max_connections)),
+                (
+                    "max_connections_per_client",
+                    plain(serve.limits.max_connections_per_client),
+                ),
                 ("max_upload_bytes", plain(serve.limits.max_upload_bytes)),
                 ("upload_timeout", plain(format(serve.limits.upload_timeout))),
             ]),

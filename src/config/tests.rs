@@ -337,7 +337,7 @@ fn director_credentials_must_be_complete_and_of_one_kind() {
 #[test]
 fn the_serve_block_names_each_bad_value() {
     let config = parse(
-        "serve:\n  director: 0.0.0.0:25555\n  broker: 127.0.0.1:8443\n  users: [{name: ops, password: pw}]\n  limits: {max_body_bytes: 65536, request_timeout: 5s, max_connections: 8, max_upload_bytes: 1048576, upload_timeout: 10m}\n",
+        "serve:\n  director: 0.0.0.0:25555\n  broker: 127.0.0.1:8443\n  users: [{name: ops, password: pw}]\n  limits: {max_body_bytes: 65536, request_timeout: 5s, max_connections: 8, max_connections_per_client: 4, max_upload_bytes: 1048576, upload_timeout: 10m}\n",
     )
     .unwrap();
     assert_eq!(config.serve.limits.max_upload_bytes, 1 << 20);
@@ -346,6 +346,7 @@ fn the_serve_block_names_each_bad_value() {
     assert_eq!(config.serve.broker_listen.port(), 8443);
     assert_eq!(config.serve.users[0].name, "ops");
     assert_eq!(config.serve.limits.max_connections, 8);
+    assert_eq!(config.serve.limits.max_connections_per_client, 4);
     assert_eq!(config.serve.limits.request_timeout, Duration::from_secs(5));
     let bad = problems(
         "serve:\n  director: localhost\n  tls: {certificate: cert.pem}\n  users: [{name: a}, {name: b, password: x}, {name: b, password: y}]\n  limits: {max_connections: 0}\n",

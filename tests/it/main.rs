@@ -15,6 +15,7 @@ mod run;
 mod serve_bosh_cli;
 mod serve_broker;
 mod serve_director;
+mod serve_guard;
 mod serve_releases;
 mod served;
 mod support;

@@ -31,11 +31,18 @@ pub fn small_fleet() -> Definition {
 }
 
 pub fn client_trusting(ca: &std::path::Path) -> Client {
+    client_from(ca, "127.0.0.1".parse().unwrap())
+}
+
+/// A client trusting `ca` that connects from `local`, another loopback address: another
+/// client as `serve` counts clients.
+pub fn client_from(ca: &std::path::Path, local: std::net::IpAddr) -> Client {
     let pem = std::fs::read(ca).unwrap();
     // reqwest is built without a provider of its own (the build uses ring throughout).
     let _ = rustls::crypto::ring::default_provider().install_default();
     Client::builder()
         .tls_certs_only([Certificate::from_pem(&pem).unwrap()])
+        .local_address(local)
         .redirect(reqwest::redirect::Policy::none())
         .timeout(Duration::from_secs(30))
         .build()

@@ -1,5 +1,7 @@
 //! HTTP basic authentication in front of both APIs. A refusal says what is missing in the
-//! API's own error shape, and never echoes what was sent.
+//! API's own error shape, and never echoes what was sent. A failed login is logged (who
+//! it claimed to be and from where, never the password) and slows further attempts from
+//! its address (see [`crate::throttle`]).
 
 use std::sync::Arc;
 
@@ -11,7 +13,9 @@ use base64::Engine;
 use ring::digest;
 use subtle::ConstantTimeEq;
 
+use super::clients::ClientAddr;
 use super::rejection::{Flavor, rejection};
+use super::throttle::LoginThrottle;
 use crate::settings::ServeUser;
 
 #[derive(Clone)]
@@ -20,6 +24,7 @@ pub struct Gate {
     flavor: Flavor,
     /// Paths anyone may read: the director's `/info` tells clients how to sign in.
     open: &'static [&'static str],
+    throttle: Arc<LoginThrottle>,
 }
 
 impl Gate {
@@ -28,6 +33,7 @@ impl Gate {
             users: Arc::new(users),
             flavor,
             open,
+            throttle: Arc::default(),
         }
     }
 
@@ -65,12 +71,56 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     bool::from(a.as_ref().ct_eq(b.as_ref()))
 }
 
+/// The user name credentials claim, for the log of a failed login: never the password,
+/// and not more than a name needs.
+fn claimed_user(authorization: Option<&HeaderValue>) -> String {
+    authorization
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.get(6..))
+        .and_then(|b| {
+            base64::engine::general_purpose::STANDARD
+                .decode(b.trim())
+                .ok()
+        })
+        .and_then(|d| String::from_utf8(d).ok())
+        .and_then(|d| {
+            d.split_once(':')
+                .map(|(name, _)| name.chars().take(64).collect())
+        })
+        .unwrap_or_default()
+}
+
 pub async fn require(State(gate): State<Gate>, mut request: Request, next: Next) -> Response {
-    let user = gate.admits(request.headers().get(header::AUTHORIZATION));
+    let authorization = request.headers().get(header::AUTHORIZATION).cloned();
+    let client = request.extensions().get::<ClientAddr>().map(|c| c.0);
+    if let (Some(_), Some(client)) = (&authorization, client) {
+        let wait = gate.throttle.wait(client.ip(), tokio::time::Instant::now());
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
+    }
+    let user = gate.admits(authorization.as_ref());
+    if let (Some(_), Some(client)) = (&authorization, client) {
+        let failures =
+            gate.throttle
+                .record(client.ip(), user.is_some(), tokio::time::Instant::now());
+        if user.is_none() {
+            tracing::warn!(
+                target: "fleet_serve::access",
+                client = %client,
+                user = %claimed_user(authorization.as_ref()),
+                path = %request.uri().path(),
+                failures,
+                "failed login"
+            );
+        }
+    }
     let open = gate.open.contains(&request.uri().path());
     if let Some(user) = user {
-        request.extensions_mut().insert(SignedIn(user));
-        return next.run(request).await;
+        request.extensions_mut().insert(SignedIn(user.clone()));
+        let mut response = next.run(request).await;
+        response.extensions_mut().insert(SignedIn(user));
+        return response;
     }
     if open {
         return next.run(request).await;

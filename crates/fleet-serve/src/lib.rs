@@ -2,8 +2,10 @@
 //! embedded broker's management API, each on its own port, over TLS with basic
 //! authentication and limits on what one client may ask.
 
+mod access_log;
 mod auth;
 pub mod broker_api;
+mod clients;
 mod credentials;
 pub mod director_api;
 mod files;
@@ -12,6 +14,7 @@ mod linger;
 mod listener;
 mod rejection;
 mod settings;
+mod throttle;
 pub mod tls;
 
 use std::net::SocketAddr;
@@ -70,11 +73,16 @@ pub struct Addresses {
     pub broker: SocketAddr,
 }
 
+/// From the outside in: the access log, the API's error shape for what the framework
+/// refuses on its own, limits, authentication, the API.
 fn protect(router: Router, gate: Gate, limits: RequestLimits) -> Router {
+    let flavor = limits.flavor;
     limits::apply(
         router.layer(from_fn_with_state(gate, auth::require)),
         limits,
     )
+    .layer(from_fn_with_state(flavor, rejection::reshape))
+    .layer(from_fn_with_state(flavor, access_log::log))
 }
 
 async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
@@ -135,20 +143,24 @@ pub async fn start(
         },
     );
     let (stop, stopped) = watch::channel(false);
-    let max = config.limits.max_connections;
+    let connections = |flavor| listener::ConnectionLimits {
+        max: config.limits.max_connections,
+        per_client: config.limits.max_connections_per_client,
+        flavor,
+    };
     let listeners = vec![
         tokio::spawn(listener::serve(
             director_listener,
             acceptor.clone(),
             director_api,
-            max,
+            connections(Flavor::Director),
             stopped.clone(),
         )),
         tokio::spawn(listener::serve(
             broker_listener,
             acceptor,
             broker_api,
-            max,
+            connections(Flavor::Broker),
             stopped,
         )),
     ];
@@ -189,7 +201,11 @@ impl Https {
             listener,
             TlsAcceptor::from(identity.config),
             router,
-            1024,
+            listener::ConnectionLimits {
+                max: 1024,
+                per_client: 1024,
+                flavor: Flavor::Director,
+            },
             stopped,
         ));
         Ok(Https {

@@ -1,4 +1,6 @@
-//! The TLS accept loop: a bounded number of connections, a deadline for the handshake and
+//! The TLS accept loop: a bounded number of connections per client address (a connection
+//! over it is closed at once) and in all (counted once the TLS handshake is done: a client
+//! that never shakes hands holds no slot of the others), a deadline for the handshake and
 //! for request headers (so a slow client cannot hold a connection open), and a graceful
 //! end that lets requests in flight finish.
 
@@ -14,18 +16,33 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 use tokio_rustls::TlsAcceptor;
 
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+use super::clients::{ClientAddr, ClientSlots};
+use super::rejection::Flavor;
+
+/// How many connections are served, in all and per client address.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionLimits {
+    pub max: usize,
+    pub per_client: usize,
+    pub flavor: Flavor,
+}
+
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long requests in flight may take to finish once shutdown begins.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The answer to a connection above the limit, written as plain HTTP over the established
 /// TLS session.
-fn too_many(limit: usize) -> String {
-    let body = format!(
-        "{{\"code\":100,\"error\":\"TooManyConnections\",\"description\":\"more than {limit} \
-         connections are open; try again later\"}}"
-    );
+fn too_many(limit: usize, flavor: Flavor) -> String {
+    let description = format!("more than {limit} connections are open; try again later");
+    let body = match flavor {
+        Flavor::Director => serde_json::json!({ "code": 100, "description": description }),
+        Flavor::Broker => {
+            serde_json::json!({ "error": "TooManyConnections", "description": description })
+        }
+    }
+    .to_string();
     format!(
         "HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\n\
          connection: close\r\nretry-after: 1\r\ncontent-length: {}\r\n\r\n{body}",
@@ -35,7 +52,7 @@ fn too_many(limit: usize) -> String {
 
 /// Reads the request head (a client does not expect an answer before it asked), then
 /// answers 429 and closes.
-async fn refuse<S: AsyncRead + AsyncWrite + Unpin>(mut tls: S, limit: usize) {
+async fn refuse<S: AsyncRead + AsyncWrite + Unpin>(mut tls: S, limits: ConnectionLimits) {
     let mut head = Vec::new();
     let mut buffer = [0u8; 1024];
     let read_head = async {
@@ -52,7 +69,9 @@ async fn refuse<S: AsyncRead + AsyncWrite + Unpin>(mut tls: S, limit: usize) {
     {
         return;
     }
-    let _ = tls.write_all(too_many(limit).as_bytes()).await;
+    let _ = tls
+        .write_all(too_many(limits.max, limits.flavor).as_bytes())
+        .await;
     let _ = tls.shutdown().await;
 }
 
@@ -60,10 +79,11 @@ pub async fn serve(
     listener: TcpListener,
     acceptor: TlsAcceptor,
     app: Router,
-    max_connections: usize,
+    limits: ConnectionLimits,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let permits = Arc::new(Semaphore::new(max_connections));
+    let permits = Arc::new(Semaphore::new(limits.max));
+    let clients = ClientSlots::new(limits.per_client);
     let graceful = GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
@@ -82,9 +102,20 @@ pub async fn serve(
                 continue;
             }
         };
-        let permit = Arc::clone(&permits).try_acquire_owned().ok();
+        let Some(slot) = clients.take(peer.ip()) else {
+            tracing::warn!(
+                target: "fleet_serve::access",
+                client = %peer,
+                limit = limits.per_client,
+                "connection refused: the client has its limit of connections open"
+            );
+            drop(stream);
+            continue;
+        };
+        let permits = Arc::clone(&permits);
         let acceptor = acceptor.clone();
-        let service = TowerToHyperService::new(app.clone());
+        let service =
+            TowerToHyperService::new(app.clone().layer(axum::Extension(ClientAddr(peer))));
         let http = http.clone();
         let watcher = graceful.watcher();
         tokio::spawn(async move {
@@ -99,8 +130,9 @@ pub async fn serve(
                     return;
                 }
             };
-            let Some(_permit) = permit else {
-                refuse(tls, max_connections).await;
+            let _slot = slot;
+            let Ok(_permit) = permits.try_acquire_owned() else {
+                refuse(tls, limits).await;
                 return;
             };
             let connection = http.serve_connection(TokioIo::new(tls), service);

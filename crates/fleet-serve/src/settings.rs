@@ -19,6 +19,9 @@ pub struct ServeLimits {
     pub request_timeout: Duration,
     /// Connections served at once; more are answered with 429 and closed.
     pub max_connections: usize,
+    /// Connections one client address may hold open, handshaking or not; more are closed
+    /// at once, so that one client cannot take the others' connections.
+    pub max_connections_per_client: usize,
     /// Largest release tarball `POST /releases` takes; it is held in memory while read.
     pub max_upload_bytes: usize,
     /// How long sending and reading an upload may take.
@@ -31,6 +34,7 @@ impl Default for ServeLimits {
             max_body_bytes: 4 * 1024 * 1024,
             request_timeout: Duration::from_secs(60),
             max_connections: 256,
+            max_connections_per_client: 32,
             max_upload_bytes: 2 * 1024 * 1024 * 1024,
             upload_timeout: Duration::from_secs(30 * 60),
         }

@@ -1,0 +1,240 @@
+//! `serve` against hostile clients over real TLS on loopback: idle sockets of one client
+//! do not starve another, every refusal is in the API's own error shape, failed logins
+//! are logged and slowed without locking the right user out, and every request is in the
+//! access log.
+
+use std::io::{BufRead, BufReader};
+use std::net::{IpAddr, SocketAddr};
+use std::process::{Command as Process, Stdio};
+use std::time::{Duration, Instant};
+
+use fleet_updater::config::ServeLimits;
+use reqwest::Method;
+use serde_json::Value;
+
+use crate::served::{Served, client_from};
+
+async fn idle_socket(from: IpAddr, to: SocketAddr) -> tokio::net::TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(SocketAddr::new(from, 0)).unwrap();
+    socket.connect(to).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn idle_sockets_of_one_client_do_not_starve_another() {
+    let s = Served::start(ServeLimits {
+        max_connections: 8,
+        max_connections_per_client: 4,
+        ..ServeLimits::default()
+    })
+    .await;
+    let hostile: IpAddr = "127.0.0.2".parse().unwrap();
+    let mut idle = Vec::new();
+    for _ in 0..20 {
+        idle.push(idle_socket(hostile, s.serving.director).await);
+    }
+    // The other client is served at once.
+    let answer = s.send(Method::GET, "/tasks").await;
+    assert_eq!(answer.status(), 200);
+    // The hostile client's sockets over its limit were closed without a word.
+    let mut closed = 0;
+    for socket in &mut idle {
+        let mut byte = [0u8; 1];
+        use tokio::io::AsyncReadExt;
+        if let Ok(Ok(0)) =
+            tokio::time::timeout(Duration::from_millis(200), socket.read(&mut byte)).await
+        {
+            closed += 1;
+        }
+    }
+    assert!(closed >= 16, "only {closed} of 20 idle sockets were closed");
+    drop(idle);
+    // Its next request, once its sockets are gone, is served too.
+    let again = client_from(&s.ca, hostile)
+        .get(s.director_url("/tasks"))
+        .basic_auth("admin", Some(&s.password))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_refusal_is_in_the_apis_own_error_shape() {
+    let s = Served::start(ServeLimits::default()).await;
+    let not_utf8 = vec![b'n', b'a', b'm', b'e', b':', b' ', 0xff, 0xfe, b'\n'];
+    let director = s
+        .director(Method::POST, "/deployments")
+        .header("content-type", "text/yaml")
+        .body(not_utf8.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(director.status(), 400);
+    let body: Value = director.json().await.unwrap();
+    assert!(body["code"].is_u64(), "{body}");
+    assert!(body["description"].is_string(), "{body}");
+    let utf16: Vec<u8> = "{\"service_id\": \"x\"}"
+        .encode_utf16()
+        .flat_map(u16::to_le_bytes)
+        .collect();
+    for bytes in [not_utf8, utf16] {
+        let broker = s
+            .broker(
+                Method::PATCH,
+                "/mgmt/service_instances/pg-01?operation_type=upgrade",
+            )
+            .header("content-type", "application/json")
+            .body(bytes)
+            .send()
+            .await
+            .unwrap();
+        assert!(broker.status().is_client_error(), "{}", broker.status());
+        let body: Value = broker.json().await.unwrap();
+        assert!(body["error"].is_string(), "{body}");
+        assert!(body.get("code").is_none(), "{body}");
+    }
+    for (response, field) in [
+        (s.send(Method::GET, "/no/such/route").await, "code"),
+        (s.send(Method::PATCH, "/info").await, "code"),
+        (
+            s.broker(Method::GET, "/no/such/route")
+                .send()
+                .await
+                .unwrap(),
+            "error",
+        ),
+    ] {
+        assert!(response.status().is_client_error());
+        let body: Value = response.json().await.unwrap();
+        assert!(body[field].is_number() || body[field].is_string(), "{body}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_brokers_429_is_in_the_brokers_shape() {
+    let s = Served::start(ServeLimits {
+        max_connections: 1,
+        ..ServeLimits::default()
+    })
+    .await;
+    let held = s
+        .broker(Method::GET, "/mgmt/service_instances")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(held.status(), 200);
+    let refused = crate::served::client_trusting(&s.ca)
+        .get(s.broker_url("/mgmt/service_instances"))
+        .basic_auth("admin", Some(&s.password))
+        .header("X-Broker-API-Version", "2.13")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 429);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"], "TooManyConnections");
+    assert!(body.get("code").is_none(), "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn failed_logins_are_slowed_per_address_and_the_right_user_still_gets_in() {
+    let s = Served::start(ServeLimits::default()).await;
+    let guesser = client_from(&s.ca, "127.0.0.3".parse().unwrap());
+    let started = Instant::now();
+    for _ in 0..6 {
+        let answer = guesser
+            .get(s.director_url("/tasks"))
+            .basic_auth("admin", Some("guess"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 401);
+    }
+    // Three free failures, then turns 250 ms and 500 ms apart.
+    assert!(started.elapsed() >= Duration::from_millis(700));
+    // Another address is not slowed; the right password from the guesser's gets in.
+    assert_eq!(s.send(Method::GET, "/tasks").await.status(), 200);
+    let right = guesser
+        .get(s.director_url("/tasks"))
+        .basic_auth("admin", Some(&s.password))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(right.status(), 200);
+}
+
+#[test]
+fn serve_logs_every_request_and_each_failed_login_without_credentials() {
+    let state = tempfile::tempdir().unwrap();
+    let mut child = Process::new(env!("CARGO_BIN_EXE_fleet-updater"))
+        .args(["serve", "--state-dir"])
+        .arg(state.path())
+        .args([
+            "--director-listen",
+            "127.0.0.1:0",
+            "--broker-listen",
+            "127.0.0.1:0",
+        ])
+        .env_remove("FLEET_UPDATER_LOG")
+        .env_remove("FLEET_UPDATER_CONFIG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let (mut director, mut ca) = (None, None);
+    let mut line = String::new();
+    while (director.is_none() || ca.is_none()) && stdout.read_line(&mut line).unwrap() > 0 {
+        if let Some(a) = line.strip_prefix("director API (BOSH director): https://") {
+            director = Some(a.trim().to_string());
+        }
+        if let Some(path) = line.strip_prefix("CA certificate: ") {
+            ca = Some(std::path::PathBuf::from(path.trim()));
+        }
+        line.clear();
+    }
+    let director = director.expect("serve prints where the director listens");
+    let ca = ca.expect("serve prints its CA");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let client = crate::served::client_trusting(&ca);
+        let wrong = client
+            .get(format!("https://{director}/deployments"))
+            .basic_auth("mallory", Some("NotThePassword-42"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(wrong.status(), 401);
+        let info = client
+            .get(format!("https://{director}/info"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(info.status(), 200);
+    });
+    terminate(child.id());
+    let _ = child.wait();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(stderr.contains("failed login"), "{stderr}");
+    assert!(stderr.contains("mallory"), "{stderr}");
+    assert!(
+        stderr.contains("/deployments") && stderr.contains("401"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("/info") && stderr.contains("200"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("NotThePassword"), "{stderr}");
+    assert!(
+        !stderr.contains('\u{1b}'),
+        "colour codes in a non-terminal stderr: {stderr}"
+    );
+}
+
+/// SIGTERM, as an operator stops `serve`.
+fn terminate(pid: u32) {
+    let _ = Process::new("kill").arg(pid.to_string()).status();
+}
