@@ -48,7 +48,7 @@ instance_groups:
 async fn director(store: Arc<dyn Store>, infrastructure: Infrastructure) -> Director {
     let settings = DirectorSettings {
         agent_timeout: Duration::from_secs(600),
-        snapshots: false,
+        ..DirectorSettings::default()
     };
     let director = Director::new(store, infrastructure, settings)
         .await

@@ -6,7 +6,9 @@
 use std::io::{BufRead, BufReader};
 use std::net::{IpAddr, SocketAddr};
 use std::process::{Command as Process, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use fleet_updater::config::ServeLimits;
 use reqwest::Method;

@@ -2,7 +2,7 @@
 //! client, the user who signed in, method, path, status and duration. Never the query
 //! (it may carry what a client should not have put there), headers or bodies.
 
-use std::time::Instant;
+use tokio::time::Instant;
 
 use axum::extract::{Request, State};
 use axum::middleware::Next;
