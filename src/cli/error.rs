@@ -88,6 +88,7 @@ impl CliError {
             CliError::Env(e) if e.is_input() => BAD_CONFIG,
             CliError::Env(_) => INSTANCES_FAILED,
             CliError::Fleet(FleetError::NotProvisioned(_)) => INSTANCES_FAILED,
+            CliError::Fleet(FleetError::NotADirectory(_)) => BAD_CONFIG,
             CliError::Fleet(_) | CliError::List(_) => LIST_FAILED,
             CliError::Serve(ServeError::Listen { .. }) => LIST_FAILED,
             CliError::Serve(_) => BAD_CONFIG,

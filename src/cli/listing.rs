@@ -296,6 +296,9 @@ pub fn director(args: &DirectorArgs) -> Result<u8, CliError> {
             }
             DirectorCommand::Instances { deployment } => {
                 let names = match deployment {
+                    Some(d) if director.deployment(d).await.map_err(e)?.is_none() => {
+                        return Err(format!("there is no deployment `{d}`"));
+                    }
                     Some(d) => vec![d.clone()],
                     None => director
                         .deployments()
@@ -338,13 +341,14 @@ pub fn director(args: &DirectorArgs) -> Result<u8, CliError> {
                 let filter = TaskFilter {
                     deployment: deployment.clone(),
                     read_only: true,
-                    limit: Some(*limit),
+                    // One more than shown tells whether there are more.
+                    limit: Some(limit.saturating_add(1)),
                     ..TaskFilter::default()
                 };
-                let rows: Vec<Vec<String>> = director
-                    .tasks(filter)
-                    .await
-                    .map_err(e)?
+                let mut tasks = director.tasks(filter).await.map_err(e)?;
+                let more = tasks.len() > *limit;
+                tasks.truncate(*limit);
+                let rows: Vec<Vec<String>> = tasks
                     .into_iter()
                     .map(|t| {
                         let mut result = t.result.clone().unwrap_or_default().replace('\n', " ");
@@ -361,7 +365,7 @@ pub fn director(args: &DirectorArgs) -> Result<u8, CliError> {
                         ]
                     })
                     .collect();
-                Ok(table(
+                let mut text = table(
                     &[
                         "ID",
                         "STATE",
@@ -371,7 +375,13 @@ pub fn director(args: &DirectorArgs) -> Result<u8, CliError> {
                         "RESULT",
                     ],
                     &rows,
-                ))
+                );
+                if more {
+                    text.push_str(&format!(
+                        "(the newest {limit} tasks; there are more: `--limit N` shows N)\n"
+                    ));
+                }
+                Ok(text)
             }
             DirectorCommand::Releases => {
                 let deployed = director.deployed_versions().await.map_err(e)?;

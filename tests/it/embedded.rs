@@ -76,6 +76,18 @@ fn the_demo_updates_all_but_the_blocked_and_a_second_run_finds_nothing() {
         ids_with(&report, "skipped_blocked"),
         BTreeSet::from(["pg-05".into(), "rmq-04".into()])
     );
+    // The busy instance is found busy and tried again after the others.
+    assert!(stderr.contains("[rmq-01] busy (attempt 1)"), "{stderr}");
+    let rmq01 = report["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["id"] == "rmq-01")
+        .unwrap();
+    assert_eq!(
+        (&rmq01["outcome"], &rmq01["attempts"]),
+        (&"updated".into(), &2.into())
+    );
 
     let (code, report, stderr) = run(&state, &[]);
     assert_eq!(code, 0, "{stderr}");
@@ -93,6 +105,60 @@ fn the_demo_updates_all_but_the_blocked_and_a_second_run_finds_nothing() {
                 .unwrap(),
         )
         .stdout(predicate::str::is_match(r"pg-05 .*postgres/15\.8, ubuntu-jammy/1\.500\s+yes\s+yes").unwrap());
+}
+
+#[test]
+fn a_first_use_killed_while_provisioning_is_finished_by_the_next_run() {
+    let ws = Workspace::new();
+    let state = ws.path("state");
+    let mut child = Process::new(env!("CARGO_BIN_EXE_fleet-updater"))
+        .args(["run", "--state-dir"])
+        .arg(&state)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("(first use)") {
+        line.clear();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "no first use");
+    }
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let cut_short = director_tasks(&state)
+        .iter()
+        .any(|(_, s, _, description)| s != "done" && description == "create deployment");
+    assert!(cut_short, "the kill came after provisioning ended");
+
+    let (code, report, stderr) = run(&state, &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!stderr.contains("(first use)"), "{stderr}");
+    assert!(stderr.contains("cut short before"), "{stderr}");
+    assert!(!stderr.contains("could not be made busy"), "{stderr}");
+    let counts = &report["counts"];
+    assert_eq!(
+        (
+            &counts["updated"],
+            &counts["skipped_blocked"],
+            &counts["failed"]
+        ),
+        (&28.into(), &2.into(), &0.into()),
+        "{report}"
+    );
+    fleet_updater()
+        .args(["fleet", "--state-dir"])
+        .arg(&state)
+        .assert()
+        .success()
+        .stdout(
+            predicate::str::is_match(
+                r"pg-05 .*provisioned\s+postgres/15\.8, ubuntu-jammy/1\.500\s+yes\s+yes",
+            )
+            .unwrap(),
+        )
+        .stdout(predicate::str::contains("failed").not());
 }
 
 #[test]
@@ -289,4 +355,33 @@ fn a_running_fleet_can_be_watched_but_not_run_twice() {
     assert_eq!(output.status.code(), Some(0));
     let report: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(report["counts"]["updated"], 28);
+
+    // A listing cut short says so; a deployment that is not there is not an empty one.
+    fleet_updater()
+        .args(["director", "--state-dir"])
+        .arg(&state)
+        .args(["tasks", "--limit", "2"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "the newest 2 tasks; there are more",
+        ));
+    fleet_updater()
+        .args(["director", "--state-dir"])
+        .arg(&state)
+        .args(["instances", "NOSUCH"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("there is no deployment `NOSUCH`"));
+    // A state directory that is a file is named as such, for reading and for a run.
+    let file = ws.write("not-a-dir", "");
+    for command in [&["fleet"][..], &["run"][..]] {
+        fleet_updater()
+            .args(command)
+            .arg("--state-dir")
+            .arg(&file)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains("is a file, not a directory"));
+    }
 }

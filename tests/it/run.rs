@@ -192,7 +192,8 @@ fn recreate_from_the_command_line_touches_every_instance() {
         .success()
         .stdout(predicate::str::contains(
             "starting recreate: 6 instances selected, 6 to process",
-        ));
+        ))
+        .stdout(predicate::str::contains("selected 6: recreated 4, skipped"));
     let report = json(&report);
     assert_eq!(report["strategy"], "recreate");
     // Current and blocked instances are recreated too; only up to date and deleted settle.

@@ -181,10 +181,55 @@ impl Broker {
         versions: Option<&Versions>,
         blocked: bool,
     ) -> Result<Task, BrokerError> {
-        let plan = self.plan(plan_id)?;
+        self.plan(plan_id)?;
         if self.instances.get(id).await?.is_some() {
             return Err(BrokerError::Exists(id.to_string()));
         }
+        self.record_and_deploy(id, plan_id, versions, blocked, DeployOptions::default())
+            .await
+    }
+
+    /// Provisioning that may be repeated, for a first use cut short: `None` when the
+    /// instance is provisioned already (its blocked mark set as asked); otherwise it is
+    /// recorded and deployed again on `versions`, replacing VMs whose agents do not answer
+    /// (a create cut short may have left some).
+    ///
+    /// # Errors
+    /// An unknown plan, or a store or director error.
+    pub async fn provision_again(
+        &self,
+        id: &str,
+        plan_id: &str,
+        versions: Option<&Versions>,
+        blocked: bool,
+    ) -> Result<Option<Task>, BrokerError> {
+        self.plan(plan_id)?;
+        if let Some(view) = self.instance(id).await?
+            && view.state == State::Provisioned
+        {
+            if view.instance.maintenance_updates_blocked != blocked {
+                self.set_blocked(id, blocked).await?;
+            }
+            return Ok(None);
+        }
+        let options = DeployOptions {
+            fix: true,
+            ..DeployOptions::default()
+        };
+        self.record_and_deploy(id, plan_id, versions, blocked, options)
+            .await
+            .map(Some)
+    }
+
+    async fn record_and_deploy(
+        &self,
+        id: &str,
+        plan_id: &str,
+        versions: Option<&Versions>,
+        blocked: bool,
+        options: DeployOptions,
+    ) -> Result<Task, BrokerError> {
+        let plan = self.plan(plan_id)?;
         let instance = ServiceInstance {
             id: id.to_string(),
             plan_id: plan_id.to_string(),
@@ -194,10 +239,7 @@ impl Broker {
         self.instances.put(&instance).await?;
         let deployment = deployment_name(id);
         let manifest = plan.manifest_for(&deployment, versions.unwrap_or(&plan.current));
-        Ok(self
-            .director
-            .deploy(&manifest, DeployOptions::default())
-            .await?)
+        Ok(self.director.deploy(&manifest, options).await?)
     }
 
     /// The owner's switch for maintenance updates.

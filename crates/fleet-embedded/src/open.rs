@@ -24,6 +24,13 @@ pub enum FleetError {
     InUse(PathBuf),
     #[error("there is no embedded fleet in {} yet; `fleet-updater run` creates it", .0.display())]
     NotProvisioned(PathBuf),
+    #[error("the state directory {} is a file, not a directory", .0.display())]
+    NotADirectory(PathBuf),
+    #[error("cannot read the state directory {}: {source}", path.display())]
+    Unreadable {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("cannot lock {}: {source}", path.display())]
     Lock {
         path: PathBuf,
@@ -131,6 +138,9 @@ pub async fn open(
     access: Access,
     progress: &mut dyn FnMut(String),
 ) -> Result<EmbeddedFleet, FleetError> {
+    if state_dir.exists() && !state_dir.is_dir() {
+        return Err(FleetError::NotADirectory(state_dir.to_path_buf()));
+    }
     let held = match access {
         Access::Exclusive(_) => {
             std::fs::create_dir_all(state_dir).map_err(|source| FleetError::Lock {
@@ -139,10 +149,21 @@ pub async fn open(
             })?;
             Some(lock(state_dir)?)
         }
-        Access::ReadOnly if !SqliteStore::exists(state_dir) => {
-            return Err(FleetError::NotProvisioned(state_dir.to_path_buf()));
+        Access::ReadOnly => {
+            // A directory that cannot be read is not one without a fleet.
+            let unreadable = |source| FleetError::Unreadable {
+                path: state_dir.to_path_buf(),
+                source,
+            };
+            if state_dir.exists() {
+                std::fs::read_dir(state_dir).map_err(unreadable)?;
+            }
+            match state_dir.join("fleet.db").try_exists() {
+                Ok(true) => None,
+                Ok(false) => return Err(FleetError::NotProvisioned(state_dir.to_path_buf())),
+                Err(source) => return Err(unreadable(source)),
+            }
         }
-        Access::ReadOnly => None,
     };
     // Opening may migrate the database: blocking work, off the async workers.
     let dir = state_dir.to_path_buf();
@@ -150,12 +171,20 @@ pub async fn open(
         Access::Exclusive(commits) => commits,
         Access::ReadOnly => Commits::EachCall,
     };
-    let opened =
-        match tokio::task::spawn_blocking(move || SqliteStore::open_with(&dir, commits)).await {
-            Ok(opened) => opened,
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            Err(_) => Err(StoreError::Stopped),
-        };
+    let read_only = access == Access::ReadOnly;
+    let opened = match tokio::task::spawn_blocking(move || {
+        if read_only {
+            SqliteStore::open_read_only(&dir)
+        } else {
+            SqliteStore::open_with(&dir, commits)
+        }
+    })
+    .await
+    {
+        Ok(opened) => opened,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(_) => Err(StoreError::Stopped),
+    };
     // One handle, so that the director, the broker and the simulated cloud share the
     // store's one worker.
     let store = AsyncStore::new(Arc::new(opened?) as Arc<dyn Store>);
@@ -345,34 +374,50 @@ async fn provision(
         return Ok(());
     }
     let director = broker.director();
-    let existing: Vec<String> = broker
-        .instances()
-        .await?
-        .into_iter()
-        .map(|v| v.instance.id)
-        .collect();
-    let missing: Vec<_> = definition
-        .instances()
-        .into_iter()
-        .filter(|(id, _, _)| !existing.contains(id))
-        .collect();
-    progress(format!(
-        "provisioning the embedded fleet in {} (first use): {} service instances on older versions",
-        state_dir.display(),
-        missing.len() + existing.len()
-    ));
+    // A first use cut short left instances recorded but not deployed, deploys errored by
+    // recovery, a busy operation never started: every pass makes each instance
+    // provisioned, however far the last one got.
+    let before = broker.instances().await?;
+    let first_use = before.is_empty();
+    let wanted = definition.instances();
+    let done = |id: &str| {
+        before
+            .iter()
+            .any(|v| v.instance.id == id && v.state == fleet_broker::State::Provisioned)
+    };
+    progress(if first_use {
+        format!(
+            "provisioning the embedded fleet in {} (first use): {} service instances on older versions",
+            state_dir.display(),
+            wanted.len()
+        )
+    } else {
+        format!(
+            "finishing the embedded fleet's provisioning in {}, cut short before: {} of {} \
+             service instances to provision",
+            state_dir.display(),
+            wanted.iter().filter(|(id, _, _)| !done(id)).count(),
+            wanted.len()
+        )
+    });
     let mut provisioning = VecDeque::new();
-    for (id, plan, versions) in &missing {
+    for (id, plan, versions) in &wanted {
         if provisioning.len() == PROVISIONING_AT_ONCE
             && let Some((id, task)) = provisioning.pop_front()
         {
             provisioned(director, id, task, progress).await?;
         }
         let blocked = definition.blocked.contains(id);
-        provisioning.push_back((
-            id.clone(),
-            broker.provision(id, plan, Some(versions), blocked).await?,
-        ));
+        let task = if first_use {
+            Some(broker.provision(id, plan, Some(versions), blocked).await?)
+        } else {
+            broker
+                .provision_again(id, plan, Some(versions), blocked)
+                .await?
+        };
+        if let Some(task) = task {
+            provisioning.push_back((id.clone(), task));
+        }
     }
     for (id, task) in provisioning {
         provisioned(director, id, task, progress).await?;

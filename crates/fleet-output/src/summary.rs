@@ -10,7 +10,7 @@ pub fn summary(report: &Report) -> String {
         Status::Failed => "FAILED",
     };
     let mut text = format!(
-        "finished {}: {status}{}\n  selected {}: updated {}, skipped blocked {}, skipped up to date {}, deleted {}, orphaned {}, busy left {}, failed {}",
+        "finished {}: {status}{}\n  selected {}: {} {}, skipped blocked {}, skipped up to date {}, deleted {}, orphaned {}, busy left {}, failed {}",
         report.strategy,
         if report.interrupted {
             " (interrupted)"
@@ -18,6 +18,12 @@ pub fn summary(report: &Report) -> String {
             ""
         },
         c.selected,
+        // The JSON count keeps its one name; the errand line says what was done.
+        if report.strategy == "recreate" {
+            "recreated"
+        } else {
+            "updated"
+        },
         c.updated,
         c.skipped_blocked,
         c.skipped_up_to_date,

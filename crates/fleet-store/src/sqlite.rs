@@ -96,6 +96,44 @@ impl SqliteStore {
         Self::with_connection(connection, commits, &path)
     }
 
+    /// Opens `fleet.db` in `dir` to read only: nothing is created, migrated or written, so
+    /// that listings work on a state directory this process may not write (a copy taken
+    /// for inspection, a directory of another user). A database in WAL mode whose side
+    /// files cannot be made there is read as it is on disk.
+    ///
+    /// # Errors
+    /// When the database cannot be read, or is of a newer schema than this program's.
+    pub fn open_read_only(dir: &Path) -> Result<Self, StoreError> {
+        use rusqlite::OpenFlags;
+        let path = dir.join("fleet.db");
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let version = |c: &Connection| c.query_row("PRAGMA user_version", [], |r| r.get(0));
+        let connection = match Connection::open_with_flags(&path, flags) {
+            Ok(c) if version(&c).is_ok() => c,
+            _ => {
+                let uri = format!("file:{}?immutable=1", uri_path(&path));
+                Connection::open_with_flags(uri, flags)?
+            }
+        };
+        connection.busy_timeout(commits::BUSY_TIMEOUT)?;
+        let found: i64 = version(&connection)?;
+        if found > SCHEMA_VERSION {
+            return Err(StoreError::NewerSchema {
+                found,
+                known: SCHEMA_VERSION,
+            });
+        }
+        let claimed = claimed_in(&connection)?;
+        Ok(SqliteStore {
+            db: Arc::new(Mutex::new(Db::new(connection, Commits::EachCall))),
+            flusher: None,
+            claimed: Mutex::new(Arc::new(claimed)),
+            deferred: Mutex::new(Vec::new()),
+        })
+    }
+
     /// Whether `dir` holds a database already.
     pub fn exists(dir: &Path) -> bool {
         dir.join("fleet.db").exists()
@@ -268,6 +306,18 @@ const SCHEMA_VERSION: i64 = 2;
 
 /// Brings an older database up to [`SCHEMA_VERSION`] in one transaction (and gives tasks
 /// written without a kind theirs), and refuses a newer one rather than misread it.
+/// A path as an SQLite URI's path: the characters a URI gives meaning to, escaped.
+fn uri_path(path: &Path) -> String {
+    let mut out = String::new();
+    for c in path.to_string_lossy().chars() {
+        match c {
+            '%' | '?' | '#' => out.push_str(&format!("%{:02X}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 fn migrate(connection: &Connection) -> Result<(), StoreError> {
     let found: i64 = connection.query_row("PRAGMA user_version", [], |row| row.get(0))?;
     if found > SCHEMA_VERSION {
@@ -972,6 +1022,42 @@ mod tests {
         let reopened = SqliteStore::open(dir.path()).unwrap();
         let stored = |key: &str| get::<u32>(&reopened, Collection::Fleet, key).unwrap();
         assert_eq!((stored("a"), stored("b"), stored("c")), (None, None, None));
+    }
+
+    #[test]
+    fn a_store_opened_to_read_only_reads_and_changes_nothing_even_where_it_cannot_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
+        store
+            .write(vec![put(Collection::Fleet, "a", "", &1)])
+            .unwrap();
+        drop(store);
+        let db = dir.path().join("fleet.db");
+        let before = std::fs::read(&db).unwrap();
+        let reader = SqliteStore::open_read_only(dir.path()).unwrap();
+        assert_eq!(
+            get::<u32>(&reader, Collection::Fleet, "a").unwrap(),
+            Some(1)
+        );
+        assert!(
+            reader
+                .write(vec![put(Collection::Fleet, "b", "", &2)])
+                .is_err()
+        );
+        drop(reader);
+        assert_eq!(std::fs::read(&db).unwrap(), before);
+        // Where WAL's side files cannot be made (a read-only directory; here a folder in
+        // the way, which stops even root), the database is read as it is on disk.
+        let copy = tempfile::tempdir().unwrap();
+        std::fs::copy(&db, copy.path().join("fleet.db")).unwrap();
+        std::fs::create_dir(copy.path().join("fleet.db-shm")).unwrap();
+        std::fs::create_dir(copy.path().join("fleet.db-wal")).unwrap();
+        let reader = SqliteStore::open_read_only(copy.path()).unwrap();
+        assert_eq!(
+            get::<u32>(&reader, Collection::Fleet, "a").unwrap(),
+            Some(1)
+        );
+        assert!(SqliteStore::open_read_only(&dir.path().join("missing")).is_err());
     }
 
     #[test]
