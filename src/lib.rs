@@ -18,6 +18,7 @@ pub use fleet_ipset as ipset;
 pub use fleet_output as output;
 pub use fleet_release as release;
 pub use fleet_rollout as rollout;
+pub use fleet_schedule as schedule;
 pub use fleet_serve as serve;
 pub use fleet_store as store;
 pub use fleet_vm as vm;

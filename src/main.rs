@@ -8,10 +8,7 @@ fn main() -> ExitCode {
     match cli::run() {
         Ok(code) => code,
         Err(e) => {
-            eprintln!(
-                "error: {}",
-                fleet_updater::output::printable(&e.to_string())
-            );
+            cli::error_line(&format!("error: {e}"));
             ExitCode::from(e.exit_code())
         }
     }

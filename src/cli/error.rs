@@ -1,6 +1,7 @@
 //! Every way a command fails, each with its exit code: the one place where the contract
 //! (0 done, 1 instances failed or busy or the run could not finish, 2 bad usage or
-//! configuration, 3 the inventory could not be listed) is decided.
+//! configuration, 3 the inventory could not be listed, 4 the maintenance window closed
+//! with instances deferred to the next and nothing failed) is decided.
 
 use std::path::PathBuf;
 
@@ -16,6 +17,7 @@ pub const DONE: u8 = 0;
 pub const INSTANCES_FAILED: u8 = 1;
 pub const BAD_CONFIG: u8 = 2;
 pub const LIST_FAILED: u8 = 3;
+pub const DEFERRED: u8 = 4;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
@@ -57,6 +59,9 @@ pub enum CliError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// The journal of earlier runs cannot be read: nothing was triggered.
+    #[error("{0}; nothing was triggered")]
+    Journal(#[from] fleet_updater::schedule::JournalError),
     #[error(transparent)]
     Serve(#[from] ServeError),
     #[error(transparent)]
@@ -84,6 +89,7 @@ impl CliError {
             | CliError::Scenario(_)
             | CliError::InventorySetup(_)
             | CliError::Unwritable { .. }
+            | CliError::Journal(_)
             | CliError::Release { .. } => BAD_CONFIG,
             CliError::Env(e) if e.is_input() => BAD_CONFIG,
             CliError::Env(_) => INSTANCES_FAILED,

@@ -129,7 +129,7 @@ pub(crate) async fn open_fleet(config: &Config, access: Access) -> Result<Embedd
         .extend(config.faults.iter().cloned());
     Ok(
         fleet::open(&config.state_dir, &definition, access, &mut |line| {
-            eprintln!("{}", fleet_updater::output::printable(&line))
+            super::notice(&line)
         })
         .await?,
     )

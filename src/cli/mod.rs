@@ -9,6 +9,7 @@ mod listing;
 mod run;
 mod serve;
 mod tasks;
+mod window;
 mod wiring;
 
 pub use error::CliError;
@@ -144,9 +145,17 @@ struct RunArgs {
     /// Overrides `output.report_file`: also write the JSON report to this file.
     #[arg(long)]
     report: Option<PathBuf>,
-    /// Overrides `state_dir`, where the embedded fleet keeps its state.
+    /// Overrides `state_dir`, where the embedded fleet keeps its state and every run its
+    /// journal.
     #[arg(long)]
     state_dir: Option<PathBuf>,
+    /// Overrides `output.metrics_file`: write the run's figures in Prometheus text format
+    /// (for node_exporter's textfile collector) to this file.
+    #[arg(long)]
+    metrics_file: Option<PathBuf>,
+    /// Start over: forget what earlier runs of the same rollout did (the journal).
+    #[arg(long)]
+    fresh: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -178,7 +187,9 @@ impl RunArgs {
                 FormatArg::Json => Format::Json,
             }),
             report_file: self.report.clone(),
+            metrics_file: self.metrics_file.clone(),
             state_dir: self.state_dir.clone(),
+            fresh: self.fresh,
         }
     }
 
@@ -223,7 +234,7 @@ pub fn run() -> Result<ExitCode, CliError> {
         Command::Director(args) => listing::director(&args)?,
         Command::Serve(args) => serve::serve(&args)?,
         Command::CreateEnv(args) => {
-            let mut print = |line: String| eprintln!("{}", fleet_updater::output::printable(&line));
+            let mut print = |line: String| notice(&line);
             runtime()?.block_on(fleet_updater::create_env::create::create_env(
                 &args.options(),
                 &mut print,
@@ -231,7 +242,7 @@ pub fn run() -> Result<ExitCode, CliError> {
             DONE
         }
         Command::DeleteEnv(args) => {
-            let mut print = |line: String| eprintln!("{}", fleet_updater::output::printable(&line));
+            let mut print = |line: String| notice(&line);
             runtime()?.block_on(fleet_updater::create_env::delete::delete_env(
                 &args.options(),
                 &mut print,
@@ -260,7 +271,62 @@ pub fn run() -> Result<ExitCode, CliError> {
 /// The filter `serve` starts from when none is given: warnings, and its access log.
 const SERVE_DEFAULT_LOG: &str = "warn,fleet_serve::access=info";
 
+/// Whether stderr carries JSON lines (`--log-format json`): then every line this program
+/// writes there is one, its own notices included.
+static JSON_LOGS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+
+/// A line for the person (or the log collector) reading stderr: plain, or as a JSON log
+/// line like tracing's, and never with terminal control characters.
+pub(crate) fn notice(text: &str) {
+    line_at("INFO", text);
+}
+
+/// [`notice`] for the error a command ends with.
+pub(crate) fn error_line(text: &str) {
+    line_at("ERROR", text);
+}
+
+fn line_at(level: &str, text: &str) {
+    let text = fleet_updater::output::printable(text.trim_end_matches('\n'));
+    let mut stderr = std::io::stderr().lock();
+    if *JSON_LOGS.get().unwrap_or(&false) {
+        for line in text.lines() {
+            let entry = serde_json::json!({
+                "timestamp": fleet_updater::clock::rfc3339(std::time::SystemTime::now()),
+                "level": level,
+                "fields": { "message": line },
+                "target": "fleet_updater",
+            });
+            let _ = writeln!(stderr, "{entry}");
+        }
+    } else {
+        let _ = writeln!(stderr, "{text}");
+    }
+}
+
+/// Stderr as a writer whose every complete line goes out through [`notice`].
+#[derive(Default)]
+pub(crate) struct StderrLines {
+    pending: Vec<u8>,
+}
+
+impl Write for StderrLines {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.pending.extend_from_slice(bytes);
+        while let Some(end) = self.pending.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = self.pending.drain(..=end).collect();
+            notice(&String::from_utf8_lossy(&line));
+        }
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 fn init_logging(cli: &Cli) {
+    let _ = JSON_LOGS.set(matches!(cli.log_format, LogFormat::Json));
     let wanted = match &cli.command {
         Command::Serve(_) if cli.log_level == "warn" => SERVE_DEFAULT_LOG,
         _ => cli.log_level.as_str(),

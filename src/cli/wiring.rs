@@ -15,39 +15,59 @@ use fleet_updater::rollout::RequestLimiter;
 use super::error::CliError;
 use super::listing::open_fleet;
 use super::run::drive;
+use super::window;
+use fleet_updater::clock::WallClock;
 
 /// Runs the rollout over the configured inventory. The HTTP inventories take a token of
 /// the run's one limiter for every request they send; the others are paced per call by
 /// the engine.
 pub async fn run(config: Config) -> Result<u8, CliError> {
-    if let Some(path) = &config.report_file {
-        check_writable(path).map_err(|source| CliError::Unwritable {
-            what: "report",
-            path: path.clone(),
-            source,
-        })?;
+    let outputs = [
+        ("report", &config.report_file),
+        ("metrics", &config.metrics_file),
+    ];
+    for (what, file) in outputs {
+        if let Some(path) = file {
+            check_writable(path).map_err(|source| CliError::Unwritable {
+                what,
+                path: path.clone(),
+                source,
+            })?;
+        }
     }
+    let clock = WallClock::new();
+    let started_at = clock.now();
+    let window = match window::check(&config, &clock)? {
+        window::Start::Outside(code) => return Ok(code),
+        window::Start::Run(window) => window,
+    };
     let limiter = || RequestLimiter::new(config.requests_per_second);
     match &config.inventory {
         InventoryConfig::Scripted { scenario } => {
-            drive(Arc::new(load_scenario(scenario)?), &config).await
+            drive(
+                Arc::new(load_scenario(scenario)?),
+                &config,
+                window,
+                started_at,
+            )
+            .await
         }
         InventoryConfig::Embedded => {
             let fleet = open_fleet(&config, Access::RUN).await?;
             let inventory = EmbeddedInventory::new(Arc::clone(&fleet.broker));
-            let code = drive(Arc::new(inventory), &config).await;
+            let code = drive(Arc::new(inventory), &config, window, started_at).await;
             fleet.close().await;
             code
         }
         InventoryConfig::Broker(broker) => {
             let inventory =
                 BrokerInventory::new(broker, limiter()).map_err(CliError::InventorySetup)?;
-            drive(Arc::new(inventory), &config).await
+            drive(Arc::new(inventory), &config, window, started_at).await
         }
         InventoryConfig::Director(director) => {
             let inventory =
                 DirectorInventory::new(director, limiter()).map_err(CliError::InventorySetup)?;
-            drive(Arc::new(inventory), &config).await
+            drive(Arc::new(inventory), &config, window, started_at).await
         }
     }
 }

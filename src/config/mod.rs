@@ -5,6 +5,7 @@ mod duration;
 mod model;
 mod read;
 mod read_director;
+mod read_schedule;
 mod read_serve;
 mod render;
 
@@ -16,7 +17,8 @@ pub use fleet_inventory_director::{DirectorAuth, DirectorEndpoint};
 pub use fleet_secret::Secret;
 pub use fleet_serve::{ServeConfig, ServeLimits, ServeUser};
 pub use model::{
-    Config, Format, InventoryConfig, InventoryKind, RecreateConfig, StrategyKind, UpdateConfig,
+    Config, Format, InventoryConfig, InventoryKind, RecreateConfig, Schedule, StrategyKind,
+    UpdateConfig,
 };
 pub use render::render;
 
@@ -66,7 +68,9 @@ pub struct Overrides {
     pub dry_run: bool,
     pub format: Option<Format>,
     pub report_file: Option<PathBuf>,
+    pub metrics_file: Option<PathBuf>,
     pub state_dir: Option<PathBuf>,
+    pub fresh: bool,
 }
 
 impl Config {
@@ -139,6 +143,10 @@ impl Config {
         if let Some(dir) = &overrides.state_dir {
             self.state_dir = dir.clone();
         }
+        if let Some(metrics) = &overrides.metrics_file {
+            self.metrics_file = Some(metrics.clone());
+        }
+        self.fresh |= overrides.fresh;
     }
 }
 

@@ -102,6 +102,24 @@ impl InventoryKind {
     }
 }
 
+/// The maintenance window a run keeps to: outside it a run does nothing; when it closes,
+/// nothing more starts and operations in flight get `grace_period`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Schedule {
+    pub window: fleet_schedule::Window,
+    /// As written, for `check-config`.
+    pub text: String,
+    pub time_zone: String,
+    pub weekdays: Vec<String>,
+    pub grace_period: Duration,
+}
+
+impl Schedule {
+    /// Long enough for a cluster's redeploy; a run still waiting after it reports the
+    /// operations as unfinished.
+    pub const DEFAULT_GRACE: Duration = Duration::from_secs(30 * 60);
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     pub serve: ServeConfig,
@@ -116,6 +134,9 @@ pub struct Config {
     pub grace_period: Duration,
     pub format: Format,
     pub report_file: Option<PathBuf>,
+    /// The run's figures in Prometheus text format, for node_exporter's textfile collector.
+    pub metrics_file: Option<PathBuf>,
+    pub schedule: Option<Schedule>,
     pub inventory: InventoryConfig,
     pub state_dir: PathBuf,
     /// The embedded fleet's definition; the built-in demo fleet when `None`.
@@ -124,6 +145,8 @@ pub struct Config {
     pub faults: Vec<Fault>,
     /// Only from the command line: list and plan, trigger nothing.
     pub dry_run: bool,
+    /// Only from the command line: forget what earlier runs of this intent did.
+    pub fresh: bool,
 }
 
 impl Default for Config {
@@ -152,16 +175,47 @@ impl Default for Config {
             grace_period: settings.grace_period,
             format: Format::Text,
             report_file: None,
+            metrics_file: None,
+            schedule: None,
             inventory: InventoryConfig::Embedded,
             state_dir: PathBuf::from(".fleet-updater"),
             fleet: None,
             faults: Vec::new(),
             dry_run: false,
+            fresh: false,
         }
     }
 }
 
 impl Config {
+    /// What a run means to do, as the journal keys it: the strategy with its options, the
+    /// selection and the inventory. A run of the same intent continues the last one.
+    pub fn intent(&self) -> String {
+        let strategy = match self.strategy {
+            StrategyKind::Update => format!(
+                "update instance_type={} force_update={}",
+                self.update.instance_type.as_str(),
+                self.update.force_update
+            ),
+            StrategyKind::Recreate => format!(
+                "recreate fix={} force={}",
+                self.recreate.fix, self.recreate.force
+            ),
+        };
+        let inventory = match &self.inventory {
+            InventoryConfig::Embedded => format!(
+                "embedded {}",
+                self.fleet
+                    .as_deref()
+                    .map_or("demo".into(), |p| p.display().to_string())
+            ),
+            InventoryConfig::Broker(b) => format!("broker {}", b.api_endpoint),
+            InventoryConfig::Director(d) => format!("director {} {}", d.url, d.deployments),
+            InventoryConfig::Scripted { scenario } => format!("scripted {}", scenario.display()),
+        };
+        format!("{strategy}; {inventory}")
+    }
+
     /// The engine's settings for the chosen strategy.
     pub fn settings(&self) -> Settings {
         let (strategy, max_in_parallel, canaries) = match self.strategy {

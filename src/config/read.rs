@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::duration::parse_positive;
 use super::model::{Config, Format, InventoryConfig, InventoryKind, StrategyKind};
 use super::read_director::DirectorFields;
+use super::read_schedule::read_schedule;
 use super::read_serve::read_serve;
 use crate::fleet::{FaultText, parse_fault};
 use crate::inventory::Selection;
@@ -29,6 +30,7 @@ const TOP: &[&str] = &[
     "state_dir",
     "director",
     "serve",
+    "schedule",
 ];
 const BROKER: &[&str] = &[
     "api_endpoint",
@@ -109,7 +111,8 @@ pub fn read(root: &Node, base: &Path, config: &mut Config, checker: &mut Checker
                 }
             }
             "output" => {
-                for (k, v) in checker.map(node, path, &["format", "report_file"]) {
+                let keys = ["format", "report_file", "metrics_file"];
+                for (k, v) in checker.map(node, path, &keys) {
                     let p = join(path, &k.name);
                     match k.name.as_str() {
                         "format" => match checker.choice(v, &p, &["text", "json"]) {
@@ -117,6 +120,7 @@ pub fn read(root: &Node, base: &Path, config: &mut Config, checker: &mut Checker
                             Some(_) => config.format = Format::Text,
                             None => {}
                         },
+                        "metrics_file" => config.metrics_file = path_value(checker, v, &p, None),
                         _ => config.report_file = path_value(checker, v, &p, None),
                     }
                 }
@@ -141,6 +145,7 @@ pub fn read(root: &Node, base: &Path, config: &mut Config, checker: &mut Checker
             "embedded" => read_embedded(node, base, config, checker),
             "director" => director.read(node, checker),
             "serve" => read_serve(node, base, &mut config.serve, checker),
+            "schedule" => config.schedule = read_schedule(node, checker),
             "state_dir" => {
                 if let Some(dir) = path_value(checker, node, path, Some(base)) {
                     config.state_dir = dir;

@@ -188,7 +188,33 @@ pub fn render(config: &Config) -> String {
                     "report_file",
                     config.report_file.as_deref().map_or(plain("null"), path),
                 ),
+                (
+                    "metrics_file",
+                    config.metrics_file.as_deref().map_or(plain("null"), path),
+                ),
             ]),
+        ),
+        (
+            "schedule",
+            match &config.schedule {
+                None => plain("null  # no window: a run may start at any time"),
+                Some(s) => Item::Map(vec![
+                    ("window", text(&s.text)),
+                    ("time_zone", text(&s.time_zone)),
+                    (
+                        "weekdays",
+                        plain(format!(
+                            "[{}]",
+                            s.weekdays
+                                .iter()
+                                .map(|d| serde_json::to_string(d).expect("strings serialize"))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )),
+                    ),
+                    ("grace_period", plain(format(s.grace_period))),
+                ]),
+            },
         ),
         (
             "inventory",

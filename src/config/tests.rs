@@ -142,7 +142,7 @@ colour: blue
         "11:13 polling.interval: must be a duration like `30s`, `5m` or `2h`, found `30`",
         "12:20 operation_timeout: `-5m` is negative; durations must be positive",
         "14:24 rate_limit.requests_per_second: must be between 0.001 and 1000000, got 0",
-        "15:1 colour: unknown key; known keys are `service_broker`, `strategy`, `busy_retry`, `polling`, `operation_timeout`, `rate_limit`, `shutdown_grace_period`, `output`, `inventory`, `embedded`, `state_dir`, `director`, `serve`",
+        "15:1 colour: unknown key; known keys are `service_broker`, `strategy`, `busy_retry`, `polling`, `operation_timeout`, `rate_limit`, `shutdown_grace_period`, `output`, `inventory`, `embedded`, `state_dir`, `director`, `serve`, `schedule`",
     ];
     assert_eq!(found, expected);
 }
@@ -257,7 +257,9 @@ fn command_line_overrides_win_for_the_chosen_strategy() {
         dry_run: true,
         format: Some(Format::Json),
         report_file: None,
+        metrics_file: None,
         state_dir: None,
+        fresh: false,
     });
     let settings = config.settings();
     assert_eq!(
@@ -395,4 +397,45 @@ fn an_unknown_key_gets_one_error_and_its_value_is_never_shown() {
         };
         assert!(!shown.contains("TypoSecret"), "{text}: {shown}");
     }
+}
+
+#[test]
+fn a_schedule_reads_its_window_zone_days_and_grace_and_names_each_bad_one() {
+    let config = parse(
+        "schedule:\n  window: 01:00-05:00\n  time_zone: Europe/Berlin\n  weekdays: [mon, tue]\n  grace_period: 10m\noutput:\n  metrics_file: /var/fleet.prom\n",
+    )
+    .unwrap();
+    let schedule = config.schedule.as_ref().unwrap();
+    assert_eq!(
+        schedule.window.to_string(),
+        "01:00-05:00 Europe/Berlin on mon, tue"
+    );
+    assert_eq!(schedule.grace_period, Duration::from_secs(600));
+    assert_eq!(
+        config.metrics_file.as_deref(),
+        Some(Path::new("/var/fleet.prom"))
+    );
+    let rendered = render(&config);
+    assert!(rendered.contains("window: \"01:00-05:00\""), "{rendered}");
+    assert_eq!(parse(&rendered).unwrap().schedule, config.schedule);
+    let found =
+        problems("schedule:\n  window: 1am-5am\n  time_zone: Mars/Base\n  weekdays: [funday]\n");
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].contains("schedule.window"), "{found:?}");
+    let found = problems("schedule:\n  window: 01:00-05:00\n  time_zone: Mars/Base\n");
+    assert!(found[0].contains("schedule.time_zone") && found[0].contains("Mars/Base"));
+    let found = problems("schedule:\n  time_zone: UTC\n");
+    assert!(
+        found[0].contains("schedule.window: is required"),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn the_intent_names_strategy_options_and_inventory() {
+    let update = parse("").unwrap();
+    let recreate = parse("strategy:\n  type: recreate\n").unwrap();
+    assert_ne!(update.intent(), recreate.intent());
+    assert!(recreate.intent().contains("recreate fix=true force=true"));
+    assert!(update.intent().contains("embedded demo"));
 }

@@ -12,6 +12,7 @@ mod over_http;
 mod processes;
 mod releases_cli;
 mod run;
+mod schedule;
 mod serve_bosh_cli;
 mod serve_broker;
 mod serve_director;

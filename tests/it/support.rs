@@ -36,7 +36,7 @@ impl Workspace {
         self.write(
             "fleet.yml",
             &format!(
-                "inventory:\n  type: scripted\n  scenario: scenario.yml\n{busy_retry}polling:\n  interval: 50ms\nrate_limit:\n  requests_per_second: 1000\n{extra}"
+                "inventory:\n  type: scripted\n  scenario: scenario.yml\nstate_dir: state\n{busy_retry}polling:\n  interval: 50ms\nrate_limit:\n  requests_per_second: 1000\n{extra}"
             ),
         )
     }

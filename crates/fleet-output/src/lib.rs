@@ -1,6 +1,7 @@
 //! What a person reads (errand lines on stdout) and what a machine reads (one JSON
 //! document), both from the engine's events and report.
 
+mod metrics;
 mod plan;
 mod printable;
 mod report_file;
@@ -8,9 +9,10 @@ mod summary;
 mod table;
 mod text;
 
+pub use metrics::{RunMetrics, STATUSES, metrics_text};
 pub use plan::plan_text;
 pub use printable::printable;
-pub use report_file::{check_writable, write_json_file};
+pub use report_file::{check_writable, write_file, write_json_file};
 pub use summary::summary;
 pub use table::table;
 pub use text::{TextOutput, line};

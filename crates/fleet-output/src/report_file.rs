@@ -9,6 +9,17 @@ use serde::Serialize;
 /// # Errors
 /// Any I/O error creating, writing or renaming the file.
 pub fn write_json_file(path: &Path, value: &impl Serialize) -> std::io::Result<()> {
+    let mut bytes = serde_json::to_vec_pretty(value)?;
+    bytes.push(b'\n');
+    write_file(path, &bytes)
+}
+
+/// Writes `bytes` to a temporary file beside `path` and renames it into place, so a
+/// reader (a person, node_exporter) never sees half of it.
+///
+/// # Errors
+/// Any I/O error creating, writing or renaming the file.
+pub fn write_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -20,8 +31,7 @@ pub fn write_json_file(path: &Path, value: &impl Serialize) -> std::io::Result<(
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let result = (|| {
         let mut file = std::fs::File::create(&tmp)?;
-        serde_json::to_writer_pretty(&mut file, value)?;
-        file.write_all(b"\n")?;
+        file.write_all(bytes)?;
         file.sync_all()?;
         std::fs::rename(&tmp, path)
     })();

@@ -8,6 +8,7 @@ pub fn summary(report: &Report) -> String {
     let status = match report.status {
         Status::Succeeded => "SUCCEEDED",
         Status::Failed => "FAILED",
+        Status::Deferred => "DEFERRED",
     };
     let mut text = format!(
         "finished {}: {status}{}\n  selected {}: {} {}, skipped blocked {}, skipped up to date {}, deleted {}, orphaned {}, busy left {}, failed {}",
@@ -38,11 +39,18 @@ pub fn summary(report: &Report) -> String {
     if c.unfinished > 0 {
         let _ = write!(text, ", unfinished {}", c.unfinished);
     }
+    if c.deferred > 0 {
+        let _ = write!(text, ", deferred {}", c.deferred);
+    }
+    if c.done_earlier > 0 {
+        let _ = write!(text, ", done earlier {}", c.done_earlier);
+    }
     text.push('\n');
     for (outcome, label) in [
         (Outcome::Failed, "failed"),
         (Outcome::Busy, "busy left"),
         (Outcome::Unfinished, "unfinished"),
+        (Outcome::Deferred, "deferred"),
     ] {
         let ids = report.ids_with(outcome);
         if !ids.is_empty() {

@@ -118,6 +118,7 @@ pub fn line(event: &Event) -> String {
                 Outcome::SkippedBlocked | Outcome::SkippedUpToDate => "skipped",
                 Outcome::Deleted => "deleted",
                 Outcome::Orphaned => "orphaned",
+                Outcome::DoneEarlier => "done earlier",
                 _ => "settled",
             };
             format!("[{id}] {what}: {reason}")

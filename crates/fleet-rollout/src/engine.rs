@@ -35,6 +35,15 @@ pub type Interrupts = watch::Receiver<u32>;
 enum Stop {
     Failure,
     Interrupted,
+    /// The maintenance window closed: what did not start is deferred to the next.
+    WindowClosed,
+}
+
+/// When the maintenance window closes, and how long operations in flight may take after.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowClose {
+    pub at: Instant,
+    pub grace: std::time::Duration,
 }
 
 struct Entry {
@@ -90,7 +99,7 @@ impl<'a, I: Inventory> Engine<'a, I> {
     ) -> (Self, UnboundedReceiver<(usize, Message)>) {
         let (sender, receiver) = unbounded_channel();
         let eligible = plan.order.len();
-        let plan_skipped = plan.skipped.len();
+        let plan_skipped = plan.skipped.len() + plan.done_earlier.len();
         let mut entries: Vec<Entry> = plan
             .order
             .into_iter()
@@ -100,6 +109,12 @@ impl<'a, I: Inventory> Engine<'a, I> {
             let mut entry = Entry::new(skipped.instance, false);
             entry.outcome = Some(Outcome::SkippedBlocked);
             entry.reason = Some(skipped.reason.describe().into());
+            entries.push(entry);
+        }
+        for instance in plan.done_earlier {
+            let mut entry = Entry::new(instance, false);
+            entry.outcome = Some(Outcome::DoneEarlier);
+            entry.reason = Some("done by an earlier run of this rollout".into());
             entries.push(entry);
         }
         let engine = Engine {
@@ -143,6 +158,7 @@ impl<'a, I: Inventory> Engine<'a, I> {
         mut self,
         mut receiver: UnboundedReceiver<(usize, Message)>,
         mut interrupts: Interrupts,
+        window: Option<WindowClose>,
     ) -> Report {
         self.emit(Event::Started {
             strategy: self.settings.strategy.name(),
@@ -155,7 +171,7 @@ impl<'a, I: Inventory> Engine<'a, I> {
             let entry = &self.entries[index];
             let event = Event::Settled {
                 id: entry.instance.id.clone(),
-                outcome: Outcome::SkippedBlocked,
+                outcome: entry.outcome.unwrap_or(Outcome::SkippedBlocked),
                 reason: entry.reason.clone().unwrap_or_default(),
             };
             self.emit(event);
@@ -189,6 +205,7 @@ impl<'a, I: Inventory> Engine<'a, I> {
                 break;
             }
             let round_at = self.next_round_at.filter(|_| self.stop.is_none());
+            let closing = window.filter(|_| self.stop.is_none());
             tokio::select! {
                 Some((index, message)) = receiver.recv() => {
                     self.handle(index, message);
@@ -213,6 +230,11 @@ impl<'a, I: Inventory> Engine<'a, I> {
                         grace_until = Some(self.interrupt());
                     }
                 },
+                _ = sleep_until(closing.map_or(far, |w| w.at)), if closing.is_some() => {
+                    if let Some(window) = closing {
+                        grace_until = Some(self.close_window(window.grace));
+                    }
+                }
                 _ = sleep_until(grace_until.unwrap_or(far)), if grace_until.is_some() => {
                     abandoned = true;
                     break;
@@ -223,6 +245,20 @@ impl<'a, I: Inventory> Engine<'a, I> {
             self.tasks.abort_all();
         }
         self.finish()
+    }
+
+    /// Stops launching when the maintenance window closes; returns when its grace ends.
+    fn close_window(&mut self, grace: std::time::Duration) -> Instant {
+        self.stop = Some(Stop::WindowClosed);
+        let in_flight = self.in_flight;
+        self.emit(Event::Stopping {
+            reason: format!(
+                "the maintenance window closed: no new operations are started, the rest is \
+                 deferred to the next window; waiting up to {} for {in_flight} in flight",
+                fleet_clock::short(grace)
+            ),
+        });
+        Instant::now() + grace
     }
 
     /// Stops launching and returns when the grace period ends.
@@ -539,21 +575,35 @@ impl<'a, I: Inventory> Engine<'a, I> {
     fn finish(mut self) -> Report {
         let why = match self.stop {
             Some(Stop::Failure) => "the run stopped after a failure",
+            Some(Stop::WindowClosed) => "the maintenance window closed",
             _ => "the run was interrupted",
         };
+        let deferring = self.stop == Some(Stop::WindowClosed);
         for index in std::mem::take(&mut self.queue) {
-            let outcome = if self.entries[index].attempts > 0 {
+            let outcome = if deferring {
+                Outcome::Deferred
+            } else if self.entries[index].attempts > 0 {
                 Outcome::Busy
             } else {
                 Outcome::NotStarted
             };
-            self.conclude(index, outcome, Some(format!("not started: {why}")));
+            let reason = if deferring {
+                format!("deferred to the next window: {why}")
+            } else {
+                format!("not started: {why}")
+            };
+            self.conclude(index, outcome, Some(reason));
         }
         for index in std::mem::take(&mut self.busy) {
             let attempts = self.entries[index].attempts;
+            let outcome = if deferring {
+                Outcome::Deferred
+            } else {
+                Outcome::Busy
+            };
             self.conclude(
                 index,
-                Outcome::Busy,
+                outcome,
                 Some(format!("busy at attempt {attempts}; not retried: {why}")),
             );
         }
@@ -599,10 +649,12 @@ impl<'a, I: Inventory> Engine<'a, I> {
             && !interrupted;
         Report {
             schema: 1,
-            status: if clean {
-                Status::Succeeded
-            } else {
+            status: if !clean {
                 Status::Failed
+            } else if counts.deferred > 0 {
+                Status::Deferred
+            } else {
+                Status::Succeeded
             },
             strategy: self.settings.strategy.name().into(),
             started_at: self.started_at,

@@ -15,7 +15,7 @@ pub mod settings;
 
 use std::sync::Arc;
 
-pub use engine::Interrupts;
+pub use engine::{Interrupts, WindowClose};
 pub use events::{Discard, Event, Observer, Phase, Recorder};
 pub use limiter::RequestLimiter;
 pub use report::{Counts, InstanceReport, Outcome, PlanReport, Report, Status};
@@ -75,6 +75,18 @@ impl<I: Inventory> Rollout<I> {
         observer: &mut dyn Observer,
         interrupts: Interrupts,
     ) -> Report {
+        self.execute_within(plan, observer, interrupts, None).await
+    }
+
+    /// [`Rollout::execute`] within a maintenance window: when it closes, nothing more is
+    /// started, operations in flight get its grace period, and the rest is deferred.
+    pub async fn execute_within(
+        &self,
+        plan: Plan,
+        observer: &mut dyn Observer,
+        interrupts: Interrupts,
+        window: Option<WindowClose>,
+    ) -> Report {
         let (engine, receiver) = engine::Engine::new(
             &self.settings,
             Arc::clone(&self.requests),
@@ -82,6 +94,6 @@ impl<I: Inventory> Rollout<I> {
             self.clock,
             plan,
         );
-        engine.run(receiver, interrupts).await
+        engine.run(receiver, interrupts, window).await
     }
 }

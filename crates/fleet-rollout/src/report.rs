@@ -28,6 +28,8 @@ fn optional_timestamp<S: Serializer>(
 pub enum Status {
     Succeeded,
     Failed,
+    /// Nothing failed, and the maintenance window closed with instances left for the next.
+    Deferred,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -45,6 +47,10 @@ pub enum Outcome {
     NotStarted,
     /// Still running when the run ended (interrupted beyond the grace period).
     Unfinished,
+    /// Not started because the maintenance window closed: for the next window.
+    Deferred,
+    /// Done by an earlier run of the same intent (the journal says so): not touched again.
+    DoneEarlier,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -59,6 +65,8 @@ pub struct Counts {
     pub failed: usize,
     pub not_started: usize,
     pub unfinished: usize,
+    pub deferred: usize,
+    pub done_earlier: usize,
 }
 
 impl Counts {
@@ -73,6 +81,8 @@ impl Counts {
             Outcome::Failed => &mut self.failed,
             Outcome::NotStarted => &mut self.not_started,
             Outcome::Unfinished => &mut self.unfinished,
+            Outcome::Deferred => &mut self.deferred,
+            Outcome::DoneEarlier => &mut self.done_earlier,
         };
         *slot += 1;
     }

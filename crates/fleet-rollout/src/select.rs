@@ -48,9 +48,29 @@ pub struct Plan {
     /// eligible instances.
     pub canaries: usize,
     pub skipped: Vec<Skipped>,
+    /// Instances an earlier run of the same intent finished: reported, not touched.
+    pub done_earlier: Vec<Instance>,
 }
 
 impl Plan {
+    /// The plan without the instances `done` names, which an earlier run finished; with
+    /// `canaries_passed`, that run's canaries proved the change and none are tried again.
+    pub fn without_done(mut self, done: &BTreeSet<String>, canaries_passed: bool) -> Plan {
+        let (earlier, order): (Vec<Candidate>, Vec<Candidate>) = self
+            .order
+            .into_iter()
+            .partition(|c| done.contains(&c.instance.id.0));
+        self.done_earlier
+            .extend(earlier.into_iter().map(|c| c.instance));
+        self.order = order;
+        self.canaries = if canaries_passed {
+            0
+        } else {
+            self.canaries.min(self.order.len())
+        };
+        self
+    }
+
     /// The instances the canary phase tries first; if one of them turns out to need
     /// nothing (up to date, gone, busy), the next in order takes its place.
     pub fn canary_candidates(&self) -> &[Candidate] {
@@ -92,6 +112,7 @@ pub fn plan(instances: Vec<Instance>, strategy: Strategy, canaries: usize) -> Pl
         canaries: canaries.min(order.len()),
         order,
         skipped,
+        done_earlier: Vec::new(),
     }
 }
 

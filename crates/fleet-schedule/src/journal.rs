@@ -1,0 +1,363 @@
+//! What a rollout has done so far, kept in the state directory under the run's intent
+//! (strategy, selection, inventory), so that the next run of the same intent continues
+//! where this one stopped: instances done are left alone, canaries that passed are not
+//! tried again. The file is replaced atomically after every instance that is done, so a
+//! kill at any moment leaves it as it was after the last one. An instance is written only
+//! once its operation succeeded (or it needed nothing): the journal can make a run repeat
+//! work, never skip work that is not done. A run that finishes everything removes it.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+
+use fleet_rollout::inventory::Instance;
+use fleet_rollout::{Event, Observer, Outcome, Phase, Strategy};
+
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    #[error("cannot read the journal {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the journal {} is damaged ({source}); `--fresh` starts over", path.display())]
+    Damaged {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("cannot write the journal {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+const SCHEMA: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Record {
+    schema: u32,
+    intent: String,
+    canaries_passed: bool,
+    done: BTreeSet<String>,
+    /// Unix seconds of the first run and of the last change.
+    started_at: u64,
+    updated_at: u64,
+}
+
+pub struct Journal {
+    path: PathBuf,
+    record: Record,
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default()
+}
+
+fn digest(intent: &str) -> String {
+    let d = ring::digest::digest(&ring::digest::SHA256, intent.as_bytes());
+    d.as_ref()[..10]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+impl Journal {
+    /// Where the journal of `intent` is kept in `state_dir`.
+    pub fn path_for(state_dir: &Path, intent: &str) -> PathBuf {
+        state_dir
+            .join("journal")
+            .join(format!("{}.json", digest(intent)))
+    }
+
+    /// The journal of `intent`, as the last run left it, or a new one (nothing is
+    /// written until something is done).
+    ///
+    /// # Errors
+    /// The file exists but cannot be read or is not a journal.
+    pub fn open(state_dir: &Path, intent: &str) -> Result<Journal, JournalError> {
+        let path = Self::path_for(state_dir, intent);
+        let fresh = Record {
+            schema: SCHEMA,
+            intent: intent.to_string(),
+            canaries_passed: false,
+            done: BTreeSet::new(),
+            started_at: unix_now(),
+            updated_at: unix_now(),
+        };
+        let record = match std::fs::read(&path) {
+            Ok(bytes) => {
+                let record: Record =
+                    serde_json::from_slice(&bytes).map_err(|source| JournalError::Damaged {
+                        path: path.clone(),
+                        source,
+                    })?;
+                // Another intent under the same digest is not this run's memory.
+                if record.intent == intent {
+                    record
+                } else {
+                    fresh
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => fresh,
+            Err(source) => return Err(JournalError::Read { path, source }),
+        };
+        Ok(Journal { path, record })
+    }
+
+    /// Forgets what runs of `intent` did (`--fresh`).
+    ///
+    /// # Errors
+    /// The file is there and cannot be removed.
+    pub fn discard(state_dir: &Path, intent: &str) -> Result<(), JournalError> {
+        let path = Self::path_for(state_dir, intent);
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(JournalError::Write { path, source: e })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn is_resumed(&self) -> bool {
+        !self.record.done.is_empty() || self.record.canaries_passed
+    }
+
+    pub fn canaries_passed(&self) -> bool {
+        self.record.canaries_passed
+    }
+
+    pub fn done_count(&self) -> usize {
+        self.record.done.len()
+    }
+
+    /// Of the instances listed now, those an earlier run finished and this one may leave
+    /// alone. For an update, an instance the inventory says is outdated again (a newer
+    /// release since) is not left alone, whatever the journal says.
+    pub fn settled<'a>(
+        &self,
+        listed: impl IntoIterator<Item = &'a Instance>,
+        strategy: Strategy,
+    ) -> BTreeSet<String> {
+        listed
+            .into_iter()
+            .filter(|i| self.record.done.contains(&i.id.0))
+            .filter(|i| matches!(strategy, Strategy::Recreate { .. }) || !i.update_available)
+            .map(|i| i.id.0.clone())
+            .collect()
+    }
+
+    fn save(&mut self) -> Result<(), JournalError> {
+        self.record.updated_at = unix_now();
+        let failed = |source| JournalError::Write {
+            path: self.path.clone(),
+            source,
+        };
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir).map_err(failed)?;
+        let tmp = dir.join(format!(".journal.{}.tmp", std::process::id()));
+        let written = (|| {
+            let mut file = std::fs::File::create(&tmp)?;
+            file.write_all(&serde_json::to_vec_pretty(&self.record)?)?;
+            file.sync_all()?;
+            std::fs::rename(&tmp, &self.path)?;
+            // The rename itself survives a crash once the folder is synced.
+            std::fs::File::open(dir)?.sync_all()
+        })();
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        written.map_err(failed)
+    }
+
+    /// # Errors
+    /// The journal cannot be written.
+    pub fn record_done(&mut self, id: &str) -> Result<(), JournalError> {
+        if self.record.done.insert(id.to_string()) {
+            self.save()?;
+        }
+        Ok(())
+    }
+
+    /// # Errors
+    /// The journal cannot be written.
+    pub fn record_canaries_passed(&mut self) -> Result<(), JournalError> {
+        if !self.record.canaries_passed {
+            self.record.canaries_passed = true;
+            self.save()?;
+        }
+        Ok(())
+    }
+
+    /// The rollout is complete: the next run of this intent starts a new one.
+    ///
+    /// # Errors
+    /// The file is there and cannot be removed.
+    pub fn complete(self) -> Result<(), JournalError> {
+        match std::fs::remove_file(&self.path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(JournalError::Write {
+                path: self.path,
+                source: e,
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Passes every event on, and writes to the journal what is done: an instance whose
+/// operation succeeded or that needed nothing, and the canaries once the main phase
+/// follows a canary phase. A journal that cannot be written is warned of once; the run
+/// goes on (the next may then repeat work, never skip it).
+pub struct JournalObserver<'a> {
+    inner: &'a mut dyn Observer,
+    journal: &'a mut Journal,
+    canary_phase: bool,
+    warned: bool,
+}
+
+impl<'a> JournalObserver<'a> {
+    pub fn new(inner: &'a mut dyn Observer, journal: &'a mut Journal) -> Self {
+        JournalObserver {
+            inner,
+            journal,
+            canary_phase: false,
+            warned: false,
+        }
+    }
+
+    fn keep(&mut self, written: Result<(), JournalError>) {
+        if let Err(e) = written
+            && !self.warned
+        {
+            self.warned = true;
+            tracing::warn!(error = %e, "the journal is not kept: a later run may repeat work");
+        }
+    }
+}
+
+impl Observer for JournalObserver<'_> {
+    fn on_event(&mut self, at: SystemTime, event: &Event) {
+        match event {
+            Event::Succeeded { id, .. } => {
+                let written = self.journal.record_done(&id.0);
+                self.keep(written);
+            }
+            Event::Settled {
+                id,
+                outcome: Outcome::SkippedUpToDate | Outcome::Deleted | Outcome::Orphaned,
+                ..
+            } => {
+                let written = self.journal.record_done(&id.0);
+                self.keep(written);
+            }
+            Event::PhaseStarted {
+                phase: Phase::Canaries,
+                ..
+            } => self.canary_phase = true,
+            Event::PhaseStarted {
+                phase: Phase::Main, ..
+            } if self.canary_phase => {
+                let written = self.journal.record_canaries_passed();
+                self.keep(written);
+            }
+            _ => {}
+        }
+        self.inner.on_event(at, event);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fleet_rollout::inventory::InstanceId;
+    use fleet_rollout::{Discard, inventory::Selection};
+
+    #[test]
+    fn what_is_done_survives_a_reopen_and_is_gone_after_complete_or_discard() {
+        let dir = tempfile::tempdir().unwrap();
+        let intent = "recreate fix=true; broker https://broker";
+        let mut journal = Journal::open(dir.path(), intent).unwrap();
+        assert!(!journal.is_resumed());
+        assert!(
+            !journal.path().exists(),
+            "nothing written before anything is done"
+        );
+        let mut discard = Discard;
+        let mut observer = JournalObserver::new(&mut discard, &mut journal);
+        let now = SystemTime::now();
+        observer.on_event(
+            now,
+            &Event::PhaseStarted {
+                phase: Phase::Canaries,
+                instances: 1,
+            },
+        );
+        observer.on_event(
+            now,
+            &Event::Succeeded {
+                id: InstanceId("a".into()),
+                after: std::time::Duration::from_secs(1),
+            },
+        );
+        observer.on_event(
+            now,
+            &Event::PhaseStarted {
+                phase: Phase::Main,
+                instances: 2,
+            },
+        );
+        observer.on_event(
+            now,
+            &Event::Failed {
+                id: InstanceId("b".into()),
+                canary: false,
+                reason: "boom".into(),
+            },
+        );
+        let again = Journal::open(dir.path(), intent).unwrap();
+        assert!(again.canaries_passed());
+        let listed = [Instance::new("a", "p"), Instance::new("b", "p")];
+        let recreate = Strategy::Recreate {
+            fix: true,
+            force: false,
+        };
+        assert_eq!(
+            again.settled(&listed, recreate),
+            BTreeSet::from(["a".to_string()])
+        );
+        // For an update, an instance outdated again is done again.
+        let update = Strategy::Update {
+            instance_type: Selection::All,
+            force: false,
+        };
+        assert!(again.settled(&listed, update).is_empty());
+        // Another intent has its own journal.
+        assert!(!Journal::open(dir.path(), "update").unwrap().is_resumed());
+        again.complete().unwrap();
+        assert!(!Journal::open(dir.path(), intent).unwrap().is_resumed());
+        let mut once_more = Journal::open(dir.path(), intent).unwrap();
+        once_more.record_done("a").unwrap();
+        Journal::discard(dir.path(), intent).unwrap();
+        assert!(!Journal::open(dir.path(), intent).unwrap().is_resumed());
+    }
+
+    #[test]
+    fn a_damaged_journal_is_named_not_ignored() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = Journal::path_for(dir.path(), "x");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, "{not json").unwrap();
+        let e = Journal::open(dir.path(), "x").err().unwrap().to_string();
+        assert!(e.contains("damaged") && e.contains("--fresh"), "{e}");
+    }
+}
