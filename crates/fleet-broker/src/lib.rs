@@ -396,6 +396,10 @@ impl Broker {
         };
         let deployment = deployment_name(id);
         let Some(record) = self.director.deployment(&deployment).await? else {
+            // A first deploy still being validated has no record yet.
+            if self.director.lock_holder(&deployment).await?.is_some() {
+                return Ok(Err(Answer::Busy));
+            }
             return Ok(Err(Answer::Orphaned));
         };
         if instance.maintenance_updates_blocked && !force {

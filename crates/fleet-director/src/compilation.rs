@@ -19,7 +19,7 @@ use super::cpi::VmRequest;
 use super::error::StepError;
 use super::ids::new_id;
 use super::manifest::Manifest;
-use super::model::Release;
+use super::model::{Release, VmRecord};
 use super::network::{
     Held, InMemoryIpRepo, IpProvider, IpRepo, IpSet, Network, NetworkError, Owner, to_ip,
 };
@@ -99,6 +99,25 @@ impl Worker<'_> {
             self.core.cpi.create_vm(&request).await.map_err(|e| {
                 format!("create_vm for compilation VM {}: {e}", slot.owner.instance)
             })?;
+        // Recorded at once, so that a crash from here on leaves a VM the next deploy
+        // finds and deletes; one that cannot be recorded is not kept.
+        let record = VmRecord {
+            cid: cid.clone(),
+            agent_id: agent_id.clone(),
+            deployment: self.deployment.to_string(),
+            instance_id: None,
+            stemcell: self.stemcell.to_string(),
+            created_at: Some(crate::task::unix_now()),
+        };
+        if let Err(e) = self
+            .core
+            .records
+            .write(vec![change::compilation_vm(&record)])
+            .await
+        {
+            let _ = self.core.cpi.delete_vm(&cid).await;
+            return Err(e.into());
+        }
         slot.vm = Some((cid.clone(), agent_id.clone()));
         Ok((cid, agent_id))
     }
@@ -108,6 +127,10 @@ impl Worker<'_> {
             self.core.cpi.delete_vm(&cid).await.map_err(|e| {
                 format!("delete_vm for compilation VM {}: {e}", slot.owner.instance)
             })?;
+            self.core
+                .records
+                .write(vec![change::compilation_vm_gone(&cid)])
+                .await?;
         }
         Ok(())
     }
@@ -486,4 +509,42 @@ mod tests {
             .collect();
         assert!(local_worker_addresses(&nets, "default", &many, None, &taken).is_err());
     }
+}
+
+/// Deletes the compilation VMs a crash left behind in `deployment` (their records say
+/// which): the deploy that follows, or the deployment's deletion, cleans up after it. The
+/// deployment's lock keeps any compilation of its own from running meanwhile.
+///
+/// # Errors
+/// A VM the CPI cannot delete (its record stays, for the next try), or a store error.
+pub async fn delete_leftovers(
+    core: &Core,
+    log: &TaskLog,
+    deployment: &str,
+) -> Result<usize, StepError> {
+    let left = core.records.compilation_vms(deployment).await?;
+    if left.is_empty() {
+        return Ok(0);
+    }
+    let stage = log.stage(
+        "Deleting leftover compilation VMs",
+        Vec::new(),
+        left.len() as u32,
+    );
+    for vm in &left {
+        let step = stage.start(vm.cid.clone());
+        let deleted = async {
+            core.cpi
+                .delete_vm(&vm.cid)
+                .await
+                .map_err(|e| StepError::Failed(format!("delete_vm {}: {e}", vm.cid)))?;
+            core.records
+                .write(vec![change::compilation_vm_gone(&vm.cid)])
+                .await
+                .map_err(StepError::from)
+        }
+        .await;
+        step.end(deleted)?;
+    }
+    Ok(left.len())
 }

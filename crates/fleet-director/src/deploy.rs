@@ -206,6 +206,20 @@ async fn deploy_valid(
              counted); nothing was changed"
         ));
     }
+    // A new deployment is recorded once its manifest is valid and it is not a dry run: a
+    // refused manifest leaves no empty deployment behind.
+    if core.records.deployment(&name).await?.is_none() {
+        let record = DeploymentRecord {
+            name: name.clone(),
+            manifest: None,
+            cloud_config: None,
+            runtime_configs: Vec::new(),
+        };
+        core.records
+            .write(vec![change::deployment(&record)])
+            .await?;
+    }
+    compilation::delete_leftovers(&core, &log, &name).await?;
     log.check()?;
     networking::reserve(&core, &networking, manifest, &mut plan, &reported).await?;
     log.check()?;
@@ -416,6 +430,7 @@ pub async fn delete(core: Arc<Core>, log: TaskLog, name: String) -> Result<Strin
         let intent = Intent::DeleteDeployment;
         step.end(delete_instance(&core, record, responsive, false, intent).await)?;
     }
+    compilation::delete_leftovers(&core, &log, &name).await?;
     // Every address the deployment held, static or dynamic, returns to its network.
     networking::release_where(&core, &name, |_| true).await?;
     templates::forget_unused(&core, &name).await?;

@@ -138,6 +138,14 @@ impl Records {
         self.store.list(Collection::Vms, Some(deployment)).await
     }
 
+    /// The compilation VMs of the deployment that exist: none between deploys, unless a
+    /// crash left them.
+    pub async fn compilation_vms(&self, deployment: &str) -> Result<Vec<VmRecord>, StoreError> {
+        self.store
+            .list(Collection::CompilationVms, Some(deployment))
+            .await
+    }
+
     pub async fn disks(&self, deployment: &str) -> Result<Vec<DiskRecord>, StoreError> {
         self.store.list(Collection::Disks, Some(deployment)).await
     }
@@ -291,6 +299,19 @@ pub mod change {
 
     pub fn vm_gone(cid: &str) -> Write {
         remove(Collection::Vms, cid)
+    }
+
+    pub fn compilation_vm(record: &VmRecord) -> Write {
+        put(
+            Collection::CompilationVms,
+            &record.cid,
+            &record.deployment,
+            record,
+        )
+    }
+
+    pub fn compilation_vm_gone(cid: &str) -> Write {
+        remove(Collection::CompilationVms, cid)
     }
 
     fn problem_key(problem: &Problem) -> String {

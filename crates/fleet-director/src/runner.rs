@@ -2,7 +2,6 @@
 //! unless the kind only reads), runs the job in the background, records how it ended and
 //! releases the lock; cancels, waits for one task, or for all of them.
 
-use super::records::change;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,7 +12,7 @@ use tokio::sync::Notify;
 
 use super::core::Core;
 use super::error::DirectorError;
-use super::model::{DeploymentRecord, Task, TaskKind, TaskState};
+use super::model::{Task, TaskKind, TaskState};
 use super::task::{JobError, TaskLog, unix_now};
 use super::trace::{self, Trace, TraceLine};
 use fleet_store::{Collection, StoreError, put};
@@ -26,9 +25,8 @@ pub fn lock_name(deployment: &str) -> String {
 /// Whether a task takes its deployment's lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Locking {
-    /// Takes the lock, recording the deployment first when it is new.
-    Create,
-    /// Takes the lock of a deployment that exists.
+    /// Takes the deployment's lock (a new deployment's too: it is recorded once its
+    /// manifest is found valid, so a refused one leaves nothing behind).
     Existing,
     /// Only reads: runs beside whatever holds the lock.
     None,
@@ -37,7 +35,6 @@ enum Locking {
 impl Locking {
     fn of(kind: TaskKind) -> Locking {
         match kind {
-            TaskKind::CreateDeployment | TaskKind::UpdateDeployment => Locking::Create,
             TaskKind::InstanceDetails => Locking::None,
             _ => Locking::Existing,
         }
@@ -161,22 +158,6 @@ impl TaskRunner {
             (Locking::None, _) | (_, None) => None,
             (_, Some(d)) => Some(lock_name(d)),
         };
-        // A new deployment is recorded before its first task, so that a failure here
-        // cannot leave a task holding the lock.
-        if let (Locking::Create, Some(deployment)) = (locking, deployment)
-            && self.core.records.deployment(deployment).await?.is_none()
-        {
-            let record = DeploymentRecord {
-                name: deployment.to_string(),
-                manifest: None,
-                cloud_config: None,
-                runtime_configs: Vec::new(),
-            };
-            self.core
-                .records
-                .write(vec![change::deployment(&record)])
-                .await?;
-        }
         let task = match store
             .create_task(kind, deployment, lock.as_deref(), user)
             .await?

@@ -392,6 +392,14 @@ async fn an_invalid_manifest_fails_the_task_and_changes_nothing() {
         task.result
     );
     assert!(f.director.instances("d").await.unwrap().is_empty());
+    assert!(
+        f.director.deployments().await.unwrap().is_empty(),
+        "a refused manifest leaves no empty deployment"
+    );
+    assert_eq!(
+        f.director.tasks(TaskFilter::default()).await.unwrap().len(),
+        1
+    );
     assert!(matches!(
         f.director
             .deploy("not: [yaml", DeployOptions::default())
@@ -504,6 +512,10 @@ async fn a_dry_run_changes_nothing() {
             .starts_with("dry run: 2 instances would be updated")
     );
     assert!(f.cloud.vms().await.is_empty());
+    assert!(
+        f.director.deployments().await.unwrap().is_empty(),
+        "a dry run leaves no empty deployment"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -1285,6 +1297,81 @@ instance_groups:
   networks: [{{name: default}}]
 "
         )
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn compilation_vms_are_recorded_while_they_live_and_leftovers_go_with_the_next_deploy() {
+        let f = fixture(vec![]).await;
+        diamond(&f.director, false).await;
+        let task = f
+            .director
+            .deploy(&manifest("d", "1.0"), DeployOptions::default())
+            .await
+            .unwrap();
+        // While compiling, every compilation VM that exists is recorded.
+        let mut seen = Vec::new();
+        while seen.is_empty() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            seen = f.director.records().compilation_vms("d").await.unwrap();
+        }
+        let cloud_vms = f.cloud.vms().await;
+        assert!(seen.iter().all(|v| cloud_vms.iter().any(|c| c.0 == v.cid)));
+        let done = f.director.wait(task.id).await.unwrap();
+        assert_eq!(done.state, TaskState::Done, "{:?}", done.result);
+        assert!(
+            f.director
+                .records()
+                .compilation_vms("d")
+                .await
+                .unwrap()
+                .is_empty()
+        );
+
+        // What a crash in the middle leaves: a compilation VM and its record.
+        let leftover = seen[0].clone();
+        let request = crate::cpi::VmRequest {
+            agent_id: leftover.agent_id.clone(),
+            stemcell: "jammy/1.0".into(),
+            stemcell_cid: None,
+            vm_type: None,
+            deployment: "d".into(),
+            instance: "compilation-left".into(),
+            networks: Vec::new(),
+            network_settings: serde_json::Value::Null,
+            cloud_properties: Default::default(),
+            instance_id: None,
+            az: None,
+        };
+        let cid = f.cloud.create_vm(&request).await.unwrap();
+        let left = VmRecord {
+            cid: cid.clone(),
+            ..leftover
+        };
+        f.director
+            .records()
+            .write(vec![change::compilation_vm(&left)])
+            .await
+            .unwrap();
+        let again = deploy(&f.director, &manifest("d", "1.0")).await;
+        assert_eq!(again.state, TaskState::Done, "{:?}", again.result);
+        assert!(
+            !f.cloud.vms().await.iter().any(|v| v.0 == cid),
+            "the leftover VM is deleted"
+        );
+        assert!(
+            f.director
+                .records()
+                .compilation_vms("d")
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        let events = f.director.events(again.id).await.unwrap();
+        assert!(
+            events
+                .iter()
+                .any(|e| e.stage == "Deleting leftover compilation VMs")
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -34,6 +34,9 @@ pub enum Collection {
     TaskTraces,
     /// Every version of every named runtime config.
     RuntimeConfigs,
+    /// Compilation VMs that exist, by CID: one left by a crash is deleted by the next
+    /// deploy of its deployment.
+    CompilationVms,
 }
 
 impl Collection {
@@ -56,6 +59,7 @@ impl Collection {
             Collection::Problems => "problems",
             Collection::TaskTraces => "task_traces",
             Collection::RuntimeConfigs => "runtime_configs",
+            Collection::CompilationVms => "compilation_vms",
         }
     }
 }
