@@ -343,8 +343,11 @@ impl Broker {
         if self.instances.get(id).await?.is_none() {
             return Err(BrokerError::NotFound(format!("service instance {id}")));
         }
-        let found = self.director.task(task).await?;
-        if found.as_ref().and_then(|t| t.deployment.as_deref()) != Some(&deployment_name(id)) {
+        // A task pruned long after it ended is unknown, not another instance's.
+        let Some(found) = self.director.task(task).await? else {
+            return Err(BrokerError::NotFound(format!("task {task}")));
+        };
+        if found.deployment.as_deref() != Some(&deployment_name(id)) {
             return Err(BrokerError::ForeignOperation {
                 task,
                 instance: id.to_string(),

@@ -22,6 +22,8 @@ pub struct DirectorSettings {
     pub snapshots: bool,
     /// How many instances a manifest may ask for.
     pub limits: super::limits::InstanceLimits,
+    /// Finished tasks kept per kind; older ones are deleted with their output.
+    pub tasks_kept: usize,
 }
 
 impl Default for DirectorSettings {
@@ -30,6 +32,8 @@ impl Default for DirectorSettings {
             agent_timeout: Duration::from_secs(45),
             snapshots: false,
             limits: super::limits::InstanceLimits::default(),
+            // BOSH's `max_tasks`.
+            tasks_kept: 2000,
         }
     }
 }

@@ -265,6 +265,18 @@ impl TaskRunner {
             })
             .await;
         }
+        // The oldest tasks of its kind go, as the director keeps the last of each type.
+        match core
+            .store
+            .prune_tasks(running.kind, core.settings.tasks_kept)
+            .await
+        {
+            Ok(pruned) if !pruned.is_empty() => {
+                tracing::debug!(task = id, pruned = pruned.len(), "old tasks pruned")
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(task = id, error = %e, "old tasks were not pruned"),
+        }
         // Only now is the task over for `idle` and `wait`: its lock is released (or
         // cannot be).
         self.flags().remove(&id);

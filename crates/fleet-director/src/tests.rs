@@ -1839,6 +1839,61 @@ instance_groups:
         let stop = sequence.iter().position(|c| c == "stop d/web/0").unwrap();
         assert_eq!(sequence[stop + 1], "snapshot_disk d/web/0");
     }
+
+    #[tokio::test(start_paused = true)]
+    async fn finished_tasks_beyond_those_kept_per_kind_are_pruned_as_tasks_end() {
+        let store: Arc<dyn fleet_store::Store> = Arc::new(SqliteStore::in_memory().unwrap());
+        let cloud = Arc::new(SimulatedCloud::new(
+            Arc::clone(&store),
+            SimulationSettings::default(),
+        ));
+        let settings = DirectorSettings {
+            tasks_kept: 2,
+            ..DirectorSettings::default()
+        };
+        let director = Director::new(
+            store,
+            Infrastructure::new(cloud.clone(), cloud.clone()),
+            settings,
+        )
+        .await
+        .unwrap();
+        director
+            .upload_stemcell(&Stemcell {
+                name: "s".into(),
+                os: "jammy".into(),
+                version: "1.0".into(),
+                cid: None,
+            })
+            .await
+            .unwrap();
+        director
+            .upload_release(&Release {
+                name: "nginx".into(),
+                version: "1".into(),
+                jobs: vec![ReleaseJob {
+                    name: "nginx".into(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let mut ids = Vec::new();
+        for _ in 0..4 {
+            ids.push(deploy(&director, &manifest("d", 1, "1.0", 0)).await.id);
+        }
+        director.idle().await;
+        // The first is the only `create deployment`; of three updates the oldest goes.
+        assert!(director.task(ids[0]).await.unwrap().is_some());
+        assert!(
+            director.task(ids[1]).await.unwrap().is_none(),
+            "the oldest update is pruned"
+        );
+        assert!(director.events(ids[1]).await.unwrap().is_empty());
+        assert!(director.task(ids[3]).await.unwrap().is_some());
+        assert!(director.task(ids[2]).await.unwrap().is_some());
+    }
 }
 
 mod store_faults {
@@ -1968,6 +2023,9 @@ mod store_faults {
         }
         fn recover(&self, reason: &str, now: u64) -> Result<Vec<u64>, StoreError> {
             self.inner.recover(reason, now)
+        }
+        fn prune_tasks(&self, kind: TaskKind, keep: usize) -> Result<Vec<u64>, StoreError> {
+            self.inner.prune_tasks(kind, keep)
         }
     }
 

@@ -153,6 +153,9 @@ struct DefinitionText {
     /// How many instances a manifest may ask of the director.
     #[serde(default)]
     limits: fleet_director::InstanceLimits,
+    /// Finished tasks the director keeps per kind.
+    #[serde(default)]
+    tasks_kept: Option<usize>,
     #[serde(default)]
     releases: Vec<Release>,
     #[serde(default)]
@@ -185,6 +188,7 @@ pub struct Definition {
     pub supervisor: Option<std::path::PathBuf>,
     pub cpi: Option<ExternalCpiSettings>,
     pub limits: fleet_director::InstanceLimits,
+    pub tasks_kept: Option<usize>,
     pub stemcells: Vec<Stemcell>,
     pub cloud_config: Option<String>,
     pub catalog: Catalog,
@@ -354,6 +358,7 @@ impl Definition {
             supervisor: None,
             cpi,
             limits: raw.limits,
+            tasks_kept: raw.tasks_kept,
             stemcells: raw.stemcells,
             cloud_config: raw.cloud_config,
             catalog,

@@ -219,6 +219,9 @@ pub async fn open(
         },
         snapshots: false,
         limits: definition.limits,
+        tasks_kept: definition
+            .tasks_kept
+            .unwrap_or(DirectorSettings::default().tasks_kept),
     };
     let infrastructure = match (&processes, &definition.cpi) {
         (Some(p), Some(settings)) => {

@@ -149,6 +149,10 @@ impl AsyncStore {
     pub async fn recover(&self, reason: &str, now: u64) -> Result<Vec<u64>, StoreError> {
         self.run(|s| s.recover(reason, now)).await
     }
+
+    pub async fn prune_tasks(&self, kind: TaskKind, keep: usize) -> Result<Vec<u64>, StoreError> {
+        self.run(move |s| s.prune_tasks(kind, keep)).await
+    }
 }
 
 #[cfg(test)]

@@ -228,4 +228,11 @@ pub trait Store: Send + Sync {
     /// After a crash: tasks left queued or processing end in error with `reason`, and
     /// every lock is released. Returns the ids of the tasks it ended.
     fn recover(&self, reason: &str, now: u64) -> Result<Vec<u64>, StoreError>;
+
+    /// Deletes finished tasks of `kind` beyond the newest `keep`, with their events and
+    /// traces, as BOSH keeps the last tasks of each type. Never a running task, and never
+    /// a deployment's newest change, which says how its last operation ended (the broker
+    /// reads it). At most a few hundred per call: a backlog is caught up over later
+    /// calls. Returns the ids deleted.
+    fn prune_tasks(&self, kind: TaskKind, keep: usize) -> Result<Vec<u64>, StoreError>;
 }

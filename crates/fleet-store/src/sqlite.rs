@@ -179,6 +179,9 @@ impl SqliteStore {
         connection.pragma_update(None, "cache_size", -65_536)?;
         connection.execute_batch(SCHEMA)?;
         migrate(&connection)?;
+        // Pruning finds a kind's oldest tasks by it; a database from before kinds has the
+        // column only once migrated, so the index comes after.
+        connection.execute_batch("CREATE INDEX IF NOT EXISTS tasks_by_kind ON tasks (kind, id)")?;
         let claimed = claimed_in(&connection)?;
         let db = Arc::new(Mutex::new(Db::new(connection, commits)));
         let flusher = match commits {
@@ -854,6 +857,35 @@ impl Store for SqliteStore {
             Ok(Outcome::Keep(ended))
         })
     }
+
+    fn prune_tasks(&self, kind: TaskKind, keep: usize) -> Result<Vec<u64>, StoreError> {
+        let kind = kind_name(kind);
+        self.lock()?.unit(|tx| {
+            let doomed: Vec<i64> = tx
+                .prepare_cached(
+                    "SELECT id FROM (SELECT id FROM tasks
+                                     WHERE kind = ?1 AND state IN ('done', 'error', 'cancelled')
+                                     ORDER BY id DESC LIMIT -1 OFFSET ?2)
+                     WHERE id NOT IN (SELECT MAX(id) FROM tasks
+                                      WHERE deployment IS NOT NULL AND changes = 1
+                                      GROUP BY deployment)
+                     ORDER BY id DESC LIMIT 500",
+                )?
+                .query_map(params![kind, keep as i64], |row| row.get(0))?
+                .collect::<Result<_, _>>()?;
+            for id in &doomed {
+                tx.prepare_cached("DELETE FROM task_events WHERE task_id = ?1")?
+                    .execute([id])?;
+                tx.prepare_cached("DELETE FROM documents WHERE collection = ?1 AND key = ?2")?
+                    .execute(params![Collection::TaskTraces.name(), id.to_string()])?;
+                tx.prepare_cached("DELETE FROM tasks WHERE id = ?1")?
+                    .execute([id])?;
+            }
+            Ok(Outcome::Keep(
+                doomed.into_iter().map(|i| i as u64).collect(),
+            ))
+        })
+    }
 }
 
 #[cfg(test)]
@@ -1135,6 +1167,85 @@ mod tests {
                 .unwrap()
                 .is_ok()
         );
+    }
+
+    #[test]
+    fn pruning_keeps_the_newest_of_a_kind_every_running_task_and_each_deployments_last_change() {
+        let store = SqliteStore::in_memory().unwrap();
+        let task = |kind, deployment: &str, state| {
+            let mut t = store
+                .create_task(kind, Some(deployment), None, None)
+                .unwrap()
+                .unwrap();
+            t.state = state;
+            store.put_task(&t).unwrap();
+            store
+                .append_events(
+                    t.id,
+                    &[TaskEvent {
+                        time: 0,
+                        stage: "s".into(),
+                        tags: Vec::new(),
+                        task: "t".into(),
+                        index: 1,
+                        total: 1,
+                        state: crate::EventState::Started,
+                        progress: 0,
+                        error: None,
+                    }],
+                )
+                .unwrap();
+            store
+                .write(vec![crate::put(
+                    Collection::TaskTraces,
+                    &t.id.to_string(),
+                    "",
+                    &"trace",
+                )])
+                .unwrap();
+            t.id
+        };
+        use TaskKind::{InstanceDetails, UpdateDeployment};
+        let a_failed = task(UpdateDeployment, "a", TaskState::Error); // a's last change
+        let b1 = task(UpdateDeployment, "b", TaskState::Done);
+        let running = task(UpdateDeployment, "c", TaskState::Processing);
+        let b2 = task(UpdateDeployment, "b", TaskState::Done);
+        let b3 = task(UpdateDeployment, "b", TaskState::Done);
+        let b4 = task(UpdateDeployment, "b", TaskState::Done);
+        let details: Vec<u64> = (0..3)
+            .map(|_| task(InstanceDetails, "b", TaskState::Done))
+            .collect();
+        let mut pruned = store.prune_tasks(UpdateDeployment, 2).unwrap();
+        pruned.sort_unstable();
+        // Newest two finished: b4, b3; b2 and b1 go; a's only change and the running
+        // task stay whatever their age.
+        assert_eq!(pruned, [b1, b2]);
+        let left: Vec<u64> = store
+            .tasks(&TaskFilter::default())
+            .unwrap()
+            .iter()
+            .map(|t| t.id)
+            .collect();
+        for kept in [a_failed, running, b3, b4] {
+            assert!(left.contains(&kept), "{kept} pruned");
+        }
+        assert!(store.events(b1).unwrap().is_empty());
+        assert!(
+            store
+                .get(Collection::TaskTraces, &b1.to_string())
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            store
+                .get(Collection::TaskTraces, &b4.to_string())
+                .unwrap()
+                .is_some()
+        );
+        assert_eq!(store.prune_tasks(InstanceDetails, 1).unwrap().len(), 2);
+        assert!(store.events(details[0]).unwrap().is_empty());
+        assert_eq!(store.events(details[2]).unwrap().len(), 1);
+        assert!(store.prune_tasks(UpdateDeployment, 2).unwrap().is_empty());
     }
 
     #[test]
