@@ -468,6 +468,44 @@ async fn run(
     }
 }
 
+/// Deletes the compilation VMs a crash left behind in `deployment` (their records say
+/// which): the deploy that follows, or the deployment's deletion, cleans up after it. The
+/// deployment's lock keeps any compilation of its own from running meanwhile.
+///
+/// # Errors
+/// A VM the CPI cannot delete (its record stays, for the next try), or a store error.
+pub async fn delete_leftovers(
+    core: &Core,
+    log: &TaskLog,
+    deployment: &str,
+) -> Result<usize, StepError> {
+    let left = core.records.compilation_vms(deployment).await?;
+    if left.is_empty() {
+        return Ok(0);
+    }
+    let stage = log.stage(
+        "Deleting leftover compilation VMs",
+        Vec::new(),
+        left.len() as u32,
+    );
+    for vm in &left {
+        let step = stage.start(vm.cid.clone());
+        let deleted = async {
+            core.cpi
+                .delete_vm(&vm.cid)
+                .await
+                .map_err(|e| StepError::Failed(format!("delete_vm {}: {e}", vm.cid)))?;
+            core.records
+                .write(vec![change::compilation_vm_gone(&vm.cid)])
+                .await
+                .map_err(StepError::from)
+        }
+        .await;
+        step.end(deleted)?;
+    }
+    Ok(left.len())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -509,42 +547,4 @@ mod tests {
             .collect();
         assert!(local_worker_addresses(&nets, "default", &many, None, &taken).is_err());
     }
-}
-
-/// Deletes the compilation VMs a crash left behind in `deployment` (their records say
-/// which): the deploy that follows, or the deployment's deletion, cleans up after it. The
-/// deployment's lock keeps any compilation of its own from running meanwhile.
-///
-/// # Errors
-/// A VM the CPI cannot delete (its record stays, for the next try), or a store error.
-pub async fn delete_leftovers(
-    core: &Core,
-    log: &TaskLog,
-    deployment: &str,
-) -> Result<usize, StepError> {
-    let left = core.records.compilation_vms(deployment).await?;
-    if left.is_empty() {
-        return Ok(0);
-    }
-    let stage = log.stage(
-        "Deleting leftover compilation VMs",
-        Vec::new(),
-        left.len() as u32,
-    );
-    for vm in &left {
-        let step = stage.start(vm.cid.clone());
-        let deleted = async {
-            core.cpi
-                .delete_vm(&vm.cid)
-                .await
-                .map_err(|e| StepError::Failed(format!("delete_vm {}: {e}", vm.cid)))?;
-            core.records
-                .write(vec![change::compilation_vm_gone(&vm.cid)])
-                .await
-                .map_err(StepError::from)
-        }
-        .await;
-        step.end(deleted)?;
-    }
-    Ok(left.len())
 }
