@@ -12,7 +12,7 @@ use std::collections::HashMap;
 pub use catalog::{Catalog, Plan, StemcellVersion, Version, Versions};
 pub use records::{ServiceInstance, ServiceInstances};
 
-use fleet_director::model::{ConfigsInForce, DeploymentRecord, Task, TaskState};
+use fleet_director::model::{ConfigsInForce, DeploymentRecord, Task, TaskKind, TaskState};
 use fleet_director::{DeployOptions, manifest};
 use fleet_director::{Director, DirectorError, RecreateOptions};
 use fleet_store::{AsyncStore, StoreError};
@@ -398,12 +398,23 @@ impl Broker {
             return Ok(Err(Answer::Deleted));
         };
         let deployment = deployment_name(id);
-        let Some(record) = self.director.deployment(&deployment).await? else {
+        let record = match self.director.deployment(&deployment).await? {
+            Some(record) => record,
             // A first deploy still being validated has no record yet.
-            if self.director.lock_holder(&deployment).await?.is_some() {
+            None if self.director.lock_holder(&deployment).await?.is_some() => {
                 return Ok(Err(Answer::Busy));
             }
-            return Ok(Err(Answer::Orphaned));
+            // A first deploy the director refused left no record but its task: the
+            // instance was never deployed, and is deployed from its plan.
+            None => match self.director.last_change(&deployment).await? {
+                Some(task) if task.kind != TaskKind::DeleteDeployment => DeploymentRecord {
+                    name: deployment.clone(),
+                    manifest: None,
+                    cloud_config: None,
+                    runtime_configs: Vec::new(),
+                },
+                _ => return Ok(Err(Answer::Orphaned)),
+            },
         };
         if instance.maintenance_updates_blocked && !force {
             return Ok(Err(Answer::Blocked));

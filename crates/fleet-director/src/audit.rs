@@ -87,9 +87,6 @@ fn instance_action(stage: &str, kind: TaskKind) -> Option<&'static str> {
             _ => "update",
         }),
         "Deleting unneeded instances" | "Deleting instances" => Some("delete"),
-        // A restart stops every instance first; its instances' events are those of
-        // starting them again.
-        "Stopping instances" if kind == TaskKind::RestartDeployment => None,
         "Stopping instances" => Some("stop"),
         _ => None,
     }

@@ -260,6 +260,7 @@ pub async fn resolve(
             max_in_flight: None,
             dry_run: false,
             start: false,
+            restart: false,
             target: Target {
                 only: Some(recreate),
                 ..Target::default()

@@ -41,6 +41,8 @@ pub struct DeployOptions {
     pub dry_run: bool,
     /// Start stopped and detached instances.
     pub start: bool,
+    /// Restart running instances in place (and start stopped ones), canaries first.
+    pub restart: bool,
     /// The instances `recreate` and `start` apply to.
     pub target: Target,
 }
@@ -182,6 +184,7 @@ async fn deploy_valid(
             recreate: options.recreate,
             unresponsive: unresponsive.clone(),
             start: options.start,
+            restart: options.restart,
             target: options.target.clone(),
         },
     );

@@ -445,6 +445,7 @@ impl Director {
             max_in_flight: options.max_in_flight,
             dry_run: options.dry_run,
             start: false,
+            restart: false,
             target: options.target,
         };
         self.runner
@@ -502,29 +503,20 @@ impl Director {
     ) -> Result<Task, DirectorError> {
         self.check_target(deployment, &target).await?;
         let name = deployment.to_string();
+        // Within the update procedure, as BOSH restarts: instance by instance under the
+        // canaries and `max_in_flight`, so a cluster never has every member down at once.
+        let options = DeployOptions {
+            restart: true,
+            skip_drain,
+            target,
+            ..DeployOptions::default()
+        };
         self.runner
             .start(
                 TaskKind::RestartDeployment,
                 Some(deployment),
                 self.user.as_deref(),
-                move |core, log| async move {
-                    let stopped = deploy::stop(
-                        Arc::clone(&core),
-                        log.clone(),
-                        name.clone(),
-                        false,
-                        target.clone(),
-                        skip_drain,
-                    )
-                    .await?;
-                    let options = DeployOptions {
-                        start: true,
-                        target,
-                        ..DeployOptions::default()
-                    };
-                    let started = deploy::recreate_or_start(core, log, name, options).await?;
-                    Ok(format!("{stopped}; {started}"))
-                },
+                move |core, log| deploy::recreate_or_start(core, log, name, options),
             )
             .await
     }

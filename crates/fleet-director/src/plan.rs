@@ -31,6 +31,8 @@ pub enum Change {
     Unresponsive,
     /// It is stopped or detached and `start` asks for it to run.
     Start,
+    /// `restart` asks for its jobs to be stopped and started again, in place.
+    Restart,
 }
 
 impl Change {
@@ -50,6 +52,7 @@ impl Change {
             Change::Recreate => "recreate requested",
             Change::Unresponsive => "unresponsive agent",
             Change::Start => "start requested",
+            Change::Restart => "restart requested",
         }
     }
 }
@@ -132,6 +135,8 @@ pub struct PlanOptions {
     pub unresponsive: BTreeSet<String>,
     /// Start stopped and detached instances (`start`); otherwise they are left as they are.
     pub start: bool,
+    /// Restart the running instances in place, and start the stopped ones (`restart`).
+    pub restart: bool,
     /// The instances `recreate` and `start` apply to; other instances still converge.
     pub target: Target,
 }
@@ -261,7 +266,10 @@ pub fn plan(
                     if options.unresponsive.contains(&e.id) {
                         changes.insert(Change::Unresponsive);
                     }
-                    match (e.state, options.start && targeted) {
+                    if options.restart && targeted && e.state == DesiredState::Started {
+                        changes.insert(Change::Restart);
+                    }
+                    match (e.state, (options.start || options.restart) && targeted) {
                         (DesiredState::Started, _) => {}
                         (_, true) => {
                             changes.insert(Change::Start);

@@ -1530,6 +1530,76 @@ mod sequences {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn restart_goes_instance_by_instance_under_canaries_and_max_in_flight() {
+        let f = fixture(vec![]).await;
+        run(&f, &manifest("d", 3, "1.0", 0)).await;
+        let before = f.director.instances("d").await.unwrap();
+        // One instance stopped beforehand is started by the restart, as BOSH does.
+        let stop = f
+            .director
+            .stop_instances(
+                "d",
+                false,
+                Target {
+                    only: Some([before[2].id.clone()].into()),
+                    ..Target::default()
+                },
+                false,
+            )
+            .await
+            .unwrap();
+        f.director.wait(stop.id).await.unwrap();
+        f.cloud.take_calls();
+        f.cloud.take_drain_kinds();
+        let task = f
+            .director
+            .restart("d", Target::default(), false)
+            .await
+            .unwrap();
+        let done = f.director.wait(task.id).await.unwrap();
+        assert_eq!(done.state, TaskState::Done, "{:?}", done.result);
+        let calls = f.cloud.take_calls();
+        let at = |call: &str| {
+            calls
+                .iter()
+                .position(|c| c == call)
+                .unwrap_or_else(|| panic!("no `{call}` in {calls:?}"))
+        };
+        assert!(
+            !calls
+                .iter()
+                .any(|c| c.starts_with("create_vm") || c.starts_with("delete_vm"))
+        );
+        // The canary is back up before any other instance stops.
+        assert!(at("start d/web/0") < at("stop d/web/1"), "{calls:?}");
+        assert!(at("stop d/web/1") < at("start d/web/1"));
+        assert!(at("start d/web/2") > at("start d/web/0"));
+        assert!(
+            !calls.contains(&"stop d/web/2".to_string()),
+            "it was stopped already"
+        );
+        let drains = f.cloud.take_drain_kinds();
+        assert_eq!(
+            drains.len(),
+            2,
+            "the two running instances drain: {drains:?}"
+        );
+        assert!(drains.iter().all(|k| k.ends_with(" update")), "{drains:?}");
+        let after = f.director.instances("d").await.unwrap();
+        for (b, a) in before.iter().zip(&after) {
+            assert_eq!(b.vm_cid, a.vm_cid, "restarted in place");
+            assert_eq!(a.state, crate::model::DesiredState::Started);
+        }
+        let events = f.director.events(task.id).await.unwrap();
+        assert!(!events.iter().any(|e| e.stage == "Stopping instances"));
+        let first = events
+            .iter()
+            .find(|e| e.stage == "Updating instance")
+            .unwrap();
+        assert!(first.task.ends_with("(canary)"), "{}", first.task);
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn each_kind_of_deploy_makes_exactly_the_directors_calls() {
         let f = fixture(vec![]).await;
         let first = run(&f, &manifest("d", 1, "1.0", 1024)).await;
