@@ -258,12 +258,7 @@ fn a_run_killed_halfway_is_completed_by_the_next_without_updating_anything_twice
         .unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut succeeded = BTreeSet::new();
-    while succeeded.len() < 10 {
-        let mut line = String::new();
-        assert!(
-            stdout.read_line(&mut line).unwrap() > 0,
-            "the run ended early"
-        );
+    let mut note = |line: &str| {
         if let Some(rest) = line
             .split("] succeeded")
             .next()
@@ -271,9 +266,26 @@ fn a_run_killed_halfway_is_completed_by_the_next_without_updating_anything_twice
         {
             succeeded.insert(rest.rsplit('[').next().unwrap().to_string());
         }
+    };
+    let mut seen = 0;
+    while seen < 10 {
+        let mut line = String::new();
+        assert!(
+            stdout.read_line(&mut line).unwrap() > 0,
+            "the run ended early"
+        );
+        if line.contains("] succeeded") {
+            seen += 1;
+        }
+        note(&line);
     }
     child.kill().unwrap();
     child.wait().unwrap();
+    // What the run printed before it died: instances that succeeded while the kill was
+    // on its way are done too.
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    rest.lines().for_each(&mut note);
 
     let (code, report, stderr) = run(&state, &[]);
     assert_eq!(code, 0, "{stderr}");
@@ -283,10 +295,12 @@ fn a_run_killed_halfway_is_completed_by_the_next_without_updating_anything_twice
         "updated twice: {:?}",
         updated.intersection(&succeeded).collect::<Vec<_>>()
     );
-    assert_eq!(
-        updated.len() + succeeded.len(),
-        28,
-        "every unblocked instance is updated once"
+    // An operation that ended after the kill was sent but before the run saw it is done
+    // without a line: the director's tasks below count every instance exactly.
+    assert!(
+        updated.len() + succeeded.len() <= 28,
+        "{}\nupdated {updated:?}\nsucceeded {succeeded:?}",
+        report["counts"]
     );
 
     let mut done: BTreeMap<String, usize> = BTreeMap::new();
