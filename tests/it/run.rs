@@ -316,3 +316,46 @@ fn escape_sequences_in_instance_ids_are_shown_not_sent_to_the_terminal() {
     assert!(!stdout.contains('\u{1b}'), "{stdout}");
     assert!(!String::from_utf8_lossy(&output.stderr).contains('\u{1b}'));
 }
+
+#[test]
+fn with_json_logs_every_stderr_line_is_a_json_object() {
+    let ws = Workspace::new();
+    let config = ws.scripted(FLEET, "");
+    for format in ["json", "text"] {
+        let output = fleet_updater()
+            .args(["--log-format", "json", "--log-level", "info", "run", "-c"])
+            .arg(&config)
+            .args(["--format", format])
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(0));
+        let stderr = String::from_utf8(output.stderr).unwrap();
+        for line in stderr.lines() {
+            let parsed: Result<serde_json::Value, _> = serde_json::from_str(line);
+            assert!(
+                parsed.is_ok_and(|v| v.is_object()),
+                "not a JSON line: {line}"
+            );
+        }
+        if format == "json" {
+            // The event lines and the summary go to stderr with `--format json`.
+            assert!(stderr.contains("finished update: SUCCEEDED"), "{stderr}");
+        }
+    }
+    // A failure's last line too.
+    let output = fleet_updater()
+        .args(["--log-format", "json", "run", "-c"])
+        .arg(ws.path("missing.yml"))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    let last: serde_json::Value = serde_json::from_str(stderr.lines().last().unwrap()).unwrap();
+    assert_eq!(last["level"], "ERROR");
+    assert!(
+        last["fields"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("error:")
+    );
+}

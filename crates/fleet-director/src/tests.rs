@@ -1859,17 +1859,14 @@ instance_groups:
         );
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn snapshots_are_taken_before_the_change_when_enabled() {
+    /// A director with `settings`, nginx and two jammy stemcells, on a simulated cloud
+    /// without latency.
+    async fn director_with(settings: DirectorSettings) -> (Director, Arc<SimulatedCloud>) {
         let store: Arc<dyn fleet_store::Store> = Arc::new(SqliteStore::in_memory().unwrap());
         let cloud = Arc::new(SimulatedCloud::new(
             Arc::clone(&store),
             SimulationSettings::default(),
         ));
-        let settings = DirectorSettings {
-            snapshots: true,
-            ..DirectorSettings::default()
-        };
         let director = Director::new(
             store,
             Infrastructure::new(cloud.clone(), cloud.clone()),
@@ -1902,6 +1899,16 @@ instance_groups:
                 .await
                 .unwrap();
         }
+        (director, cloud)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn snapshots_are_taken_before_the_change_when_enabled() {
+        let (director, cloud) = director_with(DirectorSettings {
+            snapshots: true,
+            ..DirectorSettings::default()
+        })
+        .await;
         deploy(&director, &manifest("d", 1, "1.0", 1024)).await;
         cloud.take_calls();
         deploy(&director, &manifest("d", 1, "2.0", 1024)).await;
@@ -1912,43 +1919,11 @@ instance_groups:
 
     #[tokio::test(start_paused = true)]
     async fn finished_tasks_beyond_those_kept_per_kind_are_pruned_as_tasks_end() {
-        let store: Arc<dyn fleet_store::Store> = Arc::new(SqliteStore::in_memory().unwrap());
-        let cloud = Arc::new(SimulatedCloud::new(
-            Arc::clone(&store),
-            SimulationSettings::default(),
-        ));
-        let settings = DirectorSettings {
+        let (director, _) = director_with(DirectorSettings {
             tasks_kept: 2,
             ..DirectorSettings::default()
-        };
-        let director = Director::new(
-            store,
-            Infrastructure::new(cloud.clone(), cloud.clone()),
-            settings,
-        )
-        .await
-        .unwrap();
-        director
-            .upload_stemcell(&Stemcell {
-                name: "s".into(),
-                os: "jammy".into(),
-                version: "1.0".into(),
-                cid: None,
-            })
-            .await
-            .unwrap();
-        director
-            .upload_release(&Release {
-                name: "nginx".into(),
-                version: "1".into(),
-                jobs: vec![ReleaseJob {
-                    name: "nginx".into(),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            })
-            .await
-            .unwrap();
+        })
+        .await;
         let mut ids = Vec::new();
         for _ in 0..4 {
             ids.push(deploy(&director, &manifest("d", 1, "1.0", 0)).await.id);
