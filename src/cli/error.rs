@@ -89,13 +89,16 @@ impl CliError {
             | CliError::Scenario(_)
             | CliError::InventorySetup(_)
             | CliError::Unwritable { .. }
-            | CliError::Journal(_)
+            | CliError::Journal(fleet_updater::schedule::JournalError::Damaged { .. })
             | CliError::Release { .. } => BAD_CONFIG,
             CliError::Env(e) if e.is_input() => BAD_CONFIG,
             CliError::Env(_) => INSTANCES_FAILED,
             CliError::Fleet(FleetError::NotProvisioned(_)) => INSTANCES_FAILED,
             CliError::Fleet(FleetError::NotADirectory(_)) => BAD_CONFIG,
             CliError::Fleet(_) | CliError::List(_) => LIST_FAILED,
+            // Another run of the same rollout, as another run of the embedded fleet.
+            CliError::Journal(fleet_updater::schedule::JournalError::InUse { .. }) => LIST_FAILED,
+            CliError::Journal(_) => BAD_CONFIG,
             CliError::Serve(ServeError::Listen { .. }) => LIST_FAILED,
             CliError::Serve(_) => BAD_CONFIG,
             CliError::InterruptedListing

@@ -28,11 +28,18 @@ pub async fn drive<I: Inventory>(
     let settings = config.settings();
     let (max_in_parallel, strategy) = (settings.max_in_parallel, settings.strategy);
     let intent = config.intent();
+    let mut journal = Journal::open(&config.state_dir, &intent)?;
+    if journal.expired() {
+        notice(&format!(
+            "the journal of an earlier {} of this fleet is older than {} days: starting over",
+            strategy.name(),
+            fleet_updater::schedule::journal::MAX_AGE.as_secs() / 86_400
+        ));
+    }
     // `--fresh` forgets the journal; a dry run only looks, and forgets nothing.
     if config.fresh && !config.dry_run {
-        Journal::discard(&config.state_dir, &intent)?;
+        journal.forget()?;
     }
-    let mut journal = Journal::open(&config.state_dir, &intent)?;
     let resumed = journal.is_resumed() && !config.fresh;
     let rollout = Rollout::new(inventory, settings, WallClock::new());
     let mut interrupts = watch_signals();
@@ -40,11 +47,14 @@ pub async fn drive<I: Inventory>(
         planned = rollout.plan() => planned?,
         _ = interrupts.changed() => return Err(CliError::InterruptedListing),
     };
+    let listed = || plan.order.iter().map(|c| &c.instance);
     let done = if resumed {
-        journal.settled(plan.order.iter().map(|c| &c.instance), strategy)
+        journal.settled(listed(), strategy)
     } else {
         Default::default()
     };
+    let target_moved = resumed && journal.target_moved(listed(), strategy);
+    let canaries_passed = resumed && journal.canaries_passed() && !target_moved;
     if resumed {
         notice(&format!(
             "continuing an earlier {} of this fleet ({}): {} instances done before{}; \
@@ -52,14 +62,16 @@ pub async fn drive<I: Inventory>(
             strategy.name(),
             journal.path().display(),
             done.len(),
-            if journal.canaries_passed() {
+            if canaries_passed {
                 ", canaries passed"
+            } else if target_moved {
+                "; some are outdated again, so the canaries are tried again"
             } else {
                 ""
             }
         ));
     }
-    let plan = plan.without_done(&done, resumed && journal.canaries_passed());
+    let plan = plan.without_done(&done, canaries_passed);
     let json = config.format == Format::Json;
     if config.dry_run {
         let report = PlanReport::new(&plan, max_in_parallel.get());

@@ -6,12 +6,11 @@ use std::time::{Duration, SystemTime};
 
 use fleet_updater::clock::{WallClock, rfc3339};
 use fleet_updater::config::{Config, Format};
-use fleet_updater::output::RunMetrics;
+use fleet_updater::output::{outside_window_text, write_file};
 use fleet_updater::rollout::WindowClose;
 use fleet_updater::schedule::WindowState;
 
 use super::error::{CliError, DONE};
-use super::run::write_metrics;
 use super::{print_json, print_text};
 
 /// What the window says at the start of a run.
@@ -64,17 +63,15 @@ pub fn check(config: &Config, clock: &WallClock) -> Result<Start, CliError> {
                     rfc3339(opens),
                 ));
             }
-            write_metrics(
-                config,
-                &RunMetrics {
-                    strategy,
-                    status: "outside_window",
-                    started_at: now,
-                    finished_at: now,
-                    exit_code: DONE,
-                    counts: None,
-                },
-            )?;
+            if let Some(path) = &config.metrics_file {
+                let previous = std::fs::read_to_string(path).ok();
+                let text = outside_window_text(previous.as_deref(), strategy, now);
+                write_file(path, text.as_bytes()).map_err(|source| CliError::Report {
+                    what: "metrics",
+                    path: path.clone(),
+                    source,
+                })?;
+            }
             Ok(Start::Outside(DONE))
         }
     }

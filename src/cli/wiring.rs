@@ -14,9 +14,10 @@ use fleet_updater::rollout::RequestLimiter;
 
 use super::error::CliError;
 use super::listing::open_fleet;
-use super::run::drive;
+use super::run::{drive, write_metrics};
 use super::window;
 use fleet_updater::clock::WallClock;
+use fleet_updater::output::RunMetrics;
 
 /// Runs the rollout over the configured inventory. The HTTP inventories take a token of
 /// the run's one limiter for every request they send; the others are paced per call by
@@ -41,33 +42,59 @@ pub async fn run(config: Config) -> Result<u8, CliError> {
         window::Start::Outside(code) => return Ok(code),
         window::Start::Run(window) => window,
     };
+    let outcome = run_inventory(&config, window, started_at).await;
+    // A run that ended in an error (a listing that failed, another run going on) is a run
+    // monitoring must see too.
+    if let Err(e) = &outcome
+        && !config.dry_run
+    {
+        let metrics = RunMetrics {
+            strategy: config.settings().strategy.name(),
+            status: "failed",
+            started_at,
+            finished_at: clock.now(),
+            exit_code: e.exit_code(),
+            counts: None,
+        };
+        if let Err(e) = write_metrics(&config, &metrics) {
+            tracing::warn!(error = %e, "the metrics of the failed run are not written");
+        }
+    }
+    outcome
+}
+
+async fn run_inventory(
+    config: &Config,
+    window: Option<fleet_updater::rollout::WindowClose>,
+    started_at: std::time::SystemTime,
+) -> Result<u8, CliError> {
     let limiter = || RequestLimiter::new(config.requests_per_second);
     match &config.inventory {
         InventoryConfig::Scripted { scenario } => {
             drive(
                 Arc::new(load_scenario(scenario)?),
-                &config,
+                config,
                 window,
                 started_at,
             )
             .await
         }
         InventoryConfig::Embedded => {
-            let fleet = open_fleet(&config, Access::RUN).await?;
+            let fleet = open_fleet(config, Access::RUN).await?;
             let inventory = EmbeddedInventory::new(Arc::clone(&fleet.broker));
-            let code = drive(Arc::new(inventory), &config, window, started_at).await;
+            let code = drive(Arc::new(inventory), config, window, started_at).await;
             fleet.close().await;
             code
         }
         InventoryConfig::Broker(broker) => {
             let inventory =
                 BrokerInventory::new(broker, limiter()).map_err(CliError::InventorySetup)?;
-            drive(Arc::new(inventory), &config, window, started_at).await
+            drive(Arc::new(inventory), config, window, started_at).await
         }
         InventoryConfig::Director(director) => {
             let inventory =
                 DirectorInventory::new(director, limiter()).map_err(CliError::InventorySetup)?;
-            drive(Arc::new(inventory), &config, window, started_at).await
+            drive(Arc::new(inventory), config, window, started_at).await
         }
     }
 }

@@ -119,6 +119,8 @@ fn errand_config_renders_for_the_recreate_strategy_and_passes_check_config() {
         .stdout(predicate::str::contains("timeout: 180"))
         .stdout(predicate::str::contains("attempts: 10"))
         .stdout(predicate::str::contains("operation_timeout: 1h"))
+        .stdout(predicate::str::contains("  window: \"01:00-05:00\"\n  time_zone: \"Europe/Berlin\"\n  weekdays: [\"mon\", \"tue\", \"wed\", \"thu\", \"fri\"]\n  grace_period: 20m\n"))
+        .stdout(predicate::str::contains("metrics_file: \"/var/vcap/data/fleet-updater/metrics.prom\""))
         .stdout(predicate::str::contains("password: \"<redacted>\""))
         .stdout(predicate::str::contains(RECREATE_PASSWORD).not())
         .stderr(predicate::str::contains(RECREATE_PASSWORD).not());

@@ -70,14 +70,72 @@ fn outside_its_window_a_run_does_nothing_and_says_so_with_exit_0() {
             "nothing is done; it opens next at",
         ));
     let scrape = metrics(&prom);
-    let status = |s| gauge(&scrape, "fleet_updater_last_run_status", ("status", s));
-    assert_eq!((status("outside_window"), status("succeeded")), (1.0, 0.0));
+    let outside = ("strategy", "update");
+    assert_eq!(
+        gauge(&scrape, "fleet_updater_last_check_outside_window", outside),
+        1.0
+    );
+    assert!(
+        !scrape
+            .samples
+            .iter()
+            .any(|s| s.metric.starts_with("fleet_updater_last_run_"))
+    );
+
+    // A failed run's series stay as they were through later starts outside the window.
+    std::fs::write(
+        &prom,
+        "# HELP fleet_updater_last_run_exit_code The exit code of the last run.\n\
+         # TYPE fleet_updater_last_run_exit_code gauge\n\
+         fleet_updater_last_run_exit_code{strategy=\"update\"} 1\n",
+    )
+    .unwrap();
+    fleet_updater()
+        .args(["run", "-c"])
+        .arg(&config)
+        .arg("--metrics-file")
+        .arg(&prom)
+        .assert()
+        .code(0);
+    let scrape = metrics(&prom);
+    assert_eq!(
+        gauge(&scrape, "fleet_updater_last_run_exit_code", outside),
+        1.0
+    );
+    assert_eq!(
+        gauge(&scrape, "fleet_updater_last_check_outside_window", outside),
+        1.0
+    );
+}
+
+#[test]
+fn a_run_whose_listing_fails_still_leaves_its_metrics() {
+    let ws = Workspace::new();
+    let config = ws.scripted("list: [error]\ninstances: []\n", "");
+    let prom = ws.path("fleet.prom");
+    fleet_updater()
+        .args(["run", "-c"])
+        .arg(&config)
+        .arg("--metrics-file")
+        .arg(&prom)
+        .assert()
+        .code(3);
+    let scrape = metrics(&prom);
+    let update = ("strategy", "update");
+    assert_eq!(
+        gauge(&scrape, "fleet_updater_last_run_exit_code", update),
+        3.0
+    );
     assert_eq!(
         gauge(
             &scrape,
-            "fleet_updater_last_run_exit_code",
-            ("strategy", "update")
+            "fleet_updater_last_run_status",
+            ("status", "failed")
         ),
+        1.0
+    );
+    assert_eq!(
+        gauge(&scrape, "fleet_updater_last_check_outside_window", update),
         0.0
     );
 }

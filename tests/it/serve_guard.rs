@@ -203,11 +203,19 @@ fn serve_logs_every_request_and_each_failed_login_without_credentials() {
         let client = crate::served::client_trusting(&ca);
         let wrong = client
             .get(format!("https://{director}/deployments"))
-            .basic_auth("mallory", Some("NotThePassword-42"))
+            .basic_auth("admin", Some("NotThePassword-42"))
             .send()
             .await
             .unwrap();
         assert_eq!(wrong.status(), 401);
+        // A password typed into the name field is not logged as a name.
+        let misplaced = client
+            .get(format!("https://{director}/deployments"))
+            .basic_auth("Typed-Password-77", Some(""))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(misplaced.status(), 401);
         let info = client
             .get(format!("https://{director}/info"))
             .send()
@@ -220,7 +228,9 @@ fn serve_logs_every_request_and_each_failed_login_without_credentials() {
     let mut stderr = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
     assert!(stderr.contains("failed login"), "{stderr}");
-    assert!(stderr.contains("mallory"), "{stderr}");
+    assert!(stderr.contains("user=admin"), "{stderr}");
+    assert!(stderr.contains("(not a user)"), "{stderr}");
+    assert!(!stderr.contains("Typed-Password-77"), "{stderr}");
     assert!(
         stderr.contains("/deployments") && stderr.contains("401"),
         "{stderr}"

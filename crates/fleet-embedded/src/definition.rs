@@ -333,6 +333,11 @@ impl Definition {
                 )));
             }
         }
+        if raw.tasks_kept == Some(0) {
+            return Err(invalid(
+                "tasks_kept: must be at least 1, or every task would go as it ends".into(),
+            ));
+        }
         let cpi = match raw.cpi {
             None => None,
             Some(_) if raw.iaas == Iaas::Simulated => {

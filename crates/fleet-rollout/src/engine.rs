@@ -223,11 +223,14 @@ impl<'a, I: Inventory> Engine<'a, I> {
                 changed = interrupts.changed(), if interrupts_open => match changed {
                     Err(_) => interrupts_open = false,
                     Ok(()) => {
-                        if *interrupts.borrow_and_update() >= 2 || grace_until.is_some() {
+                        // A second signal stops waiting; the first, also in a closed
+                        // window's grace, waits the shorter of the two graces.
+                        if *interrupts.borrow_and_update() >= 2 || self.interrupted {
                             abandoned = true;
                             break;
                         }
-                        grace_until = Some(self.interrupt());
+                        let until = self.interrupt();
+                        grace_until = Some(grace_until.map_or(until, |g| g.min(until)));
                     }
                 },
                 _ = sleep_until(closing.map_or(far, |w| w.at)), if closing.is_some() => {

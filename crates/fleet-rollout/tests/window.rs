@@ -185,3 +185,36 @@ async fn a_recreate_rotation_over_three_windows_touches_each_instance_once() {
         "the canary passed on the first night, and only then"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_signal_in_a_closed_windows_grace_still_waits_for_operations_in_flight() {
+    let inventory = fleet(2, "runs 4m");
+    let update = Strategy::Update {
+        instance_type: Selection::All,
+        force: false,
+    };
+    let window = WindowClose {
+        at: Instant::now() + Duration::from_secs(60),
+        grace: Duration::from_secs(60 * 60),
+    };
+    let clock = WallClock::anchored_at(SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000));
+    let rollout = Rollout::new(Arc::new(inventory.clone()), settings(update), clock);
+    let plan = rollout.plan().await.unwrap();
+    let (signals, interrupts) = watch::channel(0);
+    tokio::spawn(async move {
+        // After the window closed, within its grace.
+        tokio::time::sleep(Duration::from_secs(120)).await;
+        signals.send_modify(|n| *n += 1);
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        drop(signals);
+    });
+    let mut recorder = Recorder::default();
+    let report = rollout
+        .execute_within(plan, &mut recorder, interrupts, Some(window))
+        .await;
+    // The canary in flight got the interrupt's grace (5 min by default) and finished.
+    assert_eq!(report.counts.updated, 1, "{:?}", report.counts);
+    assert_eq!(report.counts.unfinished, 0);
+    assert!(report.interrupted);
+    assert_eq!(report.status, Status::Failed);
+}

@@ -33,7 +33,15 @@ pub enum JournalError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// Another run of the same rollout is going on: two at once would each repeat what
+    /// the other does, and overwrite each other's journal.
+    #[error("another run of this rollout is going on (it holds {})", path.display())]
+    InUse { path: PathBuf },
 }
+
+/// A journal untouched for longer is from another rollout that happened to have the same
+/// intent (next month's certificate rotation), not one to continue.
+pub const MAX_AGE: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
 
 const SCHEMA: u32 = 1;
 
@@ -51,6 +59,10 @@ struct Record {
 pub struct Journal {
     path: PathBuf,
     record: Record,
+    /// Held while the run lasts: one run of an intent at a time.
+    _lock: std::fs::File,
+    /// What the file held was older than [`MAX_AGE`] and was set aside.
+    expired: bool,
 }
 
 fn unix_now() -> u64 {
@@ -83,6 +95,25 @@ impl Journal {
     /// The file exists but cannot be read or is not a journal.
     pub fn open(state_dir: &Path, intent: &str) -> Result<Journal, JournalError> {
         let path = Self::path_for(state_dir, intent);
+        let lock_path = path.with_extension("lock");
+        let failed = |source| JournalError::Write {
+            path: lock_path.clone(),
+            source,
+        };
+        std::fs::create_dir_all(path.parent().unwrap_or(Path::new("."))).map_err(failed)?;
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(failed)?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(JournalError::InUse { path: lock_path });
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(failed(e)),
+        }
         let fresh = Record {
             schema: SCHEMA,
             intent: intent.to_string(),
@@ -91,6 +122,7 @@ impl Journal {
             started_at: unix_now(),
             updated_at: unix_now(),
         };
+        let mut expired = false;
         let record = match std::fs::read(&path) {
             Ok(bytes) => {
                 let record: Record =
@@ -98,29 +130,46 @@ impl Journal {
                         path: path.clone(),
                         source,
                     })?;
+                let age = unix_now().saturating_sub(record.updated_at);
                 // Another intent under the same digest is not this run's memory.
-                if record.intent == intent {
-                    record
-                } else {
+                if record.intent != intent {
                     fresh
+                } else if age > MAX_AGE.as_secs() {
+                    expired = true;
+                    fresh
+                } else {
+                    record
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => fresh,
             Err(source) => return Err(JournalError::Read { path, source }),
         };
-        Ok(Journal { path, record })
+        Ok(Journal {
+            path,
+            record,
+            _lock: lock,
+            expired,
+        })
     }
 
-    /// Forgets what runs of `intent` did (`--fresh`).
+    /// Whether an old journal of this intent was set aside as too old to continue.
+    pub fn expired(&self) -> bool {
+        self.expired
+    }
+
+    /// Forgets what earlier runs of this intent did (`--fresh`).
     ///
     /// # Errors
     /// The file is there and cannot be removed.
-    pub fn discard(state_dir: &Path, intent: &str) -> Result<(), JournalError> {
-        let path = Self::path_for(state_dir, intent);
-        match std::fs::remove_file(&path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                Err(JournalError::Write { path, source: e })
-            }
+    pub fn forget(&mut self) -> Result<(), JournalError> {
+        self.record.done.clear();
+        self.record.canaries_passed = false;
+        self.record.started_at = unix_now();
+        match std::fs::remove_file(&self.path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(JournalError::Write {
+                path: self.path.clone(),
+                source: e,
+            }),
             _ => Ok(()),
         }
     }
@@ -139,6 +188,20 @@ impl Journal {
 
     pub fn done_count(&self) -> usize {
         self.record.done.len()
+    }
+
+    /// Whether an update's target moved on since the journal began: an instance it says
+    /// is done is outdated again (a newer release since). Then its canaries proved an
+    /// older change, and are tried again.
+    pub fn target_moved<'a>(
+        &self,
+        listed: impl IntoIterator<Item = &'a Instance>,
+        strategy: Strategy,
+    ) -> bool {
+        matches!(strategy, Strategy::Update { .. })
+            && listed
+                .into_iter()
+                .any(|i| i.update_available && self.record.done.contains(&i.id.0))
     }
 
     /// Of the instances listed now, those an earlier run finished and this one may leave
@@ -204,6 +267,7 @@ impl Journal {
     /// # Errors
     /// The file is there and cannot be removed.
     pub fn complete(self) -> Result<(), JournalError> {
+        // Removed while still locked: no other run reads it half gone.
         match std::fs::remove_file(&self.path) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(JournalError::Write {
                 path: self.path,
@@ -288,6 +352,10 @@ mod tests {
         let intent = "recreate fix=true; broker https://broker";
         let mut journal = Journal::open(dir.path(), intent).unwrap();
         assert!(!journal.is_resumed());
+        assert!(matches!(
+            Journal::open(dir.path(), intent),
+            Err(JournalError::InUse { .. })
+        ));
         assert!(
             !journal.path().exists(),
             "nothing written before anything is done"
@@ -324,6 +392,7 @@ mod tests {
                 reason: "boom".into(),
             },
         );
+        drop(journal);
         let again = Journal::open(dir.path(), intent).unwrap();
         assert!(again.canaries_passed());
         let listed = [Instance::new("a", "p"), Instance::new("b", "p")];
@@ -347,7 +416,9 @@ mod tests {
         assert!(!Journal::open(dir.path(), intent).unwrap().is_resumed());
         let mut once_more = Journal::open(dir.path(), intent).unwrap();
         once_more.record_done("a").unwrap();
-        Journal::discard(dir.path(), intent).unwrap();
+        once_more.forget().unwrap();
+        assert!(!once_more.is_resumed());
+        drop(once_more);
         assert!(!Journal::open(dir.path(), intent).unwrap().is_resumed());
     }
 

@@ -28,12 +28,18 @@ pub struct Gate {
 }
 
 impl Gate {
-    pub fn new(users: Vec<ServeUser>, flavor: Flavor, open: &'static [&'static str]) -> Self {
+    /// Both APIs share one `throttle`: their users are the same, so are the guesses.
+    pub fn new(
+        users: Vec<ServeUser>,
+        flavor: Flavor,
+        open: &'static [&'static str],
+        throttle: Arc<LoginThrottle>,
+    ) -> Self {
         Gate {
             users: Arc::new(users),
             flavor,
             open,
-            throttle: Arc::default(),
+            throttle,
         }
     }
 
@@ -71,8 +77,7 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     bool::from(a.as_ref().ct_eq(b.as_ref()))
 }
 
-/// The user name credentials claim, for the log of a failed login: never the password,
-/// and not more than a name needs.
+/// The user name credentials claim: never the password, and not more than a name needs.
 fn claimed_user(authorization: Option<&HeaderValue>) -> String {
     authorization
         .and_then(|v| v.to_str().ok())
@@ -93,22 +98,30 @@ fn claimed_user(authorization: Option<&HeaderValue>) -> String {
 pub async fn require(State(gate): State<Gate>, mut request: Request, next: Next) -> Response {
     let authorization = request.headers().get(header::AUTHORIZATION).cloned();
     let client = request.extensions().get::<ClientAddr>().map(|c| c.0);
+    let claimed = claimed_user(authorization.as_ref());
     if let (Some(_), Some(client)) = (&authorization, client) {
-        let wait = gate.throttle.wait(client.ip(), tokio::time::Instant::now());
+        let wait = gate
+            .throttle
+            .wait(client.ip(), &claimed, tokio::time::Instant::now());
         if !wait.is_zero() {
             tokio::time::sleep(wait).await;
         }
     }
     let user = gate.admits(authorization.as_ref());
     if let (Some(_), Some(client)) = (&authorization, client) {
-        let failures =
-            gate.throttle
-                .record(client.ip(), user.is_some(), tokio::time::Instant::now());
+        let failures = gate.throttle.record(
+            client.ip(),
+            &claimed,
+            user.is_some(),
+            tokio::time::Instant::now(),
+        );
         if user.is_none() {
+            // A name that is no user may be a password typed in the wrong field.
+            let known = gate.users.iter().any(|u| u.name == claimed);
             tracing::warn!(
                 target: "fleet_serve::access",
                 client = %client,
-                user = %claimed_user(authorization.as_ref()),
+                user = %if known { claimed.as_str() } else { "(not a user)" },
                 path = %request.uri().path(),
                 failures,
                 "failed login"
@@ -162,6 +175,7 @@ mod tests {
             }],
             Flavor::Broker,
             &[],
+            Arc::default(),
         );
         assert_eq!(
             gate.admits(Some(&basic("admin", "s3cret"))).as_deref(),

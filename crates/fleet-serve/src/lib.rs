@@ -116,12 +116,14 @@ pub async fn start(
     let credentials = credentials::credentials(state_dir, &config.users)?;
     let acceptor = TlsAcceptor::from(identity.config);
     let fleet = Arc::new(fleet);
+    let throttle = Arc::new(throttle::LoginThrottle::default());
     let director_api = protect(
         crate::director_api::router(fleet.director().clone()),
         Gate::new(
             credentials.users.clone(),
             Flavor::Director,
             crate::director_api::OPEN_PATHS,
+            Arc::clone(&throttle),
         ),
         RequestLimits {
             flavor: Flavor::Director,
@@ -133,7 +135,7 @@ pub async fn start(
     );
     let broker_api = protect(
         crate::broker_api::router(Arc::clone(&fleet.broker)),
-        Gate::new(credentials.users.clone(), Flavor::Broker, &[]),
+        Gate::new(credentials.users.clone(), Flavor::Broker, &[], throttle),
         RequestLimits {
             flavor: Flavor::Broker,
             max_body_bytes: config.limits.max_body_bytes,

@@ -106,18 +106,39 @@ impl SqliteStore {
     pub fn open_read_only(dir: &Path) -> Result<Self, StoreError> {
         use rusqlite::OpenFlags;
         let path = dir.join("fleet.db");
-        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
-            | OpenFlags::SQLITE_OPEN_URI
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let shared = OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let version = |c: &Connection| c.query_row("PRAGMA user_version", [], |r| r.get(0));
-        let connection = match Connection::open_with_flags(&path, flags) {
-            Ok(c) if version(&c).is_ok() => c,
-            _ => {
-                let uri = format!("file:{}?immutable=1", uri_path(&path));
-                Connection::open_with_flags(uri, flags)?
-            }
+        // Where this process may write, the database is opened as any reader of a WAL
+        // database is (seeing what a running writer committed) and refuses writes itself;
+        // where it may not, SQLite's read-only mode; where even WAL's side files cannot
+        // be made, the file as it is on disk (which ignores a writer's log). Any other
+        // failure is reported as it is.
+        let cannot_share = |e: &rusqlite::Error| {
+            matches!(
+                e.sqlite_error_code(),
+                Some(rusqlite::ErrorCode::CannotOpen | rusqlite::ErrorCode::ReadOnly)
+            )
         };
-        connection.busy_timeout(commits::BUSY_TIMEOUT)?;
+        let attempt = |flags: OpenFlags| -> Result<Connection, rusqlite::Error> {
+            let c = Connection::open_with_flags(&path, flags | shared)?;
+            c.busy_timeout(commits::BUSY_TIMEOUT)?;
+            c.pragma_update(None, "query_only", true)?;
+            version(&c)?;
+            Ok(c)
+        };
+        let connection = match attempt(OpenFlags::SQLITE_OPEN_READ_WRITE) {
+            Ok(c) => c,
+            Err(e) if cannot_share(&e) && path.exists() => {
+                match attempt(OpenFlags::SQLITE_OPEN_READ_ONLY) {
+                    Ok(c) => c,
+                    Err(e) if cannot_share(&e) => {
+                        immutable(&path, OpenFlags::SQLITE_OPEN_READ_ONLY | shared)?
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            Err(e) => return Err(e.into()),
+        };
         let found: i64 = version(&connection)?;
         if found > SCHEMA_VERSION {
             return Err(StoreError::NewerSchema {
@@ -309,6 +330,17 @@ const SCHEMA_VERSION: i64 = 2;
 
 /// Brings an older database up to [`SCHEMA_VERSION`] in one transaction (and gives tasks
 /// written without a kind theirs), and refuses a newer one rather than misread it.
+/// The database read as it is on disk, for a directory where WAL's side files cannot be
+/// made: nothing another process has in its log is seen.
+fn immutable(path: &Path, flags: rusqlite::OpenFlags) -> Result<Connection, StoreError> {
+    tracing::info!(
+        path = %path.display(),
+        "the state directory cannot hold SQLite's side files: reading the database as it is on disk"
+    );
+    let uri = format!("file:{}?immutable=1", uri_path(path));
+    Ok(Connection::open_with_flags(uri, flags)?)
+}
+
 /// A path as an SQLite URI's path: the characters a URI gives meaning to, escaped.
 fn uri_path(path: &Path) -> String {
     let mut out = String::new();
