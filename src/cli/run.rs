@@ -12,7 +12,7 @@ use fleet_updater::output::{
     RunMetrics, TextOutput, metrics_text, plan_text, summary, write_file, write_json_file,
 };
 use fleet_updater::rollout::{PlanReport, Report, Rollout, Status, WindowClose};
-use fleet_updater::schedule::{Journal, JournalObserver};
+use fleet_updater::schedule::{Journal, JournalObserver, Resume};
 
 use super::error::{CliError, DEFERRED, DONE, INSTANCES_FAILED};
 use super::{notice, print_json, print_text, watch_signals};
@@ -47,31 +47,28 @@ pub async fn drive<I: Inventory>(
         planned = rollout.plan() => planned?,
         _ = interrupts.changed() => return Err(CliError::InterruptedListing),
     };
-    let listed = || plan.order.iter().map(|c| &c.instance);
-    let done = if resumed {
-        journal.settled(listed(), strategy)
+    let resume = if resumed {
+        journal.resume(plan.order.iter().map(|c| &c.instance), strategy)
     } else {
-        Default::default()
+        Resume::default()
     };
-    let target_moved = resumed && journal.target_moved(listed(), strategy);
-    let canaries_passed = resumed && journal.canaries_passed() && !target_moved;
     if resumed {
         notice(&format!(
             "continuing an earlier {} of this fleet ({}): {} instances done before{}; \
              `--fresh` starts over",
             strategy.name(),
             journal.path().display(),
-            done.len(),
-            if canaries_passed {
+            resume.done.len(),
+            if resume.canaries_passed {
                 ", canaries passed"
-            } else if target_moved {
+            } else if resume.target_moved {
                 "; some are outdated again, so the canaries are tried again"
             } else {
                 ""
             }
         ));
     }
-    let plan = plan.without_done(&done, canaries_passed);
+    let plan = plan.without_done(&resume.done, resume.canaries_passed);
     let json = config.format == Format::Json;
     if config.dry_run {
         let report = PlanReport::new(&plan, max_in_parallel.get());

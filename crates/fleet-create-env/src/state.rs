@@ -104,19 +104,7 @@ pub enum StateError {
 
 /// A random UUID, as the CLI names its records.
 pub fn uuid() -> String {
-    let mut b = [0u8; 16];
-    getrandom::fill(&mut b).expect("the system's random source works");
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..]
-    )
+    uuid::Uuid::new_v4().to_string()
 }
 
 /// The state file and what it holds now.

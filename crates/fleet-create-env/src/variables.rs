@@ -84,25 +84,12 @@ pub fn load_store(path: &Path) -> Result<Values, VariableError> {
 /// # Errors
 /// When it cannot be written.
 pub fn save_store(path: &Path, values: &Values) -> Result<(), VariableError> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
     let map: serde_json::Map<String, Json> = values.clone().into_iter().collect();
     let text = fleet_yaml::render(&fleet_yaml::from_json(&Json::Object(map)), None);
-    let part = path.with_extension("part");
-    // A file left by a run cut short would keep its own mode.
-    let _ = std::fs::remove_file(&part);
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&part)
-        .and_then(|mut f| f.write_all(text.as_bytes()))
-        .and_then(|()| std::fs::rename(&part, path))
-        .map_err(|e| VariableError::Store {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        })
+    fleet_vm::iaas::write_private(path, text.as_bytes()).map_err(|e| VariableError::Store {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    })
 }
 
 fn password() -> String {

@@ -9,7 +9,7 @@ mod summary;
 mod table;
 mod text;
 
-pub use metrics::{RunMetrics, STATUSES, metrics_text, outside_window_text};
+pub use metrics::{RunMetrics, metrics_text, outside_window_text};
 pub use plan::plan_text;
 pub use printable::printable;
 pub use report_file::{check_writable, write_file, write_json_file};

@@ -10,7 +10,7 @@ use fleet_rollout::Counts;
 
 /// Every status a run can end with; one series each, 1 for the one it ended with, so an
 /// alert can watch a status that did not happen.
-pub const STATUSES: &[&str] = &["succeeded", "failed", "deferred"];
+const STATUSES: &[&str] = &["succeeded", "failed", "deferred"];
 
 const RUN_PREFIX: &str = "fleet_updater_last_run_";
 

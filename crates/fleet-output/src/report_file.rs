@@ -15,7 +15,8 @@ pub fn write_json_file(path: &Path, value: &impl Serialize) -> std::io::Result<(
 }
 
 /// Writes `bytes` to a temporary file beside `path` and renames it into place, so a
-/// reader (a person, node_exporter) never sees half of it.
+/// reader (a person, node_exporter, the next run) never sees half of it, and a crash
+/// leaves the old file or the new one, whole: the file and then its folder are synced.
 ///
 /// # Errors
 /// Any I/O error creating, writing or renaming the file.
@@ -33,7 +34,8 @@ pub fn write_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         let mut file = std::fs::File::create(&tmp)?;
         file.write_all(bytes)?;
         file.sync_all()?;
-        std::fs::rename(&tmp, path)
+        std::fs::rename(&tmp, path)?;
+        std::fs::File::open(dir)?.sync_all()
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);

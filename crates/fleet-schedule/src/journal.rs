@@ -7,7 +7,6 @@
 //! work, never skip work that is not done. A run that finishes everything removes it.
 
 use std::collections::BTreeSet;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -54,6 +53,17 @@ struct Record {
     /// Unix seconds of the first run and of the last change.
     started_at: u64,
     updated_at: u64,
+}
+
+/// What a run takes over from the journal.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Resume {
+    /// Instances listed now that an earlier run finished: left alone.
+    pub done: BTreeSet<String>,
+    /// The canaries of an earlier run passed, for the change this run makes.
+    pub canaries_passed: bool,
+    /// Instances done before are outdated again: the update's target moved on.
+    pub target_moved: bool,
 }
 
 pub struct Journal {
@@ -186,61 +196,39 @@ impl Journal {
         self.record.canaries_passed
     }
 
-    pub fn done_count(&self) -> usize {
-        self.record.done.len()
-    }
-
-    /// Whether an update's target moved on since the journal began: an instance it says
-    /// is done is outdated again (a newer release since). Then its canaries proved an
-    /// older change, and are tried again.
-    pub fn target_moved<'a>(
+    /// What this run may take over from the earlier ones, given the instances listed now.
+    /// For an update, an instance the inventory says is outdated again (a newer release
+    /// since) is done again, whatever the journal says, and then the canaries that passed
+    /// proved an older change and are tried again.
+    pub fn resume<'a>(
         &self,
         listed: impl IntoIterator<Item = &'a Instance>,
         strategy: Strategy,
-    ) -> bool {
-        matches!(strategy, Strategy::Update { .. })
-            && listed
-                .into_iter()
-                .any(|i| i.update_available && self.record.done.contains(&i.id.0))
-    }
-
-    /// Of the instances listed now, those an earlier run finished and this one may leave
-    /// alone. For an update, an instance the inventory says is outdated again (a newer
-    /// release since) is not left alone, whatever the journal says.
-    pub fn settled<'a>(
-        &self,
-        listed: impl IntoIterator<Item = &'a Instance>,
-        strategy: Strategy,
-    ) -> BTreeSet<String> {
-        listed
-            .into_iter()
-            .filter(|i| self.record.done.contains(&i.id.0))
-            .filter(|i| matches!(strategy, Strategy::Recreate { .. }) || !i.update_available)
-            .map(|i| i.id.0.clone())
-            .collect()
+    ) -> Resume {
+        let update = matches!(strategy, Strategy::Update { .. });
+        let mut resume = Resume::default();
+        for instance in listed {
+            if !self.record.done.contains(&instance.id.0) {
+                continue;
+            }
+            if update && instance.update_available {
+                resume.target_moved = true;
+            } else {
+                resume.done.insert(instance.id.0.clone());
+            }
+        }
+        resume.canaries_passed = self.record.canaries_passed && !resume.target_moved;
+        resume
     }
 
     fn save(&mut self) -> Result<(), JournalError> {
         self.record.updated_at = unix_now();
-        let failed = |source| JournalError::Write {
+        // Its folder was made when the journal was opened and locked.
+        let bytes = serde_json::to_vec_pretty(&self.record).expect("a record serializes");
+        fleet_output::write_file(&self.path, &bytes).map_err(|source| JournalError::Write {
             path: self.path.clone(),
             source,
-        };
-        let dir = self.path.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir).map_err(failed)?;
-        let tmp = dir.join(format!(".journal.{}.tmp", std::process::id()));
-        let written = (|| {
-            let mut file = std::fs::File::create(&tmp)?;
-            file.write_all(&serde_json::to_vec_pretty(&self.record)?)?;
-            file.sync_all()?;
-            std::fs::rename(&tmp, &self.path)?;
-            // The rename itself survives a crash once the folder is synced.
-            std::fs::File::open(dir)?.sync_all()
-        })();
-        if written.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        written.map_err(failed)
+        })
     }
 
     /// # Errors
@@ -347,7 +335,7 @@ mod tests {
     use fleet_rollout::{Discard, inventory::Selection};
 
     #[test]
-    fn what_is_done_survives_a_reopen_and_is_gone_after_complete_or_discard() {
+    fn what_is_done_survives_a_reopen_and_is_gone_after_complete_or_forget() {
         let dir = tempfile::tempdir().unwrap();
         let intent = "recreate fix=true; broker https://broker";
         let mut journal = Journal::open(dir.path(), intent).unwrap();
@@ -400,16 +388,17 @@ mod tests {
             fix: true,
             force: false,
         };
-        assert_eq!(
-            again.settled(&listed, recreate),
-            BTreeSet::from(["a".to_string()])
-        );
+        let resumed = again.resume(&listed, recreate);
+        assert_eq!(resumed.done, BTreeSet::from(["a".to_string()]));
+        assert!(resumed.canaries_passed && !resumed.target_moved);
         // For an update, an instance outdated again is done again.
         let update = Strategy::Update {
             instance_type: Selection::All,
             force: false,
         };
-        assert!(again.settled(&listed, update).is_empty());
+        let resumed = again.resume(&listed, update);
+        assert!(resumed.done.is_empty());
+        assert!(resumed.target_moved && !resumed.canaries_passed);
         // Another intent has its own journal.
         assert!(!Journal::open(dir.path(), "update").unwrap().is_resumed());
         again.complete().unwrap();

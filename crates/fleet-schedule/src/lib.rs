@@ -5,5 +5,5 @@
 pub mod journal;
 pub mod window;
 
-pub use journal::{Journal, JournalError, JournalObserver};
+pub use journal::{Journal, JournalError, JournalObserver, Resume};
 pub use window::{Window, WindowError, WindowState};

@@ -155,11 +155,6 @@ impl SqliteStore {
         })
     }
 
-    /// Whether `dir` holds a database already.
-    pub fn exists(dir: &Path) -> bool {
-        dir.join("fleet.db").exists()
-    }
-
     /// A private database in memory, for tests and benchmarks.
     ///
     /// # Errors

@@ -466,9 +466,22 @@ impl ProcessIaas {
 /// sees half a record.
 /// The file is readable by its owner alone: a VM's settings hold its agent's credentials.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), IaasError> {
+    write_private(path, bytes).map_err(io(path.display().to_string()))
+}
+
+/// [`write_atomically`] for any caller: the same file, readable by its owner alone,
+/// written beside `path` and renamed into place.
+///
+/// # Errors
+/// When it cannot be written or renamed.
+pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    let part = path.with_extension("json.part");
+    let mut part = path.as_os_str().to_owned();
+    part.push(".part");
+    let part = PathBuf::from(part);
+    // A file left by a run cut short would keep its own mode.
+    let _ = std::fs::remove_file(&part);
     std::fs::OpenOptions::new()
         .write(true)
         .create(true)
@@ -477,7 +490,6 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), IaasError> {
         .open(&part)
         .and_then(|mut f| f.write_all(bytes))
         .and_then(|()| std::fs::rename(&part, path))
-        .map_err(io(path.display().to_string()))
 }
 
 pub fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
