@@ -38,9 +38,15 @@ fn measure(label: &str, definition: Definition) -> f64 {
         .expect("a runtime");
     let started = Instant::now();
     let (provisioned, report) = runtime.block_on(async {
-        let fleet = fleet::open(dir.path(), &definition, Access::RUN, &mut |_| {})
-            .await
-            .expect("the fleet opens");
+        let fleet = fleet::open(
+            dir.path(),
+            &definition,
+            Access::RUN,
+            &fleet_updater::store::StoreLocation::Sqlite,
+            &mut |_| {},
+        )
+        .await
+        .expect("the fleet opens");
         let provisioned = started.elapsed();
         let inventory = Arc::new(EmbeddedInventory::new(Arc::clone(&fleet.broker)));
         let rollout = Rollout::new(inventory, settings, WallClock::new());

@@ -38,9 +38,15 @@ async fn main() {
         .cloud_config
         .map(|c| c.replace("10.244.0.0/20", "10.240.0.0/12"));
     let started = Instant::now();
-    let fleet = fleet::open(dir.path(), &definition, Access::SERVE, &mut |_| {})
-        .await
-        .expect("the fleet opens");
+    let fleet = fleet::open(
+        dir.path(),
+        &definition,
+        Access::SERVE,
+        &fleet_updater::store::StoreLocation::Sqlite,
+        &mut |_| {},
+    )
+    .await
+    .expect("the fleet opens");
     let polls: Vec<(String, u64)> = fleet
         .broker
         .instances()

@@ -64,6 +64,9 @@ pub enum CliError {
     Journal(#[from] fleet_updater::schedule::JournalError),
     #[error(transparent)]
     Serve(#[from] ServeError),
+    /// The configured store cannot be used: nothing was opened.
+    #[error(transparent)]
+    Store(fleet_updater::config::StoreConfigError),
     #[error(transparent)]
     Director(#[from] DirectorError),
     #[error("{0}")]
@@ -101,6 +104,7 @@ impl CliError {
             CliError::Journal(_) => BAD_CONFIG,
             CliError::Serve(ServeError::Listen { .. }) => LIST_FAILED,
             CliError::Serve(_) => BAD_CONFIG,
+            CliError::Store(_) => BAD_CONFIG,
             CliError::InterruptedListing
             | CliError::Runtime(_)
             | CliError::Report { .. }

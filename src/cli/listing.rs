@@ -25,6 +25,12 @@ pub struct StateArgs {
     /// Overrides `state_dir`.
     #[arg(long)]
     state_dir: Option<PathBuf>,
+    /// Overrides `store`: keep the director's and broker's state in this PostgreSQL
+    /// database (postgres://USER@HOST[:PORT]/DATABASE; the password from
+    /// `store.password_file` or FLEET_STORE_PASSWORD) instead of SQLite in the state
+    /// directory.
+    #[arg(long, value_name = "URL")]
+    store: Option<String>,
 }
 
 #[derive(Args)]
@@ -127,19 +133,30 @@ pub(crate) async fn open_fleet(config: &Config, access: Access) -> Result<Embedd
         .simulation
         .faults
         .extend(config.faults.iter().cloned());
-    Ok(
-        fleet::open(&config.state_dir, &definition, access, &mut |line| {
-            super::notice(&line)
-        })
-        .await?,
+    let store = config
+        .store
+        .as_ref()
+        .map(fleet_updater::config::StoreConfig::location)
+        .transpose()
+        .map_err(CliError::Store)?
+        .unwrap_or(fleet_updater::store::StoreLocation::Sqlite);
+    Ok(fleet::open(
+        &config.state_dir,
+        &definition,
+        access,
+        &store,
+        &mut |line| super::notice(&line),
     )
+    .await?)
 }
 
 pub(crate) fn settings_of(args: &StateArgs) -> Result<Config, CliError> {
     let mut config = load_config(args.config.as_deref())?;
-    if let Some(dir) = &args.state_dir {
-        config.state_dir = dir.clone();
-    }
+    config.apply(&fleet_updater::config::Overrides {
+        state_dir: args.state_dir.clone(),
+        store: args.store.clone(),
+        ..Default::default()
+    });
     Ok(config)
 }
 

@@ -149,6 +149,12 @@ struct RunArgs {
     /// journal.
     #[arg(long)]
     state_dir: Option<PathBuf>,
+    /// Overrides `store`: keep the director's and broker's state in this PostgreSQL
+    /// database (postgres://USER@HOST[:PORT]/DATABASE; the password from
+    /// `store.password_file` or FLEET_STORE_PASSWORD) instead of SQLite in the state
+    /// directory.
+    #[arg(long, value_name = "URL")]
+    store: Option<String>,
     /// Overrides `output.metrics_file`: write the run's figures in Prometheus text format
     /// (for node_exporter's textfile collector) to this file.
     #[arg(long)]
@@ -189,6 +195,7 @@ impl RunArgs {
             report_file: self.report.clone(),
             metrics_file: self.metrics_file.clone(),
             state_dir: self.state_dir.clone(),
+            store: self.store.clone(),
             fresh: self.fresh,
         }
     }

@@ -19,6 +19,12 @@ pub struct ServeArgs {
     /// Overrides `state_dir`.
     #[arg(long)]
     state_dir: Option<PathBuf>,
+    /// Overrides `store`: keep the director's and broker's state in this PostgreSQL
+    /// database (postgres://USER@HOST[:PORT]/DATABASE; the password from
+    /// `store.password_file` or FLEET_STORE_PASSWORD) instead of SQLite in the state
+    /// directory.
+    #[arg(long, value_name = "URL")]
+    store: Option<String>,
     /// Overrides `serve.director` (default 127.0.0.1:25555).
     #[arg(long)]
     director_listen: Option<SocketAddr>,
@@ -29,9 +35,11 @@ pub struct ServeArgs {
 
 pub fn serve(args: &ServeArgs) -> Result<u8, CliError> {
     let mut config = load_config(args.config.as_deref())?;
-    if let Some(dir) = &args.state_dir {
-        config.state_dir = dir.clone();
-    }
+    config.apply(&fleet_updater::config::Overrides {
+        state_dir: args.state_dir.clone(),
+        store: args.store.clone(),
+        ..Default::default()
+    });
     let addresses = Addresses {
         director: args.director_listen.unwrap_or(config.serve.director_listen),
         broker: args.broker_listen.unwrap_or(config.serve.broker_listen),

@@ -7,7 +7,9 @@ mod read;
 mod read_director;
 mod read_schedule;
 mod read_serve;
+mod read_store;
 mod render;
+mod store;
 
 use std::path::{Path, PathBuf};
 
@@ -17,10 +19,11 @@ pub use fleet_inventory_director::{DirectorAuth, DirectorEndpoint};
 pub use fleet_secret::Secret;
 pub use fleet_serve::{ServeConfig, ServeLimits, ServeUser};
 pub use model::{
-    Config, Format, InventoryConfig, InventoryKind, RecreateConfig, Schedule, StrategyKind,
-    UpdateConfig,
+    Config, Format, InventoryConfig, InventoryKind, RecreateConfig, Schedule, StoreConfig,
+    StrategyKind, UpdateConfig,
 };
 pub use render::render;
+pub use store::{PASSWORD_VARIABLE, StoreConfigError};
 
 use fleet_yaml::{self as yaml, Checker, Problem};
 
@@ -70,6 +73,8 @@ pub struct Overrides {
     pub report_file: Option<PathBuf>,
     pub metrics_file: Option<PathBuf>,
     pub state_dir: Option<PathBuf>,
+    /// `--store URL`: the PostgreSQL database, its password and CA still as configured.
+    pub store: Option<String>,
     pub fresh: bool,
 }
 
@@ -142,6 +147,9 @@ impl Config {
         }
         if let Some(dir) = &overrides.state_dir {
             self.state_dir = dir.clone();
+        }
+        if let Some(url) = &overrides.store {
+            self.store.get_or_insert_default().url = Some(url.clone());
         }
         if let Some(metrics) = &overrides.metrics_file {
             self.metrics_file = Some(metrics.clone());

@@ -120,6 +120,16 @@ impl Schedule {
     pub const DEFAULT_GRACE: Duration = Duration::from_secs(30 * 60);
 }
 
+/// A PostgreSQL store as configured: its URL (no password in it), where its password is
+/// read from (else the FLEET_STORE_PASSWORD environment variable), and the CA that makes
+/// the connection TLS.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoreConfig {
+    pub url: Option<String>,
+    pub password_file: Option<PathBuf>,
+    pub ca_file: Option<PathBuf>,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     pub serve: ServeConfig,
@@ -139,6 +149,9 @@ pub struct Config {
     pub schedule: Option<Schedule>,
     pub inventory: InventoryConfig,
     pub state_dir: PathBuf,
+    /// Where the embedded director and broker keep their state: SQLite in the state
+    /// directory when `None`.
+    pub store: Option<StoreConfig>,
     /// The embedded fleet's definition; the built-in demo fleet when `None`.
     pub fleet: Option<PathBuf>,
     /// Faults added to the embedded fleet's simulation.
@@ -179,6 +192,7 @@ impl Default for Config {
             schedule: None,
             inventory: InventoryConfig::Embedded,
             state_dir: PathBuf::from(".fleet-updater"),
+            store: None,
             fleet: None,
             faults: Vec::new(),
             dry_run: false,

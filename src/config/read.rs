@@ -31,6 +31,7 @@ const TOP: &[&str] = &[
     "director",
     "serve",
     "schedule",
+    "store",
 ];
 const BROKER: &[&str] = &[
     "api_endpoint",
@@ -151,6 +152,7 @@ pub fn read(root: &Node, base: &Path, config: &mut Config, checker: &mut Checker
                     config.state_dir = dir;
                 }
             }
+            "store" => config.store = super::read_store::read_store(node, base, checker),
             _ => {}
         }
     }

@@ -264,6 +264,29 @@ pub fn render(config: &Config) -> String {
             ]),
         ),
         ("state_dir", path(&config.state_dir)),
+        (
+            "store",
+            match &config.store {
+                None => plain("null  # SQLite in the state directory"),
+                Some(store) => Item::Map(vec![
+                    ("url", text(store.url.as_deref().unwrap_or_default())),
+                    (
+                        "password_file",
+                        store.password_file.as_deref().map_or(
+                            plain("null  # the FLEET_STORE_PASSWORD environment variable"),
+                            path,
+                        ),
+                    ),
+                    (
+                        "ca_file",
+                        store
+                            .ca_file
+                            .as_deref()
+                            .map_or(plain("null  # no TLS"), path),
+                    ),
+                ]),
+            },
+        ),
         ("serve", serve),
     ]);
     let mut out = String::new();

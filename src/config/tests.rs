@@ -259,6 +259,7 @@ fn command_line_overrides_win_for_the_chosen_strategy() {
         report_file: None,
         metrics_file: None,
         state_dir: None,
+        store: None,
         fresh: false,
     });
     let settings = config.settings();
@@ -438,4 +439,41 @@ fn the_intent_names_strategy_options_and_inventory() {
     assert_ne!(update.intent(), recreate.intent());
     assert!(recreate.intent().contains("recreate fix=true force=true"));
     assert!(update.intent().contains("embedded demo"));
+}
+
+#[test]
+fn the_store_is_a_postgres_url_or_a_block_and_a_bad_one_is_named() {
+    let config = parse("store: postgres://fleet@db.example.com/fleet\n").unwrap();
+    assert_eq!(
+        config.store.unwrap().url.as_deref(),
+        Some("postgres://fleet@db.example.com/fleet")
+    );
+    let config =
+        parse("store:\n  url: postgres://fleet@db/fleet\n  password_file: pw\n  ca_file: ca.pem\n")
+            .unwrap();
+    let store = config.store.unwrap();
+    assert!(store.password_file.unwrap().ends_with("pw"));
+    assert!(store.ca_file.unwrap().ends_with("ca.pem"));
+    let refused = parse("store: postgres://fleet:hunter2@db/fleet\n")
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("store"), "{refused}");
+    assert!(refused.contains("password"), "{refused}");
+    assert!(!refused.contains("hunter2"), "{refused}");
+    let refused = parse("store:\n  url: mysql://db/x\n  passwd: x\n")
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("store.passwd"), "{refused}");
+    assert!(refused.contains("not a PostgreSQL URL"), "{refused}");
+    let mut config = parse("store:\n  url: postgres://a@db/one\n  password_file: pw\n").unwrap();
+    config.apply(&Overrides {
+        store: Some("postgres://b@db/two".into()),
+        ..Overrides::default()
+    });
+    let store = config.store.unwrap();
+    assert_eq!(store.url.as_deref(), Some("postgres://b@db/two"));
+    assert!(
+        store.password_file.is_some(),
+        "the file still gives the password"
+    );
 }

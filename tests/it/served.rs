@@ -55,9 +55,15 @@ impl Served {
     }
 
     pub async fn start_in(state: tempfile::TempDir, limits: ServeLimits) -> Served {
-        let fleet = fleet::open(state.path(), &small_fleet(), Access::SERVE, &mut |_| {})
-            .await
-            .unwrap();
+        let fleet = fleet::open(
+            state.path(),
+            &small_fleet(),
+            Access::SERVE,
+            &fleet_updater::store::StoreLocation::Sqlite,
+            &mut |_| {},
+        )
+        .await
+        .unwrap();
         let config = ServeConfig {
             limits,
             ..ServeConfig::default()

@@ -5,7 +5,7 @@ use super::*;
 use fleet_director::model::{Release, Stemcell};
 use fleet_director::sim::{Latency, SimulatedCloud, SimulationSettings};
 use fleet_director::{DirectorSettings, Infrastructure, agent::Agent, cpi::Cpi};
-use fleet_store::{SqliteStore, Store};
+use fleet_store::Store;
 
 const TEMPLATE: &str =
     "update: {canaries: 1, max_in_flight: 1, canary_watch_time: 1000, update_watch_time: 1000}
@@ -37,7 +37,7 @@ fn versions(release: &str, stemcell: &str) -> Versions {
 }
 
 async fn broker() -> Broker {
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::in_memory().unwrap());
+    let store: Arc<dyn Store> = fleet_store::testing::store();
     let latency = Latency {
         min: Duration::from_millis(50),
         max: Duration::from_millis(100),

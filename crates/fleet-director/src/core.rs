@@ -24,6 +24,10 @@ pub struct DirectorSettings {
     pub limits: super::limits::InstanceLimits,
     /// Finished tasks kept per kind; older ones are deleted with their output.
     pub tasks_kept: usize,
+    /// On a database shared with other director processes: how long this process's
+    /// locks and tasks outlive its last renewal (it renews every third of it). A process
+    /// that died is known by it, as BOSH's director knows an expired lock.
+    pub lock_timeout: Duration,
 }
 
 impl Default for DirectorSettings {
@@ -34,6 +38,7 @@ impl Default for DirectorSettings {
             limits: super::limits::InstanceLimits::default(),
             // BOSH's `max_tasks`.
             tasks_kept: 2000,
+            lock_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -81,6 +86,8 @@ pub struct Core {
     pub ip_planning: tokio::sync::Mutex<()>,
     /// Held by a release upload from reading the releases to recording its own.
     pub release_uploads: tokio::sync::Mutex<()>,
+    /// The time leases are measured in: tokio's, so that tests pass it at will.
+    pub clock: fleet_clock::WallClock,
 }
 
 impl Core {
@@ -100,6 +107,31 @@ impl Core {
             compile_locks: Mutex::new(HashMap::new()),
             ip_planning: tokio::sync::Mutex::new(()),
             release_uploads: tokio::sync::Mutex::new(()),
+            clock: fleet_clock::WallClock::new(),
+        }
+    }
+
+    /// Unix milliseconds by [`Core::clock`].
+    pub fn now_ms(&self) -> u64 {
+        self.clock
+            .now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+            .unwrap_or_default()
+    }
+
+    /// The lease a lock or this process's registration is taken for now: until the lock
+    /// timeout on a shared database, for good on a store this process holds alone.
+    pub fn lease(&self) -> fleet_store::Lease {
+        let now = self.now_ms();
+        if self.store.blocking().shared() {
+            let timeout = u64::try_from(self.settings.lock_timeout.as_millis()).unwrap_or(u64::MAX);
+            fleet_store::Lease {
+                now,
+                until: now.saturating_add(timeout),
+            }
+        } else {
+            fleet_store::Lease::forever(now)
         }
     }
 

@@ -40,6 +40,12 @@ pub trait Cpi: Send + Sync {
     async fn create_stemcell(&self, _stemcell: &Stemcell) -> Result<Option<String>, CpiError> {
         Ok(None)
     }
+    /// This director process took `deployment`'s lock, on a database it shares with
+    /// other director processes. A CPI that keeps the cloud's records in memory reads
+    /// that deployment's again: the process that held it last may have changed them.
+    async fn deployment_taken(&self, _deployment: &str) -> Result<(), CpiError> {
+        Ok(())
+    }
     async fn create_vm(&self, request: &VmRequest) -> Result<String, CpiError>;
     async fn delete_vm(&self, cid: &str) -> Result<(), CpiError>;
     async fn has_vm(&self, cid: &str) -> Result<bool, CpiError>;

@@ -40,6 +40,11 @@ impl Cpi for TracedCpi {
         .await
     }
 
+    async fn deployment_taken(&self, deployment: &str) -> Result<(), CpiError> {
+        // Not a call to the IaaS: nothing to trace.
+        self.0.deployment_taken(deployment).await
+    }
+
     async fn create_vm(&self, request: &VmRequest) -> Result<String, CpiError> {
         let arguments = format!(
             "agent {} stemcell {} vm_type {} networks {:?} for {}/{}",

@@ -38,14 +38,12 @@ fn random_uuid() -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
 
     use super::*;
-    use fleet_store::SqliteStore;
 
     #[tokio::test]
     async fn the_uuid_is_a_version_4_uuid_made_once() {
-        let store = AsyncStore::new(Arc::new(SqliteStore::in_memory().unwrap()));
+        let store = AsyncStore::new(fleet_store::testing::store());
         let first = director_uuid(&store).await.unwrap();
         let parts: Vec<&str> = first.split('-').collect();
         assert_eq!(

@@ -20,6 +20,7 @@ mod details;
 mod error;
 mod identity;
 mod ids;
+mod lease_keeper;
 pub mod limits;
 pub mod manifest;
 pub mod model;
@@ -39,6 +40,9 @@ pub mod templates;
 pub mod trace;
 mod update;
 pub mod validate;
+
+#[cfg(test)]
+mod shared_tests;
 
 use records::{Records, change};
 use std::sync::Arc;
@@ -95,9 +99,11 @@ pub const RECOVERY_REASON: &str =
     "the director stopped while this task was running; its deployment is left as far as it got";
 
 impl Director {
-    /// A director over `store` for the one process that changes it: tasks a previous
-    /// process left running are marked as errored and stale locks released. The caller
-    /// makes sure no other process runs tasks on the same store.
+    /// A director over `store` that runs tasks. On a store this process holds alone,
+    /// tasks a previous process left running are marked as errored and its locks
+    /// released. On a database shared with other director processes, this one registers
+    /// and keeps renewing its lease; only the tasks of processes whose lease ran out are
+    /// errored, now and whenever one runs out later.
     ///
     /// # Errors
     /// When the store cannot be read or written.
@@ -106,12 +112,28 @@ impl Director {
         infrastructure: Infrastructure,
         settings: DirectorSettings,
     ) -> Result<Self, DirectorError> {
-        let store = store.into();
-        let recovered = store.recover(RECOVERY_REASON, unix_now()).await?;
+        let director = Self::observing(store, infrastructure, settings);
+        let core = &director.core;
+        let shared = core.store.blocking().shared();
+        core.store.renew(core.lease()).await?;
+        let recovery = if shared {
+            fleet_store::Recovery::Expired
+        } else {
+            fleet_store::Recovery::AllOthers
+        };
+        let reason = if shared {
+            lease_keeper::EXPIRED_REASON
+        } else {
+            RECOVERY_REASON
+        };
+        let recovered = core.store.recover(reason, core.now_ms(), recovery).await?;
         if !recovered.is_empty() {
             tracing::warn!(tasks = ?recovered, "tasks left running by a previous process were marked as errored");
         }
-        Ok(Self::observing(store, infrastructure, settings))
+        if shared {
+            lease_keeper::spawn(&director.core, &director.runner);
+        }
+        Ok(director)
     }
 
     /// A director that only looks: no recovery, so another process's running tasks stay

@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use fleet_release::{File, ReleaseBuilder, from_tarball, sha1_hex};
-use fleet_store::SqliteStore;
 
 use super::cleanup::CleanUpOptions;
 use super::model::{Stemcell, TaskState};
@@ -42,7 +41,7 @@ fn kv(version: &str, server: &str) -> ReleaseBuilder {
 }
 
 async fn director() -> Director {
-    let store: Arc<dyn fleet_store::Store> = Arc::new(SqliteStore::in_memory().unwrap());
+    let store: Arc<dyn fleet_store::Store> = fleet_store::testing::store();
     let cloud = Arc::new(SimulatedCloud::new(
         Arc::clone(&store),
         SimulationSettings::default(),

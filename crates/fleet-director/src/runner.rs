@@ -79,12 +79,18 @@ where
     }
 }
 
+/// How often a task another process runs is read again while waited for.
+const OTHERS_POLLED_EVERY: Duration = Duration::from_millis(500);
+
 pub struct TaskRunner {
     core: Arc<Core>,
     /// The cancellation flag of every task this process runs.
     running: Mutex<HashMap<u64, Arc<AtomicBool>>>,
     /// The trace of every task this process runs, readable while it runs.
     traces: Mutex<HashMap<u64, Trace>>,
+    /// Tasks of this process whose end could not be recorded: they look running in the
+    /// store, and nobody will end them before the next start.
+    unrecorded: Mutex<std::collections::HashSet<u64>>,
     /// Held by every write of a task's state (its start, its end, a cancellation), so
     /// that none overwrites another.
     state_writes: tokio::sync::Mutex<()>,
@@ -97,6 +103,7 @@ impl TaskRunner {
             core,
             running: Mutex::new(HashMap::new()),
             traces: Mutex::new(HashMap::new()),
+            unrecorded: Mutex::new(std::collections::HashSet::new()),
             state_writes: tokio::sync::Mutex::new(()),
             finished: Notify::new(),
         }
@@ -159,7 +166,7 @@ impl TaskRunner {
             (_, Some(d)) => Some(lock_name(d)),
         };
         let task = match store
-            .create_task(kind, deployment, lock.as_deref(), user)
+            .create_task(kind, deployment, lock.as_deref(), user, self.core.lease())
             .await?
         {
             Ok(task) => task,
@@ -212,6 +219,16 @@ impl TaskRunner {
                 "cannot record the start of the task: {e}"
             ))),
             Ok(()) => {
+                // On a shared database the deployment may have been changed by another
+                // process since this one last held it: a cloud that keeps it in memory
+                // reads it again first.
+                if lock.is_some()
+                    && core.store.blocking().shared()
+                    && let Some(deployment) = running.deployment.as_deref()
+                    && let Err(e) = core.cpi.deployment_taken(deployment).await
+                {
+                    tracing::warn!(task = id, error = %e, "the cloud could not read the deployment again");
+                }
                 let log = TaskLog::start(id, core.store.clone(), Arc::clone(&cancel));
                 let trace = Trace::default();
                 self.traces_of().insert(id, trace.clone());
@@ -240,7 +257,7 @@ impl TaskRunner {
         running.state = state;
         running.result = Some(result);
         running.finished_at = Some(unix_now());
-        let _ = persist("record the end of", id, || {
+        let recorded = persist("record the end of", id, || {
             let (ended, trace) = (running.clone(), kept_trace.clone());
             async move {
                 let _writing = self.state_writes.lock().await;
@@ -258,6 +275,12 @@ impl TaskRunner {
             }
         })
         .await;
+        if recorded.is_err() {
+            self.unrecorded
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(id);
+        }
         self.traces_of().remove(&id);
         if let Some(lock) = &lock {
             let _ = persist("release the lock of", id, || {
@@ -292,22 +315,60 @@ impl TaskRunner {
     pub async fn cancel(&self, id: u64) -> Result<Task, DirectorError> {
         // Held across the read and the write: the task cannot record its end in between.
         let _writing = self.state_writes.lock().await;
-        let mut task = self.recorded(id).await?;
-        if !matches!(task.state, TaskState::Queued | TaskState::Processing) {
-            return Err(DirectorError::Invalid(format!(
+        let invalid = |task: &Task| {
+            DirectorError::Invalid(format!(
                 "Cannot cancel task {id}: invalid state ({})",
                 task.state.as_str()
-            )));
+            ))
+        };
+        let task = self.recorded(id).await?;
+        if !matches!(task.state, TaskState::Queued | TaskState::Processing) {
+            return Err(invalid(&task));
         }
-        let Some(flag) = self.flags().get(&id).cloned() else {
+        let flag = self.flags().get(&id).cloned();
+        if flag.is_none() && !self.core.store.blocking().shared() {
             return Err(DirectorError::Invalid(format!(
                 "Cannot cancel task {id}: it is not run by this director"
             )));
-        };
-        flag.store(true, Ordering::SeqCst);
-        task.state = TaskState::Cancelling;
-        self.core.store.put_task(&task).await?;
+        }
+        // Marked in the store, where the process that runs it (this one, or another on a
+        // shared database, at its next renewal) finds it.
+        let task =
+            self.core
+                .store
+                .request_cancel(id)
+                .await?
+                .ok_or_else(|| DirectorError::NotFound {
+                    what: format!("task {id}"),
+                })?;
+        if task.state != TaskState::Cancelling {
+            return Err(invalid(&task));
+        }
+        if let Some(flag) = flag {
+            flag.store(true, Ordering::SeqCst);
+        }
         Ok(task)
+    }
+
+    /// Sets the cancellation flags of those of `ids` this process runs: tasks another
+    /// process asked to cancel through the store.
+    pub fn cancel_asked(&self, ids: &[u64]) {
+        let flags = self.flags();
+        for id in ids {
+            if let Some(flag) = flags.get(id)
+                && !flag.swap(true, Ordering::SeqCst)
+            {
+                tracing::info!(
+                    task = id,
+                    "cancellation asked through another director process"
+                );
+            }
+        }
+    }
+
+    /// The ids of the tasks this process runs.
+    pub fn running_ids(&self) -> Vec<u64> {
+        self.flags().keys().copied().collect()
     }
 
     /// Cancels every task this process runs, for a shutdown; returns their ids.
@@ -352,6 +413,17 @@ impl TaskRunner {
                 let task = self.recorded(id).await?;
                 if !task.state.is_running() {
                     return Ok(task);
+                }
+                let unrecorded = self
+                    .unrecorded
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .contains(&id);
+                if self.core.store.blocking().shared() && !unrecorded {
+                    // Another director process runs it: its end is seen in the store,
+                    // or its lease runs out and a survivor ends it.
+                    tokio::time::sleep(OTHERS_POLLED_EVERY).await;
+                    continue;
                 }
                 return Err(DirectorError::Invalid(format!(
                     "task {id} is recorded as {} but this director does not run it",

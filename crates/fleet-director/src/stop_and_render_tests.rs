@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use async_trait::async_trait;
-use fleet_store::{AsyncStore, SqliteStore};
+use fleet_store::AsyncStore;
 
 use super::model::{InstanceSpec, RenderedTemplates, Task, TaskState};
 use super::sim::SimulationSettings;
@@ -131,7 +131,7 @@ impl Renderer for FakeRenderer {
 
 #[tokio::test(start_paused = true)]
 async fn templates_are_rendered_before_anything_changes_and_kept_while_in_use() {
-    let store: Arc<dyn fleet_store::Store> = Arc::new(SqliteStore::in_memory().unwrap());
+    let store: Arc<dyn fleet_store::Store> = fleet_store::testing::store();
     let renderer = Arc::new(FakeRenderer {
         store: Arc::clone(&store).into(),
         fail_index: AtomicU32::new(u32::MAX),

@@ -39,7 +39,12 @@ pub(crate) struct Fixture {
 }
 
 pub(crate) async fn fixture(faults: Vec<Fault>) -> Fixture {
-    fixture_on(Arc::new(SqliteStore::in_memory().unwrap()), faults).await
+    fixture_on(fleet_store::testing::store(), faults).await
+}
+
+/// A director on `store`, which another director may share.
+pub(crate) async fn fixture_on_shared(store: Arc<dyn fleet_store::Store>) -> Fixture {
+    fixture_on(store, vec![]).await
 }
 
 async fn fixture_on(store: Arc<dyn fleet_store::Store>, faults: Vec<Fault>) -> Fixture {
@@ -708,7 +713,7 @@ async fn a_disk_added_with_a_new_stemcell_is_created_once() {
 }
 
 async fn deploy_duration(seed: u64) -> Duration {
-    let store: Arc<dyn fleet_store::Store> = Arc::new(SqliteStore::in_memory().unwrap());
+    let store: Arc<dyn fleet_store::Store> = fleet_store::testing::store();
     let latency = Latency {
         min: Duration::from_millis(10),
         max: Duration::from_millis(500),
@@ -826,7 +831,7 @@ instance_groups:
     #[tokio::test(start_paused = true)]
     async fn thirty_deploys_at_once_all_get_addresses() {
         // Without latency every deploy plans at the same moment.
-        let store = Arc::new(SqliteStore::in_memory().unwrap());
+        let store = fleet_store::testing::store();
         let f = fixture_with(store, SimulationSettings::default()).await;
         f.director.update_cloud_config(CLOUD).await.unwrap();
         let mut started = tokio::task::JoinSet::new();
@@ -1862,7 +1867,7 @@ instance_groups:
     /// A director with `settings`, nginx and two jammy stemcells, on a simulated cloud
     /// without latency.
     async fn director_with(settings: DirectorSettings) -> (Director, Arc<SimulatedCloud>) {
-        let store: Arc<dyn fleet_store::Store> = Arc::new(SqliteStore::in_memory().unwrap());
+        let store: Arc<dyn fleet_store::Store> = fleet_store::testing::store();
         let cloud = Arc::new(SimulatedCloud::new(
             Arc::clone(&store),
             SimulationSettings::default(),
@@ -1956,7 +1961,7 @@ mod store_faults {
     /// Delegates to SQLite, but the first `put_task` and `release_lock` calls after
     /// arming fail as a busy database does.
     struct FlakyStore {
-        inner: SqliteStore,
+        inner: Arc<dyn Store>,
         put_task_failures: AtomicU32,
         release_failures: AtomicU32,
     }
@@ -1988,8 +1993,21 @@ mod store_faults {
             deployment: Option<&str>,
             lock: Option<&str>,
             user: Option<&str>,
+            lease: fleet_store::Lease,
         ) -> Result<Result<Task, u64>, StoreError> {
-            self.inner.create_task(kind, deployment, lock, user)
+            self.inner.create_task(kind, deployment, lock, user, lease)
+        }
+        fn request_cancel(&self, id: u64) -> Result<Option<Task>, StoreError> {
+            self.inner.request_cancel(id)
+        }
+        fn runner(&self) -> &str {
+            self.inner.runner()
+        }
+        fn shared(&self) -> bool {
+            self.inner.shared()
+        }
+        fn renew(&self, lease: fleet_store::Lease) -> Result<fleet_store::Renewal, StoreError> {
+            self.inner.renew(lease)
         }
         fn put_task(&self, task: &Task) -> Result<(), StoreError> {
             if take(&self.put_task_failures) {
@@ -2066,8 +2084,13 @@ mod store_faults {
         fn delete_blob(&self, id: &str) -> Result<(), StoreError> {
             self.inner.delete_blob(id)
         }
-        fn recover(&self, reason: &str, now: u64) -> Result<Vec<u64>, StoreError> {
-            self.inner.recover(reason, now)
+        fn recover(
+            &self,
+            reason: &str,
+            now: u64,
+            recovery: fleet_store::Recovery,
+        ) -> Result<Vec<u64>, StoreError> {
+            self.inner.recover(reason, now, recovery)
         }
         fn prune_tasks(&self, kind: TaskKind, keep: usize) -> Result<Vec<u64>, StoreError> {
             self.inner.prune_tasks(kind, keep)
@@ -2076,7 +2099,7 @@ mod store_faults {
 
     async fn flaky() -> (Arc<FlakyStore>, Fixture) {
         let store = Arc::new(FlakyStore {
-            inner: SqliteStore::in_memory().unwrap(),
+            inner: fleet_store::testing::store(),
             put_task_failures: AtomicU32::new(0),
             release_failures: AtomicU32::new(0),
         });
@@ -2207,7 +2230,7 @@ async fn the_same_cloud_config_written_another_way_is_no_new_version() {
 /// VM the last one made, though the last one read them from memory.
 #[tokio::test(start_paused = true)]
 async fn the_simulated_cloud_reads_its_state_back_from_the_store() {
-    let store: Arc<dyn fleet_store::Store> = Arc::new(SqliteStore::in_memory().unwrap());
+    let store: Arc<dyn fleet_store::Store> = fleet_store::testing::store();
     let f = fixture_on(Arc::clone(&store), vec![]).await;
     deploy(&f.director, &manifest("d", 2, "1.0", 0)).await;
     let again = SimulatedCloud::new(store, SimulationSettings::default());

@@ -156,6 +156,10 @@ struct DefinitionText {
     /// Finished tasks the director keeps per kind.
     #[serde(default)]
     tasks_kept: Option<usize>,
+    /// On a shared database: how long a director process's locks and tasks outlive its
+    /// last renewal.
+    #[serde(default)]
+    lock_timeout: Option<String>,
     #[serde(default)]
     releases: Vec<Release>,
     #[serde(default)]
@@ -189,6 +193,7 @@ pub struct Definition {
     pub cpi: Option<ExternalCpiSettings>,
     pub limits: fleet_director::InstanceLimits,
     pub tasks_kept: Option<usize>,
+    pub lock_timeout: Option<std::time::Duration>,
     pub stemcells: Vec<Stemcell>,
     pub cloud_config: Option<String>,
     pub catalog: Catalog,
@@ -198,6 +203,9 @@ pub struct Definition {
 }
 
 /// How long a CPI call may take unless the definition says.
+/// The shortest lock timeout: renewals come every third of it.
+const MIN_LOCK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+
 const CPI_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10 * 60);
 
 fn cpi_settings(c: CpiText, dir: &std::path::Path) -> Result<ExternalCpiSettings, String> {
@@ -338,6 +346,23 @@ impl Definition {
                 "tasks_kept: must be at least 1, or every task would go as it ends".into(),
             ));
         }
+        let lock_timeout = match &raw.lock_timeout {
+            None => None,
+            Some(text) => match humantime::parse_duration(text.trim()) {
+                Ok(d) if d >= MIN_LOCK_TIMEOUT => Some(d),
+                Ok(_) => {
+                    return Err(invalid(format!(
+                        "lock_timeout: `{text}` is shorter than a second; a process renews \
+                         every third of it"
+                    )));
+                }
+                Err(_) => {
+                    return Err(invalid(format!(
+                        "lock_timeout: `{text}` is not a duration like `10s`"
+                    )));
+                }
+            },
+        };
         let cpi = match raw.cpi {
             None => None,
             Some(_) if raw.iaas == Iaas::Simulated => {
@@ -364,6 +389,7 @@ impl Definition {
             cpi,
             limits: raw.limits,
             tasks_kept: raw.tasks_kept,
+            lock_timeout,
             stemcells: raw.stemcells,
             cloud_config: raw.cloud_config,
             catalog,

@@ -14,7 +14,8 @@ use fleet_director::manifest::Count;
 use fleet_director::model::{Task, TaskState};
 use fleet_director::sim::SimulatedCloud;
 use fleet_director::{Director, DirectorError, DirectorSettings, Infrastructure, RecreateOptions};
-use fleet_store::{AsyncStore, Collection, Commits, SqliteStore, Store, StoreError, put};
+use fleet_store::{AsyncStore, Collection, Commits, PgStore, SqliteStore, Store, StoreError};
+use fleet_store::{StoreLocation, put};
 use fleet_vm::cloud::{ProcessCloud, Supervision};
 use fleet_vm::supervisor::Timings;
 
@@ -136,6 +137,7 @@ pub async fn open(
     state_dir: &Path,
     definition: &Definition,
     access: Access,
+    location: &StoreLocation,
     progress: &mut dyn FnMut(String),
 ) -> Result<EmbeddedFleet, FleetError> {
     if state_dir.exists() && !state_dir.is_dir() {
@@ -158,10 +160,12 @@ pub async fn open(
             if state_dir.exists() {
                 std::fs::read_dir(state_dir).map_err(unreadable)?;
             }
-            match state_dir.join("fleet.db").try_exists() {
-                Ok(true) => None,
-                Ok(false) => return Err(FleetError::NotProvisioned(state_dir.to_path_buf())),
-                Err(source) => return Err(unreadable(source)),
+            match (location, state_dir.join("fleet.db").try_exists()) {
+                (StoreLocation::Postgres(_), _) | (_, Ok(true)) => None,
+                (_, Ok(false)) => {
+                    return Err(FleetError::NotProvisioned(state_dir.to_path_buf()));
+                }
+                (_, Err(source)) => return Err(unreadable(source)),
             }
         }
     };
@@ -172,12 +176,13 @@ pub async fn open(
         Access::ReadOnly => Commits::EachCall,
     };
     let read_only = access == Access::ReadOnly;
-    let opened = match tokio::task::spawn_blocking(move || {
-        if read_only {
-            SqliteStore::open_read_only(&dir)
-        } else {
-            SqliteStore::open_with(&dir, commits)
-        }
+    let location = location.clone();
+    let opened = match tokio::task::spawn_blocking(move || -> Result<Arc<dyn Store>, StoreError> {
+        Ok(match &location {
+            StoreLocation::Postgres(database) => Arc::new(PgStore::connect(database)?),
+            StoreLocation::Sqlite if read_only => Arc::new(SqliteStore::open_read_only(&dir)?),
+            StoreLocation::Sqlite => Arc::new(SqliteStore::open_with(&dir, commits)?),
+        })
     })
     .await
     {
@@ -187,7 +192,7 @@ pub async fn open(
     };
     // One handle, so that the director, the broker and the simulated cloud share the
     // store's one worker.
-    let store = AsyncStore::new(Arc::new(opened?) as Arc<dyn Store>);
+    let store = AsyncStore::new(opened?);
     let cloud = Arc::new(SimulatedCloud::new(
         store.clone(),
         definition.simulation.clone(),
@@ -222,6 +227,9 @@ pub async fn open(
         tasks_kept: definition
             .tasks_kept
             .unwrap_or(DirectorSettings::default().tasks_kept),
+        lock_timeout: definition
+            .lock_timeout
+            .unwrap_or(DirectorSettings::default().lock_timeout),
     };
     let infrastructure = match (&processes, &definition.cpi) {
         (Some(p), Some(settings)) => {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde::de::DeserializeOwned;
 
 use super::{Collection, IpClaim, IpRecord, IpRelease, Store, StoreError, Write};
-use super::{Task, TaskEvent, TaskFilter, TaskKind};
+use super::{Lease, Recovery, Renewal, Task, TaskEvent, TaskFilter, TaskKind};
 
 /// One per database: every clone shares the store.
 #[derive(Clone)]
@@ -89,9 +89,18 @@ impl AsyncStore {
         deployment: Option<&str>,
         lock: Option<&str>,
         user: Option<&str>,
+        lease: Lease,
     ) -> Result<Result<Task, u64>, StoreError> {
-        self.run(|s| s.create_task(kind, deployment, lock, user))
+        self.run(|s| s.create_task(kind, deployment, lock, user, lease))
             .await
+    }
+
+    pub async fn request_cancel(&self, id: u64) -> Result<Option<Task>, StoreError> {
+        self.run(move |s| s.request_cancel(id)).await
+    }
+
+    pub async fn renew(&self, lease: Lease) -> Result<Renewal, StoreError> {
+        self.run(move |s| s.renew(lease)).await
     }
 
     pub async fn put_task(&self, task: &Task) -> Result<(), StoreError> {
@@ -146,8 +155,13 @@ impl AsyncStore {
         self.run(|s| s.ips_of(deployment)).await
     }
 
-    pub async fn recover(&self, reason: &str, now: u64) -> Result<Vec<u64>, StoreError> {
-        self.run(|s| s.recover(reason, now)).await
+    pub async fn recover(
+        &self,
+        reason: &str,
+        now: u64,
+        recovery: Recovery,
+    ) -> Result<Vec<u64>, StoreError> {
+        self.run(|s| s.recover(reason, now, recovery)).await
     }
 
     pub async fn prune_tasks(&self, kind: TaskKind, keep: usize) -> Result<Vec<u64>, StoreError> {
@@ -158,10 +172,10 @@ impl AsyncStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{SqliteStore, list, put};
+    use crate::{list, put};
 
     fn store() -> AsyncStore {
-        AsyncStore::new(Arc::new(SqliteStore::in_memory().unwrap()))
+        AsyncStore::new(crate::testing::store())
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

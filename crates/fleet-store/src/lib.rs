@@ -8,26 +8,46 @@
 
 mod commits;
 mod handle;
+mod lease;
+mod location;
+mod postgres;
 mod records;
 mod sqlite;
 mod task;
+pub mod testing;
+
+#[cfg(test)]
+mod contract_tests;
 
 pub use commits::Commits;
 pub use handle::AsyncStore;
+pub use lease::{Lease, Recovery, Renewal, new_runner_id};
+pub use location::{LocationError, PostgresLocation, StoreLocation};
+pub use postgres::PgStore;
 pub use records::{Collection, get, list, put, remove};
 pub use sqlite::SqliteStore;
 pub use task::{EventState, Task, TaskEvent, TaskFilter, TaskKind, TaskState};
+
+/// A database's own error, from whichever backend answered.
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    #[error(transparent)]
+    Sqlite(#[from] rusqlite::Error),
+    #[error(transparent)]
+    Postgres(#[from] ::postgres::Error),
+}
 
 /// What went wrong in the store, kept apart by what a caller can do about it: a busy
 /// database may answer on the next try, a refused constraint or a corrupt record will not.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    /// Another connection or process holds the database.
+    /// Another connection or process holds the database, or a concurrent transaction
+    /// won (PostgreSQL's serialization failures and deadlocks).
     #[error("the state store is busy: {0}")]
-    Busy(#[source] rusqlite::Error),
+    Busy(#[source] DbError),
     /// A uniqueness or other constraint refused the write; nothing of it was applied.
     #[error("the state store refused a write: {0}")]
-    Constraint(#[source] rusqlite::Error),
+    Constraint(#[source] DbError),
     #[error("the state store holds a corrupt record: {0}")]
     Corrupt(#[source] serde_json::Error),
     #[error("cannot create the state store's folder {}: {source}", path.display())]
@@ -37,7 +57,11 @@ pub enum StoreError {
         source: std::io::Error,
     },
     #[error("the state store failed: {0}")]
-    Database(#[source] rusqlite::Error),
+    Database(#[source] DbError),
+    /// The database server cannot be reached, or the connection to it broke; the next
+    /// call connects again.
+    #[error("cannot reach the state store's database at {location}: {reason}")]
+    Unreachable { location: String, reason: String },
     #[error(
         "the state store has schema version {found}, newer than the {known} this fleet-updater \
          knows: use the fleet-updater that wrote it, or a newer one"
@@ -58,7 +82,7 @@ pub enum StoreError {
 impl StoreError {
     /// Whether the same call may succeed later, unchanged.
     pub fn is_transient(&self) -> bool {
-        matches!(self, StoreError::Busy(_))
+        matches!(self, StoreError::Busy(_) | StoreError::Unreachable { .. })
     }
 }
 
@@ -66,9 +90,9 @@ impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> Self {
         use rusqlite::ErrorCode;
         match e.sqlite_error_code() {
-            Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => StoreError::Busy(e),
-            Some(ErrorCode::ConstraintViolation) => StoreError::Constraint(e),
-            _ => StoreError::Database(e),
+            Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => StoreError::Busy(e.into()),
+            Some(ErrorCode::ConstraintViolation) => StoreError::Constraint(e.into()),
+            _ => StoreError::Database(e.into()),
         }
     }
 }
@@ -152,18 +176,41 @@ pub trait Store: Send + Sync {
         self.write(batch)
     }
 
-    /// Creates a queued task for `user`. With `lock`, the lock is taken for the task in
-    /// the same transaction; when another task holds it, nothing is written and its id is
-    /// returned.
+    /// Creates a queued task for `user`, run by this handle's runner. With `lock`, the
+    /// lock is taken for the task in the same transaction, held until `lease.until` unless
+    /// renewed; when another task holds it unexpired, nothing is written and its id is
+    /// returned. A lock whose lease ran out (its process died) is taken over.
     fn create_task(
         &self,
         kind: TaskKind,
         deployment: Option<&str>,
         lock: Option<&str>,
         user: Option<&str>,
+        lease: Lease,
     ) -> Result<Result<Task, u64>, StoreError>;
 
+    /// Records the task as it is now. A task asked to cancel stays `cancelling` while it
+    /// runs (another process may have asked), and a task that has ended is not brought
+    /// back to running.
     fn put_task(&self, task: &Task) -> Result<(), StoreError>;
+
+    /// Marks a queued or processing task `cancelling`, whoever runs it: its runner sees
+    /// the mark at its next renewal. `None` when the task is unknown; the task as it is
+    /// (unchanged) when it is not running.
+    fn request_cancel(&self, id: u64) -> Result<Option<Task>, StoreError>;
+
+    /// The runner (one per director process) that tasks created through this handle
+    /// belong to.
+    fn runner(&self) -> &str;
+
+    /// Whether other processes may run tasks on this database at the same time: then
+    /// each renews its lease, and only an expired one's tasks are recovered.
+    fn shared(&self) -> bool;
+
+    /// Registers this handle's runner, or renews its lease and its locks' until
+    /// `lease.until`. Tells which of its tasks another process asked to cancel, and
+    /// whether it had been given up for dead (its tasks errored, its locks released).
+    fn renew(&self, lease: Lease) -> Result<Renewal, StoreError>;
 
     fn task(&self, id: u64) -> Result<Option<Task>, StoreError>;
 
@@ -225,9 +272,11 @@ pub trait Store: Send + Sync {
 
     fn delete_blob(&self, id: &str) -> Result<(), StoreError>;
 
-    /// After a crash: tasks left queued or processing end in error with `reason`, and
-    /// every lock is released. Returns the ids of the tasks it ended.
-    fn recover(&self, reason: &str, now: u64) -> Result<Vec<u64>, StoreError>;
+    /// After a crash: the running tasks of runners that `recovery` counts as gone end in
+    /// error with `reason`, their locks (and every expired lock) are released, and those
+    /// runners are forgotten. Never this handle's own. `now` is in Unix milliseconds.
+    /// Returns the ids of the tasks it ended.
+    fn recover(&self, reason: &str, now: u64, recovery: Recovery) -> Result<Vec<u64>, StoreError>;
 
     /// Deletes finished tasks of `kind` beyond the newest `keep`, with their events and
     /// traces, as BOSH keeps the last tasks of each type. Never a running task, and never

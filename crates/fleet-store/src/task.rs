@@ -175,3 +175,18 @@ pub struct TaskEvent {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
+
+/// What a write of `task` over a stored task in state `stored` records, if anything: a
+/// task asked to cancel stays `cancelling` while it runs (another process may have asked
+/// while this one wrote), and a task that has ended stays ended (a process given up for
+/// dead may still write its end after a survivor errored it).
+pub(crate) fn written_over(stored: &str, mut task: Task) -> Option<Task> {
+    let ended = |s: &str| matches!(s, "done" | "error" | "cancelled");
+    if ended(stored) && task.state.as_str() != stored {
+        return None;
+    }
+    if stored == "cancelling" && matches!(task.state, TaskState::Queued | TaskState::Processing) {
+        task.state = TaskState::Cancelling;
+    }
+    Some(task)
+}

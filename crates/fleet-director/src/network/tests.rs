@@ -2,7 +2,7 @@ use std::net::Ipv4Addr;
 use std::sync::Arc;
 
 use super::*;
-use fleet_store::{AsyncStore, SqliteStore, Store};
+use fleet_store::{AsyncStore, Store};
 use fleet_yaml::{Checker, Limits, load};
 
 fn ip(text: &str) -> u32 {
@@ -83,7 +83,7 @@ fn first_ip(a: &Assignment) -> Ipv4Addr {
 }
 
 fn in_memory() -> Arc<dyn Store> {
-    Arc::new(SqliteStore::in_memory().unwrap())
+    fleet_store::testing::store()
 }
 
 /// [`crate::networking::plan_global`] run to completion, for these synchronous tests.

@@ -266,6 +266,13 @@ impl SimulatedCloud {
 
 #[async_trait]
 impl Cpi for SimulatedCloud {
+    async fn deployment_taken(&self, deployment: &str) -> Result<(), CpiError> {
+        self.records
+            .refresh(deployment)
+            .await
+            .map_err(Self::cpi_error)
+    }
+
     async fn create_vm(&self, request: &VmRequest) -> Result<String, CpiError> {
         let subject = format!("{}/{}", request.deployment, request.instance);
         self.pause(true, "create_vm", &subject).await;

@@ -163,6 +163,48 @@ impl Mirror {
         Ok(records.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
+    /// Reads `deployment`'s VMs, agents and attached disks from the store again,
+    /// replacing what memory holds of them: on a database shared with other director
+    /// processes, the one that held the deployment last may have changed them.
+    pub async fn refresh(&self, deployment: &str) -> Result<(), StoreError> {
+        let (vms, agents, disks) = self
+            .store
+            .run(|s| {
+                let vms: Vec<CloudVm> = list(s, Collection::CloudVms, Some(deployment))?;
+                let agents: Vec<AgentRecord> = list(s, Collection::Agents, Some(deployment))?;
+                let mut disks: Vec<CloudDisk> = Vec::new();
+                for vm in &vms {
+                    disks.extend(list::<CloudDisk>(s, Collection::CloudDisks, Some(&vm.cid))?);
+                }
+                Ok((vms, agents, disks))
+            })
+            .await?;
+        let mut records = self.records().await?;
+        let gone: Vec<String> = records
+            .vms
+            .values()
+            .filter(|vm| vm.deployment == deployment)
+            .map(|vm| vm.cid.clone())
+            .collect();
+        for cid in gone {
+            records.vms.remove(&cid);
+            for disk in records.attached.remove(&cid).unwrap_or_default() {
+                records.disks.remove(&disk);
+            }
+        }
+        records.agents.retain(|_, a| a.deployment != deployment);
+        for vm in vms {
+            records.vms.insert(vm.cid.clone(), vm);
+        }
+        for agent in agents {
+            records.agents.insert(agent.agent_id.clone(), agent);
+        }
+        for disk in disks {
+            records.put_disk(disk);
+        }
+        Ok(())
+    }
+
     /// What `look` finds in the records.
     pub async fn read<T>(&self, look: impl FnOnce(&Records) -> T) -> Result<T, StoreError> {
         Ok(look(&*self.records().await?))

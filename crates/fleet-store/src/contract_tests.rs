@@ -1,0 +1,559 @@
+//! What every backend must do alike, run on the one the environment picks
+//! ([`crate::testing`]): SQLite here, PostgreSQL when `.ci/run` starts a server.
+
+use std::sync::Arc;
+
+use crate::testing;
+use crate::*;
+
+const LEASE: Lease = Lease {
+    now: 0,
+    until: i64::MAX as u64,
+};
+
+/// Two handles on one database, as two director processes have.
+struct Pair {
+    a: Arc<dyn Store>,
+    b: Arc<dyn Store>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+fn pair() -> Pair {
+    match testing::postgres() {
+        Some(database) => {
+            let at = testing::fresh_schema(&database);
+            Pair {
+                a: Arc::new(PgStore::connect(&at).unwrap()),
+                b: Arc::new(PgStore::connect(&at).unwrap()),
+                _dir: None,
+            }
+        }
+        None => {
+            let dir = tempfile::tempdir().unwrap();
+            Pair {
+                a: Arc::new(SqliteStore::open(dir.path()).unwrap()),
+                b: Arc::new(SqliteStore::open(dir.path()).unwrap()),
+                _dir: Some(dir),
+            }
+        }
+    }
+}
+
+fn lease(now: u64, until: u64) -> Lease {
+    Lease { now, until }
+}
+
+fn processing(store: &dyn Store, deployment: &str, lock: Option<&str>, lease: Lease) -> Task {
+    let mut task = store
+        .create_task(
+            TaskKind::UpdateDeployment,
+            Some(deployment),
+            lock,
+            None,
+            lease,
+        )
+        .unwrap()
+        .unwrap();
+    task.state = TaskState::Processing;
+    store.put_task(&task).unwrap();
+    task
+}
+
+#[test]
+fn a_runner_that_holds_the_store_alone_recovers_everything_others_left() {
+    let Pair { a, b, _dir } = pair();
+    a.renew(lease(0, 1_000)).unwrap();
+    let left = processing(&*a, "d", Some("lock:d"), lease(0, 1_000));
+    let ended = b
+        .recover("the director stopped", 5_000, Recovery::AllOthers)
+        .unwrap();
+    assert_eq!(ended, [left.id]);
+    let task = b.task(left.id).unwrap().unwrap();
+    assert_eq!(task.state, TaskState::Error);
+    assert_eq!(task.result.as_deref(), Some("the director stopped"));
+    assert_eq!(task.finished_at, Some(5));
+    assert!(b.locks().unwrap().is_empty());
+}
+
+#[test]
+fn only_a_runner_whose_lease_ran_out_is_recovered_and_it_learns_of_it() {
+    let Pair { a, b, _dir } = pair();
+    a.renew(lease(0, 10_000)).unwrap();
+    b.renew(lease(0, 10_000)).unwrap();
+    let of_a = processing(&*a, "d1", Some("lock:d1"), lease(0, 10_000));
+    let of_b = processing(&*b, "d2", Some("lock:d2"), lease(0, 10_000));
+    assert!(
+        b.recover("gone", 9_000, Recovery::Expired)
+            .unwrap()
+            .is_empty(),
+        "a live runner's tasks are left alone"
+    );
+    // a stops renewing; b renews on.
+    b.renew(lease(9_000, 19_000)).unwrap();
+    assert_eq!(
+        b.recover("gone", 12_000, Recovery::Expired).unwrap(),
+        [of_a.id]
+    );
+    assert_eq!(b.task(of_a.id).unwrap().unwrap().state, TaskState::Error);
+    assert_eq!(
+        b.task(of_b.id).unwrap().unwrap().state,
+        TaskState::Processing
+    );
+    assert_eq!(b.locks().unwrap(), [("lock:d2".to_string(), of_b.id)]);
+    // a was only slow: it hears it was given up, and cannot bring its task back.
+    let renewal = a.renew(lease(12_500, 22_500)).unwrap();
+    assert!(renewal.was_lost);
+    let mut late = of_a.clone();
+    late.state = TaskState::Done;
+    a.put_task(&late).unwrap();
+    assert_eq!(a.task(of_a.id).unwrap().unwrap().state, TaskState::Error);
+    assert!(!a.renew(lease(13_000, 23_000)).unwrap().was_lost);
+}
+
+#[test]
+fn a_lock_whose_lease_ran_out_is_taken_over_and_a_live_one_is_not() {
+    let Pair { a, b, _dir } = pair();
+    let held = processing(&*a, "d", Some("lock:d"), lease(0, 1_000));
+    let refused = b
+        .create_task(
+            TaskKind::UpdateDeployment,
+            Some("d"),
+            Some("lock:d"),
+            None,
+            lease(999, 2_000),
+        )
+        .unwrap();
+    assert_eq!(refused, Err(held.id));
+    // a renews: still held past the first expiry.
+    a.renew(lease(900, 3_000)).unwrap();
+    let refused = b
+        .create_task(
+            TaskKind::UpdateDeployment,
+            Some("d"),
+            Some("lock:d"),
+            None,
+            lease(2_000, 4_000),
+        )
+        .unwrap();
+    assert_eq!(refused, Err(held.id));
+    let taken = b
+        .create_task(
+            TaskKind::UpdateDeployment,
+            Some("d"),
+            Some("lock:d"),
+            None,
+            lease(3_001, 6_000),
+        )
+        .unwrap()
+        .unwrap();
+    assert_eq!(b.lock_holder("lock:d").unwrap(), Some(taken.id));
+    assert!(taken.id > held.id, "task ids are unique and grow");
+}
+
+#[test]
+fn a_cancellation_asked_through_one_handle_reaches_the_runner_and_sticks() {
+    let Pair { a, b, _dir } = pair();
+    a.renew(lease(0, 10_000)).unwrap();
+    let task = processing(&*a, "d", Some("lock:d"), lease(0, 10_000));
+    let asked = b.request_cancel(task.id).unwrap().unwrap();
+    assert_eq!(asked.state, TaskState::Cancelling);
+    // The runner, not yet told, writes its progress: the mark stays.
+    a.put_task(&task).unwrap();
+    assert_eq!(
+        b.task(task.id).unwrap().unwrap().state,
+        TaskState::Cancelling
+    );
+    assert_eq!(a.renew(lease(1, 10_001)).unwrap().cancelling, [task.id]);
+    let mut ended = task.clone();
+    ended.state = TaskState::Cancelled;
+    a.put_task(&ended).unwrap();
+    let again = b.request_cancel(task.id).unwrap().unwrap();
+    assert_eq!(
+        again.state,
+        TaskState::Cancelled,
+        "an ended task is left as it is"
+    );
+    assert!(a.renew(lease(2, 10_002)).unwrap().cancelling.is_empty());
+    assert_eq!(b.request_cancel(9_999).unwrap(), None);
+}
+
+#[test]
+fn two_handles_racing_for_one_lock_never_both_hold_it() {
+    let Pair { a, b, _dir } = pair();
+    let race = |store: Arc<dyn Store>| {
+        std::thread::spawn(move || {
+            let mut won = Vec::new();
+            for _ in 0..40 {
+                if let Ok(task) = store
+                    .create_task(
+                        TaskKind::UpdateDeployment,
+                        Some("d"),
+                        Some("lock:d"),
+                        None,
+                        LEASE,
+                    )
+                    .unwrap()
+                {
+                    won.push(task.id);
+                    assert_eq!(store.lock_holder("lock:d").unwrap(), Some(task.id));
+                    store.release_lock("lock:d", task.id).unwrap();
+                }
+            }
+            won
+        })
+    };
+    let (one, two) = (race(Arc::clone(&a)), race(Arc::clone(&b)));
+    let mut won = one.join().unwrap();
+    won.extend(two.join().unwrap());
+    let mut unique = won.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), won.len(), "a task id was given twice");
+    assert!(!won.is_empty());
+    assert!(a.locks().unwrap().is_empty());
+}
+
+#[test]
+fn two_handles_claiming_the_same_addresses_at_once_never_hold_one_twice() {
+    let Pair { a, b, _dir } = pair();
+    let claim = |store: Arc<dyn Store>, instance: &'static str| {
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for address in 0..60u32 {
+                let claim = IpClaim {
+                    address,
+                    network: "n".into(),
+                    owner: IpHolder {
+                        deployment: "d".into(),
+                        instance: instance.into(),
+                    },
+                    is_static: false,
+                };
+                if store.apply_ips(&[claim], &[]).unwrap().is_ok() {
+                    held.push(address);
+                }
+            }
+            held
+        })
+    };
+    let (one, two) = (claim(Arc::clone(&a), "one"), claim(Arc::clone(&b), "two"));
+    let (one, two) = (one.join().unwrap(), two.join().unwrap());
+    assert_eq!(one.len() + two.len(), 60, "{one:?} {two:?}");
+    let stored = a.ips_of("d").unwrap();
+    assert_eq!(stored.len(), 60);
+    for record in stored {
+        let winner = if one.contains(&record.address) {
+            "one"
+        } else {
+            "two"
+        };
+        assert_eq!(record.owner.instance, winner);
+    }
+}
+
+#[test]
+fn a_claim_on_an_address_another_holds_is_refused_whole() {
+    let store = testing::store();
+    let holder = |instance: &str| IpHolder {
+        deployment: "d".into(),
+        instance: instance.into(),
+    };
+    let claim = |address, instance: &str| IpClaim {
+        address,
+        network: "n".into(),
+        owner: holder(instance),
+        is_static: false,
+    };
+    store.apply_ips(&[claim(5, "a")], &[]).unwrap().unwrap();
+    let refused = store
+        .apply_ips(&[claim(4, "b"), claim(5, "b")], &[])
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(refused.owner, holder("a"));
+    assert_eq!(
+        store.ips_in(0, 10).unwrap(),
+        [5],
+        "nothing of the refused plan"
+    );
+    assert!(store.claimed().unwrap().contains(5));
+    store
+        .apply_ips(
+            &[claim(4, "b")],
+            &[IpRelease {
+                address: 5,
+                network: "n".into(),
+                owner: holder("a"),
+            }],
+        )
+        .unwrap()
+        .unwrap();
+    assert_eq!(store.ips_in(0, 10).unwrap(), [4]);
+    assert_eq!(store.ip_holders(&[4, 5]).unwrap().len(), 1);
+}
+
+#[test]
+fn documents_events_and_blobs_round_trip() {
+    let store = testing::store();
+    store
+        .write(vec![
+            put(Collection::Fleet, "b", "", &2),
+            put(Collection::Fleet, "a", "", &1),
+            put(Collection::Fleet, "a", "", &3),
+        ])
+        .unwrap();
+    assert_eq!(
+        list::<i32>(&*store, Collection::Fleet, None).unwrap(),
+        [3, 2]
+    );
+    store.write(vec![remove(Collection::Fleet, "a")]).unwrap();
+    assert_eq!(get::<i32>(&*store, Collection::Fleet, "a").unwrap(), None);
+    let task = processing(&*store, "d", None, LEASE);
+    let event = |stage: &str| TaskEvent {
+        time: 1,
+        stage: stage.into(),
+        tags: Vec::new(),
+        task: "t".into(),
+        index: 1,
+        total: 1,
+        state: EventState::Started,
+        progress: 0,
+        error: None,
+    };
+    store
+        .append_events(task.id, &[event("one"), event("two")])
+        .unwrap();
+    store.append_events(task.id, &[event("three")]).unwrap();
+    let stages: Vec<String> = store
+        .events(task.id)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.stage)
+        .collect();
+    assert_eq!(stages, ["one", "two", "three"]);
+    store.put_blob("b", b"bytes").unwrap();
+    store.put_blob("a", b"first").unwrap();
+    store.put_blob("a", b"again").unwrap();
+    assert_eq!(store.blob("a").unwrap().as_deref(), Some(&b"again"[..]));
+    assert_eq!(store.blob_ids().unwrap(), ["a", "b"]);
+    store.delete_blob("a").unwrap();
+    assert_eq!(store.blob("a").unwrap(), None);
+}
+
+#[test]
+fn a_postgres_database_of_a_newer_schema_is_refused() {
+    let Some(database) = testing::postgres() else {
+        return;
+    };
+    let at = testing::fresh_schema(&database);
+    let store = PgStore::connect(&at).unwrap();
+    drop(store);
+    let config = at.config();
+    std::thread::spawn(move || {
+        let mut client = config.connect(::postgres::NoTls).unwrap();
+        client
+            .batch_execute("INSERT INTO fleet_schema_versions (version) VALUES (99)")
+            .unwrap();
+    })
+    .join()
+    .unwrap();
+    let refused = PgStore::connect(&at).err().expect("refused");
+    assert!(
+        matches!(refused, StoreError::NewerSchema { found: 99, .. }),
+        "{refused}"
+    );
+}
+
+#[test]
+fn a_lock_is_taken_with_its_task_or_not_at_all() {
+    let store = testing::store();
+    let first = store
+        .create_task(
+            TaskKind::CreateDeployment,
+            Some("d"),
+            Some("deployment:d"),
+            None,
+            LEASE,
+        )
+        .unwrap()
+        .unwrap();
+    let refused = store
+        .create_task(
+            TaskKind::RecreateDeployment,
+            Some("d"),
+            Some("deployment:d"),
+            None,
+            LEASE,
+        )
+        .unwrap();
+    assert_eq!(refused, Err(first.id));
+    assert_eq!(
+        store.tasks(&TaskFilter::default()).unwrap().len(),
+        1,
+        "the refused task was not written"
+    );
+    store.release_lock("deployment:d", first.id).unwrap();
+    assert!(
+        store
+            .create_task(
+                TaskKind::RecreateDeployment,
+                Some("d"),
+                Some("deployment:d"),
+                None,
+                LEASE,
+            )
+            .unwrap()
+            .is_ok()
+    );
+}
+
+#[test]
+fn pruning_keeps_the_newest_of_a_kind_every_running_task_and_each_deployments_last_change() {
+    let store = testing::store();
+    let task = |kind, deployment: &str, state| {
+        let mut t = store
+            .create_task(kind, Some(deployment), None, None, LEASE)
+            .unwrap()
+            .unwrap();
+        t.state = state;
+        store.put_task(&t).unwrap();
+        store
+            .append_events(
+                t.id,
+                &[TaskEvent {
+                    time: 0,
+                    stage: "s".into(),
+                    tags: Vec::new(),
+                    task: "t".into(),
+                    index: 1,
+                    total: 1,
+                    state: crate::EventState::Started,
+                    progress: 0,
+                    error: None,
+                }],
+            )
+            .unwrap();
+        store
+            .write(vec![crate::put(
+                Collection::TaskTraces,
+                &t.id.to_string(),
+                "",
+                &"trace",
+            )])
+            .unwrap();
+        t.id
+    };
+    use TaskKind::{InstanceDetails, UpdateDeployment};
+    let a_failed = task(UpdateDeployment, "a", TaskState::Error); // a's last change
+    let b1 = task(UpdateDeployment, "b", TaskState::Done);
+    let running = task(UpdateDeployment, "c", TaskState::Processing);
+    let b2 = task(UpdateDeployment, "b", TaskState::Done);
+    let b3 = task(UpdateDeployment, "b", TaskState::Done);
+    let b4 = task(UpdateDeployment, "b", TaskState::Done);
+    let details: Vec<u64> = (0..3)
+        .map(|_| task(InstanceDetails, "b", TaskState::Done))
+        .collect();
+    let mut pruned = store.prune_tasks(UpdateDeployment, 2).unwrap();
+    pruned.sort_unstable();
+    // Newest two finished: b4, b3; b2 and b1 go; a's only change and the running
+    // task stay whatever their age.
+    assert_eq!(pruned, [b1, b2]);
+    let left: Vec<u64> = store
+        .tasks(&TaskFilter::default())
+        .unwrap()
+        .iter()
+        .map(|t| t.id)
+        .collect();
+    for kept in [a_failed, running, b3, b4] {
+        assert!(left.contains(&kept), "{kept} pruned");
+    }
+    assert!(store.events(b1).unwrap().is_empty());
+    assert!(
+        store
+            .get(Collection::TaskTraces, &b1.to_string())
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        store
+            .get(Collection::TaskTraces, &b4.to_string())
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(store.prune_tasks(InstanceDetails, 1).unwrap().len(), 2);
+    assert!(store.events(details[0]).unwrap().is_empty());
+    assert_eq!(store.events(details[2]).unwrap().len(), 1);
+    assert!(store.prune_tasks(UpdateDeployment, 2).unwrap().is_empty());
+}
+
+#[test]
+fn a_batch_is_written_whole_and_documents_list_by_scope() {
+    let store = testing::store();
+    store
+        .write(vec![
+            put(Collection::Instances, "a", "d1", &1),
+            put(Collection::Instances, "b", "d2", &2),
+            put(Collection::Instances, "c", "d1", &3),
+        ])
+        .unwrap();
+    let d1: Vec<i32> = crate::list(&*store, Collection::Instances, Some("d1")).unwrap();
+    assert_eq!(d1, [1, 3]);
+    assert_eq!(
+        get::<i32>(&*store, Collection::Instances, "b").unwrap(),
+        Some(2)
+    );
+}
+
+fn task(store: &dyn Store, kind: TaskKind, deployment: &str, state: TaskState) -> Task {
+    let mut task = store
+        .create_task(kind, Some(deployment), None, None, LEASE)
+        .unwrap()
+        .unwrap();
+    task.state = state;
+    store.put_task(&task).unwrap();
+    task
+}
+
+#[test]
+fn listings_filter_in_the_query_and_read_only_tasks_are_nobodys_last_change() {
+    let store = testing::store();
+    let a1 = task(&*store, TaskKind::CreateDeployment, "a", TaskState::Done);
+    let b1 = task(&*store, TaskKind::CreateDeployment, "b", TaskState::Error);
+    let a2 = task(
+        &*store,
+        TaskKind::RecreateDeployment,
+        "a",
+        TaskState::Processing,
+    );
+    let a3 = task(&*store, TaskKind::InstanceDetails, "a", TaskState::Done);
+    let ids = |tasks: Vec<Task>| tasks.iter().map(|t| t.id).collect::<Vec<_>>();
+    let all = TaskFilter::default();
+    assert_eq!(ids(store.tasks(&all).unwrap()), [a2.id, b1.id, a1.id]);
+    let verbose = TaskFilter {
+        read_only: true,
+        ..all.clone()
+    };
+    assert_eq!(
+        ids(store.tasks(&verbose).unwrap()),
+        [a3.id, a2.id, b1.id, a1.id]
+    );
+    let of_a = TaskFilter {
+        deployment: Some("a".into()),
+        limit: Some(1),
+        ..all.clone()
+    };
+    assert_eq!(ids(store.tasks(&of_a).unwrap()), [a2.id]);
+    let ended = TaskFilter {
+        states: Some(vec![TaskState::Done, TaskState::Error]),
+        ..all
+    };
+    assert_eq!(ids(store.tasks(&ended).unwrap()), [b1.id, a1.id]);
+    assert_eq!(store.last_change("a").unwrap().map(|t| t.id), Some(a2.id));
+    assert_eq!(store.last_change("c").unwrap(), None);
+    let mut latest = ids(store.last_changes().unwrap());
+    latest.sort_unstable();
+    assert_eq!(latest, [b1.id, a2.id]);
+    assert_eq!(
+        store.task(a3.id).unwrap().unwrap().kind,
+        TaskKind::InstanceDetails
+    );
+}

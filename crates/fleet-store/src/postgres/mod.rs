@@ -1,0 +1,770 @@
+//! The store on PostgreSQL, for director processes that share one database. What must be
+//! unique is kept so by the database, not by the process: a lock is a row with a primary
+//! key, an address a row keyed by the address, a task id an identity column. Every call
+//! that writes is one transaction.
+
+mod schema;
+mod session;
+mod tls;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use fleet_ipset::IpSet;
+
+use crate::commits::Outcome;
+use crate::sqlite::{kind_name, now_secs};
+use crate::{Collection, IpClaim, IpHolder, IpRecord, IpRelease, Store, StoreError, Write};
+use crate::{Lease, PostgresLocation, Recovery, Renewal};
+use crate::{Task, TaskEvent, TaskFilter, TaskKind, TaskState};
+use session::{Connection, Session};
+
+/// How long the claimed addresses read from the database are used before they are read
+/// again: other processes claim and release too, and the database refuses a plan that
+/// lost an address to one of them (which reads them again at once).
+const CLAIMED_FOR: Duration = Duration::from_secs(1);
+
+pub struct PgStore {
+    connection: Connection,
+    runner: String,
+    /// Set once the runner is registered: a later renewal that finds it gone tells that
+    /// it was given up for dead.
+    registered: AtomicBool,
+    /// Every claimed address as last read, and when.
+    claimed: Mutex<Option<(Arc<IpSet>, Instant)>>,
+    location: String,
+}
+
+impl PgStore {
+    /// Connects to the database and brings its schema up to date.
+    ///
+    /// # Errors
+    /// When the server cannot be reached or refuses the login, or the schema is newer
+    /// than this build's.
+    pub fn connect(location: &PostgresLocation) -> Result<Self, StoreError> {
+        let shown = location.url().to_string();
+        let connection = Connection::open(location.clone()).map_err(|e| match e {
+            StoreError::Unreachable { reason, .. } => StoreError::Unreachable {
+                location: shown.clone(),
+                reason,
+            },
+            other => other,
+        })?;
+        Ok(PgStore {
+            connection,
+            runner: crate::new_runner_id(),
+            registered: AtomicBool::new(false),
+            claimed: Mutex::new(None),
+            location: shown,
+        })
+    }
+
+    /// Where it is, as safe to show.
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+
+    fn call<T, F>(&self, job: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Session) -> Result<T, StoreError> + Send + 'static,
+    {
+        self.connection.call(job)
+    }
+
+    /// Reads the claimed addresses again at the next plan.
+    fn forget_claimed(&self) {
+        *self.claimed.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+}
+
+fn task_from(body: &str) -> Result<Task, StoreError> {
+    Ok(serde_json::from_str(body)?)
+}
+
+fn id(task: u64) -> i64 {
+    i64::try_from(task).unwrap_or(i64::MAX)
+}
+
+fn bodies(rows: Vec<postgres::Row>) -> Result<Vec<Task>, StoreError> {
+    rows.iter().map(|r| task_from(r.get(0))).collect()
+}
+
+fn record(row: &postgres::Row) -> IpRecord {
+    IpRecord {
+        address: row.get::<_, i64>(0) as u32,
+        network: row.get(1),
+        owner: IpHolder {
+            deployment: row.get(2),
+            instance: row.get(3),
+        },
+        is_static: row.get(4),
+    }
+}
+
+fn apply(s: &mut Session, write: &Write) -> Result<(), StoreError> {
+    match write {
+        Write::Put {
+            collection,
+            key,
+            scope,
+            body,
+        } => {
+            s.execute(
+                "INSERT INTO documents (collection, key, scope, body) VALUES ($1, $2, $3, $4)
+                 ON CONFLICT (collection, key) DO UPDATE SET scope = $3, body = $4",
+                &[&collection.name(), key, scope, body],
+            )?;
+        }
+        Write::Delete { collection, key } => {
+            s.execute(
+                "DELETE FROM documents WHERE collection = $1 AND key = $2",
+                &[&collection.name(), key],
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Ends `task` in error with `reason`.
+fn end_in_error(s: &mut Session, body: &str, reason: &str, now: u64) -> Result<u64, StoreError> {
+    let mut task = task_from(body)?;
+    task.state = TaskState::Error;
+    task.result = Some(reason.to_string());
+    task.finished_at = Some(now);
+    s.execute(
+        "UPDATE tasks SET state = 'error', body = $1 WHERE id = $2",
+        &[&serde_json::to_string(&task)?, &id(task.id)],
+    )?;
+    Ok(task.id)
+}
+
+impl Store for PgStore {
+    fn get(&self, collection: Collection, key: &str) -> Result<Option<String>, StoreError> {
+        let key = key.to_string();
+        self.call(move |s| {
+            Ok(s.row(
+                "SELECT body FROM documents WHERE collection = $1 AND key = $2",
+                &[&collection.name(), &key],
+            )?
+            .map(|r| r.get(0)))
+        })
+    }
+
+    fn list(&self, collection: Collection, scope: Option<&str>) -> Result<Vec<String>, StoreError> {
+        let scope = scope.map(str::to_string);
+        self.call(move |s| {
+            let rows = match &scope {
+                Some(scope) => s.rows(
+                    "SELECT body FROM documents WHERE collection = $1 AND scope = $2
+                     ORDER BY key",
+                    &[&collection.name(), scope],
+                )?,
+                None => s.rows(
+                    "SELECT body FROM documents WHERE collection = $1 ORDER BY key",
+                    &[&collection.name()],
+                )?,
+            };
+            Ok(rows.iter().map(|r| r.get(0)).collect())
+        })
+    }
+
+    fn write(&self, batch: Vec<Write>) -> Result<(), StoreError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.call(move |s| {
+            s.unit(|s| {
+                for write in &batch {
+                    apply(s, write)?;
+                }
+                Ok(Outcome::Keep(()))
+            })
+        })
+    }
+
+    fn create_task(
+        &self,
+        kind: TaskKind,
+        deployment: Option<&str>,
+        lock: Option<&str>,
+        user: Option<&str>,
+        lease: Lease,
+    ) -> Result<Result<Task, u64>, StoreError> {
+        let deployment = deployment.map(str::to_string);
+        let lock = lock.map(str::to_string);
+        let user = user.map(str::to_string);
+        let runner = self.runner.clone();
+        self.call(move |s| {
+            s.unit(|s| {
+                if let Some(lock) = &lock {
+                    // Taken when free or expired; a live holder's row is left alone, and
+                    // a process taking it at the same time waits for this one to end.
+                    let taken = s.row(
+                        "INSERT INTO locks (name, task_id, runner, expires_at)
+                         VALUES ($1, 0, $2, $3)
+                         ON CONFLICT (name) DO UPDATE
+                             SET task_id = 0, runner = $2, expires_at = $3
+                             WHERE locks.expires_at < $4
+                         RETURNING name",
+                        &[lock, &runner, &lease.until_stored(), &lease.now_stored()],
+                    )?;
+                    if taken.is_none() {
+                        let holder: Option<i64> = s
+                            .row("SELECT task_id FROM locks WHERE name = $1", &[lock])?
+                            .map(|r| r.get(0));
+                        return Ok(Outcome::Undo(Err(holder.unwrap_or_default() as u64)));
+                    }
+                }
+                let row = s
+                    .row(
+                        "INSERT INTO tasks (state, deployment, body, kind, changes, runner)
+                         VALUES ('queued', $1, '{}', $2, $3, $4) RETURNING id",
+                        &[
+                            &deployment,
+                            &kind_name(kind),
+                            &kind.changes_deployment(),
+                            &runner,
+                        ],
+                    )?
+                    .expect("an insert returns its row");
+                let task_id: i64 = row.get(0);
+                let task = Task {
+                    id: task_id as u64,
+                    state: TaskState::Queued,
+                    kind,
+                    description: kind.description().to_string(),
+                    deployment: deployment.clone(),
+                    result: None,
+                    started_at: Some(now_secs()),
+                    finished_at: None,
+                    user: user.clone(),
+                };
+                s.execute(
+                    "UPDATE tasks SET body = $1 WHERE id = $2",
+                    &[&serde_json::to_string(&task)?, &task_id],
+                )?;
+                if let Some(lock) = &lock {
+                    s.execute(
+                        "UPDATE locks SET task_id = $1 WHERE name = $2",
+                        &[&task_id, lock],
+                    )?;
+                }
+                Ok(Outcome::Keep(Ok(task)))
+            })
+        })
+    }
+
+    fn put_task(&self, task: &Task) -> Result<(), StoreError> {
+        let task = task.clone();
+        self.call(move |s| {
+            s.unit(|s| {
+                let stored: Option<String> = s
+                    .row(
+                        "SELECT state FROM tasks WHERE id = $1 FOR UPDATE",
+                        &[&id(task.id)],
+                    )?
+                    .map(|r| r.get(0));
+                let Some(stored) = stored else {
+                    return Ok(Outcome::Keep(()));
+                };
+                let Some(written) = crate::task::written_over(&stored, task) else {
+                    return Ok(Outcome::Keep(()));
+                };
+                s.execute(
+                    "UPDATE tasks SET state = $1, body = $2 WHERE id = $3",
+                    &[
+                        &written.state.as_str(),
+                        &serde_json::to_string(&written)?,
+                        &id(written.id),
+                    ],
+                )?;
+                Ok(Outcome::Keep(()))
+            })
+        })
+    }
+
+    fn request_cancel(&self, task: u64) -> Result<Option<Task>, StoreError> {
+        self.call(move |s| {
+            s.unit(|s| {
+                let body: Option<String> = s
+                    .row(
+                        "SELECT body FROM tasks WHERE id = $1 FOR UPDATE",
+                        &[&id(task)],
+                    )?
+                    .map(|r| r.get(0));
+                let Some(body) = body else {
+                    return Ok(Outcome::Keep(None));
+                };
+                let mut found = task_from(&body)?;
+                if matches!(found.state, TaskState::Queued | TaskState::Processing) {
+                    found.state = TaskState::Cancelling;
+                    s.execute(
+                        "UPDATE tasks SET state = 'cancelling', body = $1 WHERE id = $2",
+                        &[&serde_json::to_string(&found)?, &id(task)],
+                    )?;
+                }
+                Ok(Outcome::Keep(Some(found)))
+            })
+        })
+    }
+
+    fn runner(&self) -> &str {
+        &self.runner
+    }
+
+    fn shared(&self) -> bool {
+        true
+    }
+
+    fn renew(&self, lease: Lease) -> Result<Renewal, StoreError> {
+        let runner = self.runner.clone();
+        let renewal = self.call(move |s| {
+            s.unit(|s| {
+                let renewed = s.execute(
+                    "UPDATE runners SET expires_at = $2 WHERE id = $1",
+                    &[&runner, &lease.until_stored()],
+                )?;
+                if renewed == 0 {
+                    s.execute(
+                        "INSERT INTO runners (id, expires_at) VALUES ($1, $2)",
+                        &[&runner, &lease.until_stored()],
+                    )?;
+                }
+                s.execute(
+                    "UPDATE locks SET expires_at = $2 WHERE runner = $1",
+                    &[&runner, &lease.until_stored()],
+                )?;
+                let cancelling = s
+                    .rows(
+                        "SELECT id FROM tasks WHERE runner = $1 AND state = 'cancelling'",
+                        &[&runner],
+                    )?
+                    .iter()
+                    .map(|r| r.get::<_, i64>(0) as u64)
+                    .collect();
+                Ok(Outcome::Keep((renewed == 0, cancelling)))
+            })
+        })?;
+        let (inserted, cancelling) = renewal;
+        let was_registered = self.registered.swap(true, Ordering::SeqCst);
+        // Other processes' claims and releases are read again with the lease.
+        self.forget_claimed();
+        Ok(Renewal {
+            cancelling,
+            was_lost: inserted && was_registered,
+        })
+    }
+
+    fn task(&self, task: u64) -> Result<Option<Task>, StoreError> {
+        self.call(move |s| {
+            s.row("SELECT body FROM tasks WHERE id = $1", &[&id(task)])?
+                .map(|r| task_from(r.get(0)))
+                .transpose()
+        })
+    }
+
+    fn tasks(&self, filter: &TaskFilter) -> Result<Vec<Task>, StoreError> {
+        let filter = filter.clone();
+        self.call(move |s| {
+            let states: Option<Vec<String>> = filter
+                .states
+                .as_ref()
+                .map(|states| states.iter().map(|st| st.as_str().to_string()).collect());
+            let limit = filter.limit.map(|n| i64::try_from(n).unwrap_or(i64::MAX));
+            let rows = s.rows(
+                "SELECT body FROM tasks
+                 WHERE ($1::TEXT IS NULL OR deployment = $1)
+                   AND ($2 OR changes)
+                   AND ($3::TEXT[] IS NULL OR state = ANY($3))
+                 ORDER BY id DESC LIMIT $4",
+                &[&filter.deployment, &filter.read_only, &states, &limit],
+            )?;
+            bodies(rows)
+        })
+    }
+
+    fn last_change(&self, deployment: &str) -> Result<Option<Task>, StoreError> {
+        let deployment = deployment.to_string();
+        self.call(move |s| {
+            s.row(
+                "SELECT body FROM tasks WHERE deployment = $1 AND changes
+                 ORDER BY id DESC LIMIT 1",
+                &[&deployment],
+            )?
+            .map(|r| task_from(r.get(0)))
+            .transpose()
+        })
+    }
+
+    fn last_changes(&self) -> Result<Vec<Task>, StoreError> {
+        self.call(|s| {
+            let rows = s.rows(
+                "SELECT tasks.body FROM tasks JOIN (
+                     SELECT MAX(id) AS id FROM tasks
+                     WHERE deployment IS NOT NULL AND changes GROUP BY deployment
+                 ) AS latest ON tasks.id = latest.id",
+                &[],
+            )?;
+            bodies(rows)
+        })
+    }
+
+    fn append_events(&self, task: u64, events: &[TaskEvent]) -> Result<(), StoreError> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let bodies = events
+            .iter()
+            .map(serde_json::to_string)
+            .collect::<Result<Vec<_>, _>>()?;
+        self.call(move |s| {
+            s.unit(|s| {
+                // One statement for the whole batch: a large fleet writes events by the
+                // hundred thousand, and each statement is a round trip.
+                s.execute(
+                    "INSERT INTO task_events (task_id, seq, body)
+                     SELECT $1, last.seq + e.n, e.body
+                     FROM (SELECT COALESCE(MAX(seq), 0) AS seq FROM task_events
+                           WHERE task_id = $1) AS last,
+                          unnest($2::TEXT[]) WITH ORDINALITY AS e(body, n)",
+                    &[&id(task), &bodies],
+                )?;
+                Ok(Outcome::Keep(()))
+            })
+        })
+    }
+
+    fn events(&self, task: u64) -> Result<Vec<TaskEvent>, StoreError> {
+        self.call(move |s| {
+            s.rows(
+                "SELECT body FROM task_events WHERE task_id = $1 ORDER BY seq",
+                &[&id(task)],
+            )?
+            .iter()
+            .map(|r| serde_json::from_str(r.get(0)).map_err(StoreError::from))
+            .collect()
+        })
+    }
+
+    fn lock_holder(&self, lock: &str) -> Result<Option<u64>, StoreError> {
+        let lock = lock.to_string();
+        self.call(move |s| {
+            Ok(
+                s.row("SELECT task_id FROM locks WHERE name = $1", &[&lock])?
+                    .map(|r| r.get::<_, i64>(0) as u64),
+            )
+        })
+    }
+
+    fn release_lock(&self, lock: &str, task: u64) -> Result<(), StoreError> {
+        let lock = lock.to_string();
+        self.call(move |s| {
+            s.execute(
+                "DELETE FROM locks WHERE name = $1 AND task_id = $2",
+                &[&lock, &id(task)],
+            )?;
+            Ok(())
+        })
+    }
+
+    fn locks(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        self.call(|s| {
+            Ok(
+                s.rows("SELECT name, task_id FROM locks ORDER BY name", &[])?
+                    .iter()
+                    .map(|r| (r.get(0), r.get::<_, i64>(1) as u64))
+                    .collect(),
+            )
+        })
+    }
+
+    fn release_ip(&self, address: u32, network: &str, owner: &IpHolder) -> Result<(), StoreError> {
+        let (network, owner) = (network.to_string(), owner.clone());
+        self.call(move |s| {
+            s.execute(
+                "DELETE FROM ip_addresses
+                 WHERE address = $1 AND network = $2 AND deployment = $3 AND instance = $4",
+                &[
+                    &i64::from(address),
+                    &network,
+                    &owner.deployment,
+                    &owner.instance,
+                ],
+            )?;
+            Ok(())
+        })?;
+        if let Some((set, _)) = &mut *self.claimed.lock().unwrap_or_else(|p| p.into_inner()) {
+            Arc::make_mut(set).remove(address);
+        }
+        Ok(())
+    }
+
+    fn claimed(&self) -> Result<Arc<IpSet>, StoreError> {
+        if let Some((set, read)) = &*self.claimed.lock().unwrap_or_else(|p| p.into_inner())
+            && read.elapsed() < CLAIMED_FOR
+        {
+            return Ok(Arc::clone(set));
+        }
+        let addresses = self.call(|s| {
+            Ok(s.rows("SELECT address FROM ip_addresses", &[])?
+                .iter()
+                .map(|r| r.get::<_, i64>(0) as u32)
+                .collect::<Vec<u32>>())
+        })?;
+        let mut set = IpSet::new();
+        for address in addresses {
+            set.insert(address);
+        }
+        let set = Arc::new(set);
+        *self.claimed.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some((Arc::clone(&set), Instant::now()));
+        Ok(set)
+    }
+
+    fn ip_holders(&self, addresses: &[u32]) -> Result<Vec<IpRecord>, StoreError> {
+        if addresses.is_empty() {
+            return Ok(Vec::new());
+        }
+        let wanted: Vec<i64> = addresses.iter().map(|&a| i64::from(a)).collect();
+        self.call(move |s| {
+            Ok(s.rows(
+                "SELECT address, network, deployment, instance, static FROM ip_addresses
+                 WHERE address = ANY($1) ORDER BY address",
+                &[&wanted],
+            )?
+            .iter()
+            .map(record)
+            .collect())
+        })
+    }
+
+    fn apply_ips(
+        &self,
+        claims: &[IpClaim],
+        releases: &[IpRelease],
+    ) -> Result<Result<(), IpRecord>, StoreError> {
+        let mut claims = claims.to_vec();
+        let mut releases = releases.to_vec();
+        // Rows are taken in one order by every process, so that two plans never wait
+        // for each other.
+        claims.sort_by_key(|c| c.address);
+        releases.sort_by_key(|r| r.address);
+        let applied = self.call(move |s| {
+            s.unit(|s| {
+                for claim in &claims {
+                    let taken = s.row(
+                        "INSERT INTO ip_addresses (address, network, deployment, instance, static)
+                         VALUES ($1, $2, $3, $4, $5)
+                         ON CONFLICT (address) DO UPDATE SET network = $2, static = $5
+                             WHERE ip_addresses.deployment = $3
+                               AND ip_addresses.instance = $4
+                         RETURNING address",
+                        &[
+                            &i64::from(claim.address),
+                            &claim.network,
+                            &claim.owner.deployment,
+                            &claim.owner.instance,
+                            &claim.is_static,
+                        ],
+                    )?;
+                    if taken.is_none() {
+                        let held = s
+                            .row(
+                                "SELECT address, network, deployment, instance, static
+                                 FROM ip_addresses WHERE address = $1",
+                                &[&i64::from(claim.address)],
+                            )?
+                            .map(|r| record(&r));
+                        if let Some(held) = held {
+                            return Ok(Outcome::Undo(Err(held)));
+                        }
+                    }
+                }
+                let mut released = Vec::new();
+                for release in &releases {
+                    let deleted = s.execute(
+                        "DELETE FROM ip_addresses WHERE address = $1 AND network = $2
+                             AND deployment = $3 AND instance = $4",
+                        &[
+                            &i64::from(release.address),
+                            &release.network,
+                            &release.owner.deployment,
+                            &release.owner.instance,
+                        ],
+                    )?;
+                    if deleted > 0 {
+                        released.push(release.address);
+                    }
+                }
+                Ok(Outcome::Keep(Ok((claims, released))))
+            })
+        })?;
+        let mut cache = self.claimed.lock().unwrap_or_else(|p| p.into_inner());
+        match applied {
+            Ok((claims, released)) => {
+                if let Some((set, _)) = &mut *cache {
+                    let set = Arc::make_mut(set);
+                    for claim in claims {
+                        set.insert(claim.address);
+                    }
+                    for address in released {
+                        set.remove(address);
+                    }
+                }
+                Ok(Ok(()))
+            }
+            Err(held) => {
+                // Another process claimed it: the next plan reads every claim again.
+                *cache = None;
+                Ok(Err(held))
+            }
+        }
+    }
+
+    fn ips_in(&self, lo: u32, hi: u32) -> Result<Vec<u32>, StoreError> {
+        self.call(move |s| {
+            Ok(s.rows(
+                "SELECT address FROM ip_addresses WHERE address BETWEEN $1 AND $2
+                 ORDER BY address",
+                &[&i64::from(lo), &i64::from(hi)],
+            )?
+            .iter()
+            .map(|r| r.get::<_, i64>(0) as u32)
+            .collect())
+        })
+    }
+
+    fn ips_of(&self, deployment: &str) -> Result<Vec<IpRecord>, StoreError> {
+        let deployment = deployment.to_string();
+        self.call(move |s| {
+            Ok(s.rows(
+                "SELECT address, network, deployment, instance, static FROM ip_addresses
+                 WHERE deployment = $1 ORDER BY address",
+                &[&deployment],
+            )?
+            .iter()
+            .map(record)
+            .collect())
+        })
+    }
+
+    fn put_blob(&self, blob: &str, bytes: &[u8]) -> Result<(), StoreError> {
+        let (blob, bytes) = (blob.to_string(), bytes.to_vec());
+        self.call(move |s| {
+            s.execute(
+                "INSERT INTO blobs (id, bytes) VALUES ($1, $2)
+                 ON CONFLICT (id) DO UPDATE SET bytes = $2",
+                &[&blob, &bytes],
+            )?;
+            Ok(())
+        })
+    }
+
+    fn blob(&self, blob: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let blob = blob.to_string();
+        self.call(move |s| {
+            Ok(s.row("SELECT bytes FROM blobs WHERE id = $1", &[&blob])?
+                .map(|r| r.get(0)))
+        })
+    }
+
+    fn blob_ids(&self) -> Result<Vec<String>, StoreError> {
+        self.call(|s| {
+            Ok(s.rows("SELECT id FROM blobs ORDER BY id", &[])?
+                .iter()
+                .map(|r| r.get(0))
+                .collect())
+        })
+    }
+
+    fn delete_blob(&self, blob: &str) -> Result<(), StoreError> {
+        let blob = blob.to_string();
+        self.call(move |s| {
+            s.execute("DELETE FROM blobs WHERE id = $1", &[&blob])?;
+            Ok(())
+        })
+    }
+
+    fn recover(&self, reason: &str, now: u64, recovery: Recovery) -> Result<Vec<u64>, StoreError> {
+        let reason = reason.to_string();
+        let runner = self.runner.clone();
+        let now_ms = i64::try_from(now).unwrap_or(i64::MAX);
+        let ended_at = now / 1000;
+        let everyone_else = recovery == Recovery::AllOthers;
+        self.call(move |s| {
+            s.unit(|s| {
+                // The gone: every other runner, or those whose lease ran out. Tasks of a
+                // runner nobody knows (written before runners were) are as good as gone.
+                let gone = s.rows(
+                    "SELECT id FROM runners WHERE id <> $1 AND ($2 OR expires_at < $3)
+                     FOR UPDATE",
+                    &[&runner, &everyone_else, &now_ms],
+                )?;
+                let gone: Vec<String> = gone.iter().map(|r| r.get(0)).collect();
+                let stale = s.rows(
+                    "SELECT body FROM tasks
+                     WHERE state IN ('queued', 'processing', 'cancelling') AND runner <> $1
+                       AND ($2 OR runner = ANY($3)
+                            OR runner NOT IN (SELECT id FROM runners))
+                     ORDER BY id FOR UPDATE",
+                    &[&runner, &everyone_else, &gone],
+                )?;
+                let mut ended = Vec::new();
+                for row in stale {
+                    ended.push(end_in_error(s, row.get(0), &reason, ended_at)?);
+                }
+                s.execute(
+                    "DELETE FROM locks WHERE runner <> $1
+                       AND ($2 OR runner = ANY($3) OR expires_at < $4
+                            OR runner NOT IN (SELECT id FROM runners))",
+                    &[&runner, &everyone_else, &gone, &now_ms],
+                )?;
+                s.execute("DELETE FROM runners WHERE id = ANY($1)", &[&gone])?;
+                Ok(Outcome::Keep(ended))
+            })
+        })
+    }
+
+    fn prune_tasks(&self, kind: TaskKind, keep: usize) -> Result<Vec<u64>, StoreError> {
+        let kind = kind_name(kind);
+        let keep = i64::try_from(keep).unwrap_or(i64::MAX);
+        self.call(move |s| {
+            s.unit(|s| {
+                let doomed: Vec<i64> = s
+                    .rows(
+                        "SELECT id FROM (SELECT id FROM tasks
+                                         WHERE kind = $1
+                                           AND state IN ('done', 'error', 'cancelled')
+                                         ORDER BY id DESC OFFSET $2) AS old
+                         WHERE id NOT IN (SELECT MAX(id) FROM tasks
+                                          WHERE deployment IS NOT NULL AND changes
+                                          GROUP BY deployment)
+                         ORDER BY id DESC LIMIT 500",
+                        &[&kind, &keep],
+                    )?
+                    .iter()
+                    .map(|r| r.get(0))
+                    .collect();
+                if !doomed.is_empty() {
+                    let keys: Vec<String> = doomed.iter().map(i64::to_string).collect();
+                    s.execute(
+                        "DELETE FROM task_events WHERE task_id = ANY($1)",
+                        &[&doomed],
+                    )?;
+                    s.execute(
+                        "DELETE FROM documents WHERE collection = $1 AND key = ANY($2)",
+                        &[&Collection::TaskTraces.name(), &keys],
+                    )?;
+                    s.execute("DELETE FROM tasks WHERE id = ANY($1)", &[&doomed])?;
+                }
+                Ok(Outcome::Keep(
+                    doomed.into_iter().map(|i| i as u64).collect(),
+                ))
+            })
+        })
+    }
+}

@@ -1,0 +1,64 @@
+//! The backend tests run on, picked by the environment: SQLite in memory, or, when
+//! `FLEET_TEST_POSTGRES` names a PostgreSQL database (a URL without password), a schema
+//! of its own in that database for each store made. One suite thus checks both
+//! backends; `.ci/run` runs it a second time against a throwaway PostgreSQL server.
+
+use std::sync::Arc;
+
+use crate::{PgStore, PostgresLocation, SqliteStore, Store};
+
+/// The environment variable that names the PostgreSQL database tests use.
+pub const POSTGRES_VARIABLE: &str = "FLEET_TEST_POSTGRES";
+
+/// The database `FLEET_TEST_POSTGRES` names, if it is set.
+///
+/// # Panics
+/// When it is set to something that is not a usable URL: a test run that was asked for
+/// PostgreSQL must not quietly run on SQLite.
+pub fn postgres() -> Option<PostgresLocation> {
+    let url = std::env::var(POSTGRES_VARIABLE).ok()?;
+    Some(
+        PostgresLocation::parse(&url, None, None)
+            .unwrap_or_else(|e| panic!("{POSTGRES_VARIABLE}: {e}")),
+    )
+}
+
+/// A new, empty schema in `database`, and the location whose connections use it.
+///
+/// # Panics
+/// When the server cannot be reached.
+pub fn fresh_schema(database: &PostgresLocation) -> PostgresLocation {
+    let schema = format!("test_{}", uuid::Uuid::new_v4().simple());
+    let config = database.config();
+    let create = format!("CREATE SCHEMA {schema}");
+    // The client runs a runtime of its own, which a test's runtime may not hold.
+    std::thread::spawn(move || {
+        let mut client = config
+            .connect(postgres::NoTls)
+            .unwrap_or_else(|e| panic!("{POSTGRES_VARIABLE}: cannot connect: {e}"));
+        client
+            .batch_execute(&create)
+            .unwrap_or_else(|e| panic!("{POSTGRES_VARIABLE}: cannot create a schema: {e}"));
+    })
+    .join()
+    .expect("creating the schema panicked");
+    database.in_schema(&schema)
+}
+
+/// An empty store on the backend the environment picks.
+///
+/// # Panics
+/// When the picked backend cannot be opened.
+pub fn store() -> Arc<dyn Store> {
+    match postgres() {
+        Some(database) => {
+            Arc::new(PgStore::connect(&fresh_schema(&database)).expect("the test database opens"))
+        }
+        None => Arc::new(SqliteStore::in_memory().expect("SQLite opens in memory")),
+    }
+}
+
+/// Whether tests run on PostgreSQL.
+pub fn on_postgres() -> bool {
+    std::env::var_os(POSTGRES_VARIABLE).is_some()
+}
