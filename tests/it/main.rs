@@ -18,5 +18,6 @@ mod serve_broker;
 mod serve_director;
 mod serve_guard;
 mod serve_releases;
+mod serve_shared;
 mod served;
 mod support;

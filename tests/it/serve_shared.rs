@@ -1,0 +1,214 @@
+//! Two `serve` processes on one PostgreSQL database: one is killed with SIGKILL while its
+//! deploys run; the other errors them once their lease runs out, and the updater,
+//! pointed at the survivor's broker, brings the fleet up to date. Runs where
+//! `FLEET_TEST_POSTGRES` names a database (`.ci/run`'s second pass).
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use fleet_updater::fleet::DEMO;
+use fleet_updater::store::testing;
+use serde_json::Value;
+
+const PASSWORD: &str = "Shared-Serve-Pw-1";
+
+/// A `serve` process and where it answers.
+struct Server {
+    child: Child,
+    director: String,
+    broker: String,
+    ca: PathBuf,
+}
+
+fn start(config: &Path, state: &Path, store: &str) -> Server {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fleet-updater"))
+        .args(["serve", "-c"])
+        .arg(config)
+        .arg("--state-dir")
+        .arg(state)
+        .args(["--store", store])
+        .args([
+            "--director-listen",
+            "127.0.0.1:0",
+            "--broker-listen",
+            "127.0.0.1:0",
+        ])
+        .env_remove("FLEET_UPDATER_CONFIG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let (mut director, mut broker, mut ca) = (None, None, None);
+    let mut line = String::new();
+    while (director.is_none() || broker.is_none() || ca.is_none())
+        && stdout.read_line(&mut line).unwrap() > 0
+    {
+        if let Some(a) = line.strip_prefix("director API (BOSH director): https://") {
+            director = Some(a.trim().to_string());
+        }
+        if let Some(a) = line.strip_prefix("broker API (management API): https://") {
+            broker = Some(a.trim().to_string());
+        }
+        if let Some(path) = line.strip_prefix("CA certificate: ") {
+            ca = Some(PathBuf::from(path.trim()));
+        }
+        line.clear();
+    }
+    // Its further lines are not read; they must not block it.
+    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+    Server {
+        child,
+        director: director.expect("serve prints where the director listens"),
+        broker: broker.expect("serve prints where the broker listens"),
+        ca: ca.expect("serve prints its CA"),
+    }
+}
+
+async fn get(client: &reqwest::Client, url: String) -> Value {
+    let response = client
+        .get(url)
+        .basic_auth("admin", Some(PASSWORD))
+        .header("X-Broker-API-Version", "2.13")
+        .send()
+        .await
+        .unwrap();
+    assert!(response.status().is_success(), "{}", response.status());
+    response.json().await.unwrap()
+}
+
+#[test]
+fn when_one_of_two_serves_is_killed_the_other_errors_its_tasks_and_the_fleet_converges() {
+    let Some(database) = testing::postgres() else {
+        eprintln!(
+            "skipped: {} names no PostgreSQL database",
+            testing::POSTGRES_VARIABLE
+        );
+        return;
+    };
+    let store = testing::fresh_schema(&database).url().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    // The demo fleet, small: five instances, none blocked or busy; locks expire 2 s
+    // after their process's last renewal.
+    let fleet = DEMO
+        .replace("count: 18", "count: 3")
+        .replace("count: 12", "count: 2")
+        .replace("blocked: [pg-05, rmq-04]", "blocked: []")
+        .replace("busy: [rmq-01]", "busy: []")
+        + "lock_timeout: 2s\n";
+    std::fs::write(dir.path().join("fleet.yml"), fleet).unwrap();
+    let config = dir.path().join("config.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "embedded: {{fleet: fleet.yml}}\nserve:\n  users: [{{name: admin, password: {PASSWORD}}}]\n"
+        ),
+    )
+    .unwrap();
+    let mut first = start(&config, &dir.path().join("one"), &store);
+    let second = start(&config, &dir.path().join("two"), &store);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (killed, survivor) = (first.child.id(), second.child.id());
+    let orphaned: Vec<u64> = runtime.block_on(async {
+        let client = crate::served::client_trusting(&first.ca);
+        // Upgrades started through the first, each a deploy that takes a few seconds.
+        let mut tasks = Vec::new();
+        for id in ["pg-01", "pg-02", "rmq-01"] {
+            let response = client
+                .patch(format!(
+                    "https://{}/mgmt/service_instances/{id}?operation_type=upgrade",
+                    first.broker
+                ))
+                .basic_auth("admin", Some(PASSWORD))
+                .header("X-Broker-API-Version", "2.13")
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status(), 202, "{id}");
+            let operation: Value = response.json().await.unwrap();
+            tasks.push(operation["BoshTaskID"].as_u64().unwrap());
+        }
+        // The second sees them running and locked.
+        let other = crate::served::client_trusting(&second.ca);
+        for task in &tasks {
+            let seen = get(&other, format!("https://{}/tasks/{task}", second.director)).await;
+            assert_eq!(seen["state"], "processing", "{seen}");
+        }
+        let locks = get(&other, format!("https://{}/locks", second.director)).await;
+        assert_eq!(locks.as_array().unwrap().len(), 3, "{locks}");
+        tasks
+    });
+    // SIGKILL: no shutdown, no release of anything.
+    first.child.kill().unwrap();
+    first.child.wait().unwrap();
+    assert_ne!(killed, survivor);
+    runtime.block_on(async {
+        let client = crate::served::client_trusting(&second.ca);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        for task in &orphaned {
+            loop {
+                let seen = get(&client, format!("https://{}/tasks/{task}", second.director)).await;
+                if seen["state"] == "error" {
+                    assert!(
+                        seen["result"]
+                            .as_str()
+                            .unwrap()
+                            .contains("stopped renewing"),
+                        "{seen}"
+                    );
+                    break;
+                }
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "task {task} is still {seen}"
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+        let locks = get(&client, format!("https://{}/locks", second.director)).await;
+        assert_eq!(locks, serde_json::json!([]));
+    });
+    // The updater, pointed at the survivor's broker, updates every instance, those the
+    // killed process left half done included.
+    let run_config = dir.path().join("run.yml");
+    std::fs::write(
+        &run_config,
+        format!(
+            "service_broker:\n  api_endpoint: https://{}\n  username: admin\n  password: {PASSWORD}\n  ca: |\n{}\npolling:\n  interval: 1s\n",
+            second.broker,
+            std::fs::read_to_string(&second.ca)
+                .unwrap()
+                .lines()
+                .map(|l| format!("    {l}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        ),
+    )
+    .unwrap();
+    let report = dir.path().join("report.json");
+    let run = Command::new(env!("CARGO_BIN_EXE_fleet-updater"))
+        .args(["run", "-c"])
+        .arg(&run_config)
+        .arg("--state-dir")
+        .arg(dir.path().join("updater"))
+        .arg("--report")
+        .arg(&report)
+        .env_remove("FLEET_UPDATER_CONFIG")
+        .output()
+        .unwrap();
+    let mut second = second;
+    let _ = second.child.kill();
+    let _ = second.child.wait();
+    assert_eq!(
+        run.status.code(),
+        Some(0),
+        "{}\n{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let report = crate::support::json(&report);
+    assert_eq!(report["counts"]["failed"], 0, "{report}");
+    assert_eq!(report["counts"]["updated"], 5, "{report}");
+}
