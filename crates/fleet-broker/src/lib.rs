@@ -182,10 +182,18 @@ impl Broker {
         blocked: bool,
     ) -> Result<Task, BrokerError> {
         self.plan(plan_id)?;
-        if self.instances.get(id).await?.is_some() {
+        let instance = ServiceInstance {
+            id: id.to_string(),
+            plan_id: plan_id.to_string(),
+            space_guid: None,
+            maintenance_updates_blocked: blocked,
+        };
+        // Created in one step with the check, so that of two processes provisioning one id
+        // at once, one gets it and the other hears it exists.
+        if !self.instances.create(&instance).await? {
             return Err(BrokerError::Exists(id.to_string()));
         }
-        self.record_and_deploy(id, plan_id, versions, blocked, DeployOptions::default())
+        self.deploy_recorded(&instance, versions, DeployOptions::default())
             .await
     }
 
@@ -229,7 +237,6 @@ impl Broker {
         blocked: bool,
         options: DeployOptions,
     ) -> Result<Task, BrokerError> {
-        let plan = self.plan(plan_id)?;
         let instance = ServiceInstance {
             id: id.to_string(),
             plan_id: plan_id.to_string(),
@@ -237,7 +244,18 @@ impl Broker {
             maintenance_updates_blocked: blocked,
         };
         self.instances.put(&instance).await?;
-        let deployment = deployment_name(id);
+        self.deploy_recorded(&instance, versions, options).await
+    }
+
+    /// Deploys a recorded instance on `versions` or its plan's current ones.
+    async fn deploy_recorded(
+        &self,
+        instance: &ServiceInstance,
+        versions: Option<&Versions>,
+        options: DeployOptions,
+    ) -> Result<Task, BrokerError> {
+        let plan = self.plan(&instance.plan_id)?;
+        let deployment = deployment_name(&instance.id);
         let manifest = plan.manifest_for(&deployment, versions.unwrap_or(&plan.current));
         Ok(self.director.deploy(&manifest, options).await?)
     }

@@ -32,6 +32,19 @@ impl ServiceInstances {
         self.store.list(Collection::ServiceInstances, None).await
     }
 
+    /// Records a new instance unless one has its id (another process may create it at
+    /// the same time): whether it did.
+    pub async fn create(&self, instance: &ServiceInstance) -> Result<bool, StoreError> {
+        self.store
+            .insert(
+                Collection::ServiceInstances,
+                &instance.id,
+                &instance.plan_id,
+                instance,
+            )
+            .await
+    }
+
     pub async fn put(&self, instance: &ServiceInstance) -> Result<(), StoreError> {
         let write = put(
             Collection::ServiceInstances,

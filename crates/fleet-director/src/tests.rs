@@ -1987,6 +1987,15 @@ mod store_faults {
         fn write(&self, batch: Vec<Write>) -> Result<(), StoreError> {
             self.inner.write(batch)
         }
+        fn insert(
+            &self,
+            c: Collection,
+            key: &str,
+            scope: &str,
+            body: &str,
+        ) -> Result<bool, StoreError> {
+            self.inner.insert(c, key, scope, body)
+        }
         fn create_task(
             &self,
             kind: TaskKind,

@@ -557,3 +557,74 @@ fn listings_filter_in_the_query_and_read_only_tasks_are_nobodys_last_change() {
         TaskKind::InstanceDetails
     );
 }
+
+#[test]
+fn of_two_handles_creating_one_record_at_once_exactly_one_creates_it() {
+    let Pair { a, b, _dir } = pair();
+    let create = |store: Arc<dyn Store>, who: &'static str| {
+        std::thread::spawn(move || {
+            (0..50)
+                .filter(|n| {
+                    store
+                        .insert(
+                            Collection::ServiceInstances,
+                            &format!("si-{n}"),
+                            "",
+                            &format!("\"{who}\""),
+                        )
+                        .unwrap()
+                })
+                .collect::<Vec<_>>()
+        })
+    };
+    let (one, two) = (create(Arc::clone(&a), "one"), create(Arc::clone(&b), "two"));
+    let (one, two) = (one.join().unwrap(), two.join().unwrap());
+    assert_eq!(one.len() + two.len(), 50, "{one:?} {two:?}");
+    for n in 0..50 {
+        let stored: String = get(&*a, Collection::ServiceInstances, &format!("si-{n}"))
+            .unwrap()
+            .unwrap();
+        let creator = if one.contains(&n) { "one" } else { "two" };
+        assert_eq!(stored, creator, "si-{n}");
+    }
+}
+
+#[test]
+fn over_tls_the_server_must_chain_to_the_ca_and_name_the_host() {
+    let (Ok(url), Ok(ca)) = (
+        std::env::var("FLEET_TEST_POSTGRES_TLS"),
+        std::env::var("FLEET_TEST_POSTGRES_CA"),
+    ) else {
+        eprintln!("skipped: FLEET_TEST_POSTGRES_TLS names no PostgreSQL server with TLS");
+        return;
+    };
+    let ca = std::path::PathBuf::from(ca);
+    let at = PostgresLocation::parse(&url, None, Some(ca.clone())).unwrap();
+    let store = PgStore::connect(&testing::fresh_schema_over(&at)).unwrap();
+    store
+        .write(vec![put(Collection::Fleet, "tls", "", &true)])
+        .unwrap();
+    assert_eq!(
+        get::<bool>(&store, Collection::Fleet, "tls").unwrap(),
+        Some(true)
+    );
+    // The same server by its address: its certificate names `localhost` only.
+    let by_address = url.replace("localhost", "127.0.0.1");
+    let refused = PgStore::connect(&PostgresLocation::parse(&by_address, None, Some(ca)).unwrap())
+        .err()
+        .expect("a certificate for another name is refused");
+    assert!(
+        matches!(refused, StoreError::Unreachable { .. }),
+        "{refused}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let not_a_ca = dir.path().join("ca.pem");
+    std::fs::write(&not_a_ca, "not a certificate").unwrap();
+    let refused = PgStore::connect(&PostgresLocation::parse(&url, None, Some(not_a_ca)).unwrap())
+        .err()
+        .expect("a CA file without a certificate is refused");
+    assert!(
+        refused.to_string().contains("no PEM certificate"),
+        "{refused}"
+    );
+}

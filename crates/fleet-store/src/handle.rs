@@ -83,6 +83,18 @@ impl AsyncStore {
         self.run(move |s| s.write(batch)).await
     }
 
+    /// [`Store::insert`]: creates the record unless one has its key.
+    pub async fn insert<T: serde::Serialize>(
+        &self,
+        collection: Collection,
+        key: &str,
+        scope: &str,
+        value: &T,
+    ) -> Result<bool, StoreError> {
+        let body = serde_json::to_string(value)?;
+        self.run(|s| s.insert(collection, key, scope, &body)).await
+    }
+
     pub async fn create_task(
         &self,
         kind: TaskKind,

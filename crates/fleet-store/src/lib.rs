@@ -163,6 +163,16 @@ pub trait Store: Send + Sync {
     /// Applies every write of the batch, or none.
     fn write(&self, batch: Vec<Write>) -> Result<(), StoreError>;
 
+    /// Creates the document unless one has its key, and tells whether it did: what makes
+    /// something (a service instance) created once when two processes try at once.
+    fn insert(
+        &self,
+        collection: Collection,
+        key: &str,
+        scope: &str,
+        body: &str,
+    ) -> Result<bool, StoreError>;
+
     /// Writes that need no commit of their own: records of a world outside the director
     /// (the simulated cloud's VMs, disks and agents), which a crash may lose as it would
     /// lose the last call made to that world. A store that can keeps them until its next

@@ -545,6 +545,24 @@ impl Store for SqliteStore {
         self.apply_deferred(&mut db, batch)
     }
 
+    fn insert(
+        &self,
+        collection: Collection,
+        key: &str,
+        scope: &str,
+        body: &str,
+    ) -> Result<bool, StoreError> {
+        self.lock()?.unit(|tx| {
+            let inserted = tx
+                .prepare_cached(
+                    "INSERT INTO documents (collection, key, scope, body) VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT (collection, key) DO NOTHING",
+                )?
+                .execute(params![collection.name(), key, scope, body])?;
+            Ok(Outcome::Keep(inserted > 0))
+        })
+    }
+
     fn defer(&self, batch: Vec<Write>) -> Result<(), StoreError> {
         self.deferred
             .lock()

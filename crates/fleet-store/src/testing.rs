@@ -28,14 +28,28 @@ pub fn postgres() -> Option<PostgresLocation> {
 /// # Panics
 /// When the server cannot be reached.
 pub fn fresh_schema(database: &PostgresLocation) -> PostgresLocation {
+    fresh_schema_over(database)
+}
+
+/// [`fresh_schema`], over the connection `database` asks for (TLS when it has a CA).
+///
+/// # Panics
+/// When the server cannot be reached.
+pub fn fresh_schema_over(database: &PostgresLocation) -> PostgresLocation {
     let schema = format!("test_{}", uuid::Uuid::new_v4().simple());
     let config = database.config();
+    let tls = database
+        .ca_file()
+        .map(|ca| crate::postgres::MakeRustls::trusting(ca).expect("the CA file is usable"));
     let create = format!("CREATE SCHEMA {schema}");
     // The client runs a runtime of its own, which a test's runtime may not hold.
     std::thread::spawn(move || {
-        let mut client = config
-            .connect(postgres::NoTls)
-            .unwrap_or_else(|e| panic!("{POSTGRES_VARIABLE}: cannot connect: {e}"));
+        let connected = match tls {
+            Some(tls) => config.connect(tls),
+            None => config.connect(postgres::NoTls),
+        };
+        let mut client =
+            connected.unwrap_or_else(|e| panic!("{POSTGRES_VARIABLE}: cannot connect: {e}"));
         client
             .batch_execute(&create)
             .unwrap_or_else(|e| panic!("{POSTGRES_VARIABLE}: cannot create a schema: {e}"));

@@ -21,6 +21,7 @@ use crate::{Collection, IpClaim, IpHolder, IpRecord, IpRelease, Store, StoreErro
 use crate::{Lease, PostgresLocation, Recovery, Renewal};
 use crate::{Task, TaskEvent, TaskFilter, TaskKind, TaskState};
 use session::{Connection, Session};
+pub(crate) use tls::MakeRustls;
 
 /// How long the claimed addresses read from the database are used before they are read
 /// again: other processes claim and release too, and the database refuses a plan that
@@ -105,27 +106,65 @@ fn record(row: &postgres::Row) -> IpRecord {
     }
 }
 
-fn apply(s: &mut Session, write: &Write) -> Result<(), StoreError> {
-    match write {
-        Write::Put {
+/// Applies `batch` in order, each run of puts as one statement: a deploy writes its
+/// records by the dozen, and each statement is a round trip.
+fn apply(s: &mut Session, batch: &[Write]) -> Result<(), StoreError> {
+    let mut puts: Vec<&Write> = Vec::new();
+    for write in batch {
+        match write {
+            Write::Put { .. } => puts.push(write),
+            Write::Delete { collection, key } => {
+                put_all(s, &puts)?;
+                puts.clear();
+                s.execute(
+                    "DELETE FROM documents WHERE collection = $1 AND key = $2",
+                    &[&collection.name(), key],
+                )?;
+            }
+        }
+    }
+    put_all(s, &puts)
+}
+
+/// Upserts `puts` in one statement; of puts to one key, the last wins, as it would one
+/// after the other.
+fn put_all(s: &mut Session, puts: &[&Write]) -> Result<(), StoreError> {
+    let mut last: std::collections::HashMap<(&str, &str), usize> = Default::default();
+    for (at, write) in puts.iter().enumerate() {
+        if let Write::Put {
+            collection, key, ..
+        } = write
+        {
+            last.insert((collection.name(), key.as_str()), at);
+        }
+    }
+    let (mut collections, mut keys, mut scopes, mut bodies) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (at, write) in puts.iter().enumerate() {
+        if let Write::Put {
             collection,
             key,
             scope,
             body,
-        } => {
-            s.execute(
-                "INSERT INTO documents (collection, key, scope, body) VALUES ($1, $2, $3, $4)
-                 ON CONFLICT (collection, key) DO UPDATE SET scope = $3, body = $4",
-                &[&collection.name(), key, scope, body],
-            )?;
-        }
-        Write::Delete { collection, key } => {
-            s.execute(
-                "DELETE FROM documents WHERE collection = $1 AND key = $2",
-                &[&collection.name(), key],
-            )?;
+        } = write
+            && last.get(&(collection.name(), key.as_str())) == Some(&at)
+        {
+            collections.push(collection.name());
+            keys.push(key.as_str());
+            scopes.push(scope.as_str());
+            bodies.push(body.as_str());
         }
     }
+    if keys.is_empty() {
+        return Ok(());
+    }
+    s.execute(
+        "INSERT INTO documents (collection, key, scope, body)
+         SELECT * FROM unnest($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::TEXT[])
+         ON CONFLICT (collection, key) DO UPDATE
+             SET scope = EXCLUDED.scope, body = EXCLUDED.body",
+        &[&collections, &keys, &scopes, &bodies],
+    )?;
     Ok(())
 }
 
@@ -177,12 +216,37 @@ impl Store for PgStore {
             return Ok(());
         }
         self.call(move |s| {
+            // One statement is a transaction of its own: BEGIN and COMMIT would be two
+            // more round trips.
+            let deletes = batch
+                .iter()
+                .filter(|w| matches!(w, Write::Delete { .. }))
+                .count();
+            if deletes == 0 || (deletes == 1 && batch.len() == 1) {
+                return apply(s, &batch);
+            }
             s.unit(|s| {
-                for write in &batch {
-                    apply(s, write)?;
-                }
+                apply(s, &batch)?;
                 Ok(Outcome::Keep(()))
             })
+        })
+    }
+
+    fn insert(
+        &self,
+        collection: Collection,
+        key: &str,
+        scope: &str,
+        body: &str,
+    ) -> Result<bool, StoreError> {
+        let (key, scope, body) = (key.to_string(), scope.to_string(), body.to_string());
+        self.call(move |s| {
+            let inserted = s.execute(
+                "INSERT INTO documents (collection, key, scope, body) VALUES ($1, $2, $3, $4)
+                 ON CONFLICT (collection, key) DO NOTHING",
+                &[&collection.name(), &key, &scope, &body],
+            )?;
+            Ok(inserted > 0)
         })
     }
 
@@ -422,19 +486,17 @@ impl Store for PgStore {
             .map(serde_json::to_string)
             .collect::<Result<Vec<_>, _>>()?;
         self.call(move |s| {
-            s.unit(|s| {
-                // One statement for the whole batch: a large fleet writes events by the
-                // hundred thousand, and each statement is a round trip.
-                s.execute(
-                    "INSERT INTO task_events (task_id, seq, body)
-                     SELECT $1, last.seq + e.n, e.body
-                     FROM (SELECT COALESCE(MAX(seq), 0) AS seq FROM task_events
-                           WHERE task_id = $1) AS last,
-                          unnest($2::TEXT[]) WITH ORDINALITY AS e(body, n)",
-                    &[&id(task), &bodies],
-                )?;
-                Ok(Outcome::Keep(()))
-            })
+            // One statement for the whole batch, a transaction of its own: a large fleet
+            // writes events by the hundred thousand, and each statement is a round trip.
+            s.execute(
+                "INSERT INTO task_events (task_id, seq, body)
+                 SELECT $1, last.seq + e.n, e.body
+                 FROM (SELECT COALESCE(MAX(seq), 0) AS seq FROM task_events
+                       WHERE task_id = $1) AS last,
+                      unnest($2::TEXT[]) WITH ORDINALITY AS e(body, n)",
+                &[&id(task), &bodies],
+            )?;
+            Ok(())
         })
     }
 

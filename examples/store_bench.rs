@@ -1,0 +1,114 @@
+//! Prints the embedded 1,000- and 10,000-instance fleets on SQLite and on PostgreSQL side
+//! by side: provisioning and the update run, with every simulated latency at zero, so
+//! that the wall time is what the director, broker and store cost. PostgreSQL is the
+//! database `FLEET_TEST_POSTGRES` names, a schema of its own per figure:
+//!
+//!     scripts/with-postgres cargo run --release --example store_bench [b|c]
+//!
+//! (`scripts/with-postgres` starts a throwaway server with fsync off, as a benchmark of
+//! the store's own work wants; a production server's commits cost its disk's flushes.)
+//! Without the variable, the SQLite figures alone are printed.
+
+// Wall time is what this measures, so it reads the real clock.
+#![allow(clippy::disallowed_types)]
+
+use std::io;
+use std::sync::Arc;
+use std::time::Instant;
+
+use fleet_updater::clock::WallClock;
+use fleet_updater::config::Config;
+use fleet_updater::fleet::{self, Access, DEMO, DEMO_CONFIG, Definition};
+use fleet_updater::inventory::embedded::EmbeddedInventory;
+use fleet_updater::output::TextOutput;
+use fleet_updater::rollout::Rollout;
+use fleet_updater::store::{StoreLocation, testing};
+use tokio::sync::watch;
+
+/// Seconds of provisioning and of the update run.
+fn measure(definition: &Definition, store: &StoreLocation) -> (f64, f64) {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let settings = Config::parse(DEMO_CONFIG, "demo", std::path::Path::new("."))
+        .expect("the demo configuration is valid")
+        .settings();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a runtime");
+    let started = Instant::now();
+    let (provisioned, report) = runtime.block_on(async {
+        let fleet = fleet::open(dir.path(), definition, Access::RUN, store, &mut |_| {})
+            .await
+            .expect("the fleet opens");
+        let provisioned = started.elapsed();
+        let inventory = Arc::new(EmbeddedInventory::new(Arc::clone(&fleet.broker)));
+        let rollout = Rollout::new(inventory, settings, WallClock::new());
+        let plan = rollout.plan().await.expect("listing succeeds");
+        let (_signals, interrupts) = watch::channel(0);
+        let report = rollout
+            .execute(plan, &mut TextOutput::new(io::sink()), interrupts)
+            .await;
+        (provisioned, report)
+    });
+    drop(runtime);
+    let total = started.elapsed();
+    assert!(report.succeeded(), "{:?}", report.counts);
+    (
+        provisioned.as_secs_f64(),
+        (total - provisioned).as_secs_f64(),
+    )
+}
+
+fn fleet_of(instances: u32) -> Definition {
+    let mut definition = Definition::parse(DEMO)
+        .expect("the demo fleet is valid")
+        .without_latency();
+    definition.provision[0].count = instances * 6 / 10;
+    definition.provision[1].count = instances * 4 / 10;
+    // 18,000 VMs do not fit the demo's /20.
+    definition.cloud_config = definition
+        .cloud_config
+        .map(|c| c.replace("10.244.0.0/20", "10.240.0.0/12"));
+    definition
+}
+
+fn main() {
+    let only: Vec<String> = std::env::args().skip(1).collect();
+    let wanted = |figure: &str| only.is_empty() || only.iter().any(|o| o == figure);
+    let postgres = testing::postgres();
+    if postgres.is_none() {
+        println!(
+            "{} names no PostgreSQL database: SQLite only (run under scripts/with-postgres for both)",
+            testing::POSTGRES_VARIABLE
+        );
+    }
+    println!(
+        "{:<22} {:>10} {:>18} {:>12} {:>10}",
+        "fleet", "store", "provisioning (s)", "update (s)", "total (s)"
+    );
+    for (figure, instances) in [("b", 1_000), ("c", 10_000)] {
+        if !wanted(figure) {
+            continue;
+        }
+        let definition = fleet_of(instances);
+        let mut stores = vec![("SQLite", StoreLocation::Sqlite)];
+        if let Some(database) = &postgres {
+            stores.push((
+                "PostgreSQL",
+                StoreLocation::Postgres(testing::fresh_schema(database)),
+            ));
+        }
+        for (name, store) in stores {
+            let (provisioning, update) = measure(&definition, &store);
+            println!(
+                "{:<22} {:>10} {:>18.2} {:>12.2} {:>10.2}",
+                format!("({figure}) {instances} instances"),
+                name,
+                provisioning,
+                update,
+                provisioning + update
+            );
+        }
+    }
+}
