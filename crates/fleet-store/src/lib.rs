@@ -3,8 +3,9 @@
 //! The store keeps JSON documents in collections, plus the few things that need real
 //! transactions and ordering: tasks with their event logs, and locks. Every state change
 //! is written before the external step that depends on it, so after a crash the next start
-//! finds a consistent state and converges. The trait keeps SQLite replaceable; async code
-//! reaches it through [`AsyncStore`].
+//! finds a consistent state and converges. Two backends keep it: SQLite, one process's,
+//! and PostgreSQL, which several director processes share (each a runner with a lease,
+//! [`Lease`]); async code reaches either through [`AsyncStore`].
 
 mod commits;
 mod handle;
