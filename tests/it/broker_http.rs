@@ -594,3 +594,63 @@ async fn each_answer_of_a_scripted_broker_gets_the_outcome_the_policy_prescribes
     assert!(stdout.contains("bosh is down"), "{stdout}");
     assert!(!stdout.contains(PASSWORD));
 }
+
+/// An ODB whose instance lister is Cloud Foundry: `null` for no instances, and a 400 for
+/// the state filter it does not know.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_empty_odb_listing_is_an_empty_fleet_and_a_refused_filter_is_not_sent_again() {
+    let filtered = Arc::new(AtomicUsize::new(0));
+    let router = Router::new()
+        .route(
+            "/mgmt/service_instances",
+            get(
+                |State(filtered): State<Arc<AtomicUsize>>, Query(q): Query<Params>| async move {
+                    if q.contains_key("state") {
+                        filtered.fetch_add(1, Ordering::SeqCst);
+                        return (StatusCode::BAD_REQUEST, "unknown parameter: state")
+                            .into_response();
+                    }
+                    ([(header::CONTENT_TYPE, "application/json")], "null").into_response()
+                },
+            ),
+        )
+        .with_state(Arc::clone(&filtered));
+    let dir = tempfile::tempdir().unwrap();
+    let https = Https::start(router, dir.path(), "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let inventory = Arc::new(
+        BrokerInventory::new(
+            &config(
+                format!("https://{}", https.addr),
+                &https.ca,
+                Duration::from_secs(5),
+            ),
+            RequestLimiter::unlimited(),
+        )
+        .unwrap(),
+    );
+    assert!(inventory.list(Selection::All).await.unwrap().is_empty());
+    assert!(
+        inventory
+            .list(Selection::Outdated)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(inventory.list(Selection::Failed).await.unwrap().is_empty());
+    assert_eq!(
+        filtered.load(Ordering::SeqCst),
+        1,
+        "the refused filter was asked for once"
+    );
+    let plan = Rollout::new(
+        Arc::clone(&inventory),
+        Settings::default(),
+        WallClock::new(),
+    )
+    .plan()
+    .await
+    .unwrap();
+    assert!(plan.order.is_empty());
+}

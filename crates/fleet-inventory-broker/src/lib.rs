@@ -1,6 +1,7 @@
 //! A service broker's management API over HTTP (`shared/BROKER_API.md`), which our own
 //! broker serves and which an On-Demand Service Broker speaks in part.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use reqwest::{Method, RequestBuilder};
@@ -26,6 +27,9 @@ pub struct BrokerInventory {
     http: HttpClient,
     username: String,
     password: Secret,
+    /// Set once the broker refused the state filter: later listings of the run go
+    /// without it at once, rather than failing on the broker (and in its log) each time.
+    filter_refused: AtomicBool,
 }
 
 impl BrokerInventory {
@@ -46,6 +50,7 @@ impl BrokerInventory {
             http,
             username: config.username.clone(),
             password: config.password.clone(),
+            filter_refused: AtomicBool::new(false),
         })
     }
 
@@ -79,8 +84,14 @@ impl BrokerInventory {
         if !answer.status.is_success() {
             return Err(answer.failure());
         }
-        answer.json()
+        listing(&answer)
     }
+}
+
+/// A listing's instances. An ODB whose instance lister is Cloud Foundry answers `null`
+/// when it has none: an empty fleet, not a broken answer.
+fn listing(answer: &Answer) -> Result<Vec<Instance>, InventoryError> {
+    Ok(answer.json::<Option<Vec<Instance>>>()?.unwrap_or_default())
 }
 
 /// The `last_operation` answer; `description` is optional in OSB.
@@ -154,24 +165,26 @@ impl Inventory for BrokerInventory {
     /// filtered listing that fails with a status other than an authentication failure or
     /// 429 is asked again without the filter before it counts as failed.
     async fn list(&self, selection: Selection) -> Result<Vec<Instance>, InventoryError> {
-        let instances = if selection == Selection::All {
-            self.list_all().await?
-        } else {
-            let answer = self.fetch(Some(selection)).await?;
-            if answer.status.is_success() {
-                answer.json()?
-            } else if matches!(answer.code(), 401 | 403 | 429) {
-                // Not a refused filter: credentials, or a server asking for less load,
-                // which the engine's retry gives it.
-                return Err(answer.failure());
-            } else {
-                tracing::debug!(
-                    status = %answer.status,
-                    "the broker refused the state filter; listing every instance"
-                );
+        let instances =
+            if selection == Selection::All || self.filter_refused.load(Ordering::Relaxed) {
                 self.list_all().await?
-            }
-        };
+            } else {
+                let answer = self.fetch(Some(selection)).await?;
+                if answer.status.is_success() {
+                    listing(&answer)?
+                } else if matches!(answer.code(), 401 | 403 | 429) {
+                    // Not a refused filter: credentials, or a server asking for less load,
+                    // which the engine's retry gives it.
+                    return Err(answer.failure());
+                } else {
+                    tracing::debug!(
+                        status = %answer.status,
+                        "the broker refused the state filter; listing every instance from now on"
+                    );
+                    self.filter_refused.store(true, Ordering::Relaxed);
+                    self.list_all().await?
+                }
+            };
         Ok(instances
             .into_iter()
             .filter(|instance| selection.matches(instance))
