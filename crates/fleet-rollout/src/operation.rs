@@ -160,6 +160,10 @@ async fn read_back<I: Inventory>(
     }
 }
 
+/// How soon after a trigger its operation is first polled (or after the interval, when
+/// that is shorter).
+const FIRST_POLL: Duration = Duration::from_secs(1);
+
 /// Polls until the operation ends. A poll that fails without effect on the operation
 /// (the broker briefly unreachable) is not the operation failing: polling goes on until
 /// the deadline; only a permanent error ends it.
@@ -169,17 +173,20 @@ async fn watch<I: Inventory>(
     timing: Timing,
 ) -> Completion {
     let deadline = Instant::now() + timing.operation_timeout;
-    let mut wait = timing.poll_interval;
+    // The first poll comes soon after the trigger, so that a short operation is seen to
+    // end soon; the waits then double up to the interval.
+    let mut wait = FIRST_POLL.min(timing.poll_interval);
     loop {
         let next = Instant::now() + wait;
         let last = next >= deadline;
         sleep_until(next.min(deadline)).await;
         match requests.poll(operation).await {
             Ok(OperationState::InProgress { retry_after }) => {
-                let asked = retry_after
-                    .unwrap_or_default()
-                    .min(timing.operation_timeout);
-                wait = timing.poll_interval.max(asked);
+                wait = match retry_after {
+                    // The server's pace, never faster than the first poll's.
+                    Some(asked) => asked.min(timing.operation_timeout).max(FIRST_POLL),
+                    None => (wait * 2).min(timing.poll_interval),
+                };
             }
             Ok(OperationState::Succeeded) => return Completion::Succeeded,
             Ok(OperationState::Failed { reason }) => return Completion::Failed { reason },

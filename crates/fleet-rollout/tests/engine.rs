@@ -584,18 +584,39 @@ async fn a_trigger_error_fails_the_instance() {
     assert_eq!(run.outcome("b"), Outcome::NotStarted);
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_server_retry_after_wins_when_larger_than_the_poll_interval() {
-    let inventory = fleet(&[("a", "retry_after 1m, succeeded")]);
-    let start = Instant::now();
-    run(&inventory, settings(1, 0)).await;
-    let polls: Vec<Duration> = inventory
+/// When each poll of the run was sent, from its start.
+fn poll_times(inventory: &ScriptedInventory, start: Instant) -> Vec<Duration> {
+    inventory
         .calls()
         .into_iter()
         .filter(|c| matches!(c.kind, CallKind::Poll(_)))
         .map(|c| c.at - start)
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_server_retry_after_sets_the_pace_after_a_first_poll_soon_after_the_trigger() {
+    let inventory = fleet(&[("a", "retry_after 1m, succeeded")]);
+    let start = Instant::now();
+    run(&inventory, settings(1, 0)).await;
+    assert_eq!(
+        poll_times(&inventory, start),
+        [Duration::from_secs(1), Duration::from_secs(61)]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn polls_start_a_second_after_the_trigger_and_back_off_to_the_interval() {
+    let inventory = fleet(&[("a", "runs 20s")]);
+    let start = Instant::now();
+    let run = run(&inventory, settings(1, 0)).await;
+    assert_eq!(run.outcome("a"), Outcome::Updated);
+    let seconds: Vec<u64> = poll_times(&inventory, start)
+        .iter()
+        .map(Duration::as_secs)
         .collect();
-    assert_eq!(polls, [Duration::from_secs(10), Duration::from_secs(70)]);
+    // 1 s, then waits of 2, 4 and 8 s, then the 10 s interval.
+    assert_eq!(seconds, [1, 3, 7, 15, 25]);
 }
 
 #[tokio::test(start_paused = true)]
