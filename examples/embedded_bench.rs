@@ -14,62 +14,23 @@
 // Wall time is what this measures, so it reads the real clock.
 #![allow(clippy::disallowed_types)]
 
-use std::io;
-use std::sync::Arc;
-use std::time::Instant;
+#[path = "shared/fleet_run.rs"]
+mod fleet_run;
 
-use fleet_updater::clock::WallClock;
-use fleet_updater::config::Config;
-use fleet_updater::fleet::{self, Access, DEMO, DEMO_CONFIG, Definition};
-use fleet_updater::inventory::embedded::EmbeddedInventory;
-use fleet_updater::output::TextOutput;
-use fleet_updater::rollout::Rollout;
-use tokio::sync::watch;
+use fleet_updater::fleet::{DEMO, Definition};
+use fleet_updater::store::StoreLocation;
 
 fn measure(label: &str, definition: Definition) -> f64 {
-    let dir = tempfile::tempdir().expect("a temporary folder");
-    let settings = Config::parse(DEMO_CONFIG, "demo", std::path::Path::new("."))
-        .expect("the demo configuration is valid")
-        .settings();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("a runtime");
-    let started = Instant::now();
-    let (provisioned, report) = runtime.block_on(async {
-        let fleet = fleet::open(
-            dir.path(),
-            &definition,
-            Access::RUN,
-            &fleet_updater::store::StoreLocation::Sqlite,
-            &mut |_| {},
-        )
-        .await
-        .expect("the fleet opens");
-        let provisioned = started.elapsed();
-        let inventory = Arc::new(EmbeddedInventory::new(Arc::clone(&fleet.broker)));
-        let rollout = Rollout::new(inventory, settings, WallClock::new());
-        let plan = rollout.plan().await.expect("listing succeeds");
-        let (_signals, interrupts) = watch::channel(0);
-        let report = rollout
-            .execute(plan, &mut TextOutput::new(io::sink()), interrupts)
-            .await;
-        (provisioned, report)
-    });
-    // Closing the store (its last commit and checkpoint) is part of the cost.
-    drop(runtime);
-    let total = started.elapsed();
-    assert!(report.succeeded(), "{:?}", report.counts);
+    let timed = fleet_run::run(&definition, &StoreLocation::Sqlite);
     println!(
         "{label}: {} instances, {} updated: provisioning {:.2}s + update run {:.2}s = {:.2}s wall time",
-        report.counts.selected,
-        report.counts.updated,
-        provisioned.as_secs_f64(),
-        (total - provisioned).as_secs_f64(),
-        total.as_secs_f64()
+        timed.counts.selected,
+        timed.counts.updated,
+        timed.provisioning.as_secs_f64(),
+        (timed.total - timed.provisioning).as_secs_f64(),
+        timed.total.as_secs_f64()
     );
-    total.as_secs_f64()
+    timed.total.as_secs_f64()
 }
 
 fn main() {

@@ -12,53 +12,11 @@
 // Wall time is what this measures, so it reads the real clock.
 #![allow(clippy::disallowed_types)]
 
-use std::io;
-use std::sync::Arc;
-use std::time::Instant;
+#[path = "shared/fleet_run.rs"]
+mod fleet_run;
 
-use fleet_updater::clock::WallClock;
-use fleet_updater::config::Config;
-use fleet_updater::fleet::{self, Access, DEMO, DEMO_CONFIG, Definition};
-use fleet_updater::inventory::embedded::EmbeddedInventory;
-use fleet_updater::output::TextOutput;
-use fleet_updater::rollout::Rollout;
+use fleet_updater::fleet::{DEMO, Definition};
 use fleet_updater::store::{StoreLocation, testing};
-use tokio::sync::watch;
-
-/// Seconds of provisioning and of the update run.
-fn measure(definition: &Definition, store: &StoreLocation) -> (f64, f64) {
-    let dir = tempfile::tempdir().expect("a temporary folder");
-    let settings = Config::parse(DEMO_CONFIG, "demo", std::path::Path::new("."))
-        .expect("the demo configuration is valid")
-        .settings();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("a runtime");
-    let started = Instant::now();
-    let (provisioned, report) = runtime.block_on(async {
-        let fleet = fleet::open(dir.path(), definition, Access::RUN, store, &mut |_| {})
-            .await
-            .expect("the fleet opens");
-        let provisioned = started.elapsed();
-        let inventory = Arc::new(EmbeddedInventory::new(Arc::clone(&fleet.broker)));
-        let rollout = Rollout::new(inventory, settings, WallClock::new());
-        let plan = rollout.plan().await.expect("listing succeeds");
-        let (_signals, interrupts) = watch::channel(0);
-        let report = rollout
-            .execute(plan, &mut TextOutput::new(io::sink()), interrupts)
-            .await;
-        (provisioned, report)
-    });
-    drop(runtime);
-    let total = started.elapsed();
-    assert!(report.succeeded(), "{:?}", report.counts);
-    (
-        provisioned.as_secs_f64(),
-        (total - provisioned).as_secs_f64(),
-    )
-}
 
 fn fleet_of(instances: u32) -> Definition {
     let mut definition = Definition::parse(DEMO)
@@ -84,8 +42,8 @@ fn main() {
         );
     }
     println!(
-        "{:<22} {:>10} {:>18} {:>12} {:>10}",
-        "fleet", "store", "provisioning (s)", "update (s)", "total (s)"
+        "{:<22} {:>10} {:>8} {:>18} {:>12} {:>10}",
+        "fleet", "store", "updated", "provisioning (s)", "update (s)", "total (s)"
     );
     for (figure, instances) in [("b", 1_000), ("c", 10_000)] {
         if !wanted(figure) {
@@ -100,14 +58,16 @@ fn main() {
             ));
         }
         for (name, store) in stores {
-            let (provisioning, update) = measure(&definition, &store);
+            let timed = fleet_run::run(&definition, &store);
+            let provisioning = timed.provisioning.as_secs_f64();
             println!(
-                "{:<22} {:>10} {:>18.2} {:>12.2} {:>10.2}",
+                "{:<22} {:>10} {:>8} {:>18.2} {:>12.2} {:>10.2}",
                 format!("({figure}) {instances} instances"),
                 name,
+                timed.counts.updated,
                 provisioning,
-                update,
-                provisioning + update
+                timed.total.as_secs_f64() - provisioning,
+                timed.total.as_secs_f64()
             );
         }
     }

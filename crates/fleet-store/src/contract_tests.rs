@@ -600,7 +600,7 @@ fn over_tls_the_server_must_chain_to_the_ca_and_name_the_host() {
     };
     let ca = std::path::PathBuf::from(ca);
     let at = PostgresLocation::parse(&url, None, Some(ca.clone())).unwrap();
-    let store = PgStore::connect(&testing::fresh_schema_over(&at)).unwrap();
+    let store = PgStore::connect(&testing::fresh_schema(&at)).unwrap();
     store
         .write(vec![put(Collection::Fleet, "tls", "", &true)])
         .unwrap();

@@ -40,6 +40,22 @@ pub struct Renewal {
     pub was_lost: bool,
 }
 
+/// Whether a store handle's runner has been registered: a renewal that has to register
+/// it again tells that it was given up for dead meanwhile.
+#[derive(Debug, Default)]
+pub(crate) struct Registration(std::sync::atomic::AtomicBool);
+
+impl Registration {
+    /// What a renewal found, given whether it had to insert the runner's row.
+    pub(crate) fn renewed(&self, inserted: bool, cancelling: Vec<u64>) -> Renewal {
+        let was_registered = self.0.swap(true, std::sync::atomic::Ordering::SeqCst);
+        Renewal {
+            cancelling,
+            was_lost: inserted && was_registered,
+        }
+    }
+}
+
 /// Whose tasks a recovery ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Recovery {

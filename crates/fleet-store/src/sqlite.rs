@@ -1,11 +1,12 @@
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::commits::{self, Commits, Db, Flusher, Outcome};
+use super::lease::Registration;
+use super::task::task_from;
 use super::{Collection, IpClaim, IpHolder, IpRecord, IpRelease, Store, StoreError, Write};
 use super::{Lease, Recovery, Renewal};
 use super::{Task, TaskEvent, TaskFilter, TaskKind, TaskState};
@@ -74,8 +75,7 @@ pub struct SqliteStore {
     /// [`Store::defer`]red writes, in order, applied when the connection is next taken.
     deferred: Mutex<Vec<Write>>,
     runner: String,
-    /// Set once the runner is registered.
-    registered: AtomicBool,
+    registration: Registration,
 }
 
 pub(crate) fn now_secs() -> u64 {
@@ -165,7 +165,7 @@ impl SqliteStore {
             claimed: Mutex::new(Arc::new(claimed)),
             deferred: Mutex::new(Vec::new()),
             runner: crate::new_runner_id(),
-            registered: AtomicBool::new(false),
+            registration: Registration::default(),
         })
     }
 
@@ -237,7 +237,7 @@ impl SqliteStore {
             claimed: Mutex::new(Arc::new(claimed)),
             deferred: Mutex::new(Vec::new()),
             runner: crate::new_runner_id(),
-            registered: AtomicBool::new(false),
+            registration: Registration::default(),
         })
     }
 
@@ -505,10 +505,6 @@ fn reservation(address: u32, row: &rusqlite::Row<'_>) -> rusqlite::Result<IpReco
     })
 }
 
-fn task_from(body: &str) -> Result<Task, StoreError> {
-    Ok(serde_json::from_str(body)?)
-}
-
 impl Store for SqliteStore {
     fn get(&self, collection: Collection, key: &str) -> Result<Option<String>, StoreError> {
         Ok(self
@@ -607,17 +603,7 @@ impl Store for SqliteStore {
                 self.runner
             ])?;
             let id = tx.last_insert_rowid() as u64;
-            let task = Task {
-                id,
-                state: TaskState::Queued,
-                kind,
-                description: kind.description().to_string(),
-                deployment: deployment.map(str::to_string),
-                result: None,
-                started_at: Some(now_secs()),
-                finished_at: None,
-                user: user.map(str::to_string),
-            };
+            let task = Task::queued(id, kind, deployment, user);
             tx.prepare_cached("UPDATE tasks SET body = ?1 WHERE id = ?2")?
                 .execute(params![serde_json::to_string(&task)?, id as i64])?;
             if let Some(lock) = lock {
@@ -665,8 +651,7 @@ impl Store for SqliteStore {
                 return Ok(Outcome::Keep(None));
             };
             let mut found = task_from(&body)?;
-            if matches!(found.state, TaskState::Queued | TaskState::Processing) {
-                found.state = TaskState::Cancelling;
+            if found.ask_to_cancel() {
                 tx.prepare_cached(
                     "UPDATE tasks SET state = 'cancelling', body = ?1 WHERE id = ?2",
                 )?
@@ -702,11 +687,7 @@ impl Store for SqliteStore {
                 .collect::<Result<_, _>>()?;
             Ok(Outcome::Keep((renewed == 0, cancelling)))
         })?;
-        let was_registered = self.registered.swap(true, Ordering::SeqCst);
-        Ok(Renewal {
-            cancelling,
-            was_lost: inserted && was_registered,
-        })
+        Ok(self.registration.renewed(inserted, cancelling))
     }
 
     fn task(&self, id: u64) -> Result<Option<Task>, StoreError> {
@@ -1037,10 +1018,7 @@ impl Store for SqliteStore {
                 .collect::<Result<Vec<_>, _>>()?;
             let mut ended = Vec::new();
             for body in stale {
-                let mut task = task_from(&body)?;
-                task.state = TaskState::Error;
-                task.result = Some(reason.to_string());
-                task.finished_at = Some(now / 1000);
+                let task = task_from(&body)?.errored(reason, now / 1000);
                 tx.execute(
                     "UPDATE tasks SET state = 'error', body = ?1 WHERE id = ?2",
                     params![serde_json::to_string(&task)?, task.id as i64],

@@ -176,6 +176,51 @@ pub struct TaskEvent {
     pub error: Option<String>,
 }
 
+impl Task {
+    /// A task as created: queued, started now.
+    pub(crate) fn queued(
+        id: u64,
+        kind: TaskKind,
+        deployment: Option<&str>,
+        user: Option<&str>,
+    ) -> Task {
+        Task {
+            id,
+            state: TaskState::Queued,
+            kind,
+            description: kind.description().to_string(),
+            deployment: deployment.map(str::to_string),
+            result: None,
+            started_at: Some(crate::sqlite::now_secs()),
+            finished_at: None,
+            user: user.map(str::to_string),
+        }
+    }
+
+    /// The task ended in error with `reason` at `at` (Unix seconds), as recovery ends
+    /// the tasks of a process that is gone.
+    pub(crate) fn errored(mut self, reason: &str, at: u64) -> Task {
+        self.state = TaskState::Error;
+        self.result = Some(reason.to_string());
+        self.finished_at = Some(at);
+        self
+    }
+
+    /// Marks a queued or processing task `cancelling`; whether it did.
+    pub(crate) fn ask_to_cancel(&mut self) -> bool {
+        let running = matches!(self.state, TaskState::Queued | TaskState::Processing);
+        if running {
+            self.state = TaskState::Cancelling;
+        }
+        running
+    }
+}
+
+/// A task as the stores keep it, in JSON.
+pub(crate) fn task_from(body: &str) -> Result<Task, crate::StoreError> {
+    Ok(serde_json::from_str(body)?)
+}
+
 /// What a write of `task` over a stored task in state `stored` records, if anything: a
 /// task asked to cancel stays `cancelling` while it runs (another process may have asked
 /// while this one wrote), and a task that has ended stays ended (a process given up for

@@ -23,19 +23,12 @@ pub fn postgres() -> Option<PostgresLocation> {
     )
 }
 
-/// A new, empty schema in `database`, and the location whose connections use it.
+/// A new, empty schema in `database`, and the location whose connections use it,
+/// reached as `database` asks (over TLS when it names a CA).
 ///
 /// # Panics
 /// When the server cannot be reached.
 pub fn fresh_schema(database: &PostgresLocation) -> PostgresLocation {
-    fresh_schema_over(database)
-}
-
-/// [`fresh_schema`], over the connection `database` asks for (TLS when it has a CA).
-///
-/// # Panics
-/// When the server cannot be reached.
-pub fn fresh_schema_over(database: &PostgresLocation) -> PostgresLocation {
     let schema = format!("test_{}", uuid::Uuid::new_v4().simple());
     let config = database.config();
     let tls = database
@@ -70,9 +63,4 @@ pub fn store() -> Arc<dyn Store> {
         }
         None => Arc::new(SqliteStore::in_memory().expect("SQLite opens in memory")),
     }
-}
-
-/// Whether tests run on PostgreSQL.
-pub fn on_postgres() -> bool {
-    std::env::var_os(POSTGRES_VARIABLE).is_some()
 }

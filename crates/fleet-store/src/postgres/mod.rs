@@ -7,7 +7,6 @@ mod schema;
 mod session;
 mod tls;
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -16,10 +15,12 @@ use tokio::time::Instant;
 use fleet_ipset::IpSet;
 
 use crate::commits::Outcome;
-use crate::sqlite::{kind_name, now_secs};
+use crate::lease::Registration;
+use crate::sqlite::kind_name;
+use crate::task::task_from;
 use crate::{Collection, IpClaim, IpHolder, IpRecord, IpRelease, Store, StoreError, Write};
 use crate::{Lease, PostgresLocation, Recovery, Renewal};
-use crate::{Task, TaskEvent, TaskFilter, TaskKind, TaskState};
+use crate::{Task, TaskEvent, TaskFilter, TaskKind};
 use session::{Connection, Session};
 pub(crate) use tls::MakeRustls;
 
@@ -31,12 +32,9 @@ const CLAIMED_FOR: Duration = Duration::from_secs(1);
 pub struct PgStore {
     connection: Connection,
     runner: String,
-    /// Set once the runner is registered: a later renewal that finds it gone tells that
-    /// it was given up for dead.
-    registered: AtomicBool,
+    registration: Registration,
     /// Every claimed address as last read, and when.
     claimed: Mutex<Option<(Arc<IpSet>, Instant)>>,
-    location: String,
 }
 
 impl PgStore {
@@ -46,10 +44,10 @@ impl PgStore {
     /// When the server cannot be reached or refuses the login, or the schema is newer
     /// than this build's.
     pub fn connect(location: &PostgresLocation) -> Result<Self, StoreError> {
-        let shown = location.url().to_string();
+        // Every failure to open names the database, whatever step it came from.
         let connection = Connection::open(location.clone()).map_err(|e| match e {
             StoreError::Unreachable { reason, .. } => StoreError::Unreachable {
-                location: shown.clone(),
+                location: location.url().to_string(),
                 reason,
             },
             other => other,
@@ -57,15 +55,9 @@ impl PgStore {
         Ok(PgStore {
             connection,
             runner: crate::new_runner_id(),
-            registered: AtomicBool::new(false),
+            registration: Registration::default(),
             claimed: Mutex::new(None),
-            location: shown,
         })
-    }
-
-    /// Where it is, as safe to show.
-    pub fn location(&self) -> &str {
-        &self.location
     }
 
     fn call<T, F>(&self, job: F) -> Result<T, StoreError>
@@ -80,10 +72,6 @@ impl PgStore {
     fn forget_claimed(&self) {
         *self.claimed.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
-}
-
-fn task_from(body: &str) -> Result<Task, StoreError> {
-    Ok(serde_json::from_str(body)?)
 }
 
 fn id(task: u64) -> i64 {
@@ -170,10 +158,7 @@ fn put_all(s: &mut Session, puts: &[&Write]) -> Result<(), StoreError> {
 
 /// Ends `task` in error with `reason`.
 fn end_in_error(s: &mut Session, body: &str, reason: &str, now: u64) -> Result<u64, StoreError> {
-    let mut task = task_from(body)?;
-    task.state = TaskState::Error;
-    task.result = Some(reason.to_string());
-    task.finished_at = Some(now);
+    let task = task_from(body)?.errored(reason, now);
     s.execute(
         "UPDATE tasks SET state = 'error', body = $1 WHERE id = $2",
         &[&serde_json::to_string(&task)?, &id(task.id)],
@@ -296,17 +281,8 @@ impl Store for PgStore {
                     )?
                     .expect("an insert returns its row");
                 let task_id: i64 = row.get(0);
-                let task = Task {
-                    id: task_id as u64,
-                    state: TaskState::Queued,
-                    kind,
-                    description: kind.description().to_string(),
-                    deployment: deployment.clone(),
-                    result: None,
-                    started_at: Some(now_secs()),
-                    finished_at: None,
-                    user: user.clone(),
-                };
+                let task =
+                    Task::queued(task_id as u64, kind, deployment.as_deref(), user.as_deref());
                 s.execute(
                     "UPDATE tasks SET body = $1 WHERE id = $2",
                     &[&serde_json::to_string(&task)?, &task_id],
@@ -364,8 +340,7 @@ impl Store for PgStore {
                     return Ok(Outcome::Keep(None));
                 };
                 let mut found = task_from(&body)?;
-                if matches!(found.state, TaskState::Queued | TaskState::Processing) {
-                    found.state = TaskState::Cancelling;
+                if found.ask_to_cancel() {
                     s.execute(
                         "UPDATE tasks SET state = 'cancelling', body = $1 WHERE id = $2",
                         &[&serde_json::to_string(&found)?, &id(task)],
@@ -414,13 +389,9 @@ impl Store for PgStore {
             })
         })?;
         let (inserted, cancelling) = renewal;
-        let was_registered = self.registered.swap(true, Ordering::SeqCst);
         // Other processes' claims and releases are read again with the lease.
         self.forget_claimed();
-        Ok(Renewal {
-            cancelling,
-            was_lost: inserted && was_registered,
-        })
+        Ok(self.registration.renewed(inserted, cancelling))
     }
 
     fn task(&self, task: u64) -> Result<Option<Task>, StoreError> {
