@@ -221,9 +221,11 @@ fn read_embedded(node: &Node, base: &Path, config: &mut Config, checker: &mut Ch
                 let kp = join(&p, &k.name);
                 match k.name.as_str() {
                     "kind" => {
-                        if let Some(kind) =
-                            checker.choice(v, &kp, &["create_vm", "unresponsive", "job_start"])
-                        {
+                        if let Some(kind) = checker.choice(
+                            v,
+                            &kp,
+                            &["create_vm", "unresponsive", "job_start", "errand"],
+                        ) {
                             fault.kind = kind.to_string();
                         }
                     }

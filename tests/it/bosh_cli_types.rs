@@ -458,3 +458,46 @@ pub struct ConfigResp {
 pub struct OdbDirectorInfo {
     pub version: String,
 }
+
+/// `director.Errand`, one entry of `GET /deployments/NAME/errands`. Go matches field
+/// names case-insensitively: `name` fills `Name`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Errand {
+    #[serde(deserialize_with = "nullable")]
+    pub name: String,
+}
+
+/// `director.ErrandRunResp`, one JSON value of an errand task's result output.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct ErrandRunResp {
+    #[serde(deserialize_with = "nullable")]
+    pub instance: ErrandInstance,
+    #[serde(deserialize_with = "nullable")]
+    pub exit_code: i64,
+    #[serde(deserialize_with = "nullable")]
+    pub stdout: String,
+    #[serde(deserialize_with = "nullable")]
+    pub stderr: String,
+    #[serde(deserialize_with = "nullable")]
+    pub logs: ErrandLogs,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct ErrandInstance {
+    #[serde(deserialize_with = "nullable")]
+    pub group: String,
+    #[serde(deserialize_with = "nullable")]
+    pub id: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct ErrandLogs {
+    #[serde(deserialize_with = "nullable")]
+    pub blobstore_id: String,
+    #[serde(deserialize_with = "nullable")]
+    pub sha1: String,
+}

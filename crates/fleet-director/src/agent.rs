@@ -125,6 +125,15 @@ pub enum Drain<'a> {
     Status,
 }
 
+/// How an errand's run ended, as the agent reports it: its exit code and everything it
+/// printed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrandOutput {
+    pub exit_code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
 /// A package compiled before the one that needs it: its name, and the key its compilation
 /// is kept under in the store ([`crate::compile::cache_key`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -161,4 +170,7 @@ pub trait Agent: Send + Sync {
     async fn post_deploy(&self, _agent_id: &str) -> Result<(), AgentError> {
         Ok(())
     }
+    /// Runs the applied job `job`'s `bin/run` to its end. An exit code other than 0 is an
+    /// answer, not an error: the errand ran and failed.
+    async fn run_errand(&self, agent_id: &str, job: &str) -> Result<ErrandOutput, AgentError>;
 }

@@ -71,7 +71,8 @@ fn action(kind: TaskKind) -> Option<&'static str> {
         | TaskKind::CleanUp
         | TaskKind::DeleteOrphanDisk
         | TaskKind::UpdateRelease
-        | TaskKind::DeleteRelease => return None,
+        | TaskKind::DeleteRelease
+        | TaskKind::RunErrand => return None,
     })
 }
 
@@ -204,6 +205,7 @@ mod tests {
             started_at: Some(100 * id),
             finished_at: (!state.is_running()).then_some(100 * id + 50),
             user: user.map(str::to_string),
+            context_id: None,
         }
     }
 

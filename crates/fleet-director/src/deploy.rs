@@ -24,7 +24,8 @@ use super::target::Target;
 use super::task::{JobError, TaskLog};
 use super::templates;
 use super::update::{
-    UpdateOptions, create_missing_vm, delete_instance, stop_instance, update_groups,
+    UpdateOptions, create_missing_vm, delete_instance, new_record, persist, stop_instance,
+    update_groups,
 };
 use super::validate;
 
@@ -49,7 +50,7 @@ pub struct DeployOptions {
 
 /// The manifest against what the director has; every problem together. Pure: it reads
 /// the snapshot alone.
-fn validate(snapshot: &mut Snapshot, limits: &InstanceLimits) -> Result<(), StepError> {
+pub(crate) fn validate(snapshot: &mut Snapshot, limits: &InstanceLimits) -> Result<(), StepError> {
     let facts = snapshot.facts();
     let mut problems = limits.problems(&snapshot.manifest);
     problems.extend(validate::problems(
@@ -225,6 +226,7 @@ async fn deploy_valid(
     compilation::delete_leftovers(&core, &log, &name).await?;
     log.check()?;
     networking::reserve(&core, &networking, manifest, &mut plan, &reported).await?;
+    record_errand_instances(&core, &name, &mut plan).await?;
     log.check()?;
     templates::render_plan(&core, &log, &name, &mut plan).await?;
     let global = networking.global();
@@ -325,6 +327,28 @@ async fn deploy_valid(
     Ok(format!(
         "deployment `{name}`: {changed} instances updated, {obsolete} deleted"
     ))
+}
+
+/// The instances of errand groups are recorded with their addresses and no VM, as BOSH
+/// binds them; their VMs come when the errand runs (see [`crate::errand`]). A deploy
+/// changes nothing else of them.
+async fn record_errand_instances(
+    core: &Core,
+    deployment: &str,
+    plan: &mut super::plan::DeploymentPlan,
+) -> Result<(), StepError> {
+    for group in plan.groups.iter_mut().filter(|g| g.errand) {
+        for instance in &mut group.instances {
+            if instance.existing.is_none() {
+                let record = new_record(deployment, instance, DesiredState::Detached);
+                persist(core, &record).await?;
+                instance.id = record.id.clone();
+                instance.existing = Some(record);
+            }
+            instance.changes.clear();
+        }
+    }
+    Ok(())
 }
 
 /// Every started instance's `post-deploy` scripts at once, once all instances started;

@@ -133,9 +133,15 @@ fn line(
     })
 }
 
-/// One JSON line per instance, agents asked in parallel, lines in group and index order.
-pub async fn instance_lines(core: Arc<Core>, deployment: String) -> Result<String, StepError> {
+/// One JSON line per instance (per VM with `vms_only`, as `bosh vms` lists them), agents
+/// asked in parallel, lines in group and index order.
+pub async fn instance_lines(
+    core: Arc<Core>,
+    deployment: String,
+    vms_only: bool,
+) -> Result<String, StepError> {
     let mut instances: Vec<InstanceRecord> = core.records.instances(&deployment).await?;
+    instances.retain(|i| !vms_only || i.vm_cid.is_some());
     let vms: Vec<VmRecord> = core.records.vms(&deployment).await?;
     let uploaded = core.records.stemcells().await?;
     instances.sort_by(|a, b| (&a.group, a.index).cmp(&(&b.group, b.index)));

@@ -17,6 +17,7 @@ pub mod cpi;
 mod cpi_trace;
 mod deploy;
 mod details;
+pub mod errand;
 mod error;
 mod identity;
 mod ids;
@@ -63,7 +64,7 @@ use model::{
     DeploymentSummary, DiskRecord, InstanceRecord, Release, Stemcell, Task, TaskEvent, TaskFilter,
     TaskKind, VmRecord,
 };
-use runner::{TaskRunner, lock_name};
+use runner::{Origin, TaskRunner, lock_name};
 
 /// Options of `recreate`, as `bosh recreate` takes them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -90,8 +91,8 @@ fn same_document(a: &str, b: &str) -> bool {
 pub struct Director {
     core: Arc<Core>,
     runner: Arc<TaskRunner>,
-    /// Who the tasks this handle starts are recorded for.
-    user: Option<Arc<str>>,
+    /// Who the tasks this handle starts are recorded for, and in what context.
+    origin: Origin,
 }
 
 /// The reason recorded on tasks that a previous process left unfinished.
@@ -147,16 +148,23 @@ impl Director {
         Director {
             runner: Arc::new(TaskRunner::new(Arc::clone(&core))),
             core,
-            user: None,
+            origin: Origin::default(),
         }
     }
 
     /// This director, recording the tasks it starts as started by `user`.
     pub fn acting_for(&self, user: Option<&str>) -> Director {
-        Director {
-            user: user.map(Arc::from),
-            ..self.clone()
-        }
+        let mut acting = self.clone();
+        acting.origin.user = user.map(str::to_string);
+        acting
+    }
+
+    /// This director, recording the tasks it starts in the client's context
+    /// (`X-Bosh-Context-Id`), by which the client finds them again.
+    pub fn in_context(&self, context_id: Option<&str>) -> Director {
+        let mut acting = self.clone();
+        acting.origin.context_id = context_id.map(str::to_string);
+        acting
     }
 
     fn store(&self) -> &AsyncStore {
@@ -187,7 +195,7 @@ impl Director {
             .start(
                 TaskKind::UpdateRelease,
                 None,
-                self.user.as_deref(),
+                &self.origin,
                 move |core, log| release_upload::run(core, log, archive, fix),
             )
             .await
@@ -258,7 +266,7 @@ impl Director {
             .start(
                 TaskKind::DeleteRelease,
                 None,
-                self.user.as_deref(),
+                &self.origin,
                 move |core, log| async move {
                     let records = doomed
                         .iter()
@@ -441,7 +449,7 @@ impl Director {
             TaskKind::CreateDeployment
         };
         self.runner
-            .start(kind, Some(&name), self.user.as_deref(), move |core, log| {
+            .start(kind, Some(&name), &self.origin, move |core, log| {
                 deploy::deploy(core, log, text, options)
             })
             .await
@@ -474,7 +482,7 @@ impl Director {
             .start(
                 TaskKind::RecreateDeployment,
                 Some(deployment),
-                self.user.as_deref(),
+                &self.origin,
                 move |core, log| deploy::recreate_or_start(core, log, name, deploy_options),
             )
             .await
@@ -507,7 +515,7 @@ impl Director {
             .start(
                 TaskKind::StopDeployment,
                 Some(deployment),
-                self.user.as_deref(),
+                &self.origin,
                 move |core, log| deploy::stop(core, log, name, hard, target, skip_drain),
             )
             .await
@@ -537,7 +545,7 @@ impl Director {
             .start(
                 TaskKind::RestartDeployment,
                 Some(deployment),
-                self.user.as_deref(),
+                &self.origin,
                 move |core, log| deploy::recreate_or_start(core, log, name, options),
             )
             .await
@@ -572,7 +580,7 @@ impl Director {
             .start(
                 TaskKind::StartDeployment,
                 Some(deployment),
-                self.user.as_deref(),
+                &self.origin,
                 move |core, log| deploy::recreate_or_start(core, log, name, options),
             )
             .await
@@ -587,7 +595,7 @@ impl Director {
             .start(
                 TaskKind::DeleteDeployment,
                 Some(deployment),
-                self.user.as_deref(),
+                &self.origin,
                 move |core, log| deploy::delete(core, log, name),
             )
             .await
@@ -713,20 +721,96 @@ impl Director {
         self.runner.wait(id).await
     }
 
+    /// The errands of the deployment's deployed manifest (`bosh errands`): its errand
+    /// groups and the jobs with `bin/run` it places.
+    ///
+    /// # Errors
+    /// [`DirectorError::NotFound`] for an unknown deployment, [`DirectorError::NotDeployed`]
+    /// before its first successful deploy.
+    pub async fn errands(&self, deployment: &str) -> Result<Vec<String>, DirectorError> {
+        let record = self
+            .records()
+            .deployment(deployment)
+            .await?
+            .ok_or_else(|| DirectorError::NotFound {
+                what: format!("deployment `{deployment}`"),
+            })?;
+        let text = record.manifest.ok_or_else(|| DirectorError::NotDeployed {
+            deployment: deployment.to_string(),
+        })?;
+        errand::list(&self.core, text)
+            .await
+            .map_err(|e| DirectorError::Invalid(e.to_string()))
+    }
+
+    /// Starts a task that runs an errand (`bosh run-errand`) under the deployment's lock;
+    /// its results are the task's result output ([`Director::result_output`]).
+    ///
+    /// # Errors
+    /// [`DirectorError::NotFound`] for an unknown deployment, [`DirectorError::Locked`]
+    /// when another task holds it. An unknown errand fails the task, as with BOSH.
+    pub async fn run_errand(
+        &self,
+        deployment: &str,
+        request: errand::ErrandRequest,
+    ) -> Result<Task, DirectorError> {
+        self.require_deployment(deployment).await?;
+        let name = deployment.to_string();
+        self.runner
+            .start(
+                TaskKind::RunErrand,
+                Some(deployment),
+                &self.origin,
+                move |core, log| errand::run(core, log, name, request),
+            )
+            .await
+    }
+
+    /// What a finished task wrote as its result output: an errand's results or the
+    /// instances' details, one JSON line per instance (none for a skipped errand); else
+    /// its one-line result.
+    ///
+    /// # Errors
+    /// A store failure.
+    pub async fn result_output(&self, task: &Task) -> Result<String, DirectorError> {
+        let kept: Option<String> = self
+            .store()
+            .get(fleet_store::Collection::TaskResults, &task.id.to_string())
+            .await?;
+        Ok(match task.kind {
+            // Clients decode these as JSON: a skipped errand has no results at all.
+            TaskKind::RunErrand | TaskKind::InstanceDetails => kept.unwrap_or_default(),
+            _ => kept.or_else(|| task.result.clone()).unwrap_or_default(),
+        })
+    }
+
     /// Starts a task that asks every agent of the deployment for its state and records one
-    /// JSON line per instance as its result (what `bosh instances` reads). It takes no lock.
+    /// JSON line per instance as its result output (what `bosh instances` reads; only
+    /// those with a VM for `bosh vms`). It takes no lock.
     ///
     /// # Errors
     /// [`DirectorError::NotFound`] for an unknown deployment.
-    pub async fn instance_details(&self, deployment: &str) -> Result<Task, DirectorError> {
+    pub async fn instance_details(
+        &self,
+        deployment: &str,
+        vms_only: bool,
+    ) -> Result<Task, DirectorError> {
         self.require_deployment(deployment).await?;
         let name = deployment.to_string();
         self.runner
             .start(
                 TaskKind::InstanceDetails,
                 Some(deployment),
-                self.user.as_deref(),
-                move |core, _log| async move { Ok(details::instance_lines(core, name).await?) },
+                &self.origin,
+                move |core, log| async move {
+                    let lines = details::instance_lines(Arc::clone(&core), name, vms_only).await?;
+                    let count = lines.lines().count();
+                    let key = log.task().to_string();
+                    let kept =
+                        fleet_store::put(fleet_store::Collection::TaskResults, &key, "", &lines);
+                    core.records.write(vec![kept]).await?;
+                    Ok(format!("retrieved the details of {count} instances"))
+                },
             )
             .await
     }
@@ -744,7 +828,7 @@ impl Director {
             .start(
                 TaskKind::ScanProblems,
                 Some(deployment),
-                self.user.as_deref(),
+                &self.origin,
                 move |core, log| cloud_check::scan(core, log, name),
             )
             .await
@@ -797,7 +881,7 @@ impl Director {
             .start(
                 TaskKind::ResolveProblems,
                 Some(deployment),
-                self.user.as_deref(),
+                &self.origin,
                 move |core, log| cloud_check::resolve(core, log, name, chosen),
             )
             .await
@@ -827,7 +911,7 @@ impl Director {
             .start(
                 TaskKind::DeleteOrphanDisk,
                 None,
-                self.user.as_deref(),
+                &self.origin,
                 move |core, log| async move {
                     cleanup::delete_disks(&core, &log, std::slice::from_ref(&disk)).await?;
                     Ok(format!("orphaned disk {} deleted", disk.cid))
@@ -853,12 +937,9 @@ impl Director {
     pub async fn clean_up(&self, options: cleanup::CleanUpOptions) -> Result<Task, DirectorError> {
         let plan = self.clean_up_plan(options).await?;
         self.runner
-            .start(
-                TaskKind::CleanUp,
-                None,
-                self.user.as_deref(),
-                move |core, log| cleanup::clean_up(core, log, plan),
-            )
+            .start(TaskKind::CleanUp, None, &self.origin, move |core, log| {
+                cleanup::clean_up(core, log, plan)
+            })
             .await
     }
 
@@ -875,6 +956,7 @@ impl Director {
                         deployment: filter.deployment.clone(),
                         states: None,
                         read_only: false,
+                        context_id: None,
                         limit: None,
                     })
                     .await?
@@ -1041,6 +1123,8 @@ impl Director {
 
 #[cfg(test)]
 mod cloud_properties_tests;
+#[cfg(test)]
+mod errand_tests;
 #[cfg(test)]
 mod release_tests;
 #[cfg(test)]

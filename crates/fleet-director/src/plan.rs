@@ -101,6 +101,8 @@ impl InstancePlan {
 #[derive(Debug, Clone, PartialEq)]
 pub struct GroupPlan {
     pub name: String,
+    /// A `lifecycle: errand` group: deploys record its instances, with no VMs.
+    pub errand: bool,
     pub update: UpdatePolicy,
     pub instances: Vec<InstancePlan>,
 }
@@ -269,7 +271,14 @@ pub fn plan(
                     if options.restart && targeted && e.state == DesiredState::Started {
                         changes.insert(Change::Restart);
                     }
-                    match (e.state, (options.start || options.restart) && targeted) {
+                    // An errand group's instances get VMs when their errand runs, which
+                    // names the group: starting the whole deployment leaves them be.
+                    let startable = !group.is_errand()
+                        || options.target.group.as_deref() == Some(group.name.as_str());
+                    match (
+                        e.state,
+                        (options.start || options.restart) && targeted && startable,
+                    ) {
                         (DesiredState::Started, _) => {}
                         (_, true) => {
                             changes.insert(Change::Start);
@@ -299,6 +308,7 @@ pub fn plan(
         by_group.insert(group.name.clone(), current);
         groups.push(GroupPlan {
             name: group.name.clone(),
+            errand: group.is_errand(),
             update: group.update,
             instances,
         });

@@ -82,6 +82,13 @@ where
 /// How often a task another process runs is read again while waited for.
 const OTHERS_POLLED_EVERY: Duration = Duration::from_millis(500);
 
+/// Who started a task, and the context the client groups it in.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Origin {
+    pub user: Option<String>,
+    pub context_id: Option<String>,
+}
+
 pub struct TaskRunner {
     core: Arc<Core>,
     /// The cancellation flag of every task this process runs.
@@ -152,7 +159,7 @@ impl TaskRunner {
         self: &Arc<Self>,
         kind: TaskKind,
         deployment: Option<&str>,
-        user: Option<&str>,
+        origin: &Origin,
         job: F,
     ) -> Result<Task, DirectorError>
     where
@@ -165,7 +172,8 @@ impl TaskRunner {
             (Locking::None, _) | (_, None) => None,
             (_, Some(d)) => Some(lock_name(d)),
         };
-        let task = match store
+        let user = origin.user.as_deref();
+        let mut task = match store
             .create_task(kind, deployment, lock.as_deref(), user, self.core.lease())
             .await?
         {
@@ -177,6 +185,8 @@ impl TaskRunner {
                 });
             }
         };
+        // Recorded with the task's start, which follows at once.
+        task.context_id = origin.context_id.clone();
         let cancel = Arc::new(AtomicBool::new(false));
         self.flags().insert(task.id, Arc::clone(&cancel));
         let runner = Arc::clone(self);

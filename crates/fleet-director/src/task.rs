@@ -53,6 +53,7 @@ enum Entry {
 
 #[derive(Clone)]
 pub struct TaskLog {
+    task: u64,
     entries: mpsc::UnboundedSender<Entry>,
     /// Set when cancellation is asked for; the job looks at it between steps, so that
     /// what it started finishes and nothing new starts.
@@ -64,7 +65,16 @@ impl TaskLog {
     pub fn start(task: u64, store: AsyncStore, cancel: Arc<AtomicBool>) -> Self {
         let (entries, received) = mpsc::unbounded_channel();
         tokio::spawn(write_events(task, store, received));
-        TaskLog { entries, cancel }
+        TaskLog {
+            task,
+            entries,
+            cancel,
+        }
+    }
+
+    /// The task this is the log of.
+    pub fn task(&self) -> u64 {
+        self.task
     }
 
     /// Waits until every event logged so far is written.

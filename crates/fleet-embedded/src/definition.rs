@@ -259,6 +259,7 @@ pub fn parse_fault(f: &FaultText) -> Result<Fault, SimulationError> {
         "create_vm" => FaultKind::CreateVm,
         "unresponsive" => FaultKind::Unresponsive,
         "job_start" => FaultKind::JobStart,
+        "errand" => FaultKind::Errand,
         other => {
             return Err(SimulationError::UnknownFaultKind {
                 kind: other.to_string(),

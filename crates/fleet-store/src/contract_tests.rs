@@ -547,6 +547,23 @@ fn listings_filter_in_the_query_and_read_only_tasks_are_nobodys_last_change() {
         ..all
     };
     assert_eq!(ids(store.tasks(&ended).unwrap()), [b1.id, a1.id]);
+    // A context groups tasks across kinds and deployments, read-only ones included.
+    for t in [&a1, &a3] {
+        let mut grouped = store.task(t.id).unwrap().unwrap();
+        grouped.context_id = Some("ctx-1".into());
+        store.put_task(&grouped).unwrap();
+    }
+    let in_context = TaskFilter {
+        context_id: Some("ctx-1".into()),
+        read_only: true,
+        ..TaskFilter::default()
+    };
+    assert_eq!(ids(store.tasks(&in_context).unwrap()), [a3.id, a1.id]);
+    let other_context = TaskFilter {
+        context_id: Some("ctx-2".into()),
+        ..in_context
+    };
+    assert!(store.tasks(&other_context).unwrap().is_empty());
     assert_eq!(store.last_change("a").unwrap().map(|t| t.id), Some(a2.id));
     assert_eq!(store.last_change("c").unwrap(), None);
     let mut latest = ids(store.last_changes().unwrap());

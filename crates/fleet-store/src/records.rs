@@ -32,6 +32,12 @@ pub enum Collection {
     Problems,
     /// Each finished task's CPI and debug lines, by task id.
     TaskTraces,
+    /// What a finished task wrote as its result output beyond its one-line result (an
+    /// errand's results), by task id.
+    TaskResults,
+    /// The state of a deployment's instances at an errand's last successful run, by
+    /// `deployment/errand`: what `when-changed` compares against.
+    ErrandRuns,
     /// Every version of every named runtime config.
     RuntimeConfigs,
     /// Compilation VMs that exist, by CID: one left by a crash is deleted by the next
@@ -58,6 +64,8 @@ impl Collection {
             Collection::Dns => "dns",
             Collection::Problems => "problems",
             Collection::TaskTraces => "task_traces",
+            Collection::TaskResults => "task_results",
+            Collection::ErrandRuns => "errand_runs",
             Collection::RuntimeConfigs => "runtime_configs",
             Collection::CompilationVms => "compilation_vms",
         }

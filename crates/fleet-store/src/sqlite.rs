@@ -706,6 +706,7 @@ impl Store for SqliteStore {
              WHERE (?1 IS NULL OR deployment = ?1)
                AND (?2 OR changes = 1)
                AND (?3 IS NULL OR instr(?3, ',' || state || ',') > 0)
+               AND (?5 IS NULL OR json_extract(body, '$.context_id') = ?5)
              ORDER BY id DESC LIMIT ?4",
         )?;
         let limit = filter
@@ -717,7 +718,8 @@ impl Store for SqliteStore {
                     filter.deployment,
                     filter.read_only,
                     state_list(filter.states.as_deref()),
-                    limit
+                    limit,
+                    filter.context_id
                 ],
                 |row| row.get::<_, String>(0),
             )?
@@ -1058,8 +1060,10 @@ impl Store for SqliteStore {
             for id in &doomed {
                 tx.prepare_cached("DELETE FROM task_events WHERE task_id = ?1")?
                     .execute([id])?;
-                tx.prepare_cached("DELETE FROM documents WHERE collection = ?1 AND key = ?2")?
-                    .execute(params![Collection::TaskTraces.name(), id.to_string()])?;
+                for kept in [Collection::TaskTraces, Collection::TaskResults] {
+                    tx.prepare_cached("DELETE FROM documents WHERE collection = ?1 AND key = ?2")?
+                        .execute(params![kept.name(), id.to_string()])?;
+                }
                 tx.prepare_cached("DELETE FROM tasks WHERE id = ?1")?
                     .execute([id])?;
             }

@@ -70,10 +70,13 @@ pub enum TaskKind {
     UpdateRelease,
     /// Deletes a release's versions and the archives only they used (`bosh delete-release`).
     DeleteRelease,
+    /// Runs an errand on its instances (`bosh run-errand`); its results are the task's
+    /// result output.
+    RunErrand,
 }
 
 impl TaskKind {
-    pub const ALL: [TaskKind; 14] = [
+    pub const ALL: [TaskKind; 15] = [
         TaskKind::CreateDeployment,
         TaskKind::UpdateDeployment,
         TaskKind::RecreateDeployment,
@@ -88,6 +91,7 @@ impl TaskKind {
         TaskKind::DeleteOrphanDisk,
         TaskKind::UpdateRelease,
         TaskKind::DeleteRelease,
+        TaskKind::RunErrand,
     ];
 
     /// The description the director shows, as BOSH words it.
@@ -107,6 +111,7 @@ impl TaskKind {
             TaskKind::DeleteOrphanDisk => "delete orphan disk",
             TaskKind::UpdateRelease => "create release",
             TaskKind::DeleteRelease => "delete release",
+            TaskKind::RunErrand => "run errand",
         }
     }
 
@@ -132,6 +137,8 @@ pub struct TaskFilter {
     pub states: Option<Vec<TaskState>>,
     /// Read-only tasks too; BOSH lists them only when asked (`verbose=2`).
     pub read_only: bool,
+    /// Only the tasks started with this context id.
+    pub context_id: Option<String>,
     pub limit: Option<usize>,
 }
 
@@ -151,6 +158,10 @@ pub struct Task {
     /// Who asked for it: the signed-in user of the request that started it.
     #[serde(default)]
     pub user: Option<String>,
+    /// What the client that started it groups its tasks by (`X-Bosh-Context-Id`): the
+    /// ODB finds a service instance's deploy and lifecycle errands by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -194,6 +205,7 @@ impl Task {
             started_at: Some(crate::sqlite::now_secs()),
             finished_at: None,
             user: user.map(str::to_string),
+            context_id: None,
         }
     }
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use fleet_director::agent::{
-    Agent, AgentError, AgentState, CompiledDependency, Drain, JobState, Process,
+    Agent, AgentError, AgentState, CompiledDependency, Drain, ErrandOutput, JobState, Process,
 };
 use fleet_director::model::InstanceSpec;
 use fleet_director::trace::{self, Channel};
@@ -324,5 +324,31 @@ impl Agent for ProcessCloud {
         outcome
             .map(|_| ())
             .map_err(|e| Self::failed(agent_id, "run_script", e))
+    }
+
+    /// The job's `bin/run` in the VM, whether or not its jobs were started: an errand
+    /// group's jobs have no processes to start.
+    async fn run_errand(&self, agent_id: &str, job: &str) -> Result<ErrandOutput, AgentError> {
+        let vm = self.agent(agent_id, "run_errand")?;
+        let running = vm.running.lock().await;
+        if !running.jobs.iter().any(|j| j == job) {
+            return Err(Self::failed(
+                agent_id,
+                "run_errand",
+                format!("no job `{job}` is applied on this VM"),
+            ));
+        }
+        let Some(supervisor) = &running.supervisor else {
+            return Err(Self::failed(agent_id, "run_errand", "nothing was applied"));
+        };
+        let lifecycle = Lifecycle::new(&vm.sandbox, &running.jobs, &**supervisor);
+        let outcome = lifecycle.errand(job).await;
+        log_runs(agent_id, &lifecycle.runs());
+        let run = outcome.map_err(|e| Self::failed(agent_id, "run_errand", e))?;
+        Ok(ErrandOutput {
+            exit_code: run.exit_code(),
+            stdout: run.stdout,
+            stderr: run.stderr,
+        })
     }
 }

@@ -111,6 +111,22 @@ impl<'a> Lifecycle<'a> {
         self.hooks("post-start", &[], &[]).await
     }
 
+    /// The errand of job `job`: its `bin/run` to its end, however it ends.
+    ///
+    /// # Errors
+    /// When the job has no `bin/run` (it is no errand) or it cannot be started.
+    pub async fn errand(&self, job: &str) -> Result<ScriptRun, LifecycleError> {
+        let script = self.script(job, "run", &[], &[]).ok_or_else(|| {
+            LifecycleError::Io(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("job {job} has no bin/run: it is not an errand"),
+            ))
+        })?;
+        let run = script::run(&script).await?;
+        self.record(&run);
+        Ok(run)
+    }
+
     /// `post-deploy` on this VM, once every instance of the deployment started.
     ///
     /// # Errors

@@ -36,7 +36,10 @@ pub struct ScriptRun {
     /// `None` when it was killed by a signal or its timeout.
     pub exit: Option<i32>,
     pub timed_out: bool,
+    /// The signal that ended it, when one did.
+    pub signal: Option<i32>,
     pub stdout: String,
+    pub stderr: String,
     /// The last lines of its output, stdout then stderr.
     pub tail: String,
 }
@@ -44,6 +47,13 @@ pub struct ScriptRun {
 impl ScriptRun {
     pub fn succeeded(&self) -> bool {
         self.exit == Some(0)
+    }
+
+    /// The exit code a shell would report: 128 plus the signal for a script a signal
+    /// ended, as BOSH's errand results count them (above 128 is cancelled).
+    pub fn exit_code(&self) -> i32 {
+        self.exit
+            .unwrap_or_else(|| 128 + self.signal.unwrap_or(libc::SIGKILL))
     }
 
     /// `pre-start of job kv exited 3`, for events and errors.
@@ -101,13 +111,14 @@ pub async fn run(script: &Script) -> std::io::Result<ScriptRun> {
             (None, true)
         }
     };
-    let (stdout, stderr, exit) = match &output {
+    let (stdout, stderr, exit, signal) = match &output {
         Some(o) => (
             String::from_utf8_lossy(&o.stdout).into_owned(),
             String::from_utf8_lossy(&o.stderr).into_owned(),
             o.status.code(),
+            std::os::unix::process::ExitStatusExt::signal(&o.status),
         ),
-        None => (String::new(), String::new(), None),
+        None => (String::new(), String::new(), None, Some(libc::SIGKILL)),
     };
     append(
         &script.log_dir,
@@ -126,8 +137,10 @@ pub async fn run(script: &Script) -> std::io::Result<ScriptRun> {
         name: script.name.clone(),
         exit,
         timed_out,
+        signal,
         tail: tail(&format!("{stdout}{stderr}")),
         stdout,
+        stderr,
     })
 }
 

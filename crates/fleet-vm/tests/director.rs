@@ -605,3 +605,104 @@ instance_groups:
     );
     f.cloud.halt().await;
 }
+
+/// A release whose `checker` job is an errand: its `bin/run` prints who it runs as and
+/// its level, warns on stderr, and exits with its property `checker.exit`.
+fn errand_release() -> Vec<u8> {
+    ReleaseBuilder::new("checks", "1")
+        .job(
+            "checker",
+            vec![
+                file(
+                    "job.MF",
+                    "name: checker\ntemplates:\n  run.erb: bin/run\nproperties:\n  checker.exit: {default: 0}\n",
+                ),
+                file("monit", ""),
+                file(
+                    "templates/run.erb",
+                    "#!/bin/sh\necho checked <%= spec.name %>/<%= spec.index %>\necho careful >&2\nexit <%= p('checker.exit') %>\n",
+                ),
+            ],
+        )
+        .build()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_errand_runs_its_bin_run_on_a_vm_of_its_own_or_where_its_job_is_placed() {
+    let f = fixture().await;
+    f.upload(&release(false)).await;
+    f.upload(&errand_release()).await;
+    let manifest = manifest(&f.record, "1")
+        .replace(
+            "releases: [{name: greeter, version: '1'}]",
+            "releases: [{name: greeter, version: '1'}, {name: checks, version: '1'}]",
+        )
+        .replace(
+            "  - {name: recorder,",
+            "  - {name: checker, release: checks}\n  - {name: recorder,",
+        )
+        + "- name: check
+  lifecycle: errand
+  instances: 1
+  jobs: [{name: checker, release: checks, properties: {checker: {exit: 3}}}]
+  vm_type: small
+  stemcell: default
+  networks: [{name: default}]
+";
+    let task = f.deploy_manifest(&manifest).await;
+    assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+    let with_vms = || async {
+        let instances = f.director.instances("greeter").await.unwrap();
+        instances.iter().filter(|i| i.vm_cid.is_some()).count()
+    };
+    assert_eq!(with_vms().await, 2, "the errand group has no VM");
+
+    let run = |name: &str| fleet_director::errand::ErrandRequest {
+        name: name.into(),
+        ..Default::default()
+    };
+    // The errand group: a VM made for the run, its bin/run's exit code and output, the
+    // VM deleted again.
+    let task = f
+        .director
+        .run_errand("greeter", run("check"))
+        .await
+        .unwrap();
+    let task = f.director.wait(task.id).await.unwrap();
+    assert_eq!(
+        task.result.as_deref(),
+        Some("0 succeeded, 1 errored, 0 canceled")
+    );
+    let output = f.director.result_output(&task).await.unwrap();
+    let result: serde_json::Value = serde_json::from_str(output.trim()).unwrap();
+    assert_eq!(result["exit_code"], 3);
+    assert_eq!(result["stdout"], "checked check/0\n");
+    assert_eq!(result["stderr"], "careful\n");
+    assert_eq!(result["instance"]["group"], "check");
+    assert_eq!(with_vms().await, 2, "the errand's VM is gone");
+
+    // The job placed with the greeter: run on both of its VMs, which keep running.
+    let task = f
+        .director
+        .run_errand("greeter", run("checker"))
+        .await
+        .unwrap();
+    let task = f.director.wait(task.id).await.unwrap();
+    assert_eq!(
+        task.result.as_deref(),
+        Some("2 succeeded, 0 errored, 0 canceled")
+    );
+    let output = f.director.result_output(&task).await.unwrap();
+    let mut stdouts: Vec<String> = output
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["stdout"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    stdouts.sort();
+    assert_eq!(stdouts, ["checked greeter/0\n", "checked greeter/1\n"]);
+    assert_eq!(with_vms().await, 2);
+}

@@ -5,7 +5,7 @@ mod model;
 mod parse;
 
 pub use model::{
-    Count, InstanceGroup, JobRef, Manifest, NetworkRef, ReleaseRef, StemcellRef, UpdatePolicy,
-    WatchTime,
+    Count, InstanceGroup, JobRef, Lifecycle, Manifest, NetworkRef, ReleaseRef, StemcellRef,
+    UpdatePolicy, WatchTime,
 };
 pub use parse::{ManifestError, parse};

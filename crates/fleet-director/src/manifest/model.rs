@@ -111,6 +111,23 @@ pub struct InstanceGroup {
     pub persistent_disk_type: Option<String>,
     pub networks: Vec<NetworkRef>,
     pub update: UpdatePolicy,
+    pub lifecycle: Lifecycle,
+}
+
+/// Whether a group's jobs run all the time, or run to an end when asked (`bosh
+/// run-errand`): an errand group's instances get VMs only while their errand runs, unless
+/// it is kept alive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Lifecycle {
+    #[default]
+    Service,
+    Errand,
+}
+
+impl InstanceGroup {
+    pub fn is_errand(&self) -> bool {
+        self.lifecycle == Lifecycle::Errand
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

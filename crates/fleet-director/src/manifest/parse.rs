@@ -1,8 +1,8 @@
 use std::time::Duration;
 
 use super::model::{
-    Count, InstanceGroup, JobRef, Manifest, NetworkRef, ReleaseRef, StemcellRef, UpdatePolicy,
-    WatchTime,
+    Count, InstanceGroup, JobRef, Lifecycle, Manifest, NetworkRef, ReleaseRef, StemcellRef,
+    UpdatePolicy, WatchTime,
 };
 use fleet_yaml::{self as yaml, Checker, Node, Problem, Value, join};
 
@@ -309,6 +309,7 @@ fn read_group(
         persistent_disk_type: None,
         networks: Vec::new(),
         update,
+        lifecycle: Lifecycle::Service,
     };
     for key in ["instances", "jobs", "stemcell", "networks"] {
         required(checker, node, &fields, &path, key);
@@ -423,11 +424,18 @@ fn read_group(
             "update" => group.update = read_update(checker, value, &p, update),
             "properties" => group_properties = Some(value.to_json()),
             "persistent_disk_type" => group.persistent_disk_type = text(checker, value, &p),
-            "lifecycle" if value.as_str() != Some("service") => checker.report(
-                &p,
-                value.at,
-                "only `service` instance groups are supported; errands are not",
-            ),
+            "lifecycle" => match value.as_str() {
+                Some("service") => group.lifecycle = Lifecycle::Service,
+                Some("errand") => group.lifecycle = Lifecycle::Errand,
+                _ => checker.report(
+                    &p,
+                    value.at,
+                    format!(
+                        "must be `service` or `errand`, found {}",
+                        yaml::describe(&value.value)
+                    ),
+                ),
+            },
             _ => {}
         }
     }
@@ -521,19 +529,30 @@ instance_groups:
     }
 
     #[test]
-    fn group_properties_apply_to_jobs_without_their_own_and_unsupported_keys_are_named() {
+    fn group_properties_apply_to_jobs_without_their_own_and_a_lifecycle_is_service_or_errand() {
         let with_group = MANIFEST.replace(
             "jobs: [{name: postgres, release: postgres, properties: {port: 5432}}]",
             "jobs: [{name: postgres, release: postgres}]\n  properties: {port: 6432}",
         );
         let m = parse(&with_group).unwrap();
         assert_eq!(m.instance_groups[0].jobs[0].properties["port"], 6432);
+        assert!(!m.instance_groups[0].is_errand());
         let errand = MANIFEST.replace("vm_type: small", "vm_type: small\n  lifecycle: errand");
-        let ManifestError::Invalid { problems } = parse(&errand).unwrap_err() else {
+        assert!(parse(&errand).unwrap().instance_groups[0].is_errand());
+        let unknown = MANIFEST.replace("vm_type: small", "vm_type: small\n  lifecycle: daemon");
+        let ManifestError::Invalid { problems } = parse(&unknown).unwrap_err() else {
             panic!("expected problems");
         };
-        let paths: Vec<&str> = problems.iter().map(|p| p.path.as_str()).collect();
-        assert!(paths.contains(&"instance_groups.db.lifecycle"), "{paths:?}");
+        let found: Vec<String> = problems
+            .iter()
+            .map(|p| format!("{}: {}", p.path, p.message))
+            .collect();
+        assert!(
+            found.iter().any(|p| p
+                .starts_with("instance_groups.db.lifecycle: must be `service` or `errand`")
+                && p.contains("daemon")),
+            "{found:?}"
+        );
     }
 
     fn problems(text: &str) -> Vec<String> {

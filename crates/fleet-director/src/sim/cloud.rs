@@ -5,7 +5,9 @@ use super::draw;
 use super::mirror::{AgentRecord, CloudDisk, CloudVm, Mirror, Records};
 use super::settings::{Fault, FaultKind, SimulationSettings};
 use super::vitals;
-use crate::agent::{Agent, AgentError, AgentState, CompiledDependency, Drain, JobState};
+use crate::agent::{
+    Agent, AgentError, AgentState, CompiledDependency, Drain, ErrandOutput, JobState,
+};
 use crate::cpi::{Cpi, CpiError, VmRequest};
 use crate::ids::new_id;
 use crate::model::InstanceSpec;
@@ -680,5 +682,34 @@ impl Agent for SimulatedCloud {
         })
         .await
         .map(|_| ())
+    }
+
+    /// The simulated errand succeeds, unless an `errand` fault is drawn for its instance.
+    async fn run_errand(&self, agent_id: &str, job: &str) -> Result<ErrandOutput, AgentError> {
+        let record = self.agent_call(agent_id, "run_errand", |_| {}).await?;
+        let applied = record.applied.as_ref().map_or(&[][..], |s| &s.jobs[..]);
+        if !applied.iter().any(|j| j == job) {
+            return Err(AgentError::Failed {
+                agent_id: agent_id.to_string(),
+                method: "run_errand".to_string(),
+                message: format!("no job `{job}` is applied on this VM"),
+            });
+        }
+        let on = format!("{}/{}", record.deployment, record.instance);
+        Ok(
+            if self.faulty(FaultKind::Errand, &record.deployment, &record.instance) {
+                ErrandOutput {
+                    exit_code: 1,
+                    stdout: String::new(),
+                    stderr: format!("errand {job} failed on {on} (a simulated fault)\n"),
+                }
+            } else {
+                ErrandOutput {
+                    exit_code: 0,
+                    stdout: format!("errand {job} ran on {on}\n"),
+                    stderr: String::new(),
+                }
+            },
+        )
     }
 }

@@ -26,6 +26,8 @@ pub enum FaultKind {
     Unresponsive,
     /// The jobs do not reach running after start.
     JobStart,
+    /// An errand run on the instance exits 1.
+    Errand,
 }
 
 impl FaultKind {
@@ -34,6 +36,7 @@ impl FaultKind {
             FaultKind::CreateVm => "create_vm",
             FaultKind::Unresponsive => "unresponsive",
             FaultKind::JobStart => "job_start",
+            FaultKind::Errand => "errand",
         }
     }
 }

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::task::JoinSet;
 
 pub use instance::update_instance;
-pub use vm::{create_missing_vm, delete_instance, forget_vm};
+pub use vm::{create_missing_vm, delete_instance, forget_vm, new_record, persist};
 
 use super::agent::{Drain, Intent};
 use super::model::{DesiredState, InstanceRecord};

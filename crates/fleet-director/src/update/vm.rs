@@ -25,7 +25,21 @@ pub async fn create_missing_vm(
     deployment: &str,
     plan: &InstancePlan,
 ) -> Result<InstanceRecord, StepError> {
-    let mut record = plan.existing.clone().unwrap_or_else(|| InstanceRecord {
+    let mut record = plan
+        .existing
+        .clone()
+        .unwrap_or_else(|| new_record(deployment, plan, DesiredState::Started));
+    persist(core, &record).await?;
+    if record.vm_cid.is_none() {
+        create_vm(core, &mut record, plan).await?;
+        converge_disk(core, &mut record, plan, true).await?;
+    }
+    Ok(record)
+}
+
+/// The record of an instance the plan adds, with no VM yet.
+pub fn new_record(deployment: &str, plan: &InstancePlan, state: DesiredState) -> InstanceRecord {
+    InstanceRecord {
         id: if plan.id.is_empty() {
             new_id("instance")
         } else {
@@ -42,15 +56,9 @@ pub async fn create_missing_vm(
         vm_networks: Vec::new(),
         disk_cid: None,
         applied: None,
-        state: DesiredState::Started,
+        state,
         ignore: false,
-    });
-    persist(core, &record).await?;
-    if record.vm_cid.is_none() {
-        create_vm(core, &mut record, plan).await?;
-        converge_disk(core, &mut record, plan, true).await?;
     }
-    Ok(record)
 }
 
 pub async fn create_vm(

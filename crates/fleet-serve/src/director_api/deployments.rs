@@ -174,7 +174,7 @@ async fn records(
 ) -> ApiResult<Response> {
     exists(director, name).await?;
     if params.get("format").is_some_and(|f| f == "full") {
-        return Ok(redirect(&director.instance_details(name).await?));
+        return Ok(redirect(&director.instance_details(name, vms_only).await?));
     }
     let list: Vec<Value> = director
         .instances(name)
@@ -215,16 +215,6 @@ pub async fn ignore(
         .set_ignore(&name, &group, &instance, body.ignore)
         .await?;
     Ok(StatusCode::OK.into_response())
-}
-
-/// `bosh errands`: the director refuses `lifecycle: errand` instance groups, so a
-/// deployment has none.
-pub async fn errands(
-    State(director): State<Director>,
-    Path(name): Path<String>,
-) -> ApiResult<Json<Value>> {
-    exists(&director, &name).await?;
-    Ok(Json(json!([])))
 }
 
 pub async fn instances(

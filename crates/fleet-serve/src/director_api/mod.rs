@@ -5,8 +5,10 @@
 mod cleanup;
 mod configs;
 mod deployments;
+mod errands;
 mod error;
 mod events;
+mod links;
 mod problems;
 mod query;
 mod releases;
@@ -28,16 +30,34 @@ use fleet_director::Director;
 pub struct Acting(pub Director);
 
 impl axum::extract::FromRequestParts<Director> for Acting {
-    type Rejection = std::convert::Infallible;
+    type Rejection = ApiError;
 
     async fn from_request_parts(
         parts: &mut axum::http::request::Parts,
         director: &Director,
     ) -> Result<Self, Self::Rejection> {
         let user = parts.extensions.get::<SignedIn>().map(|s| s.0.as_str());
-        Ok(Acting(director.acting_for(user)))
+        // The client's grouping of its tasks, kept as it was sent.
+        let context = match parts.headers.get("x-bosh-context-id") {
+            None => None,
+            Some(v) => match v.to_str() {
+                Ok(v) if v.len() <= CONTEXT_ID_MAX => Some(v).filter(|v| !v.is_empty()),
+                _ => {
+                    return Err(ApiError::bad_request(
+                        code::GENERIC,
+                        format!(
+                            "X-Bosh-Context-Id must be printable text of at most {CONTEXT_ID_MAX} characters"
+                        ),
+                    ));
+                }
+            },
+        };
+        Ok(Acting(director.acting_for(user).in_context(context)))
     }
 }
+
+/// The longest `X-Bosh-Context-Id` taken (the ODB sends a UUID).
+const CONTEXT_ID_MAX: usize = 256;
 
 /// Paths that need no credentials: `/info` tells clients how to sign in.
 pub const OPEN_PATHS: &[&str] = &["/info"];
@@ -56,7 +76,11 @@ pub fn router(director: Director) -> Router {
         .route("/deployments/{name}/diff", post(deployments::diff))
         .route("/deployments/{name}/instances", get(deployments::instances))
         .route("/deployments/{name}/vms", get(deployments::vms))
-        .route("/deployments/{name}/errands", get(deployments::errands))
+        .route("/deployments/{name}/errands", get(errands::list))
+        .route(
+            "/deployments/{name}/errands/{errand}/runs",
+            post(errands::run),
+        )
         .route(
             "/deployments/{name}/instance_groups/{group}/{instance}/ignore",
             put(deployments::ignore),
@@ -104,6 +128,11 @@ pub fn router(director: Director) -> Router {
         .route("/disks/{cid}", delete(cleanup::delete_disk))
         .route("/cleanup", post(cleanup::clean_up))
         .route("/cleanup/dryrun", get(cleanup::dry_run))
+        .route("/link_providers", get(links::refuse))
+        .route("/link_consumers", get(links::refuse))
+        .route("/link_address", get(links::refuse))
+        .route("/links", get(links::refuse).post(links::refuse))
+        .route("/links/{id}", delete(links::refuse))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(director)

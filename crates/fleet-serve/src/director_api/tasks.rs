@@ -33,6 +33,7 @@ pub async fn list(
         states,
         // Tasks that only read are listed with `verbose=2` alone, as the director does.
         read_only: verbose >= 2,
+        context_id: params.get("context_id").cloned(),
         limit,
     };
     let tasks: Vec<Value> = director
@@ -84,7 +85,7 @@ pub async fn output(
             if task.state.is_running() {
                 String::new()
             } else {
-                task.result.clone().unwrap_or_default()
+                director.result_output(&task).await?
             }
         }
         "debug" => wire::debug_log(
@@ -179,6 +180,7 @@ pub async fn cancel_many(
             deployment: filter.deployment,
             states: Some(states),
             read_only: true,
+            context_id: None,
             limit: None,
         })
         .await?;

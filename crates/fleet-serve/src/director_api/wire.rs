@@ -9,23 +9,11 @@ use fleet_director::model::{EventState, Task, TaskEvent, TaskKind, TaskState};
 use fleet_director::trace::{Channel, TraceLine};
 use fleet_yaml::{self as yaml, Limits, Node};
 
-/// What the director shows of a task's result in listings.
-const RESULT_SHOWN: usize = 128;
-
-/// A task's result as the director lists it: on one line, at most [`RESULT_SHOWN`]
-/// characters, cut at a word with `...` as BOSH cuts it. A reason spread over lines
-/// (every problem of a manifest) keeps them all, joined, as far as they fit.
+/// A task's result as the director shows it: on one line, and whole. BOSH cuts it at
+/// 128 characters, which leaves a client (the ODB's last operation, our own report) with
+/// "the manifest is invalid:" and nothing of why; every problem is kept here, joined.
 pub fn result_shown(result: &str) -> String {
-    let joined = result.split_whitespace().collect::<Vec<_>>().join(" ");
-    if joined.chars().count() <= RESULT_SHOWN {
-        return joined;
-    }
-    let cut: String = joined.chars().take(RESULT_SHOWN).collect();
-    let at_word = match cut.rfind(' ') {
-        Some(i) if i > 0 => &cut[..i],
-        _ => cut.as_str(),
-    };
-    format!("{at_word}...")
+    result.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 pub fn task(task: &Task) -> Value {
@@ -40,7 +28,7 @@ pub fn task(task: &Task) -> Value {
         "result": result,
         "user": task.user.as_deref().unwrap_or_default(),
         "deployment": task.deployment,
-        "context_id": "",
+        "context_id": task.context_id.as_deref().unwrap_or_default(),
     })
 }
 
@@ -62,6 +50,7 @@ pub fn task_type(kind: TaskKind) -> &'static str {
         TaskKind::DeleteOrphanDisk => "delete_orphan_disk",
         TaskKind::UpdateRelease => "update_release",
         TaskKind::DeleteRelease => "delete_release",
+        TaskKind::RunErrand => "run_errand",
     }
 }
 
@@ -282,7 +271,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_listed_result_keeps_the_reason_after_a_line_break_and_is_cut_at_a_word() {
+    fn a_shown_result_keeps_the_whole_reason_on_one_line() {
         let reason =
             "the manifest is invalid:\n  releases.postgres: version `99.0` is not uploaded";
         assert_eq!(
@@ -291,8 +280,8 @@ mod tests {
         );
         let long = format!("{} tail", "word ".repeat(40));
         let shown = result_shown(&long);
-        assert!(shown.ends_with("word..."), "{shown}");
-        assert!(shown.chars().count() <= RESULT_SHOWN + 3);
+        assert!(shown.ends_with("word tail"), "{shown}");
+        assert_eq!(shown.len(), long.len() - 1);
     }
 
     #[test]

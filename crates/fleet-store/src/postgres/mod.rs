@@ -415,8 +415,15 @@ impl Store for PgStore {
                  WHERE ($1::TEXT IS NULL OR deployment = $1)
                    AND ($2 OR changes)
                    AND ($3::TEXT[] IS NULL OR state = ANY($3))
+                   AND ($5::TEXT IS NULL OR (body::jsonb) ->> 'context_id' = $5)
                  ORDER BY id DESC LIMIT $4",
-                &[&filter.deployment, &filter.read_only, &states, &limit],
+                &[
+                    &filter.deployment,
+                    &filter.read_only,
+                    &states,
+                    &limit,
+                    &filter.context_id,
+                ],
             )?;
             bodies(rows)
         })
@@ -788,10 +795,12 @@ impl Store for PgStore {
                         "DELETE FROM task_events WHERE task_id = ANY($1)",
                         &[&doomed],
                     )?;
-                    s.execute(
-                        "DELETE FROM documents WHERE collection = $1 AND key = ANY($2)",
-                        &[&Collection::TaskTraces.name(), &keys],
-                    )?;
+                    for kept in [Collection::TaskTraces, Collection::TaskResults] {
+                        s.execute(
+                            "DELETE FROM documents WHERE collection = $1 AND key = ANY($2)",
+                            &[&kept.name(), &keys],
+                        )?;
+                    }
                     s.execute("DELETE FROM tasks WHERE id = ANY($1)", &[&doomed])?;
                 }
                 Ok(Outcome::Keep(

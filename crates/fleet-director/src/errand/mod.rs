@@ -1,0 +1,365 @@
+//! Running an errand (`bosh run-errand`), as BOSH's director runs one: under the
+//! deployment's lock, an errand group's instance gets a VM with the deployed spec, its
+//! first job's `bin/run` runs, and the VM goes again unless kept alive; a job with
+//! `bin/run` placed in service groups runs on their VMs. Each instance's exit code and
+//! output are the task's result output; `when-changed` skips a run when nothing changed
+//! since the last successful one.
+
+mod result;
+mod select;
+
+use std::sync::Arc;
+
+use tokio::task::JoinSet;
+
+pub use result::{ErrandLogs, ErrandResult, ResultInstance, summary};
+pub use select::{Errand, InstanceFilter, names};
+
+use super::Core;
+use super::compilation;
+use super::error::StepError;
+use super::model::InstanceRecord;
+use super::plan::{PlanOptions, plan};
+use super::snapshot::Snapshot;
+use super::target::Target;
+use super::task::{JobError, TaskLog};
+use super::templates;
+use super::update::{UpdateOptions, create_missing_vm, stop_instance, update_groups};
+use super::{deploy, networking};
+use fleet_store::{Collection, put};
+
+/// What `POST /deployments/NAME/errands/ERRAND/runs` asks.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ErrandRequest {
+    pub name: String,
+    /// Keep an errand group's VM after the run.
+    pub keep_alive: bool,
+    /// Skip the run when the instances and their specs are as at the last successful run.
+    pub when_changed: bool,
+    pub instances: Vec<InstanceFilter>,
+}
+
+/// What a run reports when `when-changed` skips it, as BOSH words it.
+pub const SKIPPED: &str = "skipped - no changes detected";
+
+/// The errands of the deployed manifest `text`.
+///
+/// # Errors
+/// A manifest that no longer reads, or a store failure.
+pub async fn list(core: &Core, text: String) -> Result<Vec<String>, StepError> {
+    let snapshot = Snapshot::take(core, text).await?;
+    Ok(names(&snapshot.manifest, &snapshot.releases))
+}
+
+pub async fn run(
+    core: Arc<Core>,
+    log: TaskLog,
+    deployment: String,
+    request: ErrandRequest,
+) -> Result<String, JobError> {
+    let text = core
+        .records
+        .deployment(&deployment)
+        .await?
+        .and_then(|d| d.manifest)
+        .ok_or_else(|| {
+            format!(
+                "deployment `{deployment}` has no successfully deployed manifest to run errands of"
+            )
+        })?;
+    let stage = log.stage("Preparing deployment", Vec::new(), 1);
+    let step = stage.start("Preparing deployment");
+    let prepared = prepare(&core, text, &deployment, &request).await;
+    let (mut snapshot, errand, existing) = step.end(prepared)?;
+    let key = format!("{deployment}/{}", request.name);
+    let hash = select::state_hash(&targets_specs(&snapshot, &errand, &existing));
+    let last: Option<String> = core.store.get(Collection::ErrandRuns, &key).await?;
+    if request.when_changed && last.as_deref() == Some(hash.as_str()) {
+        return Ok(SKIPPED.to_string());
+    }
+    // A run that does not finish well leaves nothing to skip the next one by.
+    core.records
+        .write(vec![fleet_store::remove(Collection::ErrandRuns, &key)])
+        .await?;
+    log.check()?;
+    let results = match &errand {
+        Errand::Group { group, job } => {
+            run_group(&core, &log, &mut snapshot, existing, group, job, &request).await?
+        }
+        Errand::Colocated { job } => {
+            run_colocated(&core, &log, &snapshot, &existing, job, &request).await?
+        }
+    };
+    let lines: String = results
+        .iter()
+        .map(|r| format!("{}\n", serde_json::to_string(r).expect("results serialize")))
+        .collect();
+    let mut writes = vec![put(
+        Collection::TaskResults,
+        &log.task().to_string(),
+        "",
+        &lines,
+    )];
+    if results.iter().all(|r| r.exit_code == 0) {
+        writes.push(put(Collection::ErrandRuns, &key, &deployment, &hash));
+    }
+    core.records.write(writes).await?;
+    Ok(summary(&results))
+}
+
+/// The deployed manifest read as a deploy reads it, the errand it names, and the
+/// deployment's instances.
+async fn prepare(
+    core: &Core,
+    text: String,
+    deployment: &str,
+    request: &ErrandRequest,
+) -> Result<(Snapshot, Errand, Vec<InstanceRecord>), StepError> {
+    let mut snapshot = Snapshot::take(core, text).await?;
+    deploy::validate(&mut snapshot, &core.settings.limits)?;
+    compilation::check(&snapshot)?;
+    let errand = select::find(
+        &snapshot.manifest,
+        &snapshot.releases,
+        &request.name,
+        &request.instances,
+    )?;
+    let existing = core.records.instances(deployment).await?;
+    Ok((snapshot, errand, existing))
+}
+
+/// Each target's id and the spec it runs, for the state hash: an errand group's first
+/// instance with the spec it is given now, colocated targets with what they run.
+fn targets_specs(
+    snapshot: &Snapshot,
+    errand: &Errand,
+    existing: &[InstanceRecord],
+) -> Vec<(String, String)> {
+    let spec = |s: &crate::model::InstanceSpec| serde_json::to_string(s).expect("specs serialize");
+    match errand {
+        Errand::Group { group, .. } => {
+            let Some(manifest_group) = snapshot
+                .manifest
+                .instance_groups
+                .iter()
+                .find(|g| &g.name == group)
+            else {
+                return Vec::new();
+            };
+            let desired = crate::plan::desired_spec(&snapshot.manifest, manifest_group);
+            existing
+                .iter()
+                .filter(|i| &i.group == group && i.index == 0)
+                .map(|i| (i.id.clone(), spec(&desired)))
+                .collect()
+        }
+        Errand::Colocated { job } => existing
+            .iter()
+            .filter(|i| i.applied.as_ref().is_some_and(|a| a.jobs.contains(job)))
+            .map(|i| {
+                (
+                    i.id.clone(),
+                    i.applied.as_ref().map(spec).unwrap_or_default(),
+                )
+            })
+            .collect(),
+    }
+}
+
+/// The errand group's first instance: given a VM and the deployed spec, its errand run,
+/// its VM deleted again unless `keep_alive` (also when the run failed).
+async fn run_group(
+    core: &Arc<Core>,
+    log: &TaskLog,
+    snapshot: &mut Snapshot,
+    existing: Vec<InstanceRecord>,
+    group: &str,
+    job: &str,
+    request: &ErrandRequest,
+) -> Result<Vec<ErrandResult>, JobError> {
+    let deployment = snapshot.manifest.name.clone();
+    let networking = snapshot.networking();
+    let mut plan = plan(
+        &snapshot.manifest,
+        existing,
+        &snapshot.cloud_properties(),
+        &PlanOptions {
+            start: true,
+            target: Target::instance(group, "0"),
+            ..PlanOptions::default()
+        },
+    );
+    let Some(target) = plan
+        .instances()
+        .find(|i| i.group == group && i.index == 0)
+        .and_then(|i| i.existing.clone())
+    else {
+        return Err(StepError::Failed(format!(
+            "Instance '{deployment}/{group}/0' doesn't exist; deploy the deployment again to create it"
+        ))
+        .into());
+    };
+    // Every instance keeps its addresses; only the errand's instance changes.
+    networking::reserve(
+        core,
+        &networking,
+        &snapshot.manifest,
+        &mut plan,
+        &Default::default(),
+    )
+    .await?;
+    plan.obsolete.clear();
+    plan.groups.retain(|g| g.name == group);
+    for g in &mut plan.groups {
+        g.instances.retain(|i| i.id == target.id);
+    }
+    templates::render_plan(core, log, &deployment, &mut plan).await?;
+    let taken: Vec<(String, u32)> = plan
+        .instances()
+        .flat_map(|i| &i.addresses)
+        .filter_map(|(network, ip)| ip.map(|ip| (network.clone(), ip)))
+        .collect();
+    log.check()?;
+    compilation::compile(core, log, snapshot, &networking, &taken).await?;
+    log.check()?;
+    let outcome = run_on_new_vm(core, log, &deployment, &mut plan, &networking, job).await;
+    let mut record = core
+        .records
+        .instances(&deployment)
+        .await?
+        .into_iter()
+        .find(|i| i.id == target.id)
+        .unwrap_or(target);
+    let name = record.name();
+    if !request.keep_alive && record.vm_cid.is_some() {
+        let stage = log.stage("Deleting errand instances", Vec::new(), 1);
+        let step = stage.start(name.clone());
+        let deleted = stop_instance(core, &mut record, true, true, false).await;
+        if let Err(e) = step.end(deleted) {
+            // The run's own failure says more than the clean-up's.
+            if outcome.is_ok() {
+                return Err(e.into());
+            }
+            tracing::warn!(instance = %name, error = %e, "the errand's VM was not deleted");
+        }
+    }
+    templates::forget_unused(core, &deployment).await?;
+    let output = outcome?;
+    Ok(vec![ErrandResult::of(&record, &request.name, output)])
+}
+
+/// Creates the errand instance's VM, applies and starts it as a deploy would, and runs
+/// the job's `bin/run` on it.
+async fn run_on_new_vm(
+    core: &Arc<Core>,
+    log: &TaskLog,
+    deployment: &str,
+    plan: &mut super::plan::DeploymentPlan,
+    networking: &networking::Networking,
+    job: &str,
+) -> Result<crate::agent::ErrandOutput, JobError> {
+    let Some(instance) = plan.groups.iter_mut().flat_map(|g| &mut g.instances).next() else {
+        return Err(JobError::from(
+            "the errand has no instance to run on".to_string(),
+        ));
+    };
+    if instance
+        .existing
+        .as_ref()
+        .is_none_or(|e| e.vm_cid.is_none())
+    {
+        let stage = log.stage("Creating missing vms", Vec::new(), 1);
+        let step = stage.start(format!("{}/{}", instance.group, instance.index));
+        let record = step.end(create_missing_vm(core, deployment, instance).await)?;
+        instance.existing = Some(record);
+    }
+    let update = UpdateOptions {
+        global_addresses: networking.global(),
+        ..UpdateOptions::default()
+    };
+    update_groups(core, log, deployment, &plan.groups, &update).await?;
+    log.check()?;
+    let record = core
+        .records
+        .instances(deployment)
+        .await?
+        .into_iter()
+        .find(|i| Some(&i.id) == plan.instances().next().map(|p| &p.id))
+        .ok_or_else(|| "the errand's instance is gone".to_string())?;
+    Ok(errand_on(core, log, &record, job).await?)
+}
+
+/// Runs the errand on colocated instances, all at once.
+async fn run_colocated(
+    core: &Arc<Core>,
+    log: &TaskLog,
+    snapshot: &Snapshot,
+    existing: &[InstanceRecord],
+    job: &str,
+    request: &ErrandRequest,
+) -> Result<Vec<ErrandResult>, JobError> {
+    let (targets, skipped) =
+        select::colocated_targets(&snapshot.manifest, job, existing, &request.instances)
+            .map_err(StepError::Failed)?;
+    for instance in &skipped {
+        crate::trace::note(crate::trace::Channel::Debug, || {
+            format!(
+                "Skipping instance {}: no matching VM reference was found",
+                instance.name()
+            )
+        });
+    }
+    let mut running = JoinSet::new();
+    for (slot, record) in targets.into_iter().enumerate() {
+        let (core, log, job, name) = (
+            Arc::clone(core),
+            log.clone(),
+            job.to_string(),
+            request.name.clone(),
+        );
+        running.spawn(crate::trace::within(async move {
+            let output = errand_on(&core, &log, &record, &job).await;
+            (slot, output.map(|o| ErrandResult::of(&record, &name, o)))
+        }));
+    }
+    let mut results = Vec::new();
+    let mut first_error = None;
+    while let Some(joined) = running.join_next().await {
+        match joined {
+            Ok((slot, Ok(result))) => results.push((slot, result)),
+            Ok((_, Err(e))) => {
+                first_error.get_or_insert(e);
+            }
+            Err(e) => {
+                first_error.get_or_insert(StepError::Failed(format!("internal error: {e}")));
+            }
+        }
+    }
+    if let Some(e) = first_error {
+        return Err(e.into());
+    }
+    results.sort_by_key(|(slot, _)| *slot);
+    Ok(results.into_iter().map(|(_, r)| r).collect())
+}
+
+/// The agent's run of `job`'s `bin/run` on `record`'s VM, as a step of "Running errand".
+async fn errand_on(
+    core: &Core,
+    log: &TaskLog,
+    record: &InstanceRecord,
+    job: &str,
+) -> Result<crate::agent::ErrandOutput, StepError> {
+    let stage = log.stage("Running errand", Vec::new(), 1);
+    let step = stage.start(record.name());
+    let Some(agent) = record.agent_id.clone() else {
+        return step.end(Err(StepError::Failed(format!(
+            "{} has no VM to run the errand on",
+            record.name()
+        ))));
+    };
+    let ran = core
+        .agent_call(&agent, "run_errand", core.agent.run_errand(&agent, job))
+        .await
+        .map_err(|e| StepError::Failed(format!("run_errand on {}: {e}", record.name())));
+    step.end(ran)
+}
