@@ -268,7 +268,7 @@ impl TaskRunner {
         running.result = Some(result);
         running.finished_at = Some(unix_now());
         let recorded = persist("record the end of", id, || {
-            let (ended, trace) = (running.clone(), kept_trace.clone());
+            let (ended, trace, lock) = (running.clone(), kept_trace.clone(), lock.clone());
             async move {
                 let _writing = self.state_writes.lock().await;
                 core.store
@@ -278,6 +278,13 @@ impl TaskRunner {
                             && let Err(e) = s.write(vec![trace])
                         {
                             tracing::warn!(task = id, error = %e, "the task's trace was not kept");
+                        }
+                        // The lock goes before the end is shown: a client that sees the
+                        // task ended starts the next task on the deployment at once (the
+                        // ODB runs a lifecycle errand right after its deploy), as BOSH's
+                        // director lets it.
+                        if let Some(lock) = &lock {
+                            s.release_lock(lock, id)?;
                         }
                         s.put_task(&ended)
                     })
@@ -292,7 +299,10 @@ impl TaskRunner {
                 .insert(id);
         }
         self.traces_of().remove(&id);
-        if let Some(lock) = &lock {
+        // Released with the end above, unless that could not be written.
+        if recorded.is_err()
+            && let Some(lock) = &lock
+        {
             let _ = persist("release the lock of", id, || {
                 core.store.release_lock(lock, id)
             })

@@ -1959,11 +1959,13 @@ mod store_faults {
     use super::*;
 
     /// Delegates to SQLite, but the first `put_task` and `release_lock` calls after
-    /// arming fail as a busy database does.
+    /// arming fail as a busy database does. It notes the tasks recorded as ended while
+    /// they still held their deployment's lock.
     struct FlakyStore {
         inner: Arc<dyn Store>,
         put_task_failures: AtomicU32,
         release_failures: AtomicU32,
+        ended_while_locked: std::sync::Mutex<Vec<u64>>,
     }
 
     fn busy() -> StoreError {
@@ -2021,6 +2023,11 @@ mod store_faults {
         fn put_task(&self, task: &Task) -> Result<(), StoreError> {
             if take(&self.put_task_failures) {
                 return Err(busy());
+            }
+            if let (false, Some(deployment)) = (task.state.is_running(), &task.deployment)
+                && self.inner.lock_holder(&runner::lock_name(deployment))? == Some(task.id)
+            {
+                self.ended_while_locked.lock().unwrap().push(task.id);
             }
             self.inner.put_task(task)
         }
@@ -2111,9 +2118,22 @@ mod store_faults {
             inner: fleet_store::testing::store(),
             put_task_failures: AtomicU32::new(0),
             release_failures: AtomicU32::new(0),
+            ended_while_locked: std::sync::Mutex::default(),
         });
         let f = fixture_on(Arc::clone(&store) as Arc<dyn Store>, vec![]).await;
         (store, f)
+    }
+
+    /// A client that sees a task ended may start the next task on its deployment at once
+    /// (the ODB runs a lifecycle errand right after its deploy): the lock is gone first.
+    #[tokio::test(start_paused = true)]
+    async fn no_task_is_shown_ended_while_it_holds_its_deployments_lock() {
+        let (store, f) = flaky().await;
+        for instances in 1..=2 {
+            let task = deploy(&f.director, &manifest("d", instances, "1.0", 0)).await;
+            assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+        }
+        assert_eq!(*store.ended_while_locked.lock().unwrap(), Vec::<u64>::new());
     }
 
     #[tokio::test(start_paused = true)]
