@@ -400,9 +400,8 @@ pub async fn recreate_or_start(
 ) -> Result<String, JobError> {
     let manifest = core
         .records
-        .deployment(&name)
+        .deployed_manifest(&name)
         .await?
-        .and_then(|d| d.manifest)
         .ok_or_else(|| {
             format!("deployment `{name}` has no successfully deployed manifest to recreate")
         })?;

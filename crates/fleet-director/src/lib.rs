@@ -773,10 +773,7 @@ impl Director {
     /// # Errors
     /// A store failure.
     pub async fn result_output(&self, task: &Task) -> Result<String, DirectorError> {
-        let kept: Option<String> = self
-            .store()
-            .get(fleet_store::Collection::TaskResults, &task.id.to_string())
-            .await?;
+        let kept = self.records().task_result(task.id).await?;
         Ok(match task.kind {
             // Clients decode these as JSON: a skipped errand has no results at all.
             TaskKind::RunErrand | TaskKind::InstanceDetails => kept.unwrap_or_default(),
@@ -805,10 +802,9 @@ impl Director {
                 move |core, log| async move {
                     let lines = details::instance_lines(Arc::clone(&core), name, vms_only).await?;
                     let count = lines.lines().count();
-                    let key = log.task().to_string();
-                    let kept =
-                        fleet_store::put(fleet_store::Collection::TaskResults, &key, "", &lines);
-                    core.records.write(vec![kept]).await?;
+                    core.records
+                        .write(vec![change::task_result(log.task(), &lines)])
+                        .await?;
                     Ok(format!("retrieved the details of {count} instances"))
                 },
             )

@@ -113,6 +113,32 @@ impl Records {
         self.store.get(Collection::Deployments, name).await
     }
 
+    /// The manifest the deployment last deployed successfully, if it has one.
+    pub async fn deployed_manifest(&self, name: &str) -> Result<Option<String>, StoreError> {
+        Ok(self.deployment(name).await?.and_then(|d| d.manifest))
+    }
+
+    /// What the finished task `task` kept as its result output (see [`change::task_result`]).
+    pub async fn task_result(&self, task: u64) -> Result<Option<String>, StoreError> {
+        self.store
+            .get(Collection::TaskResults, &task.to_string())
+            .await
+    }
+
+    /// The state hash of the errand's last successful run on the deployment.
+    pub async fn errand_run(
+        &self,
+        deployment: &str,
+        errand: &str,
+    ) -> Result<Option<String>, StoreError> {
+        self.store
+            .get(
+                Collection::ErrandRuns,
+                &change::errand_key(deployment, errand),
+            )
+            .await
+    }
+
     pub async fn deployments(&self) -> Result<Vec<DeploymentRecord>, StoreError> {
         self.store.list(Collection::Deployments, None).await
     }
@@ -299,6 +325,29 @@ pub mod change {
 
     pub fn vm_gone(cid: &str) -> Write {
         remove(Collection::Vms, cid)
+    }
+
+    /// A task's result output beyond its one-line result, kept until the task is pruned.
+    pub fn task_result(task: u64, lines: &str) -> Write {
+        put(Collection::TaskResults, &task.to_string(), "", &lines)
+    }
+
+    pub(super) fn errand_key(deployment: &str, errand: &str) -> String {
+        format!("{deployment}/{errand}")
+    }
+
+    /// The state hash of an errand's successful run, which `when-changed` compares.
+    pub fn errand_run(deployment: &str, errand: &str, hash: &str) -> Write {
+        put(
+            Collection::ErrandRuns,
+            &errand_key(deployment, errand),
+            deployment,
+            &hash,
+        )
+    }
+
+    pub fn errand_run_gone(deployment: &str, errand: &str) -> Write {
+        remove(Collection::ErrandRuns, &errand_key(deployment, errand))
     }
 
     pub fn compilation_vm(record: &VmRecord) -> Write {

@@ -20,13 +20,13 @@ use super::compilation;
 use super::error::StepError;
 use super::model::InstanceRecord;
 use super::plan::{PlanOptions, plan};
+use super::records::change;
 use super::snapshot::Snapshot;
 use super::target::Target;
 use super::task::{JobError, TaskLog};
 use super::templates;
 use super::update::{UpdateOptions, create_missing_vm, stop_instance, update_groups};
 use super::{deploy, networking};
-use fleet_store::{Collection, put};
 
 /// What `POST /deployments/NAME/errands/ERRAND/runs` asks.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -59,9 +59,8 @@ pub async fn run(
 ) -> Result<String, JobError> {
     let text = core
         .records
-        .deployment(&deployment)
+        .deployed_manifest(&deployment)
         .await?
-        .and_then(|d| d.manifest)
         .ok_or_else(|| {
             format!(
                 "deployment `{deployment}` has no successfully deployed manifest to run errands of"
@@ -71,15 +70,14 @@ pub async fn run(
     let step = stage.start("Preparing deployment");
     let prepared = prepare(&core, text, &deployment, &request).await;
     let (mut snapshot, errand, existing) = step.end(prepared)?;
-    let key = format!("{deployment}/{}", request.name);
     let hash = select::state_hash(&targets_specs(&snapshot, &errand, &existing));
-    let last: Option<String> = core.store.get(Collection::ErrandRuns, &key).await?;
+    let last = core.records.errand_run(&deployment, &request.name).await?;
     if request.when_changed && last.as_deref() == Some(hash.as_str()) {
         return Ok(SKIPPED.to_string());
     }
     // A run that does not finish well leaves nothing to skip the next one by.
     core.records
-        .write(vec![fleet_store::remove(Collection::ErrandRuns, &key)])
+        .write(vec![change::errand_run_gone(&deployment, &request.name)])
         .await?;
     log.check()?;
     let results = match &errand {
@@ -94,14 +92,9 @@ pub async fn run(
         .iter()
         .map(|r| format!("{}\n", serde_json::to_string(r).expect("results serialize")))
         .collect();
-    let mut writes = vec![put(
-        Collection::TaskResults,
-        &log.task().to_string(),
-        "",
-        &lines,
-    )];
+    let mut writes = vec![change::task_result(log.task(), &lines)];
     if results.iter().all(|r| r.exit_code == 0) {
-        writes.push(put(Collection::ErrandRuns, &key, &deployment, &hash));
+        writes.push(change::errand_run(&deployment, &request.name, &hash));
     }
     core.records.write(writes).await?;
     Ok(summary(&results))
