@@ -1,6 +1,6 @@
 //! The On-Demand Service Broker on `serve`'s director: the requests its start-up checks,
-//! provision with a post-deploy errand, last operation, bind, `bosh run-errand` and a
-//! deprovision with a pre-delete errand send (after its `boshdirector` package and the
+//! provision with a post-deploy errand, last operation, bind, upgrade, recreate, `bosh
+//! run-errand` and a deprovision with a pre-delete errand send (after its `boshdirector` package and the
 //! `bosh` CLI's director client it vendors), replayed over HTTPS, and the answers decoded
 //! into the CLI's types.
 
@@ -75,7 +75,7 @@ async fn errand_results(s: &Served, id: u64) -> Vec<ErrandRunResp> {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_odb_provisions_binds_runs_lifecycle_errands_and_deprovisions() {
+async fn the_odb_provisions_binds_upgrades_recreates_runs_lifecycle_errands_and_deprovisions() {
     let s = Served::start(ServeLimits::default()).await;
     // Start-up: /info with the broker's credentials names that user, and the version
     // passes the checks for lifecycle errands (261+) and DNS bindings (266.12+).
@@ -99,7 +99,7 @@ async fn the_odb_provisions_binds_runs_lifecycle_errands_and_deprovisions() {
         .director(Method::POST, "/deployments")
         .header("content-type", "text/yaml")
         .header("X-Bosh-Context-Id", context)
-        .body(manifest("16.4"))
+        .body(manifest("15.8"))
         .send()
         .await
         .unwrap();
@@ -170,6 +170,69 @@ async fn the_odb_provisions_binds_runs_lifecycle_errands_and_deprovisions() {
             .contains("binding_with_dns"),
         "{refusal}"
     );
+
+    // Upgrade: the new manifest in a new context, then its post-deploy errand.
+    let upgrade_context = "7c3e2b1a-0f9d-4e8c-b7a6-5d4c3b2a1f0e";
+    let upgrade = s
+        .director(Method::POST, "/deployments")
+        .header("content-type", "text/yaml")
+        .header("X-Bosh-Context-Id", upgrade_context)
+        .body(manifest("16.4"))
+        .send()
+        .await
+        .unwrap();
+    let upgrade_id = Served::task_of(&upgrade);
+    assert_eq!(s.wait_task(upgrade_id).await["state"], "done");
+    let deployed = s.get_json(&format!("/deployments/{D}")).await;
+    assert!(
+        deployed["manifest"].as_str().unwrap().contains("'16.4'"),
+        "{deployed}"
+    );
+    let upgrade_errand = run_errand(&s, upgrade_context, "smoke-tests").await;
+    assert_eq!(s.wait_task(upgrade_errand).await["state"], "done");
+    let ids: Vec<u64> = in_context(&s, upgrade_context)
+        .await
+        .iter()
+        .map(|t| t.id as u64)
+        .collect();
+    assert_eq!(ids, [upgrade_errand, upgrade_id]);
+
+    // Recreate, as `Recreate` asks it (fix and converge): an empty body in a context,
+    // and the VM is a new one.
+    let recreate_context = "2d4f6a8c-1e3b-4d5f-8a7c-9e0b1d2f3a4c";
+    let recreate = s
+        .director(
+            Method::PUT,
+            &format!("/deployments/{D}/jobs/*?state=recreate&fix=true"),
+        )
+        .header("content-type", "text/yaml")
+        .header("X-Bosh-Context-Id", recreate_context)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(recreate.status(), 302);
+    let recreate_id = Served::task_of(&recreate);
+    assert_eq!(s.wait_task(recreate_id).await["state"], "done");
+    let found = in_context(&s, recreate_context).await;
+    assert_eq!(
+        (found.len(), found[0].id as u64, found[0].state.as_str()),
+        (1, recreate_id, "done")
+    );
+    let response = s
+        .send(Method::GET, &format!("/deployments/{D}/vms?format=full"))
+        .await;
+    let id = Served::task_of(&response);
+    assert_eq!(s.wait_task(id).await["state"], "done");
+    let recreated: Vec<VmInfo> = s
+        .output(id, "result")
+        .await
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(recreated.len(), 1);
+    assert_eq!(recreated[0].id, vms[0].id, "the same instance");
+    assert_ne!(recreated[0].vm_id, vms[0].vm_id, "on a new VM");
+    assert_eq!(recreated[0].ips, vms[0].ips, "at the same address");
 
     // A failed upgrade: the task's result carries the reason, in listings too.
     let failed = s
