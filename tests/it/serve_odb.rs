@@ -74,6 +74,20 @@ async fn errand_results(s: &Served, id: u64) -> Vec<ErrandRunResp> {
         .collect()
 }
 
+/// `deployment.VMInfos()`, as a bind asks it: the task's result output, one VM a line.
+async fn vms_full(s: &Served) -> Vec<VmInfo> {
+    let response = s
+        .send(Method::GET, &format!("/deployments/{D}/vms?format=full"))
+        .await;
+    let id = Served::task_of(&response);
+    assert_eq!(s.wait_task(id).await["state"], "done");
+    s.output(id, "result")
+        .await
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_odb_provisions_binds_upgrades_recreates_runs_lifecycle_errands_and_deprovisions() {
     let s = Served::start(ServeLimits::default()).await;
@@ -141,17 +155,7 @@ async fn the_odb_provisions_binds_upgrades_recreates_runs_lifecycle_errands_and_
     );
 
     // Bind: the VMs with their addresses; the errand group, without a VM, is not listed.
-    let response = s
-        .send(Method::GET, &format!("/deployments/{D}/vms?format=full"))
-        .await;
-    let id = Served::task_of(&response);
-    assert_eq!(s.wait_task(id).await["state"], "done");
-    let vms: Vec<VmInfo> = s
-        .output(id, "result")
-        .await
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let vms = vms_full(&s).await;
     assert_eq!(vms.len(), 1);
     assert_eq!(vms[0].job_name, "postgres");
     assert!(!vms[0].ips.is_empty());
@@ -218,17 +222,7 @@ async fn the_odb_provisions_binds_upgrades_recreates_runs_lifecycle_errands_and_
         (found.len(), found[0].id as u64, found[0].state.as_str()),
         (1, recreate_id, "done")
     );
-    let response = s
-        .send(Method::GET, &format!("/deployments/{D}/vms?format=full"))
-        .await;
-    let id = Served::task_of(&response);
-    assert_eq!(s.wait_task(id).await["state"], "done");
-    let recreated: Vec<VmInfo> = s
-        .output(id, "result")
-        .await
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let recreated = vms_full(&s).await;
     assert_eq!(recreated.len(), 1);
     assert_eq!(recreated[0].id, vms[0].id, "the same instance");
     assert_ne!(recreated[0].vm_id, vms[0].vm_id, "on a new VM");
