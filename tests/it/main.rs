@@ -17,6 +17,7 @@ mod serve_bosh_cli;
 mod serve_broker;
 mod serve_director;
 mod serve_guard;
+mod serve_logs;
 mod serve_odb;
 mod serve_releases;
 mod serve_shared;

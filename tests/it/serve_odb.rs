@@ -280,7 +280,18 @@ async fn bosh_run_errand_options_and_bad_bodies_follow_the_director() {
         .await;
     let id = Served::task_of(&kept);
     assert_eq!(s.wait_task(id).await["state"], "done");
-    assert_eq!(errand_results(&s, id).await[0].exit_code, 0);
+    let results = errand_results(&s, id).await;
+    assert_eq!(results[0].exit_code, 0);
+    // `--download-logs`: the instance's job logs, whole, with the digest the CLI checks.
+    let logs = &results[0].logs;
+    let download = s
+        .director(Method::GET, &format!("/resources/{}", logs.blobstore_id))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(download.status(), 200);
+    let bundle = download.bytes().await.unwrap();
+    assert_eq!(fleet_release::sha1_hex(&bundle), logs.sha1);
     let instances = s.get_json(&format!("/deployments/{D}/instances")).await;
     let errand = instances
         .as_array()

@@ -173,4 +173,11 @@ pub trait Agent: Send + Sync {
     /// Runs the applied job `job`'s `bin/run` to its end. An exit code other than 0 is an
     /// answer, not an error: the errand ran and failed.
     async fn run_errand(&self, agent_id: &str, job: &str) -> Result<ErrandOutput, AgentError>;
+    /// The logs `request` asks for, as a gzipped tarball with paths relative to each
+    /// kind's log directory (a job's files under `JOB/`).
+    async fn fetch_logs(
+        &self,
+        agent_id: &str,
+        request: &crate::logs::LogRequest,
+    ) -> Result<Vec<u8>, AgentError>;
 }

@@ -72,7 +72,8 @@ fn action(kind: TaskKind) -> Option<&'static str> {
         | TaskKind::DeleteOrphanDisk
         | TaskKind::UpdateRelease
         | TaskKind::DeleteRelease
-        | TaskKind::RunErrand => return None,
+        | TaskKind::RunErrand
+        | TaskKind::FetchLogs => return None,
     })
 }
 

@@ -131,6 +131,13 @@ async fn an_errand_group_is_recorded_without_a_vm_and_a_run_makes_one_and_delete
         (0, "smoke")
     );
     assert_eq!(result.stdout, "errand smoke-tests ran on d/smoke/0\n");
+    // The instance's job logs are kept, fetched before its VM went.
+    let bundle = result.logs.blobstore_id.as_deref().unwrap();
+    let bytes = f.director.log_bundle(bundle).await.unwrap().unwrap();
+    assert_eq!(
+        result.logs.sha1.as_deref(),
+        Some(fleet_release::sha1_hex(&bytes).as_str())
+    );
     // The VM is gone again; the instance keeps its id and disk for the next run.
     let after = smoke(&f.director).await;
     assert_eq!(

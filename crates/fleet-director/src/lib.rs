@@ -23,6 +23,7 @@ mod identity;
 mod ids;
 mod lease_keeper;
 pub mod limits;
+pub mod logs;
 pub mod manifest;
 pub mod model;
 mod names;
@@ -766,6 +767,68 @@ impl Director {
             .await
     }
 
+    /// Packs the logs of the deployment's instances that `group` and `id` choose (`*` or
+    /// none for all; an index or an instance id) into a bundle kept for ten days; the
+    /// task's result is the bundle's id (`bosh logs`). It takes no lock.
+    ///
+    /// # Errors
+    /// [`DirectorError::NotFound`] for an unknown deployment, or when no instance with a
+    /// VM is chosen.
+    pub async fn fetch_logs(
+        &self,
+        deployment: &str,
+        group: Option<&str>,
+        id: Option<&str>,
+        request: logs::LogRequest,
+    ) -> Result<Task, DirectorError> {
+        self.require_deployment(deployment).await?;
+        let instances = self.records().instances(deployment).await?;
+        let targets: Vec<_> = logs::choose(&instances, group, id)
+            .into_iter()
+            .cloned()
+            .collect();
+        if targets.is_empty() {
+            return Err(DirectorError::NotFound {
+                what: format!(
+                    "an instance `{}/{}` of deployment `{deployment}` with a VM to fetch logs from",
+                    group.unwrap_or("*"),
+                    id.unwrap_or("*")
+                ),
+            });
+        }
+        let name = deployment.to_string();
+        self.runner
+            .start(
+                TaskKind::FetchLogs,
+                Some(deployment),
+                &self.origin,
+                move |core, log| async move {
+                    logs::fetch(&core, &log, &name, targets, request).await
+                },
+            )
+            .await
+    }
+
+    /// A kept log bundle's bytes (`GET /resources/ID`); `None` for any other blob.
+    ///
+    /// # Errors
+    /// A store failure.
+    pub async fn log_bundle(&self, id: &str) -> Result<Option<Vec<u8>>, DirectorError> {
+        if !logs::is_bundle(id) {
+            return Ok(None);
+        }
+        let kept = self
+            .records()
+            .log_bundles()
+            .await?
+            .into_iter()
+            .any(|b| b.id == id);
+        if !kept {
+            return Ok(None);
+        }
+        self.blob(id).await
+    }
+
     /// What a finished task wrote as its result output: an errand's results or the
     /// instances' details, one JSON line per instance (none for a skipped errand); else
     /// its one-line result.
@@ -1121,6 +1184,8 @@ impl Director {
 mod cloud_properties_tests;
 #[cfg(test)]
 mod errand_tests;
+#[cfg(test)]
+mod logs_tests;
 #[cfg(test)]
 mod release_tests;
 #[cfg(test)]

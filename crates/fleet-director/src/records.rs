@@ -125,6 +125,11 @@ impl Records {
             .await
     }
 
+    /// Every kept log bundle.
+    pub async fn log_bundles(&self) -> Result<Vec<crate::logs::LogBundle>, StoreError> {
+        self.store.list(Collection::LogBundles, None).await
+    }
+
     /// The state hash of the errand's last successful run on the deployment.
     pub async fn errand_run(
         &self,
@@ -209,6 +214,7 @@ impl Records {
                 .filter_map(|c| c.get("blob").and_then(|b| b.as_str()))
                 .map(str::to_string),
         );
+        named.extend(self.log_bundles().await?.into_iter().map(|b| b.id));
         Ok(named)
     }
 
@@ -348,6 +354,19 @@ pub mod change {
 
     pub fn errand_run_gone(deployment: &str, errand: &str) -> Write {
         remove(Collection::ErrandRuns, &errand_key(deployment, errand))
+    }
+
+    pub fn log_bundle(bundle: &crate::logs::LogBundle) -> Write {
+        put(
+            Collection::LogBundles,
+            &bundle.id,
+            &bundle.deployment,
+            bundle,
+        )
+    }
+
+    pub fn log_bundle_gone(id: &str) -> Write {
+        remove(Collection::LogBundles, id)
     }
 
     pub fn compilation_vm(record: &VmRecord) -> Write {

@@ -35,7 +35,7 @@ enum Locking {
 impl Locking {
     fn of(kind: TaskKind) -> Locking {
         match kind {
-            TaskKind::InstanceDetails => Locking::None,
+            TaskKind::InstanceDetails | TaskKind::FetchLogs => Locking::None,
             _ => Locking::Existing,
         }
     }

@@ -33,7 +33,7 @@ pub fn job_files(bytes: &[u8]) -> Result<JobFiles, ArchiveError> {
 }
 pub use manifest::{ArchiveRef, PackageRef, ReleaseManifest, parse as parse_manifest};
 pub use source::build_from_source;
-pub use tgz::{Entry, build as build_tgz, files as tgz_files};
+pub use tgz::{Entry, build as build_tgz, files as tgz_files, paths as tgz_paths};
 pub use tree::{pack, unpack};
 
 #[cfg(test)]

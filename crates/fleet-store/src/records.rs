@@ -38,6 +38,9 @@ pub enum Collection {
     /// The state of a deployment's instances at an errand's last successful run, by
     /// `deployment/errand`: what `when-changed` compares against.
     ErrandRuns,
+    /// Log bundles kept for download, by blob id: when each was made and its digest, so
+    /// that old ones are deleted.
+    LogBundles,
     /// Every version of every named runtime config.
     RuntimeConfigs,
     /// Compilation VMs that exist, by CID: one left by a crash is deleted by the next
@@ -66,6 +69,7 @@ impl Collection {
             Collection::TaskTraces => "task_traces",
             Collection::TaskResults => "task_results",
             Collection::ErrandRuns => "errand_runs",
+            Collection::LogBundles => "log_bundles",
             Collection::RuntimeConfigs => "runtime_configs",
             Collection::CompilationVms => "compilation_vms",
         }

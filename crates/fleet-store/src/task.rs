@@ -73,10 +73,13 @@ pub enum TaskKind {
     /// Runs an errand on its instances (`bosh run-errand`); its results are the task's
     /// result output.
     RunErrand,
+    /// Packs instances' logs into a bundle kept for download (`bosh logs`); its result
+    /// is the bundle's id.
+    FetchLogs,
 }
 
 impl TaskKind {
-    pub const ALL: [TaskKind; 15] = [
+    pub const ALL: [TaskKind; 16] = [
         TaskKind::CreateDeployment,
         TaskKind::UpdateDeployment,
         TaskKind::RecreateDeployment,
@@ -92,6 +95,7 @@ impl TaskKind {
         TaskKind::UpdateRelease,
         TaskKind::DeleteRelease,
         TaskKind::RunErrand,
+        TaskKind::FetchLogs,
     ];
 
     /// The description the director shows, as BOSH words it.
@@ -112,13 +116,17 @@ impl TaskKind {
             TaskKind::UpdateRelease => "create release",
             TaskKind::DeleteRelease => "delete release",
             TaskKind::RunErrand => "run errand",
+            TaskKind::FetchLogs => "fetch logs",
         }
     }
 
     /// Whether the task changes its deployment (and so can be its last operation); the
     /// others only look.
     pub fn changes_deployment(self) -> bool {
-        !matches!(self, TaskKind::InstanceDetails | TaskKind::ScanProblems)
+        !matches!(
+            self,
+            TaskKind::InstanceDetails | TaskKind::ScanProblems | TaskKind::FetchLogs
+        )
     }
 
     /// The kind a description names, for records written before kinds were stored.

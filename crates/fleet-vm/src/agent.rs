@@ -11,6 +11,7 @@ use async_trait::async_trait;
 use fleet_director::agent::{
     Agent, AgentError, AgentState, CompiledDependency, Drain, ErrandOutput, JobState, Process,
 };
+use fleet_director::logs::LogRequest;
 use fleet_director::model::InstanceSpec;
 use fleet_director::trace::{self, Channel};
 
@@ -21,6 +22,7 @@ use super::iaas::copy_tree;
 use super::instance_spec;
 use super::jobs;
 use super::lifecycle::Lifecycle;
+use super::logs;
 use super::place;
 use super::script::ScriptRun;
 use super::stored;
@@ -350,5 +352,18 @@ impl Agent for ProcessCloud {
             stdout: run.stdout,
             stderr: run.stderr,
         })
+    }
+
+    async fn fetch_logs(
+        &self,
+        agent_id: &str,
+        request: &LogRequest,
+    ) -> Result<Vec<u8>, AgentError> {
+        let vm = self.agent(agent_id, "fetch_logs")?;
+        let (root, request) = (vm.sandbox.log_root(), request.clone());
+        tokio::task::spawn_blocking(move || logs::pack(&root, &request))
+            .await
+            .map_err(|e| Self::failed(agent_id, "fetch_logs", e))?
+            .map_err(|e| Self::failed(agent_id, "fetch_logs", e))
     }
 }

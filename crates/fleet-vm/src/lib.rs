@@ -13,6 +13,7 @@ pub mod iaas;
 mod instance_spec;
 pub mod jobs;
 pub mod lifecycle;
+mod logs;
 pub mod monit;
 pub mod networked_agent;
 pub mod place;

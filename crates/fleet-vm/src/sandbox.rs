@@ -50,9 +50,14 @@ impl Sandbox {
         self.root.join("packages")
     }
 
+    /// Where the jobs log: `sys/log`.
+    pub fn log_root(&self) -> PathBuf {
+        self.root.join("sys/log")
+    }
+
     /// Where a job's script or process logs: `sys/log/JOB`.
     pub fn log_dir(&self, job: &str) -> PathBuf {
-        self.root.join("sys/log").join(job)
+        self.log_root().join(job)
     }
 
     pub fn run_dir(&self) -> PathBuf {

@@ -680,6 +680,23 @@ async fn an_errand_runs_its_bin_run_on_a_vm_of_its_own_or_where_its_job_is_place
     assert_eq!(result["stderr"], "careful\n");
     assert_eq!(result["instance"]["group"], "check");
     assert_eq!(with_vms().await, 2, "the errand's VM is gone");
+    // Its job logs were kept before the VM went, with the digest a download checks.
+    let bundle = f
+        .director
+        .log_bundle(result["logs"]["blobstore_id"].as_str().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        result["logs"]["sha1"],
+        fleet_release::sha1_hex(&bundle).as_str()
+    );
+    let logged = fleet_release::tgz_files(&bundle, 1 << 20).unwrap();
+    let stdout = logged
+        .iter()
+        .find(|e| e.path == "checker/run.stdout.log")
+        .unwrap_or_else(|| panic!("{:?}", logged.iter().map(|e| &e.path).collect::<Vec<_>>()));
+    assert_eq!(String::from_utf8_lossy(&stdout.bytes), "checked check/0\n");
 
     // The job placed with the greeter: run on both of its VMs, which keep running.
     let task = f
@@ -705,4 +722,27 @@ async fn an_errand_runs_its_bin_run_on_a_vm_of_its_own_or_where_its_job_is_place
     stdouts.sort();
     assert_eq!(stdouts, ["checked greeter/0\n", "checked greeter/1\n"]);
     assert_eq!(with_vms().await, 2);
+
+    // `bosh logs greeter/1 --only checker/*.stdout.log`: that file of that VM only.
+    let only = fleet_director::logs::LogRequest::parse(None, Some("checker/*.stdout.log")).unwrap();
+    let task = f
+        .director
+        .fetch_logs("greeter", Some("greeter"), Some("1"), only)
+        .await
+        .unwrap();
+    let task = f.director.wait(task.id).await.unwrap();
+    assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+    let bundle = f
+        .director
+        .log_bundle(task.result.as_deref().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    let files = fleet_release::tgz_files(&bundle, 1 << 20).unwrap();
+    let paths: Vec<&str> = files.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(paths, ["checker/run.stdout.log"]);
+    assert_eq!(
+        String::from_utf8_lossy(&files[0].bytes),
+        "checked greeter/1\n"
+    );
 }

@@ -18,6 +18,7 @@ pub use select::{Errand, InstanceFilter, names};
 use super::Core;
 use super::compilation;
 use super::error::StepError;
+use super::logs::{self, LogBundle, LogRequest};
 use super::model::InstanceRecord;
 use super::plan::{PlanOptions, plan};
 use super::records::change;
@@ -80,7 +81,10 @@ pub async fn run(
         .write(vec![change::errand_run_gone(&deployment, &request.name)])
         .await?;
     log.check()?;
-    let results = match &errand {
+    let Outcome {
+        results,
+        logs_failed,
+    } = match &errand {
         Errand::Group { group, job } => {
             run_group(&core, &log, &mut snapshot, existing, group, job, &request).await?
         }
@@ -93,11 +97,41 @@ pub async fn run(
         .map(|r| format!("{}\n", serde_json::to_string(r).expect("results serialize")))
         .collect();
     let mut writes = vec![change::task_result(log.task(), &lines)];
-    if results.iter().all(|r| r.exit_code == 0) {
+    if results.iter().all(|r| r.exit_code == 0) && logs_failed.is_none() {
         writes.push(change::errand_run(&deployment, &request.name, &hash));
     }
     core.records.write(writes).await?;
+    // As BOSH does: the results are kept, and the task fails for the logs it could not keep.
+    if let Some(e) = logs_failed {
+        return Err(e.into());
+    }
     Ok(summary(&results))
+}
+
+/// The runs' results, and the first failure to keep an instance's logs.
+struct Outcome {
+    results: Vec<ErrandResult>,
+    logs_failed: Option<StepError>,
+}
+
+/// One instance's run: its output, and its job logs kept as a bundle.
+struct Ran {
+    output: crate::agent::ErrandOutput,
+    logs: Result<LogBundle, StepError>,
+}
+
+impl Ran {
+    fn into_result(
+        self,
+        record: &InstanceRecord,
+        errand: &str,
+    ) -> (ErrandResult, Option<StepError>) {
+        let (logs, failed) = match self.logs {
+            Ok(bundle) => (ErrandLogs::of(&bundle), None),
+            Err(e) => (ErrandLogs::default(), Some(e)),
+        };
+        (ErrandResult::of(record, errand, self.output, logs), failed)
+    }
 }
 
 /// The deployed manifest read as a deploy reads it, the errand it names, and the
@@ -169,7 +203,7 @@ async fn run_group(
     group: &str,
     job: &str,
     request: &ErrandRequest,
-) -> Result<Vec<ErrandResult>, JobError> {
+) -> Result<Outcome, JobError> {
     let deployment = snapshot.manifest.name.clone();
     let networking = snapshot.networking();
     let mut plan = plan(
@@ -237,8 +271,11 @@ async fn run_group(
         }
     }
     templates::forget_unused(core, &deployment).await?;
-    let output = outcome?;
-    Ok(vec![ErrandResult::of(&record, &request.name, output)])
+    let (result, logs_failed) = outcome?.into_result(&record, &request.name);
+    Ok(Outcome {
+        results: vec![result],
+        logs_failed,
+    })
 }
 
 /// Creates the errand instance's VM, applies and starts it as a deploy would, and runs
@@ -250,7 +287,7 @@ async fn run_on_new_vm(
     plan: &mut super::plan::DeploymentPlan,
     networking: &networking::Networking,
     job: &str,
-) -> Result<crate::agent::ErrandOutput, JobError> {
+) -> Result<Ran, JobError> {
     let Some(instance) = plan.groups.iter_mut().flat_map(|g| &mut g.instances).next() else {
         return Err(JobError::from(
             "the errand has no instance to run on".to_string(),
@@ -290,7 +327,7 @@ async fn run_colocated(
     existing: &[InstanceRecord],
     job: &str,
     request: &ErrandRequest,
-) -> Result<Vec<ErrandResult>, JobError> {
+) -> Result<Outcome, JobError> {
     let (targets, skipped) =
         select::colocated_targets(&snapshot.manifest, job, existing, &request.instances)
             .map_err(StepError::Failed)?;
@@ -311,8 +348,8 @@ async fn run_colocated(
             request.name.clone(),
         );
         running.spawn(crate::trace::within(async move {
-            let output = errand_on(&core, &log, &record, &job).await;
-            (slot, output.map(|o| ErrandResult::of(&record, &name, o)))
+            let ran = errand_on(&core, &log, &record, &job).await;
+            (slot, ran.map(|r| r.into_result(&record, &name)))
         }));
     }
     let mut results = Vec::new();
@@ -332,11 +369,39 @@ async fn run_colocated(
         return Err(e.into());
     }
     results.sort_by_key(|(slot, _)| *slot);
-    Ok(results.into_iter().map(|(_, r)| r).collect())
+    let mut logs_failed = None;
+    let results = results
+        .into_iter()
+        .map(|(_, (result, failed))| {
+            if let Some(e) = failed {
+                logs_failed.get_or_insert(e);
+            }
+            result
+        })
+        .collect();
+    Ok(Outcome {
+        results,
+        logs_failed,
+    })
 }
 
-/// The agent's run of `job`'s `bin/run` on `record`'s VM, as a step of "Running errand".
+/// The agent's run of `job`'s `bin/run` on `record`'s VM, as a step of "Running errand",
+/// then the VM's job logs kept as a bundle, as BOSH keeps an errand's logs.
 async fn errand_on(
+    core: &Core,
+    log: &TaskLog,
+    record: &InstanceRecord,
+    job: &str,
+) -> Result<Ran, StepError> {
+    let output = run_on(core, log, record, job).await?;
+    let logs = match logs::from_instance(core, log, record, &LogRequest::default()).await {
+        Ok(bytes) => logs::keep(core, &record.deployment, &bytes).await,
+        Err(e) => Err(e),
+    };
+    Ok(Ran { output, logs })
+}
+
+async fn run_on(
     core: &Core,
     log: &TaskLog,
     record: &InstanceRecord,

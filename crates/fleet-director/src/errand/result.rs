@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::agent::ErrandOutput;
+use crate::logs::LogBundle;
 use crate::model::InstanceRecord;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -12,7 +13,8 @@ pub struct ResultInstance {
     pub id: String,
 }
 
-/// Where the job's logs of the run were kept; this director keeps none of its own.
+/// Where the instance's job logs were kept after the run (a bundle for `GET /resources/ID`);
+/// empty when they could not be kept.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrandLogs {
     pub blobstore_id: Option<String>,
@@ -29,8 +31,22 @@ pub struct ErrandResult {
     pub logs: ErrandLogs,
 }
 
+impl ErrandLogs {
+    pub fn of(bundle: &LogBundle) -> Self {
+        ErrandLogs {
+            blobstore_id: Some(bundle.id.clone()),
+            sha1: Some(bundle.sha1.clone()),
+        }
+    }
+}
+
 impl ErrandResult {
-    pub fn of(record: &InstanceRecord, errand: &str, output: ErrandOutput) -> Self {
+    pub fn of(
+        record: &InstanceRecord,
+        errand: &str,
+        output: ErrandOutput,
+        logs: ErrandLogs,
+    ) -> Self {
         ErrandResult {
             instance: ResultInstance {
                 group: record.group.clone(),
@@ -40,7 +56,7 @@ impl ErrandResult {
             exit_code: output.exit_code,
             stdout: output.stdout,
             stderr: output.stderr,
-            logs: ErrandLogs::default(),
+            logs,
         }
     }
 }

@@ -684,6 +684,17 @@ impl Agent for SimulatedCloud {
         .map(|_| ())
     }
 
+    /// A simulated VM's jobs run no processes and write no logs: its bundle is a valid,
+    /// empty archive.
+    async fn fetch_logs(
+        &self,
+        agent_id: &str,
+        _request: &crate::logs::LogRequest,
+    ) -> Result<Vec<u8>, AgentError> {
+        self.agent_call(agent_id, "fetch_logs", |_| {}).await?;
+        Ok(fleet_release::build_tgz(&[]))
+    }
+
     /// The simulated errand succeeds, unless an `errand` fault is drawn for its instance.
     async fn run_errand(&self, agent_id: &str, job: &str) -> Result<ErrandOutput, AgentError> {
         let record = self.agent_call(agent_id, "run_errand", |_| {}).await?;

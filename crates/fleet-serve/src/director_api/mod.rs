@@ -9,6 +9,7 @@ mod errands;
 mod error;
 mod events;
 mod links;
+mod logs;
 mod problems;
 mod query;
 mod releases;
@@ -98,6 +99,11 @@ pub fn router(director: Director) -> Router {
             "/deployments/{name}/jobs/{group}/{instance}",
             put(deployments::change_instance),
         )
+        .route(
+            "/deployments/{name}/jobs/{group}/{instance}/logs",
+            get(logs::fetch),
+        )
+        .route("/resources/{id}", get(logs::resource))
         .route("/tasks", get(tasks::list))
         .route("/tasks/cancel", post(tasks::cancel_many))
         .route("/tasks/{id}", get(tasks::one))

@@ -51,6 +51,7 @@ pub fn task_type(kind: TaskKind) -> &'static str {
         TaskKind::UpdateRelease => "update_release",
         TaskKind::DeleteRelease => "delete_release",
         TaskKind::RunErrand => "run_errand",
+        TaskKind::FetchLogs => "fetch_logs",
     }
 }
 

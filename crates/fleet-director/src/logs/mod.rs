@@ -1,0 +1,151 @@
+//! Fetching logs (`bosh logs`), as BOSH's director does it: each chosen instance's agent
+//! packs the logs asked for into a gzipped tarball; one instance's bundle is kept as the
+//! agent made it, several are packed together (`GROUP.ID.TIME.tgz` each) into one. A
+//! bundle is kept as a blob for download (`GET /resources/ID`) for ten days; each fetch
+//! deletes those older. An errand's run keeps its instance's job logs the same way.
+
+mod request;
+
+pub use request::{LogRequest, LogRequestError, LogType, glob_matches};
+
+use serde::{Deserialize, Serialize};
+
+use super::Core;
+use super::error::StepError;
+use super::ids::new_id;
+use super::model::InstanceRecord;
+use super::records::change;
+use super::task::{JobError, TaskLog};
+
+/// How long a bundle is kept, as BOSH keeps its log bundles.
+pub const KEPT_FOR_MS: u64 = 10 * 24 * 60 * 60 * 1000;
+
+const BUNDLE_PREFIX: &str = "logs-";
+
+/// A kept bundle: the blob that holds it, and what a download checks it against.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogBundle {
+    pub id: String,
+    pub deployment: String,
+    /// Unix milliseconds.
+    pub created_at: u64,
+    pub sha1: String,
+}
+
+/// Whether the blob `id` is a log bundle (and so neither a release's nor a deployment's,
+/// and what `GET /resources/ID` may hand out).
+pub fn is_bundle(id: &str) -> bool {
+    id.starts_with(BUNDLE_PREFIX)
+}
+
+/// The instances of `instances` that `group` and `id` (an index or an instance id; `*`
+/// or none for all) choose and that have a VM to ask, in group and index order.
+pub fn choose<'a>(
+    instances: &'a [InstanceRecord],
+    group: Option<&str>,
+    id: Option<&str>,
+) -> Vec<&'a InstanceRecord> {
+    let any = |v: Option<&str>| v.is_none_or(|v| v == "*" || v.is_empty());
+    let mut chosen: Vec<&InstanceRecord> = instances
+        .iter()
+        .filter(|i| i.agent_id.is_some())
+        .filter(|i| any(group) || group == Some(i.group.as_str()))
+        .filter(|i| any(id) || id == Some(i.id.as_str()) || id == Some(&i.index.to_string()))
+        .collect();
+    chosen.sort_by(|a, b| (&a.group, a.index).cmp(&(&b.group, b.index)));
+    chosen
+}
+
+/// The task's work: the chosen instances' logs as one kept bundle; its id is the task's
+/// result, as the `bosh` CLI reads it.
+pub async fn fetch(
+    core: &Core,
+    log: &TaskLog,
+    deployment: &str,
+    targets: Vec<InstanceRecord>,
+    request: LogRequest,
+) -> Result<String, JobError> {
+    delete_old(core).await?;
+    let bundle = if let [only] = &targets[..] {
+        let bytes = from_instance(core, log, only, &request).await?;
+        keep(core, deployment, &bytes).await?
+    } else {
+        let mut packed = Vec::new();
+        for target in &targets {
+            log.check()?;
+            let bytes = from_instance(core, log, target, &request).await?;
+            let at = fleet_clock::rfc3339_unix(core.now_ms() / 1000)
+                .trim_end_matches('Z')
+                .replace([':', 'T'], "-");
+            packed.push((format!("{}.{}.{at}.tgz", target.group, target.id), bytes));
+        }
+        let stage = log.stage("Fetching group of logs", Vec::new(), 1);
+        let step = stage.start("Packing log files together");
+        let files: Vec<(&str, &[u8])> = packed
+            .iter()
+            .map(|(name, bytes)| (name.as_str(), bytes.as_slice()))
+            .collect();
+        let together = fleet_release::build_tgz(&files);
+        step.end(keep(core, deployment, &together).await)?
+    };
+    Ok(bundle.id)
+}
+
+/// The logs `request` asks of `record`'s agent, as a stage of its own.
+pub async fn from_instance(
+    core: &Core,
+    log: &TaskLog,
+    record: &InstanceRecord,
+    request: &LogRequest,
+) -> Result<Vec<u8>, StepError> {
+    let stage = log.stage(
+        &format!("Fetching logs for {}", record.name()),
+        Vec::new(),
+        1,
+    );
+    let step = stage.start("Finding and packing log files");
+    let Some(agent) = record.agent_id.clone() else {
+        return step.end(Err(StepError::Failed(format!(
+            "{} has no VM to fetch logs from",
+            record.name()
+        ))));
+    };
+    let fetched = core
+        .agent_call(&agent, "fetch_logs", core.agent.fetch_logs(&agent, request))
+        .await
+        .map_err(|e| StepError::Failed(format!("fetch_logs on {}: {e}", record.name())));
+    step.end(fetched)
+}
+
+/// Keeps `bytes` as a new bundle of `deployment`.
+pub async fn keep(core: &Core, deployment: &str, bytes: &[u8]) -> Result<LogBundle, StepError> {
+    let bundle = LogBundle {
+        id: new_id(BUNDLE_PREFIX.trim_end_matches('-')),
+        deployment: deployment.to_string(),
+        created_at: core.now_ms(),
+        sha1: fleet_release::sha1_hex(bytes),
+    };
+    let blob = bytes.to_vec();
+    let id = bundle.id.clone();
+    core.store.run(move |s| s.put_blob(&id, &blob)).await?;
+    core.records
+        .write(vec![change::log_bundle(&bundle)])
+        .await?;
+    Ok(bundle)
+}
+
+/// Deletes the bundles kept longer than [`KEPT_FOR_MS`]: the record first, so that a
+/// blob left by a failure in between is only an unnamed blob for `clean-up`.
+pub async fn delete_old(core: &Core) -> Result<(), StepError> {
+    let now = core.now_ms();
+    for bundle in core.records.log_bundles().await? {
+        if bundle.created_at.saturating_add(KEPT_FOR_MS) <= now {
+            core.records
+                .write(vec![change::log_bundle_gone(&bundle.id)])
+                .await?;
+            let id = bundle.id.clone();
+            core.store.run(move |s| s.delete_blob(&id)).await?;
+        }
+    }
+    Ok(())
+}
