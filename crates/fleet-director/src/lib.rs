@@ -783,11 +783,11 @@ impl Director {
     ) -> Result<Task, DirectorError> {
         self.require_deployment(deployment).await?;
         let instances = self.records().instances(deployment).await?;
-        let targets: Vec<_> = logs::choose(&instances, group, id)
+        let chosen: Vec<String> = logs::choose(&instances, group, id)
             .into_iter()
-            .cloned()
+            .map(|i| i.id.clone())
             .collect();
-        if targets.is_empty() {
+        if chosen.is_empty() {
             return Err(DirectorError::NotFound {
                 what: format!(
                     "an instance `{}/{}` of deployment `{deployment}` with a VM to fetch logs from",
@@ -803,7 +803,7 @@ impl Director {
                 Some(deployment),
                 &self.origin,
                 move |core, log| async move {
-                    logs::fetch(&core, &log, &name, targets, request).await
+                    logs::fetch(&core, &log, &name, chosen, request).await
                 },
             )
             .await

@@ -56,22 +56,35 @@ pub fn choose<'a>(
     chosen
 }
 
-/// The task's work: the chosen instances' logs as one kept bundle; its id is the task's
-/// result, as the `bosh` CLI reads it.
+/// The task's work: the logs of the instances chosen (by id) when it was asked for, as
+/// one kept bundle; its id is the task's result, as the `bosh` CLI reads it. The
+/// instances are read again here, so that a VM replaced in between is the one asked.
 pub async fn fetch(
     core: &Core,
     log: &TaskLog,
     deployment: &str,
-    targets: Vec<InstanceRecord>,
+    chosen: Vec<String>,
     request: LogRequest,
 ) -> Result<String, JobError> {
     delete_old(core).await?;
-    let bundle = if let [only] = &targets[..] {
-        let bytes = from_instance(core, log, only, &request).await?;
+    let instances = core.records.instances(deployment).await?;
+    let targets: Vec<&InstanceRecord> = chosen
+        .iter()
+        .filter_map(|id| instances.iter().find(|i| &i.id == id))
+        .filter(|i| i.agent_id.is_some())
+        .collect();
+    if targets.is_empty() {
+        return Err(StepError::Failed(
+            "none of the chosen instances has a VM any more".to_string(),
+        )
+        .into());
+    }
+    let bundle = if chosen.len() == 1 {
+        let bytes = from_instance(core, log, targets[0], &request).await?;
         keep(core, deployment, &bytes).await?
     } else {
         let mut packed = Vec::new();
-        for target in &targets {
+        for target in targets {
             log.check()?;
             let bytes = from_instance(core, log, target, &request).await?;
             let at = fleet_clock::rfc3339_unix(core.now_ms() / 1000)

@@ -31,8 +31,8 @@ impl LogType {
 pub struct LogRequest {
     /// At least one, each once, in the order asked.
     pub types: Vec<LogType>,
-    /// Globs a file's path below its log directory must match one of; every file when
-    /// empty.
+    /// Globs a file's path below its log directory must match one of (or directories it
+    /// must be in); every file when empty.
     pub filters: Vec<String>,
 }
 
@@ -94,9 +94,15 @@ impl LogRequest {
     }
 
     /// Whether the file at `path` (relative to its log directory, `/`-separated) is
-    /// wanted.
+    /// wanted: a filter matches it as a glob, or, as BOSH's agents read a filter without
+    /// wildcards (`--only postgres`), names a directory it is in.
     pub fn wants(&self, path: &str) -> bool {
-        self.filters.is_empty() || self.filters.iter().any(|f| glob_matches(f, path))
+        self.filters.is_empty()
+            || self.filters.iter().any(|f| {
+                glob_matches(f, path)
+                    || (!f.contains(['*', '?'])
+                        && path.starts_with(&format!("{}/", f.trim_end_matches('/'))))
+            })
     }
 }
 
@@ -171,6 +177,17 @@ mod tests {
         assert!(request.wants("a/b/audit-2.txt"));
         assert!(!request.wants("a/audit-12.txt"));
         assert!(LogRequest::default().wants("anything/at/all"));
+        // A filter without wildcards that names a directory takes all below it.
+        let job = LogRequest::parse(None, Some("postgres,bpm/")).unwrap();
+        assert!(job.wants("postgres/postgres.stdout.log"));
+        assert!(job.wants("postgres/archive/old.log"));
+        assert!(job.wants("bpm/bpm.log"));
+        assert!(!job.wants("postgresql/x.log"));
+        assert!(
+            !LogRequest::parse(None, Some("post*"))
+                .unwrap()
+                .wants("postgres/x.log")
+        );
         assert!(glob_matches("**/*", "x/y/z"));
         assert!(glob_matches("**", ""));
         assert!(!glob_matches("*.log", "x.txt"));
