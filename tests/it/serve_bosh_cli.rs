@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::bosh_cli_types::{
     CleanUpResponse, CloudConfigResp, ConfigResp, DeploymentResp, EventResp, InfoResp, LockResp,
-    OrphanDiskResp, Problem, ReleaseSeriesResp, StemcellResp, TaskResp, VmInfo,
+    OrphanDiskResp, Problem, ReleaseSeriesResp, StemcellResp, TaskResp,
 };
 use crate::served::Served;
 
@@ -19,25 +19,6 @@ const RMQ: &str = "service-instance_rmq-01";
 /// test as it would fail the command.
 async fn decoded<T: serde::de::DeserializeOwned>(s: &Served, path: &str) -> T {
     serde_json::from_value(s.get_json(path).await).unwrap_or_else(|e| panic!("{path}: {e}"))
-}
-
-/// `bosh -d D vms` (`resource` `vms`) or `bosh -d D instances` (`instances`): the task's
-/// result, one `VMInfo` per line, after it is done.
-async fn vm_infos(s: &Served, deployment: &str, resource: &str) -> Vec<VmInfo> {
-    let response = s
-        .send(
-            Method::GET,
-            &format!("/deployments/{deployment}/{resource}?format=full"),
-        )
-        .await;
-    let id = Served::task_of(&response);
-    assert_eq!(s.wait_task(id).await["state"], "done");
-    s.output(id, "result")
-        .await
-        .lines()
-        .filter(|l| !l.is_empty())
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect()
 }
 
 /// `bosh deploy` of `manifest`; the finished task.
@@ -343,7 +324,7 @@ async fn deploy_instances_vms_recreate_stop_start_and_delete_follow_the_cli_sequ
         .collect();
     assert!(!uploaded.is_empty());
     for path in ["instances", "vms"] {
-        let lines = vm_infos(&s, PG, path).await;
+        let lines = s.vm_infos(PG, path).await;
         assert!(!lines.is_empty());
         for vm in &lines {
             assert_eq!(vm.job_name, "postgres");
@@ -657,7 +638,7 @@ async fn cck_scans_lists_and_resolves_as_the_cli_drives_it() {
             .is_empty()
     );
     // Every VM is back and running.
-    let vms = vm_infos(&s, RMQ, "vms").await;
+    let vms = s.vm_infos(RMQ, "vms").await;
     assert_eq!(vms.len(), instances.len());
     assert!(vms.iter().all(|v| v.process_state == "running"), "{vms:?}");
 
@@ -844,7 +825,7 @@ async fn ignore_and_unignore_set_an_instance_aside_as_the_cli_asks() {
     );
     assert!(ignored(&s).await);
     // `bosh vms` shows it.
-    let vms = vm_infos(&s, PG, "vms").await;
+    let vms = s.vm_infos(PG, "vms").await;
     assert!(
         vms.iter().any(|v| v.id == instance.id && v.ignore),
         "{vms:?}"
@@ -925,7 +906,7 @@ async fn update_runtime_config_places_its_addons_and_configs_lists_every_kind() 
         .to_string();
     let task = deployed(&s, manifest).await;
     assert_eq!(task["state"], "done", "{task}");
-    let vms = vm_infos(&s, PG, "vms").await;
+    let vms = s.vm_infos(PG, "vms").await;
     assert!(!vms.is_empty());
     for vm in &vms {
         let names: Vec<&str> = vm.processes.iter().map(|p| p.name.as_str()).collect();

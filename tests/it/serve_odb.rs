@@ -8,7 +8,7 @@ use fleet_updater::config::ServeLimits;
 use reqwest::Method;
 use serde_json::Value;
 
-use crate::bosh_cli_types::{Errand, ErrandRunResp, InfoResp, TaskResp, VmInfo};
+use crate::bosh_cli_types::{Errand, ErrandRunResp, InfoResp, TaskResp};
 use crate::served::Served;
 
 const D: &str = "service-instance_odb-1";
@@ -67,20 +67,6 @@ async fn run_errand(s: &Served, context: &str, errand: &str) -> u64 {
 
 /// The errand results as `Client.RunErrand` decodes them: JSON values one after another.
 async fn errand_results(s: &Served, id: u64) -> Vec<ErrandRunResp> {
-    s.output(id, "result")
-        .await
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect()
-}
-
-/// `deployment.VMInfos()`, as a bind asks it: the task's result output, one VM a line.
-async fn vms_full(s: &Served) -> Vec<VmInfo> {
-    let response = s
-        .send(Method::GET, &format!("/deployments/{D}/vms?format=full"))
-        .await;
-    let id = Served::task_of(&response);
-    assert_eq!(s.wait_task(id).await["state"], "done");
     s.output(id, "result")
         .await
         .lines()
@@ -155,7 +141,7 @@ async fn the_odb_provisions_binds_upgrades_recreates_runs_lifecycle_errands_and_
     );
 
     // Bind: the VMs with their addresses; the errand group, without a VM, is not listed.
-    let vms = vms_full(&s).await;
+    let vms = s.vm_infos(D, "vms").await;
     assert_eq!(vms.len(), 1);
     assert_eq!(vms[0].job_name, "postgres");
     assert!(!vms[0].ips.is_empty());
@@ -222,7 +208,7 @@ async fn the_odb_provisions_binds_upgrades_recreates_runs_lifecycle_errands_and_
         (found.len(), found[0].id as u64, found[0].state.as_str()),
         (1, recreate_id, "done")
     );
-    let recreated = vms_full(&s).await;
+    let recreated = s.vm_infos(D, "vms").await;
     assert_eq!(recreated.len(), 1);
     assert_eq!(recreated[0].id, vms[0].id, "the same instance");
     assert_ne!(recreated[0].vm_id, vms[0].vm_id, "on a new VM");

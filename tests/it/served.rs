@@ -10,6 +10,8 @@ use fleet_updater::serve::{self, Addresses, Serving};
 use reqwest::{Certificate, Client, Method, RequestBuilder};
 use serde_json::Value;
 
+use crate::bosh_cli_types::VmInfo;
+
 pub struct Served {
     pub serving: Serving,
     pub state: tempfile::TempDir,
@@ -206,6 +208,25 @@ impl Served {
         let response = self.director(Method::GET, path).send().await.unwrap();
         assert_eq!(response.status(), 200, "GET {path}");
         response.json().await.unwrap()
+    }
+
+    /// `bosh -d D vms` (`resource` `vms`) or `bosh -d D instances` (`instances`), and the
+    /// ODB's bind: the task's result, one `VMInfo` per line, after it is done.
+    pub async fn vm_infos(&self, deployment: &str, resource: &str) -> Vec<VmInfo> {
+        let response = self
+            .send(
+                Method::GET,
+                &format!("/deployments/{deployment}/{resource}?format=full"),
+            )
+            .await;
+        let id = Served::task_of(&response);
+        assert_eq!(self.wait_task(id).await["state"], "done");
+        self.output(id, "result")
+            .await
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect()
     }
 
     /// Follows a task redirect: the task's id.

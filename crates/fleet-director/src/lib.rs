@@ -817,13 +817,7 @@ impl Director {
         if !logs::is_bundle(id) {
             return Ok(None);
         }
-        let kept = self
-            .records()
-            .log_bundles()
-            .await?
-            .into_iter()
-            .any(|b| b.id == id);
-        if !kept {
+        if self.records().log_bundle(id).await?.is_none() {
             return Ok(None);
         }
         self.blob(id).await

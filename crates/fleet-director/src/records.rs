@@ -125,6 +125,11 @@ impl Records {
             .await
     }
 
+    /// The kept log bundle `id`.
+    pub async fn log_bundle(&self, id: &str) -> Result<Option<crate::logs::LogBundle>, StoreError> {
+        self.store.get(Collection::LogBundles, id).await
+    }
+
     /// Every kept log bundle.
     pub async fn log_bundles(&self) -> Result<Vec<crate::logs::LogBundle>, StoreError> {
         self.store.list(Collection::LogBundles, None).await

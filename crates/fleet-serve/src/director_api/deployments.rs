@@ -24,7 +24,9 @@ pub fn redirect(task: &Task) -> Response {
         .into_response()
 }
 
-async fn exists(director: &Director, name: &str) -> ApiResult<()> {
+/// 404 with the director's code for an unknown deployment, before a call whose own
+/// not-found could mean something else (an instance).
+pub(super) async fn exists(director: &Director, name: &str) -> ApiResult<()> {
     match director.deployment(name).await? {
         Some(_) => Ok(()),
         None => Err(ApiError::deployment_not_found(name)),

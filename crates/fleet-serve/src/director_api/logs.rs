@@ -8,7 +8,7 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 
 use super::Acting;
-use super::deployments::redirect;
+use super::deployments::{exists, redirect};
 use super::error::{ApiError, ApiResult, code};
 use super::query::Params;
 use fleet_director::Director;
@@ -26,9 +26,7 @@ pub async fn fetch(
         params.get("filters").map(String::as_str),
     )
     .map_err(|e| ApiError::bad_request(code::VALIDATION_INVALID_TYPE, e.to_string()))?;
-    if director.deployment(&name).await?.is_none() {
-        return Err(ApiError::deployment_not_found(&name));
-    }
+    exists(&director, &name).await?;
     let task = director
         .fetch_logs(&name, Some(&group), Some(&instance), request)
         .await?;
