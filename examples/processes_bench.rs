@@ -19,9 +19,9 @@ use fleet_updater::director::cpi::Cpi;
 use fleet_updater::director::model::{Stemcell, TaskState};
 use fleet_updater::director::sim::{Latency, SimulatedCloud, SimulationSettings};
 use fleet_updater::director::{DeployOptions, Director, DirectorSettings, Infrastructure};
+use fleet_updater::iaas::cloud::{ProcessCloud, Supervision};
 use fleet_updater::release::{build_from_source, from_tarball};
 use fleet_updater::store::{SqliteStore, Store};
-use fleet_updater::vm::cloud::{ProcessCloud, Supervision};
 use fleet_updater::vm::supervisor::Timings;
 
 const INSTANCES: u32 = 20;

@@ -1,7 +1,7 @@
 //! `fleet-updater` brings a fleet of BOSH-deployed service instances up to date.
 //!
 //! This package is the command line: the configuration and the wiring of the layers,
-//! each a crate of the workspace (see the README's architecture section). The layers are
+//! each a crate of the workspace (see `docs/architecture.md`). The layers are
 //! re-exported under their old module names so that the binary, the examples and the
 //! integration tests name them in one way.
 
@@ -14,9 +14,11 @@ pub use fleet_cpi as cpi;
 pub use fleet_create_env as create_env;
 pub use fleet_director as director;
 pub use fleet_embedded as fleet;
+pub use fleet_iaas as iaas;
 pub use fleet_ipset as ipset;
 pub use fleet_output as output;
 pub use fleet_release as release;
+pub use fleet_render as render;
 pub use fleet_rollout as rollout;
 pub use fleet_schedule as schedule;
 pub use fleet_serve as serve;

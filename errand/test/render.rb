@@ -27,7 +27,7 @@ require 'erb'
 require 'yaml'
 # The director's template semantics (p, if_p, properties, spec), shared with the
 # process-backed IaaS, which renders templates the same way.
-require_relative '../../crates/fleet-vm/src/render'
+require_relative '../../crates/fleet-render/src/render'
 
 module Render
   class UsageError < StandardError; end

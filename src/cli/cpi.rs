@@ -43,7 +43,7 @@ pub async fn serve_one(config: Option<&Path>) -> Result<u8, CliError> {
             }
             let program = std::env::current_exe()
                 .map_err(|e| CliError::Show(format!("cpi: cannot find this program: {e}")))?;
-            fleet_updater::vm::cpi_server::handle(&request, &program).await
+            fleet_updater::iaas::cpi_server::handle(&request, &program).await
         }
         Err(e) => Response::failed(
             kinds::CLOUD_ERROR,

@@ -8,6 +8,7 @@ mod director_http;
 mod embedded;
 mod errand;
 mod external_cpi;
+mod layers;
 mod over_http;
 mod processes;
 mod releases_cli;

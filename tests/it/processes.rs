@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::support::{Workspace, json};
 
-/// The demo's own configuration, as the README runs it.
+/// The demo's own configuration, as `docs/real-processes.md` runs it.
 pub(super) fn config() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("config/demo-processes.yml")
 }

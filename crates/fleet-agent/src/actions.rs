@@ -307,7 +307,7 @@ impl VmAgent {
                 .blobs
                 .fetch(&archive.blobstore_id, &archive.sha1)
                 .map_err(|e| e.to_string())?;
-            let rendered = fleet_vm::rendering::unpack(&bytes).map_err(|e| e.to_string())?;
+            let rendered = fleet_render::unpack(&bytes).map_err(|e| e.to_string())?;
             let mut packages = Vec::new();
             for PackageRef {
                 name,

@@ -5,7 +5,6 @@
 //! its arguments and the type of its result; every failure names the method.
 
 mod client;
-pub mod director;
 mod error;
 mod methods;
 pub mod protocol;

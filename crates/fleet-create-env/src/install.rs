@@ -11,9 +11,8 @@ use std::time::Duration;
 
 use fleet_cpi::CpiCommand;
 use fleet_release::ReleaseArchive;
+use fleet_render::{InstanceSpec, JobSource, render_archive, unpack};
 use fleet_vm::compile::{self, CompileRequest};
-use fleet_vm::render::InstanceSpec;
-use fleet_vm::rendering::{JobSource, render_archive, unpack};
 use fleet_vm::sandbox::Sandbox;
 use serde_json::Value as Json;
 

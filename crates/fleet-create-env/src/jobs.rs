@@ -10,8 +10,7 @@ use std::time::Duration;
 use fleet_agent::client::AgentClient;
 use fleet_agent::protocol::{ApplySpec, BlobRef, JobRef, PackageRef, TemplateRef};
 use fleet_release::ReleaseArchive;
-use fleet_vm::render::InstanceSpec;
-use fleet_vm::rendering::{JobSource, render_archive};
+use fleet_render::{InstanceSpec, JobSource, render_archive};
 use serde_json::{Value as Json, json};
 
 use super::error::EnvError;

@@ -12,13 +12,14 @@ use tokio::task::JoinSet;
 use super::Core;
 use super::agent::Intent;
 use super::compilation;
+use super::dry_run;
 use super::error::StepError;
 use super::limits::InstanceLimits;
 use super::manifest::Count;
 use super::model::{DeploymentRecord, DesiredState, InstanceRecord};
 use super::network::{Owner, to_u32};
-use super::networking;
-use super::plan::{Change, PlanOptions, plan};
+use super::networking::{self, Reserving};
+use super::plan::{Change, InstancePlan, PlanOptions, plan};
 use super::snapshot::Snapshot;
 use super::target::Target;
 use super::task::{JobError, TaskLog};
@@ -203,12 +204,23 @@ async fn deploy_valid(
         .into());
     }
     if options.dry_run {
-        // Reserving would change the store, so a dry run counts without addresses.
-        let (changed, obsolete) = (plan.changed_instances(), plan.obsolete.len());
-        return Ok(format!(
-            "dry run: {changed} instances would be updated and {obsolete} deleted (address changes not \
-             counted); nothing was changed"
-        ));
+        // The addresses are decided against the store as a deploy would, and nothing is
+        // written.
+        networking::reserve(
+            &core,
+            &networking,
+            manifest,
+            &mut plan,
+            &reported,
+            Reserving::DryRun,
+        )
+        .await?;
+        let instances: Vec<&InstancePlan> = plan.instances().collect();
+        let stage = log.stage("Planning (dry run)", Vec::new(), instances.len() as u32);
+        for instance in instances {
+            stage.start(dry_run::instance_line(instance)).finish();
+        }
+        return Ok(dry_run::summary(&plan));
     }
     // A new deployment is recorded once its manifest is valid and it is not a dry run: a
     // refused manifest leaves no empty deployment behind.
@@ -225,7 +237,15 @@ async fn deploy_valid(
     }
     compilation::delete_leftovers(&core, &log, &name).await?;
     log.check()?;
-    networking::reserve(&core, &networking, manifest, &mut plan, &reported).await?;
+    networking::reserve(
+        &core,
+        &networking,
+        manifest,
+        &mut plan,
+        &reported,
+        Reserving::Apply,
+    )
+    .await?;
     record_errand_instances(&core, &name, &mut plan).await?;
     log.check()?;
     templates::render_plan(&core, &log, &name, &mut plan).await?;

@@ -17,6 +17,7 @@ pub mod cpi;
 mod cpi_trace;
 mod deploy;
 mod details;
+mod dry_run;
 pub mod errand;
 mod error;
 mod identity;

@@ -52,18 +52,32 @@ fn recorded(networks: &[String]) -> Vec<Held> {
         .collect()
 }
 
+/// Whether a reservation changes the store or only decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reserving {
+    /// Claims and releases are written, as a deploy needs them.
+    Apply,
+    /// Every address is decided as [`Reserving::Apply`] would, against the same store,
+    /// and nothing is written: what a dry run shows.
+    DryRun,
+}
+
 /// Names new instances, reserves every instance's addresses, and records in the plan the
 /// addresses, which instances change network (and so need a new VM), and which old
 /// addresses go once they run. With the store, existing reservations come from it;
 /// without, from what the agents reported (`reported`), or, for instances whose agents
 /// did not answer or that have no VM, from what was recorded when their VM was made.
+/// With [`Reserving::DryRun`], an unchanged instance's unused addresses stay in
+/// `obsolete_addresses`, where a deploy releases them at once.
 pub async fn reserve(
     core: &Core,
     networking: &Networking,
     manifest: &Manifest,
     plan: &mut DeploymentPlan,
     reported: &HashMap<String, Vec<(String, u32)>>,
+    reserving: Reserving,
 ) -> Result<(), StepError> {
+    let dry_run = reserving == Reserving::DryRun;
     let deployment = manifest.name.as_str();
     for group in &mut plan.groups {
         for instance in &mut group.instances {
@@ -73,6 +87,8 @@ pub async fn reserve(
         }
     }
     let mut held: HashMap<String, Vec<Held>> = HashMap::new();
+    // Addresses held by no instance of the plan, released before planning.
+    let mut unowned: Vec<IpRecord> = Vec::new();
     if networking.global() {
         let live: BTreeSet<&str> = plan
             .instances()
@@ -81,7 +97,18 @@ pub async fn reserve(
             .collect();
         // Held by no instance (a deploy stopped before recording a new instance): nobody
         // can bind it, so it goes.
-        for record in release_where(core, deployment, |owner| !live.contains(owner)).await? {
+        let (gone, kept): (Vec<IpRecord>, Vec<IpRecord>) = core
+            .store
+            .ips_of(deployment)
+            .await?
+            .into_iter()
+            .partition(|record| !live.contains(record.owner.instance.as_str()));
+        if dry_run {
+            unowned = gone;
+        } else {
+            release_records(&core.store, gone).await?;
+        }
+        for record in kept {
             held.entry(record.owner.instance).or_default().push(Held {
                 network: record.network,
                 ip: record.address,
@@ -135,13 +162,26 @@ pub async fn reserve(
     }
     let assignments = match networking {
         Networking::Global(nets) => {
-            let _planning = core.ip_planning.lock().await;
-            plan_global(&core.store, &named_addresses(&wanted), |repo| {
+            let decide = |mut repo: PlannedIpRepo| {
+                for record in &unowned {
+                    repo.release(
+                        &record.network,
+                        record.address,
+                        &Owner::from(record.owner.clone()),
+                    );
+                }
                 let mut provider = IpProvider::new(nets, IpSet::new(), repo);
                 let assignments = provider.plan(&wanted)?;
                 Ok::<_, StepError>((assignments, provider.into_repo()))
-            })
-            .await?
+            };
+            if dry_run {
+                let mut named = named_addresses(&wanted);
+                named.extend(unowned.iter().map(|r| r.address));
+                plan_once(&core.store, &named, decide).await?.0
+            } else {
+                let _planning = core.ip_planning.lock().await;
+                plan_global(&core.store, &named_addresses(&wanted), decide).await?
+            }
         }
         Networking::Local(nets) => run(
             IpProvider::new(nets, IpSet::new(), InMemoryIpRepo::new()),
@@ -186,7 +226,7 @@ pub async fn reserve(
             if existing.vm_cid.is_some() && current != instance.desired.networks {
                 instance.changes.insert(Change::Networks);
             }
-            if !instance.changed() {
+            if !instance.changed() && !dry_run {
                 // The VM keeps running on the addresses it was bound to; the others are
                 // in no use and go now.
                 let owner = Owner {
@@ -225,17 +265,7 @@ pub async fn plan_global<T, E: From<NetworkError>>(
 ) -> Result<T, E> {
     let store_error = |e: fleet_store::StoreError| E::from(NetworkError::Store(e.to_string()));
     for _ in 0..PLAN_ATTEMPTS {
-        let (holders, claimed) = store
-            .run(|s| Ok((s.ip_holders(named)?, s.claimed()?)))
-            .await
-            .map_err(store_error)?;
-        let repo = PlannedIpRepo::new(
-            claimed,
-            holders
-                .into_iter()
-                .map(|r| (r.address, r.network, Owner::from(r.owner))),
-        );
-        let (out, repo) = plan(repo)?;
+        let (out, repo) = plan_once(store, named, &mut plan).await?;
         let (claims, releases) = repo.into_changes();
         let claims: Vec<IpClaim> = claims.into_iter().map(IpClaim::from).collect();
         let releases: Vec<IpRelease> = releases.into_iter().map(IpRelease::from).collect();
@@ -257,6 +287,30 @@ pub async fn plan_global<T, E: From<NetworkError>>(
     ))))
 }
 
+/// One plan against the store's addresses as they are now, changing nothing: the plan's
+/// result and what it would claim and release. `named` are the addresses the plan may
+/// claim or release by name, whose holders are read first.
+///
+/// # Errors
+/// The plan's own errors; a store failure as [`NetworkError::Store`].
+pub async fn plan_once<T, E: From<NetworkError>>(
+    store: &AsyncStore,
+    named: &[u32],
+    mut plan: impl FnMut(PlannedIpRepo) -> Result<(T, PlannedIpRepo), E>,
+) -> Result<(T, PlannedIpRepo), E> {
+    let (holders, claimed) = store
+        .run(|s| Ok((s.ip_holders(named)?, s.claimed()?)))
+        .await
+        .map_err(|e| E::from(NetworkError::Store(e.to_string())))?;
+    let repo = PlannedIpRepo::new(
+        claimed,
+        holders
+            .into_iter()
+            .map(|r| (r.address, r.network, Owner::from(r.owner))),
+    );
+    plan(repo)
+}
+
 /// Releases the store's addresses of `deployment` whose owning instance `goes`, and
 /// returns the ones kept.
 pub async fn release_where(
@@ -270,12 +324,20 @@ pub async fn release_where(
         .await?
         .into_iter()
         .partition(|record| goes(&record.owner.instance));
-    let gone = gone
+    release_records(&core.store, gone).await?;
+    Ok(kept)
+}
+
+/// Releases every one of `records` in one hand-over to the store.
+async fn release_records(
+    store: &AsyncStore,
+    records: Vec<IpRecord>,
+) -> Result<(), fleet_store::StoreError> {
+    let gone = records
         .into_iter()
         .map(|r| (r.address, r.network, r.owner))
         .collect();
-    release_all(&core.store, gone).await?;
-    Ok(kept)
+    release_all(store, gone).await
 }
 
 /// Releases each `(address, network, holder)` in one hand-over to the store.

@@ -825,6 +825,106 @@ instance_groups:
             .collect()
     }
 
+    /// The addresses a dry run's events show, as `network/address`.
+    async fn dry_run_addresses(f: &Fixture, task: u64) -> Vec<String> {
+        let mut shown: Vec<String> = f
+            .director
+            .events(task)
+            .await
+            .unwrap()
+            .iter()
+            .filter(|e| e.stage == "Planning (dry run)" && e.state == EventState::Finished)
+            .flat_map(|e| {
+                let (_, addresses) = e.task.rsplit_once("; ").unwrap();
+                addresses
+                    .split(", ")
+                    .map(|a| a.replacen(' ', "/", 1))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        shown.sort();
+        shown
+    }
+
+    async fn dry_run(f: &Fixture, manifest: &str) -> Task {
+        let task = f
+            .director
+            .deploy(
+                manifest,
+                DeployOptions {
+                    dry_run: true,
+                    ..DeployOptions::default()
+                },
+            )
+            .await
+            .unwrap();
+        let task = f.director.wait(task.id).await.unwrap();
+        assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+        task
+    }
+
+    /// A dry run decides the addresses against the store as the deploy does, and claims
+    /// none: it shows exactly the addresses the deploy then takes, never another
+    /// deployment's, and a second dry run shows the same.
+    #[tokio::test(start_paused = true)]
+    async fn a_dry_run_shows_the_addresses_the_deploy_then_takes_and_claims_none() {
+        let f = global().await;
+        deploy(&f.director, &on("a", 2, "default", &[])).await;
+        let taken = addresses(&f, "a").await;
+        let manifest = on("b", 3, "default", &[]);
+        let task = dry_run(&f, &manifest).await;
+        assert_eq!(
+            task.result.as_deref(),
+            Some(
+                "dry run: 3 instances would be updated and 0 deleted, 3 addresses claimed and \
+                 0 released; nothing was changed"
+            )
+        );
+        let shown = dry_run_addresses(&f, task.id).await;
+        assert_eq!(shown.len(), 3, "{shown:?}");
+        assert!(
+            shown.iter().all(|a| a.starts_with("default/10.10.0.")),
+            "{shown:?}"
+        );
+        assert!(
+            !shown.iter().any(|a| taken.contains(a)),
+            "{shown:?} {taken:?}"
+        );
+        assert!(f.director.instances("b").await.unwrap().is_empty());
+        let again = dry_run(&f, &manifest).await;
+        assert_eq!(
+            dry_run_addresses(&f, again.id).await,
+            shown,
+            "nothing was claimed"
+        );
+
+        deploy(&f.director, &manifest).await;
+        let mut deployed = addresses(&f, "b").await;
+        deployed.sort();
+        assert_eq!(deployed, shown);
+    }
+
+    /// Scaling down in a dry run shows the instances that would go and the addresses they
+    /// would give back, and gives back none.
+    #[tokio::test(start_paused = true)]
+    async fn a_dry_run_of_a_scale_down_counts_the_addresses_released() {
+        let f = global().await;
+        deploy(&f.director, &on("b", 3, "default", &[])).await;
+        let before = addresses(&f, "b").await;
+        let task = dry_run(&f, &on("b", 1, "default", &[])).await;
+        assert_eq!(
+            task.result.as_deref(),
+            Some(
+                "dry run: 0 instances would be updated and 2 deleted, 0 addresses claimed and \
+                 2 released; nothing was changed"
+            )
+        );
+        let shown = dry_run_addresses(&f, task.id).await;
+        assert_eq!(shown.len(), 1);
+        assert!(before.contains(&shown[0]), "{shown:?} {before:?}");
+        assert_eq!(addresses(&f, "b").await, before);
+    }
+
     /// Plans are made against the addresses claimed when they start and applied if none
     /// was taken meanwhile: many deploys starting at once must not keep losing to each
     /// other until they give up.

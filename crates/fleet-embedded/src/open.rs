@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use super::definition::{CpiProgram, Definition, ExternalCpiSettings, Iaas};
 use fleet_broker::{Broker, BrokerError, deployment_name};
-use fleet_cpi::director::DirectorCpi;
 use fleet_cpi::{CpiCommand, ExternalCpi};
 use fleet_director::agent::Agent;
 use fleet_director::cpi::Cpi;
@@ -14,9 +13,10 @@ use fleet_director::manifest::Count;
 use fleet_director::model::{Task, TaskState};
 use fleet_director::sim::SimulatedCloud;
 use fleet_director::{Director, DirectorError, DirectorSettings, Infrastructure, RecreateOptions};
+use fleet_iaas::cloud::{ProcessCloud, Supervision};
+use fleet_iaas::external_cpi::DirectorCpi;
 use fleet_store::{AsyncStore, Collection, Commits, PgStore, SqliteStore, Store, StoreError};
 use fleet_store::{StoreLocation, put};
-use fleet_vm::cloud::{ProcessCloud, Supervision};
 use fleet_vm::supervisor::Timings;
 
 #[derive(Debug, thiserror::Error)]

@@ -17,6 +17,7 @@ use tokio::net::{UnixListener, UnixStream};
 
 use super::jobs;
 use super::sandbox::Sandbox;
+use super::signal;
 use super::supervisor::{ProcessStatus, Processes, Supervisor, Timings};
 
 pub const SOCKET: &str = "sys/run/supervisor.sock";
@@ -89,7 +90,7 @@ struct Answer {
 /// When its socket cannot be bound.
 pub async fn serve(root: &Path, timings: Timings) -> std::io::Result<()> {
     let sandbox = Sandbox::create(root)?;
-    super::cloud::end_leftovers(&sandbox);
+    end_leftovers(&sandbox);
     let socket = root.join(SOCKET);
     let _ = std::fs::remove_file(&socket);
     let listener = UnixListener::bind(&socket)?;
@@ -201,6 +202,34 @@ async fn handle(
         tracing::warn!(error = %e, "supervisor request failed");
     }
     (answer, false)
+}
+
+/// Ends what a VM's processes left when the process supervising them went away: every
+/// pid in its pidfiles that was started in the VM, with its process group. A pid that
+/// another process has taken since (the machine restarted) is left alone
+/// ([`signal::started_in`]).
+pub fn end_leftovers(sandbox: &Sandbox) {
+    let mut pending = vec![sandbox.run_dir()];
+    while let Some(dir) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if path.extension().is_some_and(|e| e == "pid")
+                && !path.ends_with(PIDFILE)
+                && let Some(pid) = std::fs::read_to_string(&path)
+                    .ok()
+                    .and_then(|t| t.trim().parse::<u32>().ok())
+                && signal::started_in(pid, sandbox.root(), &path)
+            {
+                signal::group(pid, libc::SIGKILL);
+                signal::process(pid, libc::SIGKILL);
+            }
+        }
+    }
 }
 
 /// The agent's handle on a VM's supervisor process; it starts the process when it is

@@ -1,29 +1,23 @@
-//! VMs as directories on this machine and BOSH jobs as real processes: the job files a
-//! release brings (monit, bpm.yml, lifecycle scripts) read, each VM's processes
-//! supervised as monit and bpm do, and the job lifecycle of seed 003 run in its order.
+//! The VM's side of a process-backed VM: a VM is a directory on this machine (`iaas`),
+//! the job files a release brings (monit, bpm.yml, lifecycle scripts) are read, each VM's
+//! processes are supervised as monit and bpm do, and the job lifecycle of seed 003 runs in
+//! its order. This is what runs inside a VM; it links no database and not the director,
+//! which reach it only through an agent (`fleet-iaas`'s in-process one, or `fleet-agent`).
 
-mod agent;
 pub mod bpm;
-pub mod cloud;
 pub mod compile;
-pub mod cpi_server;
 pub mod daemon;
 pub mod drain;
 pub mod iaas;
-mod instance_spec;
 pub mod jobs;
 pub mod lifecycle;
-mod logs;
+pub mod logs;
 pub mod monit;
-pub mod networked_agent;
 pub mod place;
 pub mod registry_client;
-pub mod render;
-pub mod rendering;
 pub mod sandbox;
 pub mod script;
-mod signal;
-mod stored;
+pub mod signal;
 pub mod supervisor;
 
 #[cfg(test)]

@@ -1,26 +1,25 @@
 //! A VM's logs as the agent packs them for `bosh logs` and an errand's run: the jobs'
-//! files under `sys/log` (`JOB/...`), those the request's filters choose. A process VM
+//! files under `sys/log` (`JOB/...`), those the request's filters choose (the caller
+//! reads the request; the VM's side only asks it about each path). A process VM
 //! has no agent log of its own (the agent's lines go to the task's debug log) and no
 //! operating system of its own, so `agent` and `system` add nothing.
 
 use std::path::Path;
 
-use fleet_director::logs::{LogRequest, LogType};
-
 /// The most a bundle may hold, so that a runaway log cannot exhaust the director's
 /// memory and store.
 pub const MAX_BUNDLE_BYTES: u64 = 256 * 1024 * 1024;
 
-/// The files `request` asks for below `log_root` (the VM's `sys/log`), as a gzipped
-/// tarball; symlinks are not followed, since a job could point one anywhere.
+/// The job log files below `log_root` (the VM's `sys/log`) whose path `wants`, as a
+/// gzipped tarball; symlinks are not followed, since a job could point one anywhere.
 ///
 /// # Errors
 /// A file that cannot be read, or more than [`MAX_BUNDLE_BYTES`] of them.
-pub fn pack(log_root: &Path, request: &LogRequest) -> std::io::Result<Vec<u8>> {
+pub fn pack(log_root: &Path, wants: &dyn Fn(&str) -> bool) -> std::io::Result<Vec<u8>> {
     let mut files = Vec::new();
-    if request.types.contains(&LogType::Job) && log_root.is_dir() {
+    if log_root.is_dir() {
         let mut total = 0u64;
-        collect(log_root, "", request, &mut files, &mut total)?;
+        collect(log_root, "", wants, &mut files, &mut total)?;
     }
     let entries: Vec<(&str, &[u8])> = files
         .iter()
@@ -32,7 +31,7 @@ pub fn pack(log_root: &Path, request: &LogRequest) -> std::io::Result<Vec<u8>> {
 fn collect(
     dir: &Path,
     prefix: &str,
-    request: &LogRequest,
+    wants: &dyn Fn(&str) -> bool,
     files: &mut Vec<(String, Vec<u8>)>,
     total: &mut u64,
 ) -> std::io::Result<()> {
@@ -43,8 +42,8 @@ fn collect(
         let path = format!("{prefix}{name}");
         let kind = entry.file_type()?;
         if kind.is_dir() {
-            collect(&entry.path(), &format!("{path}/"), request, files, total)?;
-        } else if kind.is_file() && request.wants(&path) {
+            collect(&entry.path(), &format!("{path}/"), wants, files, total)?;
+        } else if kind.is_file() && wants(&path) {
             let bytes = std::fs::read(entry.path())?;
             *total += bytes.len() as u64;
             if *total > MAX_BUNDLE_BYTES {
@@ -77,16 +76,15 @@ mod tests {
         std::fs::create_dir_all(log.join("bpm")).unwrap();
         std::fs::write(log.join("bpm/bpm.log"), "b\n").unwrap();
         std::os::unix::fs::symlink("/etc/hostname", log.join("pg/host.log")).unwrap();
-        let everything = pack(log, &LogRequest::default()).unwrap();
+        let everything = pack(log, &|_| true).unwrap();
         assert_eq!(
             paths(&everything),
             ["bpm/bpm.log", "pg/pg.stdout.log", "pg/sub/audit.txt"]
         );
         let files = fleet_release::tgz_files(&everything, 1 << 20).unwrap();
         assert_eq!(files[1].bytes, b"up\n");
-        let chosen = LogRequest::parse(None, Some("pg/*.log")).unwrap();
-        assert_eq!(paths(&pack(log, &chosen).unwrap()), ["pg/pg.stdout.log"]);
-        let agent_only = LogRequest::parse(Some("agent,system"), None).unwrap();
-        assert!(paths(&pack(log, &agent_only).unwrap()).is_empty());
+        let chosen = pack(log, &|p| p.starts_with("pg/") && p.ends_with(".log")).unwrap();
+        assert_eq!(paths(&chosen), ["pg/pg.stdout.log"]);
+        assert!(paths(&pack(log, &|_| false).unwrap()).is_empty());
     }
 }

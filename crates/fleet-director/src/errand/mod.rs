@@ -233,6 +233,7 @@ async fn run_group(
         &snapshot.manifest,
         &mut plan,
         &Default::default(),
+        networking::Reserving::Apply,
     )
     .await?;
     plan.obsolete.clear();

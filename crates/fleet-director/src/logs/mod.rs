@@ -6,7 +6,7 @@
 
 mod request;
 
-pub use request::{LogRequest, LogRequestError, LogType, glob_matches};
+pub use request::{LogFilter, LogRequest, LogRequestError, LogType};
 
 use serde::{Deserialize, Serialize};
 

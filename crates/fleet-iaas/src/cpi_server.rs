@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 use fleet_cpi::protocol::{Request, Response, kinds};
 use serde_json::{Map, Value, json};
 
-use super::daemon::Daemon;
-use super::iaas::{AgentSettings, IaasError, ProcessIaas};
 use super::networked_agent;
-use super::registry_client::Registry;
-use super::supervisor::Processes;
+use fleet_vm::daemon::Daemon;
+use fleet_vm::iaas::{AgentSettings, IaasError, ProcessIaas};
+use fleet_vm::registry_client::Registry;
+use fleet_vm::supervisor::Processes;
 
 /// The protocol versions this CPI speaks.
 pub const API_VERSION: u32 = 2;
@@ -263,7 +263,7 @@ async fn answer(
         }
         "delete_vm" => {
             let cid = args.string(0, "vm_cid")?;
-            if !super::iaas::is_cid("vm", cid) {
+            if !fleet_vm::iaas::is_cid("vm", cid) {
                 return Err(IaasError::VmNotFound(cid.to_string()).into());
             }
             // The VM's processes end with it, and its settings.

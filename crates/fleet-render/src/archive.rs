@@ -1,17 +1,10 @@
-//! The director's template rendering for the process-backed IaaS: every job of an
-//! instance rendered through Ruby's ERB ([`crate::render`]) from the job archives its
-//! releases keep, the files kept as one archive in the store for the agent's `apply`, and
-//! their digest as the instance's configuration hash.
+//! An instance's jobs rendered into the one archive an agent's `apply` receives
+//! (`JOB/PATH`, the monit file at `JOB/monit`), its configuration hash, and that archive
+//! read back into job files on the VM's side.
 
 use std::collections::BTreeMap;
 
-use async_trait::async_trait;
-use fleet_director::model::{InstanceSpec, RenderedTemplates};
-use fleet_director::templates::{Renderer, TemplateError, TemplateInstance, rendered_blob_id};
-use fleet_store::AsyncStore;
-
-use super::render::{self, Declared, JobTemplates, RenderError};
-use super::stored;
+use crate::erb::{self as render, Declared, JobTemplates, RenderError};
 
 /// The key the monit file is rendered under, beside the templates' source names.
 const MONIT: &str = "(monit)";
@@ -26,16 +19,6 @@ pub enum UnpackError {
     Archive(#[from] fleet_release::ArchiveError),
     #[error("`{path}` is outside every job")]
     OutsideJob { path: String },
-}
-
-pub struct TemplateRenderer {
-    store: AsyncStore,
-}
-
-impl TemplateRenderer {
-    pub fn new(store: AsyncStore) -> Self {
-        TemplateRenderer { store }
-    }
 }
 
 /// One job to render: its templates' source texts (its `monit` file among them), where
@@ -128,94 +111,6 @@ pub async fn render_archive(
         fleet_release::build_tgz(&entries),
         fleet_release::sha1_hex(listing.as_bytes()),
     ))
-}
-
-impl TemplateRenderer {
-    async fn job(&self, spec: &InstanceSpec, name: &str) -> Result<JobSource, String> {
-        let releases = stored::releases(&self.store, &spec.releases).await?;
-        let (release, job) = releases
-            .iter()
-            .find_map(|r| r.jobs.iter().find(|j| j.name == name).map(|j| (r, j)))
-            .ok_or_else(|| format!("job {name} is in none of the instance's releases"))?;
-        let archive = job.archive.as_ref().ok_or_else(|| {
-            format!(
-                "release {}/{} has no archives: upload it in BOSH's format to run it on \
-                 processes",
-                release.name, release.version
-            )
-        })?;
-        let bytes = stored::blob(&self.store, &archive.blob)
-            .await
-            .map_err(|e| e.to_string())?;
-        let files = fleet_release::job_files(&bytes).map_err(|e| format!("job {name}: {e}"))?;
-        let properties = spec
-            .properties
-            .get(name)
-            .cloned()
-            .unwrap_or(serde_json::Value::Null);
-        Ok(JobSource::from_files(&files, properties))
-    }
-}
-
-/// What `spec` is in a template, from what the director knows of the instance. An
-/// address the IaaS assigns (a dynamic network) is this machine's loopback, where the
-/// VM's processes listen.
-fn template_spec(instance: &TemplateInstance) -> render::InstanceSpec {
-    let ip =
-        |ip: &Option<std::net::Ipv4Addr>| ip.unwrap_or(std::net::Ipv4Addr::LOCALHOST).to_string();
-    let address = instance
-        .networks
-        .first()
-        .map(|(_, a)| ip(a))
-        .unwrap_or_else(|| ip(&None));
-    render::InstanceSpec {
-        address: address.clone(),
-        ip: address,
-        id: instance.id.clone(),
-        index: instance.index,
-        name: instance.group.clone(),
-        az: instance.az.clone(),
-        deployment: instance.deployment.clone(),
-        networks: instance
-            .networks
-            .iter()
-            .map(|(n, a)| (n.clone(), serde_json::json!({ "ip": ip(a) })))
-            .collect(),
-        bootstrap: instance.bootstrap,
-    }
-}
-
-#[async_trait]
-impl Renderer for TemplateRenderer {
-    async fn render(
-        &self,
-        spec: &InstanceSpec,
-        instance: &TemplateInstance,
-    ) -> Result<Option<RenderedTemplates>, TemplateError> {
-        let mut jobs = Vec::new();
-        for name in &spec.jobs {
-            jobs.push(
-                self.job(spec, name)
-                    .await
-                    .map_err(TemplateError::Unavailable)?,
-            );
-        }
-        let (archive, configuration_hash) = render_archive(&template_spec(instance), &jobs)
-            .await
-            .map_err(|e| match e {
-            RenderError::Failed(_) => TemplateError::Failed(e.to_string()),
-            _ => TemplateError::Unavailable(e.to_string()),
-        })?;
-        let blob = rendered_blob_id(&instance.deployment, &fleet_release::sha1_hex(&archive));
-        self.store
-            .run(|s| s.put_blob(&blob, &archive))
-            .await
-            .map_err(|e| TemplateError::Unavailable(e.to_string()))?;
-        Ok(Some(RenderedTemplates {
-            blob,
-            configuration_hash,
-        }))
-    }
 }
 
 /// The rendered files of an instance, job by job: each file's path in the job's directory

@@ -8,9 +8,8 @@ use fleet_director::model::Stemcell;
 use fleet_director::trace::{self, Channel};
 use serde_json::{Map, Value, json};
 
-use super::client::{CallRecord, ExternalCpi};
-use super::error::CpiCallError;
-use super::protocol::kinds;
+use fleet_cpi::protocol::kinds;
+use fleet_cpi::{CallRecord, CpiCallError, ExternalCpi};
 
 pub struct DirectorCpi {
     cpi: ExternalCpi,

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use super::iaas::AGENT_PIDFILE;
-use super::signal;
+use fleet_vm::iaas::AGENT_PIDFILE;
+use fleet_vm::signal;
 
 /// How long an agent has to stop its VM's processes and end once told to.
 const END_LIMIT: Duration = Duration::from_secs(20);
@@ -45,7 +45,7 @@ pub async fn start(program: &Path, vm_dir: &Path) -> Result<(), AgentStartError>
         .arg(program)
         .arg(vm_dir)
         .arg(&log)
-        .env(super::sandbox::VM_ROOT, vm_dir)
+        .env(fleet_vm::sandbox::VM_ROOT, vm_dir)
         .stdin(Stdio::null())
         .process_group(0)
         .status()
@@ -95,8 +95,8 @@ pub async fn end(vm_dir: &Path) {
     if signal::alive(pid) {
         signal::process(pid, libc::SIGKILL);
         // What it supervised may outlive it: its processes are ended by their pidfiles.
-        if let Ok(sandbox) = super::sandbox::Sandbox::create(vm_dir) {
-            super::cloud::end_leftovers(&sandbox);
+        if let Ok(sandbox) = fleet_vm::sandbox::Sandbox::create(vm_dir) {
+            fleet_vm::daemon::end_leftovers(&sandbox);
         }
     }
 }

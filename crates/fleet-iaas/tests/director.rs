@@ -9,9 +9,9 @@ use std::time::Duration;
 use fleet_director::cpi::Cpi;
 use fleet_director::model::{Stemcell, TaskState};
 use fleet_director::{DeployOptions, Director, DirectorSettings};
+use fleet_iaas::cloud::{ProcessCloud, Supervision};
 use fleet_release::{File, ReleaseBuilder, from_tarball};
 use fleet_store::SqliteStore;
-use fleet_vm::cloud::{ProcessCloud, Supervision};
 use fleet_vm::supervisor::Timings;
 
 fn file(path: &str, text: &str) -> File {

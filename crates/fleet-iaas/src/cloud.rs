@@ -5,7 +5,7 @@
 //! packages compiled for the VM's stemcell.
 //!
 //! Each VM's processes are supervised by the VM's own supervisor process
-//! ([`Supervision::Daemons`], [`crate::daemon`]), which outlives the command that started
+//! ([`Supervision::Daemons`], [`fleet_vm::daemon`]), which outlives the command that started
 //! it as monit outlives a BOSH agent's restart: the fleet's processes run until their VMs
 //! are stopped or deleted. [`Supervision::InProcess`] supervises them inside this process
 //! instead (tests and benchmarks, which have no `fleet-updater` program to start): then
@@ -25,14 +25,14 @@ use fleet_director::model::{InstanceSpec, Stemcell};
 use fleet_store::AsyncStore;
 use serde::{Deserialize, Serialize};
 
-use super::daemon::{self, Daemon};
-use super::iaas::{IaasError, ProcessIaas, write_atomically};
-use super::jobs;
-use super::lifecycle::Lifecycle;
 use super::rendering::TemplateRenderer;
-use super::sandbox::Sandbox;
-use super::signal;
-use super::supervisor::{Processes, Supervisor, Timings};
+use fleet_vm::daemon::{self, Daemon};
+use fleet_vm::iaas::{IaasError, ProcessIaas, write_atomically};
+use fleet_vm::jobs;
+use fleet_vm::lifecycle::Lifecycle;
+use fleet_vm::sandbox::Sandbox;
+
+use fleet_vm::supervisor::{Processes, Supervisor, Timings};
 
 /// What the agent keeps of its VM in the VM's directory (`agent.json`), to find it again
 /// after a restart: what was applied, whether its jobs were started, and the persistent
@@ -133,7 +133,7 @@ impl ProcessCloud {
             let vm = cloud.meet(&record.cid, &record.agent_id)?;
             // A VM's own supervisor ends what it finds left when it starts again.
             if cloud.supervision == Supervision::InProcess {
-                end_leftovers(&vm.sandbox);
+                daemon::end_leftovers(&vm.sandbox);
             }
         }
         Ok(cloud)
@@ -299,34 +299,6 @@ impl ProcessCloud {
                 let _ = s.stop().await;
             }
             running.started = false;
-        }
-    }
-}
-
-/// Ends what a VM's processes left when the process supervising them went away: every
-/// pid in its pidfiles that was started in the VM, with its process group. A pid that
-/// another process has taken since (the machine restarted) is left alone
-/// ([`signal::started_in`]).
-pub(crate) fn end_leftovers(sandbox: &Sandbox) {
-    let mut pending = vec![sandbox.run_dir()];
-    while let Some(dir) = pending.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                pending.push(path);
-            } else if path.extension().is_some_and(|e| e == "pid")
-                && !path.ends_with(daemon::PIDFILE)
-                && let Some(pid) = std::fs::read_to_string(&path)
-                    .ok()
-                    .and_then(|t| t.trim().parse::<u32>().ok())
-                && signal::started_in(pid, sandbox.root(), &path)
-            {
-                signal::group(pid, libc::SIGKILL);
-                signal::process(pid, libc::SIGKILL);
-            }
         }
     }
 }

@@ -11,22 +11,22 @@ use async_trait::async_trait;
 use fleet_director::agent::{
     Agent, AgentError, AgentState, CompiledDependency, Drain, ErrandOutput, JobState, Process,
 };
-use fleet_director::logs::LogRequest;
+use fleet_director::logs::{LogRequest, LogType};
 use fleet_director::model::InstanceSpec;
 use fleet_director::trace::{self, Channel};
 
 use super::cloud::{ProcessCloud, Supervision};
-use super::compile::{self, CompileRequest};
-use super::daemon::Daemon;
-use super::iaas::copy_tree;
 use super::instance_spec;
-use super::jobs;
-use super::lifecycle::Lifecycle;
-use super::logs;
-use super::place;
-use super::script::ScriptRun;
 use super::stored;
-use super::supervisor::{ProcessState, Processes, Supervisor};
+use fleet_vm::compile::{self, CompileRequest};
+use fleet_vm::daemon::Daemon;
+use fleet_vm::iaas::copy_tree;
+use fleet_vm::jobs;
+use fleet_vm::lifecycle::Lifecycle;
+use fleet_vm::logs;
+use fleet_vm::place;
+use fleet_vm::script::ScriptRun;
+use fleet_vm::supervisor::{ProcessState, Processes, Supervisor};
 
 impl ProcessCloud {
     fn failed(agent_id: &str, method: &str, message: impl std::fmt::Display) -> AgentError {
@@ -360,10 +360,38 @@ impl Agent for ProcessCloud {
         request: &LogRequest,
     ) -> Result<Vec<u8>, AgentError> {
         let vm = self.agent(agent_id, "fetch_logs")?;
-        let (root, request) = (vm.sandbox.log_root(), request.clone());
-        tokio::task::spawn_blocking(move || logs::pack(&root, &request))
+        let root = vm.sandbox.log_root();
+        let wanted = job_logs(request).map_err(|e| Self::failed(agent_id, "fetch_logs", e))?;
+        tokio::task::spawn_blocking(move || logs::pack(&root, &wanted))
             .await
             .map_err(|e| Self::failed(agent_id, "fetch_logs", e))?
             .map_err(|e| Self::failed(agent_id, "fetch_logs", e))
+    }
+}
+
+/// Which job logs `request` takes: a process VM has no agent or system log of its own
+/// (the agent's lines go to the task's debug log), so only job logs count.
+fn job_logs(
+    request: &LogRequest,
+) -> Result<impl Fn(&str) -> bool + Send + 'static, fleet_director::logs::LogRequestError> {
+    let jobs = request.types.contains(&LogType::Job);
+    let filter = request.filter()?;
+    Ok(move |path: &str| jobs && filter.wants(path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_takes_job_logs_its_filters_choose_and_nothing_without_the_job_type() {
+        let all = job_logs(&LogRequest::default()).unwrap();
+        assert!(all("pg/pg.stdout.log"));
+        let chosen = job_logs(&LogRequest::parse(None, Some("pg/*.log")).unwrap()).unwrap();
+        assert!(chosen("pg/pg.stdout.log"));
+        assert!(!chosen("pg/sub/audit.txt"));
+        assert!(!chosen("bpm/bpm.log"));
+        let agent_only = job_logs(&LogRequest::parse(Some("agent,system"), None).unwrap()).unwrap();
+        assert!(!agent_only("pg/pg.stdout.log"));
     }
 }

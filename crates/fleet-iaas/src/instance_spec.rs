@@ -10,10 +10,9 @@ use fleet_director::compile as director_compile;
 use fleet_director::model::InstanceSpec;
 use fleet_store::AsyncStore;
 
-use super::lifecycle::StopContext;
-use super::place::PackageToPlace;
-use super::rendering;
 use super::stored;
+use fleet_vm::lifecycle::StopContext;
+use fleet_vm::place::PackageToPlace;
 
 /// Job to each rendered file's path in its directory and contents.
 pub type RenderedJobs = BTreeMap<String, BTreeMap<String, Vec<u8>>>;
@@ -64,7 +63,7 @@ pub async fn placement(
     let archive = stored::blob(store, &rendered.blob)
         .await
         .map_err(|e| e.to_string())?;
-    let jobs = rendering::unpack(&archive).map_err(|e| e.to_string())?;
+    let jobs = fleet_render::unpack(&archive).map_err(|e| e.to_string())?;
     let mut packages = Vec::new();
     for (name, key) in package_keys(store, spec).await? {
         let blob = stored::compiled_blob(store, &key)

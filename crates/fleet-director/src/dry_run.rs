@@ -1,0 +1,96 @@
+//! What a dry run shows: the plan as a deploy would apply it, addresses included, one
+//! line per instance in the task's events (what `bosh deploy --dry-run` prints) and the
+//! counts in its result. Pure: the plan in, text out.
+
+use super::network::to_ip;
+use super::plan::{DeploymentPlan, InstancePlan};
+
+/// One instance's planned line: its name, what changes, and each network's address
+/// (`dynamic` where the IaaS assigns it), the addresses it gives up after them.
+pub fn instance_line(instance: &InstancePlan) -> String {
+    let id = if instance.id.is_empty() {
+        "new"
+    } else {
+        instance.id.as_str()
+    };
+    let addresses: Vec<String> = instance
+        .addresses
+        .iter()
+        .map(|(network, ip)| match ip {
+            Some(ip) => format!("{network} {}", to_ip(*ip)),
+            None => format!("{network} dynamic"),
+        })
+        .collect();
+    let changes = if instance.changed() {
+        let names: Vec<&str> = instance.changes.iter().map(|c| c.describe()).collect();
+        format!("changes: {}", names.join(", "))
+    } else {
+        "unchanged".to_string()
+    };
+    let mut line = format!(
+        "{}/{id} ({}): {changes}; {}",
+        instance.group,
+        instance.index,
+        if addresses.is_empty() {
+            "no networks".to_string()
+        } else {
+            addresses.join(", ")
+        }
+    );
+    if !instance.obsolete_addresses.is_empty() {
+        let gone: Vec<String> = instance
+            .obsolete_addresses
+            .iter()
+            .map(|h| format!("{} {}", h.network, to_ip(h.ip)))
+            .collect();
+        line.push_str(&format!("; releases {}", gone.join(", ")));
+    }
+    line
+}
+
+/// The dry run's result: how many instances would be updated and deleted, and how many
+/// addresses would be claimed and released.
+pub fn summary(plan: &DeploymentPlan) -> String {
+    let claimed: usize = plan
+        .instances()
+        .map(|i| {
+            let current = current_networks(i);
+            i.desired
+                .networks
+                .iter()
+                .filter(|n| n.contains('/') && !current.contains(n))
+                .count()
+        })
+        .sum();
+    let released: usize = plan
+        .instances()
+        .map(|i| i.obsolete_addresses.len())
+        .sum::<usize>()
+        + plan
+            .obsolete
+            .iter()
+            .map(|r| r.vm_networks.iter().filter(|n| n.contains('/')).count())
+            .sum::<usize>();
+    format!(
+        "dry run: {} instances would be updated and {} deleted, {claimed} addresses claimed and \
+         {released} released; nothing was changed",
+        plan.changed_instances(),
+        plan.obsolete.len(),
+    )
+}
+
+/// The `network/address` entries the instance's VM runs on now, else was last given.
+fn current_networks(instance: &InstancePlan) -> Vec<String> {
+    let Some(existing) = &instance.existing else {
+        return Vec::new();
+    };
+    if existing.vm_networks.is_empty() {
+        existing
+            .applied
+            .as_ref()
+            .map(|a| a.networks.clone())
+            .unwrap_or_default()
+    } else {
+        existing.vm_networks.clone()
+    }
+}
