@@ -54,7 +54,10 @@ pub fn summary(plan: &DeploymentPlan) -> String {
     let claimed: usize = plan
         .instances()
         .map(|i| {
-            let current = current_networks(i);
+            let current = i
+                .existing
+                .as_ref()
+                .map_or(&[][..], |e| e.current_networks());
             i.desired
                 .networks
                 .iter()
@@ -77,20 +80,4 @@ pub fn summary(plan: &DeploymentPlan) -> String {
         plan.changed_instances(),
         plan.obsolete.len(),
     )
-}
-
-/// The `network/address` entries the instance's VM runs on now, else was last given.
-fn current_networks(instance: &InstancePlan) -> Vec<String> {
-    let Some(existing) = &instance.existing else {
-        return Vec::new();
-    };
-    if existing.vm_networks.is_empty() {
-        existing
-            .applied
-            .as_ref()
-            .map(|a| a.networks.clone())
-            .unwrap_or_default()
-    } else {
-        existing.vm_networks.clone()
-    }
 }

@@ -173,6 +173,15 @@ impl InstanceRecord {
     pub fn name(&self) -> String {
         format!("{}/{} ({})", self.group, self.id, self.index)
     }
+
+    /// The `network/address` entries its VM runs on now, else those last applied.
+    pub fn current_networks(&self) -> &[String] {
+        if self.vm_networks.is_empty() {
+            self.applied.as_ref().map_or(&[][..], |a| &a.networks)
+        } else {
+            &self.vm_networks
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -128,8 +128,7 @@ pub async fn reserve(
                         ip: *ip,
                     })
                     .collect(),
-                None if !record.vm_networks.is_empty() => recorded(&record.vm_networks),
-                None => recorded(record.applied.as_ref().map_or(&[][..], |a| &a.networks)),
+                None => recorded(record.current_networks()),
             };
             held.insert(record.id.clone(), addresses);
         }
@@ -213,17 +212,8 @@ pub async fn reserve(
                 instance.obsolete_addresses.clear();
                 continue;
             }
-            // What the VM runs on now, else what was last applied.
-            let current = if existing.vm_networks.is_empty() {
-                existing
-                    .applied
-                    .as_ref()
-                    .map(|a| a.networks.clone())
-                    .unwrap_or_default()
-            } else {
-                existing.vm_networks.clone()
-            };
-            if existing.vm_cid.is_some() && current != instance.desired.networks {
+            if existing.vm_cid.is_some() && existing.current_networks() != instance.desired.networks
+            {
                 instance.changes.insert(Change::Networks);
             }
             if !instance.changed() && !dry_run {

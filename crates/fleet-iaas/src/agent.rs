@@ -160,7 +160,7 @@ impl Agent for ProcessCloud {
         let mut running = vm.running.lock().await;
         // What ran before is stopped before its files are replaced.
         if let Some(old) = running.supervisor.take() {
-            old.stop().await.map_err(failed)?;
+            old.stop().await.map_err(|e| failed(e.to_string()))?;
         }
         place::place(&vm.sandbox, &rendered, packages)
             .await

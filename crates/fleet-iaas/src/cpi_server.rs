@@ -287,8 +287,14 @@ async fn answer(
             iaas.vm(cid)?;
             let supervisor = Daemon::new(&iaas.vm_dir(cid), program);
             if supervisor.running().await {
-                supervisor.stop().await.map_err(cloud_error)?;
-                supervisor.start().await.map_err(cloud_error)?;
+                supervisor
+                    .stop()
+                    .await
+                    .map_err(|e| cloud_error(e.to_string()))?;
+                supervisor
+                    .start()
+                    .await
+                    .map_err(|e| cloud_error(e.to_string()))?;
             }
             log.push(format!("VM {cid} rebooted"));
             Ok(Value::Null)

@@ -355,33 +355,24 @@ impl Daemon {
 
 #[async_trait::async_trait]
 impl Processes for Daemon {
-    async fn start(&self) -> Result<(), String> {
-        self.request(&Request::Start, true)
-            .await
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+    async fn start(&self) -> Result<(), SupervisorError> {
+        self.request(&Request::Start, true).await.map(|_| ())
     }
 
-    async fn unmonitor(&self) -> Result<(), String> {
-        self.request(&Request::Unmonitor, true)
-            .await
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+    async fn unmonitor(&self) -> Result<(), SupervisorError> {
+        self.request(&Request::Unmonitor, true).await.map(|_| ())
     }
 
-    async fn stop(&self) -> Result<(), String> {
-        self.request(&Request::Stop, true)
-            .await
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+    async fn stop(&self) -> Result<(), SupervisorError> {
+        self.request(&Request::Stop, true).await.map(|_| ())
     }
 
-    async fn statuses(&self) -> Result<Vec<ProcessStatus>, String> {
+    async fn statuses(&self) -> Result<Vec<ProcessStatus>, SupervisorError> {
         // A supervisor that is not running supervises nothing: asking starts none.
         match self.request(&Request::Status, false).await {
             Ok(answer) => Ok(answer.statuses),
             Err(_) if !self.running().await => Ok(Vec::new()),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(e),
         }
     }
 }

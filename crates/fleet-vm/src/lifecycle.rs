@@ -28,7 +28,7 @@ pub enum LifecycleError {
     Io(#[from] std::io::Error),
     /// The VM's supervision could not be reached or did not do what it was asked.
     #[error("supervision: {0}")]
-    Supervision(String),
+    Supervision(#[from] super::daemon::SupervisorError),
 }
 
 /// What a stop tells the jobs' scripts, as BOSH's agent tells them: `drain`'s arguments
@@ -104,10 +104,7 @@ impl<'a> Lifecycle<'a> {
             self.sandbox.mount(disk)?;
         }
         self.hooks("pre-start", &[], &[]).await?;
-        self.supervisor
-            .start()
-            .await
-            .map_err(LifecycleError::Supervision)?;
+        self.supervisor.start().await?;
         self.hooks("post-start", &[], &[]).await
     }
 
@@ -154,10 +151,7 @@ impl<'a> Lifecycle<'a> {
     /// # Errors
     /// A failing `pre-stop` or `drain`.
     pub async fn drain(&self, context: &StopContext) -> Result<(), LifecycleError> {
-        self.supervisor
-            .unmonitor()
-            .await
-            .map_err(LifecycleError::Supervision)?;
+        self.supervisor.unmonitor().await?;
         self.hooks("pre-stop", &[], &context.pre_stop_env).await?;
         self.drains(context).await
     }
@@ -168,10 +162,7 @@ impl<'a> Lifecycle<'a> {
     /// # Errors
     /// A failing `drain`.
     pub async fn drain_only(&self, context: &StopContext) -> Result<(), LifecycleError> {
-        self.supervisor
-            .unmonitor()
-            .await
-            .map_err(LifecycleError::Supervision)?;
+        self.supervisor.unmonitor().await?;
         self.drains(context).await
     }
 
@@ -194,10 +185,7 @@ impl<'a> Lifecycle<'a> {
     /// # Errors
     /// A failing `post-stop`.
     pub async fn halt(&self) -> Result<(), LifecycleError> {
-        self.supervisor
-            .stop()
-            .await
-            .map_err(LifecycleError::Supervision)?;
+        self.supervisor.stop().await?;
         self.hooks("post-stop", &[], &[]).await
     }
 
@@ -207,14 +195,8 @@ impl<'a> Lifecycle<'a> {
     /// # Errors
     /// When the VM's supervision cannot be reached.
     pub async fn reboot(&self) -> Result<(), LifecycleError> {
-        self.supervisor
-            .stop()
-            .await
-            .map_err(LifecycleError::Supervision)?;
-        self.supervisor
-            .start()
-            .await
-            .map_err(LifecycleError::Supervision)
+        self.supervisor.stop().await?;
+        Ok(self.supervisor.start().await?)
     }
 
     fn script(

@@ -14,6 +14,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::bpm::{BpmProcess, ShutdownSignal};
+use super::daemon::SupervisorError;
 use super::sandbox::{Sandbox, VM_ROOT};
 use super::script::{self, Script};
 use super::signal;
@@ -128,37 +129,92 @@ impl Supervised {
     }
 }
 
+/// Why a process could not be started; the message names the process and where its
+/// output went.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot make {}: {source}", path.display())]
+    LogDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot open the log of {name}: {source}")]
+    Log {
+        name: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot run the {which} program of {name}: {source}")]
+    Spawn {
+        which: &'static str,
+        name: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the {which} program of {name} failed: {source}")]
+    Wait {
+        which: &'static str,
+        name: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the start program of {name} exited {code} (see sys/log/{job}/{name}.start.*.log)")]
+    Exited {
+        name: String,
+        job: String,
+        code: i32,
+    },
+    #[error("the start program of {name} did not finish in {limit}")]
+    TimedOut { name: String, limit: String },
+    #[error("cannot run bpm's pre-start of {name}: {source}")]
+    PreStartRun {
+        name: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("bpm {outcome}: {tail}")]
+    PreStart { outcome: String, tail: String },
+    #[error("cannot start {name} ({executable}): {source}")]
+    Bpm {
+        name: String,
+        executable: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 /// What the lifecycle asks of a VM's supervision, wherever it runs: in this process
 /// ([`Supervisor`]) or in the VM's own supervisor process ([`crate::daemon::Daemon`]).
 #[async_trait::async_trait]
 pub trait Processes: Send + Sync {
     /// Starts every process and monitors them.
-    async fn start(&self) -> Result<(), String>;
+    async fn start(&self) -> Result<(), SupervisorError>;
     /// Stops monitoring, leaving the processes as they are.
-    async fn unmonitor(&self) -> Result<(), String>;
+    async fn unmonitor(&self) -> Result<(), SupervisorError>;
     /// Stops every process; nothing of them is left.
-    async fn stop(&self) -> Result<(), String>;
-    async fn statuses(&self) -> Result<Vec<ProcessStatus>, String>;
+    async fn stop(&self) -> Result<(), SupervisorError>;
+    async fn statuses(&self) -> Result<Vec<ProcessStatus>, SupervisorError>;
 }
 
 #[async_trait::async_trait]
 impl Processes for Supervisor {
-    async fn start(&self) -> Result<(), String> {
+    async fn start(&self) -> Result<(), SupervisorError> {
         Supervisor::start(self).await;
         Ok(())
     }
 
-    async fn unmonitor(&self) -> Result<(), String> {
+    async fn unmonitor(&self) -> Result<(), SupervisorError> {
         Supervisor::unmonitor(self).await;
         Ok(())
     }
 
-    async fn stop(&self) -> Result<(), String> {
+    async fn stop(&self) -> Result<(), SupervisorError> {
         Supervisor::stop(self).await;
         Ok(())
     }
 
-    async fn statuses(&self) -> Result<Vec<ProcessStatus>, String> {
+    async fn statuses(&self) -> Result<Vec<ProcessStatus>, SupervisorError> {
         Ok(Supervisor::statuses(self))
     }
 }
@@ -337,7 +393,7 @@ impl Watcher {
                         }
                         Err(e) => {
                             failures += 1;
-                            self.fail(e);
+                            self.fail(e.to_string());
                             backoff(self.timings, failures)
                         }
                     }
@@ -412,10 +468,13 @@ async fn start_one(
     process: &Supervised,
     sandbox: &Sandbox,
     timings: Timings,
-) -> Result<(), String> {
+) -> Result<(), StartError> {
     let job = &process.def.job;
     let logs = sandbox.log_dir(job);
-    std::fs::create_dir_all(&logs).map_err(|e| format!("cannot make {}: {e}", logs.display()))?;
+    std::fs::create_dir_all(&logs).map_err(|source| StartError::LogDir {
+        path: logs.clone(),
+        source,
+    })?;
     match &process.def.kind {
         Kind::Monit {
             start,
@@ -434,15 +493,15 @@ async fn start_one(
             process.current().group = group;
             match exit {
                 Some(0) => Ok(()),
-                Some(code) => Err(format!(
-                    "the start program of {} exited {code} (see sys/log/{job}/{}.start.*.log)",
-                    process.def.name, process.def.name
-                )),
-                None => Err(format!(
-                    "the start program of {} did not finish in {}",
-                    process.def.name,
-                    humanize(*start_timeout)
-                )),
+                Some(code) => Err(StartError::Exited {
+                    name: process.def.name.clone(),
+                    job: job.clone(),
+                    code,
+                }),
+                None => Err(StartError::TimedOut {
+                    name: process.def.name.clone(),
+                    limit: humanize(*start_timeout),
+                }),
             }
         }
         Kind::Bpm(bpm) => {
@@ -458,9 +517,15 @@ async fn start_one(
                     cwd: None,
                 })
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(|source| StartError::PreStartRun {
+                    name: bpm.name.clone(),
+                    source,
+                })?;
                 if !run.succeeded() {
-                    return Err(format!("bpm {}: {}", run.describe(), run.tail));
+                    return Err(StartError::PreStart {
+                        outcome: run.describe(),
+                        tail: run.tail,
+                    });
                 }
             }
             let child = spawn_bpm(bpm, sandbox, job, &logs)?;
@@ -481,13 +546,16 @@ fn spawn_bpm(
     sandbox: &Sandbox,
     job: &str,
     logs: &std::path::Path,
-) -> Result<Child, String> {
+) -> Result<Child, StartError> {
     let log = |suffix: &str| {
         std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(logs.join(format!("{}.{suffix}.log", bpm.name)))
-            .map_err(|e| format!("cannot open the log of {}: {e}", bpm.name))
+            .map_err(|source| StartError::Log {
+                name: bpm.name.clone(),
+                source,
+            })
     };
     let workdir = bpm
         .workdir
@@ -503,7 +571,11 @@ fn spawn_bpm(
         .stderr(log("stderr")?)
         .process_group(0)
         .spawn()
-        .map_err(|e| format!("cannot start {} ({}): {e}", bpm.name, bpm.executable))?;
+        .map_err(|source| StartError::Bpm {
+            name: bpm.name.clone(),
+            executable: bpm.executable.clone(),
+            source,
+        })?;
     let pid_dir = sandbox.run_dir().join("bpm").join(job);
     if let Some(pid) = child.id() {
         let _ = std::fs::create_dir_all(&pid_dir);
@@ -567,18 +639,21 @@ async fn stop_one(process: &Supervised, sandbox: &Sandbox, timings: Timings) {
 /// group is killed) and that group.
 async fn run_program(
     name: &str,
-    which: &str,
+    which: &'static str,
     command: &str,
     limit: Duration,
     logs: &std::path::Path,
     sandbox: &Sandbox,
-) -> Result<(Option<i32>, Option<u32>), String> {
+) -> Result<(Option<i32>, Option<u32>), StartError> {
     let log = |stream: &str| {
         std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(logs.join(format!("{name}.{which}.{stream}.log")))
-            .map_err(|e| format!("cannot open the log of {name}: {e}"))
+            .map_err(|source| StartError::Log {
+                name: name.to_string(),
+                source,
+            })
     };
     let mut child = Command::new("/bin/sh")
         .args(["-c", command])
@@ -588,11 +663,19 @@ async fn run_program(
         .stderr(log("stderr")?)
         .process_group(0)
         .spawn()
-        .map_err(|e| format!("cannot run the {which} program of {name}: {e}"))?;
+        .map_err(|source| StartError::Spawn {
+            which,
+            name: name.to_string(),
+            source,
+        })?;
     let group = child.id();
     match tokio::time::timeout(limit, child.wait()).await {
         Ok(Ok(status)) => Ok((status.code(), group)),
-        Ok(Err(e)) => Err(format!("the {which} program of {name} failed: {e}")),
+        Ok(Err(source)) => Err(StartError::Wait {
+            which,
+            name: name.to_string(),
+            source,
+        }),
         Err(_) => {
             if let Some(g) = group {
                 signal::group(g, libc::SIGKILL);
