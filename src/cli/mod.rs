@@ -8,6 +8,7 @@ mod error;
 mod listing;
 mod run;
 mod serve;
+mod state;
 mod tasks;
 mod window;
 mod wiring;
@@ -54,7 +55,7 @@ enum Command {
     /// Validate a configuration and print it resolved, secrets redacted.
     CheckConfig(RunArgs),
     /// List the embedded fleet's service instances: state, versions, pending update, blocked.
-    Fleet(listing::StateArgs),
+    Fleet(state::StateArgs),
     /// Show the embedded director's side: deployments, instances, tasks, a task's events.
     Director(listing::DirectorArgs),
     /// Serve the embedded fleet's director API (as a BOSH director) and broker API over

@@ -8,7 +8,7 @@ use fleet_updater::fleet::Access;
 use fleet_updater::serve::{self, Addresses};
 
 use super::error::{CliError, DONE, INSTANCES_FAILED};
-use super::listing::open_fleet;
+use super::state::open_fleet;
 use super::{load_config, runtime, watch_signals};
 
 #[derive(clap::Args)]

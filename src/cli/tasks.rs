@@ -9,7 +9,7 @@ use fleet_updater::fleet::Access;
 use fleet_updater::release::from_path;
 
 use super::error::{CliError, DONE, INSTANCES_FAILED};
-use super::listing::{StateArgs, open_fleet, settings_of};
+use super::state::{StateArgs, open_fleet, settings_of};
 use super::{print_text, runtime};
 
 #[derive(clap::Args)]

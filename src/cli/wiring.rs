@@ -13,8 +13,8 @@ use fleet_updater::output::check_writable;
 use fleet_updater::rollout::RequestLimiter;
 
 use super::error::CliError;
-use super::listing::open_fleet;
 use super::run::{drive, write_metrics};
+use super::state::open_fleet;
 use super::window;
 use fleet_updater::clock::WallClock;
 use fleet_updater::output::RunMetrics;

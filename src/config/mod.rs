@@ -8,6 +8,7 @@ mod read_director;
 mod read_schedule;
 mod read_serve;
 mod read_store;
+mod read_value;
 mod render;
 mod store;
 

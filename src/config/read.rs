@@ -1,18 +1,19 @@
 //! From the YAML tree to a [`Config`], collecting every problem in one walk.
 
-use std::num::NonZeroUsize;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
-use super::duration::parse_positive;
 use super::model::{Config, Format, InventoryConfig, InventoryKind, StrategyKind};
 use super::read_director::DirectorFields;
 use super::read_schedule::read_schedule;
 use super::read_serve::read_serve;
+use super::read_value::{
+    at_least, check_endpoint, check_pem, count, duration, path_value, positive, secret, set,
+};
 use crate::fleet::{FaultText, parse_fault};
 use crate::inventory::Selection;
 use crate::rollout::Rate;
-use crate::yaml::{Checker, Node, Position, Value, describe, join};
+use crate::yaml::{Checker, Node, Position, Value, join};
 use fleet_inventory_broker::ServiceBroker;
 use fleet_secret::Secret;
 
@@ -385,119 +386,4 @@ impl BrokerFields {
             timeout: self.timeout.unwrap_or(Duration::from_secs(120)),
         })
     }
-}
-
-/// A secret string; never echoed: a wrong type is reported by kind only.
-pub(super) fn secret(checker: &mut Checker, node: &Node, path: &str) -> Option<Secret> {
-    match &node.value {
-        Value::Str(s) => Some(Secret::new(s.clone())),
-        other => {
-            checker.report(
-                path,
-                node.at,
-                format!("must be a string, found {}", other.kind()),
-            );
-            None
-        }
-    }
-}
-
-pub(super) fn set<T>(slot: &mut T, value: Option<T>) {
-    if let Some(v) = value {
-        *slot = v;
-    }
-}
-
-pub(super) fn duration(checker: &mut Checker, node: &Node, path: &str) -> Option<Duration> {
-    match &node.value {
-        Value::Str(text) => match parse_positive(text) {
-            Ok(d) => Some(d),
-            Err(message) => {
-                checker.report(path, node.at, message);
-                None
-            }
-        },
-        other => {
-            checker.report(
-                path,
-                node.at,
-                format!(
-                    "must be a duration like `30s`, `5m` or `2h`, found {}",
-                    describe(other)
-                ),
-            );
-            None
-        }
-    }
-}
-
-pub(super) fn at_least(checker: &mut Checker, node: &Node, path: &str, min: i64) -> Option<i64> {
-    let n = checker.integer(node, path)?;
-    if n < min {
-        checker.report(path, node.at, format!("must be at least {min}, got {n}"));
-        return None;
-    }
-    Some(n)
-}
-
-fn count(checker: &mut Checker, node: &Node, path: &str, min: i64) -> Option<usize> {
-    at_least(checker, node, path, min).map(|n| usize::try_from(n).unwrap_or(usize::MAX))
-}
-
-fn positive(checker: &mut Checker, node: &Node, path: &str) -> Option<NonZeroUsize> {
-    count(checker, node, path, 1).and_then(NonZeroUsize::new)
-}
-
-pub(super) fn path_value(
-    checker: &mut Checker,
-    node: &Node,
-    path: &str,
-    base: Option<&Path>,
-) -> Option<PathBuf> {
-    let text = checker.string(node, path)?;
-    if text.is_empty() {
-        checker.report(path, node.at, "must not be empty");
-        return None;
-    }
-    let p = PathBuf::from(text);
-    Some(match base {
-        Some(base) if p.is_relative() => base.join(p),
-        _ => p,
-    })
-}
-
-/// An http(s) URL with a host and no credentials in it (they belong in `username` and
-/// `password` of `block`, where they are redacted); a URL with credentials is not echoed.
-pub(super) fn check_endpoint(url: &str, block: &str) -> Result<(), String> {
-    let rest = url
-        .strip_prefix("https://")
-        .or_else(|| url.strip_prefix("http://"));
-    let authority = rest.map(|r| r.split(['/', '?', '#']).next().unwrap_or(""));
-    match authority {
-        Some(a) if a.contains('@') => Err(format!(
-            "must not carry credentials; put them in `{block}.username` and `password`"
-        )),
-        Some(a) if !a.is_empty() && !url.contains(char::is_whitespace) => Ok(()),
-        _ if url.contains('@') => Err("is not an http:// or https:// URL".into()),
-        _ => Err(format!("`{url}` is not an http:// or https:// URL")),
-    }
-}
-
-/// At least one certificate, and nothing in the PEM that fails to decode.
-pub(super) fn check_pem(pem: &str) -> Result<(), String> {
-    use rustls_pki_types::CertificateDer;
-    use rustls_pki_types::pem::PemObject;
-    let mut certificates = 0;
-    for cert in CertificateDer::pem_slice_iter(pem.as_bytes()) {
-        match cert {
-            Ok(_) => certificates += 1,
-            Err(e) => return Err(format!("is not valid PEM: {e}")),
-        }
-    }
-    if certificates == 0 {
-        return Err(
-            "is not a PEM certificate: expected `-----BEGIN CERTIFICATE-----` blocks".into(),
-        );
-    }
-    Ok(())
 }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::read::{check_endpoint, check_pem, duration, secret, set};
+use super::read_value::{check_endpoint, check_pem, duration, secret, set};
 use crate::yaml::{Checker, Node, Position, join};
 use fleet_inventory_director::{DirectorAuth, DirectorEndpoint};
 use fleet_secret::Secret;

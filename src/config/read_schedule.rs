@@ -1,7 +1,7 @@
 //! The `schedule` block: the maintenance window a run keeps to.
 
 use super::model::Schedule;
-use super::read::{duration, set};
+use super::read_value::{duration, set};
 use crate::yaml::{Checker, Node, join};
 use fleet_schedule::Window;
 

@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 use std::path::Path;
 
-use super::read::{at_least, duration, path_value, secret, set};
+use super::read_value::{at_least, duration, path_value, secret, set};
 use crate::yaml::{Checker, Node, join};
 use fleet_serve::{ServeConfig, ServeUser};
 

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use super::model::StoreConfig;
-use super::read::path_value;
+use super::read_value::path_value;
 use crate::yaml::{Checker, Node, Value, join};
 
 const KEYS: &[&str] = &["url", "password_file", "ca_file"];

@@ -178,6 +178,6 @@ pub trait Agent: Send + Sync {
     async fn fetch_logs(
         &self,
         agent_id: &str,
-        request: &crate::logs::LogRequest,
+        request: &crate::log_request::LogRequest,
     ) -> Result<Vec<u8>, AgentError>;
 }

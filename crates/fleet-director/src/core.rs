@@ -10,7 +10,7 @@ use super::agent::{Agent, AgentError};
 use super::cpi::Cpi;
 use super::cpi_trace::TracedCpi;
 use super::records::Records;
-use super::templates::{NoRendering, Renderer};
+use super::renderer::{NoRendering, Renderer};
 use super::trace::{Channel, note};
 use fleet_store::AsyncStore;
 

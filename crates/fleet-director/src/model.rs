@@ -299,3 +299,13 @@ pub struct DeployedVersions {
 }
 
 pub use fleet_store::{EventState, Task, TaskEvent, TaskFilter, TaskKind, TaskState};
+
+/// A kept bundle: the blob that holds it, and what a download checks it against.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogBundle {
+    pub id: String,
+    pub deployment: String,
+    /// Unix milliseconds.
+    pub created_at: u64,
+    pub sha1: String,
+}

@@ -5,11 +5,11 @@
 
 use std::collections::BTreeSet;
 
-use super::cloud_check::Problem;
 use super::model::{
     CloudConfig, ConfigsInForce, DeploymentRecord, DiskRecord, InstanceRecord, Release, Stemcell,
     VmRecord,
 };
+use super::problem::Problem;
 use super::runtime::RuntimeConfig;
 use fleet_store::{AsyncStore, Collection, StoreError, Write, get, list};
 
@@ -126,12 +126,15 @@ impl Records {
     }
 
     /// The kept log bundle `id`.
-    pub async fn log_bundle(&self, id: &str) -> Result<Option<crate::logs::LogBundle>, StoreError> {
+    pub async fn log_bundle(
+        &self,
+        id: &str,
+    ) -> Result<Option<crate::model::LogBundle>, StoreError> {
         self.store.get(Collection::LogBundles, id).await
     }
 
     /// Every kept log bundle.
-    pub async fn log_bundles(&self) -> Result<Vec<crate::logs::LogBundle>, StoreError> {
+    pub async fn log_bundles(&self) -> Result<Vec<crate::model::LogBundle>, StoreError> {
         self.store.list(Collection::LogBundles, None).await
     }
 
@@ -252,10 +255,10 @@ const HISTORY: &str = "history";
 pub mod change {
     use serde::Serialize;
 
-    use super::super::cloud_check::Problem;
     use super::super::model::{
         CloudConfig, DeploymentRecord, DiskRecord, InstanceRecord, Release, Stemcell, VmRecord,
     };
+    use super::super::problem::Problem;
     use super::super::runtime::RuntimeConfig;
     use fleet_store::{Collection, Write, put, remove};
 
@@ -361,7 +364,7 @@ pub mod change {
         remove(Collection::ErrandRuns, &errand_key(deployment, errand))
     }
 
-    pub fn log_bundle(bundle: &crate::logs::LogBundle) -> Write {
+    pub fn log_bundle(bundle: &crate::model::LogBundle) -> Write {
         put(
             Collection::LogBundles,
             &bundle.id,

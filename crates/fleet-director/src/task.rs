@@ -5,19 +5,13 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::error::StepError;
 use super::model::{EventState, TaskEvent};
 use fleet_store::AsyncStore;
 use tokio::sync::{mpsc, oneshot};
 
-pub fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or_default()
-}
+pub use super::time::unix_now;
 
 /// How a task's job ends when it does not succeed. Cancellation is its own variant, so
 /// that only the cancellation itself makes a task `cancelled`: a failure that came first

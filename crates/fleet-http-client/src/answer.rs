@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::classify::status_kind;
-use super::client::Effect;
+use super::effect::Effect;
 use fleet_rollout::inventory::{ErrorKind, InventoryError};
 
 /// How much of a server's error text goes into a message: enough for a BOSH error

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use reqwest::{StatusCode, Url};
 
-use super::client::Effect;
+use super::effect::Effect;
 use fleet_rollout::inventory::{ErrorKind, InventoryError};
 
 /// How an answer's status must be treated before the adapter looks at it, `None` when

@@ -8,6 +8,7 @@ use reqwest::{Certificate, Client, Method, RequestBuilder, Response, Url};
 
 use super::answer::Answer;
 use super::classify::{chain, describe, transport_error};
+use super::effect::Effect;
 use super::redirect::same_origin;
 use fleet_rollout::RequestLimiter;
 use fleet_rollout::inventory::InventoryError;
@@ -33,16 +34,6 @@ pub struct Endpoint<'a> {
     pub timeout: Duration,
     /// The run's limiter: every request takes a token.
     pub limiter: &'a RequestLimiter,
-}
-
-/// Whether a request may be repeated: the engine must never send a trigger twice blindly,
-/// so only reads are retried and only triggers can fail ambiguously.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Effect {
-    /// Repeating it harms nothing (any GET, and a UAA token grant).
-    Read,
-    /// It starts something on the server.
-    Write,
 }
 
 /// One request's method, URL and effect; the caller adds headers and body per attempt.

@@ -9,6 +9,7 @@
 mod answer;
 mod classify;
 mod client;
+mod effect;
 mod path;
 mod redirect;
 

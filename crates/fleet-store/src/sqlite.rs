@@ -1,6 +1,5 @@
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -76,13 +75,6 @@ pub struct SqliteStore {
     deferred: Mutex<Vec<Write>>,
     runner: String,
     registration: Registration,
-}
-
-pub(crate) fn now_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or_default()
 }
 
 impl SqliteStore {

@@ -210,7 +210,7 @@ impl Task {
             description: kind.description().to_string(),
             deployment: deployment.map(str::to_string),
             result: None,
-            started_at: Some(crate::sqlite::now_secs()),
+            started_at: Some(now_secs()),
             finished_at: None,
             user: user.map(str::to_string),
             context_id: None,
@@ -254,4 +254,12 @@ pub(crate) fn written_over(stored: &str, mut task: Task) -> Option<Task> {
         task.state = TaskState::Cancelling;
     }
     Some(task)
+}
+
+/// The wall clock in Unix seconds, as both backends stamp tasks, locks and leases.
+pub(crate) fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default()
 }

@@ -18,6 +18,7 @@ use tokio::net::{UnixListener, UnixStream};
 use super::jobs;
 use super::sandbox::Sandbox;
 use super::signal;
+pub use super::supervisor::SupervisorError;
 use super::supervisor::{ProcessStatus, Processes, Supervisor, Timings};
 
 pub const SOCKET: &str = "sys/run/supervisor.sock";
@@ -25,38 +26,6 @@ pub const PIDFILE: &str = "sys/run/supervisor.pid";
 
 /// How often an idle supervisor looks whether its VM still exists.
 const VM_CHECK: Duration = Duration::from_secs(5);
-
-/// Why the agent could not have a VM's supervisor process do what it asked.
-#[derive(Debug, thiserror::Error)]
-pub enum SupervisorError {
-    #[error("cannot start the VM's supervisor: {0}")]
-    Spawn(#[source] std::io::Error),
-    #[error("cannot start the VM's supervisor: sh {0}")]
-    Shell(std::process::ExitStatus),
-    #[error("the VM's supervisor did not start in 10 s ({source}); see {}", log.display())]
-    DidNotStart {
-        log: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("the VM's supervisor is not running: {0}")]
-    NotRunning(#[source] std::io::Error),
-    #[error(transparent)]
-    Encode(serde_json::Error),
-    #[error("cannot reach the VM's supervisor: {0}")]
-    Unreachable(#[source] std::io::Error),
-    #[error("the VM's supervisor did not answer: {0}")]
-    NoAnswer(#[source] std::io::Error),
-    #[error("the VM's supervisor answered `{answer}`: {source}")]
-    Unreadable {
-        answer: String,
-        #[source]
-        source: serde_json::Error,
-    },
-    /// The supervisor process's own error, which reaches the agent as text.
-    #[error("{0}")]
-    Refused(String),
-}
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]

@@ -14,7 +14,6 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::bpm::{BpmProcess, ShutdownSignal};
-use super::daemon::SupervisorError;
 use super::sandbox::{Sandbox, VM_ROOT};
 use super::script::{self, Script};
 use super::signal;
@@ -127,6 +126,38 @@ impl Supervised {
     fn current(&self) -> std::sync::MutexGuard<'_, Current> {
         self.current.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// Why the agent could not have a VM's supervisor process do what it asked.
+#[derive(Debug, thiserror::Error)]
+pub enum SupervisorError {
+    #[error("cannot start the VM's supervisor: {0}")]
+    Spawn(#[source] std::io::Error),
+    #[error("cannot start the VM's supervisor: sh {0}")]
+    Shell(std::process::ExitStatus),
+    #[error("the VM's supervisor did not start in 10 s ({source}); see {}", log.display())]
+    DidNotStart {
+        log: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the VM's supervisor is not running: {0}")]
+    NotRunning(#[source] std::io::Error),
+    #[error(transparent)]
+    Encode(serde_json::Error),
+    #[error("cannot reach the VM's supervisor: {0}")]
+    Unreachable(#[source] std::io::Error),
+    #[error("the VM's supervisor did not answer: {0}")]
+    NoAnswer(#[source] std::io::Error),
+    #[error("the VM's supervisor answered `{answer}`: {source}")]
+    Unreadable {
+        answer: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The supervisor process's own error, which reaches the agent as text.
+    #[error("{0}")]
+    Refused(String),
 }
 
 /// Why a process could not be started; the message names the process and where its

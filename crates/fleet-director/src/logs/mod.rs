@@ -4,11 +4,8 @@
 //! bundle is kept as a blob for download (`GET /resources/ID`) for ten days; each fetch
 //! deletes those older. An errand's run keeps its instance's job logs the same way.
 
-mod request;
-
-pub use request::{LogFilter, LogRequest, LogRequestError, LogType};
-
-use serde::{Deserialize, Serialize};
+pub use crate::log_request::{LogFilter, LogRequest, LogRequestError, LogType};
+pub use crate::model::LogBundle;
 
 use super::Core;
 use super::error::StepError;
@@ -21,16 +18,6 @@ use super::task::{JobError, TaskLog};
 pub const KEPT_FOR_MS: u64 = 10 * 24 * 60 * 60 * 1000;
 
 const BUNDLE_PREFIX: &str = "logs-";
-
-/// A kept bundle: the blob that holds it, and what a download checks it against.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LogBundle {
-    pub id: String,
-    pub deployment: String,
-    /// Unix milliseconds.
-    pub created_at: u64,
-    pub sha1: String,
-}
 
 /// Whether the blob `id` is a log bundle (and so neither a release's nor a deployment's,
 /// and what `GET /resources/ID` may hand out).

@@ -101,10 +101,10 @@ fn text(checker: &mut Checker, node: &Node, path: &str) -> Option<String> {
     }
 }
 
-/// A name the director accepts (see [`crate::name_problem`]).
+/// A name the director accepts (see [`crate::names::name_problem`]).
 fn named(checker: &mut Checker, node: &Node, path: &str) -> Option<String> {
     let name = text(checker, node, path)?;
-    match crate::name_problem(&name) {
+    match crate::names::name_problem(&name) {
         None => Some(name),
         Some(problem) => {
             checker.report(path, node.at, problem);
@@ -283,7 +283,7 @@ fn read_group(
         .get("name")
         .and_then(|v| v.as_str())
         .map(str::to_string);
-    let problem = name.as_deref().and_then(crate::name_problem);
+    let problem = name.as_deref().and_then(crate::names::name_problem);
     let path = match &name {
         Some(n) if problem.is_none() => format!("instance_groups.{n}"),
         _ => format!("instance_groups[{i}]"),

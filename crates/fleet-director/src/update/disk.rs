@@ -6,7 +6,7 @@ use super::super::Core;
 use super::super::error::StepError;
 use super::super::model::{DiskRecord, InstanceRecord};
 use super::super::plan::{Change, InstancePlan};
-use super::vm::{orphaned, persist};
+use super::records::{orphaned, persist};
 use crate::records::change;
 
 /// `fresh_vm`: the VM was just created, so the existing disk must be attached to it.

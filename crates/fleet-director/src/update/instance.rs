@@ -2,7 +2,6 @@
 //! be reconfigured, the persistent disk, apply, start, and watching the jobs come up.
 
 use crate::records::change;
-use std::time::Duration;
 
 use tokio::time::sleep;
 
@@ -13,9 +12,11 @@ use super::super::manifest::WatchTime;
 use super::super::model::{DesiredState, InstanceRecord};
 use super::super::plan::{Change, InstancePlan};
 use super::super::task::Stage;
-use super::UpdateOptions;
 use super::disk::converge_disk;
-use super::vm::{create_missing_vm, create_vm, delete_vm, persist};
+use super::jobs::stop_jobs;
+use super::options::UpdateOptions;
+use super::records::persist;
+use super::vm::{create_missing_vm, create_vm, delete_vm};
 
 pub async fn update_instance(
     core: &Core,
@@ -134,36 +135,6 @@ async fn update_dns(
         return Ok(());
     }
     core.records.write(writes).await.map_err(StepError::from)
-}
-
-/// Drain (a positive answer is a wait in seconds; a negative one means wait that long
-/// and ask again), then stop. `skip_drain` skips `pre-stop` and drain, as BOSH's does.
-pub(super) async fn stop_jobs(
-    core: &Core,
-    agent: &str,
-    name: &str,
-    skip_drain: bool,
-    drain: Drain<'_>,
-) -> Result<(), StepError> {
-    if !skip_drain {
-        let mut answer = core
-            .agent_call(agent, "drain", core.agent.drain(agent, drain))
-            .await
-            .map_err(|e| format!("drain for {name}: {e}"))?;
-        while answer < 0 {
-            sleep(Duration::from_secs(answer.unsigned_abs())).await;
-            answer = core
-                .agent_call(agent, "drain", core.agent.drain(agent, Drain::Status))
-                .await
-                .map_err(|e| format!("drain for {name}: {e}"))?;
-        }
-        if answer > 0 {
-            sleep(Duration::from_secs(answer as u64)).await;
-        }
-    }
-    core.agent_call(agent, "stop", core.agent.stop(agent))
-        .await
-        .map_err(|e| StepError::Failed(format!("stop for {name}: {e}")))
 }
 
 /// Polls `get_state` on the director's schedule: after the watch time's minimum, then in

@@ -4,6 +4,9 @@
 
 mod disk;
 mod instance;
+mod jobs;
+mod options;
+mod records;
 mod vm;
 
 use std::sync::Arc;
@@ -12,7 +15,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::task::JoinSet;
 
 pub use instance::update_instance;
-pub use vm::{create_missing_vm, delete_instance, forget_vm, new_record, persist};
+pub use options::UpdateOptions;
+pub use records::persist;
+pub use vm::{create_missing_vm, delete_instance, forget_vm, new_record};
 
 use super::agent::{Drain, Intent};
 use super::model::{DesiredState, InstanceRecord};
@@ -33,7 +38,7 @@ pub async fn stop_instance(
             Intent::KeepVm
         };
         let drain = Drain::Shutdown(intent);
-        instance::stop_jobs(core, &agent, &record.name(), skip_drain, drain).await?;
+        jobs::stop_jobs(core, &agent, &record.name(), skip_drain, drain).await?;
     }
     if hard {
         vm::delete_vm(core, record, responsive).await?;
@@ -41,25 +46,14 @@ pub async fn stop_instance(
     } else {
         record.state = DesiredState::Stopped;
     }
-    vm::persist(core, record).await
+    records::persist(core, record).await
 }
 
 use super::Core;
 use super::error::StepError;
-use super::manifest::{Count, WatchTime};
+use super::manifest::WatchTime;
 use super::plan::{GroupPlan, InstancePlan};
 use super::task::{JobError, Stage, TaskLog};
-
-/// Options of one deploy that change how instances are updated.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct UpdateOptions {
-    pub skip_drain: bool,
-    /// Override the manifest's `canaries` / `max_in_flight`.
-    pub canaries: Option<Count>,
-    pub max_in_flight: Option<Count>,
-    /// Reservations live in the store (a cloud config): release old addresses there.
-    pub global_addresses: bool,
-}
 
 /// How one batch of a group runs: canaries, or the rest.
 #[derive(Debug, Clone, Copy)]

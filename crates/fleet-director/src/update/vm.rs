@@ -6,18 +6,12 @@ use super::super::agent::{Drain, Intent};
 use super::super::cpi::VmRequest;
 use super::super::error::StepError;
 use super::super::ids::new_id;
-use super::super::model::{DesiredState, DiskRecord, InstanceRecord, VmRecord};
+use super::super::model::{DesiredState, InstanceRecord, VmRecord};
 use super::super::plan::InstancePlan;
 use super::disk::converge_disk;
-use super::instance::stop_jobs;
+use super::jobs::stop_jobs;
+use super::records::{orphaned, persist};
 use crate::records::change;
-
-pub async fn persist(core: &Core, record: &InstanceRecord) -> Result<(), StepError> {
-    core.records
-        .write(vec![change::instance(record)])
-        .await
-        .map_err(StepError::from)
-}
 
 /// Creates the VM and persistent disk of a new instance (or one that lost its VM).
 pub async fn create_missing_vm(
@@ -155,32 +149,6 @@ pub async fn forget_vm(core: &Core, record: &mut InstanceRecord) -> Result<(), S
         .write(vec![change::instance(record), change::vm_gone(&cid)])
         .await
         .map_err(StepError::from)
-}
-
-/// The disk record of `cid`, which `owner` used, marked orphaned: kept and listed, never
-/// deleted by a deploy.
-pub async fn orphaned(
-    core: &Core,
-    cid: &str,
-    owner: &InstanceRecord,
-) -> Result<DiskRecord, StepError> {
-    let (size, cloud_properties) = core
-        .records
-        .disk(cid)
-        .await?
-        .map(|d| (d.size, d.cloud_properties))
-        .unwrap_or_default();
-    Ok(DiskRecord {
-        cid: cid.to_string(),
-        deployment: owner.deployment.clone(),
-        instance_id: None,
-        size,
-        cloud_properties,
-        orphaned: true,
-        orphaned_at: Some(crate::task::unix_now()),
-        instance_name: Some(format!("{}/{}", owner.group, owner.id)),
-        az: owner.az.clone(),
-    })
 }
 
 /// Removes an instance that is no longer wanted: its jobs are drained and stopped (when

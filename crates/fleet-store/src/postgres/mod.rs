@@ -3,6 +3,7 @@
 //! key, an address a row keyed by the address, a task id an identity column. Every call
 //! that writes is one transaction.
 
+mod error;
 mod schema;
 mod session;
 mod tls;

@@ -4,7 +4,7 @@
 
 use postgres::Client;
 
-use super::session::db;
+use super::error::db;
 use crate::StoreError;
 
 /// The schema this build writes: each entry brings the database to its version.

@@ -12,10 +12,11 @@ use std::thread::JoinHandle;
 use postgres::types::ToSql;
 use postgres::{Client, Row, Statement};
 
+use super::error::db;
 use super::schema;
 use super::tls::MakeRustls;
 use crate::commits::Outcome;
-use crate::{DbError, PostgresLocation, StoreError};
+use crate::{PostgresLocation, StoreError};
 
 /// One call, run on the connection's thread.
 type Job = Box<dyn FnOnce(&mut Session) + Send>;
@@ -125,28 +126,6 @@ impl Session {
     /// Drops a connection whose state is unknown; the next call connects anew.
     fn abandon(&mut self) {
         self.client = None;
-    }
-}
-
-/// A database error, kept apart by what a caller can do about it.
-pub fn db(e: postgres::Error) -> StoreError {
-    use postgres::error::SqlState;
-    if e.is_closed() {
-        return StoreError::Unreachable {
-            location: "the database".into(),
-            reason: e.to_string(),
-        };
-    }
-    match e.code() {
-        Some(c)
-            if *c == SqlState::T_R_SERIALIZATION_FAILURE
-                || *c == SqlState::T_R_DEADLOCK_DETECTED
-                || *c == SqlState::LOCK_NOT_AVAILABLE =>
-        {
-            StoreError::Busy(DbError::Postgres(e))
-        }
-        Some(c) if c.code().starts_with("23") => StoreError::Constraint(DbError::Postgres(e)),
-        _ => StoreError::Database(DbError::Postgres(e)),
     }
 }
 

@@ -1,0 +1,40 @@
+//! Stopping an instance's jobs as BOSH's director does: drain first (unless skipped),
+//! then stop.
+
+use std::time::Duration;
+
+use tokio::time::sleep;
+
+use super::super::Core;
+use super::super::agent::Drain;
+use super::super::error::StepError;
+
+/// Drain (a positive answer is a wait in seconds; a negative one means wait that long
+/// and ask again), then stop. `skip_drain` skips `pre-stop` and drain, as BOSH's does.
+pub async fn stop_jobs(
+    core: &Core,
+    agent: &str,
+    name: &str,
+    skip_drain: bool,
+    drain: Drain<'_>,
+) -> Result<(), StepError> {
+    if !skip_drain {
+        let mut answer = core
+            .agent_call(agent, "drain", core.agent.drain(agent, drain))
+            .await
+            .map_err(|e| format!("drain for {name}: {e}"))?;
+        while answer < 0 {
+            sleep(Duration::from_secs(answer.unsigned_abs())).await;
+            answer = core
+                .agent_call(agent, "drain", core.agent.drain(agent, Drain::Status))
+                .await
+                .map_err(|e| format!("drain for {name}: {e}"))?;
+        }
+        if answer > 0 {
+            sleep(Duration::from_secs(answer as u64)).await;
+        }
+    }
+    core.agent_call(agent, "stop", core.agent.stop(agent))
+        .await
+        .map_err(|e| StepError::Failed(format!("stop for {name}: {e}")))
+}

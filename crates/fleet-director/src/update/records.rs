@@ -1,0 +1,41 @@
+//! The instance and disk records an update writes, before the cloud call that depends on
+//! them.
+
+use super::super::Core;
+use super::super::error::StepError;
+use super::super::model::{DiskRecord, InstanceRecord};
+use crate::records::change;
+
+/// Writes the instance's record as it stands.
+pub async fn persist(core: &Core, record: &InstanceRecord) -> Result<(), StepError> {
+    core.records
+        .write(vec![change::instance(record)])
+        .await
+        .map_err(StepError::from)
+}
+
+/// The disk record of `cid`, which `owner` used, marked orphaned: kept and listed, never
+/// deleted by a deploy.
+pub async fn orphaned(
+    core: &Core,
+    cid: &str,
+    owner: &InstanceRecord,
+) -> Result<DiskRecord, StepError> {
+    let (size, cloud_properties) = core
+        .records
+        .disk(cid)
+        .await?
+        .map(|d| (d.size, d.cloud_properties))
+        .unwrap_or_default();
+    Ok(DiskRecord {
+        cid: cid.to_string(),
+        deployment: owner.deployment.clone(),
+        instance_id: None,
+        size,
+        cloud_properties,
+        orphaned: true,
+        orphaned_at: Some(crate::task::unix_now()),
+        instance_name: Some(format!("{}/{}", owner.group, owner.id)),
+        az: owner.az.clone(),
+    })
+}
