@@ -3,6 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The broker's service instances.
+pub const SERVICE_INSTANCES: Collection = Collection::new("service_instances");
+
 use fleet_store::{AsyncStore, Collection, StoreError, put};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -24,34 +27,24 @@ impl ServiceInstances {
     }
 
     pub async fn get(&self, id: &str) -> Result<Option<ServiceInstance>, StoreError> {
-        self.store.get(Collection::ServiceInstances, id).await
+        self.store.get(SERVICE_INSTANCES, id).await
     }
 
     /// Every service instance, in id order.
     pub async fn all(&self) -> Result<Vec<ServiceInstance>, StoreError> {
-        self.store.list(Collection::ServiceInstances, None).await
+        self.store.list(SERVICE_INSTANCES, None).await
     }
 
     /// Records a new instance unless one has its id (another process may create it at
     /// the same time): whether it did.
     pub async fn create(&self, instance: &ServiceInstance) -> Result<bool, StoreError> {
         self.store
-            .insert(
-                Collection::ServiceInstances,
-                &instance.id,
-                &instance.plan_id,
-                instance,
-            )
+            .insert(SERVICE_INSTANCES, &instance.id, &instance.plan_id, instance)
             .await
     }
 
     pub async fn put(&self, instance: &ServiceInstance) -> Result<(), StoreError> {
-        let write = put(
-            Collection::ServiceInstances,
-            &instance.id,
-            &instance.plan_id,
-            instance,
-        );
+        let write = put(SERVICE_INSTANCES, &instance.id, &instance.plan_id, instance);
         self.store.write(vec![write]).await
     }
 

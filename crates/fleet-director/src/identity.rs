@@ -2,7 +2,7 @@
 //! director (the bosh CLI's environments, a broker's configuration) see the same one after
 //! a restart.
 
-use fleet_store::{AsyncStore, Collection, StoreError, get, put};
+use fleet_store::{AsyncStore, StoreError, get, put};
 
 use super::ids::new_id;
 
@@ -12,11 +12,11 @@ const KEY: &str = "director_uuid";
 pub async fn director_uuid(store: &AsyncStore) -> Result<String, StoreError> {
     store
         .run(|s| {
-            if let Some(kept) = get::<String>(s, Collection::Fleet, KEY)? {
+            if let Some(kept) = get::<String>(s, crate::collections::DIRECTOR, KEY)? {
                 return Ok(kept);
             }
             let made = random_uuid();
-            s.write(vec![put(Collection::Fleet, KEY, "", &made)])?;
+            s.write(vec![put(crate::collections::DIRECTOR, KEY, "", &made)])?;
             Ok(made)
         })
         .await

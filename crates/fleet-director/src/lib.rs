@@ -10,6 +10,7 @@ pub mod cleanup;
 pub mod cloud;
 pub mod cloud_check;
 pub mod cloud_properties;
+pub mod collections;
 mod compilation;
 pub mod compile;
 pub mod core;

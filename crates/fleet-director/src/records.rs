@@ -11,7 +11,7 @@ use super::model::{
 };
 use super::problem::Problem;
 use super::runtime::RuntimeConfig;
-use fleet_store::{AsyncStore, Collection, StoreError, Write, get, list};
+use fleet_store::{AsyncStore, StoreError, Write, get, list};
 
 /// What a deploy starts from: the cloud config in force, the uploads, and every runtime
 /// config version.
@@ -38,22 +38,27 @@ impl Records {
     }
 
     pub async fn releases(&self) -> Result<Vec<Release>, StoreError> {
-        self.store.list(Collection::Releases, None).await
+        self.store.list(crate::collections::RELEASES, None).await
     }
 
     pub async fn stemcells(&self) -> Result<Vec<Stemcell>, StoreError> {
-        self.store.list(Collection::Stemcells, None).await
+        self.store.list(crate::collections::STEMCELLS, None).await
     }
 
     /// What the CPI calls the stemcell `os/version`, if it made one for it.
     pub async fn stemcell_cid(&self, os_version: &str) -> Result<Option<String>, StoreError> {
-        let stemcell: Option<Stemcell> = self.store.get(Collection::Stemcells, os_version).await?;
+        let stemcell: Option<Stemcell> = self
+            .store
+            .get(crate::collections::STEMCELLS, os_version)
+            .await?;
         Ok(stemcell.and_then(|s| s.cid))
     }
 
     /// The cloud config in force, if any.
     pub async fn cloud_config(&self) -> Result<Option<CloudConfig>, StoreError> {
-        self.store.get(Collection::CloudConfig, CLOUD_CONFIG).await
+        self.store
+            .get(crate::collections::CLOUD_CONFIG, CLOUD_CONFIG)
+            .await
     }
 
     /// Every cloud config uploaded, newest first. The one in force is always there, also
@@ -61,8 +66,10 @@ impl Records {
     pub async fn cloud_configs(&self) -> Result<Vec<CloudConfig>, StoreError> {
         self.store
             .run(|s| {
-                let mut all: Vec<CloudConfig> = list(s, Collection::CloudConfig, Some(HISTORY))?;
-                let current: Option<CloudConfig> = get(s, Collection::CloudConfig, CLOUD_CONFIG)?;
+                let mut all: Vec<CloudConfig> =
+                    list(s, crate::collections::CLOUD_CONFIG, Some(HISTORY))?;
+                let current: Option<CloudConfig> =
+                    get(s, crate::collections::CLOUD_CONFIG, CLOUD_CONFIG)?;
                 if let Some(current) = current
                     && !all.iter().any(|c| c.version == current.version)
                 {
@@ -76,7 +83,10 @@ impl Records {
 
     /// Every version of every runtime config, newest first.
     pub async fn runtime_configs(&self) -> Result<Vec<RuntimeConfig>, StoreError> {
-        let mut all: Vec<RuntimeConfig> = self.store.list(Collection::RuntimeConfigs, None).await?;
+        let mut all: Vec<RuntimeConfig> = self
+            .store
+            .list(crate::collections::RUNTIME_CONFIGS, None)
+            .await?;
         all.sort_by_key(|c| std::cmp::Reverse(c.version));
         Ok(all)
     }
@@ -85,8 +95,10 @@ impl Records {
     pub async fn configs_in_force(&self) -> Result<ConfigsInForce, StoreError> {
         self.store
             .run(|s| {
-                let cloud: Option<CloudConfig> = get(s, Collection::CloudConfig, CLOUD_CONFIG)?;
-                let runtime: Vec<RuntimeConfig> = list(s, Collection::RuntimeConfigs, None)?;
+                let cloud: Option<CloudConfig> =
+                    get(s, crate::collections::CLOUD_CONFIG, CLOUD_CONFIG)?;
+                let runtime: Vec<RuntimeConfig> =
+                    list(s, crate::collections::RUNTIME_CONFIGS, None)?;
                 Ok(ConfigsInForce {
                     cloud: cloud.map(|c| c.version),
                     runtime: super::runtime::versions(&super::runtime::latest(&runtime)),
@@ -100,17 +112,17 @@ impl Records {
         self.store
             .run(|s| {
                 Ok(Uploads {
-                    cloud_config: get(s, Collection::CloudConfig, CLOUD_CONFIG)?,
-                    releases: list(s, Collection::Releases, None)?,
-                    stemcells: list(s, Collection::Stemcells, None)?,
-                    runtime_configs: list(s, Collection::RuntimeConfigs, None)?,
+                    cloud_config: get(s, crate::collections::CLOUD_CONFIG, CLOUD_CONFIG)?,
+                    releases: list(s, crate::collections::RELEASES, None)?,
+                    stemcells: list(s, crate::collections::STEMCELLS, None)?,
+                    runtime_configs: list(s, crate::collections::RUNTIME_CONFIGS, None)?,
                 })
             })
             .await
     }
 
     pub async fn deployment(&self, name: &str) -> Result<Option<DeploymentRecord>, StoreError> {
-        self.store.get(Collection::Deployments, name).await
+        self.store.get(crate::collections::DEPLOYMENTS, name).await
     }
 
     /// The manifest the deployment last deployed successfully, if it has one.
@@ -121,7 +133,7 @@ impl Records {
     /// What the finished task `task` kept as its result output (see [`change::task_result`]).
     pub async fn task_result(&self, task: u64) -> Result<Option<String>, StoreError> {
         self.store
-            .get(Collection::TaskResults, &task.to_string())
+            .get(crate::collections::TASK_RESULTS, &task.to_string())
             .await
     }
 
@@ -130,12 +142,12 @@ impl Records {
         &self,
         id: &str,
     ) -> Result<Option<crate::model::LogBundle>, StoreError> {
-        self.store.get(Collection::LogBundles, id).await
+        self.store.get(crate::collections::LOG_BUNDLES, id).await
     }
 
     /// Every kept log bundle.
     pub async fn log_bundles(&self) -> Result<Vec<crate::model::LogBundle>, StoreError> {
-        self.store.list(Collection::LogBundles, None).await
+        self.store.list(crate::collections::LOG_BUNDLES, None).await
     }
 
     /// The state hash of the errand's last successful run on the deployment.
@@ -146,14 +158,14 @@ impl Records {
     ) -> Result<Option<String>, StoreError> {
         self.store
             .get(
-                Collection::ErrandRuns,
+                crate::collections::ERRAND_RUNS,
                 &change::errand_key(deployment, errand),
             )
             .await
     }
 
     pub async fn deployments(&self) -> Result<Vec<DeploymentRecord>, StoreError> {
-        self.store.list(Collection::Deployments, None).await
+        self.store.list(crate::collections::DEPLOYMENTS, None).await
     }
 
     /// A deployment's instances, in id order.
@@ -161,7 +173,7 @@ impl Records {
     pub async fn problems(&self, deployment: &str) -> Result<Vec<Problem>, StoreError> {
         let mut found: Vec<Problem> = self
             .store
-            .list(Collection::Problems, Some(deployment))
+            .list(crate::collections::PROBLEMS, Some(deployment))
             .await?;
         found.sort_by_key(|p| p.id);
         Ok(found)
@@ -169,39 +181,43 @@ impl Records {
 
     pub async fn instances(&self, deployment: &str) -> Result<Vec<InstanceRecord>, StoreError> {
         self.store
-            .list(Collection::Instances, Some(deployment))
+            .list(crate::collections::INSTANCES, Some(deployment))
             .await
     }
 
     pub async fn vms(&self, deployment: &str) -> Result<Vec<VmRecord>, StoreError> {
-        self.store.list(Collection::Vms, Some(deployment)).await
+        self.store
+            .list(crate::collections::VMS, Some(deployment))
+            .await
     }
 
     /// The compilation VMs of the deployment that exist: none between deploys, unless a
     /// crash left them.
     pub async fn compilation_vms(&self, deployment: &str) -> Result<Vec<VmRecord>, StoreError> {
         self.store
-            .list(Collection::CompilationVms, Some(deployment))
+            .list(crate::collections::COMPILATION_VMS, Some(deployment))
             .await
     }
 
     pub async fn disks(&self, deployment: &str) -> Result<Vec<DiskRecord>, StoreError> {
-        self.store.list(Collection::Disks, Some(deployment)).await
+        self.store
+            .list(crate::collections::DISKS, Some(deployment))
+            .await
     }
 
     /// Every orphaned disk, of every deployment.
     pub async fn orphaned_disks(&self) -> Result<Vec<DiskRecord>, StoreError> {
-        let disks: Vec<DiskRecord> = self.store.list(Collection::Disks, None).await?;
+        let disks: Vec<DiskRecord> = self.store.list(crate::collections::DISKS, None).await?;
         Ok(disks.into_iter().filter(|d| d.orphaned).collect())
     }
 
     pub async fn disk(&self, cid: &str) -> Result<Option<DiskRecord>, StoreError> {
-        self.store.get(Collection::Disks, cid).await
+        self.store.get(crate::collections::DISKS, cid).await
     }
 
     pub async fn is_compiled(&self, key: &str) -> Result<bool, StoreError> {
         self.store
-            .run(|s| Ok(s.get(Collection::CompiledPackages, key)?.is_some()))
+            .run(|s| Ok(s.get(crate::collections::COMPILED_PACKAGES, key)?.is_some()))
             .await
     }
 
@@ -214,8 +230,10 @@ impl Records {
             .iter()
             .flat_map(|r| r.blobs().map(str::to_string).collect::<Vec<_>>())
             .collect();
-        let compiled: Vec<serde_json::Value> =
-            self.store.list(Collection::CompiledPackages, None).await?;
+        let compiled: Vec<serde_json::Value> = self
+            .store
+            .list(crate::collections::COMPILED_PACKAGES, None)
+            .await?;
         named.extend(
             compiled
                 .iter()
@@ -235,7 +253,9 @@ impl Records {
             .run(move |s| {
                 let mut missing = BTreeSet::new();
                 for (item, key) in wanted {
-                    if s.get(Collection::CompiledPackages, &key)?.is_none() {
+                    if s.get(crate::collections::COMPILED_PACKAGES, &key)?
+                        .is_none()
+                    {
                         missing.insert(item);
                     }
                 }
@@ -260,21 +280,21 @@ pub mod change {
     };
     use super::super::problem::Problem;
     use super::super::runtime::RuntimeConfig;
-    use fleet_store::{Collection, Write, put, remove};
+    use fleet_store::{Write, put, remove};
 
     pub fn release(release: &Release) -> Write {
         let key = format!("{}/{}", release.name, release.version);
-        put(Collection::Releases, &key, &release.name, release)
+        put(crate::collections::RELEASES, &key, &release.name, release)
     }
 
     pub fn stemcell(stemcell: &Stemcell) -> Write {
         let key = format!("{}/{}", stemcell.os, stemcell.version);
-        put(Collection::Stemcells, &key, &stemcell.os, stemcell)
+        put(crate::collections::STEMCELLS, &key, &stemcell.os, stemcell)
     }
 
     pub fn runtime_config(config: &RuntimeConfig) -> Write {
         put(
-            Collection::RuntimeConfigs,
+            crate::collections::RUNTIME_CONFIGS,
             &format!("{}/{:012}", config.name, config.version),
             &config.name,
             config,
@@ -283,28 +303,33 @@ pub mod change {
 
     pub fn release_gone(release: &Release) -> Write {
         remove(
-            Collection::Releases,
+            crate::collections::RELEASES,
             &format!("{}/{}", release.name, release.version),
         )
     }
 
     pub fn stemcell_gone(stemcell: &Stemcell) -> Write {
         remove(
-            Collection::Stemcells,
+            crate::collections::STEMCELLS,
             &format!("{}/{}", stemcell.os, stemcell.version),
         )
     }
 
     pub fn disk_gone(cid: &str) -> Write {
-        remove(Collection::Disks, cid)
+        remove(crate::collections::DISKS, cid)
     }
 
     /// The cloud config that is in force from now on, and kept among the versions.
     pub fn cloud_config(config: &CloudConfig) -> [Write; 2] {
         [
-            put(Collection::CloudConfig, super::CLOUD_CONFIG, "", config),
             put(
-                Collection::CloudConfig,
+                crate::collections::CLOUD_CONFIG,
+                super::CLOUD_CONFIG,
+                "",
+                config,
+            ),
+            put(
+                crate::collections::CLOUD_CONFIG,
                 &format!("version/{:012}", config.version),
                 super::HISTORY,
                 config,
@@ -313,16 +338,21 @@ pub mod change {
     }
 
     pub fn deployment(record: &DeploymentRecord) -> Write {
-        put(Collection::Deployments, &record.name, &record.name, record)
+        put(
+            crate::collections::DEPLOYMENTS,
+            &record.name,
+            &record.name,
+            record,
+        )
     }
 
     pub fn deployment_gone(name: &str) -> Write {
-        remove(Collection::Deployments, name)
+        remove(crate::collections::DEPLOYMENTS, name)
     }
 
     pub fn instance(record: &InstanceRecord) -> Write {
         put(
-            Collection::Instances,
+            crate::collections::INSTANCES,
             &record.id,
             &record.deployment,
             record,
@@ -330,20 +360,30 @@ pub mod change {
     }
 
     pub fn instance_gone(id: &str) -> Write {
-        remove(Collection::Instances, id)
+        remove(crate::collections::INSTANCES, id)
     }
 
     pub fn vm(record: &VmRecord) -> Write {
-        put(Collection::Vms, &record.cid, &record.deployment, record)
+        put(
+            crate::collections::VMS,
+            &record.cid,
+            &record.deployment,
+            record,
+        )
     }
 
     pub fn vm_gone(cid: &str) -> Write {
-        remove(Collection::Vms, cid)
+        remove(crate::collections::VMS, cid)
     }
 
     /// A task's result output beyond its one-line result, kept until the task is pruned.
     pub fn task_result(task: u64, lines: &str) -> Write {
-        put(Collection::TaskResults, &task.to_string(), "", &lines)
+        put(
+            crate::collections::TASK_RESULTS,
+            &task.to_string(),
+            "",
+            &lines,
+        )
     }
 
     pub(super) fn errand_key(deployment: &str, errand: &str) -> String {
@@ -353,7 +393,7 @@ pub mod change {
     /// The state hash of an errand's successful run, which `when-changed` compares.
     pub fn errand_run(deployment: &str, errand: &str, hash: &str) -> Write {
         put(
-            Collection::ErrandRuns,
+            crate::collections::ERRAND_RUNS,
             &errand_key(deployment, errand),
             deployment,
             &hash,
@@ -361,12 +401,15 @@ pub mod change {
     }
 
     pub fn errand_run_gone(deployment: &str, errand: &str) -> Write {
-        remove(Collection::ErrandRuns, &errand_key(deployment, errand))
+        remove(
+            crate::collections::ERRAND_RUNS,
+            &errand_key(deployment, errand),
+        )
     }
 
     pub fn log_bundle(bundle: &crate::model::LogBundle) -> Write {
         put(
-            Collection::LogBundles,
+            crate::collections::LOG_BUNDLES,
             &bundle.id,
             &bundle.deployment,
             bundle,
@@ -374,12 +417,12 @@ pub mod change {
     }
 
     pub fn log_bundle_gone(id: &str) -> Write {
-        remove(Collection::LogBundles, id)
+        remove(crate::collections::LOG_BUNDLES, id)
     }
 
     pub fn compilation_vm(record: &VmRecord) -> Write {
         put(
-            Collection::CompilationVms,
+            crate::collections::COMPILATION_VMS,
             &record.cid,
             &record.deployment,
             record,
@@ -387,7 +430,7 @@ pub mod change {
     }
 
     pub fn compilation_vm_gone(cid: &str) -> Write {
-        remove(Collection::CompilationVms, cid)
+        remove(crate::collections::COMPILATION_VMS, cid)
     }
 
     fn problem_key(problem: &Problem) -> String {
@@ -396,7 +439,7 @@ pub mod change {
 
     pub fn problem(problem: &Problem) -> Write {
         put(
-            Collection::Problems,
+            crate::collections::PROBLEMS,
             &problem_key(problem),
             &problem.deployment,
             problem,
@@ -404,24 +447,29 @@ pub mod change {
     }
 
     pub fn problem_gone(problem: &Problem) -> Write {
-        remove(Collection::Problems, &problem_key(problem))
+        remove(crate::collections::PROBLEMS, &problem_key(problem))
     }
 
     pub fn disk(record: &DiskRecord) -> Write {
-        put(Collection::Disks, &record.cid, &record.deployment, record)
+        put(
+            crate::collections::DISKS,
+            &record.cid,
+            &record.deployment,
+            record,
+        )
     }
 
     /// A package compiled for a stemcell, under its cache key.
     pub fn compiled(key: &str, package: &impl Serialize) -> Write {
-        put(Collection::CompiledPackages, key, "", package)
+        put(crate::collections::COMPILED_PACKAGES, key, "", package)
     }
 
     /// `name` (`<id>.<group>.<network>.<deployment>.bosh`) resolves to `address`.
     pub fn dns(name: &str, deployment: &str, address: &str) -> Write {
-        put(Collection::Dns, name, deployment, &address)
+        put(crate::collections::DNS, name, deployment, &address)
     }
 
     pub fn dns_gone(name: &str) -> Write {
-        remove(Collection::Dns, name)
+        remove(crate::collections::DNS, name)
     }
 }

@@ -15,7 +15,7 @@ use super::error::DirectorError;
 use super::model::{Task, TaskKind, TaskState};
 use super::task::{JobError, TaskLog, unix_now};
 use super::trace::{self, Trace, TraceLine};
-use fleet_store::{Collection, StoreError, put};
+use fleet_store::{StoreError, put};
 
 /// The name of a deployment's lock in the store.
 pub fn lock_name(deployment: &str) -> String {
@@ -133,7 +133,7 @@ impl TaskRunner {
             None => Ok(self
                 .core
                 .store
-                .get::<Vec<TraceLine>>(Collection::TaskTraces, &id.to_string())
+                .get::<Vec<TraceLine>>(crate::collections::TASK_TRACES, &id.to_string())
                 .await?
                 .unwrap_or_default()),
         }
@@ -254,7 +254,12 @@ impl TaskRunner {
                 log.flush().await;
                 let lines = trace.lines();
                 if !lines.is_empty() {
-                    kept_trace = Some(put(Collection::TaskTraces, &id.to_string(), "", &lines));
+                    kept_trace = Some(put(
+                        crate::collections::TASK_TRACES,
+                        &id.to_string(),
+                        "",
+                        &lines,
+                    ));
                 }
                 outcome
             }
@@ -311,7 +316,11 @@ impl TaskRunner {
         // The oldest tasks of its kind go, as the director keeps the last of each type.
         match core
             .store
-            .prune_tasks(running.kind, core.settings.tasks_kept)
+            .prune_tasks(
+                running.kind,
+                core.settings.tasks_kept,
+                crate::collections::PER_TASK,
+            )
             .await
         {
             Ok(pruned) if !pruned.is_empty() => {

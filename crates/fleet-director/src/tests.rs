@@ -1856,7 +1856,7 @@ instance_groups:
         let id = f.director.instances("d").await.unwrap()[0].id.clone();
         let dns: Option<String> = fleet_store::get(
             &**f.director.core.store.blocking(),
-            fleet_store::Collection::Dns,
+            crate::collections::DNS,
             &format!("{id}.web.default.d.bosh"),
         )
         .unwrap();
@@ -2208,8 +2208,13 @@ mod store_faults {
         ) -> Result<Vec<u64>, StoreError> {
             self.inner.recover(reason, now, recovery)
         }
-        fn prune_tasks(&self, kind: TaskKind, keep: usize) -> Result<Vec<u64>, StoreError> {
-            self.inner.prune_tasks(kind, keep)
+        fn prune_tasks(
+            &self,
+            kind: TaskKind,
+            keep: usize,
+            attached: &[Collection],
+        ) -> Result<Vec<u64>, StoreError> {
+            self.inner.prune_tasks(kind, keep, attached)
         }
     }
 

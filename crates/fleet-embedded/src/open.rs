@@ -19,6 +19,9 @@ use fleet_store::{AsyncStore, Collection, Commits, PgStore, SqliteStore, Store, 
 use fleet_store::{StoreLocation, put};
 use fleet_vm::supervisor::Timings;
 
+/// Facts about the embedded fleet as a whole (whether it was provisioned).
+const FLEET: Collection = Collection::new("fleet");
+
 #[derive(Debug, thiserror::Error)]
 pub enum FleetError {
     #[error("{} is in use by another fleet-updater process", .0.display())]
@@ -377,11 +380,7 @@ async fn provision(
     definition: &Definition,
     progress: &mut dyn FnMut(String),
 ) -> Result<(), FleetError> {
-    if store
-        .get::<bool>(Collection::Fleet, PROVISIONED)
-        .await?
-        .is_some()
-    {
+    if store.get::<bool>(FLEET, PROVISIONED).await?.is_some() {
         return Ok(());
     }
     let director = broker.director();
@@ -450,7 +449,7 @@ async fn provision(
         }
     }
     store
-        .write(vec![put(Collection::Fleet, PROVISIONED, "", &true)])
+        .write(vec![put(FLEET, PROVISIONED, "", &true)])
         .await?;
     progress(if definition.blocked.is_empty() {
         "provisioned; none is blocked by its owner".to_string()

@@ -2,7 +2,7 @@
 //! blobs that hold archives, compiled packages and rendered templates.
 
 use fleet_director::model::Release;
-use fleet_store::{AsyncStore, Collection, StoreError};
+use fleet_store::{AsyncStore, StoreError};
 
 /// Why a blob the director's records name could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -21,7 +21,10 @@ pub async fn release(
     version: &str,
 ) -> Result<Option<Release>, String> {
     store
-        .get::<Release>(Collection::Releases, &format!("{name}/{version}"))
+        .get::<Release>(
+            fleet_director::collections::RELEASES,
+            &format!("{name}/{version}"),
+        )
         .await
         .map_err(|e| e.to_string())
 }
@@ -51,7 +54,9 @@ pub async fn blob(store: &AsyncStore, id: &str) -> Result<Vec<u8>, StoredError> 
 /// The store blob of the compilation kept under `key`
 /// ([`fleet_director::compile::cache_key`]).
 pub async fn compiled_blob(store: &AsyncStore, key: &str) -> Result<String, StoredError> {
-    let record: Option<serde_json::Value> = store.get(Collection::CompiledPackages, key).await?;
+    let record: Option<serde_json::Value> = store
+        .get(fleet_director::collections::COMPILED_PACKAGES, key)
+        .await?;
     record
         .as_ref()
         .and_then(|r| r.get("blob"))

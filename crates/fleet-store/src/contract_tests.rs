@@ -296,17 +296,22 @@ fn documents_events_and_blobs_round_trip() {
     let store = testing::store();
     store
         .write(vec![
-            put(Collection::Fleet, "b", "", &2),
-            put(Collection::Fleet, "a", "", &1),
-            put(Collection::Fleet, "a", "", &3),
+            put(crate::testing::FLEET, "b", "", &2),
+            put(crate::testing::FLEET, "a", "", &1),
+            put(crate::testing::FLEET, "a", "", &3),
         ])
         .unwrap();
     assert_eq!(
-        list::<i32>(&*store, Collection::Fleet, None).unwrap(),
+        list::<i32>(&*store, crate::testing::FLEET, None).unwrap(),
         [3, 2]
     );
-    store.write(vec![remove(Collection::Fleet, "a")]).unwrap();
-    assert_eq!(get::<i32>(&*store, Collection::Fleet, "a").unwrap(), None);
+    store
+        .write(vec![remove(crate::testing::FLEET, "a")])
+        .unwrap();
+    assert_eq!(
+        get::<i32>(&*store, crate::testing::FLEET, "a").unwrap(),
+        None
+    );
     let task = processing(&*store, "d", None, LEASE);
     let event = |stage: &str| TaskEvent {
         time: 1,
@@ -434,7 +439,7 @@ fn pruning_keeps_the_newest_of_a_kind_every_running_task_and_each_deployments_la
             .unwrap();
         store
             .write(vec![crate::put(
-                Collection::TaskTraces,
+                crate::testing::TASK_TRACES,
                 &t.id.to_string(),
                 "",
                 &"trace",
@@ -452,7 +457,9 @@ fn pruning_keeps_the_newest_of_a_kind_every_running_task_and_each_deployments_la
     let details: Vec<u64> = (0..3)
         .map(|_| task(InstanceDetails, "b", TaskState::Done))
         .collect();
-    let mut pruned = store.prune_tasks(UpdateDeployment, 2).unwrap();
+    let mut pruned = store
+        .prune_tasks(UpdateDeployment, 2, crate::testing::PER_TASK)
+        .unwrap();
     pruned.sort_unstable();
     // Newest two finished: b4, b3; b2 and b1 go; a's only change and the running
     // task stay whatever their age.
@@ -469,20 +476,31 @@ fn pruning_keeps_the_newest_of_a_kind_every_running_task_and_each_deployments_la
     assert!(store.events(b1).unwrap().is_empty());
     assert!(
         store
-            .get(Collection::TaskTraces, &b1.to_string())
+            .get(crate::testing::TASK_TRACES, &b1.to_string())
             .unwrap()
             .is_none()
     );
     assert!(
         store
-            .get(Collection::TaskTraces, &b4.to_string())
+            .get(crate::testing::TASK_TRACES, &b4.to_string())
             .unwrap()
             .is_some()
     );
-    assert_eq!(store.prune_tasks(InstanceDetails, 1).unwrap().len(), 2);
+    assert_eq!(
+        store
+            .prune_tasks(InstanceDetails, 1, crate::testing::PER_TASK)
+            .unwrap()
+            .len(),
+        2
+    );
     assert!(store.events(details[0]).unwrap().is_empty());
     assert_eq!(store.events(details[2]).unwrap().len(), 1);
-    assert!(store.prune_tasks(UpdateDeployment, 2).unwrap().is_empty());
+    assert!(
+        store
+            .prune_tasks(UpdateDeployment, 2, crate::testing::PER_TASK)
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[test]
@@ -490,15 +508,15 @@ fn a_batch_is_written_whole_and_documents_list_by_scope() {
     let store = testing::store();
     store
         .write(vec![
-            put(Collection::Instances, "a", "d1", &1),
-            put(Collection::Instances, "b", "d2", &2),
-            put(Collection::Instances, "c", "d1", &3),
+            put(crate::testing::INSTANCES, "a", "d1", &1),
+            put(crate::testing::INSTANCES, "b", "d2", &2),
+            put(crate::testing::INSTANCES, "c", "d1", &3),
         ])
         .unwrap();
-    let d1: Vec<i32> = crate::list(&*store, Collection::Instances, Some("d1")).unwrap();
+    let d1: Vec<i32> = crate::list(&*store, crate::testing::INSTANCES, Some("d1")).unwrap();
     assert_eq!(d1, [1, 3]);
     assert_eq!(
-        get::<i32>(&*store, Collection::Instances, "b").unwrap(),
+        get::<i32>(&*store, crate::testing::INSTANCES, "b").unwrap(),
         Some(2)
     );
 }
@@ -584,7 +602,7 @@ fn of_two_handles_creating_one_record_at_once_exactly_one_creates_it() {
                 .filter(|n| {
                     store
                         .insert(
-                            Collection::ServiceInstances,
+                            crate::testing::SERVICE_INSTANCES,
                             &format!("si-{n}"),
                             "",
                             &format!("\"{who}\""),
@@ -598,7 +616,7 @@ fn of_two_handles_creating_one_record_at_once_exactly_one_creates_it() {
     let (one, two) = (one.join().unwrap(), two.join().unwrap());
     assert_eq!(one.len() + two.len(), 50, "{one:?} {two:?}");
     for n in 0..50 {
-        let stored: String = get(&*a, Collection::ServiceInstances, &format!("si-{n}"))
+        let stored: String = get(&*a, crate::testing::SERVICE_INSTANCES, &format!("si-{n}"))
             .unwrap()
             .unwrap();
         let creator = if one.contains(&n) { "one" } else { "two" };
@@ -619,10 +637,10 @@ fn over_tls_the_server_must_chain_to_the_ca_and_name_the_host() {
     let at = PostgresLocation::parse(&url, None, Some(ca.clone())).unwrap();
     let store = PgStore::connect(&testing::fresh_schema(&at)).unwrap();
     store
-        .write(vec![put(Collection::Fleet, "tls", "", &true)])
+        .write(vec![put(crate::testing::FLEET, "tls", "", &true)])
         .unwrap();
     assert_eq!(
-        get::<bool>(&store, Collection::Fleet, "tls").unwrap(),
+        get::<bool>(&store, crate::testing::FLEET, "tls").unwrap(),
         Some(true)
     );
     // The same server by its address: its certificate names `localhost` only.

@@ -176,8 +176,13 @@ impl AsyncStore {
         self.run(|s| s.recover(reason, now, recovery)).await
     }
 
-    pub async fn prune_tasks(&self, kind: TaskKind, keep: usize) -> Result<Vec<u64>, StoreError> {
-        self.run(move |s| s.prune_tasks(kind, keep)).await
+    pub async fn prune_tasks(
+        &self,
+        kind: TaskKind,
+        keep: usize,
+        attached: &'static [Collection],
+    ) -> Result<Vec<u64>, StoreError> {
+        self.run(move |s| s.prune_tasks(kind, keep, attached)).await
     }
 }
 
@@ -204,7 +209,7 @@ mod tests {
                 } else {
                     let key = format!("{i:03}");
                     store
-                        .write(vec![put(Collection::Fleet, &key, "", &i)])
+                        .write(vec![put(crate::testing::FLEET, &key, "", &i)])
                         .await
                 }
             });
@@ -220,10 +225,10 @@ mod tests {
             }
         }
         assert_eq!(panics, 1);
-        let stored: Vec<u32> = store.list(Collection::Fleet, None).await.unwrap();
+        let stored: Vec<u32> = store.list(crate::testing::FLEET, None).await.unwrap();
         assert_eq!(stored, (0..200).filter(|&i| i != 100).collect::<Vec<_>>());
         assert_eq!(
-            list::<u32>(&**store.blocking(), Collection::Fleet, None)
+            list::<u32>(&**store.blocking(), crate::testing::FLEET, None)
                 .unwrap()
                 .len(),
             199
@@ -240,7 +245,7 @@ mod tests {
         });
         let mut seen_before_the_end = false;
         for _ in 0..1_000 {
-            store.get::<u32>(Collection::Fleet, "k").await.unwrap();
+            store.get::<u32>(crate::testing::FLEET, "k").await.unwrap();
             seen_before_the_end |= other_ran.load(std::sync::atomic::Ordering::SeqCst);
         }
         assert!(

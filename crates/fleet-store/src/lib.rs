@@ -294,5 +294,12 @@ pub trait Store: Send + Sync {
     /// a deployment's newest change, which says how its last operation ended (the broker
     /// reads it). At most a few hundred per call: a backlog is caught up over later
     /// calls. Returns the ids deleted.
-    fn prune_tasks(&self, kind: TaskKind, keep: usize) -> Result<Vec<u64>, StoreError>;
+    /// `attached` are the kinds of documents kept per task, keyed by its id: they go with
+    /// it, in the same transaction.
+    fn prune_tasks(
+        &self,
+        kind: TaskKind,
+        keep: usize,
+        attached: &[Collection],
+    ) -> Result<Vec<u64>, StoreError>;
 }

@@ -5,74 +5,35 @@ use serde::de::DeserializeOwned;
 
 use super::{Store, StoreError, Write};
 
-/// The collections, so that a typo in a name cannot split the data.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Collection {
-    Releases,
-    Stemcells,
-    CloudConfig,
-    Deployments,
-    Instances,
-    Vms,
-    Disks,
-    /// The simulated IaaS: VMs and disks as the cloud sees them.
-    CloudVms,
-    CloudDisks,
-    /// The simulated agents' state.
-    Agents,
-    /// The embedded broker's service instances.
-    ServiceInstances,
-    /// Facts about the embedded fleet as a whole (whether it was provisioned).
-    Fleet,
-    /// Packages compiled per stemcell, the director's compilation cache.
-    CompiledPackages,
-    /// DNS records: `<instance>.<group>.<network>.<deployment>.bosh` to its address.
-    Dns,
-    /// What the last cloud check of each deployment found, until it is resolved.
-    Problems,
-    /// Each finished task's CPI and debug lines, by task id.
-    TaskTraces,
-    /// What a finished task wrote as its result output beyond its one-line result (an
-    /// errand's results), by task id.
-    TaskResults,
-    /// The state of a deployment's instances at an errand's last successful run, by
-    /// `deployment/errand`: what `when-changed` compares against.
-    ErrandRuns,
-    /// Log bundles kept for download, by blob id: when each was made and its digest, so
-    /// that old ones are deleted.
-    LogBundles,
-    /// Every version of every named runtime config.
-    RuntimeConfigs,
-    /// Compilation VMs that exist, by CID: one left by a crash is deleted by the next
-    /// deploy of its deployment.
-    CompilationVms,
-}
+/// A kind of record, declared as a constant by the layer that keeps it (the director its
+/// releases and instances, the broker its service instances, ...): the store knows none of
+/// them by name, and a constant cannot be mistyped into a second kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Collection(&'static str);
 
 impl Collection {
-    pub fn name(self) -> &'static str {
-        match self {
-            Collection::Releases => "releases",
-            Collection::Stemcells => "stemcells",
-            Collection::CloudConfig => "cloud_config",
-            Collection::Deployments => "deployments",
-            Collection::Instances => "instances",
-            Collection::Vms => "vms",
-            Collection::Disks => "disks",
-            Collection::CloudVms => "cloud_vms",
-            Collection::CloudDisks => "cloud_disks",
-            Collection::Agents => "agents",
-            Collection::ServiceInstances => "service_instances",
-            Collection::Fleet => "fleet",
-            Collection::CompiledPackages => "compiled_packages",
-            Collection::Dns => "dns",
-            Collection::Problems => "problems",
-            Collection::TaskTraces => "task_traces",
-            Collection::TaskResults => "task_results",
-            Collection::ErrandRuns => "errand_runs",
-            Collection::LogBundles => "log_bundles",
-            Collection::RuntimeConfigs => "runtime_configs",
-            Collection::CompilationVms => "compilation_vms",
+    /// A kind named `name` in the database: lowercase ASCII letters, digits and `_`, at
+    /// most 64 bytes. Checked when the constant is made, so a bad name does not compile.
+    pub const fn new(name: &'static str) -> Self {
+        let bytes = name.as_bytes();
+        assert!(
+            !bytes.is_empty() && bytes.len() <= 64,
+            "a collection's name is 1 to 64 bytes"
+        );
+        let mut i = 0;
+        while i < bytes.len() {
+            let b = bytes[i];
+            assert!(
+                b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_',
+                "a collection's name is lowercase letters, digits and `_`"
+            );
+            i += 1;
         }
+        Collection(name)
+    }
+
+    pub fn name(self) -> &'static str {
+        self.0
     }
 }
 
@@ -112,5 +73,30 @@ pub fn remove(collection: Collection, key: &str) -> Write {
     Write::Delete {
         collection,
         key: key.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Collection;
+
+    #[test]
+    fn a_kind_keeps_the_name_it_was_declared_with() {
+        const KIND: Collection = Collection::new("cloud_vms2");
+        assert_eq!(KIND.name(), "cloud_vms2");
+        assert_ne!(KIND, Collection::new("cloud_vms"));
+    }
+
+    #[test]
+    #[should_panic(expected = "lowercase letters, digits and `_`")]
+    fn a_name_that_could_be_mistaken_is_refused() {
+        let name = String::from("Instances");
+        Collection::new(name.leak());
+    }
+
+    #[test]
+    #[should_panic(expected = "1 to 64 bytes")]
+    fn an_empty_name_is_refused() {
+        Collection::new("");
     }
 }

@@ -1034,7 +1034,12 @@ impl Store for SqliteStore {
         })
     }
 
-    fn prune_tasks(&self, kind: TaskKind, keep: usize) -> Result<Vec<u64>, StoreError> {
+    fn prune_tasks(
+        &self,
+        kind: TaskKind,
+        keep: usize,
+        attached: &[Collection],
+    ) -> Result<Vec<u64>, StoreError> {
         let kind = kind_name(kind);
         self.lock()?.unit(|tx| {
             let doomed: Vec<i64> = tx
@@ -1052,7 +1057,7 @@ impl Store for SqliteStore {
             for id in &doomed {
                 tx.prepare_cached("DELETE FROM task_events WHERE task_id = ?1")?
                     .execute([id])?;
-                for kept in [Collection::TaskTraces, Collection::TaskResults] {
+                for kept in attached {
                     tx.prepare_cached("DELETE FROM documents WHERE collection = ?1 AND key = ?2")?
                         .execute(params![kept.name(), id.to_string()])?;
                 }
@@ -1075,31 +1080,31 @@ mod tests {
     fn deferred_writes_go_with_the_next_call_and_none_is_left_behind() {
         let dir = tempfile::tempdir().unwrap();
         let elsewhere = SqliteStore::open(dir.path()).unwrap();
-        let stored = |key: &str| get::<u32>(&elsewhere, Collection::Fleet, key).unwrap();
+        let stored = |key: &str| get::<u32>(&elsewhere, crate::testing::FLEET, key).unwrap();
         let store = SqliteStore::open(dir.path()).unwrap();
         store
-            .defer(vec![put(Collection::Fleet, "cloud", "", &1)])
+            .defer(vec![put(crate::testing::FLEET, "cloud", "", &1)])
             .unwrap();
         assert_eq!(stored("cloud"), None, "deferred, not written");
         store
-            .write(vec![put(Collection::Fleet, "director", "", &2)])
+            .write(vec![put(crate::testing::FLEET, "director", "", &2)])
             .unwrap();
         assert_eq!((stored("cloud"), stored("director")), (Some(1), Some(2)));
         store
-            .defer(vec![put(Collection::Fleet, "cloud", "", &3)])
+            .defer(vec![put(crate::testing::FLEET, "cloud", "", &3)])
             .unwrap();
         assert_eq!(
-            get::<u32>(&store, Collection::Fleet, "cloud").unwrap(),
+            get::<u32>(&store, crate::testing::FLEET, "cloud").unwrap(),
             Some(3),
             "a read comes after what was deferred before it"
         );
         store
-            .defer(vec![put(Collection::Fleet, "task", "", &4)])
+            .defer(vec![put(crate::testing::FLEET, "task", "", &4)])
             .unwrap();
         store.locks().unwrap();
         assert_eq!(stored("task"), Some(4), "any call applies them");
         store
-            .defer(vec![put(Collection::Fleet, "last", "", &5)])
+            .defer(vec![put(crate::testing::FLEET, "last", "", &5)])
             .unwrap();
         assert_eq!(stored("last"), None);
         drop(store);
@@ -1133,12 +1138,15 @@ mod tests {
     fn grouped_calls_reach_the_file_together_when_the_store_closes() {
         let dir = tempfile::tempdir().unwrap();
         let elsewhere = SqliteStore::open(dir.path()).unwrap();
-        let stored = |key: &str| get::<u32>(&elsewhere, Collection::Fleet, key).unwrap();
+        let stored = |key: &str| get::<u32>(&elsewhere, crate::testing::FLEET, key).unwrap();
         let store = grouped(dir.path(), AN_HOUR);
         store
-            .write(vec![put(Collection::Fleet, "a", "", &1)])
+            .write(vec![put(crate::testing::FLEET, "a", "", &1)])
             .unwrap();
-        assert_eq!(get::<u32>(&store, Collection::Fleet, "a").unwrap(), Some(1));
+        assert_eq!(
+            get::<u32>(&store, crate::testing::FLEET, "a").unwrap(),
+            Some(1)
+        );
         assert_eq!(stored("a"), None, "not committed yet");
         let task = store
             .create_task(
@@ -1164,7 +1172,7 @@ mod tests {
             "a call undone in a group answers as it would alone"
         );
         store
-            .write(vec![put(Collection::Fleet, "b", "", &2)])
+            .write(vec![put(crate::testing::FLEET, "b", "", &2)])
             .unwrap();
         drop(store);
         assert_eq!((stored("a"), stored("b")), (Some(1), Some(2)));
@@ -1178,11 +1186,11 @@ mod tests {
         let elsewhere = SqliteStore::open(dir.path()).unwrap();
         let store = grouped(dir.path(), std::time::Duration::from_millis(10));
         store
-            .write(vec![put(Collection::Fleet, "a", "", &1)])
+            .write(vec![put(crate::testing::FLEET, "a", "", &1)])
             .unwrap();
         let committed = (0..1_000).any(|_| {
             std::thread::sleep(std::time::Duration::from_millis(10));
-            get::<u32>(&elsewhere, Collection::Fleet, "a").unwrap() == Some(1)
+            get::<u32>(&elsewhere, crate::testing::FLEET, "a").unwrap() == Some(1)
         });
         assert!(committed, "another process never saw the write");
         drop(store);
@@ -1199,8 +1207,8 @@ mod tests {
 
     fn halfway(store: &SqliteStore) -> Result<(), StoreError> {
         store.write(vec![
-            put(Collection::Fleet, "b", "", &2),
-            put(Collection::Fleet, "c", "", &"x".repeat(1 << 20)),
+            put(crate::testing::FLEET, "b", "", &2),
+            put(crate::testing::FLEET, "c", "", &"x".repeat(1 << 20)),
         ])
     }
 
@@ -1210,7 +1218,7 @@ mod tests {
             store
                 .connection()
                 .unit(|tx| -> Result<Outcome<()>, StoreError> {
-                    apply(tx, &put(Collection::Fleet, key, "", &0))?;
+                    apply(tx, &put(crate::testing::FLEET, key, "", &0))?;
                     panic!("a call that panics halfway")
                 })
         }));
@@ -1222,9 +1230,9 @@ mod tests {
         let store = SqliteStore::in_memory().unwrap();
         panic_halfway(&store, "a");
         store
-            .write(vec![put(Collection::Fleet, "b", "", &2)])
+            .write(vec![put(crate::testing::FLEET, "b", "", &2)])
             .unwrap();
-        let stored = |key: &str| get::<u32>(&store, Collection::Fleet, key).unwrap();
+        let stored = |key: &str| get::<u32>(&store, crate::testing::FLEET, key).unwrap();
         assert_eq!((stored("a"), stored("b")), (None, Some(2)));
     }
 
@@ -1233,16 +1241,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = grouped(dir.path(), AN_HOUR);
         store
-            .write(vec![put(Collection::Fleet, "a", "", &1)])
+            .write(vec![put(crate::testing::FLEET, "a", "", &1)])
             .unwrap();
         panic_halfway(&store, "b");
         assert!(matches!(
-            store.write(vec![put(Collection::Fleet, "c", "", &3)]),
+            store.write(vec![put(crate::testing::FLEET, "c", "", &3)]),
             Err(StoreError::Lost)
         ));
         drop(store);
         let reopened = SqliteStore::open(dir.path()).unwrap();
-        let stored = |key: &str| get::<u32>(&reopened, Collection::Fleet, key).unwrap();
+        let stored = |key: &str| get::<u32>(&reopened, crate::testing::FLEET, key).unwrap();
         assert_eq!((stored("a"), stored("b"), stored("c")), (None, None, None));
     }
 
@@ -1251,19 +1259,19 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open(dir.path()).unwrap();
         store
-            .write(vec![put(Collection::Fleet, "a", "", &1)])
+            .write(vec![put(crate::testing::FLEET, "a", "", &1)])
             .unwrap();
         drop(store);
         let db = dir.path().join("fleet.db");
         let before = std::fs::read(&db).unwrap();
         let reader = SqliteStore::open_read_only(dir.path()).unwrap();
         assert_eq!(
-            get::<u32>(&reader, Collection::Fleet, "a").unwrap(),
+            get::<u32>(&reader, crate::testing::FLEET, "a").unwrap(),
             Some(1)
         );
         assert!(
             reader
-                .write(vec![put(Collection::Fleet, "b", "", &2)])
+                .write(vec![put(crate::testing::FLEET, "b", "", &2)])
                 .is_err()
         );
         drop(reader);
@@ -1276,7 +1284,7 @@ mod tests {
         std::fs::create_dir(copy.path().join("fleet.db-wal")).unwrap();
         let reader = SqliteStore::open_read_only(copy.path()).unwrap();
         assert_eq!(
-            get::<u32>(&reader, Collection::Fleet, "a").unwrap(),
+            get::<u32>(&reader, crate::testing::FLEET, "a").unwrap(),
             Some(1)
         );
         assert!(SqliteStore::open_read_only(&dir.path().join("missing")).is_err());
@@ -1287,11 +1295,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open(dir.path()).unwrap();
         store
-            .write(vec![put(Collection::Fleet, "a", "", &1)])
+            .write(vec![put(crate::testing::FLEET, "a", "", &1)])
             .unwrap();
         full(&store);
         assert!(halfway(&store).is_err());
-        let stored = |key: &str| get::<u32>(&store, Collection::Fleet, key).unwrap();
+        let stored = |key: &str| get::<u32>(&store, crate::testing::FLEET, key).unwrap();
         assert_eq!((stored("a"), stored("b")), (Some(1), None));
     }
 
@@ -1300,18 +1308,18 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = grouped(dir.path(), AN_HOUR);
         store
-            .write(vec![put(Collection::Fleet, "a", "", &1)])
+            .write(vec![put(crate::testing::FLEET, "a", "", &1)])
             .unwrap();
         full(&store);
         assert!(halfway(&store).is_err());
         assert!(matches!(
-            get::<u32>(&store, Collection::Fleet, "a"),
+            get::<u32>(&store, crate::testing::FLEET, "a"),
             Err(StoreError::Lost)
         ));
         assert!(matches!(store.locks(), Err(StoreError::Lost)));
         drop(store);
         let reopened = SqliteStore::open(dir.path()).unwrap();
-        let stored = |key: &str| get::<u32>(&reopened, Collection::Fleet, key).unwrap();
+        let stored = |key: &str| get::<u32>(&reopened, crate::testing::FLEET, key).unwrap();
         assert_eq!(
             (stored("a"), stored("b")),
             (None, None),

@@ -3,6 +3,7 @@
 //! of its own in that database for each store made. One suite thus checks both
 //! backends; `.ci/run` runs it a second time against a throwaway PostgreSQL server.
 
+use crate::Collection;
 use std::sync::Arc;
 
 use crate::{PgStore, PostgresLocation, SqliteStore, Store};
@@ -64,3 +65,11 @@ pub fn store() -> Arc<dyn Store> {
         None => Arc::new(SqliteStore::in_memory().expect("SQLite opens in memory")),
     }
 }
+
+/// Kinds of records for the store's own tests, named as the layers above name theirs.
+pub const FLEET: Collection = Collection::new("fleet");
+pub const INSTANCES: Collection = Collection::new("instances");
+pub const SERVICE_INSTANCES: Collection = Collection::new("service_instances");
+pub const TASK_TRACES: Collection = Collection::new("task_traces");
+/// The kinds kept per task in these tests.
+pub const PER_TASK: &[Collection] = &[TASK_TRACES];

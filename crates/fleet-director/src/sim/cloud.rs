@@ -13,7 +13,7 @@ use crate::ids::new_id;
 use crate::model::InstanceSpec;
 use crate::task::unix_now;
 use async_trait::async_trait;
-use fleet_store::{AsyncStore, Collection, StoreError, put, remove};
+use fleet_store::{AsyncStore, StoreError, put, remove};
 
 /// What a test's change to the simulated cloud can run into.
 #[derive(Debug, thiserror::Error)]
@@ -162,7 +162,7 @@ impl SimulatedCloud {
     /// Records `record` as the agent's state.
     async fn save_agent(&self, record: AgentRecord) -> Result<(), StoreError> {
         let write = put(
-            Collection::Agents,
+            crate::sim::AGENTS,
             &record.agent_id,
             &record.deployment,
             &record,
@@ -334,9 +334,9 @@ impl Cpi for SimulatedCloud {
             started_at: None,
         };
         let writes = vec![
-            put(Collection::CloudVms, &cid, &request.deployment, &vm),
+            put(crate::sim::CLOUD_VMS, &cid, &request.deployment, &vm),
             put(
-                Collection::Agents,
+                crate::sim::AGENTS,
                 &request.agent_id,
                 &request.deployment,
                 &agent,
@@ -372,13 +372,13 @@ impl Cpi for SimulatedCloud {
             })
             .collect();
         let mut writes = vec![
-            remove(Collection::CloudVms, cid),
-            remove(Collection::Agents, &vm.agent_id),
+            remove(crate::sim::CLOUD_VMS, cid),
+            remove(crate::sim::AGENTS, &vm.agent_id),
         ];
         writes.extend(
             detached
                 .iter()
-                .map(|d| put(Collection::CloudDisks, &d.cid, "", d)),
+                .map(|d| put(crate::sim::CLOUD_DISKS, &d.cid, "", d)),
         );
         self.records
             .change(writes, |r| {
@@ -438,7 +438,7 @@ impl Cpi for SimulatedCloud {
             ))),
             Some(_) => self
                 .records
-                .change(vec![remove(Collection::CloudDisks, disk_cid)], |r| {
+                .change(vec![remove(crate::sim::CLOUD_DISKS, disk_cid)], |r| {
                     r.remove_disk(disk_cid)
                 })
                 .await
@@ -461,7 +461,7 @@ impl Cpi for SimulatedCloud {
             vm_cid: None,
             cloud_properties: cloud_properties.clone(),
         };
-        let write = put(Collection::CloudDisks, &cid, "", &disk);
+        let write = put(crate::sim::CLOUD_DISKS, &cid, "", &disk);
         self.records
             .change(vec![write], |r| {
                 r.put_disk(disk);
@@ -530,7 +530,7 @@ impl SimulatedCloud {
 
     /// Records a disk's state; `scope` is the VM it is attached to, if any.
     async fn save_disk(&self, disk: CloudDisk, scope: &str) -> Result<(), CpiError> {
-        let write = put(Collection::CloudDisks, &disk.cid, scope, &disk);
+        let write = put(crate::sim::CLOUD_DISKS, &disk.cid, scope, &disk);
         self.records
             .change(vec![write], |r| {
                 r.put_disk(disk);

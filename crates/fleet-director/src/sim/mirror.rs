@@ -11,7 +11,7 @@ use tokio::sync::OnceCell;
 
 use crate::agent::JobState;
 use crate::model::InstanceSpec;
-use fleet_store::{AsyncStore, Collection, StoreError, Write, list};
+use fleet_store::{AsyncStore, StoreError, Write, list};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct CloudVm {
@@ -140,9 +140,9 @@ impl Mirror {
                 let loaded = self
                     .store
                     .run(|s| {
-                        let vms: Vec<CloudVm> = list(s, Collection::CloudVms, None)?;
-                        let disks: Vec<CloudDisk> = list(s, Collection::CloudDisks, None)?;
-                        let agents: Vec<AgentRecord> = list(s, Collection::Agents, None)?;
+                        let vms: Vec<CloudVm> = list(s, crate::sim::CLOUD_VMS, None)?;
+                        let disks: Vec<CloudDisk> = list(s, crate::sim::CLOUD_DISKS, None)?;
+                        let agents: Vec<AgentRecord> = list(s, crate::sim::AGENTS, None)?;
                         let mut records = Records {
                             vms: vms.into_iter().map(|v| (v.cid.clone(), v)).collect(),
                             agents: agents
@@ -170,11 +170,15 @@ impl Mirror {
         let (vms, agents, disks) = self
             .store
             .run(|s| {
-                let vms: Vec<CloudVm> = list(s, Collection::CloudVms, Some(deployment))?;
-                let agents: Vec<AgentRecord> = list(s, Collection::Agents, Some(deployment))?;
+                let vms: Vec<CloudVm> = list(s, crate::sim::CLOUD_VMS, Some(deployment))?;
+                let agents: Vec<AgentRecord> = list(s, crate::sim::AGENTS, Some(deployment))?;
                 let mut disks: Vec<CloudDisk> = Vec::new();
                 for vm in &vms {
-                    disks.extend(list::<CloudDisk>(s, Collection::CloudDisks, Some(&vm.cid))?);
+                    disks.extend(list::<CloudDisk>(
+                        s,
+                        crate::sim::CLOUD_DISKS,
+                        Some(&vm.cid),
+                    )?);
                 }
                 Ok((vms, agents, disks))
             })

@@ -26,6 +26,11 @@ pub fn draw(seed: u64, key: &str) -> f64 {
     (z >> 11) as f64 / (1u64 << 53) as f64
 }
 
+/// The simulated IaaS's VMs and disks as the cloud sees them, and its agents' state.
+pub const CLOUD_VMS: fleet_store::Collection = fleet_store::Collection::new("cloud_vms");
+pub const CLOUD_DISKS: fleet_store::Collection = fleet_store::Collection::new("cloud_disks");
+pub const AGENTS: fleet_store::Collection = fleet_store::Collection::new("agents");
+
 #[cfg(test)]
 mod tests {
     use super::*;

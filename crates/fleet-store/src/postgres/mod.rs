@@ -770,9 +770,15 @@ impl Store for PgStore {
         })
     }
 
-    fn prune_tasks(&self, kind: TaskKind, keep: usize) -> Result<Vec<u64>, StoreError> {
+    fn prune_tasks(
+        &self,
+        kind: TaskKind,
+        keep: usize,
+        attached: &[Collection],
+    ) -> Result<Vec<u64>, StoreError> {
         let kind = kind_name(kind);
         let keep = i64::try_from(keep).unwrap_or(i64::MAX);
+        let attached = attached.to_vec();
         self.call(move |s| {
             s.unit(|s| {
                 let doomed: Vec<i64> = s
@@ -796,7 +802,7 @@ impl Store for PgStore {
                         "DELETE FROM task_events WHERE task_id = ANY($1)",
                         &[&doomed],
                     )?;
-                    for kept in [Collection::TaskTraces, Collection::TaskResults] {
+                    for kept in &attached {
                         s.execute(
                             "DELETE FROM documents WHERE collection = $1 AND key = ANY($2)",
                             &[&kept.name(), &keys],
