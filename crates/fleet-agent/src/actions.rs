@@ -17,6 +17,7 @@ use fleet_vm::supervisor::{ProcessState, Supervisor, Timings};
 use serde_json::{Value, json};
 
 use super::blobstore::Blobstore;
+use super::error::ActionError;
 use super::protocol::{Answer, ApplySpec, PackageRef, Request};
 use super::tasks::{TaskState, Tasks};
 
@@ -46,25 +47,27 @@ pub struct VmAgent {
 pub(crate) struct Arguments<'a>(pub(crate) &'a [Value]);
 
 impl Arguments<'_> {
-    pub(crate) fn string(&self, index: usize, name: &str) -> Result<String, String> {
+    pub(crate) fn string(&self, index: usize, name: &str) -> Result<String, ActionError> {
         self.0
             .get(index)
             .and_then(Value::as_str)
             .map(str::to_string)
-            .ok_or_else(|| format!("argument {} ({name}) must be a string", index + 1))
+            .ok_or_else(|| ActionError::NotAString {
+                position: index + 1,
+                name: name.to_string(),
+            })
     }
 
     pub(crate) fn value<T: serde::de::DeserializeOwned>(
         &self,
         index: usize,
         name: &str,
-    ) -> Result<T, String> {
+    ) -> Result<T, ActionError> {
         let value = self.0.get(index).cloned().unwrap_or(Value::Null);
-        serde_json::from_value(value).map_err(|e| {
-            format!(
-                "argument {} ({name}) is not what it must be: {e}",
-                index + 1
-            )
+        serde_json::from_value(value).map_err(|source| ActionError::BadArgument {
+            position: index + 1,
+            name: name.to_string(),
+            source,
         })
     }
 }
@@ -120,12 +123,12 @@ impl VmAgent {
         }
     }
 
-    fn supervisor_for(&self, spec: &ApplySpec) -> Result<Supervisor, String> {
-        let processes = jobs::processes(&self.vm, &spec.job_names()).map_err(|e| e.to_string())?;
+    fn supervisor_for(&self, spec: &ApplySpec) -> Result<Supervisor, ActionError> {
+        let processes = jobs::processes(&self.vm, &spec.job_names())?;
         Ok(Supervisor::new(self.vm.clone(), processes, self.timings))
     }
 
-    fn remember_started(&self, started: bool) -> Result<(), String> {
+    fn remember_started(&self, started: bool) -> Result<(), ActionError> {
         let path = self.vm.root().join(STARTED);
         let outcome = if started {
             std::fs::write(&path, "")
@@ -135,7 +138,7 @@ impl VmAgent {
                 other => other,
             }
         };
-        outcome.map_err(|e| e.to_string())
+        outcome.map_err(ActionError::io("keep whether the jobs are started"))
     }
 
     /// Stops every process, as the agent ends (its VM is deleted).
@@ -150,7 +153,8 @@ impl VmAgent {
     pub async fn handle(self: &Arc<Self>, request: Request) -> Answer {
         let method = request.method.as_str();
         let args = Arguments(&request.arguments);
-        let failed = |e: String| Answer::exception(format!("Action Failed {method}: {e}"));
+        let failed =
+            |e: &dyn std::fmt::Display| Answer::exception(format!("Action Failed {method}: {e}"));
         let synchronous = match method {
             "ping" => Some(Ok(json!("pong"))),
             "info" => Some(Ok(json!({"api_version": 1}))),
@@ -159,12 +163,12 @@ impl VmAgent {
             "list_disk" => Some(Ok(json!(self.mounted_disks()))),
             "get_task" => {
                 return match args.string(0, "task_id") {
-                    Err(e) => failed(e),
+                    Err(e) => failed(&e),
                     Ok(id) => match self.tasks.state(&id) {
-                        None => failed(format!("Task with id {id} could not be found")),
+                        None => failed(&format!("Task with id {id} could not be found")),
                         Some(TaskState::Running) => Answer::running(&id),
                         Some(TaskState::Done(value)) => Answer::value(value),
-                        Some(TaskState::Failed(e)) => failed(format!("Task {id} result: {e}")),
+                        Some(TaskState::Failed(e)) => failed(&format!("Task {id} result: {e}")),
                     },
                 };
             }
@@ -173,17 +177,17 @@ impl VmAgent {
         if let Some(outcome) = synchronous {
             return match outcome {
                 Ok(value) => Answer::value(value),
-                Err(e) => failed(e),
+                Err(e) => failed(&e),
             };
         }
         let agent = Arc::clone(self);
         let arguments = request.arguments.clone();
-        let work: std::pin::Pin<Box<dyn Future<Output = Result<Value, String>> + Send>> =
+        let work: std::pin::Pin<Box<dyn Future<Output = Result<Value, ActionError>> + Send>> =
             match method {
                 "apply" | "prepare" => {
                     let spec: ApplySpec = match args.value(0, "apply_spec") {
                         Ok(spec) => spec,
-                        Err(e) => return failed(e),
+                        Err(e) => return failed(&e),
                     };
                     if method == "prepare" {
                         Box::pin(async move { agent.prepare(&spec).map(|()| json!("prepared")) })
@@ -198,7 +202,7 @@ impl VmAgent {
                 "run_script" => {
                     let name = match args.string(0, "script_name") {
                         Ok(name) => name,
-                        Err(e) => return failed(e),
+                        Err(e) => return failed(&e),
                     };
                     let env: Vec<(String, String)> = arguments
                         .get(1)
@@ -215,7 +219,7 @@ impl VmAgent {
                 "mount_disk" | "unmount_disk" => {
                     let cid = match args.string(0, "disk_cid") {
                         Ok(cid) => cid,
-                        Err(e) => return failed(e),
+                        Err(e) => return failed(&e),
                     };
                     if method == "mount_disk" {
                         Box::pin(async move { agent.mount(&cid).map(|()| json!({})) })
@@ -229,7 +233,7 @@ impl VmAgent {
                 "add_persistent_disk" | "remove_persistent_disk" => {
                     let cid = match args.string(0, "disk_cid") {
                         Ok(cid) => cid,
-                        Err(e) => return failed(e),
+                        Err(e) => return failed(&e),
                     };
                     let hint = (method == "add_persistent_disk")
                         .then(|| arguments.get(1).and_then(Value::as_str).map(str::to_string))
@@ -284,30 +288,23 @@ impl VmAgent {
 
     /// What `apply` will need is all here (BOSH's agent fetches it ahead): every blob the
     /// spec names, with its digest.
-    fn prepare(&self, spec: &ApplySpec) -> Result<(), String> {
+    fn prepare(&self, spec: &ApplySpec) -> Result<(), ActionError> {
         if let Some(archive) = &spec.rendered_templates_archive {
-            self.blobs
-                .fetch(&archive.blobstore_id, &archive.sha1)
-                .map_err(|e| e.to_string())?;
+            self.blobs.fetch(&archive.blobstore_id, &archive.sha1)?;
         }
         for package in spec.packages.values() {
-            self.blobs
-                .fetch(&package.blobstore_id, &package.sha1)
-                .map_err(|e| e.to_string())?;
+            self.blobs.fetch(&package.blobstore_id, &package.sha1)?;
         }
         Ok(())
     }
 
-    async fn apply(&self, spec: ApplySpec) -> Result<(), String> {
+    async fn apply(&self, spec: ApplySpec) -> Result<(), ActionError> {
         let mut state = self.state.lock().await;
         if !spec.configuration_hash.is_empty()
             && let Some(archive) = &spec.rendered_templates_archive
         {
-            let bytes = self
-                .blobs
-                .fetch(&archive.blobstore_id, &archive.sha1)
-                .map_err(|e| e.to_string())?;
-            let rendered = fleet_render::unpack(&bytes).map_err(|e| e.to_string())?;
+            let bytes = self.blobs.fetch(&archive.blobstore_id, &archive.sha1)?;
+            let rendered = fleet_render::unpack(&bytes)?;
             let mut packages = Vec::new();
             for PackageRef {
                 name,
@@ -316,10 +313,7 @@ impl VmAgent {
                 ..
             } in spec.packages.values()
             {
-                let compiled = self
-                    .blobs
-                    .fetch(blobstore_id, sha1)
-                    .map_err(|e| e.to_string())?;
+                let compiled = self.blobs.fetch(blobstore_id, sha1)?;
                 packages.push(PackageToPlace {
                     name: name.clone(),
                     compiled,
@@ -328,21 +322,21 @@ impl VmAgent {
             if let Some(old) = state.supervisor.take() {
                 old.stop().await;
             }
-            place::place(&self.vm, &rendered, packages)
-                .await
-                .map_err(|e| e.to_string())?;
+            place::place(&self.vm, &rendered, packages).await?;
             state.supervisor = Some(Arc::new(self.supervisor_for(&spec)?));
             state.started = false;
             self.remember_started(false)?;
         }
-        let text = serde_json::to_vec_pretty(&spec).map_err(|e| e.to_string())?;
-        fleet_vm::iaas::write_atomically(&self.vm.root().join(SPEC), &text)
-            .map_err(|e| e.to_string())?;
+        let text = serde_json::to_vec_pretty(&spec).map_err(|source| ActionError::Encode {
+            what: "the applied spec",
+            source,
+        })?;
+        fleet_vm::iaas::write_atomically(&self.vm.root().join(SPEC), &text)?;
         state.spec = spec;
         Ok(())
     }
 
-    async fn start(&self) -> Result<(), String> {
+    async fn start(&self) -> Result<(), ActionError> {
         let mut state = self.state.lock().await;
         if let Some(s) = &state.supervisor {
             s.start().await;
@@ -351,7 +345,7 @@ impl VmAgent {
         self.remember_started(true)
     }
 
-    async fn stop(&self) -> Result<(), String> {
+    async fn stop(&self) -> Result<(), ActionError> {
         let mut state = self.state.lock().await;
         if let Some(s) = &state.supervisor {
             s.stop().await;
@@ -360,22 +354,19 @@ impl VmAgent {
         self.remember_started(false)
     }
 
-    async fn run_script(&self, name: &str, env: &[(String, String)]) -> Result<(), String> {
+    async fn run_script(&self, name: &str, env: &[(String, String)]) -> Result<(), ActionError> {
         let state = self.state.lock().await;
         let Some(supervisor) = &state.supervisor else {
             return Ok(());
         };
         let names = state.spec.job_names();
         let lifecycle = Lifecycle::new(&self.vm, &names, &**supervisor);
-        lifecycle
-            .run_hooks(name, env)
-            .await
-            .map_err(|e| e.to_string())
+        Ok(lifecycle.run_hooks(name, env).await?)
     }
 
     /// BOSH's drain types: `shutdown`, or `update` with the spec to come; `status` is the
     /// agent's own business.
-    async fn drain(&self, arguments: &[Value]) -> Result<(), String> {
+    async fn drain(&self, arguments: &[Value]) -> Result<(), ActionError> {
         let kind = arguments
             .first()
             .and_then(Value::as_str)
@@ -411,16 +402,13 @@ impl VmAgent {
                     pre_stop_env: Vec::new(),
                 }
             }
-            other => return Err(format!("drain type `{other}` is not update or shutdown")),
+            other => return Err(ActionError::DrainType(other.to_string())),
         };
         let Some(supervisor) = &state.supervisor else {
             return Ok(());
         };
         let names = state.spec.job_names();
         let lifecycle = Lifecycle::new(&self.vm, &names, &**supervisor);
-        lifecycle
-            .drain_only(&context)
-            .await
-            .map_err(|e| e.to_string())
+        Ok(lifecycle.drain_only(&context).await?)
     }
 }

@@ -6,12 +6,13 @@ use fleet_vm::compile::{self, CompileRequest};
 use serde_json::{Value, json};
 
 use super::actions::{Arguments, VmAgent};
+use super::error::ActionError;
 use super::protocol::PackageRef;
 
 impl VmAgent {
     /// `compile_package(blobstore_id, sha1, name, version, dependencies)`: the sources and
     /// the compiled dependencies from the blobstore; the compiled package back into it.
-    pub(crate) async fn compile(&self, arguments: &[Value]) -> Result<Value, String> {
+    pub(crate) async fn compile(&self, arguments: &[Value]) -> Result<Value, ActionError> {
         let args = Arguments(arguments);
         let (id, digest) = (args.string(0, "blobstore_id")?, args.string(1, "sha1")?);
         let (name, version) = (args.string(2, "name")?, args.string(3, "version")?);
@@ -19,13 +20,10 @@ impl VmAgent {
             None | Some(Value::Null) => Default::default(),
             Some(_) => args.value(4, "dependencies")?,
         };
-        let source = self.blobs.fetch(&id, &digest).map_err(|e| e.to_string())?;
+        let source = self.blobs.fetch(&id, &digest)?;
         let mut dependencies = Vec::new();
         for (dep, reference) in &deps {
-            let bytes = self
-                .blobs
-                .fetch(&reference.blobstore_id, &reference.sha1)
-                .map_err(|e| e.to_string())?;
+            let bytes = self.blobs.fetch(&reference.blobstore_id, &reference.sha1)?;
             dependencies.push((dep.clone(), bytes));
         }
         let (compiled, _) = compile::compile(
@@ -38,8 +36,14 @@ impl VmAgent {
             },
         )
         .await
-        .map_err(|e| format!("Compiling package {name}: {e}"))?;
-        let (blob, sha1) = self.blobs.create(&compiled).map_err(|e| e.to_string())?;
+        .map_err(|source| ActionError::Compile {
+            package: name.clone(),
+            source,
+        })?;
+        let (blob, sha1) = self
+            .blobs
+            .create(&compiled)
+            .map_err(ActionError::io("keep the compiled package"))?;
         Ok(json!({"result": {"blobstore_id": blob, "sha1": sha1}}))
     }
 }

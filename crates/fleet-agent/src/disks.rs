@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use serde_json::{Value, json};
 
 use super::actions::VmAgent;
+use super::error::ActionError;
 
 /// Where the hints of `add_persistent_disk` are kept, by disk CID.
 const HINTS: &str = "bosh/disk_hints.json";
@@ -22,25 +23,30 @@ impl VmAgent {
     }
 
     /// Keeps where a disk is (`add_persistent_disk(cid, hint)`), or forgets it (`None`).
-    pub(crate) fn set_hint(&self, cid: &str, hint: Option<&str>) -> Result<(), String> {
+    pub(crate) fn set_hint(&self, cid: &str, hint: Option<&str>) -> Result<(), ActionError> {
         if !super::blobstore::valid_id(cid) {
-            return Err(format!("`{cid}` is not a disk CID"));
+            return Err(ActionError::NotADiskCid(cid.to_string()));
         }
         let mut hints = self.hints();
         match hint {
             Some(h) => hints.insert(cid.to_string(), h.to_string()),
             None => hints.remove(cid),
         };
-        let text = serde_json::to_vec(&hints).map_err(|e| e.to_string())?;
-        fleet_vm::iaas::write_atomically(&self.vm.root().join(HINTS), &text)
-            .map_err(|e| e.to_string())
+        let text = serde_json::to_vec(&hints).map_err(|source| ActionError::Encode {
+            what: "the disk hints",
+            source,
+        })?;
+        Ok(fleet_vm::iaas::write_atomically(
+            &self.vm.root().join(HINTS),
+            &text,
+        )?)
     }
 
     /// Where disk `cid` is: as its hint says (a directory inside the IaaS: a hint never
     /// takes the VM's store elsewhere on this machine), else among the IaaS's disks.
-    fn disk(&self, cid: &str) -> Result<PathBuf, String> {
+    fn disk(&self, cid: &str) -> Result<PathBuf, ActionError> {
         if !super::blobstore::valid_id(cid) {
-            return Err(format!("`{cid}` is not a disk CID"));
+            return Err(ActionError::NotADiskCid(cid.to_string()));
         }
         let iaas = self.disks.parent().unwrap_or(&self.disks);
         let hinted = self
@@ -52,18 +58,22 @@ impl VmAgent {
         Ok(hinted.unwrap_or_else(|| self.disks.join(cid)))
     }
 
-    pub(crate) fn mount(&self, cid: &str) -> Result<(), String> {
+    pub(crate) fn mount(&self, cid: &str) -> Result<(), ActionError> {
         let disk = self.disk(cid)?;
         if !disk.is_dir() {
-            return Err(format!("disk {cid} is not attached"));
+            return Err(ActionError::NotAttached(cid.to_string()));
         }
-        self.vm.mount(&disk).map_err(|e| e.to_string())
+        self.vm
+            .mount(&disk)
+            .map_err(ActionError::io("mount the disk"))
     }
 
-    pub(crate) fn unmount(&self, cid: &str) -> Result<Value, String> {
+    pub(crate) fn unmount(&self, cid: &str) -> Result<Value, ActionError> {
         let disk = self.disk(cid)?;
         let mounted = self.mounted_disks().contains(&cid.to_string());
-        self.vm.unmount_disk(&disk).map_err(|e| e.to_string())?;
+        self.vm
+            .unmount_disk(&disk)
+            .map_err(ActionError::io("unmount the disk"))?;
         Ok(if mounted {
             json!({"message": format!("Unmounted partition of disk {cid}")})
         } else {
@@ -81,15 +91,17 @@ impl VmAgent {
 
     /// The data of the disk at `store/` copied to the one at the migration target, which
     /// then takes its place.
-    pub(crate) async fn migrate(&self) -> Result<(), String> {
+    pub(crate) async fn migrate(&self) -> Result<(), ActionError> {
         let from = std::fs::read_link(self.vm.store())
-            .map_err(|_| "no disk is mounted at store/".to_string())?;
+            .map_err(|_| ActionError::NothingMounted("store/"))?;
         let to = std::fs::read_link(self.vm.migration_target())
-            .map_err(|_| "no disk is mounted at store_migration_target/".to_string())?;
+            .map_err(|_| ActionError::NothingMounted("store_migration_target/"))?;
         tokio::task::spawn_blocking(move || fleet_vm::iaas::copy_tree(&from, &to))
             .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())?;
-        self.vm.finish_migration().map_err(|e| e.to_string())
+            .map_err(|_| ActionError::Interrupted("disk migration"))?
+            .map_err(ActionError::io("copy the disk's data"))?;
+        self.vm
+            .finish_migration()
+            .map_err(ActionError::io("finish the migration"))
     }
 }

@@ -9,6 +9,7 @@ pub mod client;
 mod compile;
 pub mod daemon;
 mod disks;
+mod error;
 pub mod mbus;
 pub mod protocol;
 pub mod server;

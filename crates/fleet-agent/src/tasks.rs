@@ -2,6 +2,7 @@
 //! BOSH's agent, and `get_task` tells whether it still runs, what it answered, or why it
 //! failed.
 
+use super::error::ActionError;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -32,7 +33,7 @@ impl Tasks {
     /// Starts `work` after the tasks before it; its id.
     pub fn start<F>(&self, work: F) -> String
     where
-        F: Future<Output = Result<Value, String>> + Send + 'static,
+        F: Future<Output = Result<Value, ActionError>> + Send + 'static,
     {
         let id = new_id();
         self.set(&id, TaskState::Running);
@@ -41,7 +42,7 @@ impl Tasks {
             let _turn = tasks.serial.lock().await;
             let state = match work.await {
                 Ok(value) => TaskState::Done(value),
-                Err(message) => TaskState::Failed(message),
+                Err(e) => TaskState::Failed(e.to_string()),
             };
             tasks.set(&task, state);
         });
