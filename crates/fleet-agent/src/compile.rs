@@ -38,7 +38,7 @@ impl VmAgent {
         .await
         .map_err(|source| ActionError::Compile {
             package: name.clone(),
-            source,
+            source: Box::new(source),
         })?;
         let (blob, sha1) = self
             .blobs

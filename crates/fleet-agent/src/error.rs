@@ -36,15 +36,16 @@ pub enum ActionError {
     JobFiles(#[from] JobFilesError),
     #[error(transparent)]
     Place(#[from] PlaceError),
+    /// Boxed: a script's run, with the tail of its output, is large.
     #[error(transparent)]
-    Lifecycle(#[from] LifecycleError),
+    Lifecycle(Box<LifecycleError>),
     #[error(transparent)]
     Iaas(#[from] IaasError),
     #[error("Compiling package {package}: {source}")]
     Compile {
         package: String,
         #[source]
-        source: CompileError,
+        source: Box<CompileError>,
     },
     #[error("cannot {what}: {source}")]
     Io {
@@ -60,6 +61,12 @@ pub enum ActionError {
     },
     #[error("the {0} task did not finish")]
     Interrupted(&'static str),
+}
+
+impl From<LifecycleError> for ActionError {
+    fn from(e: LifecycleError) -> Self {
+        ActionError::Lifecycle(Box::new(e))
+    }
 }
 
 impl ActionError {
