@@ -26,8 +26,8 @@ pub async fn create_env(
 ) -> Result<Outcome, EnvError> {
     let mut p = prepare::read(options)?;
     progress(format!("Deployment state: '{}'", p.state.path().display()));
-    p.load_releases()?;
-    let stemcell = p.stemcell()?;
+    p.load_releases().await?;
+    let stemcell = p.stemcell().await?;
     let releases: Vec<(&str, &str)> = p
         .releases
         .iter()

@@ -21,7 +21,7 @@ pub async fn delete_env(
     }
     let mut p = prepare::read(options)?;
     progress(format!("Deployment state: '{}'", p.state.path().display()));
-    p.load_releases()?;
+    p.load_releases().await?;
     // The stemcell deployed last says which API version the CPI speaks to its VMs.
     let api_version = p
         .state
@@ -68,7 +68,7 @@ pub async fn delete_env(
         p.state
             .change(|s| s.stemcells.retain(|x| x.id != stemcell.id))?;
     }
-    p.installation.remove();
+    p.installation.remove().await;
     p.state.remove()?;
     progress("Finished deleting deployment".into());
     Ok(true)

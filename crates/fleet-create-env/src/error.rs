@@ -4,6 +4,8 @@
 use fleet_agent::client::AgentCallError;
 use fleet_cpi::CpiCallError;
 
+use super::sources::SourceError;
+
 use super::manifest::ManifestError;
 use super::state::StateError;
 use super::variables::VariableError;
@@ -13,6 +15,9 @@ pub enum EnvError {
     /// The manifest, a release, the stemcell or a flag.
     #[error("{0}")]
     Input(String),
+    /// A release or the stemcell the manifest names.
+    #[error(transparent)]
+    Source(#[from] SourceError),
     #[error(transparent)]
     Manifest(#[from] ManifestError),
     #[error(transparent)]
@@ -36,6 +41,24 @@ pub enum EnvError {
     /// A job rendered, a package compiled, a job that does not run.
     #[error("{0}")]
     Deploy(String),
+    /// Work moved off the runtime (reading archives, unpacking) ended without an answer.
+    #[error("{0} was interrupted")]
+    Interrupted(&'static str),
+}
+
+/// Runs `work` on a thread for blocking work, so that reading and unpacking archives of
+/// many gigabytes never holds up the runtime.
+pub(crate) async fn off_runtime<T: Send + 'static, E: Send + 'static>(
+    what: &'static str,
+    work: impl FnOnce() -> Result<T, E> + Send + 'static,
+) -> Result<T, EnvError>
+where
+    EnvError: From<E>,
+{
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|_| EnvError::Interrupted(what))?
+        .map_err(EnvError::from)
 }
 
 impl EnvError {
@@ -44,7 +67,10 @@ impl EnvError {
     pub fn is_input(&self) -> bool {
         matches!(
             self,
-            EnvError::Input(_) | EnvError::Manifest(_) | EnvError::Variables(_)
+            EnvError::Input(_)
+                | EnvError::Source(_)
+                | EnvError::Manifest(_)
+                | EnvError::Variables(_)
         )
     }
 

@@ -216,12 +216,18 @@ impl Installation {
             keys.insert(name.clone(), key);
             compiled.insert(name.clone(), bytes);
         }
-        for (name, bytes) in &compiled {
-            let at = vm.packages().join(name);
-            let _ = std::fs::remove_dir_all(&at);
-            fleet_release::unpack(bytes, &at, 16 << 30)
-                .map_err(|e| format!("package {name}: {e}"))?;
-        }
+        let packages = vm.packages();
+        tokio::task::spawn_blocking(move || -> Result<(), String> {
+            for (name, bytes) in &compiled {
+                let at = packages.join(name);
+                let _ = std::fs::remove_dir_all(&at);
+                fleet_release::unpack(bytes, &at, 16 << 30)
+                    .map_err(|e| format!("package {name}: {e}"))?;
+            }
+            Ok(())
+        })
+        .await
+        .map_err(|_| "unpacking the compiled packages was interrupted".to_string())??;
         progress(format!("Rendering job templates for '{job}'"));
         let spec = InstanceSpec {
             address: String::new(),
@@ -267,8 +273,10 @@ impl Installation {
         })
     }
 
-    /// Removes the installation (`delete-env` is done).
-    pub fn remove(&self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+    /// Removes the installation (`delete-env` is done), off the runtime: it holds
+    /// compiled packages.
+    pub async fn remove(&self) {
+        let dir = self.dir.clone();
+        let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(dir)).await;
     }
 }

@@ -8,6 +8,7 @@ use fleet_cpi::ExternalCpi;
 use fleet_release::ReleaseArchive;
 
 use super::error::EnvError;
+use super::error::off_runtime;
 use super::install::Installation;
 use super::manifest::{self, EnvManifest};
 use super::sources::{self, Stemcell};
@@ -114,15 +115,16 @@ impl Prepared {
     ///
     /// # Errors
     /// The first release that cannot be read.
-    pub fn load_releases(&mut self) -> Result<(), EnvError> {
-        let mut releases = Vec::new();
-        for (i, entry) in self.manifest.releases.iter().enumerate() {
-            releases.push(
-                sources::release(i, entry, &self.base)
-                    .map_err(|e| EnvError::Input(e.to_string()))?,
-            );
-        }
-        self.releases = releases;
+    pub async fn load_releases(&mut self) -> Result<(), EnvError> {
+        let (entries, base) = (self.manifest.releases.clone(), self.base.clone());
+        self.releases = off_runtime("reading the releases", move || {
+            entries
+                .iter()
+                .enumerate()
+                .map(|(i, entry)| sources::release(i, entry, &base))
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .await?;
         self.check_jobs()
     }
 
@@ -186,15 +188,15 @@ impl Prepared {
     ///
     /// # Errors
     /// A stemcell that cannot be read.
-    pub fn stemcell(&self) -> Result<Stemcell, EnvError> {
-        std::fs::create_dir_all(self.installation.scratch())
-            .map_err(|e| EnvError::Input(e.to_string()))?;
-        sources::stemcell(
-            &self.manifest.resource_pool().stemcell_url,
-            &self.base,
-            &self.installation.scratch(),
-        )
-        .map_err(|e| EnvError::Input(e.to_string()))
+    pub async fn stemcell(&self) -> Result<Stemcell, EnvError> {
+        let scratch = self.installation.scratch();
+        std::fs::create_dir_all(&scratch).map_err(|e| EnvError::Input(e.to_string()))?;
+        let url = self.manifest.resource_pool().stemcell_url.clone();
+        let base = self.base.clone();
+        off_runtime("reading the stemcell", move || {
+            sources::stemcell(&url, &base, &scratch)
+        })
+        .await
     }
 
     pub fn release(&self, name: &str) -> Option<&ReleaseArchive> {

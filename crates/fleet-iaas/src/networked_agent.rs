@@ -1,7 +1,6 @@
 //! Starting and ending a VM's networked agent process (`fleet-updater vm-agent VM_DIR`),
 //! as the process-backed CPI does for a VM whose creator talks to its agent over HTTPS.
 
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -37,7 +36,7 @@ pub enum AgentStartError {
 /// settings cannot be read), with the reason it logged.
 pub async fn start(program: &Path, vm_dir: &Path) -> Result<(), AgentStartError> {
     let log = vm_dir.join("sys/log/agent.log");
-    let status = std::process::Command::new("/bin/sh")
+    let status = tokio::process::Command::new("/bin/sh")
         .args([
             "-c",
             "exec \"$0\" --log-level info vm-agent \"$1\" </dev/null >>\"$2\" 2>&1 &",
@@ -49,6 +48,7 @@ pub async fn start(program: &Path, vm_dir: &Path) -> Result<(), AgentStartError>
         .stdin(Stdio::null())
         .process_group(0)
         .status()
+        .await
         .map_err(AgentStartError::Spawn)?;
     if !status.success() {
         return Err(AgentStartError::Shell(status));

@@ -6,7 +6,6 @@
 //! directory is gone. Started again after it died (the machine rebooted), it first ends
 //! whatever its processes' pidfiles still name, then starts them afresh.
 
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -226,9 +225,9 @@ impl Daemon {
     /// Starts the supervisor process, detached: it is not this process's child, and it
     /// has a process group of its own, so neither this process's end nor a Ctrl-C at its
     /// terminal reaches it.
-    fn spawn(&self) -> Result<(), SupervisorError> {
+    async fn spawn(&self) -> Result<(), SupervisorError> {
         let log = self.root.join("sys/log/supervisor.log");
-        let status = std::process::Command::new("/bin/sh")
+        let status = tokio::process::Command::new("/bin/sh")
             .args([
                 "-c",
                 "exec \"$0\" vm-supervisor \"$1\" </dev/null >>\"$2\" 2>&1 &",
@@ -239,6 +238,7 @@ impl Daemon {
             .stdin(Stdio::null())
             .process_group(0)
             .status()
+            .await
             .map_err(SupervisorError::Spawn)?;
         if status.success() {
             Ok(())
@@ -252,7 +252,7 @@ impl Daemon {
         let mut stream = match UnixStream::connect(&socket).await {
             Ok(stream) => stream,
             Err(_) if spawn => {
-                self.spawn()?;
+                self.spawn().await?;
                 let mut waited = Duration::ZERO;
                 loop {
                     tokio::time::sleep(Duration::from_millis(20)).await;
