@@ -72,9 +72,7 @@ impl Blobstore {
     /// An id that is not a file name, or a write that fails.
     pub fn put(&self, id: &str, bytes: &[u8]) -> std::io::Result<()> {
         let path = self.path(id)?;
-        let part = self.dir.join(format!(".{id}.part"));
-        std::fs::write(&part, bytes)?;
-        std::fs::rename(&part, path)
+        fleet_file::write(&path, bytes, fleet_file::Mode::Private)
     }
 
     /// # Errors

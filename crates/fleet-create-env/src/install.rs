@@ -204,11 +204,9 @@ impl Installation {
                     )
                     .await
                     .map_err(|e| e.to_string())?;
-                    // Through a file renamed into place: a run killed while writing leaves
-                    // no half archive for the next to take.
-                    let part = cache.join(format!("{key}.tgz.part"));
-                    std::fs::write(&part, &bytes)
-                        .and_then(|()| std::fs::rename(&part, &cached))
+                    // Written whole: a run killed while writing leaves no half archive
+                    // for the next to take.
+                    fleet_file::write(&cached, &bytes, fleet_file::Mode::Private)
                         .map_err(|e| e.to_string())?;
                     bytes
                 }

@@ -171,11 +171,7 @@ impl StateFile {
             path: self.path.display().to_string(),
             source,
         };
-        let part = self.path.with_extension("json.part");
-        std::fs::write(&part, &text)
-            .and_then(|()| std::fs::File::open(&part)?.sync_all())
-            .and_then(|()| std::fs::rename(&part, &self.path))
-            .map_err(write)?;
+        fleet_file::write(&self.path, &text, fleet_file::Mode::Private).map_err(write)?;
         self.state = next;
         Ok(())
     }

@@ -1,4 +1,3 @@
-use std::io::Write;
 use std::path::Path;
 
 use serde::Serialize;
@@ -21,26 +20,7 @@ pub fn write_json_file(path: &Path, value: &impl Serialize) -> std::io::Result<(
 /// # Errors
 /// Any I/O error creating, writing or renaming the file.
 pub fn write_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "report.json".into());
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let result = (|| {
-        let mut file = std::fs::File::create(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        std::fs::File::open(dir)?.sync_all()
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    fleet_file::write(path, bytes, fleet_file::Mode::Public)
 }
 
 /// Checks, before any work, that a file can later be written at `path` the way

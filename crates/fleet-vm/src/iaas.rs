@@ -475,21 +475,7 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), IaasError> {
 /// # Errors
 /// When it cannot be written or renamed.
 pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut part = path.as_os_str().to_owned();
-    part.push(".part");
-    let part = PathBuf::from(part);
-    // A file left by a run cut short would keep its own mode.
-    let _ = std::fs::remove_file(&part);
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&part)
-        .and_then(|mut f| f.write_all(bytes))
-        .and_then(|()| std::fs::rename(&part, path))
+    fleet_file::write(path, bytes, fleet_file::Mode::Private)
 }
 
 pub fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
