@@ -24,9 +24,7 @@ pub struct Tasks {
 }
 
 fn new_id() -> String {
-    let mut bytes = [0u8; 8];
-    getrandom::fill(&mut bytes).expect("the system's random source works");
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    uuid::Uuid::new_v4().simple().to_string()[..16].to_string()
 }
 
 impl Tasks {

@@ -66,6 +66,25 @@ pub fn short(d: Duration) -> String {
     }
 }
 
+/// Waits that double from `first` up to `max`: how the project spaces every retry of a
+/// request or a store write, every restart of a failing process and every throttled login.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Doubling {
+    pub first: Duration,
+    pub max: Duration,
+}
+
+impl Doubling {
+    /// The wait after `failures` failures in a row (the first failure waits `first`),
+    /// never over `max`, and never overflowing however many failures there were.
+    pub fn after(self, failures: u32) -> Duration {
+        let factor = 1u32
+            .checked_shl(failures.saturating_sub(1))
+            .unwrap_or(u32::MAX);
+        self.first.saturating_mul(factor).min(self.max)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -77,6 +96,25 @@ mod tests {
         tokio::time::sleep(Duration::from_secs(90)).await;
         assert_eq!(clock.now(), start + Duration::from_secs(90));
         assert_eq!(rfc3339(clock.now()), "2027-01-15T08:01:30Z");
+    }
+
+    #[test]
+    fn waits_double_up_to_their_cap_and_never_overflow() {
+        let d = Doubling {
+            first: Duration::from_millis(250),
+            max: Duration::from_secs(4),
+        };
+        let waits: Vec<u128> = (0..8).map(|n| d.after(n).as_millis()).collect();
+        assert_eq!(waits, [250, 250, 500, 1000, 2000, 4000, 4000, 4000]);
+        assert_eq!(d.after(u32::MAX), Duration::from_secs(4));
+        let unbounded = Doubling {
+            first: Duration::from_secs(1),
+            max: Duration::MAX,
+        };
+        assert_eq!(
+            unbounded.after(40),
+            Duration::from_secs(u64::from(u32::MAX))
+        );
     }
 
     #[test]

@@ -25,7 +25,7 @@ pub enum EnvError {
     #[error(transparent)]
     State(#[from] StateError),
     #[error("installing the CPI: {0}")]
-    Install(String),
+    Install(#[from] super::install::InstallError),
     #[error("{step}: {source}")]
     Cpi {
         step: String,

@@ -44,32 +44,74 @@ pub struct InstallationIdError {
     pub id: String,
 }
 
+/// Why the CPI could not be installed from its release.
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    #[error("cloud_provider.template: job `{job}` is not in release {release}")]
+    NoJob { job: String, release: String },
+    #[error("package dependency cycle: {0}")]
+    Cycle(String),
+    #[error("package `{package}` is not in release {release}")]
+    NoPackage { package: String, release: String },
+    #[error("package `{0}`: the release holds no archive of it")]
+    NoArchive(String),
+    #[error(transparent)]
+    Compile(#[from] fleet_vm::compile::CompileError),
+    #[error("package {package}: {source}")]
+    Unpack {
+        package: String,
+        #[source]
+        source: fleet_release::ArchiveError,
+    },
+    #[error("cloud_provider.properties: {0}")]
+    Render(#[from] fleet_render::RenderError),
+    #[error(transparent)]
+    Rendered(#[from] fleet_render::UnpackError),
+    #[error(transparent)]
+    Place(#[from] fleet_vm::place::PlaceError),
+    #[error("cloud_provider.template: job `{0}` has no template rendered to bin/cpi")]
+    NoCpi(String),
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("unpacking the compiled packages was interrupted")]
+    Interrupted,
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> InstallError + '_ {
+    move |source| InstallError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
 /// The packages `wanted` need, dependencies before what depends on them.
-fn in_order(release: &ReleaseArchive, wanted: &[String]) -> Result<Vec<String>, String> {
+fn in_order(release: &ReleaseArchive, wanted: &[String]) -> Result<Vec<String>, InstallError> {
     fn visit(
         release: &ReleaseArchive,
         name: &str,
         path: &mut Vec<String>,
         done: &mut Vec<String>,
-    ) -> Result<(), String> {
+    ) -> Result<(), InstallError> {
         if done.iter().any(|d| d == name) {
             return Ok(());
         }
         if path.iter().any(|p| p == name) {
-            return Err(format!(
-                "package dependency cycle: {} -> {name}",
+            return Err(InstallError::Cycle(format!(
+                "{} -> {name}",
                 path.join(" -> ")
-            ));
+            )));
         }
         let package = release
             .packages
             .iter()
             .find(|p| p.package.archive.name == name)
-            .ok_or_else(|| {
-                format!(
-                    "package `{name}` is not in release {}",
-                    release.manifest.name
-                )
+            .ok_or_else(|| InstallError::NoPackage {
+                package: name.to_string(),
+                release: release.manifest.name.clone(),
             })?;
         path.push(name.to_string());
         for dep in &package.package.dependencies {
@@ -133,20 +175,19 @@ impl Installation {
         properties: &Json,
         deployment: &str,
         progress: &mut dyn FnMut(String),
-    ) -> Result<CpiCommand, String> {
-        let vm = Sandbox::create(&self.dir).map_err(|e| format!("{}: {e}", self.dir.display()))?;
-        std::fs::create_dir_all(self.scratch()).map_err(|e| e.to_string())?;
+    ) -> Result<CpiCommand, InstallError> {
+        let vm = Sandbox::create(&self.dir).map_err(io(&self.dir))?;
+        let scratch = self.scratch();
+        std::fs::create_dir_all(&scratch).map_err(io(&scratch))?;
         let cache = self.dir.join("compiled");
-        std::fs::create_dir_all(&cache).map_err(|e| e.to_string())?;
+        std::fs::create_dir_all(&cache).map_err(io(&cache))?;
         let job_archive = release
             .jobs
             .iter()
             .find(|j| j.files.spec.name == job)
-            .ok_or_else(|| {
-                format!(
-                    "cloud_provider.template: job `{job}` is not in release {}",
-                    release.manifest.name
-                )
+            .ok_or_else(|| InstallError::NoJob {
+                job: job.to_string(),
+                release: release.manifest.name.clone(),
             })?;
         let order = in_order(release, &job_archive.files.spec.packages)?;
         // Each package's cache key, its dependencies' in it.
@@ -184,9 +225,10 @@ impl Installation {
                         "Compiling package '{name}/{}'",
                         package.package.archive.version
                     ));
-                    let source = package.bytes.as_ref().ok_or_else(|| {
-                        format!("package `{name}`: the release holds no archive of it")
-                    })?;
+                    let source = package
+                        .bytes
+                        .as_ref()
+                        .ok_or_else(|| InstallError::NoArchive(name.clone()))?;
                     let dependencies = package
                         .package
                         .dependencies
@@ -202,12 +244,11 @@ impl Installation {
                             dependencies,
                         },
                     )
-                    .await
-                    .map_err(|e| e.to_string())?;
+                    .await?;
                     // Written whole: a run killed while writing leaves no half archive
                     // for the next to take.
                     fleet_file::write(&cached, &bytes, fleet_file::Mode::Private)
-                        .map_err(|e| e.to_string())?;
+                        .map_err(io(&cached))?;
                     bytes
                 }
             };
@@ -215,17 +256,21 @@ impl Installation {
             compiled.insert(name.clone(), bytes);
         }
         let packages = vm.packages();
-        tokio::task::spawn_blocking(move || -> Result<(), String> {
+        tokio::task::spawn_blocking(move || -> Result<(), InstallError> {
             for (name, bytes) in &compiled {
                 let at = packages.join(name);
                 let _ = std::fs::remove_dir_all(&at);
-                fleet_release::unpack(bytes, &at, 16 << 30)
-                    .map_err(|e| format!("package {name}: {e}"))?;
+                fleet_release::unpack(bytes, &at, 16 << 30).map_err(|source| {
+                    InstallError::Unpack {
+                        package: name.clone(),
+                        source,
+                    }
+                })?;
             }
             Ok(())
         })
         .await
-        .map_err(|_| "unpacking the compiled packages was interrupted".to_string())??;
+        .map_err(|_| InstallError::Interrupted)??;
         progress(format!("Rendering job templates for '{job}'"));
         let spec = InstanceSpec {
             address: String::new(),
@@ -239,20 +284,14 @@ impl Installation {
             bootstrap: true,
         };
         let source = JobSource::from_files(&job_archive.files, properties.clone());
-        let (archive, _) = render_archive(&spec, &[source])
-            .await
-            .map_err(|e| format!("cloud_provider.properties: {e}"))?;
-        let jobs = unpack(&archive).map_err(|e| e.to_string())?;
-        fleet_vm::place::place(&vm, &jobs, Vec::new())
-            .await
-            .map_err(|e| e.to_string())?;
+        let (archive, _) = render_archive(&spec, &[source]).await?;
+        let jobs = unpack(&archive)?;
+        fleet_vm::place::place(&vm, &jobs, Vec::new()).await?;
         let executable = vm.job(job).join("bin/cpi");
         if !executable.is_file() {
-            return Err(format!(
-                "cloud_provider.template: job `{job}` has no template rendered to bin/cpi"
-            ));
+            return Err(InstallError::NoCpi(job.to_string()));
         }
-        let program = std::env::current_exe().map_err(|e| e.to_string())?;
+        let program = std::env::current_exe().map_err(io(Path::new("the running program")))?;
         Ok(CpiCommand {
             executable,
             args: Vec::new(),

@@ -61,6 +61,10 @@ pub enum StepError {
     CloudConfig(#[from] CloudConfigError),
     #[error(transparent)]
     Compilation(#[from] CompilationConfigError),
+    #[error(transparent)]
+    Errand(#[from] crate::errand::select::ErrandError),
+    #[error(transparent)]
+    Upload(#[from] crate::upload_refusal::UploadRefusal),
     /// A failure in the director's own words.
     #[error("{0}")]
     Failed(String),

@@ -4,8 +4,6 @@
 
 use fleet_store::{AsyncStore, StoreError, get, put};
 
-use super::ids::new_id;
-
 const KEY: &str = "director_uuid";
 
 /// The UUID kept in the store, made and kept on first use.
@@ -24,16 +22,7 @@ pub async fn director_uuid(store: &AsyncStore) -> Result<String, StoreError> {
 
 /// A version 4 UUID in its text form.
 fn random_uuid() -> String {
-    let mut bytes = [0u8; 16];
-    if getrandom::fill(&mut bytes).is_err() {
-        // No system randomness: an id unique to this moment and process will do.
-        for (slot, byte) in bytes.iter_mut().zip(new_id("").bytes().cycle()) {
-            *slot ^= byte;
-        }
-    }
-    uuid::Builder::from_random_bytes(bytes)
-        .into_uuid()
-        .to_string()
+    uuid::Uuid::new_v4().to_string()
 }
 
 #[cfg(test)]

@@ -47,6 +47,7 @@ pub mod templates;
 mod time;
 pub mod trace;
 mod update;
+mod upload_refusal;
 pub mod validate;
 
 #[cfg(test)]

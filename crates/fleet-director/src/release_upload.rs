@@ -14,6 +14,7 @@ use super::error::StepError;
 use super::model::{Archived, Package, PropertySpec, Release, ReleaseJob};
 use super::records::change;
 use super::task::{JobError, TaskLog};
+use super::upload_refusal::UploadRefusal;
 
 /// What an upload comes to.
 #[derive(Debug)]
@@ -44,7 +45,7 @@ pub fn decide(
     archive: ReleaseArchive,
     existing: &[Release],
     fix: bool,
-) -> Result<Decision, String> {
+) -> Result<Decision, UploadRefusal> {
     let name = archive.manifest.name.clone();
     let version = archive.manifest.version.clone();
     if let Some(old) = existing
@@ -54,10 +55,11 @@ pub fn decide(
     {
         return match difference(old, &archive) {
             None => Ok(Decision::AlreadyThere { name, version }),
-            Some(what) => Err(format!(
-                "release {name}/{version} was uploaded before with other contents ({what}); \
-                 give this one a new version, or upload it with --fix to replace it"
-            )),
+            Some(what) => Err(UploadRefusal::Changed {
+                name,
+                version,
+                what,
+            }),
         };
     }
     let mut packages = Vec::new();
@@ -82,12 +84,9 @@ pub fn decide(
                     .flat_map(|r| &r.packages)
                     .filter_map(|p| p.archive.as_ref())
                     .find(|a| &a.fingerprint == fingerprint)
-                    .ok_or_else(|| {
-                        format!(
-                            "packages/{}.tgz: is missing, and the director has no package with \
-                             fingerprint {fingerprint} to use instead",
-                            package.package.archive.name
-                        )
+                    .ok_or_else(|| UploadRefusal::MissingPackage {
+                        package: package.package.archive.name.clone(),
+                        fingerprint: fingerprint.clone(),
                     })?;
                 archived(known.blob.clone())
             }
@@ -207,7 +206,7 @@ pub async fn run(
     // Two uploads of one release must not both decide it is new.
     let _one_at_a_time = core.release_uploads.lock().await;
     let existing = core.records.releases().await?;
-    let upload = match decide(archive, &existing, fix)? {
+    let upload = match decide(archive, &existing, fix).map_err(StepError::from)? {
         Decision::AlreadyThere { name, version } => {
             let stage = log.stage("Release has been created", Vec::new(), 1);
             stage.start(format!("{name}/{version}")).finish();

@@ -56,15 +56,17 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<(), StoreError>>,
 {
-    let mut delay = PERSIST_DELAY;
+    let waits = fleet_clock::Doubling {
+        first: PERSIST_DELAY,
+        max: Duration::MAX,
+    };
     let mut attempt = 1;
     loop {
         match write().await {
             Ok(()) => return Ok(()),
             Err(e) if attempt < PERSIST_ATTEMPTS => {
                 tracing::warn!(task, attempt, error = %e, "cannot {what} task; trying again");
-                tokio::time::sleep(delay).await;
-                delay *= 2;
+                tokio::time::sleep(waits.after(attempt)).await;
                 attempt += 1;
             }
             Err(e) => {

@@ -31,6 +31,15 @@ pub enum SimulationError {
     ProbabilityOutOfRange { probability: f64 },
 }
 
+/// An external CPI's settings that cannot be used.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CpiSettingsError {
+    #[error("cpi.executable: is empty")]
+    NoExecutable,
+    #[error("cpi.timeout: `{0}` is not a duration like `10m`")]
+    Timeout(String),
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SimulationText {
@@ -208,9 +217,12 @@ const MIN_LOCK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
 
 const CPI_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10 * 60);
 
-fn cpi_settings(c: CpiText, dir: &std::path::Path) -> Result<ExternalCpiSettings, String> {
+fn cpi_settings(
+    c: CpiText,
+    dir: &std::path::Path,
+) -> Result<ExternalCpiSettings, CpiSettingsError> {
     if c.executable.trim().is_empty() {
-        return Err("cpi.executable: is empty".into());
+        return Err(CpiSettingsError::NoExecutable);
     }
     let executable = if c.executable == "fleet-updater" {
         CpiProgram::ThisProgram
@@ -222,7 +234,7 @@ fn cpi_settings(c: CpiText, dir: &std::path::Path) -> Result<ExternalCpiSettings
         Some(t) => humantime::parse_duration(t)
             .ok()
             .filter(|d| !d.is_zero())
-            .ok_or_else(|| format!("cpi.timeout: `{t}` is not a duration like `10m`"))?,
+            .ok_or_else(|| CpiSettingsError::Timeout(t.clone()))?,
     };
     Ok(ExternalCpiSettings {
         executable,
@@ -373,7 +385,7 @@ impl Definition {
                         .into(),
                 ));
             }
-            Some(c) => Some(cpi_settings(c, dir).map_err(invalid)?),
+            Some(c) => Some(cpi_settings(c, dir).map_err(|e| invalid(e.to_string()))?),
         };
         if raw.iaas == Iaas::Simulated && !release_sources.is_empty() {
             return Err(invalid(

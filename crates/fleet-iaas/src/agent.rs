@@ -156,7 +156,7 @@ impl Agent for ProcessCloud {
         let failed = |e: String| Self::failed(agent_id, "apply", e);
         let (rendered, packages) = instance_spec::placement(&self.store, spec)
             .await
-            .map_err(failed)?;
+            .map_err(|e| failed(e.to_string()))?;
         let mut running = vm.running.lock().await;
         // What ran before is stopped before its files are replaced.
         if let Some(old) = running.supervisor.take() {
@@ -254,7 +254,7 @@ impl Agent for ProcessCloud {
         };
         let record = stored::release(&self.store, release, version)
             .await
-            .map_err(failed)?
+            .map_err(|e| failed(e.to_string()))?
             .ok_or_else(|| failed(format!("release {release}/{version} is not uploaded")))?;
         let archived = record
             .packages
@@ -285,7 +285,12 @@ impl Agent for ProcessCloud {
             },
         )
         .await;
-        if let Ok((_, run)) | Err(compile::CompileError::Packaging { run }) = &outcome {
+        let run = match &outcome {
+            Ok((_, run)) => Some(run),
+            Err(compile::CompileError::Packaging { run }) => Some(&**run),
+            Err(_) => None,
+        };
+        if let Some(run) = run {
             log_runs(agent_id, std::slice::from_ref(run));
         }
         let (compiled, _) = outcome.map_err(|e| failed(e.to_string()))?;

@@ -147,7 +147,7 @@ async fn start_agent(
     let Some(settings) = agent_settings(request, env)? else {
         return Ok(());
     };
-    match Registry::from_context(&request.context).map_err(cloud_error)? {
+    match Registry::from_context(&request.context).map_err(|e| cloud_error(e.to_string()))? {
         // The agent reads its settings from the registry, as it would on an IaaS whose
         // metadata cannot change after the VM is made.
         Some(registry) => {
@@ -184,7 +184,7 @@ fn registry_of(
     if !iaas.vm(vm).is_ok_and(|r| r.registry.is_some()) {
         return Ok(None);
     }
-    Registry::from_context(&request.context).map_err(cloud_error)
+    Registry::from_context(&request.context).map_err(|e| cloud_error(e.to_string()))
 }
 
 /// Answers one request.
@@ -269,7 +269,8 @@ async fn answer(
             // The VM's processes end with it, and its settings.
             Daemon::new(&iaas.vm_dir(cid), program).exit().await;
             networked_agent::end(&iaas.vm_dir(cid)).await;
-            if let Some(registry) = Registry::from_context(&request.context).map_err(cloud_error)?
+            if let Some(registry) =
+                Registry::from_context(&request.context).map_err(|e| cloud_error(e.to_string()))?
                 && iaas.vm(cid).is_ok_and(|vm| vm.registry.is_some())
             {
                 registry

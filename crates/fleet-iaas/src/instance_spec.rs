@@ -10,7 +10,7 @@ use fleet_director::compile as director_compile;
 use fleet_director::model::InstanceSpec;
 use fleet_store::AsyncStore;
 
-use super::stored;
+use super::stored::{self, StoredError};
 use fleet_vm::lifecycle::StopContext;
 use fleet_vm::place::PackageToPlace;
 
@@ -25,14 +25,16 @@ pub type RenderedJobs = BTreeMap<String, BTreeMap<String, Vec<u8>>>;
 pub async fn package_keys(
     store: &AsyncStore,
     spec: &InstanceSpec,
-) -> Result<BTreeMap<String, String>, String> {
+) -> Result<BTreeMap<String, String>, StoredError> {
     let releases = stored::releases(store, &spec.releases).await?;
     let mut wanted: BTreeMap<String, String> = BTreeMap::new();
     for job_name in &spec.jobs {
         let (release, job) = releases
             .iter()
             .find_map(|r| r.jobs.iter().find(|j| &j.name == job_name).map(|j| (r, j)))
-            .ok_or_else(|| format!("job {job_name} is in none of the instance's releases"))?;
+            .ok_or_else(|| StoredError::NoJob {
+                job: job_name.clone(),
+            })?;
         let mut pending = job.packages.clone();
         while let Some(p) = pending.pop() {
             if wanted.contains_key(&p) {
@@ -55,23 +57,14 @@ pub async fn package_keys(
 pub async fn placement(
     store: &AsyncStore,
     spec: &InstanceSpec,
-) -> Result<(RenderedJobs, Vec<PackageToPlace>), String> {
-    let rendered = spec.rendered.as_ref().ok_or_else(|| {
-        "the spec has no rendered templates: the director renders them before it applies"
-            .to_string()
-    })?;
-    let archive = stored::blob(store, &rendered.blob)
-        .await
-        .map_err(|e| e.to_string())?;
-    let jobs = fleet_render::unpack(&archive).map_err(|e| e.to_string())?;
+) -> Result<(RenderedJobs, Vec<PackageToPlace>), StoredError> {
+    let rendered = spec.rendered.as_ref().ok_or(StoredError::NotRendered)?;
+    let archive = stored::blob(store, &rendered.blob).await?;
+    let jobs = fleet_render::unpack(&archive)?;
     let mut packages = Vec::new();
     for (name, key) in package_keys(store, spec).await? {
-        let blob = stored::compiled_blob(store, &key)
-            .await
-            .map_err(|e| e.to_string())?;
-        let compiled = stored::blob(store, &blob)
-            .await
-            .map_err(|e| e.to_string())?;
+        let blob = stored::compiled_blob(store, &key).await?;
+        let compiled = stored::blob(store, &blob).await?;
         packages.push(PackageToPlace { name, compiled });
     }
     Ok((jobs, packages))

@@ -10,7 +10,7 @@ use fleet_store::AsyncStore;
 
 use fleet_render::{self as render, JobSource, RenderError, render_archive};
 
-use super::stored;
+use super::stored::{self, StoredError};
 
 pub struct TemplateRenderer {
     store: AsyncStore,
@@ -23,23 +23,26 @@ impl TemplateRenderer {
 }
 
 impl TemplateRenderer {
-    async fn job(&self, spec: &InstanceSpec, name: &str) -> Result<JobSource, String> {
+    async fn job(&self, spec: &InstanceSpec, name: &str) -> Result<JobSource, StoredError> {
         let releases = stored::releases(&self.store, &spec.releases).await?;
         let (release, job) = releases
             .iter()
             .find_map(|r| r.jobs.iter().find(|j| j.name == name).map(|j| (r, j)))
-            .ok_or_else(|| format!("job {name} is in none of the instance's releases"))?;
-        let archive = job.archive.as_ref().ok_or_else(|| {
-            format!(
-                "release {}/{} has no archives: upload it in BOSH's format to run it on \
-                 processes",
-                release.name, release.version
-            )
+            .ok_or_else(|| StoredError::NoJob {
+                job: name.to_string(),
+            })?;
+        let archive = job
+            .archive
+            .as_ref()
+            .ok_or_else(|| StoredError::NoArchives {
+                name: release.name.clone(),
+                version: release.version.clone(),
+            })?;
+        let bytes = stored::blob(&self.store, &archive.blob).await?;
+        let files = fleet_release::job_files(&bytes).map_err(|source| StoredError::JobFiles {
+            job: name.to_string(),
+            source,
         })?;
-        let bytes = stored::blob(&self.store, &archive.blob)
-            .await
-            .map_err(|e| e.to_string())?;
-        let files = fleet_release::job_files(&bytes).map_err(|e| format!("job {name}: {e}"))?;
         let properties = spec
             .properties
             .get(name)
@@ -89,7 +92,7 @@ impl Renderer for TemplateRenderer {
             jobs.push(
                 self.job(spec, name)
                     .await
-                    .map_err(TemplateError::Unavailable)?,
+                    .map_err(|e| TemplateError::Unavailable(e.to_string()))?,
             );
         }
         let (archive, configuration_hash) = render_archive(&template_spec(instance), &jobs)

@@ -13,32 +13,54 @@ pub enum StoredError {
     NoBlob { id: String },
     #[error("package {key} is not compiled")]
     NotCompiled { key: String },
+    #[error("release {name}/{version} is not uploaded")]
+    NotUploaded { name: String, version: String },
+    #[error("job {job} is in none of the instance's releases")]
+    NoJob { job: String },
+    #[error(
+        "release {name}/{version} has no archives: upload it in BOSH's format to run it on \
+         processes"
+    )]
+    NoArchives { name: String, version: String },
+    #[error("job {job}: {source}")]
+    JobFiles {
+        job: String,
+        #[source]
+        source: fleet_release::ArchiveError,
+    },
+    #[error("the spec has no rendered templates: the director renders them before it applies")]
+    NotRendered,
+    #[error(transparent)]
+    Unpack(#[from] fleet_render::UnpackError),
 }
 
 pub async fn release(
     store: &AsyncStore,
     name: &str,
     version: &str,
-) -> Result<Option<Release>, String> {
-    store
+) -> Result<Option<Release>, StoredError> {
+    Ok(store
         .get::<Release>(
             fleet_director::collections::RELEASES,
             &format!("{name}/{version}"),
         )
-        .await
-        .map_err(|e| e.to_string())
+        .await?)
 }
 
 /// The releases `releases` names (name to version), each of them uploaded.
 pub async fn releases<'a>(
     store: &AsyncStore,
     releases: impl IntoIterator<Item = (&'a String, &'a String)>,
-) -> Result<Vec<Release>, String> {
+) -> Result<Vec<Release>, StoredError> {
     let mut found = Vec::new();
     for (name, version) in releases {
-        let release = release(store, name, version)
-            .await?
-            .ok_or_else(|| format!("release {name}/{version} is not uploaded"))?;
+        let release =
+            release(store, name, version)
+                .await?
+                .ok_or_else(|| StoredError::NotUploaded {
+                    name: name.clone(),
+                    version: version.clone(),
+                })?;
         found.push(release);
     }
     Ok(found)

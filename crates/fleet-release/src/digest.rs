@@ -101,7 +101,7 @@ fn algorithm_named(name: &str) -> Option<(&'static str, &'static Algorithm)> {
 }
 
 fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    data_encoding::HEXLOWER.encode(bytes)
 }
 
 #[cfg(test)]

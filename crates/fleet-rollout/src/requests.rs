@@ -37,7 +37,10 @@ impl<I: Inventory> Requests<I> {
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, InventoryError>>,
     {
-        let mut delay = self.backoff.initial;
+        let waits = fleet_clock::Doubling {
+            first: self.backoff.initial,
+            max: self.backoff.max,
+        };
         let mut attempt = 1;
         let pace_calls = !self.inventory.limits_each_request();
         loop {
@@ -50,8 +53,7 @@ impl<I: Inventory> Requests<I> {
             match request().await {
                 Err(e) if retryable(&e) && attempt < self.backoff.attempts => {
                     tracing::warn!(error = %e, attempt, "inventory request failed; retrying");
-                    tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(self.backoff.max);
+                    tokio::time::sleep(waits.after(attempt)).await;
                     attempt += 1;
                 }
                 Err(e) if retryable(&e) => {

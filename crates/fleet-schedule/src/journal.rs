@@ -84,10 +84,7 @@ fn unix_now() -> u64 {
 
 fn digest(intent: &str) -> String {
     let d = ring::digest::digest(&ring::digest::SHA256, intent.as_bytes());
-    d.as_ref()[..10]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    data_encoding::HEXLOWER.encode(&d.as_ref()[..10])
 }
 
 impl Journal {

@@ -59,8 +59,11 @@ struct Records {
 }
 
 fn delay(failures: u32) -> Duration {
-    let over = failures.saturating_sub(FREE_FAILURES).min(16);
-    FIRST_DELAY.saturating_mul(1 << over).min(MAX_DELAY)
+    fleet_clock::Doubling {
+        first: FIRST_DELAY,
+        max: MAX_DELAY,
+    }
+    .after(failures.saturating_sub(FREE_FAILURES) + 1)
 }
 
 impl LoginThrottle {

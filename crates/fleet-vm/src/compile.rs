@@ -25,9 +25,28 @@ pub struct CompileRequest<'a> {
 pub enum CompileError {
     /// The packaging script failed: its exit and output tail.
     #[error("{}: {}", run.describe(), run.tail)]
-    Packaging { run: ScriptRun },
-    #[error("package {package}: {message}")]
-    Files { package: String, message: String },
+    Packaging { run: Box<ScriptRun> },
+    #[error("package {package}: {what}: {source}")]
+    Unpack {
+        package: String,
+        what: String,
+        #[source]
+        source: fleet_release::ArchiveError,
+    },
+    #[error("package {package}: {source}")]
+    Io {
+        package: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("package {package}: the compiled files cannot be packed: {source}")]
+    Pack {
+        package: String,
+        #[source]
+        source: fleet_release::ArchiveError,
+    },
+    #[error("package {package}: compiling was interrupted")]
+    Interrupted { package: String },
 }
 
 /// Compiles the package; its compiled archive and the packaging script's run.
@@ -40,30 +59,40 @@ pub async fn compile(
     request: CompileRequest<'_>,
 ) -> Result<(Vec<u8>, ScriptRun), CompileError> {
     let name = request.name.to_string();
-    let files = |message: String| CompileError::Files {
-        package: name.clone(),
-        message,
-    };
     let compile_dir = vm.root().join("data/compile").join(request.name);
     let install = vm.packages().join(request.name);
     let (source, dependencies) = (request.source.to_vec(), request.dependencies);
     let (dir, target, packages) = (compile_dir.clone(), install.clone(), vm.packages());
-    tokio::task::spawn_blocking(move || -> Result<(), String> {
+    let package = name.clone();
+    tokio::task::spawn_blocking(move || -> Result<(), CompileError> {
         for (dep, archive) in &dependencies {
             let at = packages.join(dep);
             let _ = std::fs::remove_dir_all(&at);
-            fleet_release::unpack(archive, &at, MAX_UNPACKED)
-                .map_err(|e| format!("dependency {dep}: {e}"))?;
+            fleet_release::unpack(archive, &at, MAX_UNPACKED).map_err(|source| {
+                CompileError::Unpack {
+                    package: package.clone(),
+                    what: format!("dependency {dep}"),
+                    source,
+                }
+            })?;
         }
         for fresh in [&dir, &target] {
             let _ = std::fs::remove_dir_all(fresh);
-            std::fs::create_dir_all(fresh).map_err(|e| e.to_string())?;
+            std::fs::create_dir_all(fresh).map_err(|source| CompileError::Io {
+                package: package.clone(),
+                source,
+            })?;
         }
-        fleet_release::unpack(&source, &dir, MAX_UNPACKED).map_err(|e| format!("sources: {e}"))
+        fleet_release::unpack(&source, &dir, MAX_UNPACKED).map_err(|source| CompileError::Unpack {
+            package: package.clone(),
+            what: "sources".into(),
+            source,
+        })
     })
     .await
-    .map_err(|e| files(e.to_string()))?
-    .map_err(files)?;
+    .map_err(|_| CompileError::Interrupted {
+        package: name.clone(),
+    })??;
     let run = script::run(&Script {
         job: request.name.to_string(),
         name: "packaging".into(),
@@ -83,13 +112,21 @@ pub async fn compile(
         cwd: Some(compile_dir),
     })
     .await
-    .map_err(|e| files(e.to_string()))?;
+    .map_err(|source| CompileError::Io {
+        package: name.clone(),
+        source,
+    })?;
     if !run.succeeded() {
-        return Err(CompileError::Packaging { run });
+        return Err(CompileError::Packaging { run: Box::new(run) });
     }
     let compiled = tokio::task::spawn_blocking(move || fleet_release::pack(&install))
         .await
-        .map_err(|e| files(e.to_string()))?
-        .map_err(|e| files(e.to_string()))?;
+        .map_err(|_| CompileError::Interrupted {
+            package: name.clone(),
+        })?
+        .map_err(|source| CompileError::Pack {
+            package: name.clone(),
+            source,
+        })?;
     Ok((compiled, run))
 }

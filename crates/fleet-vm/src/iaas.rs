@@ -114,11 +114,10 @@ pub fn is_cid(prefix: &str, cid: &str) -> bool {
         .is_some_and(|hex| hex.len() == 16 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
+/// `prefix` and 16 random hex digits, what [`is_cid`] accepts.
 fn new_id(prefix: &str) -> String {
-    let mut bytes = [0u8; 8];
-    getrandom::fill(&mut bytes).expect("the system's random source works");
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!("{prefix}-{hex}")
+    let random = uuid::Uuid::new_v4().simple().to_string();
+    format!("{prefix}-{}", &random[..16])
 }
 
 #[derive(Debug, Clone)]

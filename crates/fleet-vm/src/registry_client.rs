@@ -34,6 +34,8 @@ pub enum RegistryError {
     },
     #[error("the VM's settings in the registry are not a mapping")]
     NotAMapping,
+    #[error("the CPI's registry property has no {0}")]
+    Incomplete(&'static str),
 }
 
 /// reqwest's TLS needs a provider even for plain HTTP: the process's default is set once.
@@ -60,18 +62,18 @@ impl Registry {
     /// A property without host, port, username or password.
     pub fn from_context(
         context: &serde_json::Map<String, Value>,
-    ) -> Result<Option<Registry>, String> {
+    ) -> Result<Option<Registry>, RegistryError> {
         let Some(r) = context.get("registry") else {
             return Ok(None);
         };
-        let text = |key: &str| {
+        let text = |key: &'static str| {
             r.get(key)
                 .and_then(|v| match v {
                     Value::String(s) => Some(s.clone()),
                     Value::Number(n) => Some(n.to_string()),
                     _ => None,
                 })
-                .ok_or_else(|| format!("the CPI's registry property has no {key}"))
+                .ok_or(RegistryError::Incomplete(key))
         };
         let credentials = format!("{}:{}", text("username")?, text("password")?);
         Ok(Some(Registry {

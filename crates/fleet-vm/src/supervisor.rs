@@ -466,11 +466,11 @@ impl Watcher {
 /// The wait before starting a process again after `failures` failures in a row: it
 /// doubles with each, as monit's cycles spread out a flapping process's restarts.
 fn backoff(timings: Timings, failures: u32) -> Duration {
-    let factor = 1u32 << failures.saturating_sub(1).min(16);
-    timings
-        .restart_first
-        .saturating_mul(factor)
-        .min(timings.restart_max)
+    fleet_clock::Doubling {
+        first: timings.restart_first,
+        max: timings.restart_max,
+    }
+    .after(failures)
 }
 
 /// Whether the process lives, updating what is known of it.

@@ -6,14 +6,14 @@
 //! since the last successful one.
 
 mod result;
-mod select;
+pub(crate) mod select;
 
 use std::sync::Arc;
 
 use tokio::task::JoinSet;
 
 pub use result::{ErrandLogs, ErrandResult, ResultInstance, summary};
-pub use select::{Errand, InstanceFilter, names};
+pub use select::{Errand, ErrandError, InstanceFilter, names};
 
 use super::Core;
 use super::compilation;
@@ -331,7 +331,7 @@ async fn run_colocated(
 ) -> Result<Outcome, JobError> {
     let (targets, skipped) =
         select::colocated_targets(&snapshot.manifest, job, existing, &request.instances)
-            .map_err(StepError::Failed)?;
+            .map_err(StepError::from)?;
     for instance in &skipped {
         crate::trace::note(crate::trace::Channel::Debug, || {
             format!(

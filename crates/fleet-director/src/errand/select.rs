@@ -4,6 +4,30 @@
 use std::collections::BTreeSet;
 
 use crate::manifest::Manifest;
+
+/// Why an errand cannot run, in BOSH's director's words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ErrandError {
+    #[error("Errand '{0}' doesn't exist")]
+    Unknown(String),
+    #[error(
+        "Instance group '{0}' is not an errand. To mark an instance group as an errand set its \
+         lifecycle to 'errand' in the deployment manifest."
+    )]
+    NotAnErrand(String),
+    #[error("Errand '{0}' has no jobs to run")]
+    NoJobs(String),
+    #[error("Filtering by instances is not supported when running errand by instance group name")]
+    FilteredGroup,
+    #[error("Instance '{deployment}/{group}/0' doesn't exist")]
+    NoInstance { deployment: String, group: String },
+    #[error("No instances match selection criteria: [{0}]")]
+    NoMatch(String),
+    #[error("Instance(s) {0} is stopped, unable to run errand. Maybe start vm?")]
+    Stopped(String),
+    #[error("No instances of deployment '{deployment}' run job '{job}'")]
+    NoTargets { deployment: String, job: String },
+}
 use crate::model::{DesiredState, InstanceRecord, Release};
 
 /// An errand as `bosh run-errand NAME` names it.
@@ -91,7 +115,7 @@ pub fn find(
     releases: &[Release],
     name: &str,
     filters: &[InstanceFilter],
-) -> Result<Errand, String> {
+) -> Result<Errand, ErrandError> {
     let placing = |errand: bool| {
         manifest.instance_groups.iter().filter(move |g| {
             g.is_errand() == errand
@@ -110,16 +134,13 @@ pub fn find(
         return group_errand(manifest, &group.name, name, filters);
     }
     let Some(group) = manifest.instance_groups.iter().find(|g| g.name == name) else {
-        return Err(format!("Errand '{name}' doesn't exist"));
+        return Err(ErrandError::Unknown(name.to_string()));
     };
     if !group.is_errand() {
-        return Err(format!(
-            "Instance group '{name}' is not an errand. To mark an instance group as an errand set its \
-             lifecycle to 'errand' in the deployment manifest."
-        ));
+        return Err(ErrandError::NotAnErrand(name.to_string()));
     }
     let Some(job) = group.jobs.first() else {
-        return Err(format!("Errand '{name}' has no jobs to run"));
+        return Err(ErrandError::NoJobs(name.to_string()));
     };
     group_errand(manifest, name, &job.name, filters)
 }
@@ -130,12 +151,9 @@ fn group_errand(
     group: &str,
     job: &str,
     filters: &[InstanceFilter],
-) -> Result<Errand, String> {
+) -> Result<Errand, ErrandError> {
     if !filters.is_empty() {
-        return Err(
-            "Filtering by instances is not supported when running errand by instance group name"
-                .to_string(),
-        );
+        return Err(ErrandError::FilteredGroup);
     }
     let instances = manifest
         .instance_groups
@@ -143,10 +161,10 @@ fn group_errand(
         .find(|g| g.name == group)
         .map_or(0, |g| g.instances);
     if instances == 0 {
-        return Err(format!(
-            "Instance '{}/{group}/0' doesn't exist",
-            manifest.name
-        ));
+        return Err(ErrandError::NoInstance {
+            deployment: manifest.name.clone(),
+            group: group.to_string(),
+        });
     }
     Ok(Errand::Group {
         group: group.to_string(),
@@ -165,7 +183,7 @@ pub fn colocated_targets(
     job: &str,
     instances: &[InstanceRecord],
     filters: &[InstanceFilter],
-) -> Result<(Vec<InstanceRecord>, Vec<InstanceRecord>), String> {
+) -> Result<(Vec<InstanceRecord>, Vec<InstanceRecord>), ErrandError> {
     let placing: BTreeSet<&str> = manifest
         .instance_groups
         .iter()
@@ -181,10 +199,7 @@ pub fn colocated_targets(
             .map(InstanceFilter::describe)
             .collect();
         if !unmatched.is_empty() {
-            return Err(format!(
-                "No instances match selection criteria: [{}]",
-                unmatched.join(", ")
-            ));
+            return Err(ErrandError::NoMatch(unmatched.join(", ")));
         }
         instances
             .iter()
@@ -200,18 +215,15 @@ pub fn colocated_targets(
         .map(|i| format!("'{}/{}'", i.group, i.id))
         .collect();
     if !stopped.is_empty() {
-        return Err(format!(
-            "Instance(s) {} is stopped, unable to run errand. Maybe start vm?",
-            stopped.join(",")
-        ));
+        return Err(ErrandError::Stopped(stopped.join(",")));
     }
     let (with_vm, without): (Vec<_>, Vec<_>) =
         matched.into_iter().partition(|i| i.vm_cid.is_some());
     if with_vm.is_empty() && without.is_empty() && filters.is_empty() {
-        return Err(format!(
-            "No instances of deployment '{}' run job '{job}'",
-            manifest.name
-        ));
+        return Err(ErrandError::NoTargets {
+            deployment: manifest.name.clone(),
+            job: job.to_string(),
+        });
     }
     Ok((with_vm, without))
 }
@@ -333,22 +345,25 @@ instance_groups:
             })
         );
         assert_eq!(
-            find(&m, &r, "nope", &[]).unwrap_err(),
+            find(&m, &r, "nope", &[]).unwrap_err().to_string(),
             "Errand 'nope' doesn't exist"
         );
         assert!(
             find(&m, &r, "db", &[])
                 .unwrap_err()
+                .to_string()
                 .starts_with("Instance group 'db' is not an errand.")
         );
         assert!(
             find(&m, &r, "server", &[])
                 .unwrap_err()
+                .to_string()
                 .starts_with("Errand 'server' doesn't exist")
         );
         assert!(
             find(&m, &r, "smoke-tests", &[filter("smoke-tests", None)])
                 .unwrap_err()
+                .to_string()
                 .starts_with("Filtering by instances is not supported")
         );
     }
@@ -377,7 +392,8 @@ instance_groups:
                 &all,
                 &[filter("db", Some("7")), filter("web", None)]
             )
-            .unwrap_err(),
+            .unwrap_err()
+            .to_string(),
             "No instances match selection criteria: [db/7, web]"
         );
     }
@@ -390,7 +406,9 @@ instance_groups:
             instance("db", 1, "b", DesiredState::Stopped),
         ];
         assert_eq!(
-            colocated_targets(&m, "backup", &stopped, &[]).unwrap_err(),
+            colocated_targets(&m, "backup", &stopped, &[])
+                .unwrap_err()
+                .to_string(),
             "Instance(s) 'db/b' is stopped, unable to run errand. Maybe start vm?"
         );
         let detached = vec![
