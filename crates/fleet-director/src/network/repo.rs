@@ -167,7 +167,10 @@ impl PlannedIpRepo {
         let mut from = lo;
         let fresh = loop {
             match self.claimed.lowest_free_with(blocked, from, hi) {
-                Some(ip) if self.added.contains(ip) => match ip.checked_add(1) {
+                // Past the whole run this plan claimed, not one address at a time: a plan
+                // that fills a subnet would otherwise walk its own claims at every
+                // allocation.
+                Some(ip) if self.added.contains(ip) => match self.added.lowest_free(ip, hi) {
                     Some(next) => from = next,
                     None => break None,
                 },
