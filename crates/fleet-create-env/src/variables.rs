@@ -86,9 +86,11 @@ pub fn load_store(path: &Path) -> Result<Values, VariableError> {
 pub fn save_store(path: &Path, values: &Values) -> Result<(), VariableError> {
     let map: serde_json::Map<String, Json> = values.clone().into_iter().collect();
     let text = fleet_yaml::render(&fleet_yaml::from_json(&Json::Object(map)), None);
-    fleet_vm::iaas::write_private(path, text.as_bytes()).map_err(|e| VariableError::Store {
-        path: path.display().to_string(),
-        message: e.to_string(),
+    fleet_file::write(path, text.as_bytes(), fleet_file::Mode::Private).map_err(|e| {
+        VariableError::Store {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        }
     })
 }
 

@@ -72,7 +72,12 @@ pub fn summary(plan: &DeploymentPlan) -> String {
         + plan
             .obsolete
             .iter()
-            .map(|r| r.vm_networks.iter().filter(|n| n.contains('/')).count())
+            .map(|r| {
+                r.current_networks()
+                    .iter()
+                    .filter(|n| n.contains('/'))
+                    .count()
+            })
             .sum::<usize>();
     format!(
         "dry run: {} instances would be updated and {} deleted, {claimed} addresses claimed and \

@@ -97,12 +97,7 @@ pub async fn reserve(
             .collect();
         // Held by no instance (a deploy stopped before recording a new instance): nobody
         // can bind it, so it goes.
-        let (gone, kept): (Vec<IpRecord>, Vec<IpRecord>) = core
-            .store
-            .ips_of(deployment)
-            .await?
-            .into_iter()
-            .partition(|record| !live.contains(record.owner.instance.as_str()));
+        let (gone, kept) = ips_where(core, deployment, |owner| !live.contains(owner)).await?;
         if dry_run {
             unowned = gone;
         } else {
@@ -301,6 +296,21 @@ pub async fn plan_once<T, E: From<NetworkError>>(
     plan(repo)
 }
 
+/// The store's addresses of `deployment`: those whose owning instance `goes`, then the
+/// others.
+async fn ips_where(
+    core: &Core,
+    deployment: &str,
+    goes: impl Fn(&str) -> bool,
+) -> Result<(Vec<IpRecord>, Vec<IpRecord>), StepError> {
+    Ok(core
+        .store
+        .ips_of(deployment)
+        .await?
+        .into_iter()
+        .partition(|record| goes(&record.owner.instance)))
+}
+
 /// Releases the store's addresses of `deployment` whose owning instance `goes`, and
 /// returns the ones kept.
 pub async fn release_where(
@@ -308,12 +318,7 @@ pub async fn release_where(
     deployment: &str,
     goes: impl Fn(&str) -> bool,
 ) -> Result<Vec<IpRecord>, StepError> {
-    let (gone, kept): (Vec<IpRecord>, Vec<IpRecord>) = core
-        .store
-        .ips_of(deployment)
-        .await?
-        .into_iter()
-        .partition(|record| goes(&record.owner.instance));
+    let (gone, kept) = ips_where(core, deployment, goes).await?;
     release_records(&core.store, gone).await?;
     Ok(kept)
 }

@@ -465,16 +465,8 @@ impl ProcessIaas {
 /// sees half a record.
 /// The file is readable by its owner alone: a VM's settings hold its agent's credentials.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), IaasError> {
-    write_private(path, bytes).map_err(io(path.display().to_string()))
-}
-
-/// [`write_atomically`] for any caller: the same file, readable by its owner alone,
-/// written beside `path` and renamed into place.
-///
-/// # Errors
-/// When it cannot be written or renamed.
-pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     fleet_file::write(path, bytes, fleet_file::Mode::Private)
+        .map_err(io(path.display().to_string()))
 }
 
 pub fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
