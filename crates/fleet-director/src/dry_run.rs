@@ -2,8 +2,9 @@
 //! line per instance in the task's events (what `bosh deploy --dry-run` prints) and the
 //! counts in its result. Pure: the plan in, text out.
 
+use super::deploy::DeployPlan;
 use super::network::to_ip;
-use super::plan::{DeploymentPlan, InstancePlan};
+use super::plan::InstancePlan;
 
 /// One instance's planned line: its name, what changes, and each network's address
 /// (`dynamic` where the IaaS assigns it), the addresses it gives up after them.
@@ -50,8 +51,9 @@ pub fn instance_line(instance: &InstancePlan) -> String {
 
 /// The dry run's result: how many instances would be updated and deleted, and how many
 /// addresses would be claimed and released.
-pub fn summary(plan: &DeploymentPlan) -> String {
+pub fn summary(plan: &DeployPlan) -> String {
     let claimed: usize = plan
+        .instances
         .instances()
         .map(|i| {
             let current = i
@@ -66,14 +68,16 @@ pub fn summary(plan: &DeploymentPlan) -> String {
         })
         .sum();
     let released: usize = plan
+        .instances
         .instances()
         .map(|i| i.obsolete_addresses.len())
         .sum::<usize>()
         + plan
-            .obsolete
+            .deletions
             .iter()
-            .map(|r| {
-                r.current_networks()
+            .map(|d| {
+                d.record
+                    .current_networks()
                     .iter()
                     .filter(|n| n.contains('/'))
                     .count()
@@ -82,7 +86,7 @@ pub fn summary(plan: &DeploymentPlan) -> String {
     format!(
         "dry run: {} instances would be updated and {} deleted, {claimed} addresses claimed and \
          {released} released; nothing was changed",
-        plan.changed_instances(),
-        plan.obsolete.len(),
+        plan.instances.changed_instances(),
+        plan.deletions.len(),
     )
 }

@@ -4,6 +4,7 @@
 //! once, naming the task that holds the lock). State lives in a [`store::Store`]; the IaaS
 //! and the agents are behind the [`cpi::Cpi`] and [`agent::Agent`] traits.
 
+pub mod addresses;
 pub mod agent;
 pub mod audit;
 pub mod cleanup;
@@ -47,6 +48,7 @@ pub mod templates;
 mod time;
 pub mod trace;
 mod update;
+mod update_order;
 mod upload_refusal;
 pub mod validate;
 

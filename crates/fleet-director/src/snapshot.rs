@@ -11,6 +11,7 @@ use super::error::StepError;
 use super::manifest::{Manifest, parse};
 use super::model::Release;
 use super::networking::Networking;
+use super::records::Uploads;
 use super::runtime;
 use super::validate::{CloudFacts, Uploaded};
 
@@ -36,8 +37,17 @@ impl Snapshot {
     /// # Errors
     /// An invalid manifest or stored cloud config, or a store failure.
     pub async fn take(core: &Core, text: String) -> Result<Snapshot, StepError> {
-        let mut manifest = parse(&text).map_err(|e| format!("the manifest is invalid:\n{e}"))?;
         let uploads = core.records.uploads().await?;
+        Snapshot::of(text, uploads)
+    }
+
+    /// The snapshot of `text` against what is uploaded. Pure: what a plan is decided from
+    /// in tests that need no director.
+    ///
+    /// # Errors
+    /// An invalid manifest, runtime config or cloud config.
+    pub fn of(text: String, uploads: Uploads) -> Result<Snapshot, StepError> {
+        let mut manifest = parse(&text).map_err(|e| format!("the manifest is invalid:\n{e}"))?;
         let (cloud, all_releases, stemcells) =
             (uploads.cloud_config, uploads.releases, uploads.stemcells);
         // The newest of each runtime config places its addons before anything is planned.

@@ -292,6 +292,50 @@ fn a_claim_on_an_address_another_holds_is_refused_whole() {
 }
 
 #[test]
+fn an_address_released_and_claimed_in_one_apply_passes_to_its_new_owner() {
+    let store = testing::store();
+    let holder = |instance: &str| IpHolder {
+        deployment: "d".into(),
+        instance: instance.into(),
+    };
+    let claim = |address, instance: &str| IpClaim {
+        address,
+        network: "n".into(),
+        owner: holder(instance),
+        is_static: false,
+    };
+    let release = |address, instance: &str| IpRelease {
+        address,
+        network: "n".into(),
+        owner: holder(instance),
+    };
+    store.apply_ips(&[claim(7, "gone")], &[]).unwrap().unwrap();
+    store
+        .apply_ips(&[claim(7, "new")], &[release(7, "gone")])
+        .unwrap()
+        .unwrap();
+    let held = store.ip_holders(&[7]).unwrap();
+    assert_eq!(held.len(), 1);
+    assert_eq!(held[0].owner, holder("new"));
+    assert!(store.claimed().unwrap().contains(7), "still claimed");
+    // A release naming an owner who no longer holds it frees nothing, so the claim
+    // behind it is refused whole.
+    let refused = store
+        .apply_ips(
+            &[claim(7, "third"), claim(8, "third")],
+            &[release(7, "gone")],
+        )
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(refused.owner, holder("new"));
+    assert_eq!(
+        store.ips_in(0, 10).unwrap(),
+        [7],
+        "nothing of the refused plan"
+    );
+}
+
+#[test]
 fn documents_events_and_blobs_round_trip() {
     let store = testing::store();
     store

@@ -9,6 +9,7 @@
 
 mod commits;
 mod handle;
+mod ip_steps;
 mod lease;
 mod location;
 mod postgres;
@@ -257,9 +258,10 @@ pub trait Store: Send + Sync {
     /// The reservations of those of `addresses` that are claimed.
     fn ip_holders(&self, addresses: &[u32]) -> Result<Vec<IpRecord>, StoreError>;
 
-    /// Applies a plan's claims and releases in one transaction. When a claim finds its
-    /// address held by another owner (a deploy that planned at the same time won), nothing
-    /// is applied and that reservation is returned, so that the plan is made again.
+    /// Applies a plan's claims and releases in one transaction, an address's release before
+    /// its claim (a plan may hand an address from one owner to another). When a claim finds
+    /// its address held by another owner (a deploy that planned at the same time won),
+    /// nothing is applied and that reservation is returned, so that the plan is made again.
     fn apply_ips(
         &self,
         claims: &[IpClaim],

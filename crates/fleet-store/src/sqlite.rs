@@ -4,6 +4,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::commits::{self, Commits, Db, Flusher, Outcome};
+use super::ip_steps::{IpStep, ip_steps};
 use super::lease::Registration;
 use super::task::task_from;
 use super::{Collection, IpClaim, IpHolder, IpRecord, IpRelease, Store, StoreError, Write};
@@ -863,68 +864,72 @@ impl Store for SqliteStore {
         claims: &[IpClaim],
         releases: &[IpRelease],
     ) -> Result<Result<(), IpRecord>, StoreError> {
-        let released = self.lock()?.unit(|tx| {
-            // Every claim is checked before any is written: a refused plan writes nothing.
-            for claim in claims {
-                let held = tx
-                    .prepare_cached(
-                        "SELECT network, deployment, instance, static FROM ip_addresses
-                         WHERE address = ?1",
-                    )?
-                    .query_row([i64::from(claim.address)], |row| {
-                        reservation(claim.address, row)
-                    })
-                    .optional()?;
-                if let Some(held) = held
-                    && held.owner != claim.owner
-                {
-                    return Ok(Outcome::Undo(Err(held)));
-                }
-            }
-            for claim in claims {
-                tx.prepare_cached(
-                    "INSERT INTO ip_addresses (address, network, deployment, instance, static)
-                     VALUES (?1, ?2, ?3, ?4, ?5)
-                     ON CONFLICT (address) DO UPDATE SET network = ?2, static = ?5",
-                )?
-                .execute(params![
-                    i64::from(claim.address),
-                    claim.network,
-                    claim.owner.deployment,
-                    claim.owner.instance,
-                    claim.is_static
-                ])?;
-            }
+        let applied = self.lock()?.unit(|tx| {
             let mut released = Vec::new();
-            for release in releases {
-                let deleted = tx
-                    .prepare_cached(
-                        "DELETE FROM ip_addresses
-                         WHERE address = ?1 AND network = ?2 AND deployment = ?3 AND instance = ?4",
-                    )?
-                    .execute(params![
-                        i64::from(release.address),
-                        release.network,
-                        release.owner.deployment,
-                        release.owner.instance
-                    ])?;
-                if deleted > 0 {
-                    released.push(release.address);
+            for step in ip_steps(claims, releases) {
+                match step {
+                    IpStep::Release(release) => {
+                        let deleted = tx
+                            .prepare_cached(
+                                "DELETE FROM ip_addresses
+                                 WHERE address = ?1 AND network = ?2 AND deployment = ?3
+                                   AND instance = ?4",
+                            )?
+                            .execute(params![
+                                i64::from(release.address),
+                                release.network,
+                                release.owner.deployment,
+                                release.owner.instance
+                            ])?;
+                        if deleted > 0 {
+                            released.push(release.address);
+                        }
+                    }
+                    IpStep::Claim(claim) => {
+                        let held = tx
+                            .prepare_cached(
+                                "SELECT network, deployment, instance, static FROM ip_addresses
+                                 WHERE address = ?1",
+                            )?
+                            .query_row([i64::from(claim.address)], |row| {
+                                reservation(claim.address, row)
+                            })
+                            .optional()?;
+                        if let Some(held) = held
+                            && held.owner != claim.owner
+                        {
+                            // Undone whole: a refused plan writes nothing.
+                            return Ok(Outcome::Undo(Err(held)));
+                        }
+                        tx.prepare_cached(
+                            "INSERT INTO ip_addresses (address, network, deployment, instance, static)
+                             VALUES (?1, ?2, ?3, ?4, ?5)
+                             ON CONFLICT (address) DO UPDATE SET network = ?2, static = ?5",
+                        )?
+                        .execute(params![
+                            i64::from(claim.address),
+                            claim.network,
+                            claim.owner.deployment,
+                            claim.owner.instance,
+                            claim.is_static
+                        ])?;
+                    }
                 }
             }
             Ok(Outcome::Keep(Ok(released)))
         })?;
-        let released = match released {
+        let released = match applied {
             Ok(released) => released,
             Err(held) => return Ok(Err(held)),
         };
         let mut shared = self.claimed.lock().unwrap_or_else(|p| p.into_inner());
         let set = Arc::make_mut(&mut shared);
-        for claim in claims {
-            set.insert(claim.address);
-        }
+        // Released first: an address handed over stays claimed.
         for address in released {
             set.remove(address);
+        }
+        for claim in claims {
+            set.insert(claim.address);
         }
         Ok(Ok(()))
     }

@@ -16,8 +16,10 @@ pub use result::{ErrandLogs, ErrandResult, ResultInstance, summary};
 pub use select::{Errand, ErrandError, InstanceFilter, names};
 
 use super::Core;
+use super::addresses;
 use super::compilation;
 use super::error::StepError;
+use super::ids::new_id;
 use super::logs::{self, LogBundle, LogRequest};
 use super::model::InstanceRecord;
 use super::plan::{PlanOptions, plan};
@@ -27,6 +29,7 @@ use super::target::Target;
 use super::task::{JobError, TaskLog};
 use super::templates;
 use super::update::{UpdateOptions, create_missing_vm, stop_instance, update_groups};
+use super::update_order::update_order;
 use super::{deploy, networking};
 
 /// What `POST /deployments/NAME/errands/ERRAND/runs` asks.
@@ -227,13 +230,27 @@ async fn run_group(
         .into());
     };
     // Every instance keeps its addresses; only the errand's instance changes.
-    networking::reserve(
+    for instance in plan.groups.iter_mut().flat_map(|g| &mut g.instances) {
+        if instance.id.is_empty() {
+            instance.id = new_id("instance");
+        }
+    }
+    let (mut plan, _) = networking::decide_and_claim(
         core,
         &networking,
         &snapshot.manifest,
-        &mut plan,
-        &Default::default(),
-        networking::Reserving::Apply,
+        |view| {
+            let mut decided = plan.clone();
+            let changes = addresses::decide(
+                &networking,
+                &snapshot.manifest,
+                &mut decided,
+                &Default::default(),
+                view,
+            )?;
+            Ok((decided, changes))
+        },
+        |(_, changes)| changes,
     )
     .await?;
     plan.obsolete.clear();
@@ -308,7 +325,8 @@ async fn run_on_new_vm(
         global_addresses: networking.global(),
         ..UpdateOptions::default()
     };
-    update_groups(core, log, deployment, &plan.groups, &update).await?;
+    let order = update_order(&plan.groups, None, None);
+    update_groups(core, log, deployment, &plan.groups, &order, &update).await?;
     log.check()?;
     let record = core
         .records

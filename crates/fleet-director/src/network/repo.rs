@@ -139,8 +139,16 @@ pub struct PlannedIpRepo {
     /// Who holds the addresses the plan may claim by name: the instances' own, and the
     /// static ones the manifest asks for.
     holders: HashMap<u32, (String, Owner)>,
-    claims: Vec<Claim>,
-    releases: Vec<Release>,
+    /// The holders as the store had them: what a release must name to free an address.
+    stored: HashMap<u32, (String, Owner)>,
+    /// Claims and releases in the order the plan made them.
+    steps: Vec<Step>,
+}
+
+#[derive(Debug)]
+enum Step {
+    Claim(Claim),
+    Release(Release),
 }
 
 impl PlannedIpRepo {
@@ -148,16 +156,17 @@ impl PlannedIpRepo {
         claimed: Arc<IpSet>,
         holders: impl IntoIterator<Item = (u32, String, Owner)>,
     ) -> Self {
+        let holders: HashMap<u32, (String, Owner)> = holders
+            .into_iter()
+            .map(|(ip, network, owner)| (ip, (network, owner)))
+            .collect();
         PlannedIpRepo {
             claimed,
             added: IpSet::new(),
             removed: IpSet::new(),
-            holders: holders
-                .into_iter()
-                .map(|(ip, network, owner)| (ip, (network, owner)))
-                .collect(),
-            claims: Vec::new(),
-            releases: Vec::new(),
+            stored: holders.clone(),
+            holders,
+            steps: Vec::new(),
         }
     }
 
@@ -186,9 +195,42 @@ impl PlannedIpRepo {
         fresh.into_iter().chain(reused).min()
     }
 
-    /// What the plan claimed and released, in order.
+    /// What the plan changes in the store, netted address by address: the stored holding
+    /// it gave up, and the claim it ended with. An address the plan claimed and gave back
+    /// again is not there; one handed from its stored holder to another owner is in both
+    /// (the store frees an address before claiming it).
     pub fn into_changes(self) -> (Vec<Claim>, Vec<Release>) {
-        (self.claims, self.releases)
+        let mut last: HashMap<u32, Option<Claim>> = HashMap::new();
+        let mut order = Vec::new();
+        let mut releases: Vec<Release> = Vec::new();
+        for step in self.steps {
+            match step {
+                Step::Claim(claim) => {
+                    if !last.contains_key(&claim.ip) {
+                        order.push(claim.ip);
+                    }
+                    last.insert(claim.ip, Some(claim));
+                }
+                Step::Release(release) => {
+                    let stored = self
+                        .stored
+                        .get(&release.ip)
+                        .is_some_and(|(n, o)| *n == release.network && *o == release.owner);
+                    if stored && !releases.iter().any(|r| r.ip == release.ip) {
+                        releases.push(release.clone());
+                    }
+                    if !last.contains_key(&release.ip) {
+                        order.push(release.ip);
+                    }
+                    last.insert(release.ip, None);
+                }
+            }
+        }
+        let claims = order
+            .into_iter()
+            .filter_map(|ip| last.remove(&ip).flatten())
+            .collect();
+        (claims, releases)
     }
 }
 
@@ -203,12 +245,12 @@ impl IpRepo for PlannedIpRepo {
             .insert(ip, (network.to_string(), owner.clone()));
         self.added.insert(ip);
         self.removed.remove(ip);
-        self.claims.push(Claim {
+        self.steps.push(Step::Claim(Claim {
             network: network.to_string(),
             ip,
             owner: owner.clone(),
             is_static,
-        });
+        }));
         Ok(())
     }
 
@@ -236,11 +278,11 @@ impl IpRepo for PlannedIpRepo {
             if self.claimed.contains(ip) {
                 self.removed.insert(ip);
             }
-            self.releases.push(Release {
+            self.steps.push(Step::Release(Release {
                 network: network.to_string(),
                 ip,
                 owner: owner.clone(),
-            });
+            }));
         }
     }
 }
@@ -291,8 +333,18 @@ mod tests {
             "the store's set is unchanged"
         );
         let (claims, releases) = repo.into_changes();
-        let claimed: Vec<u32> = claims.iter().map(|c| c.ip).collect();
-        let released: Vec<u32> = releases.iter().map(|r| r.ip).collect();
-        assert_eq!((claimed, released), (vec![11, 12], vec![11, 12]));
+        let claimed: Vec<(u32, &str)> = claims
+            .iter()
+            .map(|c| (c.ip, c.owner.instance.as_str()))
+            .collect();
+        let released: Vec<(u32, &str)> = releases
+            .iter()
+            .map(|r| (r.ip, r.owner.instance.as_str()))
+            .collect();
+        assert_eq!(
+            (claimed, released),
+            (vec![(11, "b")], vec![(11, "a")]),
+            "11 passes from a to b; 12 was claimed and given back, which the store never sees"
+        );
     }
 }

@@ -16,6 +16,7 @@ use tokio::time::Instant;
 use fleet_ipset::IpSet;
 
 use crate::commits::Outcome;
+use crate::ip_steps::{IpStep, ip_steps};
 use crate::lease::Registration;
 use crate::sqlite::kind_name;
 use crate::task::task_from;
@@ -588,57 +589,58 @@ impl Store for PgStore {
         claims: &[IpClaim],
         releases: &[IpRelease],
     ) -> Result<Result<(), IpRecord>, StoreError> {
-        let mut claims = claims.to_vec();
-        let mut releases = releases.to_vec();
-        // Rows are taken in one order by every process, so that two plans never wait
-        // for each other.
-        claims.sort_by_key(|c| c.address);
-        releases.sort_by_key(|r| r.address);
+        let claims = claims.to_vec();
+        let releases = releases.to_vec();
         let applied = self.call(move |s| {
             s.unit(|s| {
-                for claim in &claims {
-                    let taken = s.row(
-                        "INSERT INTO ip_addresses (address, network, deployment, instance, static)
-                         VALUES ($1, $2, $3, $4, $5)
-                         ON CONFLICT (address) DO UPDATE SET network = $2, static = $5
-                             WHERE ip_addresses.deployment = $3
-                               AND ip_addresses.instance = $4
-                         RETURNING address",
-                        &[
-                            &i64::from(claim.address),
-                            &claim.network,
-                            &claim.owner.deployment,
-                            &claim.owner.instance,
-                            &claim.is_static,
-                        ],
-                    )?;
-                    if taken.is_none() {
-                        let held = s
-                            .row(
-                                "SELECT address, network, deployment, instance, static
-                                 FROM ip_addresses WHERE address = $1",
-                                &[&i64::from(claim.address)],
-                            )?
-                            .map(|r| record(&r));
-                        if let Some(held) = held {
-                            return Ok(Outcome::Undo(Err(held)));
-                        }
-                    }
-                }
                 let mut released = Vec::new();
-                for release in &releases {
-                    let deleted = s.execute(
-                        "DELETE FROM ip_addresses WHERE address = $1 AND network = $2
-                             AND deployment = $3 AND instance = $4",
-                        &[
-                            &i64::from(release.address),
-                            &release.network,
-                            &release.owner.deployment,
-                            &release.owner.instance,
-                        ],
-                    )?;
-                    if deleted > 0 {
-                        released.push(release.address);
+                for step in ip_steps(&claims, &releases) {
+                    match step {
+                        IpStep::Release(release) => {
+                            let deleted = s.execute(
+                                "DELETE FROM ip_addresses WHERE address = $1 AND network = $2
+                                     AND deployment = $3 AND instance = $4",
+                                &[
+                                    &i64::from(release.address),
+                                    &release.network,
+                                    &release.owner.deployment,
+                                    &release.owner.instance,
+                                ],
+                            )?;
+                            if deleted > 0 {
+                                released.push(release.address);
+                            }
+                        }
+                        IpStep::Claim(claim) => {
+                            let taken = s.row(
+                                "INSERT INTO ip_addresses
+                                     (address, network, deployment, instance, static)
+                                 VALUES ($1, $2, $3, $4, $5)
+                                 ON CONFLICT (address) DO UPDATE SET network = $2, static = $5
+                                     WHERE ip_addresses.deployment = $3
+                                       AND ip_addresses.instance = $4
+                                 RETURNING address",
+                                &[
+                                    &i64::from(claim.address),
+                                    &claim.network,
+                                    &claim.owner.deployment,
+                                    &claim.owner.instance,
+                                    &claim.is_static,
+                                ],
+                            )?;
+                            if taken.is_none() {
+                                let held = s
+                                    .row(
+                                        "SELECT address, network, deployment, instance, static
+                                         FROM ip_addresses WHERE address = $1",
+                                        &[&i64::from(claim.address)],
+                                    )?
+                                    .map(|r| record(&r));
+                                if let Some(held) = held {
+                                    return Ok(Outcome::Undo(Err(held)));
+                                }
+                            }
+                        }
                     }
                 }
                 Ok(Outcome::Keep(Ok((claims, released))))
@@ -649,11 +651,12 @@ impl Store for PgStore {
             Ok((claims, released)) => {
                 if let Some((set, _)) = &mut *cache {
                     let set = Arc::make_mut(set);
-                    for claim in claims {
-                        set.insert(claim.address);
-                    }
+                    // Released first: an address handed over stays claimed.
                     for address in released {
                         set.remove(address);
+                    }
+                    for claim in claims {
+                        set.insert(claim.address);
                     }
                 }
                 Ok(Ok(()))

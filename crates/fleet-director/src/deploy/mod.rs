@@ -1,9 +1,14 @@
-//! The deploy procedure (seed 000) as far as this version implements it: validate, bind
-//! existing VMs, plan, delete what is no longer wanted, create missing VMs, and update
-//! instance groups. Recreate and delete are deploys of the stored manifest with other
-//! options. Compilation and IP management slot in between binding and VM creation.
+//! The deploy procedure (seed 000): validate, bind existing VMs, decide the whole plan
+//! ([`decide`]), claim its addresses, then apply it ([`apply`]): delete what is no longer
+//! wanted, compile, create missing VMs, and update instance groups. Recreate and start are
+//! deploys of the stored manifest with other options; stop and delete act on the
+//! deployment's records.
 
-use super::records::change;
+mod apply;
+mod decide;
+#[cfg(test)]
+mod decide_tests;
+
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
@@ -14,21 +19,21 @@ use super::agent::Intent;
 use super::compilation;
 use super::dry_run;
 use super::error::StepError;
+use super::ids::new_id;
 use super::limits::InstanceLimits;
 use super::manifest::Count;
 use super::model::{DeploymentRecord, DesiredState, InstanceRecord};
-use super::network::{Owner, to_u32};
-use super::networking::{self, Reserving};
-use super::plan::{Change, InstancePlan, PlanOptions, plan};
+use super::network::to_u32;
+use super::networking;
+use super::plan::InstancePlan;
+use super::records::change;
 use super::snapshot::Snapshot;
 use super::target::Target;
 use super::task::{JobError, TaskLog};
 use super::templates;
-use super::update::{
-    UpdateOptions, create_missing_vm, delete_instance, new_record, persist, stop_instance,
-    update_groups,
-};
+use super::update::{delete_instance, stop_instance};
 use super::validate;
+pub use decide::{DeployPlan, Observed, decide};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DeployOptions {
@@ -162,7 +167,8 @@ pub async fn deploy(
     outcome
 }
 
-/// The deploy of a manifest found valid, from binding on.
+/// The deploy of a manifest found valid: bind, decide, then apply (or, for a dry run,
+/// show what was decided).
 async fn deploy_valid(
     core: Arc<Core>,
     log: TaskLog,
@@ -170,52 +176,23 @@ async fn deploy_valid(
     options: DeployOptions,
 ) -> Result<String, JobError> {
     let networking = snapshot.networking();
-    let cloud_config = snapshot.cloud_version();
-    let manifest = &snapshot.manifest;
-    let name = manifest.name.clone();
+    let name = snapshot.manifest.name.clone();
     let existing: Vec<InstanceRecord> = core.records.instances(&name).await?;
     let Bound {
         unresponsive,
         reported,
     } = bind(&core, &log, &existing, options.fix).await?;
-    let mut plan = plan(
-        manifest,
+    let observed = Observed {
         existing,
-        &snapshot.cloud_properties(),
-        &PlanOptions {
-            recreate: options.recreate,
-            unresponsive: unresponsive.clone(),
-            start: options.start,
-            restart: options.restart,
-            target: options.target.clone(),
-        },
-    );
-    let ignored: Vec<String> = plan
-        .obsolete
-        .iter()
-        .filter(|i| i.ignore)
-        .map(InstanceRecord::name)
-        .collect();
-    if !ignored.is_empty() {
-        return Err(StepError::Failed(format!(
-            "the manifest deletes {}, which the operator set aside with `bosh ignore`; unignore              them first, or keep them in the manifest",
-            ignored.join(", ")
-        ))
-        .into());
-    }
+        unresponsive,
+        reported,
+    };
+    let mut ids = || new_id("instance");
     if options.dry_run {
-        // The addresses are decided against the store as a deploy would, and nothing is
-        // written.
-        networking::reserve(
-            &core,
-            &networking,
-            manifest,
-            &mut plan,
-            &reported,
-            Reserving::DryRun,
-        )
-        .await?;
-        let instances: Vec<&InstancePlan> = plan.instances().collect();
+        // Decided against the store as a deploy would, and nothing is written.
+        let view = networking::observe(&core, &networking, &snapshot.manifest).await?;
+        let plan = decide(&snapshot, &observed, &options, &view, &mut ids)?;
+        let instances: Vec<&InstancePlan> = plan.instances.instances().collect();
         let stage = log.stage("Planning (dry run)", Vec::new(), instances.len() as u32);
         for instance in instances {
             stage.start(dry_run::instance_line(instance)).finish();
@@ -237,143 +214,23 @@ async fn deploy_valid(
     }
     compilation::delete_leftovers(&core, &log, &name).await?;
     log.check()?;
-    networking::reserve(
+    // A refused plan (an ignored instance the manifest deletes, a network out of
+    // addresses) claims nothing.
+    let plan = networking::decide_and_claim(
         &core,
         &networking,
-        manifest,
-        &mut plan,
-        &reported,
-        Reserving::Apply,
+        &snapshot.manifest,
+        |view| decide(&snapshot, &observed, &options, view, &mut ids),
+        |plan| &plan.addresses,
     )
     .await?;
-    record_errand_instances(&core, &name, &mut plan).await?;
     log.check()?;
-    templates::render_plan(&core, &log, &name, &mut plan).await?;
-    let global = networking.global();
-    let changed = plan.changed_instances();
-    let obsolete = plan.obsolete.len();
-
-    if obsolete > 0 {
-        let stage = log.stage("Deleting unneeded instances", Vec::new(), obsolete as u32);
-        for record in std::mem::take(&mut plan.obsolete) {
-            log.check()?;
-            let responsive = !unresponsive.contains(&record.id);
-            let step = stage.start(record.name());
-            let addresses = networking::held_by(&core, &name, &record.id).await?;
-            let owner = Owner {
-                deployment: name.clone(),
-                instance: record.id.clone(),
-            };
-            let intent = Intent::DeleteInstance;
-            let deleted = delete_instance(&core, record, responsive, options.skip_drain, intent);
-            step.end(deleted.await)?;
-            networking::release(&core, global, &owner, &addresses).await?;
-        }
-    }
-
-    // The instances' addresses, which compilation workers must not take.
-    let taken: Vec<(String, u32)> = plan
-        .instances()
-        .flat_map(|i| &i.addresses)
-        .filter_map(|(network, ip)| ip.map(|ip| (network.clone(), ip)))
-        .collect();
-    log.check()?;
-    compilation::compile(&core, &log, &snapshot, &networking, &taken).await?;
-    log.check()?;
-
-    let missing: Vec<_> = plan
-        .groups
-        .iter_mut()
-        .flat_map(|g| g.instances.iter_mut())
-        .filter(|i| i.changes.contains(&Change::New))
-        .collect();
-    if !missing.is_empty() {
-        let stage = log.stage("Creating missing vms", Vec::new(), missing.len() as u32);
-        let mut created = JoinSet::new();
-        for (slot, instance) in missing.iter().enumerate() {
-            let (core, stage, name, instance) = (
-                Arc::clone(&core),
-                stage.clone(),
-                name.clone(),
-                (*instance).clone(),
-            );
-            created.spawn(crate::trace::within(async move {
-                let step = stage.start(format!("{}/{}", instance.group, instance.index));
-                (
-                    slot,
-                    step.end(create_missing_vm(&core, &name, &instance).await),
-                )
-            }));
-        }
-        let mut records = vec![None; missing.len()];
-        let mut first_error = None;
-        while let Some(joined) = created.join_next().await {
-            match joined {
-                Ok((slot, Ok(record))) => records[slot] = Some(record),
-                Ok((_, Err(e))) => {
-                    first_error.get_or_insert(e);
-                }
-                Err(e) => {
-                    first_error.get_or_insert(StepError::Failed(format!("internal error: {e}")));
-                }
-            }
-        }
-        if let Some(e) = first_error {
-            return Err(e.into());
-        }
-        for (instance, record) in missing.into_iter().zip(records) {
-            instance.existing = record;
-        }
-    }
-
-    let update = UpdateOptions {
-        skip_drain: options.skip_drain,
-        canaries: options.canaries,
-        max_in_flight: options.max_in_flight,
-        global_addresses: global,
-    };
-    log.check()?;
-    update_groups(&core, &log, &name, &plan.groups, &update).await?;
-    post_deploy(&core, &name).await?;
-    templates::forget_unused(&core, &name).await?;
-    core.records
-        .write(vec![change::deployment(&DeploymentRecord {
-            name: name.clone(),
-            manifest: Some(snapshot.text),
-            cloud_config,
-            runtime_configs: snapshot.runtime_versions,
-        })])
-        .await?;
-    Ok(format!(
-        "deployment `{name}`: {changed} instances updated, {obsolete} deleted"
-    ))
-}
-
-/// The instances of errand groups are recorded with their addresses and no VM, as BOSH
-/// binds them; their VMs come when the errand runs (see [`crate::errand`]). A deploy
-/// changes nothing else of them.
-async fn record_errand_instances(
-    core: &Core,
-    deployment: &str,
-    plan: &mut super::plan::DeploymentPlan,
-) -> Result<(), StepError> {
-    for group in plan.groups.iter_mut().filter(|g| g.errand) {
-        for instance in &mut group.instances {
-            if instance.existing.is_none() {
-                let record = new_record(deployment, instance, DesiredState::Detached);
-                persist(core, &record).await?;
-                instance.id = record.id.clone();
-                instance.existing = Some(record);
-            }
-            instance.changes.clear();
-        }
-    }
-    Ok(())
+    apply::apply(core, log, snapshot, plan, &options).await
 }
 
 /// Every started instance's `post-deploy` scripts at once, once all instances started;
 /// the first failure fails the deploy, naming the instance.
-async fn post_deploy(core: &Arc<Core>, deployment: &str) -> Result<(), JobError> {
+pub(super) async fn post_deploy(core: &Arc<Core>, deployment: &str) -> Result<(), JobError> {
     let mut running = tokio::task::JoinSet::new();
     for instance in core.records.instances(deployment).await? {
         let (Some(agent), DesiredState::Started, false) =

@@ -1,0 +1,180 @@
+//! A decided deploy carried out, step by step, each recorded before the one that depends
+//! on it: errand instances recorded, templates rendered, unwanted instances deleted,
+//! packages compiled, missing VMs created, groups updated in the plan's order, then
+//! `post-deploy` and the deployment's record. The store's addresses were claimed when the
+//! plan was decided ([`crate::networking::decide_and_claim`]).
+
+use std::sync::Arc;
+
+use tokio::task::JoinSet;
+
+use super::decide::DeployPlan;
+use super::{DeployOptions, post_deploy};
+use crate::Core;
+use crate::agent::Intent;
+use crate::compilation;
+use crate::error::StepError;
+use crate::model::{DeploymentRecord, DesiredState};
+use crate::network::Owner;
+use crate::networking;
+use crate::plan::{Change, DeploymentPlan};
+use crate::records::change;
+use crate::snapshot::Snapshot;
+use crate::task::{JobError, TaskLog};
+use crate::templates;
+use crate::update::{
+    UpdateOptions, create_missing_vm, delete_instance, new_record, persist, update_groups,
+};
+
+pub async fn apply(
+    core: Arc<Core>,
+    log: TaskLog,
+    snapshot: Snapshot,
+    mut plan: DeployPlan,
+    options: &DeployOptions,
+) -> Result<String, JobError> {
+    let name = snapshot.manifest.name.clone();
+    let cloud_config = snapshot.cloud_version();
+    let networking = snapshot.networking();
+    let global = networking.global();
+    record_errand_instances(&core, &name, &mut plan.instances).await?;
+    log.check()?;
+    templates::render_plan(&core, &log, &name, &mut plan.instances).await?;
+    let changed = plan.instances.changed_instances();
+    let deleted = plan.deletions.len();
+
+    if deleted > 0 {
+        let stage = log.stage("Deleting unneeded instances", Vec::new(), deleted as u32);
+        for deletion in std::mem::take(&mut plan.deletions) {
+            log.check()?;
+            let step = stage.start(deletion.record.name());
+            let owner = Owner {
+                deployment: name.clone(),
+                instance: deletion.record.id.clone(),
+            };
+            let gone = delete_instance(
+                &core,
+                deletion.record,
+                deletion.responsive,
+                options.skip_drain,
+                Intent::DeleteInstance,
+            );
+            step.end(gone.await)?;
+            networking::release(&core, global, &owner, &deletion.addresses).await?;
+        }
+    }
+
+    // The instances' addresses, which compilation workers must not take.
+    let taken: Vec<(String, u32)> = plan
+        .instances
+        .instances()
+        .flat_map(|i| &i.addresses)
+        .filter_map(|(network, ip)| ip.map(|ip| (network.clone(), ip)))
+        .collect();
+    log.check()?;
+    compilation::compile(&core, &log, &snapshot, &networking, &taken).await?;
+    log.check()?;
+    create_missing_vms(&core, &log, &name, &mut plan.instances).await?;
+
+    let update = UpdateOptions {
+        skip_drain: options.skip_drain,
+        global_addresses: global,
+    };
+    log.check()?;
+    update_groups(
+        &core,
+        &log,
+        &name,
+        &plan.instances.groups,
+        &plan.order,
+        &update,
+    )
+    .await?;
+    post_deploy(&core, &name).await?;
+    templates::forget_unused(&core, &name).await?;
+    core.records
+        .write(vec![change::deployment(&DeploymentRecord {
+            name: name.clone(),
+            manifest: Some(snapshot.text),
+            cloud_config,
+            runtime_configs: snapshot.runtime_versions,
+        })])
+        .await?;
+    Ok(format!(
+        "deployment `{name}`: {changed} instances updated, {deleted} deleted"
+    ))
+}
+
+/// The instances of errand groups the deployment has no record of yet are recorded with
+/// their addresses and no VM.
+async fn record_errand_instances(
+    core: &Core,
+    deployment: &str,
+    plan: &mut DeploymentPlan,
+) -> Result<(), StepError> {
+    for group in plan.groups.iter_mut().filter(|g| g.errand) {
+        for instance in &mut group.instances {
+            if instance.existing.is_none() {
+                let record = new_record(deployment, instance, DesiredState::Detached);
+                persist(core, &record).await?;
+                instance.existing = Some(record);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The VMs of new instances, all at once, before any group updates.
+async fn create_missing_vms(
+    core: &Arc<Core>,
+    log: &TaskLog,
+    deployment: &str,
+    plan: &mut DeploymentPlan,
+) -> Result<(), JobError> {
+    let missing: Vec<_> = plan
+        .groups
+        .iter_mut()
+        .flat_map(|g| g.instances.iter_mut())
+        .filter(|i| i.changes.contains(&Change::New))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let stage = log.stage("Creating missing vms", Vec::new(), missing.len() as u32);
+    let mut created = JoinSet::new();
+    for (slot, instance) in missing.iter().enumerate() {
+        let (core, stage, deployment, instance) = (
+            Arc::clone(core),
+            stage.clone(),
+            deployment.to_string(),
+            (*instance).clone(),
+        );
+        created.spawn(crate::trace::within(async move {
+            let step = stage.start(format!("{}/{}", instance.group, instance.index));
+            (
+                slot,
+                step.end(create_missing_vm(&core, &deployment, &instance).await),
+            )
+        }));
+    }
+    let mut records = vec![None; missing.len()];
+    let mut first_error = None;
+    while let Some(joined) = created.join_next().await {
+        match joined {
+            Ok((slot, Ok(record))) => records[slot] = Some(record),
+            Ok((_, Err(e))) => {
+                first_error.get_or_insert(e);
+            }
+            Err(e) => {
+                first_error.get_or_insert(StepError::Failed(format!("internal error: {e}")));
+            }
+        }
+    }
+    if let Some(e) = first_error {
+        return Err(e.into());
+    }
+    for (instance, record) in missing.into_iter().zip(records) {
+        instance.existing = record;
+    }
+    Ok(())
+}

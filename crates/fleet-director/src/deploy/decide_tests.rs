@@ -1,0 +1,473 @@
+//! Deploys decided from a manifest, records and the store's addresses alone: no director,
+//! no simulated cloud, no store.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use fleet_ipset::IpSet;
+use fleet_store::{IpHolder, IpRecord};
+
+use super::DeployOptions;
+use super::decide::{DeployPlan, Observed, decide};
+use crate::addresses::AddressView;
+use crate::dry_run;
+use crate::manifest::Count;
+use crate::model::{CloudConfig, DesiredState, InstanceRecord, Release, Stemcell};
+use crate::network::{to_ip, to_u32};
+use crate::plan::Change;
+use crate::records::Uploads;
+use crate::snapshot::Snapshot;
+
+const CLOUD: &str = "azs: [{name: z1}, {name: z2}]
+vm_types: [{name: small}]
+networks:
+- name: default
+  subnets:
+  - {range: 10.10.0.0/24, gateway: 10.10.0.1, static: [10.10.0.200 - 10.10.0.210], azs: [z1, z2]}
+";
+
+fn manifest(instances: u32, statics: &[&str]) -> String {
+    let statics = if statics.is_empty() {
+        String::new()
+    } else {
+        format!(", static_ips: [{}]", statics.join(", "))
+    };
+    format!(
+        "name: web
+releases: [{{name: nginx, version: '1'}}]
+stemcells: [{{alias: default, os: jammy, version: '1.0'}}]
+update: {{canaries: 1, max_in_flight: 2, canary_watch_time: 1000, update_watch_time: 1000}}
+instance_groups:
+- name: web
+  instances: {instances}
+  azs: [z1, z2]
+  jobs: [{{name: nginx, release: nginx}}]
+  vm_type: small
+  stemcell: default
+  networks: [{{name: default{statics}}}]
+"
+    )
+}
+
+fn snapshot(text: &str) -> Snapshot {
+    Snapshot::of(
+        text.to_string(),
+        Uploads {
+            cloud_config: Some(CloudConfig {
+                version: 1,
+                text: CLOUD.to_string(),
+                created_at: None,
+            }),
+            releases: vec![Release {
+                name: "nginx".into(),
+                version: "1".into(),
+                ..Default::default()
+            }],
+            stemcells: vec![Stemcell {
+                name: "ubuntu-jammy".into(),
+                os: "jammy".into(),
+                version: "1.0".into(),
+                cid: None,
+            }],
+            runtime_configs: Vec::new(),
+        },
+    )
+    .expect("a valid snapshot")
+}
+
+/// Names new instances `i1`, `i2`, ... in the order the plan asks.
+fn counter() -> impl FnMut() -> String {
+    let mut n = 0;
+    move || {
+        n += 1;
+        format!("i{n}")
+    }
+}
+
+fn ip(text: &str) -> u32 {
+    to_u32(text.parse().unwrap())
+}
+
+fn holder(instance: &str) -> IpHolder {
+    IpHolder {
+        deployment: "web".into(),
+        instance: instance.into(),
+    }
+}
+
+/// The store's addresses with `held` claimed by this deployment's instances and
+/// `elsewhere` by other deployments.
+fn view(held: &[(&str, &str)], elsewhere: &[&str]) -> AddressView {
+    let mut claimed = IpSet::new();
+    let deployment: Vec<IpRecord> = held
+        .iter()
+        .map(|(instance, address)| IpRecord {
+            address: ip(address),
+            network: "default".into(),
+            owner: holder(instance),
+            is_static: false,
+        })
+        .collect();
+    for record in &deployment {
+        claimed.insert(record.address);
+    }
+    for address in elsewhere {
+        claimed.insert(ip(address));
+    }
+    AddressView {
+        holders: deployment.clone(),
+        deployment,
+        claimed: Arc::new(claimed),
+    }
+}
+
+fn decided(
+    text: &str,
+    observed: &Observed,
+    options: &DeployOptions,
+    view: &AddressView,
+) -> DeployPlan {
+    decide(&snapshot(text), observed, options, view, &mut counter()).expect("a plan")
+}
+
+/// The records a deploy of `plan` leaves: every instance running what it was planned to.
+fn deployed(plan: &DeployPlan) -> Vec<InstanceRecord> {
+    plan.instances
+        .instances()
+        .map(|i| InstanceRecord {
+            id: i.id.clone(),
+            deployment: "web".into(),
+            group: i.group.clone(),
+            index: i.index,
+            az: i.az.clone(),
+            vm_cid: Some(format!("vm-{}", i.id)),
+            agent_id: Some(format!("agent-{}", i.id)),
+            vm_stemcell: Some(i.desired.stemcell.clone()),
+            vm_type: i.desired.vm_type.clone(),
+            vm_networks: i.desired.networks.clone(),
+            disk_cid: None,
+            applied: Some(i.desired.clone()),
+            state: DesiredState::Started,
+            ignore: false,
+        })
+        .collect()
+}
+
+/// Each instance's `id network/address` entries, in plan order.
+fn addresses(plan: &DeployPlan) -> Vec<String> {
+    plan.instances
+        .instances()
+        .map(|i| format!("{} {}", i.id, i.desired.networks.join(",")))
+        .collect()
+}
+
+fn claims(plan: &DeployPlan) -> Vec<(String, String)> {
+    plan.addresses
+        .claims
+        .iter()
+        .map(|c| (c.owner.instance.clone(), to_ip(c.address).to_string()))
+        .collect()
+}
+
+fn releases(plan: &DeployPlan) -> Vec<(String, String)> {
+    plan.addresses
+        .releases
+        .iter()
+        .map(|r| (r.owner.instance.clone(), to_ip(r.address).to_string()))
+        .collect()
+}
+
+#[test]
+fn a_first_deploy_names_its_instances_and_claims_free_addresses_around_other_deployments() {
+    let plan = decided(
+        &manifest(3, &[]),
+        &Observed::default(),
+        &DeployOptions::default(),
+        &view(&[], &["10.10.0.2", "10.10.0.3"]),
+    );
+    assert_eq!(
+        addresses(&plan),
+        [
+            "i1 default/10.10.0.4",
+            "i2 default/10.10.0.5",
+            "i3 default/10.10.0.6"
+        ]
+    );
+    assert_eq!(
+        claims(&plan),
+        [
+            ("i1".to_string(), "10.10.0.4".to_string()),
+            ("i2".into(), "10.10.0.5".into()),
+            ("i3".into(), "10.10.0.6".into()),
+        ]
+    );
+    assert!(plan.addresses.releases.is_empty());
+    assert!(
+        plan.instances
+            .instances()
+            .all(|i| i.changes == BTreeSet::from([Change::New]))
+    );
+    assert!(plan.deletions.is_empty());
+}
+
+#[test]
+fn a_dry_run_shows_the_planned_addresses_and_counts_them() {
+    let plan = decided(
+        &manifest(2, &["10.10.0.200", "10.10.0.201"]),
+        &Observed::default(),
+        &DeployOptions::default(),
+        &view(&[], &[]),
+    );
+    let lines: Vec<String> = plan
+        .instances
+        .instances()
+        .map(dry_run::instance_line)
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "web/i1 (0): changes: new; default 10.10.0.200",
+            "web/i2 (1): changes: new; default 10.10.0.201"
+        ]
+    );
+    assert!(plan.addresses.claims.iter().all(|c| c.is_static));
+    assert_eq!(
+        dry_run::summary(&plan),
+        "dry run: 2 instances would be updated and 0 deleted, 2 addresses claimed and 0 \
+         released; nothing was changed"
+    );
+}
+
+#[test]
+fn a_deployed_instance_keeps_its_address_and_nothing_changes() {
+    let first = decided(
+        &manifest(2, &[]),
+        &Observed::default(),
+        &DeployOptions::default(),
+        &view(&[], &[]),
+    );
+    let observed = Observed {
+        existing: deployed(&first),
+        ..Observed::default()
+    };
+    let held = [("i1", "10.10.0.2"), ("i2", "10.10.0.3")];
+    let again = decided(
+        &manifest(2, &[]),
+        &observed,
+        &DeployOptions::default(),
+        &view(&held, &[]),
+    );
+    assert_eq!(addresses(&again), addresses(&first));
+    assert_eq!(again.instances.changed_instances(), 0);
+    assert!(again.order.waves.is_empty(), "nothing to update");
+    assert!(again.addresses.releases.is_empty());
+}
+
+#[test]
+fn an_address_held_by_no_instance_is_released_and_handed_to_a_new_one() {
+    let plan = decided(
+        &manifest(1, &[]),
+        &Observed::default(),
+        &DeployOptions::default(),
+        &view(&[("gone", "10.10.0.2")], &[]),
+    );
+    assert_eq!(addresses(&plan), ["i1 default/10.10.0.2"]);
+    assert_eq!(
+        releases(&plan),
+        [("gone".to_string(), "10.10.0.2".to_string())]
+    );
+    assert_eq!(claims(&plan), [("i1".to_string(), "10.10.0.2".to_string())]);
+}
+
+#[test]
+fn a_shrunk_group_deletes_its_highest_instances_with_what_they_hold() {
+    let first = decided(
+        &manifest(3, &[]),
+        &Observed::default(),
+        &DeployOptions::default(),
+        &view(&[], &[]),
+    );
+    let observed = Observed {
+        existing: deployed(&first),
+        unresponsive: BTreeSet::from(["i3".to_string()]),
+        ..Observed::default()
+    };
+    let held = [
+        ("i1", "10.10.0.2"),
+        ("i2", "10.10.0.3"),
+        ("i3", "10.10.0.4"),
+    ];
+    let plan = decided(
+        &manifest(2, &[]),
+        &observed,
+        &DeployOptions::default(),
+        &view(&held, &[]),
+    );
+    let deleted: Vec<(String, bool, Vec<String>)> = plan
+        .deletions
+        .iter()
+        .map(|d| {
+            (
+                d.record.id.clone(),
+                d.responsive,
+                d.addresses
+                    .iter()
+                    .map(|h| to_ip(h.ip).to_string())
+                    .collect(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        deleted,
+        [("i3".to_string(), false, vec!["10.10.0.4".to_string()])]
+    );
+    assert!(
+        plan.addresses.releases.is_empty(),
+        "released once its VM is gone, not before"
+    );
+    assert!(dry_run::summary(&plan).contains("0 instances would be updated and 1 deleted"));
+}
+
+#[test]
+fn a_new_static_address_moves_the_instance_to_a_new_vm_and_the_old_goes_after_it() {
+    let first = decided(
+        &manifest(1, &[]),
+        &Observed::default(),
+        &DeployOptions::default(),
+        &view(&[], &[]),
+    );
+    let observed = Observed {
+        existing: deployed(&first),
+        ..Observed::default()
+    };
+    let plan = decided(
+        &manifest(1, &["10.10.0.205"]),
+        &observed,
+        &DeployOptions::default(),
+        &view(&[("i1", "10.10.0.2")], &[]),
+    );
+    let instance = plan.instances.instances().next().unwrap();
+    assert!(instance.changes.contains(&Change::Networks));
+    assert!(instance.needs_new_vm());
+    assert_eq!(instance.desired.networks, ["default/10.10.0.205"]);
+    assert_eq!(
+        instance
+            .obsolete_addresses
+            .iter()
+            .map(|h| to_ip(h.ip).to_string())
+            .collect::<Vec<_>>(),
+        ["10.10.0.2"]
+    );
+    assert!(
+        claims(&plan).contains(&("i1".to_string(), "10.10.0.205".to_string())),
+        "{:?}",
+        claims(&plan)
+    );
+    assert!(
+        plan.addresses.releases.is_empty(),
+        "the old address stays until the new VM runs"
+    );
+}
+
+#[test]
+fn the_update_order_starts_with_one_canary_in_the_first_az_and_honours_overrides() {
+    let plan = decided(
+        &manifest(4, &[]),
+        &Observed::default(),
+        &DeployOptions::default(),
+        &view(&[], &[]),
+    );
+    let windows: Vec<(bool, usize, Vec<u32>)> = plan.order.waves[0].groups[0]
+        .windows
+        .iter()
+        .map(|w| (w.canary, w.limit, w.instances.clone()))
+        .collect();
+    assert_eq!(
+        windows,
+        [
+            (true, 1, vec![0]),
+            (false, 2, vec![2]),
+            (false, 2, vec![1, 3])
+        ]
+    );
+    let overridden = decided(
+        &manifest(4, &[]),
+        &Observed::default(),
+        &DeployOptions {
+            canaries: Some(Count::Fixed(0)),
+            max_in_flight: Some(Count::Percent(100)),
+            ..DeployOptions::default()
+        },
+        &view(&[], &[]),
+    );
+    let windows: Vec<(bool, Vec<u32>)> = overridden.order.waves[0].groups[0]
+        .windows
+        .iter()
+        .map(|w| (w.canary, w.instances.clone()))
+        .collect();
+    assert_eq!(windows, [(false, vec![0, 2]), (false, vec![1, 3])]);
+}
+
+#[test]
+fn an_unresponsive_agent_with_fix_gets_its_instance_a_new_vm() {
+    let first = decided(
+        &manifest(2, &[]),
+        &Observed::default(),
+        &DeployOptions::default(),
+        &view(&[], &[]),
+    );
+    let observed = Observed {
+        existing: deployed(&first),
+        unresponsive: BTreeSet::from(["i2".to_string()]),
+        ..Observed::default()
+    };
+    let plan = decided(
+        &manifest(2, &[]),
+        &observed,
+        &DeployOptions {
+            fix: true,
+            ..DeployOptions::default()
+        },
+        &view(&[("i1", "10.10.0.2"), ("i2", "10.10.0.3")], &[]),
+    );
+    let changed: Vec<(String, bool)> = plan
+        .instances
+        .instances()
+        .filter(|i| i.changed())
+        .map(|i| (i.id.clone(), i.needs_new_vm()))
+        .collect();
+    assert_eq!(changed, [("i2".to_string(), true)]);
+    assert_eq!(
+        addresses(&plan)[1],
+        "i2 default/10.10.0.3",
+        "it keeps its address"
+    );
+}
+
+#[test]
+fn a_manifest_that_deletes_an_ignored_instance_is_refused() {
+    let first = decided(
+        &manifest(2, &[]),
+        &Observed::default(),
+        &DeployOptions::default(),
+        &view(&[], &[]),
+    );
+    let mut existing = deployed(&first);
+    existing[1].ignore = true;
+    let observed = Observed {
+        existing,
+        ..Observed::default()
+    };
+    let refused = decide(
+        &snapshot(&manifest(1, &[])),
+        &observed,
+        &DeployOptions::default(),
+        &view(&[("i1", "10.10.0.2"), ("i2", "10.10.0.3")], &[]),
+        &mut counter(),
+    )
+    .unwrap_err();
+    assert!(
+        refused.to_string().contains("web/i2") && refused.to_string().contains("bosh ignore"),
+        "{refused}"
+    );
+}
