@@ -322,7 +322,7 @@ impl BrokerFields {
                     if let Some(url) = checker.string(value, &path) {
                         match check_endpoint(&url, "service_broker") {
                             Ok(()) => self.api_endpoint = Some((url, value.at)),
-                            Err(message) => checker.report(&path, value.at, message),
+                            Err(refused) => checker.report(&path, value.at, refused.to_string()),
                         }
                     }
                 }
@@ -335,7 +335,7 @@ impl BrokerFields {
                     if let Some(pem) = checker.string(value, &path) {
                         match check_pem(&pem) {
                             Ok(()) => self.ca = Some(pem),
-                            Err(message) => checker.report(&path, value.at, message),
+                            Err(refused) => checker.report(&path, value.at, refused.to_string()),
                         }
                     }
                 }

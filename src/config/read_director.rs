@@ -45,7 +45,7 @@ impl DirectorFields {
                     if let Some(url) = checker.string(value, &path) {
                         match check_endpoint(&url, "director") {
                             Ok(()) => self.url = Some(url.trim_end_matches('/').to_string()),
-                            Err(message) => checker.report(&path, value.at, message),
+                            Err(refused) => checker.report(&path, value.at, refused.to_string()),
                         }
                     }
                 }
@@ -53,7 +53,7 @@ impl DirectorFields {
                     if let Some(pem) = checker.string(value, &path) {
                         match check_pem(&pem) {
                             Ok(()) => self.ca = Some(pem),
-                            Err(message) => checker.report(&path, value.at, message),
+                            Err(refused) => checker.report(&path, value.at, refused.to_string()),
                         }
                     }
                 }

@@ -34,8 +34,8 @@ pub(super) fn duration(checker: &mut Checker, node: &Node, path: &str) -> Option
     match &node.value {
         Value::Str(text) => match parse_positive(text) {
             Ok(d) => Some(d),
-            Err(message) => {
-                checker.report(path, node.at, message);
+            Err(refused) => {
+                checker.report(path, node.at, refused.to_string());
                 None
             }
         },
@@ -88,38 +88,57 @@ pub(super) fn path_value(
     })
 }
 
+/// An endpoint the configuration refuses.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EndpointError {
+    #[error("must not carry credentials; put them in `{block}.username` and `password`")]
+    Credentials { block: String },
+    /// Not echoed: it may hold a password in a form this check does not recognise.
+    #[error("is not an http:// or https:// URL")]
+    NotHttpWithSecret,
+    #[error("`{0}` is not an http:// or https:// URL")]
+    NotHttp(String),
+}
+
+/// A CA the configuration refuses.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PemError {
+    #[error("is not valid PEM: {0}")]
+    Invalid(String),
+    #[error("is not a PEM certificate: expected `-----BEGIN CERTIFICATE-----` blocks")]
+    NoCertificate,
+}
+
 /// An http(s) URL with a host and no credentials in it (they belong in `username` and
 /// `password` of `block`, where they are redacted); a URL with credentials is not echoed.
-pub(super) fn check_endpoint(url: &str, block: &str) -> Result<(), String> {
+pub(super) fn check_endpoint(url: &str, block: &str) -> Result<(), EndpointError> {
     let rest = url
         .strip_prefix("https://")
         .or_else(|| url.strip_prefix("http://"));
     let authority = rest.map(|r| r.split(['/', '?', '#']).next().unwrap_or(""));
     match authority {
-        Some(a) if a.contains('@') => Err(format!(
-            "must not carry credentials; put them in `{block}.username` and `password`"
-        )),
+        Some(a) if a.contains('@') => Err(EndpointError::Credentials {
+            block: block.to_string(),
+        }),
         Some(a) if !a.is_empty() && !url.contains(char::is_whitespace) => Ok(()),
-        _ if url.contains('@') => Err("is not an http:// or https:// URL".into()),
-        _ => Err(format!("`{url}` is not an http:// or https:// URL")),
+        _ if url.contains('@') => Err(EndpointError::NotHttpWithSecret),
+        _ => Err(EndpointError::NotHttp(url.to_string())),
     }
 }
 
 /// At least one certificate, and nothing in the PEM that fails to decode.
-pub(super) fn check_pem(pem: &str) -> Result<(), String> {
+pub(super) fn check_pem(pem: &str) -> Result<(), PemError> {
     use rustls_pki_types::CertificateDer;
     use rustls_pki_types::pem::PemObject;
     let mut certificates = 0;
     for cert in CertificateDer::pem_slice_iter(pem.as_bytes()) {
         match cert {
             Ok(_) => certificates += 1,
-            Err(e) => return Err(format!("is not valid PEM: {e}")),
+            Err(e) => return Err(PemError::Invalid(e.to_string())),
         }
     }
     if certificates == 0 {
-        return Err(
-            "is not a PEM certificate: expected `-----BEGIN CERTIFICATE-----` blocks".into(),
-        );
+        return Err(PemError::NoCertificate);
     }
     Ok(())
 }

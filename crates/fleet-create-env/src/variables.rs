@@ -33,6 +33,19 @@ pub enum VariableError {
     NotAPair { flag: String },
 }
 
+/// Why a certificate could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum CertificateError {
+    #[error("alternative name `{name}`: {source}")]
+    AlternativeName { name: String, source: rcgen::Error },
+    #[error("its CA `{0}` is not declared before it")]
+    UndeclaredCa(String),
+    #[error("its CA `{ca}` has no {key}")]
+    CaField { ca: String, key: String },
+    #[error(transparent)]
+    Generation(#[from] rcgen::Error),
+}
+
 /// Every variable's value, by name.
 pub type Values = BTreeMap<String, Json>;
 
@@ -144,7 +157,9 @@ pub fn generate(declared: &Json, values: &mut Values) -> Result<bool, VariableEr
         let options = declaration.get("options").cloned().unwrap_or(Json::Null);
         let value = match declaration.get("type").and_then(Json::as_str) {
             Some("password") => Json::String(password()),
-            Some("certificate") => certificate(&options, values, &options_of).map_err(fail)?,
+            Some("certificate") => {
+                certificate(&options, values, &options_of).map_err(|e| fail(e.to_string()))?
+            }
             Some(other) => {
                 return Err(fail(format!(
                     "type `{other}` is not one this CLI generates (password, certificate)"
@@ -159,7 +174,7 @@ pub fn generate(declared: &Json, values: &mut Values) -> Result<bool, VariableEr
 }
 
 /// What a certificate's declaration makes of its names and whether it is a CA.
-fn params(options: &Json) -> Result<CertificateParams, String> {
+fn params(options: &Json) -> Result<CertificateParams, CertificateError> {
     let text = |key: &str| options.get(key).and_then(Json::as_str).map(str::to_string);
     let mut params = CertificateParams::default();
     if let Some(cn) = text("common_name") {
@@ -174,11 +189,12 @@ fn params(options: &Json) -> Result<CertificateParams, String> {
     {
         params.subject_alt_names.push(match name.parse() {
             Ok(ip) => SanType::IpAddress(ip),
-            Err(_) => SanType::DnsName(
-                name.to_string()
-                    .try_into()
-                    .map_err(|e| format!("alternative name `{name}`: {e}"))?,
-            ),
+            Err(_) => SanType::DnsName(name.to_string().try_into().map_err(|source| {
+                CertificateError::AlternativeName {
+                    name: name.to_string(),
+                    source,
+                }
+            })?),
         });
     }
     if options.get("is_ca").and_then(Json::as_bool) == Some(true) {
@@ -193,29 +209,31 @@ fn certificate(
     options: &Json,
     values: &Values,
     options_of: &dyn Fn(&str) -> Json,
-) -> Result<Json, String> {
+) -> Result<Json, CertificateError> {
     let text = |key: &str| options.get(key).and_then(Json::as_str).map(str::to_string);
     let params = params(options)?;
-    let key = KeyPair::generate().map_err(|e| e.to_string())?;
+    let key = KeyPair::generate()?;
     let (cert, ca_pem) = match text("ca") {
         None => {
-            let cert = params.self_signed(&key).map_err(|e| e.to_string())?;
+            let cert = params.self_signed(&key)?;
             let pem = cert.pem();
             (pem.clone(), pem)
         }
         Some(ca) => {
             let issuer_value = values
                 .get(&ca)
-                .ok_or_else(|| format!("its CA `{ca}` is not declared before it"))?;
+                .ok_or_else(|| CertificateError::UndeclaredCa(ca.clone()))?;
             let field = |key: &str| {
-                issuer_value
-                    .get(key)
-                    .and_then(Json::as_str)
-                    .ok_or_else(|| format!("its CA `{ca}` has no {key}"))
+                issuer_value.get(key).and_then(Json::as_str).ok_or_else(|| {
+                    CertificateError::CaField {
+                        ca: ca.clone(),
+                        key: key.to_string(),
+                    }
+                })
             };
-            let ca_key = KeyPair::from_pem(field("private_key")?).map_err(|e| e.to_string())?;
+            let ca_key = KeyPair::from_pem(field("private_key")?)?;
             let issuer = Issuer::new(self::params(&options_of(&ca))?, ca_key);
-            let cert = params.signed_by(&key, &issuer).map_err(|e| e.to_string())?;
+            let cert = params.signed_by(&key, &issuer)?;
             (cert.pem(), field("certificate")?.to_string())
         }
     };

@@ -16,6 +16,7 @@ use super::agent::CompiledDependency;
 use super::cloud::CompilationConfig;
 use super::compile::{Graph, PackageKey, cache_key, needed};
 use super::cpi::VmRequest;
+use super::error::CallContext;
 use super::error::StepError;
 use super::ids::new_id;
 use super::manifest::Manifest;
@@ -95,10 +96,10 @@ impl Worker<'_> {
             instance_id: None,
             az: self.config.az.clone(),
         };
-        let cid =
-            self.core.cpi.create_vm(&request).await.map_err(|e| {
-                format!("create_vm for compilation VM {}: {e}", slot.owner.instance)
-            })?;
+        let cid = self.core.cpi.create_vm(&request).await.for_subject(
+            "create_vm",
+            &format!("compilation VM {}", slot.owner.instance),
+        )?;
         // Recorded at once, so that a crash from here on leaves a VM the next deploy
         // finds and deletes; one that cannot be recorded is not kept.
         let record = VmRecord {
@@ -124,9 +125,10 @@ impl Worker<'_> {
 
     async fn delete_vm(&self, slot: &mut Slot) -> Result<(), StepError> {
         if let Some((cid, _)) = slot.vm.take() {
-            self.core.cpi.delete_vm(&cid).await.map_err(|e| {
-                format!("delete_vm for compilation VM {}: {e}", slot.owner.instance)
-            })?;
+            self.core.cpi.delete_vm(&cid).await.for_subject(
+                "delete_vm",
+                &format!("compilation VM {}", slot.owner.instance),
+            )?;
             self.core
                 .records
                 .write(vec![change::compilation_vm_gone(&cid)])
@@ -159,7 +161,11 @@ impl Worker<'_> {
                 self.core.agent.compile_package(&agent, &what, dependencies),
             )
             .await
-            .map_err(|e| format!("compiling {what} for {}: {e}", self.stemcell))?;
+            .map_err(|source| StepError::Compiling {
+                package: what.to_string(),
+                stemcell: self.stemcell.to_string(),
+                source: Box::new(source),
+            })?;
         let record = CompiledPackage {
             package: what,
             stemcell: self.stemcell.to_string(),

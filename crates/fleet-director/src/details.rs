@@ -154,7 +154,7 @@ pub async fn instance_lines(
     }
     let mut observed = vec![(String::new(), None); instances.len()];
     while let Some(joined) = asked.join_next().await {
-        let (slot, seen) = joined.map_err(|e| format!("internal error: {e}"))?;
+        let (slot, seen) = joined.map_err(StepError::from)?;
         observed[slot] = seen;
     }
     let mut out = String::new();

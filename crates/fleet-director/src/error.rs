@@ -65,13 +65,76 @@ pub enum StepError {
     Errand(#[from] crate::errand::select::ErrandError),
     #[error(transparent)]
     Upload(#[from] crate::upload_refusal::UploadRefusal),
+    /// A call to the cloud failed; `subject` is what it acted on.
+    #[error("{call} for {subject}: {source}")]
+    CloudCall {
+        call: &'static str,
+        subject: String,
+        source: Box<CpiError>,
+    },
+    /// A call to an agent failed; `subject` is the instance or VM it runs on.
+    #[error("{call} for {subject}: {source}")]
+    AgentCall {
+        call: &'static str,
+        subject: String,
+        source: Box<AgentError>,
+    },
+    #[error("compiling {package} for {stemcell}: {source}")]
+    Compiling {
+        package: String,
+        stemcell: String,
+        source: Box<AgentError>,
+    },
+    #[error("post-deploy of {instance}: {source}")]
+    PostDeploy {
+        instance: String,
+        source: Box<AgentError>,
+    },
+    #[error("the manifest is invalid:\n{0}")]
+    Manifest(#[source] ManifestError),
+    #[error("runtime config `{name}` (version {version}): {source}")]
+    RuntimeConfig {
+        name: String,
+        version: u64,
+        source: Box<crate::runtime::RuntimeConfigError>,
+    },
+    /// `recreate`, `start` and errands act on what was last deployed.
+    #[error("deployment `{deployment}` has no successfully deployed manifest to {purpose}")]
+    NotDeployed {
+        deployment: String,
+        purpose: &'static str,
+    },
+    #[error("cannot record the start of the task: {0}")]
+    NotStarted(#[source] StoreError),
+    /// Work the director ran as a task of its own panicked or was cut short.
+    #[error("internal error: {0}")]
+    Internal(#[from] tokio::task::JoinError),
     /// A failure in the director's own words.
     #[error("{0}")]
     Failed(String),
 }
 
-impl From<String> for StepError {
-    fn from(message: String) -> Self {
-        StepError::Failed(message)
+/// Names the call and what it acted on when a cloud or agent call fails.
+pub(crate) trait CallContext<T> {
+    fn for_subject(self, call: &'static str, subject: &str) -> Result<T, StepError>;
+}
+
+impl<T> CallContext<T> for Result<T, CpiError> {
+    fn for_subject(self, call: &'static str, subject: &str) -> Result<T, StepError> {
+        self.map_err(|source| StepError::CloudCall {
+            call,
+            subject: subject.to_string(),
+            source: Box::new(source),
+        })
+    }
+}
+
+impl<T> CallContext<T> for Result<T, AgentError> {
+    fn for_subject(self, call: &'static str, subject: &str) -> Result<T, StepError> {
+        self.map_err(|source| StepError::AgentCall {
+            call,
+            subject: subject.to_string(),
+            source: Box::new(source),
+        })
     }
 }

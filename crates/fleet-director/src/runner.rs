@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 use super::core::Core;
-use super::error::DirectorError;
+use super::error::{DirectorError, StepError};
 use super::model::{Task, TaskKind, TaskState};
 use super::task::{JobError, TaskLog, unix_now};
 use super::trace::{self, Trace, TraceLine};
@@ -227,9 +227,7 @@ impl TaskRunner {
         let outcome = match started {
             // A task whose start cannot be recorded does not run: nothing it did could be
             // told apart from a task that never started.
-            Err(e) => Err(JobError::from(format!(
-                "cannot record the start of the task: {e}"
-            ))),
+            Err(e) => Err(JobError::from(StepError::NotStarted(e))),
             Ok(()) => {
                 // On a shared database the deployment may have been changed by another
                 // process since this one last held it: a cloud that keeps it in memory
@@ -249,7 +247,7 @@ impl TaskRunner {
                 let work = trace::run_with(trace.clone(), job(Arc::clone(core), log.clone()));
                 let outcome = match tokio::spawn(work).await {
                     Ok(outcome) => outcome,
-                    Err(e) => Err(JobError::from(format!("internal error: {e}"))),
+                    Err(e) => Err(JobError::from(StepError::from(e))),
                 };
                 // Every event of the job is in the store before the task shows as ended;
                 // its trace goes with the end.

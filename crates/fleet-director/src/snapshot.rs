@@ -47,7 +47,7 @@ impl Snapshot {
     /// # Errors
     /// An invalid manifest, runtime config or cloud config.
     pub fn of(text: String, uploads: Uploads) -> Result<Snapshot, StepError> {
-        let mut manifest = parse(&text).map_err(|e| format!("the manifest is invalid:\n{e}"))?;
+        let mut manifest = parse(&text).map_err(StepError::Manifest)?;
         let (cloud, all_releases, stemcells) =
             (uploads.cloud_config, uploads.releases, uploads.stemcells);
         // The newest of each runtime config places its addons before anything is planned.
@@ -56,8 +56,10 @@ impl Snapshot {
         let addons = in_force
             .into_iter()
             .map(|c| {
-                runtime::parse(&c.text).map_err(|e| {
-                    format!("runtime config `{}` (version {}): {e}", c.name, c.version)
+                runtime::parse(&c.text).map_err(|source| StepError::RuntimeConfig {
+                    name: c.name.clone(),
+                    version: c.version,
+                    source: Box::new(source),
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;

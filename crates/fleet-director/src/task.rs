@@ -26,12 +26,6 @@ pub enum JobError {
     Failed(#[from] StepError),
 }
 
-impl From<String> for JobError {
-    fn from(message: String) -> Self {
-        JobError::Failed(StepError::Failed(message))
-    }
-}
-
 impl From<fleet_store::StoreError> for JobError {
     fn from(e: fleet_store::StoreError) -> Self {
         JobError::Failed(e.into())

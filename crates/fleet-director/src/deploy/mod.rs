@@ -118,7 +118,7 @@ async fn bind(
     };
     let mut names = Vec::new();
     while let Some(joined) = calls.join_next().await {
-        let (id, name, state) = joined.map_err(|e| format!("internal error: {e}"))?;
+        let (id, name, state) = joined?;
         match state {
             Some(state) => {
                 let nets = state
@@ -246,7 +246,10 @@ pub(super) async fn post_deploy(core: &Arc<Core>, deployment: &str) -> Result<()
                 core.agent.post_deploy(&agent),
             )
             .await
-            .map_err(|e| format!("post-deploy of {}: {e}", instance.name()))
+            .map_err(|source| StepError::PostDeploy {
+                instance: instance.name(),
+                source: Box::new(source),
+            })
         }));
     }
     let mut first_error = None;
@@ -254,7 +257,7 @@ pub(super) async fn post_deploy(core: &Arc<Core>, deployment: &str) -> Result<()
         let failed = match joined {
             Ok(Ok(())) => None,
             Ok(Err(e)) => Some(e),
-            Err(e) => Some(format!("internal error: {e}")),
+            Err(e) => Some(StepError::from(e)),
         };
         if let Some(e) = failed {
             first_error.get_or_insert(e);
@@ -279,8 +282,9 @@ pub async fn recreate_or_start(
         .records
         .deployed_manifest(&name)
         .await?
-        .ok_or_else(|| {
-            format!("deployment `{name}` has no successfully deployed manifest to recreate")
+        .ok_or_else(|| StepError::NotDeployed {
+            deployment: name.clone(),
+            purpose: "recreate",
         })?;
     deploy(core, log, manifest, options).await
 }

@@ -65,10 +65,9 @@ pub async fn run(
         .records
         .deployed_manifest(&deployment)
         .await?
-        .ok_or_else(|| {
-            format!(
-                "deployment `{deployment}` has no successfully deployed manifest to run errands of"
-            )
+        .ok_or_else(|| StepError::NotDeployed {
+            deployment: deployment.clone(),
+            purpose: "run errands of",
         })?;
     let stage = log.stage("Preparing deployment", Vec::new(), 1);
     let step = stage.start("Preparing deployment");
@@ -307,9 +306,7 @@ async fn run_on_new_vm(
     job: &str,
 ) -> Result<Ran, JobError> {
     let Some(instance) = plan.groups.iter_mut().flat_map(|g| &mut g.instances).next() else {
-        return Err(JobError::from(
-            "the errand has no instance to run on".to_string(),
-        ));
+        return Err(StepError::Failed("the errand has no instance to run on".to_string()).into());
     };
     if instance
         .existing
@@ -334,7 +331,7 @@ async fn run_on_new_vm(
         .await?
         .into_iter()
         .find(|i| Some(&i.id) == plan.instances().next().map(|p| &p.id))
-        .ok_or_else(|| "the errand's instance is gone".to_string())?;
+        .ok_or_else(|| StepError::Failed("the errand's instance is gone".to_string()))?;
     Ok(errand_on(core, log, &record, job).await?)
 }
 

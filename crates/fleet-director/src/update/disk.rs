@@ -6,7 +6,9 @@ use super::super::Core;
 use super::super::error::StepError;
 use super::super::model::{DiskRecord, InstanceRecord};
 use super::super::plan::{Change, InstancePlan};
+use super::disk_step::{CurrentDisk, DiskStep, disk_step};
 use super::records::{orphaned, persist};
+use crate::error::CallContext;
 use crate::records::change;
 
 /// `fresh_vm`: the VM was just created, so the existing disk must be attached to it.
@@ -23,97 +25,95 @@ pub async fn converge_disk(
     let wanted = plan.desired.persistent_disk;
     let properties = &plan.desired.disk_cloud_properties;
     let current = match &record.disk_cid {
-        Some(cid) => core
-            .records
-            .disk(cid)
-            .await?
-            .map(|d| (d.cid, d.size, d.cloud_properties)),
+        Some(cid) => core.records.disk(cid).await?.map(|d| CurrentDisk {
+            cid: d.cid,
+            size: d.size,
+            cloud_properties: d.cloud_properties,
+        }),
         None => None,
     };
     let unfinished = plan.changes.contains(&Change::Unapplied);
-    match current {
-        None if wanted == 0 => Ok(()),
-        Some((cid, size, ref made_with)) if size == wanted && made_with == properties => {
-            if fresh_vm || unfinished {
+    let (old, reattach) = match disk_step(current, wanted, properties, fresh_vm, unfinished) {
+        DiskStep::Nothing => return Ok(()),
+        DiskStep::Keep { cid, reattach } => {
+            if reattach {
                 // Attaching and mounting again is harmless and finishes a step a crash
                 // may have cut short.
-                core.cpi
-                    .attach_disk(&vm, &cid)
-                    .await
-                    .map_err(|e| format!("attach_disk for {name}: {e}"))?;
-                core.agent_call(&agent, "mount_disk", core.agent.mount_disk(&agent, &cid))
-                    .await
-                    .map_err(|e| format!("mount_disk for {name}: {e}"))?;
+                attach_and_mount(core, &vm, &agent, &cid, &name).await?;
             }
-            Ok(())
+            return Ok(());
         }
-        old => {
-            if let Some((cid, ..)) = &old
-                && fresh_vm
-            {
-                // The old disk must be reachable on the new VM to move its data.
-                core.cpi
-                    .attach_disk(&vm, cid)
-                    .await
-                    .map_err(|e| format!("attach_disk for {name}: {e}"))?;
-                core.agent_call(&agent, "mount_disk", core.agent.mount_disk(&agent, cid))
-                    .await
-                    .map_err(|e| format!("mount_disk for {name}: {e}"))?;
-            }
-            let mut writes = Vec::new();
-            let new_disk = if wanted > 0 {
-                let old_cid = old.as_ref().map(|(cid, ..)| cid.as_str());
-                // Only a migration or an update cut short can have left a disk behind; a
-                // first disk skips the look-up, which reads every disk of the deployment.
-                let leftover = if old.is_some() || unfinished {
-                    left_from_a_failed_migration(core, record, wanted, properties, old_cid).await?
-                } else {
-                    None
-                };
-                let disk = match leftover {
-                    Some(disk) => disk,
-                    None => create_disk(core, record, wanted, properties, &vm).await?,
-                };
-                core.cpi
-                    .attach_disk(&vm, &disk)
-                    .await
-                    .map_err(|e| format!("attach_disk for {name}: {e}"))?;
-                core.agent_call(&agent, "mount_disk", core.agent.mount_disk(&agent, &disk))
-                    .await
-                    .map_err(|e| format!("mount_disk for {name}: {e}"))?;
-                Some(disk)
-            } else {
-                None
-            };
-            if let Some((old_cid, ..)) = old {
-                if let Some(new_cid) = &new_disk {
-                    core.agent_call(
-                        &agent,
-                        "migrate_disk",
-                        core.agent.migrate_disk(&agent, &old_cid, new_cid),
-                    )
-                    .await
-                    .map_err(|e| format!("migrate_disk for {name}: {e}"))?;
-                }
-                core.agent_call(
-                    &agent,
-                    "unmount_disk",
-                    core.agent.unmount_disk(&agent, &old_cid),
-                )
-                .await
-                .map_err(|e| format!("unmount_disk for {name}: {e}"))?;
-                core.cpi
-                    .detach_disk(&vm, &old_cid)
-                    .await
-                    .map_err(|e| format!("detach_disk for {name}: {e}"))?;
-                let orphan = orphaned(core, &old_cid, record).await?;
-                writes.push(change::disk(&orphan));
-            }
-            record.disk_cid = new_disk;
-            core.records.write(writes).await?;
-            persist(core, record).await
-        }
+        DiskStep::Replace { old, reattach, .. } => (old, reattach),
+    };
+    if let Some(cid) = &old
+        && reattach
+    {
+        // The old disk must be reachable on the new VM to move its data.
+        attach_and_mount(core, &vm, &agent, cid, &name).await?;
     }
+    let mut writes = Vec::new();
+    let new_disk = if wanted > 0 {
+        // Only a migration or an update cut short can have left a disk behind; a first
+        // disk skips the look-up, which reads every disk of the deployment.
+        let leftover = if old.is_some() || unfinished {
+            left_from_a_failed_migration(core, record, wanted, properties, old.as_deref()).await?
+        } else {
+            None
+        };
+        let disk = match leftover {
+            Some(disk) => disk,
+            None => create_disk(core, record, wanted, properties, &vm).await?,
+        };
+        attach_and_mount(core, &vm, &agent, &disk, &name).await?;
+        Some(disk)
+    } else {
+        None
+    };
+    if let Some(old_cid) = old {
+        if let Some(new_cid) = &new_disk {
+            core.agent_call(
+                &agent,
+                "migrate_disk",
+                core.agent.migrate_disk(&agent, &old_cid, new_cid),
+            )
+            .await
+            .for_subject("migrate_disk", &name)?;
+        }
+        core.agent_call(
+            &agent,
+            "unmount_disk",
+            core.agent.unmount_disk(&agent, &old_cid),
+        )
+        .await
+        .for_subject("unmount_disk", &name)?;
+        core.cpi
+            .detach_disk(&vm, &old_cid)
+            .await
+            .for_subject("detach_disk", &name)?;
+        let orphan = orphaned(core, &old_cid, record).await?;
+        writes.push(change::disk(&orphan));
+    }
+    record.disk_cid = new_disk;
+    core.records.write(writes).await?;
+    persist(core, record).await
+}
+
+/// Attaches `disk` to `vm` and has the agent mount it.
+async fn attach_and_mount(
+    core: &Core,
+    vm: &str,
+    agent: &str,
+    disk: &str,
+    name: &str,
+) -> Result<(), StepError> {
+    core.cpi
+        .attach_disk(vm, disk)
+        .await
+        .for_subject("attach_disk", name)?;
+    core.agent_call(agent, "mount_disk", core.agent.mount_disk(agent, disk))
+        .await
+        .for_subject("mount_disk", name)?;
+    Ok(())
 }
 
 /// A disk of the wanted size an earlier attempt created for this instance but never
@@ -151,7 +151,7 @@ async fn create_disk(
         .cpi
         .create_disk(wanted, properties, vm)
         .await
-        .map_err(|e| format!("create_disk for {}: {e}", record.name()))?;
+        .for_subject("create_disk", &record.name())?;
     let disk_record = DiskRecord {
         cid: disk.clone(),
         deployment: record.deployment.clone(),

@@ -1,6 +1,7 @@
 //! One instance's update: stop (prepare, drain, stop), a new VM when the old one cannot
 //! be reconfigured, the persistent disk, apply, start, and watching the jobs come up.
 
+use crate::error::CallContext;
 use crate::records::change;
 
 use tokio::time::sleep;
@@ -57,7 +58,7 @@ async fn procedure(
         if !plan.needs_new_vm() {
             core.agent_call(&agent, "prepare", core.agent.prepare(&agent, &plan.desired))
                 .await
-                .map_err(|e| format!("prepare for {name}: {e}"))?;
+                .for_subject("prepare", &name)?;
         }
         // Drain scripts hear of an update in place; a VM that goes or a disk that changes
         // shuts the jobs down, as BOSH's director tells them.
@@ -78,7 +79,7 @@ async fn procedure(
             core.cpi
                 .snapshot_disk(disk)
                 .await
-                .map_err(|e| format!("snapshot_disk for {name}: {e}"))?;
+                .for_subject("snapshot_disk", &name)?;
         }
     }
     let fresh_vm = record.vm_cid.is_none() || plan.needs_new_vm();
@@ -91,11 +92,11 @@ async fn procedure(
     let agent = record.agent_id.clone().unwrap_or_default();
     core.agent_call(&agent, "apply", core.agent.apply(&agent, &plan.desired))
         .await
-        .map_err(|e| format!("apply for {name}: {e}"))?;
+        .for_subject("apply", &name)?;
     record.state = DesiredState::Started;
     core.agent_call(&agent, "start", core.agent.start(&agent))
         .await
-        .map_err(|e| format!("start for {name}: {e}"))?;
+        .for_subject("start", &name)?;
     watch(core, &agent, &name, watch_time).await?;
     record.applied = Some(plan.desired.clone());
     persist(core, record).await?;
@@ -146,7 +147,7 @@ async fn watch(core: &Core, agent: &str, name: &str, watch: WatchTime) -> Result
         let state = core
             .agent_call(agent, "get_state", core.agent.get_state(agent))
             .await
-            .map_err(|e| format!("get_state for {name}: {e}"))?;
+            .for_subject("get_state", name)?;
         if state.job_state == JobState::Running {
             return Ok(());
         }

@@ -1,6 +1,7 @@
 //! Stopping an instance's jobs as BOSH's director does: drain first (unless skipped),
 //! then stop.
 
+use crate::error::CallContext;
 use std::time::Duration;
 
 use tokio::time::sleep;
@@ -22,13 +23,13 @@ pub async fn stop_jobs(
         let mut answer = core
             .agent_call(agent, "drain", core.agent.drain(agent, drain))
             .await
-            .map_err(|e| format!("drain for {name}: {e}"))?;
+            .for_subject("drain", name)?;
         while answer < 0 {
             sleep(Duration::from_secs(answer.unsigned_abs())).await;
             answer = core
                 .agent_call(agent, "drain", core.agent.drain(agent, Drain::Status))
                 .await
-                .map_err(|e| format!("drain for {name}: {e}"))?;
+                .for_subject("drain", name)?;
         }
         if answer > 0 {
             sleep(Duration::from_secs(answer as u64)).await;

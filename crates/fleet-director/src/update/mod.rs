@@ -3,6 +3,7 @@
 //! in flight finish; the task ends in error.
 
 mod disk;
+mod disk_step;
 mod instance;
 mod jobs;
 mod options;
@@ -184,9 +185,7 @@ pub async fn update_groups(
         // Only a group that failed returns an error; those it halted end quietly.
         let mut first_error = None;
         while let Some(joined) = set.join_next().await {
-            if let Err(e) =
-                joined.unwrap_or_else(|e| Err(JobError::from(format!("internal error: {e}"))))
-            {
+            if let Err(e) = joined.unwrap_or_else(|e| Err(JobError::from(StepError::from(e)))) {
                 first_error.get_or_insert(e);
             }
         }

@@ -11,6 +11,7 @@ use super::super::plan::InstancePlan;
 use super::disk::converge_disk;
 use super::jobs::stop_jobs;
 use super::records::{orphaned, persist};
+use crate::error::CallContext;
 use crate::records::change;
 
 /// Creates the VM and persistent disk of a new instance (or one that lost its VM).
@@ -84,7 +85,7 @@ pub async fn create_vm(
         .cpi
         .create_vm(&request)
         .await
-        .map_err(|e| format!("create_vm for {name}: {e}"))?;
+        .for_subject("create_vm", &name)?;
     record.vm_cid = Some(cid.clone());
     record.agent_id = Some(agent_id.clone());
     record.vm_stemcell = Some(plan.desired.stemcell.clone());
@@ -119,13 +120,13 @@ pub async fn delete_vm(
     {
         core.agent_call(agent, "unmount_disk", core.agent.unmount_disk(agent, disk))
             .await
-            .map_err(|e| format!("unmount_disk for {name}: {e}"))?;
+            .for_subject("unmount_disk", &name)?;
     }
     if let Some(disk) = &record.disk_cid {
         core.cpi
             .detach_disk(&cid, disk)
             .await
-            .map_err(|e| format!("detach_disk for {name}: {e}"))?;
+            .for_subject("detach_disk", &name)?;
     }
     // Forget the VM first: a crash now leaks a VM rather than pointing at a deleted one.
     forget_vm(core, record).await?;
