@@ -425,12 +425,14 @@ impl Broker {
             // A first deploy the director refused left no record but its task: the
             // instance was never deployed, and is deployed from its plan.
             None => match self.director.last_change(&deployment).await? {
-                Some(task) if task.kind != TaskKind::DeleteDeployment => DeploymentRecord {
-                    name: deployment.clone(),
-                    manifest: None,
-                    cloud_config: None,
-                    runtime_configs: Vec::new(),
-                },
+                Some(task) if TaskKind::of(&task) != Some(TaskKind::DeleteDeployment) => {
+                    DeploymentRecord {
+                        name: deployment.clone(),
+                        manifest: None,
+                        cloud_config: None,
+                        runtime_configs: Vec::new(),
+                    }
+                }
                 _ => return Ok(Err(Answer::Orphaned)),
             },
         };

@@ -97,7 +97,7 @@ fn instance_action(stage: &str, kind: TaskKind) -> Option<&'static str> {
 /// Whether `task` has events at all, and may have some `filter` admits: the caller reads
 /// its event log only then.
 pub fn may_admit(task: &Task, filter: &AuditFilter) -> bool {
-    action(task.kind).is_some()
+    TaskKind::of(task).and_then(action).is_some()
         && filter
             .before_id
             .is_none_or(|before| id(task.id, 0) < before)
@@ -114,7 +114,8 @@ pub fn wants_instances(filter: &AuditFilter) -> bool {
 
 /// The events of one task, with its event log (the steps it logged), newest first.
 pub fn of(task: &Task, log: &[TaskEvent]) -> Vec<AuditEvent> {
-    let (Some(action), Some(deployment)) = (action(task.kind), &task.deployment) else {
+    let (Some(action), Some(deployment)) = (TaskKind::of(task).and_then(action), &task.deployment)
+    else {
         return Vec::new();
     };
     let start = AuditEvent {
@@ -134,7 +135,8 @@ pub fn of(task: &Task, log: &[TaskEvent]) -> Vec<AuditEvent> {
     // A step's start, by stage, tags and index: its end names it as parent.
     let mut started: std::collections::HashMap<(&str, &[String], u32), u64> = Default::default();
     for step in log {
-        let Some(action) = instance_action(&step.stage, task.kind) else {
+        let Some(action) = TaskKind::of(task).and_then(|kind| instance_action(&step.stage, kind))
+        else {
             continue;
         };
         let seq = out.len() as u64;
@@ -199,7 +201,7 @@ mod tests {
         Task {
             id,
             state,
-            kind,
+            kind: kind.name().to_string(),
             description: kind.description().to_string(),
             deployment: Some(format!("d{}", id % 2)),
             result: (state == TaskState::Error).then(|| "it broke".to_string()),

@@ -44,6 +44,7 @@ pub mod sim;
 mod snapshot;
 mod target;
 mod task;
+pub mod task_kind;
 pub mod templates;
 mod time;
 pub mod trace;
@@ -137,6 +138,18 @@ impl Director {
         } else {
             RECOVERY_REASON
         };
+        // Tasks stored without a kind are named by their description, before any is
+        // listed or pruned by kind.
+        let named = core
+            .store
+            .name_unnamed_tasks(&TaskKind::SPECS, TaskKind::UpdateDeployment.spec())
+            .await?;
+        if named > 0 {
+            tracing::info!(
+                tasks = named,
+                "tasks stored without a kind were named by their description"
+            );
+        }
         let recovered = core.store.recover(reason, core.now_ms(), recovery).await?;
         if !recovered.is_empty() {
             tracing::warn!(tasks = ?recovered, "tasks left running by a previous process were marked as errored");
@@ -840,9 +853,9 @@ impl Director {
     /// A store failure.
     pub async fn result_output(&self, task: &Task) -> Result<String, DirectorError> {
         let kept = self.records().task_result(task.id).await?;
-        Ok(match task.kind {
+        Ok(match TaskKind::of(task) {
             // Clients decode these as JSON: a skipped errand has no results at all.
-            TaskKind::RunErrand | TaskKind::InstanceDetails => kept.unwrap_or_default(),
+            Some(TaskKind::RunErrand | TaskKind::InstanceDetails) => kept.unwrap_or_default(),
             _ => kept.or_else(|| task.result.clone()).unwrap_or_default(),
         })
     }

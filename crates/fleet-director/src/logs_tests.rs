@@ -37,7 +37,7 @@ async fn one_instance_gives_the_agents_bundle_and_several_are_packed_by_group_an
     let instances = f.director.instances("d").await.unwrap();
     // By index or by id: the simulated agent's bundle, an archive with no files.
     let (task, one) = fetch(&f.director, "web", "1").await;
-    assert_eq!(task.kind, TaskKind::FetchLogs);
+    assert_eq!(TaskKind::of(&task), Some(TaskKind::FetchLogs));
     assert!(paths(&one).is_empty());
     let by_id = &instances.iter().find(|i| i.index == 2).unwrap().id;
     fetch(&f.director, "web", by_id).await;
@@ -59,7 +59,7 @@ async fn one_instance_gives_the_agents_bundle_and_several_are_packed_by_group_an
     }
     // Reads only: the deployment's last operation is still its deploy.
     let last = f.director.last_change("d").await.unwrap().unwrap();
-    assert_eq!(last.kind, TaskKind::CreateDeployment);
+    assert_eq!(TaskKind::of(&last), Some(TaskKind::CreateDeployment));
 }
 
 #[tokio::test(start_paused = true)]

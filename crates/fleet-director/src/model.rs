@@ -298,7 +298,8 @@ pub struct DeployedVersions {
     pub stemcells: Vec<(String, String, String)>,
 }
 
-pub use fleet_store::{EventState, Task, TaskEvent, TaskFilter, TaskKind, TaskState};
+pub use crate::task_kind::TaskKind;
+pub use fleet_store::{EventState, Task, TaskEvent, TaskFilter, TaskState};
 
 /// A kept bundle: the blob that holds it, and what a download checks it against.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -176,7 +176,13 @@ impl TaskRunner {
         };
         let user = origin.user.as_deref();
         let mut task = match store
-            .create_task(kind, deployment, lock.as_deref(), user, self.core.lease())
+            .create_task(
+                kind.spec(),
+                deployment,
+                lock.as_deref(),
+                user,
+                self.core.lease(),
+            )
             .await?
         {
             Ok(task) => task,
@@ -193,12 +199,13 @@ impl TaskRunner {
         self.flags().insert(task.id, Arc::clone(&cancel));
         let runner = Arc::clone(self);
         let running = task.clone();
-        tokio::spawn(async move { runner.run(running, lock, cancel, job).await });
+        tokio::spawn(async move { runner.run(kind, running, lock, cancel, job).await });
         Ok(task)
     }
 
     async fn run<F, Fut>(
         &self,
+        kind: TaskKind,
         mut running: Task,
         lock: Option<String>,
         cancel: Arc<AtomicBool>,
@@ -317,7 +324,7 @@ impl TaskRunner {
         match core
             .store
             .prune_tasks(
-                running.kind,
+                kind.spec(),
                 core.settings.tasks_kept,
                 crate::collections::PER_TASK,
             )

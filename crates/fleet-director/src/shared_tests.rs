@@ -80,7 +80,7 @@ async fn a_director_that_stops_renewing_has_its_tasks_errored_and_its_locks_rele
     store.renew(lease).unwrap();
     let mut orphan = store
         .create_task(
-            TaskKind::UpdateDeployment,
+            TaskKind::UpdateDeployment.spec(),
             Some("d"),
             Some(&runner::lock_name("d")),
             None,

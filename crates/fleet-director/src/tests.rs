@@ -495,6 +495,59 @@ async fn tasks_left_running_by_a_crash_are_errored_on_the_next_start() {
     );
 }
 
+/// As an older fleet-updater left them: tasks with a description and no kind.
+#[tokio::test(start_paused = true)]
+async fn a_director_names_the_tasks_stored_without_a_kind_by_their_description() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(SqliteStore::open(dir.path()).unwrap());
+    let connection = rusqlite::Connection::open(dir.path().join("fleet.db")).unwrap();
+    for (description, deployment) in [("create deployment", "d"), ("retrieve vm-stats", "d")] {
+        let body = serde_json::json!({
+            "id": 0, "state": "done", "description": description, "deployment": deployment,
+            "result": null, "started_at": 1, "finished_at": 2,
+        });
+        connection
+            .execute(
+                "INSERT INTO tasks (state, deployment, body) VALUES ('done', ?1, ?2)",
+                [deployment, &body.to_string()],
+            )
+            .unwrap();
+    }
+    drop(connection);
+    let store: Arc<dyn fleet_store::Store> = Arc::new(SqliteStore::open(dir.path()).unwrap());
+    let cloud = Arc::new(SimulatedCloud::new(
+        Arc::clone(&store),
+        SimulationSettings::default(),
+    ));
+    let director = Director::new(
+        store,
+        Infrastructure::new(cloud.clone(), cloud),
+        DirectorSettings::default(),
+    )
+    .await
+    .unwrap();
+    let kinds: Vec<Option<TaskKind>> = director
+        .tasks(TaskFilter {
+            read_only: true,
+            ..TaskFilter::default()
+        })
+        .await
+        .unwrap()
+        .iter()
+        .map(TaskKind::of)
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            Some(TaskKind::InstanceDetails),
+            Some(TaskKind::CreateDeployment)
+        ]
+    );
+    // The look-up only reads: the deployment's last operation is its deploy.
+    let last = director.last_change("d").await.unwrap().unwrap();
+    assert_eq!(TaskKind::of(&last), Some(TaskKind::CreateDeployment));
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_dry_run_changes_nothing() {
     let f = fixture(vec![]).await;
@@ -2100,7 +2153,7 @@ mod store_faults {
         }
         fn create_task(
             &self,
-            kind: TaskKind,
+            kind: fleet_store::TaskKindSpec,
             deployment: Option<&str>,
             lock: Option<&str>,
             user: Option<&str>,
@@ -2210,11 +2263,18 @@ mod store_faults {
         }
         fn prune_tasks(
             &self,
-            kind: TaskKind,
+            kind: fleet_store::TaskKindSpec,
             keep: usize,
             attached: &[Collection],
         ) -> Result<Vec<u64>, StoreError> {
             self.inner.prune_tasks(kind, keep, attached)
+        }
+        fn name_unnamed_tasks(
+            &self,
+            kinds: &[fleet_store::TaskKindSpec],
+            fallback: fleet_store::TaskKindSpec,
+        ) -> Result<usize, StoreError> {
+            self.inner.name_unnamed_tasks(kinds, fallback)
         }
     }
 
@@ -2425,7 +2485,7 @@ mod cloud_check {
         assert!(problems[1].description.contains("missing"), "{problems:?}");
         // A scan only reads: it is nobody's last operation.
         let last = f.director.last_change("d").await.unwrap().unwrap();
-        assert_eq!(last.kind, TaskKind::CreateDeployment);
+        assert_eq!(TaskKind::of(&last), Some(TaskKind::CreateDeployment));
     }
 
     #[tokio::test(start_paused = true)]

@@ -46,7 +46,7 @@ fn lease(now: u64, until: u64) -> Lease {
 fn processing(store: &dyn Store, deployment: &str, lock: Option<&str>, lease: Lease) -> Task {
     let mut task = store
         .create_task(
-            TaskKind::UpdateDeployment,
+            crate::testing::kinds::UPDATE,
             Some(deployment),
             lock,
             None,
@@ -116,7 +116,7 @@ fn a_lock_whose_lease_ran_out_is_taken_over_and_a_live_one_is_not() {
     let held = processing(&*a, "d", Some("lock:d"), lease(0, 1_000));
     let refused = b
         .create_task(
-            TaskKind::UpdateDeployment,
+            crate::testing::kinds::UPDATE,
             Some("d"),
             Some("lock:d"),
             None,
@@ -128,7 +128,7 @@ fn a_lock_whose_lease_ran_out_is_taken_over_and_a_live_one_is_not() {
     a.renew(lease(900, 3_000)).unwrap();
     let refused = b
         .create_task(
-            TaskKind::UpdateDeployment,
+            crate::testing::kinds::UPDATE,
             Some("d"),
             Some("lock:d"),
             None,
@@ -138,7 +138,7 @@ fn a_lock_whose_lease_ran_out_is_taken_over_and_a_live_one_is_not() {
     assert_eq!(refused, Err(held.id));
     let taken = b
         .create_task(
-            TaskKind::UpdateDeployment,
+            crate::testing::kinds::UPDATE,
             Some("d"),
             Some("lock:d"),
             None,
@@ -186,7 +186,7 @@ fn two_handles_racing_for_one_lock_never_both_hold_it() {
             for _ in 0..40 {
                 if let Ok(task) = store
                     .create_task(
-                        TaskKind::UpdateDeployment,
+                        crate::testing::kinds::UPDATE,
                         Some("d"),
                         Some("lock:d"),
                         None,
@@ -417,7 +417,7 @@ fn a_lock_is_taken_with_its_task_or_not_at_all() {
     let store = testing::store();
     let first = store
         .create_task(
-            TaskKind::CreateDeployment,
+            crate::testing::kinds::CREATE,
             Some("d"),
             Some("deployment:d"),
             None,
@@ -427,7 +427,7 @@ fn a_lock_is_taken_with_its_task_or_not_at_all() {
         .unwrap();
     let refused = store
         .create_task(
-            TaskKind::RecreateDeployment,
+            crate::testing::kinds::RECREATE,
             Some("d"),
             Some("deployment:d"),
             None,
@@ -444,7 +444,7 @@ fn a_lock_is_taken_with_its_task_or_not_at_all() {
     assert!(
         store
             .create_task(
-                TaskKind::RecreateDeployment,
+                crate::testing::kinds::RECREATE,
                 Some("d"),
                 Some("deployment:d"),
                 None,
@@ -491,7 +491,7 @@ fn pruning_keeps_the_newest_of_a_kind_every_running_task_and_each_deployments_la
             .unwrap();
         t.id
     };
-    use TaskKind::{InstanceDetails, UpdateDeployment};
+    use crate::testing::kinds::{DETAILS as InstanceDetails, UPDATE as UpdateDeployment};
     let a_failed = task(UpdateDeployment, "a", TaskState::Error); // a's last change
     let b1 = task(UpdateDeployment, "b", TaskState::Done);
     let running = task(UpdateDeployment, "c", TaskState::Processing);
@@ -565,7 +565,7 @@ fn a_batch_is_written_whole_and_documents_list_by_scope() {
     );
 }
 
-fn task(store: &dyn Store, kind: TaskKind, deployment: &str, state: TaskState) -> Task {
+fn task(store: &dyn Store, kind: crate::TaskKindSpec, deployment: &str, state: TaskState) -> Task {
     let mut task = store
         .create_task(kind, Some(deployment), None, None, LEASE)
         .unwrap()
@@ -578,15 +578,25 @@ fn task(store: &dyn Store, kind: TaskKind, deployment: &str, state: TaskState) -
 #[test]
 fn listings_filter_in_the_query_and_read_only_tasks_are_nobodys_last_change() {
     let store = testing::store();
-    let a1 = task(&*store, TaskKind::CreateDeployment, "a", TaskState::Done);
-    let b1 = task(&*store, TaskKind::CreateDeployment, "b", TaskState::Error);
+    let a1 = task(&*store, crate::testing::kinds::CREATE, "a", TaskState::Done);
+    let b1 = task(
+        &*store,
+        crate::testing::kinds::CREATE,
+        "b",
+        TaskState::Error,
+    );
     let a2 = task(
         &*store,
-        TaskKind::RecreateDeployment,
+        crate::testing::kinds::RECREATE,
         "a",
         TaskState::Processing,
     );
-    let a3 = task(&*store, TaskKind::InstanceDetails, "a", TaskState::Done);
+    let a3 = task(
+        &*store,
+        crate::testing::kinds::DETAILS,
+        "a",
+        TaskState::Done,
+    );
     let ids = |tasks: Vec<Task>| tasks.iter().map(|t| t.id).collect::<Vec<_>>();
     let all = TaskFilter::default();
     assert_eq!(ids(store.tasks(&all).unwrap()), [a2.id, b1.id, a1.id]);
@@ -633,7 +643,7 @@ fn listings_filter_in_the_query_and_read_only_tasks_are_nobodys_last_change() {
     assert_eq!(latest, [b1.id, a2.id]);
     assert_eq!(
         store.task(a3.id).unwrap().unwrap().kind,
-        TaskKind::InstanceDetails
+        crate::testing::kinds::DETAILS.name
     );
 }
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde::de::DeserializeOwned;
 
 use super::{Collection, IpClaim, IpRecord, IpRelease, Store, StoreError, Write};
-use super::{Lease, Recovery, Renewal, Task, TaskEvent, TaskFilter, TaskKind};
+use super::{Lease, Recovery, Renewal, Task, TaskEvent, TaskFilter, TaskKindSpec};
 
 /// One per database: every clone shares the store.
 #[derive(Clone)]
@@ -97,7 +97,7 @@ impl AsyncStore {
 
     pub async fn create_task(
         &self,
-        kind: TaskKind,
+        kind: TaskKindSpec,
         deployment: Option<&str>,
         lock: Option<&str>,
         user: Option<&str>,
@@ -178,11 +178,20 @@ impl AsyncStore {
 
     pub async fn prune_tasks(
         &self,
-        kind: TaskKind,
+        kind: TaskKindSpec,
         keep: usize,
         attached: &'static [Collection],
     ) -> Result<Vec<u64>, StoreError> {
         self.run(move |s| s.prune_tasks(kind, keep, attached)).await
+    }
+
+    pub async fn name_unnamed_tasks(
+        &self,
+        kinds: &'static [TaskKindSpec],
+        fallback: TaskKindSpec,
+    ) -> Result<usize, StoreError> {
+        self.run(move |s| s.name_unnamed_tasks(kinds, fallback))
+            .await
     }
 }
 

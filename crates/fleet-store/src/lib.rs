@@ -28,7 +28,7 @@ pub use location::{LocationError, PostgresLocation, StoreLocation};
 pub use postgres::PgStore;
 pub use records::{Collection, get, list, put, remove};
 pub use sqlite::SqliteStore;
-pub use task::{EventState, Task, TaskEvent, TaskFilter, TaskKind, TaskState};
+pub use task::{EventState, Task, TaskEvent, TaskFilter, TaskKindSpec, TaskState};
 
 /// A database's own error, from whichever backend answered.
 #[derive(Debug, thiserror::Error)]
@@ -194,7 +194,7 @@ pub trait Store: Send + Sync {
     /// returned. A lock whose lease ran out (its process died) is taken over.
     fn create_task(
         &self,
-        kind: TaskKind,
+        kind: TaskKindSpec,
         deployment: Option<&str>,
         lock: Option<&str>,
         user: Option<&str>,
@@ -300,8 +300,21 @@ pub trait Store: Send + Sync {
     /// it, in the same transaction.
     fn prune_tasks(
         &self,
-        kind: TaskKind,
+        kind: TaskKindSpec,
         keep: usize,
         attached: &[Collection],
     ) -> Result<Vec<u64>, StoreError>;
+
+    /// Names the tasks written without a kind (before kinds were stored, or since by an
+    /// older fleet-updater on the same state) by their description, as one of `kinds`
+    /// describes itself; one no kind describes becomes `fallback`. The layer that knows
+    /// the kinds calls it when it opens the store. Returns how many it named.
+    ///
+    /// # Errors
+    /// A store failure.
+    fn name_unnamed_tasks(
+        &self,
+        kinds: &[TaskKindSpec],
+        fallback: TaskKindSpec,
+    ) -> Result<usize, StoreError>;
 }

@@ -6,10 +6,11 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::commits::{self, Commits, Db, Flusher, Outcome};
 use super::ip_steps::{IpStep, ip_steps};
 use super::lease::Registration;
+use super::task::named;
 use super::task::task_from;
 use super::{Collection, IpClaim, IpHolder, IpRecord, IpRelease, Store, StoreError, Write};
 use super::{Lease, Recovery, Renewal};
-use super::{Task, TaskEvent, TaskFilter, TaskKind, TaskState};
+use super::{Task, TaskEvent, TaskFilter, TaskKindSpec, TaskState};
 use fleet_ipset::IpSet;
 
 const SCHEMA: &str = "
@@ -373,14 +374,7 @@ fn migrate(connection: &Connection) -> Result<(), StoreError> {
     }
     // Most opens find nothing to do; they take no write lock.
     if found == SCHEMA_VERSION {
-        let unkinded: bool = connection.query_row(
-            "SELECT EXISTS (SELECT 1 FROM tasks WHERE kind = '')",
-            [],
-            |row| row.get(0),
-        )?;
-        if !unkinded {
-            return Ok(());
-        }
+        return Ok(());
     }
     connection.execute_batch("BEGIN IMMEDIATE")?;
     let applied = (|| -> Result<(), StoreError> {
@@ -402,29 +396,6 @@ fn migrate(connection: &Connection) -> Result<(), StoreError> {
             "expires_at",
             "INTEGER NOT NULL DEFAULT 0",
         )?;
-        // Tasks written without a kind (before kinds were stored, or since by an older
-        // fleet-updater on the same state) are known by their description; looked for at
-        // every open, so that one such row cannot make every task listing fail.
-        let old: Vec<(i64, String)> = connection
-            .prepare("SELECT id, body FROM tasks WHERE kind = ''")?
-            .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
-            .collect::<Result<_, _>>()?;
-        for (id, body) in old {
-            let mut value: serde_json::Value = serde_json::from_str(&body)?;
-            let description = value["description"].as_str().unwrap_or_default();
-            let kind =
-                TaskKind::from_description(description).unwrap_or(TaskKind::UpdateDeployment);
-            value["kind"] = serde_json::to_value(kind)?;
-            connection.execute(
-                "UPDATE tasks SET kind = ?1, changes = ?2, body = ?3 WHERE id = ?4",
-                params![
-                    kind_name(kind),
-                    kind.changes_deployment(),
-                    value.to_string(),
-                    id
-                ],
-            )?;
-        }
         connection.execute_batch(
             "CREATE INDEX IF NOT EXISTS tasks_by_deployment ON tasks (deployment, changes, id);",
         )?;
@@ -463,13 +434,6 @@ fn add_column(
         ))?;
     }
     Ok(())
-}
-
-pub(crate) fn kind_name(kind: TaskKind) -> String {
-    serde_json::to_value(kind)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
 }
 
 /// `,queued,processing,` for a state filter, matched with `instr`, so that every state
@@ -562,7 +526,7 @@ impl Store for SqliteStore {
 
     fn create_task(
         &self,
-        kind: TaskKind,
+        kind: TaskKindSpec,
         deployment: Option<&str>,
         lock: Option<&str>,
         user: Option<&str>,
@@ -591,8 +555,8 @@ impl Store for SqliteStore {
             )?
             .execute(params![
                 deployment,
-                kind_name(kind),
-                kind.changes_deployment(),
+                kind.name,
+                kind.changes_deployment,
                 self.runner
             ])?;
             let id = tx.last_insert_rowid() as u64;
@@ -1041,11 +1005,11 @@ impl Store for SqliteStore {
 
     fn prune_tasks(
         &self,
-        kind: TaskKind,
+        kind: TaskKindSpec,
         keep: usize,
         attached: &[Collection],
     ) -> Result<Vec<u64>, StoreError> {
-        let kind = kind_name(kind);
+        let kind = kind.name;
         self.lock()?.unit(|tx| {
             let doomed: Vec<i64> = tx
                 .prepare_cached(
@@ -1072,6 +1036,37 @@ impl Store for SqliteStore {
             Ok(Outcome::Keep(
                 doomed.into_iter().map(|i| i as u64).collect(),
             ))
+        })
+    }
+
+    fn name_unnamed_tasks(
+        &self,
+        kinds: &[TaskKindSpec],
+        fallback: TaskKindSpec,
+    ) -> Result<usize, StoreError> {
+        let mut db = self.lock()?;
+        // Most opens find none; they take no write lock.
+        let unnamed: bool = db.query_row(
+            "SELECT EXISTS (SELECT 1 FROM tasks WHERE kind = '')",
+            [],
+            |row| row.get(0),
+        )?;
+        if !unnamed {
+            return Ok(0);
+        }
+        db.unit(|tx| {
+            let old: Vec<(i64, String)> = tx
+                .prepare("SELECT id, body FROM tasks WHERE kind = ''")?
+                .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
+                .collect::<Result<_, _>>()?;
+            for (id, body) in &old {
+                let (kind, body) = named(body, kinds, fallback)?;
+                tx.prepare_cached(
+                    "UPDATE tasks SET kind = ?1, changes = ?2, body = ?3 WHERE id = ?4",
+                )?
+                .execute(params![kind.name, kind.changes_deployment, body, id])?;
+            }
+            Ok(Outcome::Keep(old.len()))
         })
     }
 }
@@ -1155,7 +1150,7 @@ mod tests {
         assert_eq!(stored("a"), None, "not committed yet");
         let task = store
             .create_task(
-                TaskKind::CreateDeployment,
+                crate::testing::kinds::CREATE,
                 Some("d"),
                 Some("d"),
                 None,
@@ -1166,7 +1161,7 @@ mod tests {
         assert_eq!(
             store
                 .create_task(
-                    TaskKind::CreateDeployment,
+                    crate::testing::kinds::CREATE,
                     Some("d"),
                     Some("d"),
                     None,
@@ -1349,19 +1344,26 @@ mod tests {
                 .unwrap();
         }
         let store = SqliteStore::open(dir.path()).unwrap();
+        let kinds = crate::testing::kinds::ALL;
+        assert_eq!(
+            store
+                .name_unnamed_tasks(kinds, crate::testing::kinds::UPDATE)
+                .unwrap(),
+            2
+        );
         assert_eq!(
             store.task(1).unwrap().unwrap().kind,
-            TaskKind::CreateDeployment
+            crate::testing::kinds::CREATE.name
         );
         assert_eq!(
             store.task(2).unwrap().unwrap().kind,
-            TaskKind::InstanceDetails
+            crate::testing::kinds::DETAILS.name
         );
         assert_eq!(store.last_change("d").unwrap().map(|t| t.id), Some(1));
     }
 
     #[test]
-    fn a_task_written_without_a_kind_after_the_migration_gets_one_at_the_next_open() {
+    fn a_task_written_without_a_kind_after_the_migration_is_named_by_its_description() {
         let dir = tempfile::tempdir().unwrap();
         drop(SqliteStore::open(dir.path()).unwrap());
         // As an older fleet-updater would write it: no kind, the column's default.
@@ -1373,9 +1375,17 @@ mod tests {
             )
             .unwrap();
         let store = SqliteStore::open(dir.path()).unwrap();
+        let kinds = crate::testing::kinds::ALL;
+        let fallback = crate::testing::kinds::UPDATE;
+        assert_eq!(store.name_unnamed_tasks(kinds, fallback).unwrap(), 1);
         assert_eq!(
             store.task(1).unwrap().unwrap().kind,
-            TaskKind::RecreateDeployment
+            crate::testing::kinds::RECREATE.name
+        );
+        assert_eq!(
+            store.name_unnamed_tasks(kinds, fallback).unwrap(),
+            0,
+            "named once"
         );
         assert_eq!(store.tasks(&TaskFilter::default()).unwrap().len(), 1);
     }

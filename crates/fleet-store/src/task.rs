@@ -43,98 +43,16 @@ impl TaskState {
     }
 }
 
-/// What a task does. It decides the task's lock and whether the task changes its
-/// deployment (a read-only task is nobody's last operation), so nothing has to compare
-/// descriptions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TaskKind {
-    CreateDeployment,
-    UpdateDeployment,
-    RecreateDeployment,
-    StopDeployment,
-    StartDeployment,
-    RestartDeployment,
-    DeleteDeployment,
-    /// Asks every agent for its state (`bosh instances --details`, `bosh vms`).
-    InstanceDetails,
-    /// Cloud check's scan: finds missing VMs and unresponsive agents (`bosh cck`).
-    ScanProblems,
-    /// Applies the resolutions chosen for the problems a scan found.
-    ResolveProblems,
-    /// Deletes unused releases and stemcells and orphaned disks (`bosh clean-up`).
-    CleanUp,
-    /// Deletes one orphaned disk (`bosh delete-disk`).
-    DeleteOrphanDisk,
-    /// Keeps an uploaded release (`bosh upload-release`).
-    UpdateRelease,
-    /// Deletes a release's versions and the archives only they used (`bosh delete-release`).
-    DeleteRelease,
-    /// Runs an errand on its instances (`bosh run-errand`); its results are the task's
-    /// result output.
-    RunErrand,
-    /// Packs instances' logs into a bundle kept for download (`bosh logs`); its result
-    /// is the bundle's id.
-    FetchLogs,
-}
-
-impl TaskKind {
-    pub const ALL: [TaskKind; 16] = [
-        TaskKind::CreateDeployment,
-        TaskKind::UpdateDeployment,
-        TaskKind::RecreateDeployment,
-        TaskKind::StopDeployment,
-        TaskKind::StartDeployment,
-        TaskKind::RestartDeployment,
-        TaskKind::DeleteDeployment,
-        TaskKind::InstanceDetails,
-        TaskKind::ScanProblems,
-        TaskKind::ResolveProblems,
-        TaskKind::CleanUp,
-        TaskKind::DeleteOrphanDisk,
-        TaskKind::UpdateRelease,
-        TaskKind::DeleteRelease,
-        TaskKind::RunErrand,
-        TaskKind::FetchLogs,
-    ];
-
-    /// The description the director shows, as BOSH words it.
-    pub fn description(self) -> &'static str {
-        match self {
-            TaskKind::CreateDeployment => "create deployment",
-            TaskKind::UpdateDeployment => "update deployment",
-            TaskKind::RecreateDeployment => "recreate deployment",
-            TaskKind::StopDeployment => "stop deployment",
-            TaskKind::StartDeployment => "start deployment",
-            TaskKind::RestartDeployment => "restart deployment",
-            TaskKind::DeleteDeployment => "delete deployment",
-            TaskKind::InstanceDetails => "retrieve vm-stats",
-            TaskKind::ScanProblems => "scan cloud",
-            TaskKind::ResolveProblems => "apply resolutions",
-            TaskKind::CleanUp => "clean up",
-            TaskKind::DeleteOrphanDisk => "delete orphan disk",
-            TaskKind::UpdateRelease => "create release",
-            TaskKind::DeleteRelease => "delete release",
-            TaskKind::RunErrand => "run errand",
-            TaskKind::FetchLogs => "fetch logs",
-        }
-    }
-
-    /// Whether the task changes its deployment (and so can be its last operation); the
-    /// others only look.
-    pub fn changes_deployment(self) -> bool {
-        !matches!(
-            self,
-            TaskKind::InstanceDetails | TaskKind::ScanProblems | TaskKind::FetchLogs
-        )
-    }
-
-    /// The kind a description names, for records written before kinds were stored.
-    pub fn from_description(description: &str) -> Option<TaskKind> {
-        TaskKind::ALL
-            .into_iter()
-            .find(|k| k.description() == description)
-    }
+/// A kind of task as the layer that runs it declares it (the director's task kinds): the
+/// store keeps its name and description with each task, and whether it changes its
+/// deployment (a read-only task is nobody's last operation), and knows no kind by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TaskKindSpec {
+    /// Stored with each task and matched by [`Store::prune_tasks`](crate::Store::prune_tasks).
+    pub name: &'static str,
+    /// What the task shows as its description.
+    pub description: &'static str,
+    pub changes_deployment: bool,
 }
 
 /// Which tasks a listing wants, newest first; the store answers it with one query.
@@ -155,7 +73,11 @@ pub struct TaskFilter {
 pub struct Task {
     pub id: u64,
     pub state: TaskState,
-    pub kind: TaskKind,
+    /// Its kind's [`TaskKindSpec::name`]; empty for a task written before kinds were
+    /// stored, until [`Store::name_unnamed_tasks`](crate::Store::name_unnamed_tasks) names
+    /// it.
+    #[serde(default)]
+    pub kind: String,
     pub description: String,
     pub deployment: Option<String>,
     /// What happened, in one line: the outcome of a finished task or its error.
@@ -199,15 +121,15 @@ impl Task {
     /// A task as created: queued, started now.
     pub(crate) fn queued(
         id: u64,
-        kind: TaskKind,
+        kind: TaskKindSpec,
         deployment: Option<&str>,
         user: Option<&str>,
     ) -> Task {
         Task {
             id,
             state: TaskState::Queued,
-            kind,
-            description: kind.description().to_string(),
+            kind: kind.name.to_string(),
+            description: kind.description.to_string(),
             deployment: deployment.map(str::to_string),
             result: None,
             started_at: Some(now_secs()),
@@ -262,4 +184,22 @@ pub(crate) fn now_secs() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or_default()
+}
+
+/// A task's stored body named by its description, as one of `kinds` describes itself, else
+/// as `fallback`: the kind and the body to store.
+pub(crate) fn named(
+    body: &str,
+    kinds: &[TaskKindSpec],
+    fallback: TaskKindSpec,
+) -> Result<(TaskKindSpec, String), serde_json::Error> {
+    let mut value: serde_json::Value = serde_json::from_str(body)?;
+    let description = value["description"].as_str().unwrap_or_default();
+    let kind = kinds
+        .iter()
+        .copied()
+        .find(|k| k.description == description)
+        .unwrap_or(fallback);
+    value["kind"] = serde_json::Value::String(kind.name.to_string());
+    Ok((kind, value.to_string()))
 }

@@ -73,3 +73,31 @@ pub const SERVICE_INSTANCES: Collection = Collection::new("service_instances");
 pub const TASK_TRACES: Collection = Collection::new("task_traces");
 /// The kinds kept per task in these tests.
 pub const PER_TASK: &[Collection] = &[TASK_TRACES];
+
+/// Kinds of task as an upper layer declares them, for the store's own tests.
+pub mod kinds {
+    use crate::TaskKindSpec;
+
+    pub const CREATE: TaskKindSpec = TaskKindSpec {
+        name: "create_deployment",
+        description: "create deployment",
+        changes_deployment: true,
+    };
+    pub const UPDATE: TaskKindSpec = TaskKindSpec {
+        name: "update_deployment",
+        description: "update deployment",
+        changes_deployment: true,
+    };
+    pub const RECREATE: TaskKindSpec = TaskKindSpec {
+        name: "recreate_deployment",
+        description: "recreate deployment",
+        changes_deployment: true,
+    };
+    /// A task that only looks: nobody's last operation.
+    pub const DETAILS: TaskKindSpec = TaskKindSpec {
+        name: "instance_details",
+        description: "retrieve vm-stats",
+        changes_deployment: false,
+    };
+    pub const ALL: &[TaskKindSpec] = &[CREATE, UPDATE, RECREATE, DETAILS];
+}

@@ -185,7 +185,7 @@ pub async fn cancel_many(
         })
         .await?;
     for task in tasks {
-        let kind = wire::task_type(task.kind);
+        let kind = wire::task_type(&task);
         if filter
             .types
             .as_ref()

@@ -33,8 +33,12 @@ pub fn task(task: &Task) -> Value {
 }
 
 /// The director's name for what a task does, as `bosh cancel-tasks --type` names it:
-/// every change of a deployment's instances is an `update_deployment`.
-pub fn task_type(kind: TaskKind) -> &'static str {
+/// every change of a deployment's instances is an `update_deployment`. A task no kind of
+/// this director names has its stored name.
+pub fn task_type(task: &Task) -> &str {
+    let Some(kind) = TaskKind::of(task) else {
+        return &task.kind;
+    };
     match kind {
         TaskKind::CreateDeployment
         | TaskKind::UpdateDeployment

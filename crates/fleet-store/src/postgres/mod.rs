@@ -18,11 +18,10 @@ use fleet_ipset::IpSet;
 use crate::commits::Outcome;
 use crate::ip_steps::{IpStep, ip_steps};
 use crate::lease::Registration;
-use crate::sqlite::kind_name;
-use crate::task::task_from;
+use crate::task::{named, task_from};
 use crate::{Collection, IpClaim, IpHolder, IpRecord, IpRelease, Store, StoreError, Write};
 use crate::{Lease, PostgresLocation, Recovery, Renewal};
-use crate::{Task, TaskEvent, TaskFilter, TaskKind};
+use crate::{Task, TaskEvent, TaskFilter, TaskKindSpec};
 use session::{Connection, Session};
 pub(crate) use tls::MakeRustls;
 
@@ -239,7 +238,7 @@ impl Store for PgStore {
 
     fn create_task(
         &self,
-        kind: TaskKind,
+        kind: TaskKindSpec,
         deployment: Option<&str>,
         lock: Option<&str>,
         user: Option<&str>,
@@ -274,12 +273,7 @@ impl Store for PgStore {
                     .row(
                         "INSERT INTO tasks (state, deployment, body, kind, changes, runner)
                          VALUES ('queued', $1, '{}', $2, $3, $4) RETURNING id",
-                        &[
-                            &deployment,
-                            &kind_name(kind),
-                            &kind.changes_deployment(),
-                            &runner,
-                        ],
+                        &[&deployment, &kind.name, &kind.changes_deployment, &runner],
                     )?
                     .expect("an insert returns its row");
                 let task_id: i64 = row.get(0);
@@ -775,11 +769,11 @@ impl Store for PgStore {
 
     fn prune_tasks(
         &self,
-        kind: TaskKind,
+        kind: TaskKindSpec,
         keep: usize,
         attached: &[Collection],
     ) -> Result<Vec<u64>, StoreError> {
-        let kind = kind_name(kind);
+        let kind = kind.name;
         let keep = i64::try_from(keep).unwrap_or(i64::MAX);
         let attached = attached.to_vec();
         self.call(move |s| {
@@ -816,6 +810,31 @@ impl Store for PgStore {
                 Ok(Outcome::Keep(
                     doomed.into_iter().map(|i| i as u64).collect(),
                 ))
+            })
+        })
+    }
+
+    fn name_unnamed_tasks(
+        &self,
+        kinds: &[TaskKindSpec],
+        fallback: TaskKindSpec,
+    ) -> Result<usize, StoreError> {
+        let kinds = kinds.to_vec();
+        self.call(move |s| {
+            s.unit(|s| {
+                let old: Vec<(i64, String)> = s
+                    .rows("SELECT id, body FROM tasks WHERE kind = ''", &[])?
+                    .iter()
+                    .map(|r| (r.get(0), r.get(1)))
+                    .collect();
+                for (id, body) in &old {
+                    let (kind, body) = named(body, &kinds, fallback)?;
+                    s.execute(
+                        "UPDATE tasks SET kind = $1, changes = $2, body = $3 WHERE id = $4",
+                        &[&kind.name, &kind.changes_deployment, &body, id],
+                    )?;
+                }
+                Ok(Outcome::Keep(old.len()))
             })
         })
     }
