@@ -28,7 +28,11 @@ pub async fn drive<I: Inventory>(
     let settings = config.settings();
     let (max_in_parallel, strategy) = (settings.max_in_parallel, settings.strategy);
     let intent = config.intent();
-    let mut journal = Journal::open(&config.state_dir, &intent)?;
+    let mut journal = Journal::open(
+        &config.state_dir,
+        &intent,
+        fleet_updater::clock::WallClock::new(),
+    )?;
     if journal.expired() {
         notice(&format!(
             "the journal of an earlier {} of this fleet is older than {} days: starting over",

@@ -34,6 +34,22 @@ impl WallClock {
     pub fn at(&self, instant: Instant) -> SystemTime {
         self.anchor_system + instant.saturating_duration_since(self.anchor_instant)
     }
+
+    /// Now in Unix seconds, as records keep time.
+    pub fn unix_secs(&self) -> u64 {
+        self.since_epoch().as_secs()
+    }
+
+    /// Now in Unix milliseconds, as leases keep time.
+    pub fn unix_millis(&self) -> u64 {
+        u64::try_from(self.since_epoch().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn since_epoch(&self) -> Duration {
+        self.now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default()
+    }
 }
 
 impl Default for WallClock {

@@ -108,7 +108,7 @@ impl Worker<'_> {
             deployment: self.deployment.to_string(),
             instance_id: None,
             stemcell: self.stemcell.to_string(),
-            created_at: Some(crate::task::unix_now()),
+            created_at: Some(self.core.unix_now()),
         };
         if let Err(e) = self
             .core

@@ -113,11 +113,12 @@ impl Core {
 
     /// Unix milliseconds by [`Core::clock`].
     pub fn now_ms(&self) -> u64 {
-        self.clock
-            .now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-            .unwrap_or_default()
+        self.clock.unix_millis()
+    }
+
+    /// Unix seconds by [`Core::clock`], as records and tasks are stamped.
+    pub fn unix_now(&self) -> u64 {
+        self.clock.unix_secs()
     }
 
     /// The lease a lock or this process's registration is taken for now: until the lock

@@ -46,7 +46,6 @@ mod target;
 mod task;
 pub mod task_kind;
 pub mod templates;
-mod time;
 pub mod trace;
 mod update;
 mod update_order;
@@ -66,7 +65,7 @@ pub use identity::director_uuid;
 pub use limits::InstanceLimits;
 pub use names::{MAX_NAME_LEN, name_problem};
 pub use target::Target;
-pub use task::{JobError, unix_now};
+pub use task::JobError;
 
 use fleet_store::AsyncStore;
 use manifest::Count;
@@ -369,7 +368,7 @@ impl Director {
         let config = CloudConfig {
             version: self.next_config_version().await?,
             text: text.to_string(),
-            created_at: Some(unix_now()),
+            created_at: Some(self.core.unix_now()),
         };
         self.records()
             .write(change::cloud_config(&config).into())
@@ -412,7 +411,7 @@ impl Director {
             name: name.to_string(),
             version: self.next_config_version().await?,
             text: text.to_string(),
-            created_at: Some(unix_now()),
+            created_at: Some(self.core.unix_now()),
         };
         self.records()
             .write(vec![change::runtime_config(&config)])
@@ -1161,6 +1160,11 @@ impl Director {
     /// The tasks the filter admits, newest first.
     pub async fn tasks(&self, filter: TaskFilter) -> Result<Vec<Task>, DirectorError> {
         Ok(self.store().tasks(filter).await?)
+    }
+
+    /// Now in Unix seconds, by the director's clock (virtual under test).
+    pub fn unix_now(&self) -> u64 {
+        self.core.unix_now()
     }
 
     /// The newest task that changed the deployment: its last operation.

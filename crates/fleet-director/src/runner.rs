@@ -13,7 +13,7 @@ use tokio::sync::Notify;
 use super::core::Core;
 use super::error::{DirectorError, StepError};
 use super::model::{Task, TaskKind, TaskState};
-use super::task::{JobError, TaskLog, unix_now};
+use super::task::{JobError, TaskLog};
 use super::trace::{self, Trace, TraceLine};
 use fleet_store::{StoreError, put};
 
@@ -215,7 +215,7 @@ impl TaskRunner {
         Fut: Future<Output = Result<String, JobError>> + Send + 'static,
     {
         let core = &self.core;
-        running.started_at = Some(unix_now());
+        running.started_at = Some(core.unix_now());
         let id = running.id;
         let started = persist("record the start of", id, || {
             let (mut started, cancel) = (running.clone(), &cancel);
@@ -246,8 +246,8 @@ impl TaskRunner {
                 {
                     tracing::warn!(task = id, error = %e, "the cloud could not read the deployment again");
                 }
-                let log = TaskLog::start(id, core.store.clone(), Arc::clone(&cancel));
-                let trace = Trace::default();
+                let log = TaskLog::start(id, core.store.clone(), Arc::clone(&cancel), core.clock);
+                let trace = Trace::new(core.clock);
                 self.traces_of().insert(id, trace.clone());
                 // The job runs as its own task so that a panic in it still ends this task
                 // and releases the lock.
@@ -278,7 +278,7 @@ impl TaskRunner {
         };
         running.state = state;
         running.result = Some(result);
-        running.finished_at = Some(unix_now());
+        running.finished_at = Some(core.unix_now());
         let recorded = persist("record the end of", id, || {
             let (ended, trace, lock) = (running.clone(), kept_trace.clone(), lock.clone());
             async move {

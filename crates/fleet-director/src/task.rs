@@ -8,10 +8,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use super::error::StepError;
 use super::model::{EventState, TaskEvent};
+use fleet_clock::WallClock;
 use fleet_store::AsyncStore;
 use tokio::sync::{mpsc, oneshot};
-
-pub use super::time::unix_now;
 
 /// How a task's job ends when it does not succeed. Cancellation is its own variant, so
 /// that only the cancellation itself makes a task `cancelled`: a failure that came first
@@ -46,17 +45,20 @@ pub struct TaskLog {
     /// Set when cancellation is asked for; the job looks at it between steps, so that
     /// what it started finishes and nothing new starts.
     cancel: Arc<AtomicBool>,
+    /// What events are stamped with.
+    clock: WallClock,
 }
 
 impl TaskLog {
     /// The log of `task`, with its writer running until every copy of the log is gone.
-    pub fn start(task: u64, store: AsyncStore, cancel: Arc<AtomicBool>) -> Self {
+    pub fn start(task: u64, store: AsyncStore, cancel: Arc<AtomicBool>, clock: WallClock) -> Self {
         let (entries, received) = mpsc::unbounded_channel();
         tokio::spawn(write_events(task, store, received));
         TaskLog {
             task,
             entries,
             cancel,
+            clock,
         }
     }
 
@@ -166,7 +168,7 @@ impl Stage {
 impl Step {
     fn write(&self, state: EventState, progress: u32, error: Option<String>) {
         self.stage.log.write(TaskEvent {
-            time: unix_now(),
+            time: self.stage.log.clock.unix_secs(),
             stage: self.stage.name.clone(),
             tags: self.stage.tags.clone(),
             task: self.task.clone(),

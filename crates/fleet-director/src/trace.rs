@@ -6,9 +6,9 @@
 
 use std::sync::{Arc, Mutex};
 
-use serde::{Deserialize, Serialize};
+use fleet_clock::WallClock;
 
-use super::time::unix_now;
+use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -27,11 +27,15 @@ pub struct TraceLine {
     pub text: String,
 }
 
-/// One task's lines, shared by everything the task runs.
-#[derive(Debug, Clone, Default)]
-pub struct Trace(Arc<Mutex<Vec<TraceLine>>>);
+/// One task's lines, shared by everything the task runs, stamped by its clock.
+#[derive(Debug, Clone)]
+pub struct Trace(Arc<Mutex<Vec<TraceLine>>>, WallClock);
 
 impl Trace {
+    pub fn new(clock: WallClock) -> Trace {
+        Trace(Arc::default(), clock)
+    }
+
     pub fn lines(&self) -> Vec<TraceLine> {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
@@ -41,7 +45,7 @@ impl Trace {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(TraceLine {
-                time: unix_now(),
+                time: self.1.unix_secs(),
                 channel,
                 text,
             });
@@ -81,7 +85,7 @@ mod tests {
     #[tokio::test]
     async fn lines_reach_the_trace_of_the_task_and_of_what_it_spawns_only() {
         note(Channel::Debug, || unreachable!("no trace, no text"));
-        let trace = Trace::default();
+        let trace = Trace::new(WallClock::new());
         run_with(trace.clone(), async {
             note(Channel::Cpi, || "create_vm".to_string());
             tokio::spawn(within(async {

@@ -1,36 +1,59 @@
 //! The `director.deployments` name pattern: operators think of "all `redis-*`
 //! deployments", not of regular expressions, so `*` is the only special character.
 
-/// Whether `name` matches `pattern` as a whole, `*` standing for any text, empty
-/// included.
-pub fn matches(pattern: &str, name: &str) -> bool {
-    let pattern: Vec<char> = pattern.chars().collect();
-    let name: Vec<char> = name.chars().collect();
-    let (mut p, mut n) = (0, 0);
-    // Where the last `*` was and how much of the name it has swallowed so far; on a
-    // mismatch it swallows one more character and matching resumes after it.
-    let mut star: Option<(usize, usize)> = None;
-    while n < name.len() {
-        if p < pattern.len() && pattern[p] == '*' {
-            star = Some((p, n));
-            p += 1;
-        } else if p < pattern.len() && pattern[p] == name[n] {
-            p += 1;
-            n += 1;
-        } else if let Some((star_at, swallowed_to)) = star {
-            p = star_at + 1;
-            n = swallowed_to + 1;
-            star = Some((star_at, n));
-        } else {
-            return false;
+/// A compiled `director.deployments` pattern, matched in time linear in the name.
+#[derive(Debug, Clone)]
+pub struct DeploymentPattern(globset::GlobMatcher);
+
+impl DeploymentPattern {
+    /// `pattern` with `*` standing for any text, empty included, and every other
+    /// character for itself.
+    pub fn new(pattern: &str) -> DeploymentPattern {
+        // A run of stars means what one star means (and two would be globset's `**`);
+        // each piece between them is literal.
+        let mut collapsed = String::with_capacity(pattern.len());
+        for c in pattern.chars() {
+            if !(c == '*' && collapsed.ends_with('*')) {
+                collapsed.push(c);
+            }
         }
+        let pieces: Vec<String> = collapsed.split('*').map(globset::escape).collect();
+        let glob = globset::GlobBuilder::new(&pieces.join("*"))
+            .literal_separator(false)
+            .backslash_escape(false)
+            .build()
+            .expect("every character but `*` is escaped");
+        DeploymentPattern(glob.compile_matcher())
     }
-    pattern[p..].iter().all(|&c| c == '*')
+
+    /// Whether `name` matches the pattern as a whole.
+    pub fn matches(&self, name: &str) -> bool {
+        self.0.is_match(name)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn matches(pattern: &str, name: &str) -> bool {
+        DeploymentPattern::new(pattern).matches(name)
+    }
+
+    #[test]
+    fn glob_syntax_other_than_the_star_is_taken_literally() {
+        assert!(matches("pg-[1]?{a,b}", "pg-[1]?{a,b}"));
+        assert!(!matches("pg-[1]", "pg-1"));
+        assert!(matches("a\\*", "a\\b"));
+        assert!(matches("*/*", "x/y"));
+        assert!(matches("a***b", "aXb"));
+    }
+
+    #[test]
+    fn a_long_name_against_many_stars_is_answered() {
+        let name = "a".repeat(10_000);
+        assert!(!matches(&format!("{}b", "a*".repeat(50)), &name));
+    }
 
     #[test]
     fn a_star_alone_matches_every_name_and_the_empty_one() {

@@ -37,7 +37,7 @@ pub struct DirectorInventory {
     ca: Option<String>,
     skip_ssl_validation: bool,
     timeout: Duration,
-    pattern: String,
+    pattern: glob::DeploymentPattern,
     limiter: RequestLimiter,
 }
 
@@ -61,7 +61,7 @@ impl DirectorInventory {
             ca: config.ca.clone(),
             skip_ssl_validation: config.skip_ssl_validation,
             timeout: config.timeout,
-            pattern: config.deployments.clone(),
+            pattern: glob::DeploymentPattern::new(&config.deployments),
             limiter,
         };
         Ok(inventory)
@@ -260,7 +260,7 @@ impl Inventory for DirectorInventory {
         let deployments: Vec<Deployment> = self.get("/deployments").await?;
         let deployments: Vec<Deployment> = deployments
             .into_iter()
-            .filter(|d| glob::matches(&self.pattern, &d.name))
+            .filter(|d| self.pattern.matches(&d.name))
             .collect();
         let uploaded = self.uploaded().await?;
         // Older directors do not say whether a deployment is locked; their locks do.

@@ -10,6 +10,8 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+use fleet_clock::WallClock;
+
 use serde::{Deserialize, Serialize};
 
 use fleet_rollout::inventory::Instance;
@@ -73,13 +75,8 @@ pub struct Journal {
     _lock: std::fs::File,
     /// What the file held was older than [`MAX_AGE`] and was set aside.
     expired: bool,
-}
-
-fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or_default()
+    /// What the journal's times are read from.
+    clock: WallClock,
 }
 
 fn digest(intent: &str) -> String {
@@ -100,7 +97,8 @@ impl Journal {
     ///
     /// # Errors
     /// The file exists but cannot be read or is not a journal.
-    pub fn open(state_dir: &Path, intent: &str) -> Result<Journal, JournalError> {
+    pub fn open(state_dir: &Path, intent: &str, clock: WallClock) -> Result<Journal, JournalError> {
+        let unix_now = || clock.unix_secs();
         let path = Self::path_for(state_dir, intent);
         let lock_path = path.with_extension("lock");
         let failed = |source| JournalError::Write {
@@ -156,6 +154,7 @@ impl Journal {
             record,
             _lock: lock,
             expired,
+            clock,
         })
     }
 
@@ -171,7 +170,7 @@ impl Journal {
     pub fn forget(&mut self) -> Result<(), JournalError> {
         self.record.done.clear();
         self.record.canaries_passed = false;
-        self.record.started_at = unix_now();
+        self.record.started_at = self.clock.unix_secs();
         match std::fs::remove_file(&self.path) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(JournalError::Write {
                 path: self.path.clone(),
@@ -219,7 +218,7 @@ impl Journal {
     }
 
     fn save(&mut self) -> Result<(), JournalError> {
-        self.record.updated_at = unix_now();
+        self.record.updated_at = self.clock.unix_secs();
         // Its folder was made when the journal was opened and locked.
         let bytes = serde_json::to_vec_pretty(&self.record).expect("a record serializes");
         fleet_output::write_file(&self.path, &bytes).map_err(|source| JournalError::Write {
@@ -335,10 +334,10 @@ mod tests {
     fn what_is_done_survives_a_reopen_and_is_gone_after_complete_or_forget() {
         let dir = tempfile::tempdir().unwrap();
         let intent = "recreate fix=true; broker https://broker";
-        let mut journal = Journal::open(dir.path(), intent).unwrap();
+        let mut journal = Journal::open(dir.path(), intent, WallClock::new()).unwrap();
         assert!(!journal.is_resumed());
         assert!(matches!(
-            Journal::open(dir.path(), intent),
+            Journal::open(dir.path(), intent, WallClock::new()),
             Err(JournalError::InUse { .. })
         ));
         assert!(
@@ -378,7 +377,7 @@ mod tests {
             },
         );
         drop(journal);
-        let again = Journal::open(dir.path(), intent).unwrap();
+        let again = Journal::open(dir.path(), intent, WallClock::new()).unwrap();
         assert!(again.canaries_passed());
         let listed = [Instance::new("a", "p"), Instance::new("b", "p")];
         let recreate = Strategy::Recreate {
@@ -397,15 +396,44 @@ mod tests {
         assert!(resumed.done.is_empty());
         assert!(resumed.target_moved && !resumed.canaries_passed);
         // Another intent has its own journal.
-        assert!(!Journal::open(dir.path(), "update").unwrap().is_resumed());
+        assert!(
+            !Journal::open(dir.path(), "update", WallClock::new())
+                .unwrap()
+                .is_resumed()
+        );
         again.complete().unwrap();
-        assert!(!Journal::open(dir.path(), intent).unwrap().is_resumed());
-        let mut once_more = Journal::open(dir.path(), intent).unwrap();
+        assert!(
+            !Journal::open(dir.path(), intent, WallClock::new())
+                .unwrap()
+                .is_resumed()
+        );
+        let mut once_more = Journal::open(dir.path(), intent, WallClock::new()).unwrap();
         once_more.record_done("a").unwrap();
         once_more.forget().unwrap();
         assert!(!once_more.is_resumed());
         drop(once_more);
-        assert!(!Journal::open(dir.path(), intent).unwrap().is_resumed());
+        assert!(
+            !Journal::open(dir.path(), intent, WallClock::new())
+                .unwrap()
+                .is_resumed()
+        );
+    }
+
+    #[test]
+    fn a_journal_left_longer_than_the_max_age_is_set_aside() {
+        let dir = tempfile::tempdir().unwrap();
+        let intent = "update";
+        let then = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_800_000_000);
+        let mut journal = Journal::open(dir.path(), intent, WallClock::anchored_at(then)).unwrap();
+        journal.record_done("a").unwrap();
+        drop(journal);
+        let within = then + MAX_AGE;
+        let kept = Journal::open(dir.path(), intent, WallClock::anchored_at(within)).unwrap();
+        assert!(kept.is_resumed() && !kept.expired());
+        drop(kept);
+        let past = within + std::time::Duration::from_secs(1);
+        let set_aside = Journal::open(dir.path(), intent, WallClock::anchored_at(past)).unwrap();
+        assert!(!set_aside.is_resumed() && set_aside.expired());
     }
 
     #[test]
@@ -414,7 +442,10 @@ mod tests {
         let path = Journal::path_for(dir.path(), "x");
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, "{not json").unwrap();
-        let e = Journal::open(dir.path(), "x").err().unwrap().to_string();
+        let e = Journal::open(dir.path(), "x", WallClock::new())
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.contains("damaged") && e.contains("--fresh"), "{e}");
     }
 }

@@ -6,6 +6,8 @@
 /// A span of time a runner or a lock is held for, in Unix milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Lease {
+    /// Unix milliseconds, by the caller's clock: what the store stamps a task created
+    /// with this lease with, and compares expiries against.
     pub now: u64,
     pub until: u64,
 }

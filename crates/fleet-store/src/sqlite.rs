@@ -560,7 +560,7 @@ impl Store for SqliteStore {
                 self.runner
             ])?;
             let id = tx.last_insert_rowid() as u64;
-            let task = Task::queued(id, kind, deployment, user);
+            let task = Task::queued(id, kind, deployment, user, lease.now / 1000);
             tx.prepare_cached("UPDATE tasks SET body = ?1 WHERE id = ?2")?
                 .execute(params![serde_json::to_string(&task)?, id as i64])?;
             if let Some(lock) = lock {

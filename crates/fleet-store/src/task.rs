@@ -118,12 +118,13 @@ pub struct TaskEvent {
 }
 
 impl Task {
-    /// A task as created: queued, started now.
+    /// A task as created: queued, started `started_at` (Unix seconds).
     pub(crate) fn queued(
         id: u64,
         kind: TaskKindSpec,
         deployment: Option<&str>,
         user: Option<&str>,
+        started_at: u64,
     ) -> Task {
         Task {
             id,
@@ -132,7 +133,7 @@ impl Task {
             description: kind.description.to_string(),
             deployment: deployment.map(str::to_string),
             result: None,
-            started_at: Some(now_secs()),
+            started_at: Some(started_at),
             finished_at: None,
             user: user.map(str::to_string),
             context_id: None,
@@ -176,14 +177,6 @@ pub(crate) fn written_over(stored: &str, mut task: Task) -> Option<Task> {
         task.state = TaskState::Cancelling;
     }
     Some(task)
-}
-
-/// The wall clock in Unix seconds, as both backends stamp tasks, locks and leases.
-pub(crate) fn now_secs() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or_default()
 }
 
 /// A task's stored body named by its description, as one of `kinds` describes itself, else

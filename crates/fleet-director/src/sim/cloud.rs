@@ -11,7 +11,6 @@ use crate::agent::{
 use crate::cpi::{Cpi, CpiError, VmRequest};
 use crate::ids::new_id;
 use crate::model::InstanceSpec;
-use crate::task::unix_now;
 use async_trait::async_trait;
 use fleet_store::{AsyncStore, StoreError, put, remove};
 
@@ -39,6 +38,8 @@ pub struct SimulatedCloud {
     drains: Mutex<std::collections::VecDeque<i64>>,
     /// What each drain was asked as, `deployment/instance kind`, in order.
     drain_kinds: Mutex<Vec<String>>,
+    /// What VMs and processes are stamped with: tokio's clock, so virtual in tests.
+    clock: fleet_clock::WallClock,
 }
 
 impl SimulatedCloud {
@@ -52,6 +53,7 @@ impl SimulatedCloud {
             log: Mutex::new(Vec::new()),
             drains: Mutex::new(std::collections::VecDeque::new()),
             drain_kinds: Mutex::new(Vec::new()),
+            clock: fleet_clock::WallClock::new(),
         }
     }
 
@@ -330,7 +332,7 @@ impl Cpi for SimulatedCloud {
                     (network.clone(), ip)
                 })
                 .collect(),
-            created_at: Some(unix_now()),
+            created_at: Some(self.clock.unix_secs()),
             started_at: None,
         };
         let writes = vec![
@@ -417,7 +419,7 @@ impl Cpi for SimulatedCloud {
         // expired certificate, so an agent that did not answer still does not.
         let mut rebooted = agent;
         if rebooted.applied.is_some() {
-            rebooted.start_jobs();
+            rebooted.start_jobs(self.clock.unix_secs());
         }
         self.save_agent(rebooted).await.map_err(Self::cpi_error)
     }
@@ -571,7 +573,7 @@ impl Agent for SimulatedCloud {
                 .unwrap_or_default(),
             _ => Vec::new(),
         };
-        let now = unix_now();
+        let now = self.clock.unix_secs();
         Ok(AgentState {
             processes: vitals::processes(self.settings.seed, &record, now),
             vitals: Some(vitals::vitals(self.settings.seed, &record, now)),
@@ -631,7 +633,8 @@ impl Agent for SimulatedCloud {
     }
 
     async fn start(&self, agent_id: &str) -> Result<(), AgentError> {
-        self.agent_call(agent_id, "start", AgentRecord::start_jobs)
+        let now = self.clock.unix_secs();
+        self.agent_call(agent_id, "start", |a| a.start_jobs(now))
             .await
             .map(|_| ())
     }

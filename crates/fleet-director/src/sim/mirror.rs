@@ -58,14 +58,15 @@ pub(super) struct AgentRecord {
 }
 
 impl AgentRecord {
-    /// Its jobs start, or fail to, as the agent's configured fault says.
-    pub fn start_jobs(&mut self) {
+    /// Its jobs start at `now` (Unix seconds), or fail to, as the agent's configured
+    /// fault says.
+    pub fn start_jobs(&mut self, now: u64) {
         self.job_state = if self.job_start_fails {
             JobState::Failing
         } else {
             JobState::Running
         };
-        self.started_at = Some(crate::task::unix_now());
+        self.started_at = Some(now);
     }
 }
 

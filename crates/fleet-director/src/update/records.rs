@@ -34,7 +34,7 @@ pub async fn orphaned(
         size,
         cloud_properties,
         orphaned: true,
-        orphaned_at: Some(crate::task::unix_now()),
+        orphaned_at: Some(core.unix_now()),
         instance_name: Some(format!("{}/{}", owner.group, owner.id)),
         az: owner.az.clone(),
     })

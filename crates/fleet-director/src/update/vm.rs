@@ -97,7 +97,7 @@ pub async fn create_vm(
         deployment: record.deployment.clone(),
         instance_id: Some(record.id.clone()),
         stemcell: plan.desired.stemcell.clone(),
-        created_at: Some(crate::task::unix_now()),
+        created_at: Some(core.unix_now()),
     };
     core.records
         .write(vec![change::instance(record), change::vm(&vm)])

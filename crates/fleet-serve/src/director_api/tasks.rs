@@ -204,7 +204,7 @@ pub async fn cancel_many(
 pub async fn locks(State(director): State<Director>) -> ApiResult<Json<Value>> {
     // Locks here last as long as their task; the director shows an expiry, so a minute
     // from now is shown, as a lock that is renewed would be.
-    let expires = fleet_director::unix_now() + 60;
+    let expires = director.unix_now() + 60;
     let locks: Vec<Value> = director
         .locks()
         .await?

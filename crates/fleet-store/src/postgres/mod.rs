@@ -277,8 +277,13 @@ impl Store for PgStore {
                     )?
                     .expect("an insert returns its row");
                 let task_id: i64 = row.get(0);
-                let task =
-                    Task::queued(task_id as u64, kind, deployment.as_deref(), user.as_deref());
+                let task = Task::queued(
+                    task_id as u64,
+                    kind,
+                    deployment.as_deref(),
+                    user.as_deref(),
+                    lease.now / 1000,
+                );
                 s.execute(
                     "UPDATE tasks SET body = $1 WHERE id = $2",
                     &[&serde_json::to_string(&task)?, &task_id],
