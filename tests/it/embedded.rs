@@ -8,7 +8,7 @@ use std::process::{Command as Process, Stdio};
 use predicates::prelude::*;
 use serde_json::Value;
 
-use crate::support::{Workspace, fleet_updater, ids_with, json};
+use crate::support::{Workspace, fleet_updater, ids_with};
 
 fn run(state: &Path, args: &[&str]) -> (i32, Value, String) {
     let output = fleet_updater()
@@ -33,7 +33,7 @@ fn run(state: &Path, args: &[&str]) -> (i32, Value, String) {
 }
 
 /// The director's tasks as (id, state, deployment, description).
-fn director_tasks(state: &Path) -> Vec<(u64, String, String, String)> {
+pub(super) fn director_tasks(state: &Path) -> Vec<(u64, String, String, String)> {
     let output = fleet_updater()
         .args(["director", "--state-dir"])
         .arg(state)
@@ -159,89 +159,6 @@ fn a_first_use_killed_while_provisioning_is_finished_by_the_next_run() {
             .unwrap(),
         )
         .stdout(predicate::str::contains("failed").not());
-}
-
-#[test]
-fn recreate_touches_every_instance() {
-    let ws = Workspace::new();
-    let state = ws.path("state");
-    let (code, report, stderr) = run(&state, &["--strategy", "recreate"]);
-    assert_eq!(code, 0, "{stderr}");
-    assert_eq!(report["counts"]["selected"], 30);
-    assert_eq!(report["counts"]["updated"], 30);
-    let recreated: BTreeSet<String> = director_tasks(&state)
-        .into_iter()
-        .filter(|(_, state, _, description)| {
-            state == "done" && description == "recreate deployment"
-        })
-        .map(|(_, _, deployment, _)| deployment)
-        .collect();
-    assert_eq!(recreated.len(), 30);
-}
-
-#[test]
-fn a_fault_fails_the_run_after_in_flight_work_finished_and_nothing_started_later() {
-    let ws = Workspace::new();
-    let state = ws.path("state");
-    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/demo-faults.yml");
-    let report_path = ws.path("report.json");
-    let (code, report, stderr) = run(
-        &state,
-        &[
-            "-c",
-            config.to_str().unwrap(),
-            "--report",
-            report_path.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(code, 1, "{stderr}");
-    assert_eq!(json(&report_path), report);
-    assert_eq!(
-        ids_with(&report, "failed"),
-        BTreeSet::from(["pg-09".to_string()])
-    );
-    let instances = report["instances"].as_array().unwrap();
-    let failed_at = instances.iter().find(|i| i["id"] == "pg-09").unwrap()["finished_at"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    for i in instances {
-        if let Some(started) = i["started_at"].as_str() {
-            assert!(
-                started <= failed_at.as_str(),
-                "{} started after the failure",
-                i["id"]
-            );
-            assert!(i["finished_at"].is_string(), "{} did not finish", i["id"]);
-        }
-    }
-    assert_eq!(report["counts"]["unfinished"], 0);
-    assert!(report["counts"]["not_started"].as_u64().unwrap() > 0);
-    // The director agrees: every task ended, and no update began after pg-09's.
-    let tasks = director_tasks(&state);
-    assert!(
-        tasks.iter().all(|(_, s, _, _)| s == "done" || s == "error"),
-        "{tasks:?}"
-    );
-    let failing = tasks
-        .iter()
-        .filter(|(_, s, d, desc)| {
-            s == "error" && d == "service-instance_pg-09" && desc == "update deployment"
-        })
-        .map(|(id, ..)| *id)
-        .max()
-        .expect("pg-09's update task failed");
-    let later: Vec<_> = tasks
-        .iter()
-        .filter(|(id, _, _, desc)| *id > failing && desc == "update deployment")
-        .collect();
-    // Updates already in flight when pg-09 failed were triggered before it failed, so any
-    // later task id belongs to one of them; none may belong to an instance started after.
-    for (_, _, deployment, _) in later {
-        let id = deployment.trim_start_matches("service-instance_");
-        let entry = instances.iter().find(|i| i["id"] == id).unwrap();
-        assert!(entry["started_at"].as_str().unwrap() <= failed_at.as_str());
-    }
 }
 
 #[test]

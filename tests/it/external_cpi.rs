@@ -11,9 +11,10 @@ use serde_json::Value;
 use super::processes::{Cleanup, config, hello, pids, run, servers, supervisors, vms};
 use crate::support::{Workspace, json};
 
-/// The demo configuration with its fleet definition given an external CPI (this
-/// program's own, `fleet-updater cpi`) and its cloud config cloud properties to pass on.
-fn external_config(w: &Workspace) -> PathBuf {
+/// The demo configuration on its fleet definition as `cpi` (a `cpi:` block, or none)
+/// leaves it, with cloud properties to pass on; its jobs drain at once and are watched
+/// from 100 ms, so that the two runs this compares spend their time on the work.
+fn demo_config(w: &Workspace, name: &str, cpi: &str) -> PathBuf {
     let repository = Path::new(env!("CARGO_MANIFEST_DIR"));
     let definition = std::fs::read_to_string(repository.join("config/fleets/processes.yml"))
         .unwrap()
@@ -28,16 +29,24 @@ fn external_config(w: &Workspace) -> PathBuf {
         .replace(
             "vm_types: [{name: small}]",
             "vm_types: [{name: small, cloud_properties: {cpus: 1}}]",
-        );
-    let definition = w.write(
-        "processes-cpi.yml",
-        &format!("{definition}\ncpi:\n  executable: fleet-updater\n  timeout: 2m\n"),
-    );
+        )
+        .replace("drain_seconds: 1", "drain_seconds: 0")
+        .replace("watch_time: 500-10000", "watch_time: 100-10000");
+    let definition = w.write(&format!("{name}.yml"), &format!("{definition}\n{cpi}"));
     let run_config = std::fs::read_to_string(config()).unwrap().replace(
         "fleet: fleets/processes.yml",
         &format!("fleet: {}", definition.display()),
     );
-    w.write("demo-processes-cpi.yml", &run_config)
+    w.write(&format!("demo-{name}.yml"), &run_config)
+}
+
+/// [`demo_config`] with this program's own external CPI (`fleet-updater cpi`).
+fn external_config(w: &Workspace) -> PathBuf {
+    demo_config(
+        w,
+        "processes-cpi",
+        "cpi:\n  executable: fleet-updater\n  timeout: 2m\n",
+    )
 }
 
 fn director(w: &Workspace, config: &Path, args: &[&str]) -> String {
@@ -83,10 +92,8 @@ fn outcome(w: &Workspace) -> (Vec<String>, Value, usize, usize) {
 fn the_demo_fleet_through_the_external_process_cpi_ends_as_through_the_in_process_one() {
     let in_process = Workspace::new();
     let _first = Cleanup(&in_process);
-    assert_eq!(
-        run(&in_process, &config()).status().unwrap().code(),
-        Some(0)
-    );
+    let config = demo_config(&in_process, "processes", "");
+    assert_eq!(run(&in_process, &config).status().unwrap().code(), Some(0));
     let expected = outcome(&in_process);
 
     let external = Workspace::new();

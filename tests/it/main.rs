@@ -6,6 +6,7 @@ mod check_config;
 mod create_env;
 mod director_http;
 mod embedded;
+mod embedded_in_process;
 mod errand;
 mod external_cpi;
 mod layers;
