@@ -190,7 +190,9 @@ impl VmAgent {
                         Err(e) => return failed(&e),
                     };
                     if method == "prepare" {
-                        Box::pin(async move { agent.prepare(&spec).map(|()| json!("prepared")) })
+                        Box::pin(
+                            async move { agent.prepare(&spec).await.map(|()| json!("prepared")) },
+                        )
                     } else {
                         Box::pin(async move { agent.apply(spec).await.map(|()| json!("applied")) })
                     }
@@ -288,12 +290,16 @@ impl VmAgent {
 
     /// What `apply` will need is all here (BOSH's agent fetches it ahead): every blob the
     /// spec names, with its digest.
-    fn prepare(&self, spec: &ApplySpec) -> Result<(), ActionError> {
+    async fn prepare(&self, spec: &ApplySpec) -> Result<(), ActionError> {
         if let Some(archive) = &spec.rendered_templates_archive {
-            self.blobs.fetch(&archive.blobstore_id, &archive.sha1)?;
+            self.blobs
+                .fetch_off_runtime(&archive.blobstore_id, &archive.sha1)
+                .await?;
         }
         for package in spec.packages.values() {
-            self.blobs.fetch(&package.blobstore_id, &package.sha1)?;
+            self.blobs
+                .fetch_off_runtime(&package.blobstore_id, &package.sha1)
+                .await?;
         }
         Ok(())
     }
@@ -303,8 +309,15 @@ impl VmAgent {
         if !spec.configuration_hash.is_empty()
             && let Some(archive) = &spec.rendered_templates_archive
         {
-            let bytes = self.blobs.fetch(&archive.blobstore_id, &archive.sha1)?;
-            let rendered = fleet_render::unpack(&bytes)?;
+            let bytes = self
+                .blobs
+                .fetch_off_runtime(&archive.blobstore_id, &archive.sha1)
+                .await?;
+            let rendered = tokio::task::spawn_blocking(move || fleet_render::unpack(&bytes))
+                .await
+                .map_err(|e| {
+                    ActionError::io("unpack the rendered templates")(std::io::Error::other(e))
+                })??;
             let mut packages = Vec::new();
             for PackageRef {
                 name,
@@ -313,7 +326,7 @@ impl VmAgent {
                 ..
             } in spec.packages.values()
             {
-                let compiled = self.blobs.fetch(blobstore_id, sha1)?;
+                let compiled = self.blobs.fetch_off_runtime(blobstore_id, sha1).await?;
                 packages.push(PackageToPlace {
                     name: name.clone(),
                     compiled,

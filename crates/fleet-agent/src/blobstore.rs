@@ -25,6 +25,7 @@ pub enum BlobError {
     },
 }
 
+#[derive(Debug, Clone)]
 pub struct Blobstore {
     dir: PathBuf,
 }
@@ -106,6 +107,50 @@ impl Blobstore {
         Ok(bytes)
     }
 
+    /// [`Blobstore::put`] on the blocking pool: a blob is a whole package, written and
+    /// synced.
+    ///
+    /// # Errors
+    /// Those of [`Blobstore::put`].
+    pub async fn put_off_runtime(
+        &self,
+        id: &str,
+        bytes: impl AsRef<[u8]> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let (store, id) = (self.clone(), id.to_string());
+        off_runtime(move || store.put(&id, bytes.as_ref())).await?
+    }
+
+    /// [`Blobstore::get`] on the blocking pool.
+    ///
+    /// # Errors
+    /// Those of [`Blobstore::get`].
+    pub async fn get_off_runtime(&self, id: &str) -> std::io::Result<Option<Vec<u8>>> {
+        let (store, id) = (self.clone(), id.to_string());
+        off_runtime(move || store.get(&id)).await?
+    }
+
+    /// [`Blobstore::fetch`] on the blocking pool: read whole and hashed.
+    ///
+    /// # Errors
+    /// Those of [`Blobstore::fetch`].
+    pub async fn fetch_off_runtime(&self, id: &str, digest: &str) -> Result<Vec<u8>, BlobError> {
+        let (store, id, digest) = (self.clone(), id.to_string(), digest.to_string());
+        let read = id.clone();
+        off_runtime(move || store.fetch(&id, &digest))
+            .await
+            .map_err(|source| BlobError::Read { id: read, source })?
+    }
+
+    /// [`Blobstore::create`] on the blocking pool.
+    ///
+    /// # Errors
+    /// Those of [`Blobstore::create`].
+    pub async fn create_off_runtime(&self, bytes: Vec<u8>) -> std::io::Result<(String, String)> {
+        let store = self.clone();
+        off_runtime(move || store.create(&bytes)).await?
+    }
+
     /// Keeps `bytes` under a new id; the id and their SHA-1.
     ///
     /// # Errors
@@ -115,4 +160,14 @@ impl Blobstore {
         self.put(&id, bytes)?;
         Ok((id, fleet_release::sha1_hex(bytes)))
     }
+}
+
+/// Runs `work` on the blocking pool; a task that panicked or was cut short is an I/O
+/// error of the blob it worked on.
+async fn off_runtime<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> std::io::Result<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(std::io::Error::other)
 }

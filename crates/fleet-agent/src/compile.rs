@@ -20,10 +20,13 @@ impl VmAgent {
             None | Some(Value::Null) => Default::default(),
             Some(_) => args.value(4, "dependencies")?,
         };
-        let source = self.blobs.fetch(&id, &digest)?;
+        let source = self.blobs.fetch_off_runtime(&id, &digest).await?;
         let mut dependencies = Vec::new();
         for (dep, reference) in &deps {
-            let bytes = self.blobs.fetch(&reference.blobstore_id, &reference.sha1)?;
+            let bytes = self
+                .blobs
+                .fetch_off_runtime(&reference.blobstore_id, &reference.sha1)
+                .await?;
             dependencies.push((dep.clone(), bytes));
         }
         let (compiled, _) = compile::compile(
@@ -42,7 +45,8 @@ impl VmAgent {
         })?;
         let (blob, sha1) = self
             .blobs
-            .create(&compiled)
+            .create_off_runtime(compiled)
+            .await
             .map_err(ActionError::io("keep the compiled package"))?;
         Ok(json!({"result": {"blobstore_id": blob, "sha1": sha1}}))
     }

@@ -129,14 +129,19 @@ fn blob_id(path: &str) -> &str {
 }
 
 async fn put_blob(State(app): State<App>, UrlPath(path): UrlPath<String>, body: Bytes) -> Response {
-    match app.agent.blobs().put(blob_id(&path), &body) {
+    match app
+        .agent
+        .blobs()
+        .put_off_runtime(blob_id(&path), body)
+        .await
+    {
         Ok(()) => StatusCode::CREATED.into_response(),
         Err(e) => (StatusCode::BAD_REQUEST, e.to_string()).into_response(),
     }
 }
 
 async fn get_blob(State(app): State<App>, UrlPath(path): UrlPath<String>) -> Response {
-    match app.agent.blobs().get(blob_id(&path)) {
+    match app.agent.blobs().get_off_runtime(blob_id(&path)).await {
         Ok(Some(bytes)) => (StatusCode::OK, Body::from(bytes)).into_response(),
         Ok(None) => StatusCode::NOT_FOUND.into_response(),
         Err(e) => (StatusCode::BAD_REQUEST, e.to_string()).into_response(),

@@ -218,7 +218,7 @@ impl Installation {
                 )
             );
             let cached = cache.join(format!("{key}.tgz"));
-            let bytes = match std::fs::read(&cached) {
+            let bytes = match tokio::fs::read(&cached).await {
                 Ok(bytes) => bytes,
                 Err(_) => {
                     progress(format!(
@@ -247,9 +247,13 @@ impl Installation {
                     .await?;
                     // Written whole: a run killed while writing leaves no half archive
                     // for the next to take.
-                    fleet_file::write(&cached, &bytes, fleet_file::Mode::Private)
-                        .map_err(io(&cached))?;
-                    bytes
+                    let (path, kept) = (cached.clone(), bytes);
+                    tokio::task::spawn_blocking(move || {
+                        fleet_file::write(&path, &kept, fleet_file::Mode::Private).map(|()| kept)
+                    })
+                    .await
+                    .map_err(|e| io(&cached)(std::io::Error::other(e)))?
+                    .map_err(io(&cached))?
                 }
             };
             keys.insert(name.clone(), key);

@@ -413,7 +413,13 @@ impl Cpi for ProcessCloud {
     }
 
     async fn delete_disk(&self, disk_cid: &str) -> Result<(), CpiError> {
-        gone_is_fine(self.iaas.delete_disk(disk_cid))
+        // A disk's whole tree is removed: off the async workers.
+        let iaas = self.iaas.clone();
+        let disk = disk_cid.to_string();
+        let deleted = tokio::task::spawn_blocking(move || iaas.delete_disk(&disk))
+            .await
+            .map_err(cpi_error)?;
+        gone_is_fine(deleted)
     }
 
     async fn attach_disk(&self, vm_cid: &str, disk_cid: &str) -> Result<(), CpiError> {

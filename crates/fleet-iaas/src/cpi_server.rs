@@ -187,6 +187,19 @@ fn registry_of(
     Registry::from_context(&request.context).map_err(|e| cloud_error(e.to_string()))
 }
 
+/// Copies or removes a whole tree of the IaaS (a VM, a disk, a snapshot) on the blocking
+/// pool.
+async fn off_runtime<T: Send + 'static>(
+    iaas: &ProcessIaas,
+    work: impl FnOnce(ProcessIaas) -> Result<T, IaasError> + Send + 'static,
+) -> Result<T, Failure> {
+    let iaas = iaas.clone();
+    tokio::task::spawn_blocking(move || work(iaas))
+        .await
+        .map_err(|e| cloud_error(format!("internal error: {e}")))?
+        .map_err(Failure::from)
+}
+
 /// Answers one request.
 pub async fn handle(request: &Request, program: &Path) -> Response {
     let mut log = Vec::new();
@@ -278,7 +291,8 @@ async fn answer(
                     .await
                     .map_err(|e| cloud_error(e.to_string()))?;
             }
-            iaas.delete_vm(cid)?;
+            let gone = cid.to_string();
+            off_runtime(&iaas, move |iaas| iaas.delete_vm(&gone)).await?;
             log.push(format!("VM {cid} deleted"));
             Ok(Value::Null)
         }
@@ -312,7 +326,8 @@ async fn answer(
             Ok(json!(cid))
         }
         "delete_disk" => {
-            iaas.delete_disk(args.string(0, "disk_cid")?)?;
+            let disk = args.string(0, "disk_cid")?.to_string();
+            off_runtime(&iaas, move |iaas| iaas.delete_disk(&disk)).await?;
             Ok(Value::Null)
         }
         "has_disk" => Ok(json!(iaas.has_disk(args.string(0, "disk_cid")?))),
@@ -342,9 +357,15 @@ async fn answer(
             }
             Ok(Value::Null)
         }
-        "snapshot_disk" => Ok(json!(iaas.snapshot_disk(args.string(0, "disk_cid")?)?)),
+        "snapshot_disk" => {
+            let disk = args.string(0, "disk_cid")?.to_string();
+            Ok(json!(
+                off_runtime(&iaas, move |iaas| iaas.snapshot_disk(&disk)).await?
+            ))
+        }
         "delete_snapshot" => {
-            iaas.delete_snapshot(args.string(0, "snapshot_cid")?)?;
+            let snapshot = args.string(0, "snapshot_cid")?.to_string();
+            off_runtime(&iaas, move |iaas| iaas.delete_snapshot(&snapshot)).await?;
             Ok(Value::Null)
         }
         "resize_disk" => {

@@ -60,7 +60,7 @@ pub async fn placement(
 ) -> Result<(RenderedJobs, Vec<PackageToPlace>), StoredError> {
     let rendered = spec.rendered.as_ref().ok_or(StoredError::NotRendered)?;
     let archive = stored::blob(store, &rendered.blob).await?;
-    let jobs = fleet_render::unpack(&archive)?;
+    let jobs = tokio::task::spawn_blocking(move || fleet_render::unpack(&archive)).await??;
     let mut packages = Vec::new();
     for (name, key) in package_keys(store, spec).await? {
         let blob = stored::compiled_blob(store, &key).await?;

@@ -36,6 +36,11 @@ pub enum AgentStartError {
 /// settings cannot be read), with the reason it logged.
 pub async fn start(program: &Path, vm_dir: &Path) -> Result<(), AgentStartError> {
     let log = vm_dir.join("sys/log/agent.log");
+    // The log is appended to: what an earlier start logged is not this start's reason.
+    let mut reader = LogTail {
+        offset: tokio::fs::metadata(&log).await.map_or(0, |m| m.len()),
+        partial: String::new(),
+    };
     let status = tokio::process::Command::new("/bin/sh")
         .args([
             "-c",
@@ -55,14 +60,14 @@ pub async fn start(program: &Path, vm_dir: &Path) -> Result<(), AgentStartError>
     }
     let started = tokio::time::Instant::now();
     loop {
-        if vm_dir.join(AGENT_PIDFILE).exists() {
+        if tokio::fs::try_exists(vm_dir.join(AGENT_PIDFILE))
+            .await
+            .unwrap_or(false)
+        {
             return Ok(());
         }
-        let logged = std::fs::read_to_string(&log).unwrap_or_default();
-        if let Some(error) = logged.lines().rev().find(|l| l.starts_with("error: ")) {
-            return Err(AgentStartError::Failed {
-                logged: error[7..].to_string(),
-            });
+        if let Some(error) = reader.error(&log).await {
+            return Err(AgentStartError::Failed { logged: error });
         }
         if started.elapsed() >= START_LIMIT {
             return Err(AgentStartError::TimedOut {
@@ -71,6 +76,36 @@ pub async fn start(program: &Path, vm_dir: &Path) -> Result<(), AgentStartError>
             });
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The agent's log as it grows: each look reads only what was added since the last.
+struct LogTail {
+    offset: u64,
+    /// The end of the last read after its last newline: a line still being written.
+    partial: String,
+}
+
+impl LogTail {
+    /// The last `error: ` line logged so far, without its prefix.
+    async fn error(&mut self, log: &Path) -> Option<String> {
+        use tokio::io::{AsyncReadExt, AsyncSeekExt};
+        let mut file = tokio::fs::File::open(log).await.ok()?;
+        file.seek(std::io::SeekFrom::Start(self.offset))
+            .await
+            .ok()?;
+        let mut added = Vec::new();
+        file.read_to_end(&mut added).await.ok()?;
+        self.offset += added.len() as u64;
+        self.partial.push_str(&String::from_utf8_lossy(&added));
+        let complete = self.partial.rfind('\n').map_or(0, |at| at + 1);
+        let error = self.partial[..complete]
+            .lines()
+            .rev()
+            .find_map(|l| l.strip_prefix("error: "))
+            .map(str::to_string);
+        self.partial.drain(..complete);
+        error
     }
 }
 
@@ -98,5 +133,39 @@ pub async fn end(vm_dir: &Path) {
         if let Ok(sandbox) = fleet_vm::sandbox::Sandbox::create(vm_dir) {
             fleet_vm::daemon::end_leftovers(&sandbox);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_log_is_read_from_where_the_start_found_it_and_a_line_counts_once_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("agent.log");
+        std::fs::write(&log, "error: from an earlier start\n").unwrap();
+        let mut tail = LogTail {
+            offset: std::fs::metadata(&log).unwrap().len(),
+            partial: String::new(),
+        };
+        assert_eq!(tail.error(&log).await, None, "an earlier start's error");
+        let append = |text: &str| {
+            use std::io::Write;
+            std::fs::OpenOptions::new()
+                .append(true)
+                .open(&log)
+                .unwrap()
+                .write_all(text.as_bytes())
+                .unwrap();
+        };
+        append("info: listening soon\nerror: port 8443 is ta");
+        assert_eq!(tail.error(&log).await, None, "half a line");
+        append("ken\n");
+        assert_eq!(
+            tail.error(&log).await.as_deref(),
+            Some("port 8443 is taken")
+        );
+        assert_eq!(tail.error(&log).await, None, "nothing new");
     }
 }

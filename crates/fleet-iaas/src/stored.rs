@@ -32,6 +32,9 @@ pub enum StoredError {
     NotRendered,
     #[error(transparent)]
     Unpack(#[from] fleet_render::UnpackError),
+    /// Work moved off the async workers (unpacking an archive) ended without an answer.
+    #[error("internal error: {0}")]
+    Interrupted(#[from] tokio::task::JoinError),
 }
 
 pub async fn release(

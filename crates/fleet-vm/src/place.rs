@@ -33,12 +33,21 @@ pub async fn place(
     jobs: &BTreeMap<String, BTreeMap<String, Vec<u8>>>,
     packages: Vec<PackageToPlace>,
 ) -> Result<(), PlaceError> {
-    for (job, files) in jobs {
-        write_job(vm, job, files).map_err(|e| PlaceError::Job {
-            job: job.clone(),
-            message: e.to_string(),
-        })?;
-    }
+    // Every job's files rewritten and written: off the async workers.
+    let (sandbox, rendered) = (vm.clone(), jobs.clone());
+    tokio::task::spawn_blocking(move || {
+        rendered.iter().try_for_each(|(job, files)| {
+            write_job(&sandbox, job, files).map_err(|e| PlaceError::Job {
+                job: job.clone(),
+                message: e.to_string(),
+            })
+        })
+    })
+    .await
+    .map_err(|e| PlaceError::Job {
+        job: jobs.keys().cloned().collect::<Vec<_>>().join(", "),
+        message: e.to_string(),
+    })??;
     for package in packages {
         let at = vm.packages().join(&package.name);
         let name = package.name.clone();

@@ -81,12 +81,20 @@ pub async fn fetch(
         }
         let stage = log.stage("Fetching group of logs", Vec::new(), 1);
         let step = stage.start("Packing log files together");
-        let files: Vec<(&str, &[u8])> = packed
-            .iter()
-            .map(|(name, bytes)| (name.as_str(), bytes.as_slice()))
-            .collect();
-        let together = fleet_release::build_tgz(&files);
-        step.end(keep(core, deployment, &together).await)?
+        // Every instance's logs, compressed again: off the async workers.
+        let together = tokio::task::spawn_blocking(move || {
+            let files: Vec<(&str, &[u8])> = packed
+                .iter()
+                .map(|(name, bytes)| (name.as_str(), bytes.as_slice()))
+                .collect();
+            fleet_release::build_tgz(&files)
+        })
+        .await;
+        let kept = match together {
+            Ok(together) => keep(core, deployment, &together).await,
+            Err(e) => Err(StepError::from(e)),
+        };
+        step.end(kept)?
     };
     Ok(bundle.id)
 }
