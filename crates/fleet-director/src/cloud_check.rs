@@ -9,6 +9,7 @@ pub use super::problem::{Problem, ProblemKind, Resolution};
 
 use super::Core;
 use super::deploy::{self, DeployOptions};
+use super::error::CallContext;
 use super::error::StepError;
 use super::model::InstanceRecord;
 use super::records::change;
@@ -16,8 +17,19 @@ use super::target::Target;
 use super::task::{JobError, TaskLog};
 use super::update::forget_vm;
 
-/// What the scan makes of one instance: nothing, or its problem (not yet numbered).
-async fn examine(core: &Core, instance: &InstanceRecord) -> Result<Option<Problem>, StepError> {
+/// What the scan saw of an instance's VM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Health {
+    /// The cloud does not have the VM.
+    Missing,
+    /// The VM is there; its agent did not answer.
+    Unresponsive,
+    Fine,
+}
+
+/// Asks the cloud for the VM and, when it has it, the agent for its state; `None` for an
+/// instance the scan leaves alone (no VM, or ignored).
+async fn observe(core: &Core, instance: &InstanceRecord) -> Result<Option<Health>, StepError> {
     let (Some(vm_cid), Some(agent_id)) = (&instance.vm_cid, &instance.agent_id) else {
         return Ok(None);
     };
@@ -25,38 +37,46 @@ async fn examine(core: &Core, instance: &InstanceRecord) -> Result<Option<Proble
         return Ok(None);
     }
     let name = format!("{}/{} ({})", instance.group, instance.id, instance.index);
-    let kind = if !core
-        .cpi
-        .has_vm(vm_cid)
-        .await
-        .map_err(|e| StepError::Failed(format!("has_vm for {name}: {e}")))?
-    {
-        ProblemKind::MissingVm
-    } else if core
+    if !core.cpi.has_vm(vm_cid).await.for_subject("has_vm", &name)? {
+        return Ok(Some(Health::Missing));
+    }
+    let answered = core
         .agent_call(agent_id, "get_state", core.agent.get_state(agent_id))
         .await
-        .is_err()
-    {
-        ProblemKind::UnresponsiveAgent
+        .is_ok();
+    Ok(Some(if answered {
+        Health::Fine
     } else {
-        return Ok(None);
+        Health::Unresponsive
+    }))
+}
+
+/// The problem an instance's health makes, worded as BOSH words it (not yet numbered).
+/// Pure.
+pub fn problem(instance: &InstanceRecord, health: Health) -> Option<Problem> {
+    let kind = match health {
+        Health::Fine => return None,
+        Health::Missing => ProblemKind::MissingVm,
+        Health::Unresponsive => ProblemKind::UnresponsiveAgent,
     };
+    let vm_cid = instance.vm_cid.clone().unwrap_or_default();
+    let name = format!("{}/{} ({})", instance.group, instance.id, instance.index);
     let description = match kind {
         ProblemKind::MissingVm => format!("VM for '{name}' with cloud ID '{vm_cid}' missing."),
         ProblemKind::UnresponsiveAgent => {
             format!("VM for '{name}' with cloud ID '{vm_cid}' is not responding.")
         }
     };
-    Ok(Some(Problem {
+    Some(Problem {
         id: 0,
         kind,
         deployment: instance.deployment.clone(),
         group: instance.group.clone(),
         instance_id: instance.id.clone(),
         index: instance.index,
-        vm_cid: vm_cid.clone(),
+        vm_cid,
         description,
-    }))
+    })
 }
 
 /// Scans every instance of the deployment; what it finds replaces what the last scan
@@ -70,7 +90,10 @@ pub async fn scan(core: Arc<Core>, log: TaskLog, name: String) -> Result<String,
     let mut found = Vec::new();
     for instance in &instances {
         log.check()?;
-        if let Some(problem) = examine(&core, instance).await? {
+        if let Some(problem) = observe(&core, instance)
+            .await?
+            .and_then(|health| problem(instance, health))
+        {
             found.push(problem);
         }
     }
@@ -137,7 +160,7 @@ pub async fn resolve(
                     .cpi
                     .reboot_vm(&problem.vm_cid)
                     .await
-                    .map_err(|e| StepError::Failed(format!("reboot_vm: {e}")))?,
+                    .for_subject("reboot_vm", &problem.vm_cid)?,
                 Resolution::RecreateVm => {
                     if problem.kind == ProblemKind::MissingVm {
                         forget_vm(&core, record).await?;
@@ -175,4 +198,46 @@ pub async fn resolve(
         "deployment `{name}`: {} problems resolved, {recreated} VMs recreated",
         chosen.len()
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::DesiredState;
+
+    fn instance() -> InstanceRecord {
+        InstanceRecord {
+            id: "abc".into(),
+            deployment: "d".into(),
+            group: "web".into(),
+            index: 1,
+            az: None,
+            vm_cid: Some("vm-1".into()),
+            agent_id: Some("agent-1".into()),
+            vm_stemcell: None,
+            vm_type: None,
+            vm_networks: Vec::new(),
+            disk_cid: None,
+            applied: None,
+            state: DesiredState::Started,
+            ignore: false,
+        }
+    }
+
+    #[test]
+    fn a_missing_vm_and_a_silent_agent_are_problems_worded_as_bosh_words_them() {
+        assert_eq!(problem(&instance(), Health::Fine), None);
+        let missing = problem(&instance(), Health::Missing).unwrap();
+        assert_eq!(missing.kind, ProblemKind::MissingVm);
+        assert_eq!(
+            missing.description,
+            "VM for 'web/abc (1)' with cloud ID 'vm-1' missing."
+        );
+        let silent = problem(&instance(), Health::Unresponsive).unwrap();
+        assert_eq!(silent.kind, ProblemKind::UnresponsiveAgent);
+        assert_eq!(
+            silent.description,
+            "VM for 'web/abc (1)' with cloud ID 'vm-1' is not responding."
+        );
+    }
 }

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use tokio::task::JoinSet;
 
+use super::DeployOptions;
 use super::decide::DeployPlan;
-use super::{DeployOptions, post_deploy};
 use crate::Core;
 use crate::agent::Intent;
 use crate::compilation;
@@ -177,4 +177,45 @@ async fn create_missing_vms(
         instance.existing = record;
     }
     Ok(())
+}
+
+/// Every started instance's `post-deploy` scripts at once, once all instances started;
+/// the first failure fails the deploy, naming the instance.
+async fn post_deploy(core: &Arc<Core>, deployment: &str) -> Result<(), JobError> {
+    let mut running = tokio::task::JoinSet::new();
+    for instance in core.records.instances(deployment).await? {
+        let (Some(agent), DesiredState::Started, false) =
+            (instance.agent_id.clone(), instance.state, instance.ignore)
+        else {
+            continue;
+        };
+        let core = Arc::clone(core);
+        running.spawn(crate::trace::within(async move {
+            core.agent_call(
+                &agent,
+                "run_script post-deploy",
+                core.agent.post_deploy(&agent),
+            )
+            .await
+            .map_err(|source| StepError::PostDeploy {
+                instance: instance.name(),
+                source: Box::new(source),
+            })
+        }));
+    }
+    let mut first_error = None;
+    while let Some(joined) = running.join_next().await {
+        let failed = match joined {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(e),
+            Err(e) => Some(StepError::from(e)),
+        };
+        if let Some(e) = failed {
+            first_error.get_or_insert(e);
+        }
+    }
+    match first_error {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
 }

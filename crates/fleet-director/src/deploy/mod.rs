@@ -5,25 +5,23 @@
 //! deployment's records.
 
 mod apply;
+mod bind;
 mod decide;
 #[cfg(test)]
 mod decide_tests;
+mod delete;
+mod stop;
 
-use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use tokio::task::JoinSet;
-
 use super::Core;
-use super::agent::Intent;
 use super::compilation;
 use super::dry_run;
 use super::error::StepError;
 use super::ids::new_id;
 use super::limits::InstanceLimits;
 use super::manifest::Count;
-use super::model::{DeploymentRecord, DesiredState, InstanceRecord};
-use super::network::to_u32;
+use super::model::{DeploymentRecord, InstanceRecord};
 use super::networking;
 use super::plan::InstancePlan;
 use super::records::change;
@@ -31,9 +29,11 @@ use super::snapshot::Snapshot;
 use super::target::Target;
 use super::task::{JobError, TaskLog};
 use super::templates;
-use super::update::{delete_instance, stop_instance};
 use super::validate;
+use bind::{Bound, bind};
 pub use decide::{DeployPlan, Observed, decide};
+pub use delete::delete;
+pub use stop::stop;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DeployOptions {
@@ -72,78 +72,6 @@ pub(crate) fn validate(snapshot: &mut Snapshot, limits: &InstanceLimits) -> Resu
     }
     validate::resolve_disk_types(&mut snapshot.manifest, &facts);
     Ok(())
-}
-
-/// What binding learned: instances whose agents did not answer, and the addresses the
-/// others reported, by instance id.
-struct Bound {
-    unresponsive: BTreeSet<String>,
-    reported: HashMap<String, Vec<(String, u32)>>,
-}
-
-/// Asks every agent of the deployment for its state, in parallel. Unanswered agents fail
-/// the deploy, unless `fix`: then their instances get new VMs.
-async fn bind(
-    core: &Arc<Core>,
-    log: &TaskLog,
-    existing: &[InstanceRecord],
-    fix: bool,
-) -> Result<Bound, StepError> {
-    let stage = log.stage("Preparing deployment", Vec::new(), 1);
-    // A deployment's first deploy has nothing to bind.
-    let step = stage.start(if existing.is_empty() {
-        "Preparing deployment"
-    } else {
-        "Binding existing deployment"
-    });
-    let mut calls = JoinSet::new();
-    // Ignored instances are not asked: their agents may be down for a reason.
-    for instance in existing.iter().filter(|i| !i.ignore) {
-        let (Some(agent), Some(_)) = (instance.agent_id.clone(), &instance.vm_cid) else {
-            continue;
-        };
-        let core = Arc::clone(core);
-        let (id, name) = (instance.id.clone(), instance.name());
-        calls.spawn(crate::trace::within(async move {
-            let state = core
-                .agent_call(&agent, "get_state", core.agent.get_state(&agent))
-                .await
-                .ok();
-            (id, name, state)
-        }));
-    }
-    let mut bound = Bound {
-        unresponsive: BTreeSet::new(),
-        reported: HashMap::new(),
-    };
-    let mut names = Vec::new();
-    while let Some(joined) = calls.join_next().await {
-        let (id, name, state) = joined?;
-        match state {
-            Some(state) => {
-                let nets = state
-                    .networks
-                    .into_iter()
-                    .map(|(n, ip)| (n, to_u32(ip)))
-                    .collect();
-                bound.reported.insert(id, nets);
-            }
-            None => {
-                bound.unresponsive.insert(id);
-                names.push(name);
-            }
-        }
-    }
-    names.sort();
-    if !names.is_empty() && !fix {
-        return step.end(Err(StepError::Failed(format!(
-            "Timed out sending get_state to the agents of {}; run cloud check (`bosh cck`) to see why they \
-             cannot be reached, or recreate with fix to replace their VMs",
-            names.join(", ")
-        ))));
-    }
-    step.finish();
-    Ok(bound)
 }
 
 pub async fn deploy(
@@ -228,47 +156,6 @@ async fn deploy_valid(
     apply::apply(core, log, snapshot, plan, &options).await
 }
 
-/// Every started instance's `post-deploy` scripts at once, once all instances started;
-/// the first failure fails the deploy, naming the instance.
-pub(super) async fn post_deploy(core: &Arc<Core>, deployment: &str) -> Result<(), JobError> {
-    let mut running = tokio::task::JoinSet::new();
-    for instance in core.records.instances(deployment).await? {
-        let (Some(agent), DesiredState::Started, false) =
-            (instance.agent_id.clone(), instance.state, instance.ignore)
-        else {
-            continue;
-        };
-        let core = Arc::clone(core);
-        running.spawn(crate::trace::within(async move {
-            core.agent_call(
-                &agent,
-                "run_script post-deploy",
-                core.agent.post_deploy(&agent),
-            )
-            .await
-            .map_err(|source| StepError::PostDeploy {
-                instance: instance.name(),
-                source: Box::new(source),
-            })
-        }));
-    }
-    let mut first_error = None;
-    while let Some(joined) = running.join_next().await {
-        let failed = match joined {
-            Ok(Ok(())) => None,
-            Ok(Err(e)) => Some(e),
-            Err(e) => Some(StepError::from(e)),
-        };
-        if let Some(e) = failed {
-            first_error.get_or_insert(e);
-        }
-    }
-    match first_error {
-        Some(e) => Err(e.into()),
-        None => Ok(()),
-    }
-}
-
 /// Redeploys the manifest the deployment last deployed successfully (to recreate or start
 /// its instances), read once the task holds the lock so that an update finishing just
 /// before cannot be rolled back.
@@ -287,64 +174,4 @@ pub async fn recreate_or_start(
             purpose: "recreate",
         })?;
     deploy(core, log, manifest, options).await
-}
-
-/// Stops every instance's jobs; `hard` deletes the VMs too (`stop --hard`), keeping
-/// disks and addresses for when the instances are started again.
-pub async fn stop(
-    core: Arc<Core>,
-    log: TaskLog,
-    name: String,
-    hard: bool,
-    target: Target,
-    skip_drain: bool,
-) -> Result<String, JobError> {
-    let existing: Vec<InstanceRecord> = core
-        .records
-        .instances(&name)
-        .await?
-        .into_iter()
-        .filter(|i: &InstanceRecord| target.matches(&i.group, i.index, &i.id) && !i.ignore)
-        .collect();
-    let unresponsive = bind(&core, &log, &existing, true).await?.unresponsive;
-    let running: Vec<InstanceRecord> = existing
-        .into_iter()
-        .filter(|i| i.state == DesiredState::Started || (hard && i.state == DesiredState::Stopped))
-        .collect();
-    let stage = log.stage("Stopping instances", Vec::new(), running.len() as u32);
-    let count = running.len();
-    for mut record in running {
-        log.check()?;
-        let responsive = !unresponsive.contains(&record.id);
-        let step = stage.start(record.name());
-        step.end(stop_instance(&core, &mut record, hard, responsive, skip_drain).await)?;
-    }
-    let what = if hard { "detached" } else { "stopped" };
-    Ok(format!("deployment `{name}`: {count} instances {what}"))
-}
-
-/// Deletes every instance of the deployment (VMs deleted, disks orphaned) and the
-/// deployment itself.
-pub async fn delete(core: Arc<Core>, log: TaskLog, name: String) -> Result<String, JobError> {
-    let existing: Vec<InstanceRecord> = core.records.instances(&name).await?;
-    let unresponsive = bind(&core, &log, &existing, true).await?.unresponsive;
-    let stage = log.stage("Deleting instances", Vec::new(), existing.len() as u32);
-    let count = existing.len();
-    for record in existing {
-        log.check()?;
-        let responsive = !unresponsive.contains(&record.id);
-        let step = stage.start(record.name());
-        let intent = Intent::DeleteDeployment;
-        step.end(delete_instance(&core, record, responsive, false, intent).await)?;
-    }
-    compilation::delete_leftovers(&core, &log, &name).await?;
-    // Every address the deployment held, static or dynamic, returns to its network.
-    networking::release_where(&core, &name, |_| true).await?;
-    templates::forget_unused(&core, &name).await?;
-    core.records
-        .write(vec![change::deployment_gone(&name)])
-        .await?;
-    Ok(format!(
-        "deployment `{name}` deleted with {count} instances"
-    ))
 }
