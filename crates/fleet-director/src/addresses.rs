@@ -1,4 +1,5 @@
-//! Which addresses a deploy's instances get, decided from what the store held when the
+//! Which networks a deploy's addresses come from, and which addresses its instances get,
+//! decided from what the store held when the
 //! deploy looked (or, without a cloud config, from what the agents reported), without
 //! changing anything: the addresses written into the plan, which instances change
 //! network (and so need a new VM), which old addresses go once they run, and the claims
@@ -15,11 +16,31 @@ use super::error::StepError;
 use super::manifest::Manifest;
 use super::model::DesiredState;
 use super::network::{
-    Desired, Held, InMemoryIpRepo, InstanceNetworks, IpProvider, IpRepo, Owner, PlannedIpRepo,
-    to_ip, to_u32, vm_networks,
+    Desired, Held, InMemoryIpRepo, InstanceNetworks, IpProvider, IpRepo, Network, Owner,
+    PlannedIpRepo, to_ip, to_u32, vm_networks,
 };
-use super::networking::Networking;
 use super::plan::{Change, DeploymentPlan};
+
+/// Where this deploy's networks come from.
+pub enum Networking {
+    /// A cloud config: reservations live in the store, unique across deployments.
+    Global(Vec<Network>),
+    /// The manifest's own networks: per deployment, rebuilt from the agents.
+    Local(Vec<Network>),
+}
+
+impl Networking {
+    pub fn global(&self) -> bool {
+        matches!(self, Networking::Global(_))
+    }
+
+    /// The networks addresses come from.
+    pub fn nets(&self) -> &[Network] {
+        match self {
+            Networking::Global(nets) | Networking::Local(nets) => nets,
+        }
+    }
+}
 
 /// The store's addresses as a deploy found them; empty without a cloud config, whose
 /// addresses live in no store.

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use tokio::task::JoinSet;
 
 use super::Core;
+use super::addresses::Networking;
 use super::agent::CompiledDependency;
 use super::cloud::CompilationConfig;
 use super::compile::{Graph, PackageKey, cache_key, needed};
@@ -24,7 +25,7 @@ use super::model::{Release, VmRecord};
 use super::network::{
     Held, InMemoryIpRepo, IpProvider, IpRepo, IpSet, Network, NetworkError, Owner, to_ip,
 };
-use super::networking::{Networking, plan_global};
+use super::networking::plan_global;
 use super::snapshot::Snapshot;
 use super::task::TaskLog;
 

@@ -2,7 +2,7 @@
 //! line per instance in the task's events (what `bosh deploy --dry-run` prints) and the
 //! counts in its result. Pure: the plan in, text out.
 
-use super::deploy::DeployPlan;
+use super::deploy::decide::DeployPlan;
 use super::network::to_ip;
 use super::plan::InstancePlan;
 

@@ -1,35 +1,13 @@
-//! IP management's I/O in a deploy: which networks apply (the cloud config's, else the
-//! manifest's), reading the store's addresses a deploy decides from, applying what it
-//! decided (see [`crate::addresses`]) in one transaction, and releasing addresses as
-//! instances go.
+//! IP management's I/O in a deploy: reading the store's addresses a deploy decides from,
+//! applying what it decided (see [`crate::addresses`]) in one transaction, and releasing
+//! addresses as instances go.
 
 use super::Core;
-use super::addresses::{AddressChanges, AddressView, static_addresses};
+use super::addresses::{AddressChanges, AddressView, Networking, static_addresses};
 use super::error::StepError;
 use super::manifest::Manifest;
-use super::network::{Held, Network, NetworkError, Owner, PlannedIpRepo, to_ip};
+use super::network::{Held, NetworkError, Owner, PlannedIpRepo, to_ip};
 use fleet_store::{AsyncStore, IpClaim, IpHolder, IpRecord, IpRelease};
-
-/// Where this deploy's networks come from.
-pub enum Networking {
-    /// A cloud config: reservations live in the store, unique across deployments.
-    Global(Vec<Network>),
-    /// The manifest's own networks: per deployment, rebuilt from the agents.
-    Local(Vec<Network>),
-}
-
-impl Networking {
-    pub fn global(&self) -> bool {
-        matches!(self, Networking::Global(_))
-    }
-
-    /// The networks addresses come from.
-    pub fn nets(&self) -> &[Network] {
-        match self {
-            Networking::Global(nets) | Networking::Local(nets) => nets,
-        }
-    }
-}
 
 /// The store's addresses a deploy of `manifest` decides from, read in one go; empty
 /// without a cloud config.

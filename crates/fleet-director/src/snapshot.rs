@@ -4,13 +4,13 @@
 //! mid-deploy, and a cloud config uploaded meanwhile cannot change a deploy halfway.
 
 use super::Core;
+use super::addresses::Networking;
 use super::cloud::{self, CloudModel};
 use super::cloud::{CompilationConfig, CompilationConfigError, read_config};
 use super::cloud_properties::CloudProperties;
 use super::error::StepError;
 use super::manifest::{Manifest, parse};
 use super::model::Release;
-use super::networking::Networking;
 use super::records::Uploads;
 use super::runtime;
 use super::validate::{CloudFacts, Uploaded};

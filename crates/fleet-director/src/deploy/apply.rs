@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use tokio::task::JoinSet;
 
-use super::DeployOptions;
 use super::decide::DeployPlan;
+use super::options::DeployOptions;
 use crate::Core;
 use crate::agent::Intent;
 use crate::compilation;

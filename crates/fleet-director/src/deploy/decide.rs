@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use super::DeployOptions;
+use super::options::DeployOptions;
 use crate::addresses::{self, AddressChanges, AddressView};
 use crate::error::StepError;
 use crate::model::InstanceRecord;

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use fleet_ipset::IpSet;
 use fleet_store::{IpHolder, IpRecord};
 
-use super::DeployOptions;
 use super::decide::{DeployPlan, Observed, decide};
+use super::options::DeployOptions;
 use crate::addresses::AddressView;
 use crate::dry_run;
 use crate::manifest::Count;

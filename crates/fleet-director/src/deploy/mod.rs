@@ -6,10 +6,11 @@
 
 mod apply;
 mod bind;
-mod decide;
+pub(crate) mod decide;
 #[cfg(test)]
 mod decide_tests;
 mod delete;
+mod options;
 mod stop;
 
 use std::sync::Arc;
@@ -20,39 +21,19 @@ use super::dry_run;
 use super::error::StepError;
 use super::ids::new_id;
 use super::limits::InstanceLimits;
-use super::manifest::Count;
 use super::model::{DeploymentRecord, InstanceRecord};
 use super::networking;
 use super::plan::InstancePlan;
 use super::records::change;
 use super::snapshot::Snapshot;
-use super::target::Target;
 use super::task::{JobError, TaskLog};
 use super::templates;
 use super::validate;
 use bind::{Bound, bind};
-pub use decide::{DeployPlan, Observed, decide};
+use decide::{Observed, decide};
 pub use delete::delete;
+pub use options::DeployOptions;
 pub use stop::stop;
-
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct DeployOptions {
-    /// Recreate every VM.
-    pub recreate: bool,
-    /// Replace VMs whose agents do not answer instead of failing.
-    pub fix: bool,
-    pub skip_drain: bool,
-    pub canaries: Option<Count>,
-    pub max_in_flight: Option<Count>,
-    /// Plan and report, change nothing.
-    pub dry_run: bool,
-    /// Start stopped and detached instances.
-    pub start: bool,
-    /// Restart running instances in place (and start stopped ones), canaries first.
-    pub restart: bool,
-    /// The instances `recreate` and `start` apply to.
-    pub target: Target,
-}
 
 /// The manifest against what the director has; every problem together. Pure: it reads
 /// the snapshot alone.

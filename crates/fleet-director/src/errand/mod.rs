@@ -302,7 +302,7 @@ async fn run_on_new_vm(
     log: &TaskLog,
     deployment: &str,
     plan: &mut super::plan::DeploymentPlan,
-    networking: &networking::Networking,
+    networking: &addresses::Networking,
     job: &str,
 ) -> Result<Ran, JobError> {
     let Some(instance) = plan.groups.iter_mut().flat_map(|g| &mut g.instances).next() else {
