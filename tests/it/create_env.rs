@@ -323,9 +323,8 @@ fn an_env_is_created_skipped_redeployed_with_its_data_and_deleted() {
     );
     assert_eq!(env.iaas(), (vec![], vec![]));
     assert!(!env.w.path("state.json").exists());
-    std::thread::sleep(Duration::from_millis(300));
     assert!(
-        pids.iter().all(|p| !alive(*p)),
+        super::processes::all_end(&pids),
         "nothing outlives delete-env"
     );
     let out = env.run("delete-env", "changed.yml");

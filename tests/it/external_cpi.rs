@@ -139,7 +139,7 @@ fn the_demo_fleet_through_the_external_process_cpi_ends_as_through_the_in_proces
         );
     }
     assert!(vms(&external).is_empty());
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    super::processes::all_end(&everything);
     for pid in everything {
         assert!(
             !super::processes::alive(pid),

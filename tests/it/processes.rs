@@ -96,6 +96,18 @@ pub(super) fn servers(w: &Workspace) -> Vec<u32> {
     found
 }
 
+/// Whether every one of `pids` has ended within a few seconds of being told to: a
+/// process is reaped a moment after its VM goes.
+pub(super) fn all_end(pids: &[u32]) -> bool {
+    for _ in 0..250 {
+        if pids.iter().all(|p| !alive(*p)) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    pids.iter().all(|p| !alive(*p))
+}
+
 /// Ends whatever the test leaves running, also when it fails.
 pub(super) struct Cleanup<'a>(pub(super) &'a Workspace);
 
@@ -254,7 +266,7 @@ fn the_kv_fleet_rolls_to_a_new_release_on_processes_and_a_killed_run_converges()
     assert_eq!(vms(&w).len(), 2, "kv-03's two VMs are left");
     assert!(director(&["delete-deployment", "service-instance_kv-03"]).contains(" done: "));
     assert!(vms(&w).is_empty());
-    std::thread::sleep(Duration::from_millis(300));
+    all_end(&everything);
     for pid in everything {
         assert!(!alive(pid), "process {pid} outlived its VM");
     }

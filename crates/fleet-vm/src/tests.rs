@@ -24,9 +24,10 @@ fn timings() -> Timings {
         check_every: Duration::from_millis(100),
         restart_first: Duration::from_millis(100),
         restart_max: Duration::from_millis(400),
-        // Long enough that a loaded machine still runs each trap before the next signal.
+        // Long enough that a loaded machine still runs each trap before the next signal
+        // (one second for QUIT was once too short while CI ran four tests at a time).
         bpm_term: Duration::from_secs(1),
-        bpm_quit: Duration::from_secs(1),
+        bpm_quit: Duration::from_secs(2),
         bpm_pre_start: Duration::from_secs(5),
         monit_stop: Duration::from_secs(10),
     }
@@ -103,7 +104,10 @@ impl Vm {
             job,
             "bin/run",
             &format!(
-                "#!/bin/sh\n{}\n{}\necho {job}:start >> $REC\nwhile true; do sleep 0.05; done\n",
+                // No core dumps: a `sleep` ended by the group's SIGQUIT would otherwise
+                // dump one before the trap runs, which can outlast the grace on a busy
+                // machine.
+                "#!/bin/sh\nulimit -c 0\n{}\n{}\necho {job}:start >> $REC\nwhile true; do sleep 0.05; done\n",
                 on_signal("TERM"),
                 on_signal("QUIT")
             ),
@@ -250,8 +254,11 @@ async fn pre_start_scripts_run_at_once() {
         vm.write(
             job,
             "bin/pre-start",
-            // Long enough that a loaded machine starts both before either ends.
-            &format!("#!/bin/sh\necho {job}:begin >> $REC\nsleep 2\necho {job}:end >> $REC\n"),
+            // Each waits (ten seconds at most) until both have begun: run one after the
+            // other, the first ends before the second begins.
+            &format!(
+                "#!/bin/sh\necho {job}:begin >> $REC\ni=0\nwhile [ \"$(grep -c ':begin' $REC)\" -lt 2 ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done\necho {job}:end >> $REC\n"
+            ),
         );
     }
     let jobs = names(&["a", "b"]);
