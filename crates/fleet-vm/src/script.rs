@@ -88,6 +88,7 @@ pub async fn run(script: &Script) -> std::io::Result<ScriptRun> {
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    crate::signal::default_handling(&mut command);
     if let Some(dir) = &script.cwd {
         command.current_dir(dir);
     }

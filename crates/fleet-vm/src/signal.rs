@@ -14,6 +14,23 @@ pub fn group(pgid: u32, signal: i32) {
     }
 }
 
+/// Gives the child `command` starts the default handling of SIGINT and SIGQUIT. A process
+/// a shell starts in the background (as the VM's supervisor and agent are started)
+/// ignores both, and a child inherits what is ignored: a job would otherwise not hear
+/// bpm's SIGQUIT, nor a SIGINT its bpm config names as its shutdown signal, and a shell
+/// script could not trap them.
+pub fn default_handling(command: &mut tokio::process::Command) {
+    // SAFETY: the closure runs in the child between fork and exec, where only
+    // async-signal-safe calls may run; signal(2) is one, and it allocates nothing.
+    unsafe {
+        command.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            libc::signal(libc::SIGQUIT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+}
+
 /// Sends `signal` to one process.
 pub fn process(pid: u32, signal: i32) {
     if let Ok(pid) = i32::try_from(pid)

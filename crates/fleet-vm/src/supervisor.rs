@@ -592,7 +592,8 @@ fn spawn_bpm(
         .workdir
         .clone()
         .map_or_else(|| sandbox.job(job), PathBuf::from);
-    let child = Command::new(&bpm.executable)
+    let mut command = Command::new(&bpm.executable);
+    command
         .args(&bpm.args)
         .envs(&bpm.env)
         .env(VM_ROOT, sandbox.root())
@@ -600,13 +601,13 @@ fn spawn_bpm(
         .stdin(Stdio::null())
         .stdout(log("stdout")?)
         .stderr(log("stderr")?)
-        .process_group(0)
-        .spawn()
-        .map_err(|source| StartError::Bpm {
-            name: bpm.name.clone(),
-            executable: bpm.executable.clone(),
-            source,
-        })?;
+        .process_group(0);
+    signal::default_handling(&mut command);
+    let child = command.spawn().map_err(|source| StartError::Bpm {
+        name: bpm.name.clone(),
+        executable: bpm.executable.clone(),
+        source,
+    })?;
     let pid_dir = sandbox.run_dir().join("bpm").join(job);
     if let Some(pid) = child.id() {
         let _ = std::fs::create_dir_all(&pid_dir);
@@ -686,19 +687,20 @@ async fn run_program(
                 source,
             })
     };
-    let mut child = Command::new("/bin/sh")
+    let mut program = Command::new("/bin/sh");
+    program
         .args(["-c", command])
         .env(VM_ROOT, sandbox.root())
         .stdin(Stdio::null())
         .stdout(log("stdout")?)
         .stderr(log("stderr")?)
-        .process_group(0)
-        .spawn()
-        .map_err(|source| StartError::Spawn {
-            which,
-            name: name.to_string(),
-            source,
-        })?;
+        .process_group(0);
+    signal::default_handling(&mut program);
+    let mut child = program.spawn().map_err(|source| StartError::Spawn {
+        which,
+        name: name.to_string(),
+        source,
+    })?;
     let group = child.id();
     match tokio::time::timeout(limit, child.wait()).await {
         Ok(Ok(status)) => Ok((status.code(), group)),
