@@ -251,19 +251,36 @@ fn two_handles_claiming_the_same_addresses_at_once_never_hold_one_twice() {
     }
 }
 
-#[test]
-fn a_claim_on_an_address_another_holds_is_refused_whole() {
-    let store = testing::store();
-    let holder = |instance: &str| IpHolder {
+/// Instance `instance` of deployment `d`.
+fn holder(instance: &str) -> IpHolder {
+    IpHolder {
         deployment: "d".into(),
         instance: instance.into(),
-    };
-    let claim = |address, instance: &str| IpClaim {
+    }
+}
+
+/// `address` on network `n` claimed for `instance`.
+fn claim(address: u32, instance: &str) -> IpClaim {
+    IpClaim {
         address,
         network: "n".into(),
         owner: holder(instance),
         is_static: false,
-    };
+    }
+}
+
+/// `address` on network `n` given back by `instance`.
+fn release(address: u32, instance: &str) -> IpRelease {
+    IpRelease {
+        address,
+        network: "n".into(),
+        owner: holder(instance),
+    }
+}
+
+#[test]
+fn a_claim_on_an_address_another_holds_is_refused_whole() {
+    let store = testing::store();
     store.apply_ips(&[claim(5, "a")], &[]).unwrap().unwrap();
     let refused = store
         .apply_ips(&[claim(4, "b"), claim(5, "b")], &[])
@@ -277,14 +294,7 @@ fn a_claim_on_an_address_another_holds_is_refused_whole() {
     );
     assert!(store.claimed().unwrap().contains(5));
     store
-        .apply_ips(
-            &[claim(4, "b")],
-            &[IpRelease {
-                address: 5,
-                network: "n".into(),
-                owner: holder("a"),
-            }],
-        )
+        .apply_ips(&[claim(4, "b")], &[release(5, "a")])
         .unwrap()
         .unwrap();
     assert_eq!(store.ips_in(0, 10).unwrap(), [4]);
@@ -294,21 +304,6 @@ fn a_claim_on_an_address_another_holds_is_refused_whole() {
 #[test]
 fn an_address_released_and_claimed_in_one_apply_passes_to_its_new_owner() {
     let store = testing::store();
-    let holder = |instance: &str| IpHolder {
-        deployment: "d".into(),
-        instance: instance.into(),
-    };
-    let claim = |address, instance: &str| IpClaim {
-        address,
-        network: "n".into(),
-        owner: holder(instance),
-        is_static: false,
-    };
-    let release = |address, instance: &str| IpRelease {
-        address,
-        network: "n".into(),
-        owner: holder(instance),
-    };
     store.apply_ips(&[claim(7, "gone")], &[]).unwrap().unwrap();
     store
         .apply_ips(&[claim(7, "new")], &[release(7, "gone")])

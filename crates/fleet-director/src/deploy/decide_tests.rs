@@ -130,6 +130,16 @@ fn decided(
     decide(&snapshot(text), observed, options, view, &mut counter()).expect("a plan")
 }
 
+/// The plan of a first deploy of `instances` instances on an empty network.
+fn first_deploy(instances: u32) -> DeployPlan {
+    decided(
+        &manifest(instances, &[]),
+        &Observed::default(),
+        &DeployOptions::default(),
+        &view(&[], &[]),
+    )
+}
+
 /// The records a deploy of `plan` leaves: every instance running what it was planned to.
 fn deployed(plan: &DeployPlan) -> Vec<InstanceRecord> {
     plan.instances
@@ -240,12 +250,7 @@ fn a_dry_run_shows_the_planned_addresses_and_counts_them() {
 
 #[test]
 fn a_deployed_instance_keeps_its_address_and_nothing_changes() {
-    let first = decided(
-        &manifest(2, &[]),
-        &Observed::default(),
-        &DeployOptions::default(),
-        &view(&[], &[]),
-    );
+    let first = first_deploy(2);
     let observed = Observed {
         existing: deployed(&first),
         ..Observed::default()
@@ -281,12 +286,7 @@ fn an_address_held_by_no_instance_is_released_and_handed_to_a_new_one() {
 
 #[test]
 fn a_shrunk_group_deletes_its_highest_instances_with_what_they_hold() {
-    let first = decided(
-        &manifest(3, &[]),
-        &Observed::default(),
-        &DeployOptions::default(),
-        &view(&[], &[]),
-    );
+    let first = first_deploy(3);
     let observed = Observed {
         existing: deployed(&first),
         unresponsive: BTreeSet::from(["i3".to_string()]),
@@ -330,12 +330,7 @@ fn a_shrunk_group_deletes_its_highest_instances_with_what_they_hold() {
 
 #[test]
 fn a_new_static_address_moves_the_instance_to_a_new_vm_and_the_old_goes_after_it() {
-    let first = decided(
-        &manifest(1, &[]),
-        &Observed::default(),
-        &DeployOptions::default(),
-        &view(&[], &[]),
-    );
+    let first = first_deploy(1);
     let observed = Observed {
         existing: deployed(&first),
         ..Observed::default()
@@ -410,12 +405,7 @@ fn the_update_order_starts_with_one_canary_in_the_first_az_and_honours_overrides
 
 #[test]
 fn an_unresponsive_agent_with_fix_gets_its_instance_a_new_vm() {
-    let first = decided(
-        &manifest(2, &[]),
-        &Observed::default(),
-        &DeployOptions::default(),
-        &view(&[], &[]),
-    );
+    let first = first_deploy(2);
     let observed = Observed {
         existing: deployed(&first),
         unresponsive: BTreeSet::from(["i2".to_string()]),
@@ -446,12 +436,7 @@ fn an_unresponsive_agent_with_fix_gets_its_instance_a_new_vm() {
 
 #[test]
 fn a_manifest_that_deletes_an_ignored_instance_is_refused() {
-    let first = decided(
-        &manifest(2, &[]),
-        &Observed::default(),
-        &DeployOptions::default(),
-        &view(&[], &[]),
-    );
+    let first = first_deploy(2);
     let mut existing = deployed(&first);
     existing[1].ignore = true;
     let observed = Observed {
