@@ -22,6 +22,7 @@ mod details;
 mod dry_run;
 pub mod errand;
 mod error;
+mod gather;
 mod identity;
 mod ids;
 mod lease_keeper;

@@ -14,6 +14,7 @@ use crate::Core;
 use crate::agent::Intent;
 use crate::compilation;
 use crate::error::StepError;
+use crate::gather::gather;
 use crate::model::{DeploymentRecord, DesiredState};
 use crate::network::Owner;
 use crate::networking;
@@ -157,24 +158,9 @@ async fn create_missing_vms(
             )
         }));
     }
-    let mut records = vec![None; missing.len()];
-    let mut first_error = None;
-    while let Some(joined) = created.join_next().await {
-        match joined {
-            Ok((slot, Ok(record))) => records[slot] = Some(record),
-            Ok((_, Err(e))) => {
-                first_error.get_or_insert(e);
-            }
-            Err(e) => {
-                first_error.get_or_insert(StepError::Failed(format!("internal error: {e}")));
-            }
-        }
-    }
-    if let Some(e) = first_error {
-        return Err(e.into());
-    }
+    let records = gather(created).await?;
     for (instance, record) in missing.into_iter().zip(records) {
-        instance.existing = record;
+        instance.existing = Some(record);
     }
     Ok(())
 }

@@ -368,27 +368,11 @@ async fn run_colocated(
             (slot, ran.map(|r| r.into_result(&record, &name)))
         }));
     }
-    let mut results = Vec::new();
-    let mut first_error = None;
-    while let Some(joined) = running.join_next().await {
-        match joined {
-            Ok((slot, Ok(result))) => results.push((slot, result)),
-            Ok((_, Err(e))) => {
-                first_error.get_or_insert(e);
-            }
-            Err(e) => {
-                first_error.get_or_insert(StepError::Failed(format!("internal error: {e}")));
-            }
-        }
-    }
-    if let Some(e) = first_error {
-        return Err(e.into());
-    }
-    results.sort_by_key(|(slot, _)| *slot);
+    let results = super::gather::gather(running).await?;
     let mut logs_failed = None;
     let results = results
         .into_iter()
-        .map(|(_, (result, failed))| {
+        .map(|(result, failed)| {
             if let Some(e) = failed {
                 logs_failed.get_or_insert(e);
             }
