@@ -505,7 +505,9 @@ impl Broker {
         Self::started(self.director.recreate(&deployment, options).await)
     }
 
-    /// The state of an operation, by its director task.
+    /// The state of an operation, by its director task. An operation that ended is
+    /// reported only once everything it wrote is durable: a caller that records it as
+    /// done (a run's journal, its output) must not outlive a crash that takes it back.
     ///
     /// # Errors
     /// A store error, or [`BrokerError::NotFound`] for an unknown task.
@@ -515,6 +517,9 @@ impl Broker {
             .task(task)
             .await?
             .ok_or_else(|| BrokerError::NotFound(format!("task {task}")))?;
+        if !task.state.is_running() {
+            self.director.sync().await?;
+        }
         Ok(match task.state {
             TaskState::Queued | TaskState::Processing | TaskState::Cancelling => {
                 OperationStatus::InProgress

@@ -1163,6 +1163,15 @@ impl Director {
         Ok(self.store().tasks(filter).await?)
     }
 
+    /// Makes every record written so far durable (the store's open group of commits is
+    /// committed): what is about to be reported done must survive a crash.
+    ///
+    /// # Errors
+    /// A store failure.
+    pub async fn sync(&self) -> Result<(), DirectorError> {
+        Ok(self.store().sync().await?)
+    }
+
     /// Now in Unix seconds, by the director's clock (virtual under test).
     pub fn unix_now(&self) -> u64 {
         self.core.unix_now()

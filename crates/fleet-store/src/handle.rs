@@ -185,6 +185,10 @@ impl AsyncStore {
         self.run(move |s| s.prune_tasks(kind, keep, attached)).await
     }
 
+    pub async fn sync(&self) -> Result<(), StoreError> {
+        self.run(|s| s.sync()).await
+    }
+
     pub async fn name_unnamed_tasks(
         &self,
         kinds: &'static [TaskKindSpec],

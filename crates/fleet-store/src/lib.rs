@@ -188,6 +188,16 @@ pub trait Store: Send + Sync {
         self.write(batch)
     }
 
+    /// Makes every call answered so far durable: with grouped commits, the open group is
+    /// committed now. What a caller is about to tell the world is done (an operation a
+    /// run reports as succeeded) is synced first, so that a crash cannot take it back.
+    ///
+    /// # Errors
+    /// When the commit fails.
+    fn sync(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     /// Creates a queued task for `user`, run by this handle's runner. With `lock`, the
     /// lock is taken for the task in the same transaction, held until `lease.until` unless
     /// renewed; when another task holds it unexpired, nothing is written and its id is

@@ -1039,6 +1039,10 @@ impl Store for SqliteStore {
         })
     }
 
+    fn sync(&self) -> Result<(), StoreError> {
+        self.lock()?.commit()
+    }
+
     fn name_unnamed_tasks(
         &self,
         kinds: &[TaskKindSpec],
@@ -1174,8 +1178,18 @@ mod tests {
         store
             .write(vec![put(crate::testing::FLEET, "b", "", &2)])
             .unwrap();
+        store.sync().unwrap();
+        assert_eq!(
+            (stored("a"), stored("b")),
+            (Some(1), Some(2)),
+            "a sync commits the open group"
+        );
+        store
+            .write(vec![put(crate::testing::FLEET, "c", "", &3)])
+            .unwrap();
+        assert_eq!(stored("c"), None, "a new group");
         drop(store);
-        assert_eq!((stored("a"), stored("b")), (Some(1), Some(2)));
+        assert_eq!(stored("c"), Some(3));
         assert_eq!(elsewhere.lock_holder("d").unwrap(), Some(task.id));
         assert_eq!(elsewhere.tasks(&TaskFilter::default()).unwrap().len(), 1);
     }
