@@ -203,24 +203,11 @@ pub async fn resolve(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::DesiredState;
 
     fn instance() -> InstanceRecord {
         InstanceRecord {
-            id: "abc".into(),
-            deployment: "d".into(),
-            group: "web".into(),
-            index: 1,
-            az: None,
             vm_cid: Some("vm-1".into()),
-            agent_id: Some("agent-1".into()),
-            vm_stemcell: None,
-            vm_type: None,
-            vm_networks: Vec::new(),
-            disk_cid: None,
-            applied: None,
-            state: DesiredState::Started,
-            ignore: false,
+            ..InstanceRecord::on_vm("web", 1, "abc")
         }
     }
 

@@ -174,6 +174,28 @@ impl InstanceRecord {
         format!("{}/{} ({})", self.group, self.id, self.index)
     }
 
+    /// A started instance of deployment `d` on VM `vm-ID` with agent `agent-ID`, nothing
+    /// applied: what unit tests build on.
+    #[cfg(test)]
+    pub fn on_vm(group: &str, index: u32, id: &str) -> InstanceRecord {
+        InstanceRecord {
+            id: id.into(),
+            deployment: "d".into(),
+            group: group.into(),
+            index,
+            az: None,
+            vm_cid: Some(format!("vm-{id}")),
+            agent_id: Some(format!("agent-{id}")),
+            vm_stemcell: None,
+            vm_type: None,
+            vm_networks: Vec::new(),
+            disk_cid: None,
+            applied: None,
+            state: DesiredState::Started,
+            ignore: false,
+        }
+    }
+
     /// The `network/address` entries its VM runs on now, else those last applied.
     pub fn current_networks(&self) -> &[String] {
         if self.vm_networks.is_empty() {

@@ -61,18 +61,11 @@ pub async fn decide_and_claim<T>(
         let view = observe(core, networking, manifest).await?;
         let decided = decide(&view)?;
         let AddressChanges { claims, releases } = changes(&decided).clone();
-        match core.store.apply_ips(claims, releases).await? {
-            Ok(()) => return Ok(decided),
-            Err(held) => tracing::debug!(
-                address = %to_ip(held.address),
-                holder = %Owner::from(held.owner),
-                "an address was taken while planning; planning again"
-            ),
+        if apply(&core.store, claims, releases).await? {
+            return Ok(decided);
         }
     }
-    Err(StepError::from(NetworkError::Store(format!(
-        "other deploys took the planned addresses {PLAN_ATTEMPTS} times in a row; deploy again"
-    ))))
+    Err(lost_every_time())
 }
 
 /// Plans made again when another deploy took an address first.
@@ -95,24 +88,43 @@ pub async fn plan_global<T, E: From<NetworkError>>(
     for _ in 0..PLAN_ATTEMPTS {
         let (out, repo) = plan_once(store, named, &mut plan).await?;
         let (claims, releases) = repo.into_changes();
-        let claims: Vec<IpClaim> = claims.into_iter().map(IpClaim::from).collect();
-        let releases: Vec<IpRelease> = releases.into_iter().map(IpRelease::from).collect();
-        match store
-            .apply_ips(claims, releases)
-            .await
-            .map_err(store_error)?
-        {
-            Ok(()) => return Ok(out),
-            Err(held) => tracing::debug!(
+        let claims = claims.into_iter().map(IpClaim::from).collect();
+        let releases = releases.into_iter().map(IpRelease::from).collect();
+        if apply(store, claims, releases).await.map_err(store_error)? {
+            return Ok(out);
+        }
+    }
+    Err(lost_every_time())
+}
+
+/// Applies a decision's claims and releases in one transaction; `false`, with nothing
+/// applied, when a deploy planning at the same time took an address first.
+///
+/// # Errors
+/// A store failure.
+async fn apply(
+    store: &AsyncStore,
+    claims: Vec<IpClaim>,
+    releases: Vec<IpRelease>,
+) -> Result<bool, fleet_store::StoreError> {
+    match store.apply_ips(claims, releases).await? {
+        Ok(()) => Ok(true),
+        Err(held) => {
+            tracing::debug!(
                 address = %to_ip(held.address),
                 holder = %Owner::from(held.owner),
                 "an address was taken while planning; planning again"
-            ),
+            );
+            Ok(false)
         }
     }
-    Err(E::from(NetworkError::Store(format!(
+}
+
+/// What a decision that lost an address [`PLAN_ATTEMPTS`] times in a row ends with.
+fn lost_every_time<E: From<NetworkError>>() -> E {
+    E::from(NetworkError::Store(format!(
         "other deploys took the planned addresses {PLAN_ATTEMPTS} times in a row; deploy again"
-    ))))
+    )))
 }
 
 /// One plan against the store's addresses as they are now, changing nothing: the plan's

@@ -61,6 +61,23 @@ async fn fixture_on(store: Arc<dyn fleet_store::Store>, faults: Vec<Fault>) -> F
     fixture_with(store, settings).await
 }
 
+/// A director on the SQLite store kept in `dir`, on a simulated cloud with no latency:
+/// what a process opening that state finds.
+async fn director_at(dir: &std::path::Path) -> Director {
+    let store: Arc<dyn fleet_store::Store> = Arc::new(SqliteStore::open(dir).unwrap());
+    let cloud = Arc::new(SimulatedCloud::new(
+        Arc::clone(&store),
+        SimulationSettings::default(),
+    ));
+    Director::new(
+        store,
+        Infrastructure::new(cloud.clone(), cloud),
+        DirectorSettings::default(),
+    )
+    .await
+    .unwrap()
+}
+
 /// A director with nginx and two jammy stemcells uploaded, on a simulated cloud.
 async fn fixture_with(store: Arc<dyn fleet_store::Store>, settings: SimulationSettings) -> Fixture {
     fixture_rendering(store, settings, None).await
@@ -425,18 +442,7 @@ async fn tasks_left_running_by_a_crash_are_errored_on_the_next_start() {
             .build()
             .unwrap();
         runtime.block_on(async {
-            let store: Arc<dyn fleet_store::Store> = Arc::new(SqliteStore::open(&path).unwrap());
-            let cloud = Arc::new(SimulatedCloud::new(
-                Arc::clone(&store),
-                SimulationSettings::default(),
-            ));
-            let director = Director::new(
-                store,
-                Infrastructure::new(cloud.clone(), cloud),
-                DirectorSettings::default(),
-            )
-            .await
-            .unwrap();
+            let director = director_at(&path).await;
             director
                 .upload_release(&Release {
                     name: "nginx".into(),
@@ -469,18 +475,7 @@ async fn tasks_left_running_by_a_crash_are_errored_on_the_next_start() {
     })
     .join()
     .unwrap();
-    let store: Arc<dyn fleet_store::Store> = Arc::new(SqliteStore::open(dir.path()).unwrap());
-    let cloud = Arc::new(SimulatedCloud::new(
-        Arc::clone(&store),
-        SimulationSettings::default(),
-    ));
-    let director = Director::new(
-        store,
-        Infrastructure::new(cloud.clone(), cloud),
-        DirectorSettings::default(),
-    )
-    .await
-    .unwrap();
+    let director = director_at(dir.path()).await;
     let task = director.task(1).await.unwrap().unwrap();
     assert_eq!(task.state, TaskState::Error);
     assert_eq!(task.result.as_deref(), Some(RECOVERY_REASON));
@@ -514,18 +509,7 @@ async fn a_director_names_the_tasks_stored_without_a_kind_by_their_description()
             .unwrap();
     }
     drop(connection);
-    let store: Arc<dyn fleet_store::Store> = Arc::new(SqliteStore::open(dir.path()).unwrap());
-    let cloud = Arc::new(SimulatedCloud::new(
-        Arc::clone(&store),
-        SimulationSettings::default(),
-    ));
-    let director = Director::new(
-        store,
-        Infrastructure::new(cloud.clone(), cloud),
-        DirectorSettings::default(),
-    )
-    .await
-    .unwrap();
+    let director = director_at(dir.path()).await;
     let kinds: Vec<Option<TaskKind>> = director
         .tasks(TaskFilter {
             read_only: true,

@@ -11,6 +11,7 @@ use tokio::task::JoinSet;
 use super::decide::DeployPlan;
 use super::options::DeployOptions;
 use crate::Core;
+use crate::addresses::Networking;
 use crate::agent::Intent;
 use crate::compilation;
 use crate::error::StepError;
@@ -31,12 +32,12 @@ pub async fn apply(
     core: Arc<Core>,
     log: TaskLog,
     snapshot: Snapshot,
+    networking: Networking,
     mut plan: DeployPlan,
     options: &DeployOptions,
 ) -> Result<String, JobError> {
     let name = snapshot.manifest.name.clone();
     let cloud_config = snapshot.cloud_version();
-    let networking = snapshot.networking();
     let global = networking.global();
     record_errand_instances(&core, &name, &mut plan.instances).await?;
     log.check()?;

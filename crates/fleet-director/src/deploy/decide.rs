@@ -7,7 +7,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use super::options::DeployOptions;
-use crate::addresses::{self, AddressChanges, AddressView};
+use crate::addresses::{self, AddressChanges, AddressView, Networking};
 use crate::error::StepError;
 use crate::model::InstanceRecord;
 use crate::network::Held;
@@ -46,13 +46,15 @@ pub struct DeployPlan {
     pub order: UpdateOrder,
 }
 
-/// Decides the deploy of `snapshot`; `ids` names new instances.
+/// Decides the deploy of `snapshot` on the networks it takes its addresses from
+/// (`snapshot.networking()`); `ids` names new instances.
 ///
 /// # Errors
 /// A manifest that would delete an ignored instance; a network that cannot give an
 /// instance what it asks for.
 pub fn decide(
     snapshot: &Snapshot,
+    networking: &Networking,
     observed: &Observed,
     options: &DeployOptions,
     view: &AddressView,
@@ -91,9 +93,8 @@ pub fn decide(
             }
         }
     }
-    let networking = snapshot.networking();
     let addresses = addresses::decide(
-        &networking,
+        networking,
         manifest,
         &mut instances,
         &observed.reported,

@@ -11,6 +11,7 @@ use super::decide::{DeployPlan, Observed, decide};
 use super::options::DeployOptions;
 use crate::addresses::AddressView;
 use crate::dry_run;
+use crate::error::StepError;
 use crate::manifest::Count;
 use crate::model::{CloudConfig, DesiredState, InstanceRecord, Release, Stemcell};
 use crate::network::{to_ip, to_u32};
@@ -121,13 +122,32 @@ fn view(held: &[(&str, &str)], elsewhere: &[&str]) -> AddressView {
     }
 }
 
+/// The deploy of `text` decided, as a deploy decides it, new instances named `i1`, ...
+fn try_decide(
+    text: &str,
+    observed: &Observed,
+    options: &DeployOptions,
+    view: &AddressView,
+) -> Result<DeployPlan, StepError> {
+    let snapshot = snapshot(text);
+    let networking = snapshot.networking();
+    decide(
+        &snapshot,
+        &networking,
+        observed,
+        options,
+        view,
+        &mut counter(),
+    )
+}
+
 fn decided(
     text: &str,
     observed: &Observed,
     options: &DeployOptions,
     view: &AddressView,
 ) -> DeployPlan {
-    decide(&snapshot(text), observed, options, view, &mut counter()).expect("a plan")
+    try_decide(text, observed, options, view).expect("a plan")
 }
 
 /// The plan of a first deploy of `instances` instances on an empty network.
@@ -443,12 +463,11 @@ fn a_manifest_that_deletes_an_ignored_instance_is_refused() {
         existing,
         ..Observed::default()
     };
-    let refused = decide(
-        &snapshot(&manifest(1, &[])),
+    let refused = try_decide(
+        &manifest(1, &[]),
         &observed,
         &DeployOptions::default(),
         &view(&[("i1", "10.10.0.2"), ("i2", "10.10.0.3")], &[]),
-        &mut counter(),
     )
     .unwrap_err();
     assert!(

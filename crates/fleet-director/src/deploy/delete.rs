@@ -60,25 +60,12 @@ pub async fn delete(core: Arc<Core>, log: TaskLog, name: String) -> Result<Strin
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::DesiredState;
 
     #[test]
     fn every_instance_goes_and_only_the_unanswered_skip_their_drain() {
         let record = |id: &str, ignore: bool| InstanceRecord {
-            id: id.into(),
-            deployment: "d".into(),
-            group: "web".into(),
-            index: 0,
-            az: None,
-            vm_cid: Some(format!("vm-{id}")),
-            agent_id: Some(format!("agent-{id}")),
-            vm_stemcell: None,
-            vm_type: None,
-            vm_networks: Vec::new(),
-            disk_cid: None,
-            applied: None,
-            state: DesiredState::Started,
             ignore,
+            ..InstanceRecord::on_vm("web", 0, id)
         };
         let deletions = decide(
             vec![record("a", false), record("b", true)],

@@ -100,7 +100,7 @@ async fn deploy_valid(
     if options.dry_run {
         // Decided against the store as a deploy would, and nothing is written.
         let view = networking::observe(&core, &networking, &snapshot.manifest).await?;
-        let plan = decide(&snapshot, &observed, &options, &view, &mut ids)?;
+        let plan = decide(&snapshot, &networking, &observed, &options, &view, &mut ids)?;
         let instances: Vec<&InstancePlan> = plan.instances.instances().collect();
         let stage = log.stage("Planning (dry run)", Vec::new(), instances.len() as u32);
         for instance in instances {
@@ -129,12 +129,12 @@ async fn deploy_valid(
         &core,
         &networking,
         &snapshot.manifest,
-        |view| decide(&snapshot, &observed, &options, view, &mut ids),
+        |view| decide(&snapshot, &networking, &observed, &options, view, &mut ids),
         |plan| &plan.addresses,
     )
     .await?;
     log.check()?;
-    apply::apply(core, log, snapshot, plan, &options).await
+    apply::apply(core, log, snapshot, networking, plan, &options).await
 }
 
 /// Redeploys the manifest the deployment last deployed successfully (to recreate or start

@@ -22,17 +22,23 @@ pub struct Stopping {
     pub responsive: bool,
 }
 
-/// The instances `target` names that a stop changes: running ones, and with `hard`
-/// stopped ones too (their VMs go); ignored instances are left as they are. Pure.
-pub fn decide(
-    existing: Vec<InstanceRecord>,
-    target: &Target,
-    hard: bool,
-    unresponsive: &BTreeSet<String>,
-) -> Vec<Stopping> {
+/// The instances `target` names, ignored ones left out: those a stop binds. Pure.
+pub fn targeted(existing: Vec<InstanceRecord>, target: &Target) -> Vec<InstanceRecord> {
     existing
         .into_iter()
         .filter(|i| target.matches(&i.group, i.index, &i.id) && !i.ignore)
+        .collect()
+}
+
+/// Of the `targeted` instances, those a stop changes: running ones, and with `hard`
+/// stopped ones too (their VMs go). Pure.
+pub fn decide(
+    targeted: Vec<InstanceRecord>,
+    hard: bool,
+    unresponsive: &BTreeSet<String>,
+) -> Vec<Stopping> {
+    targeted
+        .into_iter()
         .filter(|i| i.state == DesiredState::Started || (hard && i.state == DesiredState::Stopped))
         .map(|record| Stopping {
             responsive: !unresponsive.contains(&record.id),
@@ -50,15 +56,9 @@ pub async fn stop(
     target: Target,
     skip_drain: bool,
 ) -> Result<String, JobError> {
-    let existing: Vec<InstanceRecord> = core
-        .records
-        .instances(&name)
-        .await?
-        .into_iter()
-        .filter(|i: &InstanceRecord| target.matches(&i.group, i.index, &i.id) && !i.ignore)
-        .collect();
-    let unresponsive = bind(&core, &log, &existing, true).await?.unresponsive;
-    let stopping = decide(existing, &target, hard, &unresponsive);
+    let targeted = targeted(core.records.instances(&name).await?, &target);
+    let unresponsive = bind(&core, &log, &targeted, true).await?.unresponsive;
+    let stopping = decide(targeted, hard, &unresponsive);
     let stage = log.stage("Stopping instances", Vec::new(), stopping.len() as u32);
     let count = stopping.len();
     for Stopping {
@@ -80,20 +80,8 @@ mod tests {
 
     fn record(group: &str, index: u32, state: DesiredState) -> InstanceRecord {
         InstanceRecord {
-            id: format!("{group}-{index}"),
-            deployment: "d".into(),
-            group: group.into(),
-            index,
-            az: None,
-            vm_cid: Some(format!("vm-{group}-{index}")),
-            agent_id: Some(format!("agent-{group}-{index}")),
-            vm_stemcell: None,
-            vm_type: None,
-            vm_networks: Vec::new(),
-            disk_cid: None,
-            applied: None,
             state,
-            ignore: false,
+            ..InstanceRecord::on_vm(group, index, &format!("{group}-{index}"))
         }
     }
 
@@ -115,14 +103,10 @@ mod tests {
             record("db", 0, DesiredState::Started),
         ];
         let unresponsive = BTreeSet::from(["web-0".to_string()]);
-        let soft = decide(
-            existing.clone(),
-            &Target::group("web"),
-            false,
-            &unresponsive,
-        );
+        let web = targeted(existing, &Target::group("web"));
+        let soft = decide(web.clone(), false, &unresponsive);
         assert_eq!(names(&soft), [("web-0".to_string(), false)]);
-        let hard = decide(existing, &Target::group("web"), true, &unresponsive);
+        let hard = decide(web, true, &unresponsive);
         assert_eq!(
             names(&hard),
             [("web-0".to_string(), false), ("web-1".to_string(), true)],
@@ -133,6 +117,7 @@ mod tests {
     #[test]
     fn a_detached_instance_is_left_alone_even_by_a_hard_stop() {
         let existing = vec![record("web", 0, DesiredState::Detached)];
-        assert!(decide(existing, &Target::default(), true, &BTreeSet::new()).is_empty());
+        let all = targeted(existing, &Target::default());
+        assert!(decide(all, true, &BTreeSet::new()).is_empty());
     }
 }

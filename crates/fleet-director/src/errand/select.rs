@@ -287,20 +287,10 @@ instance_groups:
 
     fn instance(group: &str, index: u32, id: &str, state: DesiredState) -> InstanceRecord {
         InstanceRecord {
-            id: id.into(),
-            deployment: "d".into(),
-            group: group.into(),
-            index,
-            az: None,
             vm_cid: (state != DesiredState::Detached).then(|| format!("vm-{id}")),
             agent_id: None,
-            vm_stemcell: None,
-            vm_type: None,
-            vm_networks: Vec::new(),
-            disk_cid: None,
-            applied: None,
             state,
-            ignore: false,
+            ..InstanceRecord::on_vm(group, index, id)
         }
     }
 
