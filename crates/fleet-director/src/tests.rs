@@ -808,10 +808,11 @@ async fn the_simulation_is_reproducible_under_a_seed() {
     assert_ne!(deploy_duration(12).await, first);
 }
 
-mod addresses {
+pub(crate) mod addresses {
     use super::*;
 
-    const CLOUD: &str = "azs: [{name: z1}, {name: z2}]
+    /// A cloud config with two networks over two AZs, statics on `default`.
+    pub(crate) const CLOUD: &str = "azs: [{name: z1}, {name: z2}]
 vm_types: [{name: small}]
 networks:
 - name: default
@@ -823,7 +824,7 @@ networks:
 ";
 
     /// A manifest on the cloud config's networks (no `networks` of its own).
-    fn on(name: &str, instances: u32, network: &str, static_ips: &[&str]) -> String {
+    pub(crate) fn on(name: &str, instances: u32, network: &str, static_ips: &[&str]) -> String {
         let statics = if static_ips.is_empty() {
             String::new()
         } else {

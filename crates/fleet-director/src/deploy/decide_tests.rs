@@ -18,36 +18,11 @@ use crate::network::{to_ip, to_u32};
 use crate::plan::Change;
 use crate::records::Uploads;
 use crate::snapshot::Snapshot;
+use crate::tests::addresses::{CLOUD, on};
 
-const CLOUD: &str = "azs: [{name: z1}, {name: z2}]
-vm_types: [{name: small}]
-networks:
-- name: default
-  subnets:
-  - {range: 10.10.0.0/24, gateway: 10.10.0.1, static: [10.10.0.200 - 10.10.0.210], azs: [z1, z2]}
-";
-
+/// The test manifest of deployment `web`: `instances` instances on `default`.
 fn manifest(instances: u32, statics: &[&str]) -> String {
-    let statics = if statics.is_empty() {
-        String::new()
-    } else {
-        format!(", static_ips: [{}]", statics.join(", "))
-    };
-    format!(
-        "name: web
-releases: [{{name: nginx, version: '1'}}]
-stemcells: [{{alias: default, os: jammy, version: '1.0'}}]
-update: {{canaries: 1, max_in_flight: 2, canary_watch_time: 1000, update_watch_time: 1000}}
-instance_groups:
-- name: web
-  instances: {instances}
-  azs: [z1, z2]
-  jobs: [{{name: nginx, release: nginx}}]
-  vm_type: small
-  stemcell: default
-  networks: [{{name: default{statics}}}]
-"
-    )
+    on("web", instances, "default", statics)
 }
 
 fn snapshot(text: &str) -> Snapshot {
