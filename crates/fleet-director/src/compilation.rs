@@ -183,8 +183,6 @@ impl Worker<'_> {
     }
 }
 
-/// Compiles what the deployment needs and the cache lacks; returns how many packages
-/// were compiled.
 /// Each stemcell's package graph: every package the manifest's jobs need on it.
 fn graphs(releases: &[Release], manifest: &Manifest) -> Result<Vec<(String, Graph)>, StepError> {
     let mut jobs: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
@@ -217,21 +215,68 @@ pub fn check(snapshot: &Snapshot) -> Result<(), StepError> {
     snapshot.compilation().map(|_| ())
 }
 
-pub async fn compile(
-    core: &Arc<Core>,
-    log: &TaskLog,
-    snapshot: &Snapshot,
-    networking: &Networking,
-    taken: &[(String, u32)],
-) -> Result<usize, StepError> {
-    let manifest = &snapshot.manifest;
-    let mut work: Vec<Batch> = Vec::new();
-    for (stemcell, graph) in graphs(&snapshot.releases, manifest)? {
+/// The cache keys of the packages a snapshot needs that no earlier compilation left in
+/// the store: what a deploy learns before deciding what to compile.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Uncompiled(pub BTreeSet<String>);
+
+/// Reads which of the packages `snapshot` needs the cache lacks.
+///
+/// # Errors
+/// A package graph compilation would refuse; a store error.
+pub async fn observe(core: &Core, snapshot: &Snapshot) -> Result<Uncompiled, StepError> {
+    let mut keys: Vec<(String, String)> = Vec::new();
+    for (stemcell, graph) in graphs(&snapshot.releases, &snapshot.manifest)? {
+        keys.extend(
+            cache_keys(&snapshot.releases, &graph, &stemcell)
+                .into_values()
+                .map(|key| (key.clone(), key)),
+        );
+    }
+    Ok(Uncompiled(core.records.uncompiled(keys).await?))
+}
+
+/// What a deploy compiles: for each stemcell, the packages its jobs need that the cache
+/// lacks, compiled dependencies first.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CompilationPlan {
+    batches: Vec<Batch>,
+}
+
+impl CompilationPlan {
+    /// How many packages are compiled.
+    pub fn packages(&self) -> usize {
+        self.batches.iter().map(|b| b.todo.len()).sum()
+    }
+
+    /// The packages compiled, `release/package` on `os/version`, in order.
+    pub fn describe(&self) -> Vec<String> {
+        self.batches
+            .iter()
+            .flat_map(|b| {
+                b.todo
+                    .iter()
+                    .map(move |p| format!("{} on {}", p.describe(), b.stemcell))
+            })
+            .collect()
+    }
+}
+
+/// Decides what to compile for `snapshot`, given what the cache lacks. Pure.
+///
+/// # Errors
+/// A dependency cycle or a missing package.
+pub fn decide(snapshot: &Snapshot, uncompiled: &Uncompiled) -> Result<CompilationPlan, StepError> {
+    let mut batches = Vec::new();
+    for (stemcell, graph) in graphs(&snapshot.releases, &snapshot.manifest)? {
         let keys = cache_keys(&snapshot.releases, &graph, &stemcell);
-        let pairs: Vec<(PackageKey, String)> = keys.clone().into_iter().collect();
-        let todo: BTreeSet<PackageKey> = core.records.uncompiled(pairs).await?;
+        let todo: BTreeSet<PackageKey> = keys
+            .iter()
+            .filter(|(_, key)| uncompiled.0.contains(*key))
+            .map(|(package, _)| package.clone())
+            .collect();
         if !todo.is_empty() {
-            work.push(Batch {
+            batches.push(Batch {
                 stemcell,
                 graph,
                 keys,
@@ -239,6 +284,21 @@ pub async fn compile(
             });
         }
     }
+    Ok(CompilationPlan { batches })
+}
+
+/// Compiles what `plan` decided, on compilation VMs that take addresses the instances'
+/// (`taken`) leave free and go again at the end; returns how many packages were compiled.
+pub async fn compile(
+    core: &Arc<Core>,
+    log: &TaskLog,
+    snapshot: &Snapshot,
+    networking: &Networking,
+    taken: &[(String, u32)],
+    plan: &CompilationPlan,
+) -> Result<usize, StepError> {
+    let manifest = &snapshot.manifest;
+    let work = &plan.batches;
     let total: usize = work.iter().map(|b| b.todo.len()).sum();
     if total == 0 {
         return Ok(0);
@@ -287,7 +347,7 @@ pub async fn compile(
         .collect();
     let slots = Arc::new(Mutex::new(slots));
     let mut result = Ok(());
-    for batch in &work {
+    for batch in work {
         result = run(core, &stage, &manifest.name, &config, batch, &slots).await;
         if result.is_err() {
             break;
@@ -392,6 +452,7 @@ fn reserve_each<R: IpRepo>(
 }
 
 /// What one stemcell needs compiled.
+#[derive(Debug, Clone, PartialEq)]
 struct Batch {
     stemcell: String,
     graph: Graph,

@@ -1,4 +1,4 @@
-//! What a dry run shows: the plan as a deploy would apply it, addresses included, one
+//! What a dry run shows: the plan as a deploy would apply it, addresses and disks included, one
 //! line per instance in the task's events (what `bosh deploy --dry-run` prints) and the
 //! counts in its result. Pure: the plan in, text out.
 
@@ -7,7 +7,8 @@ use super::network::to_ip;
 use super::plan::InstancePlan;
 
 /// One instance's planned line: its name, what changes, and each network's address
-/// (`dynamic` where the IaaS assigns it), the addresses it gives up after them.
+/// (`dynamic` where the IaaS assigns it), what happens to its disk, and the addresses it
+/// gives up.
 pub fn instance_line(instance: &InstancePlan) -> String {
     let id = if instance.id.is_empty() {
         "new"
@@ -38,6 +39,9 @@ pub fn instance_line(instance: &InstancePlan) -> String {
             addresses.join(", ")
         }
     );
+    if let Some(disk) = instance.disk.describe() {
+        line.push_str(&format!("; {disk}"));
+    }
     if !instance.obsolete_addresses.is_empty() {
         let gone: Vec<String> = instance
             .obsolete_addresses
@@ -49,8 +53,8 @@ pub fn instance_line(instance: &InstancePlan) -> String {
     line
 }
 
-/// The dry run's result: how many instances would be updated and deleted, and how many
-/// addresses would be claimed and released.
+/// The dry run's result: how many instances would be updated and deleted, how many
+/// addresses claimed and released, disks created and orphaned, and packages compiled.
 pub fn summary(plan: &DeployPlan) -> String {
     let claimed: usize = plan
         .instances
@@ -83,10 +87,27 @@ pub fn summary(plan: &DeployPlan) -> String {
                     .count()
             })
             .sum::<usize>();
+    let disks_created = plan
+        .instances
+        .instances()
+        .filter(|i| i.disk.creates())
+        .count();
+    let disks_orphaned = plan
+        .instances
+        .instances()
+        .filter(|i| i.disk.orphans())
+        .count()
+        + plan
+            .deletions
+            .iter()
+            .filter(|d| d.record.disk_cid.is_some())
+            .count();
     format!(
         "dry run: {} instances would be updated and {} deleted, {claimed} addresses claimed and \
-         {released} released; nothing was changed",
+         {released} released, {disks_created} disks created and {disks_orphaned} orphaned, {} \
+         packages compiled; nothing was changed",
         plan.instances.changed_instances(),
         plan.deletions.len(),
+        plan.compilation.packages(),
     )
 }

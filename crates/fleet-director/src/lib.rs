@@ -19,6 +19,7 @@ pub mod cpi;
 mod cpi_trace;
 mod deploy;
 mod details;
+pub mod disk_plan;
 mod dry_run;
 pub mod errand;
 mod error;

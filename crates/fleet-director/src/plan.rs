@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::cloud_properties::CloudProperties;
+use super::disk_plan::DiskChange;
 use super::manifest::{InstanceGroup, Manifest, UpdatePolicy};
 use super::model::{DesiredState, InstanceRecord, InstanceSpec};
 use super::target::Target;
@@ -74,9 +75,19 @@ pub struct InstancePlan {
     /// Its networks as `create_vm` takes them (with their subnets' settings), once its
     /// addresses are reserved.
     pub network_settings: serde_json::Value,
+    /// What happens to its persistent disk, once decided ([`crate::disk_plan::decide`],
+    /// which needs the disks' records); a step that gives it a disk records it here.
+    pub disk: DiskChange,
 }
 
 impl InstancePlan {
+    /// The instance got its VM (and its disk, as planned) ahead of its update: the update
+    /// finds them in place.
+    pub fn created(&mut self, record: InstanceRecord) {
+        self.disk = DiskChange::held(record.disk_cid.as_deref());
+        self.existing = Some(record);
+    }
+
     pub fn changed(&self) -> bool {
         !self.changes.is_empty()
     }
@@ -301,6 +312,7 @@ pub fn plan(
                     addresses: Vec::new(),
                     obsolete_addresses: Vec::new(),
                     network_settings: serde_json::Value::Null,
+                    disk: DiskChange::None,
                 }
             })
             .collect();

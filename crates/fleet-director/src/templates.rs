@@ -49,23 +49,10 @@ pub async fn forget_unused(core: &Core, deployment: &str) -> Result<(), StepErro
     Ok(())
 }
 
-/// Renders every instance of `plan` that is about to change, at most [`AT_ONCE`] at a
-/// time, and puts the result in its desired spec.
-///
-/// # Errors
-/// Every instance that could not be rendered, one line each.
-pub async fn render_plan(
-    core: &Arc<Core>,
-    log: &TaskLog,
-    deployment: &str,
-    plan: &mut DeploymentPlan,
-) -> Result<(), StepError> {
-    if !core.renderer.renders() {
-        return Ok(());
-    }
-    let stage = log.stage("Preparing deployment", Vec::new(), 1);
-    let step = stage.start("Rendering templates");
-    let mut todo: Vec<(usize, usize, InstanceSpec, TemplateInstance)> = Vec::new();
+/// What a deploy renders: every instance the plan changes (by group and instance index),
+/// with what its templates see of it. Pure.
+pub fn to_render(deployment: &str, plan: &DeploymentPlan) -> Vec<(usize, usize, TemplateInstance)> {
+    let mut todo = Vec::new();
     for (g, group) in plan.groups.iter().enumerate() {
         for (i, instance) in group.instances.iter().enumerate() {
             if !instance.changed() {
@@ -84,9 +71,32 @@ pub async fn render_plan(
                     .map(|(network, ip)| (network.clone(), ip.map(crate::network::to_ip)))
                     .collect(),
             };
-            todo.push((g, i, instance.desired.clone(), context));
+            todo.push((g, i, context));
         }
     }
+    todo
+}
+
+/// Renders every instance of `plan` that is about to change ([`to_render`]), at most [`AT_ONCE`] at a
+/// time, and puts the result in its desired spec.
+///
+/// # Errors
+/// Every instance that could not be rendered, one line each.
+pub async fn render_plan(
+    core: &Arc<Core>,
+    log: &TaskLog,
+    deployment: &str,
+    plan: &mut DeploymentPlan,
+) -> Result<(), StepError> {
+    if !core.renderer.renders() {
+        return Ok(());
+    }
+    let stage = log.stage("Preparing deployment", Vec::new(), 1);
+    let step = stage.start("Rendering templates");
+    let todo: Vec<(usize, usize, InstanceSpec, TemplateInstance)> = to_render(deployment, plan)
+        .into_iter()
+        .map(|(g, i, context)| (g, i, plan.groups[g].instances[i].desired.clone(), context))
+        .collect();
     let mut running = JoinSet::new();
     let mut failures: Vec<(String, String)> = Vec::new();
     let mut pending = todo.into_iter();

@@ -915,7 +915,7 @@ instance_groups:
             task.result.as_deref(),
             Some(
                 "dry run: 3 instances would be updated and 0 deleted, 3 addresses claimed and \
-                 0 released; nothing was changed"
+                 0 released, 0 disks created and 0 orphaned, 0 packages compiled; nothing was changed"
             )
         );
         let shown = dry_run_addresses(&f, task.id).await;
@@ -954,7 +954,7 @@ instance_groups:
             task.result.as_deref(),
             Some(
                 "dry run: 0 instances would be updated and 2 deleted, 0 addresses claimed and \
-                 2 released; nothing was changed"
+                 2 released, 0 disks created and 0 orphaned, 0 packages compiled; nothing was changed"
             )
         );
         let shown = dry_run_addresses(&f, task.id).await;

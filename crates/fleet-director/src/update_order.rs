@@ -174,6 +174,7 @@ mod tests {
             },
             addresses: Vec::new(),
             obsolete_addresses: Vec::new(),
+            disk: Default::default(),
             network_settings: serde_json::Value::Null,
         }
     }

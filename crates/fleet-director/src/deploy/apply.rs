@@ -74,7 +74,15 @@ pub async fn apply(
         .filter_map(|(network, ip)| ip.map(|ip| (network.clone(), ip)))
         .collect();
     log.check()?;
-    compilation::compile(&core, &log, &snapshot, &networking, &taken).await?;
+    compilation::compile(
+        &core,
+        &log,
+        &snapshot,
+        &networking,
+        &taken,
+        &plan.compilation,
+    )
+    .await?;
     log.check()?;
     create_missing_vms(&core, &log, &name, &mut plan.instances).await?;
 
@@ -161,7 +169,7 @@ async fn create_missing_vms(
     }
     let records = gather(created).await?;
     for (instance, record) in missing.into_iter().zip(records) {
-        instance.existing = Some(record);
+        instance.created(record);
     }
     Ok(())
 }

@@ -1,15 +1,18 @@
 //! What a deploy will do, decided whole before it does anything: which instances it
-//! creates, changes, leaves alone and deletes, their ids and addresses, what the store's
-//! addresses become, and the order instances are updated in with their canaries. Pure:
-//! the snapshot, what binding observed and the store's addresses in, the plan out; a dry
-//! run shows this plan and a deploy applies it ([`super::apply`]).
+//! creates, changes, leaves alone and deletes, their ids, addresses and disks, what the
+//! store's addresses become, the packages compiled, and the order instances are updated in
+//! with their canaries. Pure: the snapshot, what binding observed and the store's
+//! addresses in, the plan out; a dry run shows this plan and a deploy applies it
+//! ([`super::apply`]).
 
 use std::collections::{BTreeSet, HashMap};
 
 use super::options::DeployOptions;
 use crate::addresses::{self, AddressChanges, AddressView, Networking};
+use crate::compilation::{self, CompilationPlan, Uncompiled};
+use crate::disk_plan;
 use crate::error::StepError;
-use crate::model::InstanceRecord;
+use crate::model::{DiskRecord, InstanceRecord};
 use crate::network::Held;
 use crate::plan::{DeploymentPlan, PlanOptions, plan};
 use crate::snapshot::Snapshot;
@@ -24,6 +27,10 @@ pub struct Observed {
     pub unresponsive: BTreeSet<String>,
     /// The addresses each answering agent reported, by instance id.
     pub reported: HashMap<String, Vec<(String, u32)>>,
+    /// The deployment's persistent disks, orphaned ones included.
+    pub disks: Vec<DiskRecord>,
+    /// The packages it needs that are not compiled yet.
+    pub uncompiled: Uncompiled,
 }
 
 /// An instance the manifest no longer wants.
@@ -43,6 +50,8 @@ pub struct DeployPlan {
     /// Claimed and released in the store before any VM changes.
     pub addresses: AddressChanges,
     pub deletions: Vec<Deletion>,
+    /// Compiled before any VM of an instance changes.
+    pub compilation: CompilationPlan,
     pub order: UpdateOrder,
 }
 
@@ -107,6 +116,7 @@ pub fn decide(
             instance.changes.clear();
         }
     }
+    disk_plan::decide(&mut instances, &observed.disks);
     let deletions = std::mem::take(&mut instances.obsolete)
         .into_iter()
         .map(|record| Deletion {
@@ -120,6 +130,7 @@ pub fn decide(
         instances,
         addresses,
         deletions,
+        compilation: compilation::decide(snapshot, &observed.uncompiled)?,
         order,
     })
 }

@@ -10,10 +10,14 @@ use fleet_store::{IpHolder, IpRecord};
 use super::decide::{DeployPlan, Observed, decide};
 use super::options::DeployOptions;
 use crate::addresses::AddressView;
+use crate::compilation::Uncompiled;
+use crate::disk_plan::DiskChange;
 use crate::dry_run;
 use crate::error::StepError;
 use crate::manifest::Count;
-use crate::model::{CloudConfig, DesiredState, InstanceRecord, Release, Stemcell};
+use crate::model::{
+    CloudConfig, DesiredState, DiskRecord, InstanceRecord, Package, Release, ReleaseJob, Stemcell,
+};
 use crate::network::{to_ip, to_u32};
 use crate::plan::Change;
 use crate::records::Uploads;
@@ -37,6 +41,23 @@ fn snapshot(text: &str) -> Snapshot {
             releases: vec![Release {
                 name: "nginx".into(),
                 version: "1".into(),
+                jobs: vec![ReleaseJob {
+                    name: "nginx".into(),
+                    packages: vec!["nginx".into()],
+                    ..Default::default()
+                }],
+                packages: vec![
+                    Package {
+                        name: "nginx".into(),
+                        dependencies: vec!["pcre".into()],
+                        archive: None,
+                    },
+                    Package {
+                        name: "pcre".into(),
+                        dependencies: Vec::new(),
+                        archive: None,
+                    },
+                ],
                 ..Default::default()
             }],
             stemcells: vec![Stemcell {
@@ -239,7 +260,7 @@ fn a_dry_run_shows_the_planned_addresses_and_counts_them() {
     assert_eq!(
         dry_run::summary(&plan),
         "dry run: 2 instances would be updated and 0 deleted, 2 addresses claimed and 0 \
-         released; nothing was changed"
+         released, 0 disks created and 0 orphaned, 0 packages compiled; nothing was changed"
     );
 }
 
@@ -449,4 +470,226 @@ fn a_manifest_that_deletes_an_ignored_instance_is_refused() {
         refused.to_string().contains("web/i2") && refused.to_string().contains("bosh ignore"),
         "{refused}"
     );
+}
+
+/// `manifest(instances)` with a persistent disk of `size` MB on its group.
+fn with_disk(instances: u32, size: u64) -> String {
+    manifest(instances, &[]).replace(
+        "  vm_type: small\n",
+        &format!("  vm_type: small\n  persistent_disk: {size}\n"),
+    )
+}
+
+/// The records and disk records a deploy of `plan` leaves, each instance on its own disk
+/// `disk-<id>` of the size it planned.
+fn deployed_with_disks(plan: &DeployPlan) -> Observed {
+    let mut existing = deployed(plan);
+    let mut disks = Vec::new();
+    for (record, instance) in existing.iter_mut().zip(plan.instances.instances()) {
+        let cid = format!("disk-{}", record.id);
+        record.disk_cid = Some(cid.clone());
+        disks.push(DiskRecord {
+            cid,
+            deployment: "web".into(),
+            instance_id: Some(record.id.clone()),
+            size: instance.desired.persistent_disk,
+            cloud_properties: instance.desired.disk_cloud_properties.clone(),
+            orphaned: false,
+            orphaned_at: None,
+            instance_name: None,
+            az: record.az.clone(),
+        });
+    }
+    Observed {
+        existing,
+        disks,
+        ..Observed::default()
+    }
+}
+
+fn disks(plan: &DeployPlan) -> Vec<DiskChange> {
+    plan.instances.instances().map(|i| i.disk.clone()).collect()
+}
+
+#[test]
+fn a_first_deploy_creates_each_instances_disk_and_a_dry_run_says_so() {
+    let plan = decided(
+        &with_disk(2, 1024),
+        &Observed::default(),
+        &DeployOptions::default(),
+        &view(&[], &[]),
+    );
+    let created = DiskChange::Replace {
+        old: None,
+        size: 1024,
+        reuse: None,
+    };
+    assert_eq!(disks(&plan), [created.clone(), created]);
+    let lines: Vec<String> = plan
+        .instances
+        .instances()
+        .map(dry_run::instance_line)
+        .collect();
+    assert!(
+        lines.iter().all(|l| l.contains("; creates a 1024 MB disk")),
+        "{lines:?}"
+    );
+    assert!(
+        dry_run::summary(&plan).contains("2 disks created and 0 orphaned"),
+        "{}",
+        dry_run::summary(&plan)
+    );
+}
+
+#[test]
+fn a_new_disk_size_moves_the_data_and_an_unchanged_deploy_keeps_every_disk() {
+    let first = decided(
+        &with_disk(2, 1024),
+        &Observed::default(),
+        &DeployOptions::default(),
+        &view(&[], &[]),
+    );
+    let observed = deployed_with_disks(&first);
+    let held = [("i1", "10.10.0.2"), ("i2", "10.10.0.3")];
+    let again = decided(
+        &with_disk(2, 1024),
+        &observed,
+        &DeployOptions::default(),
+        &view(&held, &[]),
+    );
+    assert_eq!(
+        disks(&again),
+        [
+            DiskChange::Keep {
+                cid: "disk-i1".into()
+            },
+            DiskChange::Keep {
+                cid: "disk-i2".into()
+            }
+        ]
+    );
+
+    let bigger = decided(
+        &with_disk(2, 2048),
+        &observed,
+        &DeployOptions::default(),
+        &view(&held, &[]),
+    );
+    assert!(
+        bigger
+            .instances
+            .instances()
+            .all(|i| i.changes.contains(&Change::PersistentDisk)),
+        "{:?}",
+        bigger.instances
+    );
+    assert_eq!(
+        disks(&bigger)[0],
+        DiskChange::Replace {
+            old: Some("disk-i1".into()),
+            size: 2048,
+            reuse: None
+        }
+    );
+    let line = dry_run::instance_line(bigger.instances.instances().next().unwrap());
+    assert!(
+        line.contains("moves disk disk-i1 to a new 2048 MB disk"),
+        "{line}"
+    );
+    assert!(
+        dry_run::summary(&bigger).contains("2 disks created and 2 orphaned"),
+        "{}",
+        dry_run::summary(&bigger)
+    );
+}
+
+#[test]
+fn a_disk_no_longer_wanted_or_whose_instance_goes_is_orphaned() {
+    let first = decided(
+        &with_disk(2, 1024),
+        &Observed::default(),
+        &DeployOptions::default(),
+        &view(&[], &[]),
+    );
+    let observed = deployed_with_disks(&first);
+    let held = [("i1", "10.10.0.2"), ("i2", "10.10.0.3")];
+    let without = decided(
+        &manifest(2, &[]),
+        &observed,
+        &DeployOptions::default(),
+        &view(&held, &[]),
+    );
+    assert_eq!(
+        disks(&without)[1],
+        DiskChange::Replace {
+            old: Some("disk-i2".into()),
+            size: 0,
+            reuse: None
+        }
+    );
+    assert!(
+        dry_run::summary(&without).contains("0 disks created and 2 orphaned"),
+        "{}",
+        dry_run::summary(&without)
+    );
+
+    let shrunk = decided(
+        &with_disk(1, 1024),
+        &observed,
+        &DeployOptions::default(),
+        &view(&held, &[]),
+    );
+    assert_eq!(shrunk.deletions.len(), 1);
+    assert!(
+        dry_run::summary(&shrunk).contains("0 disks created and 1 orphaned"),
+        "{}",
+        dry_run::summary(&shrunk)
+    );
+}
+
+#[test]
+fn packages_are_compiled_only_where_the_cache_lacks_them_and_a_dry_run_counts_them() {
+    let everything = Observed {
+        uncompiled: Uncompiled(
+            ["nginx/1/nginx@jammy/1.0", "nginx/1/pcre@jammy/1.0"]
+                .map(String::from)
+                .into(),
+        ),
+        ..Observed::default()
+    };
+    let first = decided(
+        &manifest(1, &[]),
+        &everything,
+        &DeployOptions::default(),
+        &view(&[], &[]),
+    );
+    assert_eq!(
+        first.compilation.describe(),
+        ["nginx/1/nginx on jammy/1.0", "nginx/1/pcre on jammy/1.0"]
+    );
+    assert!(
+        dry_run::summary(&first).contains(", 2 packages compiled;"),
+        "{}",
+        dry_run::summary(&first)
+    );
+
+    let one = Observed {
+        uncompiled: Uncompiled(["nginx/1/nginx@jammy/1.0".to_string()].into()),
+        ..Observed::default()
+    };
+    let plan = decided(
+        &manifest(1, &[]),
+        &one,
+        &DeployOptions::default(),
+        &view(&[], &[]),
+    );
+    assert_eq!(plan.compilation.describe(), ["nginx/1/nginx on jammy/1.0"]);
+
+    let none = decided(
+        &manifest(1, &[]),
+        &Observed::default(),
+        &DeployOptions::default(),
+        &view(&[], &[]),
+    );
+    assert_eq!(none.compilation.packages(), 0);
 }

@@ -95,6 +95,8 @@ async fn deploy_valid(
         existing,
         unresponsive,
         reported,
+        disks: core.records.disks(&name).await?,
+        uncompiled: compilation::observe(&core, &snapshot).await?,
     };
     let mut ids = || new_id("instance");
     if options.dry_run {
@@ -105,6 +107,17 @@ async fn deploy_valid(
         let stage = log.stage("Planning (dry run)", Vec::new(), instances.len() as u32);
         for instance in instances {
             stage.start(dry_run::instance_line(instance)).finish();
+        }
+        let packages = plan.compilation.describe();
+        if !packages.is_empty() {
+            let stage = log.stage(
+                "Compiling packages (dry run)",
+                Vec::new(),
+                packages.len() as u32,
+            );
+            for package in packages {
+                stage.start(package).finish();
+            }
         }
         return Ok(dry_run::summary(&plan));
     }

@@ -18,6 +18,7 @@ pub use select::{Errand, ErrandError, InstanceFilter, names};
 use super::Core;
 use super::addresses;
 use super::compilation;
+use super::disk_plan;
 use super::error::StepError;
 use super::ids::new_id;
 use super::logs::{self, LogBundle, LogRequest};
@@ -253,6 +254,7 @@ async fn run_group(
     )
     .await?;
     plan.obsolete.clear();
+    disk_plan::decide(&mut plan, &core.records.disks(&deployment).await?);
     plan.groups.retain(|g| g.name == group);
     for g in &mut plan.groups {
         g.instances.retain(|i| i.id == target.id);
@@ -264,7 +266,9 @@ async fn run_group(
         .filter_map(|(network, ip)| ip.map(|ip| (network.clone(), ip)))
         .collect();
     log.check()?;
-    compilation::compile(core, log, snapshot, &networking, &taken).await?;
+    let uncompiled = compilation::observe(core, snapshot).await?;
+    let packages = compilation::decide(snapshot, &uncompiled)?;
+    compilation::compile(core, log, snapshot, &networking, &taken, &packages).await?;
     log.check()?;
     let outcome = run_on_new_vm(core, log, &deployment, &mut plan, &networking, job).await;
     let mut record = core
@@ -316,7 +320,7 @@ async fn run_on_new_vm(
         let stage = log.stage("Creating missing vms", Vec::new(), 1);
         let step = stage.start(format!("{}/{}", instance.group, instance.index));
         let record = step.end(create_missing_vm(core, deployment, instance).await)?;
-        instance.existing = Some(record);
+        instance.created(record);
     }
     let update = UpdateOptions {
         global_addresses: networking.global(),

@@ -1,17 +1,19 @@
-//! The persistent disk of an instance brought to what its plan wants: created, attached
-//! and mounted; replaced (data migrated, old disk orphaned) when its size or its disk
-//! type's cloud properties change; orphaned when no longer wanted.
+//! The persistent disk of an instance brought to what its plan decided
+//! ([`crate::disk_plan`]): created, attached and mounted; replaced (data migrated, old
+//! disk orphaned); orphaned when no longer wanted.
 
 use super::super::Core;
 use super::super::error::StepError;
 use super::super::model::{DiskRecord, InstanceRecord};
 use super::super::plan::{Change, InstancePlan};
-use super::disk_step::{CurrentDisk, DiskStep, disk_step};
 use super::records::{orphaned, persist};
+use crate::disk_plan::DiskChange;
 use crate::error::CallContext;
 use crate::records::change;
 
-/// `fresh_vm`: the VM was just created, so the existing disk must be attached to it.
+/// Carries out the plan's disk change. `fresh_vm`: the VM was just created, so a disk
+/// that stays (or whose data moves) is attached to it first; an unfinished update attaches
+/// a kept disk again too, since a crash may have cut the last attach short.
 pub async fn converge_disk(
     core: &Core,
     record: &mut InstanceRecord,
@@ -22,47 +24,31 @@ pub async fn converge_disk(
     let (Some(vm), Some(agent)) = (record.vm_cid.clone(), record.agent_id.clone()) else {
         return Ok(());
     };
-    let wanted = plan.desired.persistent_disk;
-    let properties = &plan.desired.disk_cloud_properties;
-    let current = match &record.disk_cid {
-        Some(cid) => core.records.disk(cid).await?.map(|d| CurrentDisk {
-            cid: d.cid,
-            size: d.size,
-            cloud_properties: d.cloud_properties,
-        }),
-        None => None,
-    };
-    let unfinished = plan.changes.contains(&Change::Unapplied);
-    let (old, reattach) = match disk_step(current, wanted, properties, fresh_vm, unfinished) {
-        DiskStep::Nothing => return Ok(()),
-        DiskStep::Keep { cid, reattach } => {
-            if reattach {
+    let (old, size, reuse) = match &plan.disk {
+        DiskChange::None => return Ok(()),
+        DiskChange::Keep { cid } => {
+            if fresh_vm || plan.changes.contains(&Change::Unapplied) {
                 // Attaching and mounting again is harmless and finishes a step a crash
                 // may have cut short.
-                attach_and_mount(core, &vm, &agent, &cid, &name).await?;
+                attach_and_mount(core, &vm, &agent, cid, &name).await?;
             }
             return Ok(());
         }
-        DiskStep::Replace { old, reattach, .. } => (old, reattach),
+        DiskChange::Replace { old, size, reuse } => (old.clone(), *size, reuse.clone()),
     };
     if let Some(cid) = &old
-        && reattach
+        && fresh_vm
     {
         // The old disk must be reachable on the new VM to move its data.
         attach_and_mount(core, &vm, &agent, cid, &name).await?;
     }
     let mut writes = Vec::new();
-    let new_disk = if wanted > 0 {
-        // Only a migration or an update cut short can have left a disk behind; a first
-        // disk skips the look-up, which reads every disk of the deployment.
-        let leftover = if old.is_some() || unfinished {
-            left_from_a_failed_migration(core, record, wanted, properties, old.as_deref()).await?
-        } else {
-            None
-        };
-        let disk = match leftover {
+    let new_disk = if size > 0 {
+        let disk = match reuse {
             Some(disk) => disk,
-            None => create_disk(core, record, wanted, properties, &vm).await?,
+            None => {
+                create_disk(core, record, size, &plan.desired.disk_cloud_properties, &vm).await?
+            }
         };
         attach_and_mount(core, &vm, &agent, &disk, &name).await?;
         Some(disk)
@@ -114,28 +100,6 @@ async fn attach_and_mount(
         .await
         .for_subject("mount_disk", name)?;
     Ok(())
-}
-
-/// A disk of the wanted size an earlier attempt created for this instance but never
-/// switched to (the migration failed): reusing it keeps retries from piling up disks.
-async fn left_from_a_failed_migration(
-    core: &Core,
-    record: &InstanceRecord,
-    wanted: u64,
-    properties: &serde_json::Map<String, serde_json::Value>,
-    current: Option<&str>,
-) -> Result<Option<String>, StepError> {
-    let disks: Vec<DiskRecord> = core.records.disks(&record.deployment).await?;
-    Ok(disks
-        .into_iter()
-        .find(|d| {
-            !d.orphaned
-                && d.size == wanted
-                && &d.cloud_properties == properties
-                && d.instance_id.as_deref() == Some(record.id.as_str())
-                && Some(d.cid.as_str()) != current
-        })
-        .map(|d| d.cid))
 }
 
 /// Creates and records a disk for the instance; recorded at once, so a crash from here on

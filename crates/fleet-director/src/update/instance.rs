@@ -32,9 +32,14 @@ pub async fn update_instance(
         let suffix = if canary { " (canary)" } else { "" };
         format!("{}{suffix}", record.name())
     };
+    let mut plan = plan;
     let mut record = match plan.existing.clone() {
         Some(record) => record,
-        None => create_missing_vm(core, deployment, &plan).await?,
+        None => {
+            let record = create_missing_vm(core, deployment, &plan).await?;
+            plan.created(record.clone());
+            record
+        }
     };
     let step = stage.start(label(&record));
     step.end(procedure(core, &mut record, &plan, watch_time, options).await)

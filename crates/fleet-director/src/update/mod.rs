@@ -3,7 +3,6 @@
 //! in flight finish; the task ends in error.
 
 mod disk;
-mod disk_step;
 mod instance;
 mod jobs;
 mod options;
