@@ -7,8 +7,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::model::{DiskRecord, InstanceRecord};
-use crate::plan::{Change, DeploymentPlan};
+use crate::model::DiskRecord;
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum DiskChange {
@@ -107,29 +106,6 @@ pub fn disk_change(
                 reuse,
             }
         }
-    }
-}
-
-/// Fills in every instance's disk change. An instance the deploy leaves alone keeps what
-/// it has, whatever its plan would want.
-pub fn decide(plan: &mut DeploymentPlan, disks: &[DiskRecord]) {
-    for instance in plan.groups.iter_mut().flat_map(|g| &mut g.instances) {
-        let record: Option<&InstanceRecord> = instance.existing.as_ref();
-        let current = record
-            .and_then(|r| r.disk_cid.as_deref())
-            .and_then(|cid| disks.iter().find(|d| d.cid == cid));
-        instance.disk = if instance.changed() {
-            disk_change(
-                &instance.id,
-                current,
-                disks,
-                instance.desired.persistent_disk,
-                &instance.desired.disk_cloud_properties,
-                instance.changes.contains(&Change::Unapplied),
-            )
-        } else {
-            DiskChange::held(current.map(|d| d.cid.as_str()))
-        };
     }
 }
 

@@ -8,6 +8,7 @@ use super::model::{DesiredState, Release, ReleaseJob, TaskState};
 use super::sim::{Fault, FaultKind};
 use super::tests::{deploy, failed, fixture};
 use super::*;
+use crate::model::Task;
 
 /// `web` (nginx, plus the `backup` errand job when `colocated`) and the `smoke` errand
 /// group, with `smoke`'s property `level`.

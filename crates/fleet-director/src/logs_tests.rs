@@ -3,6 +3,7 @@
 //! refused before any task, an unresponsive agent fails the task, and bundles go after
 //! ten days.
 
+use crate::model::{Task, TaskKind};
 use std::time::Duration;
 
 use super::logs::{KEPT_FOR_MS, LogRequest};

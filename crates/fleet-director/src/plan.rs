@@ -4,9 +4,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::cloud_properties::CloudProperties;
-use super::disk_plan::DiskChange;
+use super::disk_plan::{DiskChange, disk_change};
 use super::manifest::{InstanceGroup, Manifest, UpdatePolicy};
-use super::model::{DesiredState, InstanceRecord, InstanceSpec};
+use super::model::{DesiredState, DiskRecord, InstanceRecord, InstanceSpec};
 use super::target::Target;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -75,7 +75,7 @@ pub struct InstancePlan {
     /// Its networks as `create_vm` takes them (with their subnets' settings), once its
     /// addresses are reserved.
     pub network_settings: serde_json::Value,
-    /// What happens to its persistent disk, once decided ([`crate::disk_plan::decide`],
+    /// What happens to its persistent disk, once decided ([`DeploymentPlan::decide_disks`],
     /// which needs the disks' records); a step that gives it a disk records it here.
     pub disk: DiskChange,
 }
@@ -137,6 +137,30 @@ impl DeploymentPlan {
 
     pub fn is_noop(&self) -> bool {
         self.obsolete.is_empty() && self.changed_instances() == 0
+    }
+
+    /// Fills in every instance's disk change from the deployment's disk records. An
+    /// instance the deploy leaves alone keeps what it has, whatever its plan would want.
+    pub fn decide_disks(&mut self, disks: &[DiskRecord]) {
+        for instance in self.groups.iter_mut().flat_map(|g| &mut g.instances) {
+            let current = instance
+                .existing
+                .as_ref()
+                .and_then(|r| r.disk_cid.as_deref())
+                .and_then(|cid| disks.iter().find(|d| d.cid == cid));
+            instance.disk = if instance.changed() {
+                disk_change(
+                    &instance.id,
+                    current,
+                    disks,
+                    instance.desired.persistent_disk,
+                    &instance.desired.disk_cloud_properties,
+                    instance.changes.contains(&Change::Unapplied),
+                )
+            } else {
+                DiskChange::held(current.map(|d| d.cid.as_str()))
+            };
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 //! is a no-op, a changed one refused unless fixed, packages left out taken from the
 //! director's own, and blobs deleted by clean-up once nothing names them.
 
+use crate::model::Task;
 use std::sync::Arc;
 
 use fleet_release::{File, ReleaseBuilder, from_tarball, sha1_hex};

@@ -3,6 +3,7 @@
 //! where `FLEET_TEST_POSTGRES` names a database (`.ci/run`'s second pass); elsewhere
 //! they say so and pass, since SQLite is one process's store.
 
+use crate::model::{Task, TaskKind};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,5 +1,7 @@
 //! The director facade against the simulated cloud, in virtual time.
 
+use crate::model::{InstanceRecord, Task, TaskEvent, TaskFilter, TaskKind, VmRecord};
+use crate::records::change;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -10,7 +10,6 @@ use std::collections::{BTreeSet, HashMap};
 use super::options::DeployOptions;
 use crate::addresses::{self, AddressChanges, AddressView, Networking};
 use crate::compilation::{self, CompilationPlan, Uncompiled};
-use crate::disk_plan;
 use crate::error::StepError;
 use crate::model::{DiskRecord, InstanceRecord};
 use crate::network::Held;
@@ -116,7 +115,7 @@ pub fn decide(
             instance.changes.clear();
         }
     }
-    disk_plan::decide(&mut instances, &observed.disks);
+    instances.decide_disks(&observed.disks);
     let deletions = std::mem::take(&mut instances.obsolete)
         .into_iter()
         .map(|record| Deletion {

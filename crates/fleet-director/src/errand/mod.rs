@@ -18,7 +18,6 @@ pub use select::{Errand, ErrandError, InstanceFilter, names};
 use super::Core;
 use super::addresses;
 use super::compilation;
-use super::disk_plan;
 use super::error::StepError;
 use super::ids::new_id;
 use super::logs::{self, LogBundle, LogRequest};
@@ -254,7 +253,7 @@ async fn run_group(
     )
     .await?;
     plan.obsolete.clear();
-    disk_plan::decide(&mut plan, &core.records.disks(&deployment).await?);
+    plan.decide_disks(&core.records.disks(&deployment).await?);
     plan.groups.retain(|g| g.name == group);
     for g in &mut plan.groups {
         g.instances.retain(|i| i.id == target.id);

@@ -1,0 +1,110 @@
+//! Cloud and runtime configs: uploads (a text that means the same as the one in force is no
+//! new version) and what is in force.
+
+use crate::DirectorError;
+use crate::model::{CloudConfig, ConfigsInForce};
+use crate::records::change;
+use crate::{cloud, runtime};
+
+use super::Director;
+
+impl Director {
+    /// Replaces the cloud config with a new version, unless it is the same text.
+    /// Deployments made with an older version are then out of date.
+    ///
+    /// # Errors
+    /// [`DirectorError::CloudConfig`] with every problem of an invalid one, which is not
+    /// stored: the next deploy must not be the first to find it.
+    pub async fn update_cloud_config(&self, text: &str) -> Result<u64, DirectorError> {
+        cloud::parse(text, 0)?;
+        let current = self.cloud_config().await?;
+        // The same config written another way (as `bosh cloud-config` prints it) is no new
+        // version: a new one would mark every deployment outdated.
+        if let Some(current) = &current
+            && same_document(&current.text, text)
+        {
+            return Ok(current.version);
+        }
+        let config = CloudConfig {
+            version: self.next_config_version().await?,
+            text: text.to_string(),
+            created_at: Some(self.core.unix_now()),
+        };
+        self.records()
+            .write(change::cloud_config(&config).into())
+            .await?;
+        Ok(config.version)
+    }
+
+    /// Config versions are numbered in one sequence over every kind of config, so that
+    /// a version names one config (`bosh config ID`).
+    async fn next_config_version(&self) -> Result<u64, DirectorError> {
+        let cloud = self.records().cloud_configs().await?;
+        let runtime = self.records().runtime_configs().await?;
+        let newest = cloud
+            .iter()
+            .map(|c| c.version)
+            .chain(runtime.iter().map(|c| c.version))
+            .max()
+            .unwrap_or(0);
+        Ok(newest + 1)
+    }
+
+    /// Uploads runtime config `name`; checked first, every problem at once. The same
+    /// config written another way makes no new version.
+    ///
+    /// # Errors
+    /// [`DirectorError::RuntimeConfig`] naming every invalid key.
+    pub async fn update_runtime_config(
+        &self,
+        name: &str,
+        text: &str,
+    ) -> Result<u64, DirectorError> {
+        runtime::parse(text)?;
+        let all = self.records().runtime_configs().await?;
+        if let Some(current) = all.iter().find(|c| c.name == name)
+            && same_document(&current.text, text)
+        {
+            return Ok(current.version);
+        }
+        let config = runtime::RuntimeConfig {
+            name: name.to_string(),
+            version: self.next_config_version().await?,
+            text: text.to_string(),
+            created_at: Some(self.core.unix_now()),
+        };
+        self.records()
+            .write(vec![change::runtime_config(&config)])
+            .await?;
+        Ok(config.version)
+    }
+
+    /// Every version of every runtime config, newest first.
+    pub async fn runtime_configs(&self) -> Result<Vec<runtime::RuntimeConfig>, DirectorError> {
+        Ok(self.records().runtime_configs().await?)
+    }
+
+    /// Every cloud config uploaded, newest first.
+    pub async fn cloud_configs(&self) -> Result<Vec<CloudConfig>, DirectorError> {
+        Ok(self.records().cloud_configs().await?)
+    }
+
+    pub async fn cloud_config(&self) -> Result<Option<CloudConfig>, DirectorError> {
+        Ok(self.records().cloud_config().await?)
+    }
+
+    /// The cloud and runtime configs a deploy would apply now, by version.
+    pub async fn configs_in_force(&self) -> Result<ConfigsInForce, DirectorError> {
+        Ok(self.records().configs_in_force().await?)
+    }
+}
+
+/// Whether two YAML texts mean the same to the director; text that is not YAML is compared
+/// as it is.
+fn same_document(a: &str, b: &str) -> bool {
+    let read = |text: &str| fleet_yaml::load_as_director(text, fleet_yaml::Limits::default());
+    match (read(a), read(b)) {
+        (Ok(a), Ok(b)) => fleet_yaml::same(&a, &b),
+        _ => a == b,
+    }
+}

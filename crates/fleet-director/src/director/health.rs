@@ -1,0 +1,114 @@
+//! Instances' health: details, the cloud check's scan, its problems and their resolutions.
+
+use std::sync::Arc;
+
+use crate::DirectorError;
+use crate::model::{Task, TaskKind};
+use crate::records::change;
+use crate::{cloud_check, details};
+
+use super::Director;
+
+impl Director {
+    /// Starts a task that asks every agent of the deployment for its state and records one
+    /// JSON line per instance as its result output (what `bosh instances` reads; only
+    /// those with a VM for `bosh vms`). It takes no lock.
+    ///
+    /// # Errors
+    /// [`DirectorError::NotFound`] for an unknown deployment.
+    pub async fn instance_details(
+        &self,
+        deployment: &str,
+        vms_only: bool,
+    ) -> Result<Task, DirectorError> {
+        self.require_deployment(deployment).await?;
+        let name = deployment.to_string();
+        self.runner
+            .start(
+                TaskKind::InstanceDetails,
+                Some(deployment),
+                &self.origin,
+                move |core, log| async move {
+                    let lines = details::instance_lines(Arc::clone(&core), name, vms_only).await?;
+                    let count = lines.lines().count();
+                    core.records
+                        .write(vec![change::task_result(log.task(), &lines)])
+                        .await?;
+                    Ok(format!("retrieved the details of {count} instances"))
+                },
+            )
+            .await
+    }
+
+    /// Cloud check's scan of the deployment (`bosh cck`); its problems are listed by
+    /// [`Director::problems`] once it ends.
+    ///
+    /// # Errors
+    /// [`DirectorError::NotFound`] for an unknown deployment, [`DirectorError::Locked`]
+    /// when another task holds it.
+    pub async fn scan(&self, deployment: &str) -> Result<Task, DirectorError> {
+        self.require_deployment(deployment).await?;
+        let name = deployment.to_string();
+        self.runner
+            .start(
+                TaskKind::ScanProblems,
+                Some(deployment),
+                &self.origin,
+                move |core, log| cloud_check::scan(core, log, name),
+            )
+            .await
+    }
+
+    /// What the deployment's last scan found that is not resolved yet.
+    pub async fn problems(
+        &self,
+        deployment: &str,
+    ) -> Result<Vec<cloud_check::Problem>, DirectorError> {
+        self.require_deployment(deployment).await?;
+        Ok(self.records().problems(deployment).await?)
+    }
+
+    /// Applies a resolution to each problem named; problems not named stay.
+    ///
+    /// # Errors
+    /// [`DirectorError::Invalid`] naming an unknown problem or a resolution that does not
+    /// fit its problem, before anything is done.
+    pub async fn resolve(
+        &self,
+        deployment: &str,
+        choices: &[(u64, cloud_check::Resolution)],
+    ) -> Result<Task, DirectorError> {
+        let problems = self.problems(deployment).await?;
+        let mut chosen = Vec::new();
+        let mut wrong = Vec::new();
+        for (id, resolution) in choices {
+            match problems.iter().find(|p| p.id == *id) {
+                None => wrong.push(format!("problem {id} is not one of the last scan's")),
+                Some(p) if !p.kind.resolutions().contains(resolution) => wrong.push(format!(
+                    "problem {id} ({}) cannot be resolved with `{}`; it can with {}",
+                    p.kind.name(),
+                    resolution.name(),
+                    p.kind
+                        .resolutions()
+                        .iter()
+                        .map(|r| format!("`{}`", r.name()))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )),
+                Some(p) => chosen.push((p.clone(), *resolution)),
+            }
+        }
+        if !wrong.is_empty() {
+            return Err(DirectorError::Invalid(wrong.join("; ")));
+        }
+        let name = deployment.to_string();
+        self.runner
+            .start(
+                TaskKind::ResolveProblems,
+                Some(deployment),
+                &self.origin,
+                move |core, log| cloud_check::resolve(core, log, name, chosen),
+            )
+            .await
+    }
+}
