@@ -22,6 +22,7 @@ use crate::network::{to_ip, to_u32};
 use crate::plan::Change;
 use crate::records::Uploads;
 use crate::snapshot::Snapshot;
+use crate::target::Target;
 use crate::tests::addresses::{CLOUD, on};
 
 /// The test manifest of deployment `web`: `instances` instances on `default`.
@@ -60,12 +61,14 @@ fn snapshot(text: &str) -> Snapshot {
                 ],
                 ..Default::default()
             }],
-            stemcells: vec![Stemcell {
-                name: "ubuntu-jammy".into(),
-                os: "jammy".into(),
-                version: "1.0".into(),
-                cid: None,
-            }],
+            stemcells: ["1.0", "1.1"]
+                .map(|version| Stemcell {
+                    name: "ubuntu-jammy".into(),
+                    os: "jammy".into(),
+                    version: version.into(),
+                    cid: None,
+                })
+                .into(),
             runtime_configs: Vec::new(),
         },
     )
@@ -692,4 +695,220 @@ fn packages_are_compiled_only_where_the_cache_lacks_them_and_a_dry_run_counts_th
         &view(&[], &[]),
     );
     assert_eq!(none.compilation.packages(), 0);
+}
+
+/// Two instances deployed with 1024 MB disks, as the store and the agents then report them.
+fn two_with_disks() -> (Observed, AddressView) {
+    let first = decided(
+        &with_disk(2, 1024),
+        &Observed::default(),
+        &DeployOptions::default(),
+        &view(&[], &[]),
+    );
+    (
+        deployed_with_disks(&first),
+        view(&[("i1", "10.10.0.2"), ("i2", "10.10.0.3")], &[]),
+    )
+}
+
+/// Each changed instance's id with its changes' names.
+fn changed(plan: &DeployPlan) -> Vec<(String, Vec<&'static str>)> {
+    plan.instances
+        .instances()
+        .filter(|i| i.changed())
+        .map(|i| {
+            (
+                i.id.clone(),
+                i.changes.iter().map(|c| c.describe()).collect(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_new_stemcell_gives_every_instance_a_new_vm_on_its_address_and_keeps_its_disk() {
+    let (observed, held) = two_with_disks();
+    let plan = decided(
+        &with_disk(2, 1024).replace("version: '1.0'", "version: '1.1'"),
+        &observed,
+        &DeployOptions::default(),
+        &held,
+    );
+    assert_eq!(
+        changed(&plan),
+        [
+            ("i1".to_string(), vec!["stemcell"]),
+            ("i2".to_string(), vec!["stemcell"])
+        ]
+    );
+    assert!(plan.instances.instances().all(|i| i.needs_new_vm()));
+    assert_eq!(
+        disks(&plan),
+        [
+            DiskChange::Keep {
+                cid: "disk-i1".into()
+            },
+            DiskChange::Keep {
+                cid: "disk-i2".into()
+            }
+        ]
+    );
+    assert_eq!(
+        addresses(&plan),
+        ["i1 default/10.10.0.2", "i2 default/10.10.0.3"]
+    );
+    // Claimed again by the instances that hold them, none released.
+    assert_eq!(
+        claims(&plan),
+        [
+            ("i1".to_string(), "10.10.0.2".to_string()),
+            ("i2".to_string(), "10.10.0.3".to_string())
+        ]
+    );
+    assert!(plan.addresses.releases.is_empty());
+    let line = dry_run::instance_line(plan.instances.instances().next().unwrap());
+    assert_eq!(line, "web/i1 (0): changes: stemcell; default 10.10.0.2");
+}
+
+#[test]
+fn recreate_replaces_the_targeted_vms_only() {
+    let (observed, held) = two_with_disks();
+    let all = decided(
+        &with_disk(2, 1024),
+        &observed,
+        &DeployOptions {
+            recreate: true,
+            ..DeployOptions::default()
+        },
+        &held,
+    );
+    assert_eq!(
+        changed(&all),
+        [
+            ("i1".to_string(), vec!["recreate requested"]),
+            ("i2".to_string(), vec!["recreate requested"])
+        ]
+    );
+    let one = decided(
+        &with_disk(2, 1024),
+        &observed,
+        &DeployOptions {
+            recreate: true,
+            target: Target::instance("web", "i2"),
+            ..DeployOptions::default()
+        },
+        &held,
+    );
+    assert_eq!(
+        changed(&one),
+        [("i2".to_string(), vec!["recreate requested"])]
+    );
+    assert!(
+        one.instances
+            .instances()
+            .all(|i| !i.disk.orphans() && !i.disk.creates())
+    );
+}
+
+#[test]
+fn an_ignored_or_stopped_instance_is_left_as_it_is_until_started() {
+    let (mut observed, held) = two_with_disks();
+    observed.existing[0].ignore = true;
+    observed.existing[1].state = DesiredState::Stopped;
+    let newer = with_disk(2, 1024).replace("version: '1.0'", "version: '1.1'");
+    let plan = decided(&newer, &observed, &DeployOptions::default(), &held);
+    assert!(changed(&plan).is_empty(), "{:?}", changed(&plan));
+    assert!(plan.order.waves.is_empty(), "nothing to update");
+    let started = decided(
+        &newer,
+        &observed,
+        &DeployOptions {
+            start: true,
+            ..DeployOptions::default()
+        },
+        &held,
+    );
+    assert_eq!(
+        changed(&started),
+        [("i2".to_string(), vec!["stemcell", "start requested"])],
+        "the ignored instance stays as it is"
+    );
+}
+
+#[test]
+fn an_update_cut_short_is_redone_and_its_disk_kept() {
+    let (mut observed, held) = two_with_disks();
+    observed.existing[1].applied = None;
+    let plan = decided(
+        &with_disk(2, 1024),
+        &observed,
+        &DeployOptions::default(),
+        &held,
+    );
+    assert_eq!(
+        changed(&plan),
+        [("i2".to_string(), vec!["unfinished update"])]
+    );
+    assert_eq!(
+        disks(&plan)[1],
+        DiskChange::Keep {
+            cid: "disk-i2".into()
+        }
+    );
+}
+
+#[test]
+fn a_new_network_gives_new_vms_new_addresses_and_frees_the_old_ones_after_them() {
+    let (observed, held) = two_with_disks();
+    let moved =
+        with_disk(2, 1024).replace("networks: [{name: default}]", "networks: [{name: other}]");
+    let plan = decided(&moved, &observed, &DeployOptions::default(), &held);
+    assert_eq!(
+        changed(&plan),
+        [
+            ("i1".to_string(), vec!["networks"]),
+            ("i2".to_string(), vec!["networks"])
+        ]
+    );
+    assert!(plan.instances.instances().all(|i| i.needs_new_vm()));
+    assert_eq!(
+        addresses(&plan),
+        ["i1 other/10.20.0.2", "i2 other/10.20.0.3"]
+    );
+    let freed: Vec<String> = plan
+        .instances
+        .instances()
+        .flat_map(|i| &i.obsolete_addresses)
+        .map(|h| format!("{} {}", h.network, to_ip(h.ip)))
+        .collect();
+    assert_eq!(freed, ["default 10.10.0.2", "default 10.10.0.3"]);
+}
+
+#[test]
+fn swapping_static_addresses_between_instances_is_refused() {
+    let statics = ["10.10.0.200", "10.10.0.201"];
+    let first = decided(
+        &manifest(2, &statics),
+        &Observed::default(),
+        &DeployOptions::default(),
+        &view(&[], &[]),
+    );
+    let observed = Observed {
+        existing: deployed(&first),
+        ..Observed::default()
+    };
+    let held = view(&[("i1", "10.10.0.200"), ("i2", "10.10.0.201")], &[]);
+    let refused = try_decide(
+        &manifest(2, &["10.10.0.201", "10.10.0.200"]),
+        &observed,
+        &DeployOptions::default(),
+        &held,
+    )
+    .expect_err("a swap is refused");
+    assert!(
+        refused
+            .to_string()
+            .contains("swapping static IPs between instances is not supported"),
+        "{refused}"
+    );
 }
