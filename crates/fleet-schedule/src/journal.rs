@@ -1,10 +1,11 @@
 //! What a rollout has done so far, kept in the state directory under the run's intent
 //! (strategy, selection, inventory), so that the next run of the same intent continues
 //! where this one stopped: instances done are left alone, canaries that passed are not
-//! tried again. The file is replaced atomically after every instance that is done, so a
-//! kill at any moment leaves it as it was after the last one. An instance is written only
-//! once its operation succeeded (or it needed nothing): the journal can make a run repeat
-//! work, never skip work that is not done. A run that finishes everything removes it.
+//! tried again. Each instance is appended as it is done and flushed to disk
+//! ([`crate::journal_file`]), so a kill at any moment leaves what was done before it. An
+//! instance is written only once its operation succeeded (or it needed nothing): the
+//! journal can make a run repeat work, never skip work that is not done. A run that
+//! finishes everything removes it.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -12,7 +13,7 @@ use std::time::SystemTime;
 
 use fleet_clock::WallClock;
 
-use serde::{Deserialize, Serialize};
+use crate::journal_file::{self, Contents};
 
 use fleet_rollout::inventory::Instance;
 use fleet_rollout::{Event, Observer, Outcome, Phase, Strategy};
@@ -44,19 +45,6 @@ pub enum JournalError {
 /// intent (next month's certificate rotation), not one to continue.
 pub const MAX_AGE: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
 
-const SCHEMA: u32 = 1;
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-struct Record {
-    schema: u32,
-    intent: String,
-    canaries_passed: bool,
-    done: BTreeSet<String>,
-    /// Unix seconds of the first run and of the last change.
-    started_at: u64,
-    updated_at: u64,
-}
-
 /// What a run takes over from the journal.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Resume {
@@ -70,7 +58,10 @@ pub struct Resume {
 
 pub struct Journal {
     path: PathBuf,
-    record: Record,
+    record: Contents,
+    /// The file, open to append to; `None` until it is written in a form that can be
+    /// appended to (it does not exist yet, is in the first format, or ends cut short).
+    file: Option<std::fs::File>,
     /// Held while the run lasts: one run of an intent at a time.
     _lock: std::fs::File,
     /// What the file held was older than [`MAX_AGE`] and was set aside.
@@ -119,19 +110,19 @@ impl Journal {
             }
             Err(std::fs::TryLockError::Error(e)) => return Err(failed(e)),
         }
-        let fresh = Record {
-            schema: SCHEMA,
+        let fresh = Contents {
             intent: intent.to_string(),
             canaries_passed: false,
             done: BTreeSet::new(),
             started_at: unix_now(),
             updated_at: unix_now(),
+            appendable: false,
         };
         let mut expired = false;
         let record = match std::fs::read(&path) {
             Ok(bytes) => {
-                let record: Record =
-                    serde_json::from_slice(&bytes).map_err(|source| JournalError::Damaged {
+                let record =
+                    journal_file::parse(&bytes).map_err(|source| JournalError::Damaged {
                         path: path.clone(),
                         source,
                     })?;
@@ -149,9 +140,20 @@ impl Journal {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => fresh,
             Err(source) => return Err(JournalError::Read { path, source }),
         };
+        let file = if record.appendable {
+            Some(
+                journal_file::open_for_append(&path).map_err(|source| JournalError::Write {
+                    path: path.clone(),
+                    source,
+                })?,
+            )
+        } else {
+            None
+        };
         Ok(Journal {
             path,
             record,
+            file,
             _lock: lock,
             expired,
             clock,
@@ -171,6 +173,7 @@ impl Journal {
         self.record.done.clear();
         self.record.canaries_passed = false;
         self.record.started_at = self.clock.unix_secs();
+        self.file = None;
         match std::fs::remove_file(&self.path) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(JournalError::Write {
                 path: self.path.clone(),
@@ -217,21 +220,32 @@ impl Journal {
         resume
     }
 
-    fn save(&mut self) -> Result<(), JournalError> {
-        self.record.updated_at = self.clock.unix_secs();
-        // Its folder was made when the journal was opened and locked.
-        let bytes = serde_json::to_vec_pretty(&self.record).expect("a record serializes");
-        fleet_output::write_file(&self.path, &bytes).map_err(|source| JournalError::Write {
+    /// Records `line` (already applied to the record in memory): appended to the file,
+    /// or, while the file cannot be appended to, the whole record written anew.
+    fn save(&mut self, line: String) -> Result<(), JournalError> {
+        let failed = |source| JournalError::Write {
             path: self.path.clone(),
             source,
-        })
+        };
+        let now = self.clock.unix_secs();
+        self.record.updated_at = now;
+        match &mut self.file {
+            Some(file) => journal_file::append(file, &line).map_err(failed),
+            None => {
+                // Its folder was made when the journal was opened and locked.
+                let whole = journal_file::whole(&self.record, now);
+                fleet_output::write_file(&self.path, &whole).map_err(failed)?;
+                self.file = Some(journal_file::open_for_append(&self.path).map_err(failed)?);
+                Ok(())
+            }
+        }
     }
 
     /// # Errors
     /// The journal cannot be written.
     pub fn record_done(&mut self, id: &str) -> Result<(), JournalError> {
         if self.record.done.insert(id.to_string()) {
-            self.save()?;
+            self.save(journal_file::done(id, self.clock.unix_secs()))?;
         }
         Ok(())
     }
@@ -241,7 +255,7 @@ impl Journal {
     pub fn record_canaries_passed(&mut self) -> Result<(), JournalError> {
         if !self.record.canaries_passed {
             self.record.canaries_passed = true;
-            self.save()?;
+            self.save(journal_file::canaries_passed(self.clock.unix_secs()))?;
         }
         Ok(())
     }
@@ -434,6 +448,42 @@ mod tests {
         let past = within + std::time::Duration::from_secs(1);
         let set_aside = Journal::open(dir.path(), intent, WallClock::anchored_at(past)).unwrap();
         assert!(!set_aside.is_resumed() && set_aside.expired());
+    }
+
+    #[test]
+    fn a_journal_cut_short_by_a_kill_keeps_what_was_whole_and_goes_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let intent = "update";
+        let mut journal = Journal::open(dir.path(), intent, WallClock::new()).unwrap();
+        journal.record_done("a").unwrap();
+        journal.record_done("b").unwrap();
+        let path = journal.path().to_path_buf();
+        drop(journal);
+        // A kill in the middle of appending `c`.
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes.extend_from_slice(br#"{"entry":"done","id":"c"#);
+        std::fs::write(&path, bytes).unwrap();
+
+        let listed = [
+            Instance::new("a", "p"),
+            Instance::new("b", "p"),
+            Instance::new("c", "p"),
+        ];
+        let recreate = Strategy::Recreate {
+            fix: false,
+            force: false,
+        };
+        let mut again = Journal::open(dir.path(), intent, WallClock::new()).unwrap();
+        assert_eq!(
+            again.resume(&listed, recreate).done,
+            BTreeSet::from(["a".to_string(), "b".to_string()])
+        );
+        again.record_done("c").unwrap();
+        again.record_done("d").unwrap();
+        drop(again);
+        let last = Journal::open(dir.path(), intent, WallClock::new()).unwrap();
+        assert_eq!(last.resume(&listed, recreate).done.len(), 3);
+        assert!(last.record.done.contains("d"));
     }
 
     #[test]
