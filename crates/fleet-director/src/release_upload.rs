@@ -206,7 +206,7 @@ pub async fn run(
     // Two uploads of one release must not both decide it is new.
     let _one_at_a_time = core.release_uploads.lock().await;
     let existing = core.records.releases().await?;
-    let upload = match decide(archive, &existing, fix).map_err(StepError::from)? {
+    let mut upload = match decide(archive, &existing, fix).map_err(StepError::from)? {
         Decision::AlreadyThere { name, version } => {
             let stage = log.stage("Release has been created", Vec::new(), 1);
             stage.start(format!("{name}/{version}")).finish();
@@ -215,8 +215,11 @@ pub async fn run(
         Decision::Keep(upload) => upload,
     };
     for (stage_name, blobs) in [
-        ("Creating new packages", &upload.packages),
-        ("Creating new jobs", &upload.jobs),
+        (
+            "Creating new packages",
+            std::mem::take(&mut upload.packages),
+        ),
+        ("Creating new jobs", std::mem::take(&mut upload.jobs)),
     ] {
         if blobs.is_empty() {
             continue;
@@ -225,7 +228,7 @@ pub async fn run(
         for (blob, name, bytes) in blobs {
             log.check()?;
             let step = stage.start(format!("{name}/{}", &blob[..blob.len().min(12)]));
-            let kept = core.store.run(|s| s.put_blob(blob, bytes)).await;
+            let kept = core.store.put_blob(&blob, bytes).await;
             step.end(kept.map_err(StepError::from))?;
         }
     }

@@ -145,6 +145,7 @@ impl Agent for ProcessCloud {
         log_runs(agent_id, &lifecycle.runs());
         running.started = false;
         vm.remember(|f| f.started = false)
+            .await
             .map_err(|e| Self::failed(agent_id, "stop", e))?;
         halted
             .map(|_| ())
@@ -187,6 +188,7 @@ impl Agent for ProcessCloud {
             f.jobs = names;
             f.started = false;
         })
+        .await
         .map_err(|e| failed(e.to_string()))
     }
 
@@ -203,6 +205,7 @@ impl Agent for ProcessCloud {
         running.started = started.is_ok();
         let ok = started.is_ok();
         vm.remember(|f| f.started = ok)
+            .await
             .map_err(|e| Self::failed(agent_id, "start", e))?;
         started
             .map(|_| ())
@@ -218,6 +221,7 @@ impl Agent for ProcessCloud {
         vm.sandbox.mount(&disk).map_err(failed)?;
         if std::fs::read_link(vm.sandbox.store()).is_ok_and(|at| at == disk) {
             vm.remember(|f| f.disk = Some(disk_cid.to_string()))
+                .await
                 .map_err(failed)?;
         }
         Ok(())
@@ -234,6 +238,7 @@ impl Agent for ProcessCloud {
                 f.disk = None;
             }
         })
+        .await
         .map_err(failed)
     }
 
@@ -296,7 +301,7 @@ impl Agent for ProcessCloud {
         let (compiled, _) = outcome.map_err(|e| failed(e.to_string()))?;
         let blob = fleet_release::sha1_hex(&compiled);
         self.store
-            .run(|s| s.put_blob(&blob, &compiled))
+            .put_blob(&blob, compiled)
             .await
             .map_err(|e| failed(e.to_string()))?;
         Ok(blob)
@@ -316,6 +321,7 @@ impl Agent for ProcessCloud {
             vm.sandbox.finish_migration().map_err(failed)?;
         }
         vm.remember(|f| f.disk = Some(to.to_string()))
+            .await
             .map_err(failed)
     }
 

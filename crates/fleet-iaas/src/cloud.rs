@@ -64,6 +64,9 @@ pub(crate) struct Vm {
     pub(crate) agent_id: String,
     pub(crate) sandbox: Sandbox,
     facts: Mutex<AgentFacts>,
+    /// Held from changing the facts to their write's end: writes land in the order the
+    /// changes were made.
+    writing: tokio::sync::Mutex<()>,
     pub(crate) running: tokio::sync::Mutex<Running>,
 }
 
@@ -72,15 +75,23 @@ impl Vm {
         self.facts.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// Changes what the agent keeps of the VM, on disk too.
-    pub(crate) fn remember(&self, change: impl FnOnce(&mut AgentFacts)) -> std::io::Result<()> {
+    /// Changes what the agent keeps of the VM, on disk too: written (and synced) on
+    /// tokio's blocking pool, since it happens on every agent call that changes the VM.
+    pub(crate) async fn remember(
+        &self,
+        change: impl FnOnce(&mut AgentFacts),
+    ) -> std::io::Result<()> {
+        let _writing = self.writing.lock().await;
         let facts = {
             let mut facts = self.facts.lock().unwrap_or_else(|p| p.into_inner());
             change(&mut facts);
             facts.clone()
         };
         let text = serde_json::to_vec_pretty(&facts).map_err(std::io::Error::other)?;
-        write_atomically(&self.sandbox.root().join(AGENT_FACTS), &text)
+        let path = self.sandbox.root().join(AGENT_FACTS);
+        tokio::task::spawn_blocking(move || write_atomically(&path, &text))
+            .await
+            .map_err(std::io::Error::other)?
             .map_err(std::io::Error::other)
     }
 }
@@ -151,6 +162,7 @@ impl ProcessCloud {
             agent_id: agent_id.to_string(),
             sandbox,
             facts: Mutex::new(facts),
+            writing: tokio::sync::Mutex::new(()),
             running: tokio::sync::Mutex::new(Running::default()),
         });
         self.vms
@@ -305,6 +317,18 @@ impl ProcessCloud {
 
 /// A CPI's error as the director reads it: a VM or disk already gone is what delete
 /// calls want.
+/// Runs work on the IaaS's records (files written and synced, trees copied or removed)
+/// on tokio's blocking pool: every CPI call that changes the IaaS does some.
+async fn on_iaas<T: Send + 'static>(
+    iaas: &ProcessIaas,
+    work: impl FnOnce(&ProcessIaas) -> Result<T, IaasError> + Send + 'static,
+) -> Result<Result<T, IaasError>, CpiError> {
+    let iaas = iaas.clone();
+    tokio::task::spawn_blocking(move || work(&iaas))
+        .await
+        .map_err(cpi_error)
+}
+
 fn gone_is_fine(outcome: Result<(), IaasError>) -> Result<(), CpiError> {
     match outcome {
         Err(IaasError::VmNotFound(_) | IaasError::DiskNotFound(_)) | Ok(()) => Ok(()),
@@ -318,10 +342,12 @@ impl Cpi for ProcessCloud {
         let properties = serde_json::json!({
             "name": stemcell.name, "operating_system": stemcell.os, "version": stemcell.version,
         });
-        self.iaas
-            .create_stemcell("", &properties)
-            .map(Some)
-            .map_err(cpi_error)
+        on_iaas(&self.iaas, move |iaas| {
+            iaas.create_stemcell("", &properties)
+        })
+        .await?
+        .map(Some)
+        .map_err(cpi_error)
     }
 
     async fn create_vm(&self, request: &VmRequest) -> Result<String, CpiError> {
@@ -339,27 +365,34 @@ impl Cpi for ProcessCloud {
                 })
                 .collect(),
         };
-        let stemcell = request.stemcell_cid.as_deref().unwrap_or(&request.stemcell);
+        let stemcell = request
+            .stemcell_cid
+            .clone()
+            .unwrap_or_else(|| request.stemcell.clone());
         let env = serde_json::json!({"bosh": {"group": request.deployment}});
-        let record = self
-            .iaas
-            .create_vm(
-                &request.agent_id,
-                stemcell,
-                &serde_json::Value::Object(request.cloud_properties.clone()),
-                &serde_json::Value::Object(networks),
-                &env,
-            )
-            .map_err(cpi_error)?;
         let mut metadata = serde_json::Map::new();
         metadata.insert("deployment".into(), request.deployment.clone().into());
         metadata.insert("name".into(), request.instance.clone().into());
         if let Some(id) = &request.instance_id {
             metadata.insert("id".into(), id.clone().into());
         }
-        self.iaas
-            .set_vm_metadata(&record.cid, &metadata)
-            .map_err(cpi_error)?;
+        let (agent_id, cloud_properties) = (
+            request.agent_id.clone(),
+            serde_json::Value::Object(request.cloud_properties.clone()),
+        );
+        let record = on_iaas(&self.iaas, move |iaas| {
+            let record = iaas.create_vm(
+                &agent_id,
+                &stemcell,
+                &cloud_properties,
+                &serde_json::Value::Object(networks),
+                &env,
+            )?;
+            iaas.set_vm_metadata(&record.cid, &metadata)?;
+            Ok(record)
+        })
+        .await?
+        .map_err(cpi_error)?;
         self.meet(&record.cid, &record.agent_id)
             .map_err(cpi_error)?;
         Ok(record.cid)
@@ -378,12 +411,8 @@ impl Cpi for ProcessCloud {
         if let Supervision::Daemons { program } = &self.supervision {
             Daemon::new(&self.iaas.vm_dir(cid), program).exit().await;
         }
-        let iaas = self.iaas.clone();
         let cid = cid.to_string();
-        let deleted = tokio::task::spawn_blocking(move || iaas.delete_vm(&cid))
-            .await
-            .map_err(cpi_error)?;
-        gone_is_fine(deleted)
+        gone_is_fine(on_iaas(&self.iaas, move |iaas| iaas.delete_vm(&cid)).await?)
     }
 
     async fn has_vm(&self, cid: &str) -> Result<bool, CpiError> {
@@ -407,38 +436,34 @@ impl Cpi for ProcessCloud {
         cloud_properties: &serde_json::Map<String, serde_json::Value>,
         _vm_cid: &str,
     ) -> Result<String, CpiError> {
-        self.iaas
-            .create_disk(size, &serde_json::Value::Object(cloud_properties.clone()))
+        let properties = serde_json::Value::Object(cloud_properties.clone());
+        on_iaas(&self.iaas, move |iaas| iaas.create_disk(size, &properties))
+            .await?
             .map_err(cpi_error)
     }
 
     async fn delete_disk(&self, disk_cid: &str) -> Result<(), CpiError> {
-        // A disk's whole tree is removed: off the async workers.
-        let iaas = self.iaas.clone();
         let disk = disk_cid.to_string();
-        let deleted = tokio::task::spawn_blocking(move || iaas.delete_disk(&disk))
-            .await
-            .map_err(cpi_error)?;
-        gone_is_fine(deleted)
+        gone_is_fine(on_iaas(&self.iaas, move |iaas| iaas.delete_disk(&disk)).await?)
     }
 
     async fn attach_disk(&self, vm_cid: &str, disk_cid: &str) -> Result<(), CpiError> {
-        self.iaas
-            .attach_disk(vm_cid, disk_cid)
+        let (vm, disk) = (vm_cid.to_string(), disk_cid.to_string());
+        on_iaas(&self.iaas, move |iaas| iaas.attach_disk(&vm, &disk))
+            .await?
             .map(|_| ())
             .map_err(cpi_error)
     }
 
     async fn detach_disk(&self, vm_cid: &str, disk_cid: &str) -> Result<(), CpiError> {
-        gone_is_fine(self.iaas.detach_disk(vm_cid, disk_cid))
+        let (vm, disk) = (vm_cid.to_string(), disk_cid.to_string());
+        gone_is_fine(on_iaas(&self.iaas, move |iaas| iaas.detach_disk(&vm, &disk)).await?)
     }
 
     async fn snapshot_disk(&self, disk_cid: &str) -> Result<String, CpiError> {
-        let iaas = self.iaas.clone();
         let disk = disk_cid.to_string();
-        tokio::task::spawn_blocking(move || iaas.snapshot_disk(&disk))
-            .await
-            .map_err(cpi_error)?
+        on_iaas(&self.iaas, move |iaas| iaas.snapshot_disk(&disk))
+            .await?
             .map_err(cpi_error)
     }
 }

@@ -265,7 +265,8 @@ async fn answer(
             .await
             {
                 networked_agent::end(&iaas.vm_dir(&vm.cid)).await;
-                let _ = iaas.delete_vm(&vm.cid);
+                let gone = vm.cid.clone();
+                let _ = off_runtime(&iaas, move |iaas| iaas.delete_vm(&gone)).await;
                 return Err(failure);
             }
             Ok(if version >= 2 {

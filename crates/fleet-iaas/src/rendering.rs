@@ -103,7 +103,7 @@ impl Renderer for TemplateRenderer {
         })?;
         let blob = rendered_blob_id(&instance.deployment, &fleet_release::sha1_hex(&archive));
         self.store
-            .run(|s| s.put_blob(&blob, &archive))
+            .put_blob(&blob, archive)
             .await
             .map_err(|e| TemplateError::Unavailable(e.to_string()))?;
         Ok(Some(RenderedTemplates {

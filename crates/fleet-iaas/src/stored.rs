@@ -71,7 +71,7 @@ pub async fn releases<'a>(
 
 pub async fn blob(store: &AsyncStore, id: &str) -> Result<Vec<u8>, StoredError> {
     store
-        .run(|s| s.blob(id))
+        .blob(id)
         .await?
         .ok_or_else(|| StoredError::NoBlob { id: id.to_string() })
 }

@@ -3,7 +3,8 @@
 //! each call to a thread of its own and back cost more than the call (measured on a
 //! 10,000-instance fleet: a third of the wall time went to waking threads). Calls that
 //! read or write without bound (a long task history) are few and come from people, not
-//! from deploys.
+//! from deploys; blobs, which deploys read and write and which run to hundreds of
+//! megabytes, go to tokio's blocking pool ([`AsyncStore::blob`], [`AsyncStore::put_blob`]).
 
 use std::sync::Arc;
 
@@ -47,6 +48,26 @@ impl AsyncStore {
     {
         tokio::task::coop::consume_budget().await;
         call(&*self.store)
+    }
+
+    /// A blob, read on tokio's blocking pool: a blob runs to hundreds of megabytes (a
+    /// compiled package, a release's archive), where a document's call takes
+    /// microseconds and is made where it is asked for.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn blob(&self, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let (store, id) = (Arc::clone(&self.store), id.to_string());
+        off_runtime(move || store.blob(&id)).await
+    }
+
+    /// Keeps `bytes` as the blob `id`, written on tokio's blocking pool (see [`Self::blob`]).
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn put_blob(&self, id: &str, bytes: Vec<u8>) -> Result<(), StoreError> {
+        let (store, id) = (Arc::clone(&self.store), id.to_string());
+        off_runtime(move || store.put_blob(&id, &bytes)).await
     }
 
     /// [`Store::defer`]: writes that need no commit of their own.
@@ -196,6 +217,22 @@ impl AsyncStore {
     ) -> Result<usize, StoreError> {
         self.run(move |s| s.name_unnamed_tasks(kinds, fallback))
             .await
+    }
+}
+
+/// Runs `call` on tokio's blocking pool; a panic in it is the caller's, as it would be
+/// where it was made.
+async fn off_runtime<T, F>(call: F) -> Result<T, StoreError>
+where
+    F: FnOnce() -> Result<T, StoreError> + Send + 'static,
+    T: Send + 'static,
+{
+    match tokio::task::spawn_blocking(call).await {
+        Ok(result) => result,
+        Err(e) => match e.try_into_panic() {
+            Ok(panic) => std::panic::resume_unwind(panic),
+            Err(_) => Err(StoreError::Stopped),
+        },
     }
 }
 

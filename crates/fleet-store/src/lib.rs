@@ -76,8 +76,9 @@ pub enum StoreError {
          (the next start recovers)"
     )]
     Lost,
-    /// The runtime shut down before opening the store finished.
-    #[error("the state store's opening stopped before it finished (shutting down)")]
+    /// The runtime shut down (or the store's thread ended) before a call to the store,
+    /// or its opening, finished.
+    #[error("the state store stopped answering before the call finished (shutting down)")]
     Stopped,
 }
 

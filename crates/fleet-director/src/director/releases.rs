@@ -115,7 +115,7 @@ impl Director {
 
     /// A blob the director keeps (a job's or package's archive).
     pub async fn blob(&self, id: &str) -> Result<Option<Vec<u8>>, DirectorError> {
-        Ok(self.store().run(|s| s.blob(id)).await?)
+        Ok(self.store().blob(id).await?)
     }
 
     /// Keeps a stemcell; the CPI makes its image known first (`create_stemcell`). The

@@ -133,9 +133,7 @@ pub async fn keep(core: &Core, deployment: &str, bytes: &[u8]) -> Result<LogBund
         created_at: core.now_ms(),
         sha1: fleet_release::sha1_hex(bytes),
     };
-    let blob = bytes.to_vec();
-    let id = bundle.id.clone();
-    core.store.run(move |s| s.put_blob(&id, &blob)).await?;
+    core.store.put_blob(&bundle.id, bytes.to_vec()).await?;
     core.records
         .write(vec![change::log_bundle(&bundle)])
         .await?;
