@@ -61,9 +61,13 @@ async fn main() {
         started.elapsed().as_secs_f64()
     );
     let any = "127.0.0.1:0".parse().expect("an address");
+    // Every client connects from 127.0.0.1, as a platform behind one egress address
+    // does: the per-client connection limit must admit them all.
+    let mut config = ServeConfig::default();
+    config.limits.max_connections_per_client = config.limits.max_connections_per_client.max(CLIENTS);
     let serving = serve::start(
         fleet,
-        &ServeConfig::default(),
+        &config,
         dir.path(),
         Addresses {
             director: any,
