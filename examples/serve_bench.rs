@@ -64,7 +64,8 @@ async fn main() {
     // Every client connects from 127.0.0.1, as a platform behind one egress address
     // does: the per-client connection limit must admit them all.
     let mut config = ServeConfig::default();
-    config.limits.max_connections_per_client = config.limits.max_connections_per_client.max(CLIENTS);
+    config.limits.max_connections_per_client =
+        config.limits.max_connections_per_client.max(CLIENTS);
     let serving = serve::start(
         fleet,
         &config,

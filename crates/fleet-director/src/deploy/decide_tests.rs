@@ -537,28 +537,17 @@ fn a_first_deploy_creates_each_instances_disk_and_a_dry_run_says_so() {
         lines.iter().all(|l| l.contains("; creates a 1024 MB disk")),
         "{lines:?}"
     );
-    assert!(
-        dry_run::summary(&plan).contains("2 disks created and 0 orphaned"),
-        "{}",
-        dry_run::summary(&plan)
-    );
+    assert_summary_says(&plan, "2 disks created and 0 orphaned");
 }
 
 #[test]
 fn a_new_disk_size_moves_the_data_and_an_unchanged_deploy_keeps_every_disk() {
-    let first = decided(
-        &with_disk(2, 1024),
-        &Observed::default(),
-        &DeployOptions::default(),
-        &view(&[], &[]),
-    );
-    let observed = deployed_with_disks(&first);
-    let held = [("i1", "10.10.0.2"), ("i2", "10.10.0.3")];
+    let (observed, held) = two_with_disks();
     let again = decided(
         &with_disk(2, 1024),
         &observed,
         &DeployOptions::default(),
-        &view(&held, &[]),
+        &held,
     );
     assert_eq!(
         disks(&again),
@@ -576,7 +565,7 @@ fn a_new_disk_size_moves_the_data_and_an_unchanged_deploy_keeps_every_disk() {
         &with_disk(2, 2048),
         &observed,
         &DeployOptions::default(),
-        &view(&held, &[]),
+        &held,
     );
     assert!(
         bigger
@@ -599,28 +588,17 @@ fn a_new_disk_size_moves_the_data_and_an_unchanged_deploy_keeps_every_disk() {
         line.contains("moves disk disk-i1 to a new 2048 MB disk"),
         "{line}"
     );
-    assert!(
-        dry_run::summary(&bigger).contains("2 disks created and 2 orphaned"),
-        "{}",
-        dry_run::summary(&bigger)
-    );
+    assert_summary_says(&bigger, "2 disks created and 2 orphaned");
 }
 
 #[test]
 fn a_disk_no_longer_wanted_or_whose_instance_goes_is_orphaned() {
-    let first = decided(
-        &with_disk(2, 1024),
-        &Observed::default(),
-        &DeployOptions::default(),
-        &view(&[], &[]),
-    );
-    let observed = deployed_with_disks(&first);
-    let held = [("i1", "10.10.0.2"), ("i2", "10.10.0.3")];
+    let (observed, held) = two_with_disks();
     let without = decided(
         &manifest(2, &[]),
         &observed,
         &DeployOptions::default(),
-        &view(&held, &[]),
+        &held,
     );
     assert_eq!(
         disks(&without)[1],
@@ -630,24 +608,16 @@ fn a_disk_no_longer_wanted_or_whose_instance_goes_is_orphaned() {
             reuse: None
         }
     );
-    assert!(
-        dry_run::summary(&without).contains("0 disks created and 2 orphaned"),
-        "{}",
-        dry_run::summary(&without)
-    );
+    assert_summary_says(&without, "0 disks created and 2 orphaned");
 
     let shrunk = decided(
         &with_disk(1, 1024),
         &observed,
         &DeployOptions::default(),
-        &view(&held, &[]),
+        &held,
     );
     assert_eq!(shrunk.deletions.len(), 1);
-    assert!(
-        dry_run::summary(&shrunk).contains("0 disks created and 1 orphaned"),
-        "{}",
-        dry_run::summary(&shrunk)
-    );
+    assert_summary_says(&shrunk, "0 disks created and 1 orphaned");
 }
 
 #[test]
@@ -670,11 +640,7 @@ fn packages_are_compiled_only_where_the_cache_lacks_them_and_a_dry_run_counts_th
         first.compilation.describe(),
         ["nginx/1/nginx on jammy/1.0", "nginx/1/pcre on jammy/1.0"]
     );
-    assert!(
-        dry_run::summary(&first).contains(", 2 packages compiled;"),
-        "{}",
-        dry_run::summary(&first)
-    );
+    assert_summary_says(&first, ", 2 packages compiled;");
 
     let one = Observed {
         uncompiled: Uncompiled(["nginx/1/nginx@jammy/1.0".to_string()].into()),
@@ -695,6 +661,11 @@ fn packages_are_compiled_only_where_the_cache_lacks_them_and_a_dry_run_counts_th
         &view(&[], &[]),
     );
     assert_eq!(none.compilation.packages(), 0);
+}
+
+fn assert_summary_says(plan: &DeployPlan, words: &str) {
+    let summary = dry_run::summary(plan);
+    assert!(summary.contains(words), "{summary}");
 }
 
 /// Two instances deployed with 1024 MB disks, as the store and the agents then report them.
