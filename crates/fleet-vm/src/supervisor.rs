@@ -696,11 +696,14 @@ async fn run_program(
         .stderr(log("stderr")?)
         .process_group(0);
     signal::default_handling(&mut program);
-    let mut child = program.spawn().map_err(|source| StartError::Spawn {
-        which,
-        name: name.to_string(),
-        source,
-    })?;
+    let mut child =
+        crate::spawn::spawn(&mut program)
+            .await
+            .map_err(|source| StartError::Spawn {
+                which,
+                name: name.to_string(),
+                source,
+            })?;
     let group = child.id();
     match tokio::time::timeout(limit, child.wait()).await {
         Ok(Ok(status)) => Ok((status.code(), group)),
