@@ -41,7 +41,8 @@ async fn observe(core: &Core, instance: &InstanceRecord) -> Result<Option<Health
         return Ok(Some(Health::Missing));
     }
     let answered = core
-        .agent_call(agent_id, "get_state", core.agent.get_state(agent_id))
+        .agents
+        .call(agent_id, "get_state", core.agents.agent.get_state(agent_id))
         .await
         .is_ok();
     Ok(Some(if answered {
@@ -155,7 +156,7 @@ pub async fn resolve(
             };
             match resolution {
                 Resolution::Ignore => {}
-                Resolution::DeleteVmReference => forget_vm(&core, record).await?,
+                Resolution::DeleteVmReference => forget_vm(&core.records, record).await?,
                 Resolution::RebootVm => core
                     .cpi
                     .reboot_vm(&problem.vm_cid)
@@ -163,7 +164,7 @@ pub async fn resolve(
                     .for_subject("reboot_vm", &problem.vm_cid)?,
                 Resolution::RecreateVm => {
                     if problem.kind == ProblemKind::MissingVm {
-                        forget_vm(&core, record).await?;
+                        forget_vm(&core.records, record).await?;
                     }
                     recreate.insert(record.id.clone());
                 }

@@ -156,10 +156,14 @@ impl Worker<'_> {
         let what = package.describe();
         let blob = self
             .core
-            .agent_call(
+            .agents
+            .call(
                 &agent,
                 "compile_package",
-                self.core.agent.compile_package(&agent, &what, dependencies),
+                self.core
+                    .agents
+                    .agent
+                    .compile_package(&agent, &what, dependencies),
             )
             .await
             .map_err(|source| StepError::Compiling {

@@ -74,7 +74,7 @@ pub struct Core {
     /// The director's records in `store`, typed.
     pub records: Records,
     pub cpi: Arc<dyn Cpi>,
-    pub agent: Arc<dyn Agent>,
+    pub agents: Agents,
     pub renderer: Arc<dyn Renderer>,
     pub settings: DirectorSettings,
     /// One lock per package and stemcell: deploys running at once compile a package once,
@@ -101,7 +101,10 @@ impl Core {
             store,
             // Every CPI call of a task is in its trace.
             cpi: Arc::new(TracedCpi(infrastructure.cpi)),
-            agent: infrastructure.agent,
+            agents: Agents {
+                agent: infrastructure.agent,
+                timeout: settings.agent_timeout,
+            },
             renderer: infrastructure.renderer,
             settings,
             compile_locks: Mutex::new(HashMap::new()),
@@ -141,16 +144,28 @@ impl Core {
         let mut locks = self.compile_locks.lock().unwrap_or_else(|p| p.into_inner());
         Arc::clone(locks.entry(key.to_string()).or_default())
     }
+}
 
+/// The agents as the director's steps reach them: each call bounded by the agent timeout
+/// and noted in the task's trace. A step that only talks to agents takes this, not
+/// [`Core`].
+#[derive(Clone)]
+pub struct Agents {
+    pub agent: Arc<dyn Agent>,
+    /// How long an agent may take to answer before it counts as unresponsive.
+    pub timeout: Duration,
+}
+
+impl Agents {
     /// Bounds an agent call by the agent timeout.
-    pub async fn agent_call<T>(
+    pub async fn call<T>(
         &self,
         agent_id: &str,
         method: &str,
         call: impl Future<Output = Result<T, AgentError>>,
     ) -> Result<T, AgentError> {
         let started = tokio::time::Instant::now();
-        let answer = match tokio::time::timeout(self.settings.agent_timeout, call).await {
+        let answer = match tokio::time::timeout(self.timeout, call).await {
             Ok(result) => result,
             Err(_) => Err(AgentError::Unresponsive {
                 agent_id: agent_id.to_string(),

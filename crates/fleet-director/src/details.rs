@@ -23,7 +23,8 @@ async fn observe(core: &Core, instance: &InstanceRecord) -> (String, Option<Agen
         return (String::new(), None);
     }
     match core
-        .agent_call(agent_id, "get_state", core.agent.get_state(agent_id))
+        .agents
+        .call(agent_id, "get_state", core.agents.agent.get_state(agent_id))
         .await
     {
         Ok(state) => (state.job_state.as_str().to_string(), Some(state)),

@@ -126,7 +126,7 @@ async fn record_errand_instances(
         for instance in &mut group.instances {
             if instance.existing.is_none() {
                 let record = new_record(deployment, instance, DesiredState::Detached);
-                persist(core, &record).await?;
+                persist(&core.records, &record).await?;
                 instance.existing = Some(record);
             }
         }
@@ -186,16 +186,17 @@ async fn post_deploy(core: &Arc<Core>, deployment: &str) -> Result<(), JobError>
         };
         let core = Arc::clone(core);
         running.spawn(crate::trace::within(async move {
-            core.agent_call(
-                &agent,
-                "run_script post-deploy",
-                core.agent.post_deploy(&agent),
-            )
-            .await
-            .map_err(|source| StepError::PostDeploy {
-                instance: instance.name(),
-                source: Box::new(source),
-            })
+            core.agents
+                .call(
+                    &agent,
+                    "run_script post-deploy",
+                    core.agents.agent.post_deploy(&agent),
+                )
+                .await
+                .map_err(|source| StepError::PostDeploy {
+                    instance: instance.name(),
+                    source: Box::new(source),
+                })
         }));
     }
     let mut first_error = None;

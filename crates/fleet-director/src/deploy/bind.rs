@@ -45,7 +45,8 @@ pub(super) async fn bind(
         let (id, name) = (instance.id.clone(), instance.name());
         calls.spawn(crate::trace::within(async move {
             let state = core
-                .agent_call(&agent, "get_state", core.agent.get_state(&agent))
+                .agents
+                .call(&agent, "get_state", core.agents.agent.get_state(&agent))
                 .await
                 .ok();
             (id, name, state)

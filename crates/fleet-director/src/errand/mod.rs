@@ -419,7 +419,12 @@ async fn run_on(
         ))));
     };
     let ran = core
-        .agent_call(&agent, "run_errand", core.agent.run_errand(&agent, job))
+        .agents
+        .call(
+            &agent,
+            "run_errand",
+            core.agents.agent.run_errand(&agent, job),
+        )
         .await
         .map_err(|e| StepError::Failed(format!("run_errand on {}: {e}", record.name())));
     step.end(ran)

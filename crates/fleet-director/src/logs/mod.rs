@@ -119,7 +119,12 @@ pub async fn from_instance(
         ))));
     };
     let fetched = core
-        .agent_call(&agent, "fetch_logs", core.agent.fetch_logs(&agent, request))
+        .agents
+        .call(
+            &agent,
+            "fetch_logs",
+            core.agents.agent.fetch_logs(&agent, request),
+        )
         .await
         .map_err(|e| StepError::Failed(format!("fetch_logs on {}: {e}", record.name())));
     step.end(fetched)

@@ -7,15 +7,37 @@ use super::super::error::StepError;
 use super::super::model::{DiskRecord, InstanceRecord};
 use super::super::plan::{Change, InstancePlan};
 use super::records::{orphaned, persist};
+use crate::core::Agents;
+use crate::cpi::Cpi;
 use crate::disk_plan::DiskChange;
 use crate::error::CallContext;
-use crate::records::change;
+use crate::records::{Records, change};
+use fleet_clock::WallClock;
+
+/// What a disk step reaches, and nothing else.
+pub struct DiskPorts<'a> {
+    pub records: &'a Records,
+    pub cpi: &'a dyn Cpi,
+    pub agents: &'a Agents,
+    pub clock: &'a WallClock,
+}
+
+impl<'a> DiskPorts<'a> {
+    pub fn of(core: &'a Core) -> Self {
+        DiskPorts {
+            records: &core.records,
+            cpi: &*core.cpi,
+            agents: &core.agents,
+            clock: &core.clock,
+        }
+    }
+}
 
 /// Carries out the plan's disk change. `fresh_vm`: the VM was just created, so a disk
 /// that stays (or whose data moves) is attached to it first; an unfinished update attaches
 /// a kept disk again too, since a crash may have cut the last attach short.
 pub async fn converge_disk(
-    core: &Core,
+    ports: &DiskPorts<'_>,
     record: &mut InstanceRecord,
     plan: &InstancePlan,
     fresh_vm: bool,
@@ -30,7 +52,7 @@ pub async fn converge_disk(
             if fresh_vm || plan.changes.contains(&Change::Unapplied) {
                 // Attaching and mounting again is harmless and finishes a step a crash
                 // may have cut short.
-                attach_and_mount(core, &vm, &agent, cid, &name).await?;
+                attach_and_mount(ports.cpi, ports.agents, &vm, &agent, cid, &name).await?;
             }
             return Ok(());
         }
@@ -40,63 +62,77 @@ pub async fn converge_disk(
         && fresh_vm
     {
         // The old disk must be reachable on the new VM to move its data.
-        attach_and_mount(core, &vm, &agent, cid, &name).await?;
+        attach_and_mount(ports.cpi, ports.agents, &vm, &agent, cid, &name).await?;
     }
     let mut writes = Vec::new();
     let new_disk = if size > 0 {
         let disk = match reuse {
             Some(disk) => disk,
             None => {
-                create_disk(core, record, size, &plan.desired.disk_cloud_properties, &vm).await?
+                create_disk(
+                    ports.records,
+                    ports.cpi,
+                    record,
+                    size,
+                    &plan.desired.disk_cloud_properties,
+                    &vm,
+                )
+                .await?
             }
         };
-        attach_and_mount(core, &vm, &agent, &disk, &name).await?;
+        attach_and_mount(ports.cpi, ports.agents, &vm, &agent, &disk, &name).await?;
         Some(disk)
     } else {
         None
     };
     if let Some(old_cid) = old {
         if let Some(new_cid) = &new_disk {
-            core.agent_call(
+            ports
+                .agents
+                .call(
+                    &agent,
+                    "migrate_disk",
+                    ports.agents.agent.migrate_disk(&agent, &old_cid, new_cid),
+                )
+                .await
+                .for_subject("migrate_disk", &name)?;
+        }
+        ports
+            .agents
+            .call(
                 &agent,
-                "migrate_disk",
-                core.agent.migrate_disk(&agent, &old_cid, new_cid),
+                "unmount_disk",
+                ports.agents.agent.unmount_disk(&agent, &old_cid),
             )
             .await
-            .for_subject("migrate_disk", &name)?;
-        }
-        core.agent_call(
-            &agent,
-            "unmount_disk",
-            core.agent.unmount_disk(&agent, &old_cid),
-        )
-        .await
-        .for_subject("unmount_disk", &name)?;
-        core.cpi
+            .for_subject("unmount_disk", &name)?;
+        ports
+            .cpi
             .detach_disk(&vm, &old_cid)
             .await
             .for_subject("detach_disk", &name)?;
-        let orphan = orphaned(core, &old_cid, record).await?;
+        let orphan = orphaned(ports.records, ports.clock, &old_cid, record).await?;
         writes.push(change::disk(&orphan));
     }
     record.disk_cid = new_disk;
-    core.records.write(writes).await?;
-    persist(core, record).await
+    ports.records.write(writes).await?;
+    persist(ports.records, record).await
 }
 
 /// Attaches `disk` to `vm` and has the agent mount it.
 async fn attach_and_mount(
-    core: &Core,
+    cpi: &dyn Cpi,
+    agents: &Agents,
     vm: &str,
     agent: &str,
     disk: &str,
     name: &str,
 ) -> Result<(), StepError> {
-    core.cpi
-        .attach_disk(vm, disk)
+    cpi.attach_disk(vm, disk)
         .await
         .for_subject("attach_disk", name)?;
-    core.agent_call(agent, "mount_disk", core.agent.mount_disk(agent, disk))
+    agents
+        .call(agent, "mount_disk", agents.agent.mount_disk(agent, disk))
         .await
         .for_subject("mount_disk", name)?;
     Ok(())
@@ -105,14 +141,14 @@ async fn attach_and_mount(
 /// Creates and records a disk for the instance; recorded at once, so a crash from here on
 /// leaves a disk the next deploy knows.
 async fn create_disk(
-    core: &Core,
+    records: &Records,
+    cpi: &dyn Cpi,
     record: &InstanceRecord,
     wanted: u64,
     properties: &serde_json::Map<String, serde_json::Value>,
     vm: &str,
 ) -> Result<String, StepError> {
-    let disk = core
-        .cpi
+    let disk = cpi
         .create_disk(wanted, properties, vm)
         .await
         .for_subject("create_disk", &record.name())?;
@@ -127,6 +163,6 @@ async fn create_disk(
         instance_name: None,
         az: record.az.clone(),
     };
-    core.records.write(vec![change::disk(&disk_record)]).await?;
+    records.write(vec![change::disk(&disk_record)]).await?;
     Ok(disk)
 }

@@ -1,8 +1,9 @@
 //! One instance's update: stop (prepare, drain, stop), a new VM when the old one cannot
 //! be reconfigured, the persistent disk, apply, start, and watching the jobs come up.
 
+use crate::core::Agents;
 use crate::error::CallContext;
-use crate::records::change;
+use crate::records::{Records, change};
 
 use tokio::time::sleep;
 
@@ -13,7 +14,7 @@ use super::super::manifest::WatchTime;
 use super::super::model::{DesiredState, InstanceRecord};
 use super::super::plan::{Change, InstancePlan};
 use super::super::task::Stage;
-use super::disk::converge_disk;
+use super::disk::{DiskPorts, converge_disk};
 use super::jobs::stop_jobs;
 use super::options::UpdateOptions;
 use super::records::persist;
@@ -57,11 +58,16 @@ async fn procedure(
     let running = record.vm_cid.is_some() && record.applied.is_some() && !unresponsive;
     // From here on the instance is unfinished until it runs the desired spec.
     record.applied = None;
-    persist(core, record).await?;
+    persist(&core.records, record).await?;
     if running {
         let agent = record.agent_id.clone().unwrap_or_default();
         if !plan.needs_new_vm() {
-            core.agent_call(&agent, "prepare", core.agent.prepare(&agent, &plan.desired))
+            core.agents
+                .call(
+                    &agent,
+                    "prepare",
+                    core.agents.agent.prepare(&agent, &plan.desired),
+                )
                 .await
                 .for_subject("prepare", &name)?;
         }
@@ -76,7 +82,7 @@ async fn procedure(
         };
         // A stopped instance being started has no jobs running to drain.
         if record.state == DesiredState::Started {
-            stop_jobs(core, &agent, &name, options.skip_drain, drain).await?;
+            stop_jobs(&core.agents, &agent, &name, options.skip_drain, drain).await?;
         }
         if core.settings.snapshots
             && let Some(disk) = &record.disk_cid
@@ -89,22 +95,35 @@ async fn procedure(
     }
     let fresh_vm = record.vm_cid.is_none() || plan.needs_new_vm();
     if fresh_vm {
-        delete_vm(core, record, !unresponsive).await?;
-        create_vm(core, record, plan).await?;
+        delete_vm(
+            &core.records,
+            &*core.cpi,
+            &core.agents,
+            record,
+            !unresponsive,
+        )
+        .await?;
+        create_vm(&core.records, &*core.cpi, &core.clock, record, plan).await?;
     }
-    converge_disk(core, record, plan, fresh_vm).await?;
-    update_dns(core, record, plan).await?;
+    converge_disk(&DiskPorts::of(core), record, plan, fresh_vm).await?;
+    update_dns(&core.records, record, plan).await?;
     let agent = record.agent_id.clone().unwrap_or_default();
-    core.agent_call(&agent, "apply", core.agent.apply(&agent, &plan.desired))
+    core.agents
+        .call(
+            &agent,
+            "apply",
+            core.agents.agent.apply(&agent, &plan.desired),
+        )
         .await
         .for_subject("apply", &name)?;
     record.state = DesiredState::Started;
-    core.agent_call(&agent, "start", core.agent.start(&agent))
+    core.agents
+        .call(&agent, "start", core.agents.agent.start(&agent))
         .await
         .for_subject("start", &name)?;
-    watch(core, &agent, &name, watch_time).await?;
+    watch(&core.agents, &agent, &name, watch_time).await?;
     record.applied = Some(plan.desired.clone());
-    persist(core, record).await?;
+    persist(&core.records, record).await?;
     // The new VM runs on its new addresses: the old ones can go.
     let owner = crate::network::Owner {
         deployment: record.deployment.clone(),
@@ -121,7 +140,7 @@ async fn procedure(
 
 /// The instance's DNS records point at its addresses (`<id>.<group>.<network>.<deployment>.bosh`).
 async fn update_dns(
-    core: &Core,
+    records: &Records,
     record: &InstanceRecord,
     plan: &InstancePlan,
 ) -> Result<(), StepError> {
@@ -140,17 +159,22 @@ async fn update_dns(
     if writes.is_empty() {
         return Ok(());
     }
-    core.records.write(writes).await.map_err(StepError::from)
+    records.write(writes).await.map_err(StepError::from)
 }
 
 /// Polls `get_state` on the director's schedule: after the watch time's minimum, then in
 /// equal steps until its maximum; the jobs must be running by then.
-async fn watch(core: &Core, agent: &str, name: &str, watch: WatchTime) -> Result<(), StepError> {
+async fn watch(
+    agents: &Agents,
+    agent: &str,
+    name: &str,
+    watch: WatchTime,
+) -> Result<(), StepError> {
     let mut failing = Vec::new();
     for pause in watch.schedule() {
         sleep(pause).await;
-        let state = core
-            .agent_call(agent, "get_state", core.agent.get_state(agent))
+        let state = agents
+            .call(agent, "get_state", agents.agent.get_state(agent))
             .await
             .for_subject("get_state", name)?;
         if state.job_state == JobState::Running {

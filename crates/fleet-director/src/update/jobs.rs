@@ -6,28 +6,28 @@ use std::time::Duration;
 
 use tokio::time::sleep;
 
-use super::super::Core;
 use super::super::agent::Drain;
 use super::super::error::StepError;
+use crate::core::Agents;
 
 /// Drain (a positive answer is a wait in seconds; a negative one means wait that long
 /// and ask again), then stop. `skip_drain` skips `pre-stop` and drain, as BOSH's does.
 pub async fn stop_jobs(
-    core: &Core,
+    agents: &Agents,
     agent: &str,
     name: &str,
     skip_drain: bool,
     drain: Drain<'_>,
 ) -> Result<(), StepError> {
     if !skip_drain {
-        let mut answer = core
-            .agent_call(agent, "drain", core.agent.drain(agent, drain))
+        let mut answer = agents
+            .call(agent, "drain", agents.agent.drain(agent, drain))
             .await
             .for_subject("drain", name)?;
         while answer < 0 {
             sleep(Duration::from_secs(answer.unsigned_abs())).await;
-            answer = core
-                .agent_call(agent, "drain", core.agent.drain(agent, Drain::Status))
+            answer = agents
+                .call(agent, "drain", agents.agent.drain(agent, Drain::Status))
                 .await
                 .for_subject("drain", name)?;
         }
@@ -35,7 +35,8 @@ pub async fn stop_jobs(
             sleep(Duration::from_secs(answer as u64)).await;
         }
     }
-    core.agent_call(agent, "stop", core.agent.stop(agent))
+    agents
+        .call(agent, "stop", agents.agent.stop(agent))
         .await
         .map_err(|e| StepError::Failed(format!("stop for {name}: {e}")))
 }

@@ -38,15 +38,15 @@ pub async fn stop_instance(
             Intent::KeepVm
         };
         let drain = Drain::Shutdown(intent);
-        jobs::stop_jobs(core, &agent, &record.name(), skip_drain, drain).await?;
+        jobs::stop_jobs(&core.agents, &agent, &record.name(), skip_drain, drain).await?;
     }
     if hard {
-        vm::delete_vm(core, record, responsive).await?;
+        vm::delete_vm(&core.records, &*core.cpi, &core.agents, record, responsive).await?;
         record.state = DesiredState::Detached;
     } else {
         record.state = DesiredState::Stopped;
     }
-    records::persist(core, record).await
+    records::persist(&core.records, record).await
 }
 
 use super::Core;

@@ -1,14 +1,16 @@
 //! The instance and disk records an update writes, before the cloud call that depends on
 //! them.
 
-use super::super::Core;
+use fleet_clock::WallClock;
+
 use super::super::error::StepError;
 use super::super::model::{DiskRecord, InstanceRecord};
+use crate::records::Records;
 use crate::records::change;
 
 /// Writes the instance's record as it stands.
-pub async fn persist(core: &Core, record: &InstanceRecord) -> Result<(), StepError> {
-    core.records
+pub async fn persist(records: &Records, record: &InstanceRecord) -> Result<(), StepError> {
+    records
         .write(vec![change::instance(record)])
         .await
         .map_err(StepError::from)
@@ -17,12 +19,12 @@ pub async fn persist(core: &Core, record: &InstanceRecord) -> Result<(), StepErr
 /// The disk record of `cid`, which `owner` used, marked orphaned: kept and listed, never
 /// deleted by a deploy.
 pub async fn orphaned(
-    core: &Core,
+    records: &Records,
+    clock: &WallClock,
     cid: &str,
     owner: &InstanceRecord,
 ) -> Result<DiskRecord, StepError> {
-    let (size, cloud_properties) = core
-        .records
+    let (size, cloud_properties) = records
         .disk(cid)
         .await?
         .map(|d| (d.size, d.cloud_properties))
@@ -34,7 +36,7 @@ pub async fn orphaned(
         size,
         cloud_properties,
         orphaned: true,
-        orphaned_at: Some(core.unix_now()),
+        orphaned_at: Some(clock.unix_secs()),
         instance_name: Some(format!("{}/{}", owner.group, owner.id)),
         az: owner.az.clone(),
     })

@@ -8,11 +8,14 @@ use super::super::error::StepError;
 use super::super::ids::new_id;
 use super::super::model::{DesiredState, InstanceRecord, VmRecord};
 use super::super::plan::InstancePlan;
-use super::disk::converge_disk;
+use super::disk::{DiskPorts, converge_disk};
 use super::jobs::stop_jobs;
 use super::records::{orphaned, persist};
+use crate::core::Agents;
+use crate::cpi::Cpi;
 use crate::error::CallContext;
-use crate::records::change;
+use crate::records::{Records, change};
+use fleet_clock::WallClock;
 
 /// Creates the VM and persistent disk of a new instance (or one that lost its VM).
 pub async fn create_missing_vm(
@@ -24,10 +27,10 @@ pub async fn create_missing_vm(
         .existing
         .clone()
         .unwrap_or_else(|| new_record(deployment, plan, DesiredState::Started));
-    persist(core, &record).await?;
+    persist(&core.records, &record).await?;
     if record.vm_cid.is_none() {
-        create_vm(core, &mut record, plan).await?;
-        converge_disk(core, &mut record, plan, true).await?;
+        create_vm(&core.records, &*core.cpi, &core.clock, &mut record, plan).await?;
+        converge_disk(&DiskPorts::of(core), &mut record, plan, true).await?;
     }
     Ok(record)
 }
@@ -57,13 +60,15 @@ pub fn new_record(deployment: &str, plan: &InstancePlan, state: DesiredState) ->
 }
 
 pub async fn create_vm(
-    core: &Core,
+    records: &Records,
+    cpi: &dyn Cpi,
+    clock: &WallClock,
     record: &mut InstanceRecord,
     plan: &InstancePlan,
 ) -> Result<(), StepError> {
     let name = record.name();
     let agent_id = new_id("agent");
-    let stemcell_cid = core.records.stemcell_cid(&plan.desired.stemcell).await?;
+    let stemcell_cid = records.stemcell_cid(&plan.desired.stemcell).await?;
     let request = VmRequest {
         agent_id: agent_id.clone(),
         stemcell: plan.desired.stemcell.clone(),
@@ -81,8 +86,7 @@ pub async fn create_vm(
         instance_id: Some(record.id.clone()),
         az: record.az.clone(),
     };
-    let cid = core
-        .cpi
+    let cid = cpi
         .create_vm(&request)
         .await
         .for_subject("create_vm", &name)?;
@@ -97,9 +101,9 @@ pub async fn create_vm(
         deployment: record.deployment.clone(),
         instance_id: Some(record.id.clone()),
         stemcell: plan.desired.stemcell.clone(),
-        created_at: Some(core.unix_now()),
+        created_at: Some(clock.unix_secs()),
     };
-    core.records
+    records
         .write(vec![change::instance(record), change::vm(&vm)])
         .await
         .map_err(StepError::from)
@@ -107,7 +111,9 @@ pub async fn create_vm(
 
 /// Deletes the instance's VM; with a responsive agent its disk is unmounted first.
 pub async fn delete_vm(
-    core: &Core,
+    records: &Records,
+    cpi: &dyn Cpi,
+    agents: &Agents,
     record: &mut InstanceRecord,
     agent_responsive: bool,
 ) -> Result<(), StepError> {
@@ -118,27 +124,30 @@ pub async fn delete_vm(
     if let (Some(disk), Some(agent)) = (&record.disk_cid, &record.agent_id)
         && agent_responsive
     {
-        core.agent_call(agent, "unmount_disk", core.agent.unmount_disk(agent, disk))
+        agents
+            .call(
+                agent,
+                "unmount_disk",
+                agents.agent.unmount_disk(agent, disk),
+            )
             .await
             .for_subject("unmount_disk", &name)?;
     }
     if let Some(disk) = &record.disk_cid {
-        core.cpi
-            .detach_disk(&cid, disk)
+        cpi.detach_disk(&cid, disk)
             .await
             .for_subject("detach_disk", &name)?;
     }
     // Forget the VM first: a crash now leaks a VM rather than pointing at a deleted one.
-    forget_vm(core, record).await?;
-    core.cpi
-        .delete_vm(&cid)
+    forget_vm(records, record).await?;
+    cpi.delete_vm(&cid)
         .await
         .map_err(|e| StepError::Failed(format!("delete_vm for {name}: {e}")))
 }
 
 /// Forgets the instance's VM without asking the cloud: before deleting it, or for a VM
 /// the cloud no longer has or one the operator gives up on (cloud check).
-pub async fn forget_vm(core: &Core, record: &mut InstanceRecord) -> Result<(), StepError> {
+pub async fn forget_vm(records: &Records, record: &mut InstanceRecord) -> Result<(), StepError> {
     let Some(cid) = record.vm_cid.take() else {
         return Ok(());
     };
@@ -146,7 +155,7 @@ pub async fn forget_vm(core: &Core, record: &mut InstanceRecord) -> Result<(), S
     record.vm_stemcell = None;
     record.vm_type = None;
     record.vm_networks.clear();
-    core.records
+    records
         .write(vec![change::instance(record), change::vm_gone(&cid)])
         .await
         .map_err(StepError::from)
@@ -164,9 +173,16 @@ pub async fn delete_instance(
 ) -> Result<(), StepError> {
     if agent_responsive && let Some(agent) = record.agent_id.clone() {
         let drain = Drain::Shutdown(intent);
-        stop_jobs(core, &agent, &record.name(), skip_drain, drain).await?;
+        stop_jobs(&core.agents, &agent, &record.name(), skip_drain, drain).await?;
     }
-    delete_vm(core, &mut record, agent_responsive).await?;
+    delete_vm(
+        &core.records,
+        &*core.cpi,
+        &core.agents,
+        &mut record,
+        agent_responsive,
+    )
+    .await?;
     let mut writes = vec![change::instance_gone(&record.id)];
     // Its DNS records go with it.
     let networks = record
@@ -182,7 +198,7 @@ pub async fn delete_instance(
         )));
     }
     if let Some(disk) = &record.disk_cid {
-        let orphan = orphaned(core, disk, &record).await?;
+        let orphan = orphaned(&core.records, &core.clock, disk, &record).await?;
         writes.push(change::disk(&orphan));
     }
     core.records.write(writes).await.map_err(StepError::from)
