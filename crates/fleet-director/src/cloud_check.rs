@@ -8,6 +8,8 @@ use std::sync::Arc;
 pub use super::problem::{Problem, ProblemKind, Resolution};
 
 use super::Core;
+use super::core::Agents;
+use super::cpi::Cpi;
 use super::deploy::{self, DeployOptions};
 use super::error::CallContext;
 use super::error::StepError;
@@ -29,7 +31,11 @@ pub enum Health {
 
 /// Asks the cloud for the VM and, when it has it, the agent for its state; `None` for an
 /// instance the scan leaves alone (no VM, or ignored).
-async fn observe(core: &Core, instance: &InstanceRecord) -> Result<Option<Health>, StepError> {
+async fn observe(
+    cpi: &dyn Cpi,
+    agents: &Agents,
+    instance: &InstanceRecord,
+) -> Result<Option<Health>, StepError> {
     let (Some(vm_cid), Some(agent_id)) = (&instance.vm_cid, &instance.agent_id) else {
         return Ok(None);
     };
@@ -37,12 +43,11 @@ async fn observe(core: &Core, instance: &InstanceRecord) -> Result<Option<Health
         return Ok(None);
     }
     let name = format!("{}/{} ({})", instance.group, instance.id, instance.index);
-    if !core.cpi.has_vm(vm_cid).await.for_subject("has_vm", &name)? {
+    if !cpi.has_vm(vm_cid).await.for_subject("has_vm", &name)? {
         return Ok(Some(Health::Missing));
     }
-    let answered = core
-        .agents
-        .call(agent_id, "get_state", core.agents.agent.get_state(agent_id))
+    let answered = agents
+        .call(agent_id, "get_state", agents.agent.get_state(agent_id))
         .await
         .is_ok();
     Ok(Some(if answered {
@@ -91,7 +96,7 @@ pub async fn scan(core: Arc<Core>, log: TaskLog, name: String) -> Result<String,
     let mut found = Vec::new();
     for instance in &instances {
         log.check()?;
-        if let Some(problem) = observe(&core, instance)
+        if let Some(problem) = observe(&*core.cpi, &core.agents, instance)
             .await?
             .and_then(|health| problem(instance, health))
         {

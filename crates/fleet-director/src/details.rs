@@ -9,22 +9,22 @@ use tokio::task::JoinSet;
 
 use super::Core;
 use super::agent::AgentState;
+use super::core::Agents;
 use super::error::StepError;
 use super::model::{DesiredState, InstanceRecord, Stemcell, VmRecord};
 
 /// What the agent says: the instance's process state in the CLI's words (`running`,
 /// `failing`, `stopped`, `starting`, or `unresponsive agent`; empty for an instance without
 /// a VM), and its processes and vitals when it answered.
-async fn observe(core: &Core, instance: &InstanceRecord) -> (String, Option<AgentState>) {
+async fn observe(agents: &Agents, instance: &InstanceRecord) -> (String, Option<AgentState>) {
     let Some(agent_id) = &instance.agent_id else {
         return (String::new(), None);
     };
     if instance.vm_cid.is_none() {
         return (String::new(), None);
     }
-    match core
-        .agents
-        .call(agent_id, "get_state", core.agents.agent.get_state(agent_id))
+    match agents
+        .call(agent_id, "get_state", agents.agent.get_state(agent_id))
         .await
     {
         Ok(state) => (state.job_state.as_str().to_string(), Some(state)),
@@ -148,9 +148,9 @@ pub async fn instance_lines(
     instances.sort_by(|a, b| (&a.group, a.index).cmp(&(&b.group, b.index)));
     let mut asked = JoinSet::new();
     for (slot, instance) in instances.iter().enumerate() {
-        let (core, instance) = (Arc::clone(&core), instance.clone());
+        let (agents, instance) = (core.agents.clone(), instance.clone());
         asked.spawn(crate::trace::within(async move {
-            (slot, observe(&core, &instance).await)
+            (slot, observe(&agents, &instance).await)
         }));
     }
     let mut observed = vec![(String::new(), None); instances.len()];

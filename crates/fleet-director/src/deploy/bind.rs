@@ -3,11 +3,10 @@
 //! and what did not, is what a deploy, a stop and a delete decide from.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
 
 use tokio::task::JoinSet;
 
-use crate::Core;
+use crate::core::Agents;
 use crate::error::StepError;
 use crate::model::InstanceRecord;
 use crate::network::to_u32;
@@ -23,7 +22,7 @@ pub(super) struct Bound {
 /// Asks every agent of the deployment for its state, in parallel. Unanswered agents fail
 /// the deploy, unless `fix`: then their instances get new VMs.
 pub(super) async fn bind(
-    core: &Arc<Core>,
+    agents: &Agents,
     log: &TaskLog,
     existing: &[InstanceRecord],
     fix: bool,
@@ -41,12 +40,11 @@ pub(super) async fn bind(
         let (Some(agent), Some(_)) = (instance.agent_id.clone(), &instance.vm_cid) else {
             continue;
         };
-        let core = Arc::clone(core);
+        let agents = agents.clone();
         let (id, name) = (instance.id.clone(), instance.name());
         calls.spawn(crate::trace::within(async move {
-            let state = core
-                .agents
-                .call(&agent, "get_state", core.agents.agent.get_state(&agent))
+            let state = agents
+                .call(&agent, "get_state", agents.agent.get_state(&agent))
                 .await
                 .ok();
             (id, name, state)

@@ -34,7 +34,9 @@ pub fn decide(existing: Vec<InstanceRecord>, unresponsive: &BTreeSet<String>) ->
 /// Deletes every instance of the deployment and the deployment itself.
 pub async fn delete(core: Arc<Core>, log: TaskLog, name: String) -> Result<String, JobError> {
     let existing: Vec<InstanceRecord> = core.records.instances(&name).await?;
-    let unresponsive = bind(&core, &log, &existing, true).await?.unresponsive;
+    let unresponsive = bind(&core.agents, &log, &existing, true)
+        .await?
+        .unresponsive;
     let deletions = decide(existing, &unresponsive);
     let stage = log.stage("Deleting instances", Vec::new(), deletions.len() as u32);
     let count = deletions.len();

@@ -90,7 +90,7 @@ async fn deploy_valid(
     let Bound {
         unresponsive,
         reported,
-    } = bind(&core, &log, &existing, options.fix).await?;
+    } = bind(&core.agents, &log, &existing, options.fix).await?;
     let observed = Observed {
         existing,
         unresponsive,

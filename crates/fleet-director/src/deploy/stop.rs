@@ -57,7 +57,9 @@ pub async fn stop(
     skip_drain: bool,
 ) -> Result<String, JobError> {
     let targeted = targeted(core.records.instances(&name).await?, &target);
-    let unresponsive = bind(&core, &log, &targeted, true).await?.unresponsive;
+    let unresponsive = bind(&core.agents, &log, &targeted, true)
+        .await?
+        .unresponsive;
     let stopping = decide(targeted, hard, &unresponsive);
     let stage = log.stage("Stopping instances", Vec::new(), stopping.len() as u32);
     let count = stopping.len();
