@@ -18,6 +18,7 @@ pub use select::{Errand, ErrandError, InstanceFilter, names};
 use super::Core;
 use super::addresses;
 use super::compilation;
+use super::core::Agents;
 use super::error::StepError;
 use super::ids::new_id;
 use super::logs::{self, LogBundle, LogRequest};
@@ -396,8 +397,8 @@ async fn errand_on(
     record: &InstanceRecord,
     job: &str,
 ) -> Result<Ran, StepError> {
-    let output = run_on(core, log, record, job).await?;
-    let logs = match logs::from_instance(core, log, record, &LogRequest::default()).await {
+    let output = run_on(&core.agents, log, record, job).await?;
+    let logs = match logs::from_instance(&core.agents, log, record, &LogRequest::default()).await {
         Ok(bytes) => logs::keep(core, &record.deployment, &bytes).await,
         Err(e) => Err(e),
     };
@@ -405,7 +406,7 @@ async fn errand_on(
 }
 
 async fn run_on(
-    core: &Core,
+    agents: &Agents,
     log: &TaskLog,
     record: &InstanceRecord,
     job: &str,
@@ -418,13 +419,8 @@ async fn run_on(
             record.name()
         ))));
     };
-    let ran = core
-        .agents
-        .call(
-            &agent,
-            "run_errand",
-            core.agents.agent.run_errand(&agent, job),
-        )
+    let ran = agents
+        .call(&agent, "run_errand", agents.agent.run_errand(&agent, job))
         .await
         .map_err(|e| StepError::Failed(format!("run_errand on {}: {e}", record.name())));
     step.end(ran)

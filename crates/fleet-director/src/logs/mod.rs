@@ -8,6 +8,7 @@ pub use crate::log_request::{LogFilter, LogRequest, LogRequestError, LogType};
 pub use crate::model::LogBundle;
 
 use super::Core;
+use super::core::Agents;
 use super::error::StepError;
 use super::ids::new_id;
 use super::model::InstanceRecord;
@@ -67,13 +68,13 @@ pub async fn fetch(
         .into());
     }
     let bundle = if chosen.len() == 1 {
-        let bytes = from_instance(core, log, targets[0], &request).await?;
+        let bytes = from_instance(&core.agents, log, targets[0], &request).await?;
         keep(core, deployment, &bytes).await?
     } else {
         let mut packed = Vec::new();
         for target in targets {
             log.check()?;
-            let bytes = from_instance(core, log, target, &request).await?;
+            let bytes = from_instance(&core.agents, log, target, &request).await?;
             let at = fleet_clock::rfc3339_unix(core.now_ms() / 1000)
                 .trim_end_matches('Z')
                 .replace([':', 'T'], "-");
@@ -101,7 +102,7 @@ pub async fn fetch(
 
 /// The logs `request` asks of `record`'s agent, as a stage of its own.
 pub async fn from_instance(
-    core: &Core,
+    agents: &Agents,
     log: &TaskLog,
     record: &InstanceRecord,
     request: &LogRequest,
@@ -118,12 +119,11 @@ pub async fn from_instance(
             record.name()
         ))));
     };
-    let fetched = core
-        .agents
+    let fetched = agents
         .call(
             &agent,
             "fetch_logs",
-            core.agents.agent.fetch_logs(&agent, request),
+            agents.agent.fetch_logs(&agent, request),
         )
         .await
         .map_err(|e| StepError::Failed(format!("fetch_logs on {}: {e}", record.name())));
