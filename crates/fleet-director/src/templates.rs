@@ -83,12 +83,12 @@ pub fn to_render(deployment: &str, plan: &DeploymentPlan) -> Vec<(usize, usize, 
 /// # Errors
 /// Every instance that could not be rendered, one line each.
 pub async fn render_plan(
-    core: &Arc<Core>,
+    renderer: &Arc<dyn Renderer>,
     log: &TaskLog,
     deployment: &str,
     plan: &mut DeploymentPlan,
 ) -> Result<(), StepError> {
-    if !core.renderer.renders() {
+    if !renderer.renders() {
         return Ok(());
     }
     let stage = log.stage("Preparing deployment", Vec::new(), 1);
@@ -105,9 +105,9 @@ pub async fn render_plan(
             let Some((g, i, spec, context)) = pending.next() else {
                 break;
             };
-            let core = Arc::clone(core);
+            let renderer = Arc::clone(renderer);
             running.spawn(crate::trace::within(async move {
-                let rendered = core.renderer.render(&spec, &context).await;
+                let rendered = renderer.render(&spec, &context).await;
                 (g, i, context, rendered)
             }));
         }

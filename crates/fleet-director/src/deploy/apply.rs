@@ -41,7 +41,7 @@ pub async fn apply(
     let global = networking.global();
     record_errand_instances(&core, &name, &mut plan.instances).await?;
     log.check()?;
-    templates::render_plan(&core, &log, &name, &mut plan.instances).await?;
+    templates::render_plan(&core.renderer, &log, &name, &mut plan.instances).await?;
     let changed = plan.instances.changed_instances();
     let deleted = plan.deletions.len();
 

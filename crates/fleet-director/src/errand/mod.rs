@@ -259,7 +259,7 @@ async fn run_group(
     for g in &mut plan.groups {
         g.instances.retain(|i| i.id == target.id);
     }
-    templates::render_plan(core, log, &deployment, &mut plan).await?;
+    templates::render_plan(&core.renderer, log, &deployment, &mut plan).await?;
     let taken: Vec<(String, u32)> = plan
         .instances()
         .flat_map(|i| &i.addresses)
