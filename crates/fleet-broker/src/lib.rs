@@ -416,12 +416,14 @@ impl Broker {
             return Ok(Err(Answer::Deleted));
         };
         let deployment = deployment_name(id);
+        // The lock is read before the record: an operation that ends between the two
+        // reads leaves its record to be read, where the other way round a stale record
+        // could pass for one to change and the same change be deployed twice.
+        let busy = self.director.lock_holder(&deployment).await?.is_some();
         let record = match self.director.deployment(&deployment).await? {
             Some(record) => record,
             // A first deploy still being validated has no record yet.
-            None if self.director.lock_holder(&deployment).await?.is_some() => {
-                return Ok(Err(Answer::Busy));
-            }
+            None if busy => return Ok(Err(Answer::Busy)),
             // A first deploy the director refused left no record but its task: the
             // instance was never deployed, and is deployed from its plan.
             None => match self.director.last_change(&deployment).await? {
@@ -439,7 +441,7 @@ impl Broker {
         if instance.maintenance_updates_blocked && !force {
             return Ok(Err(Answer::Blocked));
         }
-        if self.director.lock_holder(&deployment).await?.is_some() {
+        if busy {
             return Ok(Err(Answer::Busy));
         }
         Ok(Ok((instance, record)))
