@@ -303,7 +303,7 @@ pub async fn compile(
 ) -> Result<usize, StepError> {
     let manifest = &snapshot.manifest;
     let work = &plan.batches;
-    let total: usize = work.iter().map(|b| b.todo.len()).sum();
+    let total = plan.packages();
     if total == 0 {
         return Ok(0);
     }

@@ -26,6 +26,7 @@ use fleet_store::AsyncStore;
 use serde::{Deserialize, Serialize};
 
 use super::rendering::TemplateRenderer;
+use crate::blocking::on_iaas;
 use fleet_vm::daemon::{self, Daemon};
 use fleet_vm::iaas::{IaasError, ProcessIaas, write_atomically};
 use fleet_vm::jobs;
@@ -317,18 +318,6 @@ impl ProcessCloud {
 
 /// A CPI's error as the director reads it: a VM or disk already gone is what delete
 /// calls want.
-/// Runs work on the IaaS's records (files written and synced, trees copied or removed)
-/// on tokio's blocking pool: every CPI call that changes the IaaS does some.
-async fn on_iaas<T: Send + 'static>(
-    iaas: &ProcessIaas,
-    work: impl FnOnce(&ProcessIaas) -> Result<T, IaasError> + Send + 'static,
-) -> Result<Result<T, IaasError>, CpiError> {
-    let iaas = iaas.clone();
-    tokio::task::spawn_blocking(move || work(&iaas))
-        .await
-        .map_err(cpi_error)
-}
-
 fn gone_is_fine(outcome: Result<(), IaasError>) -> Result<(), CpiError> {
     match outcome {
         Err(IaasError::VmNotFound(_) | IaasError::DiskNotFound(_)) | Ok(()) => Ok(()),
@@ -345,7 +334,8 @@ impl Cpi for ProcessCloud {
         on_iaas(&self.iaas, move |iaas| {
             iaas.create_stemcell("", &properties)
         })
-        .await?
+        .await
+        .map_err(cpi_error)?
         .map(Some)
         .map_err(cpi_error)
     }
@@ -391,7 +381,8 @@ impl Cpi for ProcessCloud {
             iaas.set_vm_metadata(&record.cid, &metadata)?;
             Ok(record)
         })
-        .await?
+        .await
+        .map_err(cpi_error)?
         .map_err(cpi_error)?;
         self.meet(&record.cid, &record.agent_id)
             .map_err(cpi_error)?;
@@ -412,7 +403,11 @@ impl Cpi for ProcessCloud {
             Daemon::new(&self.iaas.vm_dir(cid), program).exit().await;
         }
         let cid = cid.to_string();
-        gone_is_fine(on_iaas(&self.iaas, move |iaas| iaas.delete_vm(&cid)).await?)
+        gone_is_fine(
+            on_iaas(&self.iaas, move |iaas| iaas.delete_vm(&cid))
+                .await
+                .map_err(cpi_error)?,
+        )
     }
 
     async fn has_vm(&self, cid: &str) -> Result<bool, CpiError> {
@@ -438,32 +433,43 @@ impl Cpi for ProcessCloud {
     ) -> Result<String, CpiError> {
         let properties = serde_json::Value::Object(cloud_properties.clone());
         on_iaas(&self.iaas, move |iaas| iaas.create_disk(size, &properties))
-            .await?
+            .await
+            .map_err(cpi_error)?
             .map_err(cpi_error)
     }
 
     async fn delete_disk(&self, disk_cid: &str) -> Result<(), CpiError> {
         let disk = disk_cid.to_string();
-        gone_is_fine(on_iaas(&self.iaas, move |iaas| iaas.delete_disk(&disk)).await?)
+        gone_is_fine(
+            on_iaas(&self.iaas, move |iaas| iaas.delete_disk(&disk))
+                .await
+                .map_err(cpi_error)?,
+        )
     }
 
     async fn attach_disk(&self, vm_cid: &str, disk_cid: &str) -> Result<(), CpiError> {
         let (vm, disk) = (vm_cid.to_string(), disk_cid.to_string());
         on_iaas(&self.iaas, move |iaas| iaas.attach_disk(&vm, &disk))
-            .await?
+            .await
+            .map_err(cpi_error)?
             .map(|_| ())
             .map_err(cpi_error)
     }
 
     async fn detach_disk(&self, vm_cid: &str, disk_cid: &str) -> Result<(), CpiError> {
         let (vm, disk) = (vm_cid.to_string(), disk_cid.to_string());
-        gone_is_fine(on_iaas(&self.iaas, move |iaas| iaas.detach_disk(&vm, &disk)).await?)
+        gone_is_fine(
+            on_iaas(&self.iaas, move |iaas| iaas.detach_disk(&vm, &disk))
+                .await
+                .map_err(cpi_error)?,
+        )
     }
 
     async fn snapshot_disk(&self, disk_cid: &str) -> Result<String, CpiError> {
         let disk = disk_cid.to_string();
         on_iaas(&self.iaas, move |iaas| iaas.snapshot_disk(&disk))
-            .await?
+            .await
+            .map_err(cpi_error)?
             .map_err(cpi_error)
     }
 }

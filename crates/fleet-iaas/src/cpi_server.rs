@@ -191,10 +191,9 @@ fn registry_of(
 /// pool.
 async fn off_runtime<T: Send + 'static>(
     iaas: &ProcessIaas,
-    work: impl FnOnce(ProcessIaas) -> Result<T, IaasError> + Send + 'static,
+    work: impl FnOnce(&ProcessIaas) -> Result<T, IaasError> + Send + 'static,
 ) -> Result<T, Failure> {
-    let iaas = iaas.clone();
-    tokio::task::spawn_blocking(move || work(iaas))
+    crate::blocking::on_iaas(iaas, work)
         .await
         .map_err(|e| cloud_error(format!("internal error: {e}")))?
         .map_err(Failure::from)

@@ -8,6 +8,7 @@
 //! other way round.
 
 mod agent;
+mod blocking;
 pub mod cloud;
 pub mod cpi_server;
 pub mod external_cpi;

@@ -220,9 +220,10 @@ impl Journal {
         resume
     }
 
-    /// Records `line` (already applied to the record in memory): appended to the file,
-    /// or, while the file cannot be appended to, the whole record written anew.
-    fn save(&mut self, line: String) -> Result<(), JournalError> {
+    /// Records the line `line` makes of the time (its change already applied to the
+    /// record in memory): appended to the file, or, while the file cannot be appended to,
+    /// the whole record written anew.
+    fn save(&mut self, line: impl FnOnce(u64) -> String) -> Result<(), JournalError> {
         let failed = |source| JournalError::Write {
             path: self.path.clone(),
             source,
@@ -230,7 +231,7 @@ impl Journal {
         let now = self.clock.unix_secs();
         self.record.updated_at = now;
         match &mut self.file {
-            Some(file) => journal_file::append(file, &line).map_err(failed),
+            Some(file) => journal_file::append(file, &line(now)).map_err(failed),
             None => {
                 // Its folder was made when the journal was opened and locked.
                 let whole = journal_file::whole(&self.record, now);
@@ -245,7 +246,7 @@ impl Journal {
     /// The journal cannot be written.
     pub fn record_done(&mut self, id: &str) -> Result<(), JournalError> {
         if self.record.done.insert(id.to_string()) {
-            self.save(journal_file::done(id, self.clock.unix_secs()))?;
+            self.save(|now| journal_file::done(id, now))?;
         }
         Ok(())
     }
@@ -255,7 +256,7 @@ impl Journal {
     pub fn record_canaries_passed(&mut self) -> Result<(), JournalError> {
         if !self.record.canaries_passed {
             self.record.canaries_passed = true;
-            self.save(journal_file::canaries_passed(self.clock.unix_secs()))?;
+            self.save(journal_file::canaries_passed)?;
         }
         Ok(())
     }

@@ -2,42 +2,22 @@
 //! ([`crate::disk_plan`]): created, attached and mounted; replaced (data migrated, old
 //! disk orphaned); orphaned when no longer wanted.
 
-use super::super::Core;
 use super::super::error::StepError;
 use super::super::model::{DiskRecord, InstanceRecord};
 use super::super::plan::{Change, InstancePlan};
+use super::ports::Ports;
 use super::records::{orphaned, persist};
 use crate::core::Agents;
 use crate::cpi::Cpi;
 use crate::disk_plan::DiskChange;
 use crate::error::CallContext;
 use crate::records::{Records, change};
-use fleet_clock::WallClock;
-
-/// What a disk step reaches, and nothing else.
-pub struct DiskPorts<'a> {
-    pub records: &'a Records,
-    pub cpi: &'a dyn Cpi,
-    pub agents: &'a Agents,
-    pub clock: &'a WallClock,
-}
-
-impl<'a> DiskPorts<'a> {
-    pub fn of(core: &'a Core) -> Self {
-        DiskPorts {
-            records: &core.records,
-            cpi: &*core.cpi,
-            agents: &core.agents,
-            clock: &core.clock,
-        }
-    }
-}
 
 /// Carries out the plan's disk change. `fresh_vm`: the VM was just created, so a disk
 /// that stays (or whose data moves) is attached to it first; an unfinished update attaches
 /// a kept disk again too, since a crash may have cut the last attach short.
 pub async fn converge_disk(
-    ports: &DiskPorts<'_>,
+    ports: &Ports<'_>,
     record: &mut InstanceRecord,
     plan: &InstancePlan,
     fresh_vm: bool,

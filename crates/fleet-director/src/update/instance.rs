@@ -14,9 +14,10 @@ use super::super::manifest::WatchTime;
 use super::super::model::{DesiredState, InstanceRecord};
 use super::super::plan::{Change, InstancePlan};
 use super::super::task::Stage;
-use super::disk::{DiskPorts, converge_disk};
+use super::disk::converge_disk;
 use super::jobs::stop_jobs;
 use super::options::UpdateOptions;
+use super::ports::Ports;
 use super::records::persist;
 use super::vm::{create_missing_vm, create_vm, delete_vm};
 
@@ -94,18 +95,12 @@ async fn procedure(
         }
     }
     let fresh_vm = record.vm_cid.is_none() || plan.needs_new_vm();
+    let ports = Ports::of(core);
     if fresh_vm {
-        delete_vm(
-            &core.records,
-            &*core.cpi,
-            &core.agents,
-            record,
-            !unresponsive,
-        )
-        .await?;
-        create_vm(&core.records, &*core.cpi, &core.clock, record, plan).await?;
+        delete_vm(&ports, record, !unresponsive).await?;
+        create_vm(&ports, record, plan).await?;
     }
-    converge_disk(&DiskPorts::of(core), record, plan, fresh_vm).await?;
+    converge_disk(&ports, record, plan, fresh_vm).await?;
     update_dns(&core.records, record, plan).await?;
     let agent = record.agent_id.clone().unwrap_or_default();
     core.agents

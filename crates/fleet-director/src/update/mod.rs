@@ -6,6 +6,7 @@ mod disk;
 mod instance;
 mod jobs;
 mod options;
+mod ports;
 mod records;
 mod vm;
 
@@ -41,7 +42,7 @@ pub async fn stop_instance(
         jobs::stop_jobs(&core.agents, &agent, &record.name(), skip_drain, drain).await?;
     }
     if hard {
-        vm::delete_vm(&core.records, &*core.cpi, &core.agents, record, responsive).await?;
+        vm::delete_vm(&ports::Ports::of(core), record, responsive).await?;
         record.state = DesiredState::Detached;
     } else {
         record.state = DesiredState::Stopped;

@@ -8,14 +8,12 @@ use super::super::error::StepError;
 use super::super::ids::new_id;
 use super::super::model::{DesiredState, InstanceRecord, VmRecord};
 use super::super::plan::InstancePlan;
-use super::disk::{DiskPorts, converge_disk};
+use super::disk::converge_disk;
 use super::jobs::stop_jobs;
+use super::ports::Ports;
 use super::records::{orphaned, persist};
-use crate::core::Agents;
-use crate::cpi::Cpi;
 use crate::error::CallContext;
 use crate::records::{Records, change};
-use fleet_clock::WallClock;
 
 /// Creates the VM and persistent disk of a new instance (or one that lost its VM).
 pub async fn create_missing_vm(
@@ -29,8 +27,9 @@ pub async fn create_missing_vm(
         .unwrap_or_else(|| new_record(deployment, plan, DesiredState::Started));
     persist(&core.records, &record).await?;
     if record.vm_cid.is_none() {
-        create_vm(&core.records, &*core.cpi, &core.clock, &mut record, plan).await?;
-        converge_disk(&DiskPorts::of(core), &mut record, plan, true).await?;
+        let ports = Ports::of(core);
+        create_vm(&ports, &mut record, plan).await?;
+        converge_disk(&ports, &mut record, plan, true).await?;
     }
     Ok(record)
 }
@@ -60,15 +59,13 @@ pub fn new_record(deployment: &str, plan: &InstancePlan, state: DesiredState) ->
 }
 
 pub async fn create_vm(
-    records: &Records,
-    cpi: &dyn Cpi,
-    clock: &WallClock,
+    ports: &Ports<'_>,
     record: &mut InstanceRecord,
     plan: &InstancePlan,
 ) -> Result<(), StepError> {
     let name = record.name();
     let agent_id = new_id("agent");
-    let stemcell_cid = records.stemcell_cid(&plan.desired.stemcell).await?;
+    let stemcell_cid = ports.records.stemcell_cid(&plan.desired.stemcell).await?;
     let request = VmRequest {
         agent_id: agent_id.clone(),
         stemcell: plan.desired.stemcell.clone(),
@@ -86,7 +83,8 @@ pub async fn create_vm(
         instance_id: Some(record.id.clone()),
         az: record.az.clone(),
     };
-    let cid = cpi
+    let cid = ports
+        .cpi
         .create_vm(&request)
         .await
         .for_subject("create_vm", &name)?;
@@ -101,9 +99,10 @@ pub async fn create_vm(
         deployment: record.deployment.clone(),
         instance_id: Some(record.id.clone()),
         stemcell: plan.desired.stemcell.clone(),
-        created_at: Some(clock.unix_secs()),
+        created_at: Some(ports.clock.unix_secs()),
     };
-    records
+    ports
+        .records
         .write(vec![change::instance(record), change::vm(&vm)])
         .await
         .map_err(StepError::from)
@@ -111,9 +110,7 @@ pub async fn create_vm(
 
 /// Deletes the instance's VM; with a responsive agent its disk is unmounted first.
 pub async fn delete_vm(
-    records: &Records,
-    cpi: &dyn Cpi,
-    agents: &Agents,
+    ports: &Ports<'_>,
     record: &mut InstanceRecord,
     agent_responsive: bool,
 ) -> Result<(), StepError> {
@@ -124,6 +121,7 @@ pub async fn delete_vm(
     if let (Some(disk), Some(agent)) = (&record.disk_cid, &record.agent_id)
         && agent_responsive
     {
+        let agents = ports.agents;
         agents
             .call(
                 agent,
@@ -134,13 +132,17 @@ pub async fn delete_vm(
             .for_subject("unmount_disk", &name)?;
     }
     if let Some(disk) = &record.disk_cid {
-        cpi.detach_disk(&cid, disk)
+        ports
+            .cpi
+            .detach_disk(&cid, disk)
             .await
             .for_subject("detach_disk", &name)?;
     }
     // Forget the VM first: a crash now leaks a VM rather than pointing at a deleted one.
-    forget_vm(records, record).await?;
-    cpi.delete_vm(&cid)
+    forget_vm(ports.records, record).await?;
+    ports
+        .cpi
+        .delete_vm(&cid)
         .await
         .map_err(|e| StepError::Failed(format!("delete_vm for {name}: {e}")))
 }
@@ -175,14 +177,7 @@ pub async fn delete_instance(
         let drain = Drain::Shutdown(intent);
         stop_jobs(&core.agents, &agent, &record.name(), skip_drain, drain).await?;
     }
-    delete_vm(
-        &core.records,
-        &*core.cpi,
-        &core.agents,
-        &mut record,
-        agent_responsive,
-    )
-    .await?;
+    delete_vm(&Ports::of(core), &mut record, agent_responsive).await?;
     let mut writes = vec![change::instance_gone(&record.id)];
     // Its DNS records go with it.
     let networks = record
