@@ -107,7 +107,7 @@ impl VmAgent {
     }
 
     async fn restore(&self) {
-        let Ok(text) = std::fs::read(self.vm.root().join(SPEC)) else {
+        let Ok(text) = tokio::fs::read(self.vm.root().join(SPEC)).await else {
             return;
         };
         let Ok(spec) = serde_json::from_slice::<ApplySpec>(&text) else {
@@ -128,12 +128,12 @@ impl VmAgent {
         Ok(Supervisor::new(self.vm.clone(), processes, self.timings))
     }
 
-    fn remember_started(&self, started: bool) -> Result<(), ActionError> {
+    async fn remember_started(&self, started: bool) -> Result<(), ActionError> {
         let path = self.vm.root().join(STARTED);
         let outcome = if started {
-            std::fs::write(&path, "")
+            tokio::fs::write(&path, "").await
         } else {
-            match std::fs::remove_file(&path) {
+            match tokio::fs::remove_file(&path).await {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
                 other => other,
             }
@@ -224,9 +224,9 @@ impl VmAgent {
                         Err(e) => return failed(&e),
                     };
                     if method == "mount_disk" {
-                        Box::pin(async move { agent.mount(&cid).map(|()| json!({})) })
+                        Box::pin(blocking(move || agent.mount(&cid).map(|()| json!({}))))
                     } else {
-                        Box::pin(async move { agent.unmount(&cid) })
+                        Box::pin(blocking(move || agent.unmount(&cid)))
                     }
                 }
                 "migrate_disk" => {
@@ -240,9 +240,9 @@ impl VmAgent {
                     let hint = (method == "add_persistent_disk")
                         .then(|| arguments.get(1).and_then(Value::as_str).map(str::to_string))
                         .flatten();
-                    Box::pin(
-                        async move { agent.set_hint(&cid, hint.as_deref()).map(|()| json!({})) },
-                    )
+                    Box::pin(blocking(move || {
+                        agent.set_hint(&cid, hint.as_deref()).map(|()| json!({}))
+                    }))
                 }
                 "compile_package" => Box::pin(async move { agent.compile(&arguments).await }),
                 other => return Answer::exception(format!("unknown message {other}")),
@@ -338,13 +338,14 @@ impl VmAgent {
             place::place(&self.vm, &rendered, packages).await?;
             state.supervisor = Some(Arc::new(self.supervisor_for(&spec)?));
             state.started = false;
-            self.remember_started(false)?;
+            self.remember_started(false).await?;
         }
         let text = serde_json::to_vec_pretty(&spec).map_err(|source| ActionError::Encode {
             what: "the applied spec",
             source,
         })?;
-        fleet_vm::iaas::write_atomically(&self.vm.root().join(SPEC), &text)?;
+        let path = self.vm.root().join(SPEC);
+        blocking(move || Ok(fleet_vm::iaas::write_atomically(&path, &text)?)).await?;
         state.spec = spec;
         Ok(())
     }
@@ -355,7 +356,7 @@ impl VmAgent {
             s.start().await;
         }
         state.started = true;
-        self.remember_started(true)
+        self.remember_started(true).await
     }
 
     async fn stop(&self) -> Result<(), ActionError> {
@@ -364,7 +365,7 @@ impl VmAgent {
             s.stop().await;
         }
         state.started = false;
-        self.remember_started(false)
+        self.remember_started(false).await
     }
 
     async fn run_script(&self, name: &str, env: &[(String, String)]) -> Result<(), ActionError> {
@@ -424,4 +425,16 @@ impl VmAgent {
         let lifecycle = Lifecycle::new(&self.vm, &names, &**supervisor);
         Ok(lifecycle.drain_only(&context).await?)
     }
+}
+
+/// File work of an action (state written and synced, disks linked) on tokio's blocking
+/// pool, off the workers that answer the director.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, ActionError> + Send + 'static,
+) -> Result<T, ActionError> {
+    tokio::task::spawn_blocking(work).await.unwrap_or_else(|e| {
+        Err(ActionError::io("finish a file action")(
+            std::io::Error::other(e),
+        ))
+    })
 }

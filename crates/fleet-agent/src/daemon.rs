@@ -80,13 +80,16 @@ async fn from_registry(
     let settings = loop {
         match fleet_vm::registry_client::get(registry, cid).await {
             Ok(Some(settings)) => {
-                let _ = std::fs::create_dir_all(vm_dir.join("bosh"));
+                let _ = tokio::fs::create_dir_all(vm_dir.join("bosh")).await;
                 let text = serde_json::to_vec(&settings).map_err(DaemonError::Settings)?;
-                fleet_vm::iaas::write_atomically(&cached, &text)?;
+                let path = cached.clone();
+                tokio::task::spawn_blocking(move || fleet_vm::iaas::write_atomically(&path, &text))
+                    .await
+                    .map_err(|e| DaemonError::Vm(std::io::Error::other(e)))??;
                 break settings;
             }
             outcome if started.elapsed() >= REGISTRY_WAIT || cached.exists() => {
-                let text = std::fs::read(&cached).map_err(|_| match outcome {
+                let text = tokio::fs::read(&cached).await.map_err(|_| match outcome {
                     Err(e) => DaemonError::Registry(e),
                     _ => DaemonError::NoSettings {
                         // The URL carries the registry's password.
@@ -152,7 +155,8 @@ pub async fn serve(vm_dir: &Path, timings: Timings) -> Result<(), DaemonError> {
     let agent = VmAgent::open(&vm_dir, &cid, &record.agent_id, &disks, timings)
         .await
         .map_err(DaemonError::Vm)?;
-    std::fs::write(vm_dir.join(PIDFILE), std::process::id().to_string())
+    tokio::fs::write(vm_dir.join(PIDFILE), std::process::id().to_string())
+        .await
         .map_err(DaemonError::Vm)?;
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let serving = tokio::spawn({
@@ -165,7 +169,9 @@ pub async fn serve(vm_dir: &Path, timings: Timings) -> Result<(), DaemonError> {
         tokio::select! {
             _ = term.recv() => break,
             _ = tokio::time::sleep(VM_CHECK) => {
-                if !iaas.has_vm(&cid) {
+                let (iaas, cid) = (iaas.clone(), cid.clone());
+                let there = tokio::task::spawn_blocking(move || iaas.has_vm(&cid)).await;
+                if !there.unwrap_or(true) {
                     break;
                 }
             }
@@ -174,6 +180,6 @@ pub async fn serve(vm_dir: &Path, timings: Timings) -> Result<(), DaemonError> {
     let _ = stop.send(true);
     let _ = serving.await;
     agent.halt().await;
-    let _ = std::fs::remove_file(vm_dir.join(PIDFILE));
+    let _ = tokio::fs::remove_file(vm_dir.join(PIDFILE)).await;
     Ok(())
 }

@@ -157,22 +157,24 @@ impl ExternalCpi {
     /// Runs the CPI once: its answer, or the error with whatever log it wrote.
     async fn run(&self, method: &str, request: &str) -> Result<Answer, (CpiCallError, String)> {
         let no_log = |e: CpiCallError| (e, String::new());
-        let mut child = Command::new(&self.command.executable)
+        let mut command = Command::new(&self.command.executable);
+        command
             .args(&self.command.args)
             .envs(self.command.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0)
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|source| {
-                no_log(CpiCallError::Spawn {
-                    method: method.to_string(),
-                    executable: self.command.executable.display().to_string(),
-                    source,
-                })
-            })?;
+            .kill_on_drop(true);
+        // A CPI installed a moment ago (create-env compiles and places it) may be refused
+        // as busy for an instant.
+        let mut child = fleet_spawn::spawn(&mut command).await.map_err(|source| {
+            no_log(CpiCallError::Spawn {
+                method: method.to_string(),
+                executable: self.command.executable.display().to_string(),
+                source,
+            })
+        })?;
         let group = child.id();
         let mut stdin = child.stdin.take().expect("stdin is piped");
         let mut stdout = child.stdout.take().expect("stdout is piped");

@@ -24,7 +24,7 @@ pub async fn create_env(
     options: &Options,
     progress: &mut dyn FnMut(String),
 ) -> Result<Outcome, EnvError> {
-    let mut p = prepare::read(options)?;
+    let mut p = prepare::read(options).await?;
     progress(format!("Deployment state: '{}'", p.state.path().display()));
     p.load_releases().await?;
     let stemcell = p.stemcell().await?;
@@ -77,17 +77,19 @@ pub async fn create_env(
                 api_version: Some(stemcell.api_version),
                 cid,
             };
-            p.state.change(|s| s.stemcells.push(record.clone()))?;
+            p.state.change(|s| s.stemcells.push(record.clone())).await?;
             record
         }
     };
 
     progress("Started deploying".into());
-    p.state.change(|s| {
-        s.current_manifest_sha.clear();
-        s.releases.clear();
-        s.current_release_ids.clear();
-    })?;
+    p.state
+        .change(|s| {
+            s.current_manifest_sha.clear();
+            s.releases.clear();
+            s.current_release_ids.clear();
+        })
+        .await?;
     let agent = vm::agent(&p.manifest)?;
     vm::delete_current(&cpi, &agent, &mut p.state, progress).await?;
     let vm_cid = vm::create(
@@ -112,11 +114,13 @@ pub async fn create_env(
         })
         .collect();
     let sha = p.sha.clone();
-    p.state.change(|s| {
-        s.current_manifest_sha = sha;
-        s.current_release_ids = releases.iter().map(|r| r.id.clone()).collect();
-        s.releases = releases;
-    })?;
+    p.state
+        .change(|s| {
+            s.current_manifest_sha = sha;
+            s.current_release_ids = releases.iter().map(|r| r.id.clone()).collect();
+            s.releases = releases;
+        })
+        .await?;
     let unused: Vec<StemcellRecord> = p
         .state
         .state
@@ -133,7 +137,9 @@ pub async fn create_env(
             }
             _ => {}
         }
-        p.state.change(|s| s.stemcells.retain(|x| x.id != old.id))?;
+        p.state
+            .change(|s| s.stemcells.retain(|x| x.id != old.id))
+            .await?;
     }
     progress("Finished deploying".into());
     Ok(Outcome::Deployed)

@@ -19,7 +19,7 @@ pub async fn delete_env(
         progress("No deployment state file found.".into());
         return Ok(false);
     }
-    let mut p = prepare::read(options)?;
+    let mut p = prepare::read(options).await?;
     progress(format!("Deployment state: '{}'", p.state.path().display()));
     p.load_releases().await?;
     // The stemcell deployed last says which API version the CPI speaks to its VMs.
@@ -48,12 +48,14 @@ pub async fn delete_env(
             }
             _ => {}
         }
-        p.state.change(|s| {
-            s.disks.retain(|d| d.id != disk.id);
-            if s.current_disk_id == disk.id {
-                s.current_disk_id.clear();
-            }
-        })?;
+        p.state
+            .change(|s| {
+                s.disks.retain(|d| d.id != disk.id);
+                if s.current_disk_id == disk.id {
+                    s.current_disk_id.clear();
+                }
+            })
+            .await?;
     }
     for stemcell in p.state.state.stemcells.clone() {
         progress(format!("Deleting stemcell '{}'", stemcell.cid));
@@ -66,10 +68,11 @@ pub async fn delete_env(
             _ => {}
         }
         p.state
-            .change(|s| s.stemcells.retain(|x| x.id != stemcell.id))?;
+            .change(|s| s.stemcells.retain(|x| x.id != stemcell.id))
+            .await?;
     }
     p.installation.remove().await;
-    p.state.remove()?;
+    p.state.remove().await?;
     progress("Finished deleting deployment".into());
     Ok(true)
 }

@@ -69,8 +69,9 @@ pub struct Prepared {
 /// # Errors
 /// A manifest that is not YAML, has variables no one gives, or is invalid; a state file
 /// that cannot be read or written.
-pub fn read(options: &Options) -> Result<Prepared, EnvError> {
-    let text = std::fs::read_to_string(&options.manifest)
+pub async fn read(options: &Options) -> Result<Prepared, EnvError> {
+    let text = tokio::fs::read_to_string(&options.manifest)
+        .await
         .map_err(|e| EnvError::Input(format!("cannot read {}: {e}", options.manifest.display())))?;
     let node = fleet_yaml::load(&text, fleet_yaml::Limits::default())
         .map_err(|e| EnvError::Input(format!("{}: {e}", options.manifest.display())))?;
@@ -80,10 +81,17 @@ pub fn read(options: &Options) -> Result<Prepared, EnvError> {
         .get("variables")
         .map(|v| v.to_json())
         .unwrap_or_default();
-    let mut values = variables::load_store(&options.vars_store_path())?;
-    if variables::generate(&declared, &mut values)? {
-        variables::save_store(&options.vars_store_path(), &values)?;
-    }
+    // Keys and certificates are generated, and the store written, on the blocking pool.
+    let store = options.vars_store_path();
+    let mut values = tokio::task::spawn_blocking(move || -> Result<_, EnvError> {
+        let mut values = variables::load_store(&store)?;
+        if variables::generate(&declared, &mut values)? {
+            variables::save_store(&store, &values)?;
+        }
+        Ok(values)
+    })
+    .await
+    .map_err(|e| EnvError::Input(e.to_string()))??;
     for (name, value) in
         variables::from_flags(&options.vars).map_err(|e| EnvError::Input(e.to_string()))?
     {
@@ -97,7 +105,7 @@ pub fn read(options: &Options) -> Result<Prepared, EnvError> {
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_default();
-    let state = StateFile::open(&options.state_path())?;
+    let state = StateFile::open(&options.state_path()).await?;
     let installation = Installation::new(&state.state.installation_id)
         .map_err(|e| EnvError::Input(e.to_string()))?;
     Ok(Prepared {

@@ -120,8 +120,8 @@ impl StateFile {
     ///
     /// # Errors
     /// A state file that is not the CLI's JSON, or one that cannot be written.
-    pub fn open(path: &Path) -> Result<StateFile, StateError> {
-        let state = match std::fs::read(path) {
+    pub async fn open(path: &Path) -> Result<StateFile, StateError> {
+        let state = match tokio::fs::read(path).await {
             Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| StateError::Unreadable {
                 path: path.display().to_string(),
                 message: e.to_string(),
@@ -146,7 +146,8 @@ impl StateFile {
                 if s.installation_id.is_empty() {
                     s.installation_id = uuid();
                 }
-            })?;
+            })
+            .await?;
         }
         Ok(file)
     }
@@ -159,11 +160,15 @@ impl StateFile {
         &self.path
     }
 
-    /// Changes the state and writes it, whole, before returning.
+    /// Changes the state and writes it, whole, before returning: written and synced on
+    /// tokio's blocking pool.
     ///
     /// # Errors
     /// When it cannot be written: the change is not kept then.
-    pub fn change(&mut self, change: impl FnOnce(&mut DeploymentState)) -> Result<(), StateError> {
+    pub async fn change(
+        &mut self,
+        change: impl FnOnce(&mut DeploymentState),
+    ) -> Result<(), StateError> {
         let mut next = self.state.clone();
         change(&mut next);
         let text = serde_json::to_vec_pretty(&next).expect("a state serializes");
@@ -171,7 +176,14 @@ impl StateFile {
             path: self.path.display().to_string(),
             source,
         };
-        fleet_file::write(&self.path, &text, fleet_file::Mode::Private).map_err(write)?;
+        let path = self.path.clone();
+        tokio::task::spawn_blocking(move || {
+            fleet_file::write(&path, &text, fleet_file::Mode::Private)
+        })
+        .await
+        .map_err(std::io::Error::other)
+        .and_then(|written| written)
+        .map_err(write)?;
         self.state = next;
         Ok(())
     }
@@ -180,8 +192,8 @@ impl StateFile {
     ///
     /// # Errors
     /// When it cannot be removed.
-    pub fn remove(self) -> Result<(), StateError> {
-        match std::fs::remove_file(&self.path) {
+    pub async fn remove(self) -> Result<(), StateError> {
+        match tokio::fs::remove_file(&self.path).await {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(StateError::Write {
                 path: self.path.display().to_string(),
                 source: e,
@@ -252,15 +264,17 @@ mod tests {
         );
     }
 
-    #[test]
-    fn the_state_is_written_whole_after_each_change_and_reads_the_clis_nulls() {
+    #[tokio::test]
+    async fn the_state_is_written_whole_after_each_change_and_reads_the_clis_nulls() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("env-state.json");
-        let mut file = StateFile::open(&path).unwrap();
+        let mut file = StateFile::open(&path).await.unwrap();
         let director = file.state.director_id.clone();
         assert_eq!(director.len(), 36);
-        file.change(|s| s.current_vm_cid = "vm-1".into()).unwrap();
-        let again = StateFile::open(&path).unwrap();
+        file.change(|s| s.current_vm_cid = "vm-1".into())
+            .await
+            .unwrap();
+        let again = StateFile::open(&path).await.unwrap();
         assert_eq!(again.state.current_vm_cid, "vm-1");
         assert_eq!(again.state.director_id, director, "kept");
         let written: serde_json::Value =
@@ -280,11 +294,12 @@ mod tests {
             assert!(written.get(key).is_some(), "{key}");
         }
         std::fs::write(&path, r#"{"director_id":"d","installation_id":"i","disks":null,"stemcells":null,"releases":null,"current_release_ids":null}"#).unwrap();
-        let cli = StateFile::open(&path).unwrap();
+        let cli = StateFile::open(&path).await.unwrap();
         assert!(cli.state.disks.is_empty() && cli.state.releases.is_empty());
         std::fs::write(&path, "not json").unwrap();
         assert!(
             StateFile::open(&path)
+                .await
                 .unwrap_err()
                 .to_string()
                 .contains("env-state.json")

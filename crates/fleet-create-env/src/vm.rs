@@ -85,10 +85,12 @@ pub async fn delete_current(
         Err(e) if !gone(&e) => return Err(EnvError::cpi(format!("delete_vm {cid}"))(e)),
         _ => {}
     }
-    state.change(|s| {
-        s.current_vm_cid.clear();
-        s.current_stemcell_id.clear();
-    })?;
+    state
+        .change(|s| {
+            s.current_vm_cid.clear();
+            s.current_stemcell_id.clear();
+        })
+        .await?;
     Ok(())
 }
 
@@ -187,10 +189,12 @@ pub async fn create(
         .map_err(EnvError::cpi(format!(
             "create_vm for instance '{instance}'"
         )))?;
-    state.change(|s| {
-        s.current_vm_cid = vm.cid.clone();
-        s.current_stemcell_id = stemcell_id.to_string();
-    })?;
+    state
+        .change(|s| {
+            s.current_vm_cid = vm.cid.clone();
+            s.current_stemcell_id = stemcell_id.to_string();
+        })
+        .await?;
     let mut metadata = Map::new();
     for (k, v) in [
         ("deployment", manifest.name.clone()),
@@ -280,7 +284,7 @@ pub async fn converge_disk(
                     size,
                     cloud_properties: properties.clone(),
                 };
-                state.change(|s| s.disks.push(record.clone()))?;
+                state.change(|s| s.disks.push(record.clone())).await?;
                 attach_and_mount(cpi, agent, vm, &cid, progress).await?;
                 if let Some(old) = &current {
                     progress(format!(
@@ -292,11 +296,13 @@ pub async fn converge_disk(
                         .await
                         .map_err(EnvError::agent("migrating the disk's data"))?;
                 }
-                state.change(|s| s.current_disk_id = record.id.clone())?;
+                state
+                    .change(|s| s.current_disk_id = record.id.clone())
+                    .await?;
             }
         }
     } else if current.is_some() {
-        state.change(|s| s.current_disk_id.clear())?;
+        state.change(|s| s.current_disk_id.clear()).await?;
     }
     let unused: Vec<DiskRecord> = state
         .state
@@ -320,7 +326,9 @@ pub async fn converge_disk(
             }
             _ => {}
         }
-        state.change(|s| s.disks.retain(|d| d.id != disk.id))?;
+        state
+            .change(|s| s.disks.retain(|d| d.id != disk.id))
+            .await?;
     }
     Ok(())
 }

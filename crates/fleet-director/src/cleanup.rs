@@ -6,10 +6,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use super::Core;
+use super::cpi::Cpi;
 use super::error::StepError;
 use super::model::{DeployedVersions, DiskRecord, Release, Stemcell};
-use super::records::change;
+use super::records::{Records, change};
 use super::task::{JobError, TaskLog};
 use fleet_store::Write;
 
@@ -120,12 +120,11 @@ pub fn plan(
 }
 
 /// Deletes one orphaned disk from the cloud, then forgets it.
-async fn delete_disk(core: &Core, disk: &DiskRecord) -> Result<(), StepError> {
-    core.cpi
-        .delete_disk(&disk.cid)
+async fn delete_disk(records: &Records, cpi: &dyn Cpi, disk: &DiskRecord) -> Result<(), StepError> {
+    cpi.delete_disk(&disk.cid)
         .await
         .map_err(|e| StepError::Failed(format!("delete_disk {}: {e}", disk.cid)))?;
-    core.records
+    records
         .write(vec![change::disk_gone(&disk.cid)])
         .await
         .map_err(StepError::from)
@@ -133,7 +132,8 @@ async fn delete_disk(core: &Core, disk: &DiskRecord) -> Result<(), StepError> {
 
 /// Deletes orphaned disks, a step each; the first failure stops the rest.
 pub async fn delete_disks(
-    core: &Core,
+    records: &Records,
+    cpi: &dyn Cpi,
     log: &TaskLog,
     disks: &[DiskRecord],
 ) -> Result<(), JobError> {
@@ -144,26 +144,26 @@ pub async fn delete_disks(
     for disk in disks {
         log.check()?;
         let step = stage.start(disk.cid.clone());
-        step.end(delete_disk(core, disk).await)?;
+        step.end(delete_disk(records, cpi, disk).await)?;
     }
     Ok(())
 }
 
 /// Forgets records, a step each: `(what the step names, the write that forgets it)`.
 pub(crate) async fn forget(
-    core: &Core,
+    records: &Records,
     log: &TaskLog,
     stage: &str,
-    records: Vec<(String, Write)>,
+    forgotten: Vec<(String, Write)>,
 ) -> Result<(), JobError> {
-    if records.is_empty() {
+    if forgotten.is_empty() {
         return Ok(());
     }
-    let stage = log.stage(stage, Vec::new(), records.len() as u32);
-    for (what, write) in records {
+    let stage = log.stage(stage, Vec::new(), forgotten.len() as u32);
+    for (what, write) in forgotten {
         log.check()?;
         let step = stage.start(what);
-        let gone = core.records.write(vec![write]).await;
+        let gone = records.write(vec![write]).await;
         step.end(gone.map_err(StepError::from))?;
     }
     Ok(())
@@ -171,9 +171,9 @@ pub(crate) async fn forget(
 
 /// Deletes the blobs no record names any more: the archives of deleted releases that no
 /// other release shares, and those of an upload cut short.
-pub(crate) async fn delete_unnamed_blobs(core: &Core, log: &TaskLog) -> Result<(), JobError> {
-    let named = core.records.named_blobs().await?;
-    let kept = core.store.run(|s| s.blob_ids()).await?;
+pub(crate) async fn delete_unnamed_blobs(records: &Records, log: &TaskLog) -> Result<(), JobError> {
+    let named = records.named_blobs().await?;
+    let kept = records.blob_ids().await?;
     // Rendered templates are their deployment's to delete (see `templates`).
     let unnamed: Vec<String> = kept
         .into_iter()
@@ -186,7 +186,7 @@ pub(crate) async fn delete_unnamed_blobs(core: &Core, log: &TaskLog) -> Result<(
     for blob in unnamed {
         log.check()?;
         let step = stage.start(blob.clone());
-        let gone = core.store.run(|s| s.delete_blob(&blob)).await;
+        let gone = records.delete_blob(blob).await;
         step.end(gone.map_err(StepError::from))?;
     }
     Ok(())
@@ -195,18 +195,19 @@ pub(crate) async fn delete_unnamed_blobs(core: &Core, log: &TaskLog) -> Result<(
 /// Carries out `plan`: disks first (they hold data; a failure stops before anything
 /// else), then the release and stemcell records.
 pub async fn clean_up(
-    core: Arc<Core>,
+    records: Records,
+    cpi: Arc<dyn Cpi>,
     log: TaskLog,
     plan: CleanUpPlan,
 ) -> Result<String, JobError> {
-    delete_disks(&core, &log, &plan.disks).await?;
+    delete_disks(&records, &*cpi, &log, &plan.disks).await?;
     let releases = plan
         .releases
         .iter()
         .map(|r| (format!("{}/{}", r.name, r.version), change::release_gone(r)))
         .collect();
-    forget(&core, &log, "Deleting releases", releases).await?;
-    delete_unnamed_blobs(&core, &log).await?;
+    forget(&records, &log, "Deleting releases", releases).await?;
+    delete_unnamed_blobs(&records, &log).await?;
     let stemcells = plan
         .stemcells
         .iter()
@@ -217,7 +218,7 @@ pub async fn clean_up(
             )
         })
         .collect();
-    forget(&core, &log, "Deleting stemcells", stemcells).await?;
+    forget(&records, &log, "Deleting stemcells", stemcells).await?;
     Ok(format!(
         "Deleted {} release(s), {} stemcell(s), {} orphaned disk(s)",
         plan.releases.len(),

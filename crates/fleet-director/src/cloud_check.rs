@@ -3,17 +3,16 @@
 //! operator chose for each, recreating VMs through the deploy's own update.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
 pub use super::problem::{Problem, ProblemKind, Resolution};
 
-use super::Core;
-use super::core::Agents;
 use super::cpi::Cpi;
 use super::deploy::{self, DeployOptions};
 use super::error::CallContext;
 use super::error::StepError;
+use super::limits::InstanceLimits;
 use super::model::InstanceRecord;
+use super::ports::{Agents, DeployPorts, Ports};
 use super::records::change;
 use super::target::Target;
 use super::task::{JobError, TaskLog};
@@ -87,8 +86,8 @@ pub fn problem(instance: &InstanceRecord, health: Health) -> Option<Problem> {
 
 /// Scans every instance of the deployment; what it finds replaces what the last scan
 /// found.
-pub async fn scan(core: Arc<Core>, log: TaskLog, name: String) -> Result<String, JobError> {
-    let mut instances = core.records.instances(&name).await?;
+pub async fn scan(ports: Ports, log: TaskLog, name: String) -> Result<String, JobError> {
+    let mut instances = ports.records.instances(&name).await?;
     instances.sort_by(|a, b| (&a.group, a.index).cmp(&(&b.group, b.index)));
     let with_vm = instances.iter().filter(|i| i.vm_cid.is_some()).count();
     let stage = log.stage("Scanning VMs", Vec::new(), 1);
@@ -96,7 +95,7 @@ pub async fn scan(core: Arc<Core>, log: TaskLog, name: String) -> Result<String,
     let mut found = Vec::new();
     for instance in &instances {
         log.check()?;
-        if let Some(problem) = observe(&*core.cpi, &core.agents, instance)
+        if let Some(problem) = observe(&*ports.cpi, &ports.agents, instance)
             .await?
             .and_then(|health| problem(instance, health))
         {
@@ -104,7 +103,7 @@ pub async fn scan(core: Arc<Core>, log: TaskLog, name: String) -> Result<String,
         }
     }
     step.finish();
-    let mut writes: Vec<fleet_store::Write> = core
+    let mut writes: Vec<fleet_store::Write> = ports
         .records
         .problems(&name)
         .await?
@@ -115,7 +114,7 @@ pub async fn scan(core: Arc<Core>, log: TaskLog, name: String) -> Result<String,
         problem.id = n as u64 + 1;
         writes.push(change::problem(problem));
     }
-    core.records.write(writes).await?;
+    ports.records.write(writes).await?;
     let missing = found
         .iter()
         .filter(|p| p.kind == ProblemKind::MissingVm)
@@ -130,17 +129,19 @@ pub async fn scan(core: Arc<Core>, log: TaskLog, name: String) -> Result<String,
 /// Applies each chosen resolution; the VMs to recreate are recreated together at the
 /// end, with the deployment's last manifest, as `recreate --fix` of those instances.
 pub async fn resolve(
-    core: Arc<Core>,
+    deploy_ports: DeployPorts,
+    limits: InstanceLimits,
     log: TaskLog,
     name: String,
     chosen: Vec<(Problem, Resolution)>,
 ) -> Result<String, JobError> {
+    let ports = &deploy_ports.ports;
     let stage = log.stage(
         "Applying problem resolutions",
         Vec::new(),
         chosen.len() as u32,
     );
-    let instances = core.records.instances(&name).await?;
+    let instances = ports.records.instances(&name).await?;
     let mut recreate = BTreeSet::new();
     for (problem, resolution) in &chosen {
         log.check()?;
@@ -161,20 +162,21 @@ pub async fn resolve(
             };
             match resolution {
                 Resolution::Ignore => {}
-                Resolution::DeleteVmReference => forget_vm(&core.records, record).await?,
-                Resolution::RebootVm => core
+                Resolution::DeleteVmReference => forget_vm(&ports.records, record).await?,
+                Resolution::RebootVm => ports
                     .cpi
                     .reboot_vm(&problem.vm_cid)
                     .await
                     .for_subject("reboot_vm", &problem.vm_cid)?,
                 Resolution::RecreateVm => {
                     if problem.kind == ProblemKind::MissingVm {
-                        forget_vm(&core.records, record).await?;
+                        forget_vm(&ports.records, record).await?;
                     }
                     recreate.insert(record.id.clone());
                 }
             }
-            core.records
+            ports
+                .records
                 .write(vec![change::problem_gone(problem)])
                 .await
                 .map_err(StepError::from)
@@ -198,7 +200,8 @@ pub async fn resolve(
                 ..Target::default()
             },
         };
-        deploy::recreate_or_start(Arc::clone(&core), log, name.clone(), options).await?;
+        let redeploy = deploy_ports.clone();
+        deploy::recreate_or_start(redeploy, limits, log, name.clone(), options).await?;
     }
     Ok(format!(
         "deployment `{name}`: {} problems resolved, {recreated} VMs recreated",

@@ -5,27 +5,27 @@
 //! the end, also when compilation fails.
 
 use super::records::change;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinSet;
 
-use super::Core;
 use super::addresses::Networking;
 use super::agent::CompiledDependency;
 use super::cloud::CompilationConfig;
-use super::compile::{Graph, PackageKey, cache_key, needed};
+use super::compile::{NeededOn, PackageKey};
 use super::cpi::VmRequest;
 use super::error::CallContext;
 use super::error::StepError;
 use super::ids::new_id;
-use super::manifest::Manifest;
-use super::model::{Release, VmRecord};
+use super::model::VmRecord;
 use super::network::{
     Held, InMemoryIpRepo, IpProvider, IpRepo, IpSet, Network, NetworkError, Owner, to_ip,
 };
-use super::networking::plan_global;
+use super::networking::{Addresses, plan_global};
+use super::ports::{CompileLocks, Ports};
+use super::records::Records;
 use super::snapshot::Snapshot;
 use super::task::TaskLog;
 
@@ -35,23 +35,6 @@ pub struct CompiledPackage {
     pub package: String,
     pub stemcell: String,
     pub blob: String,
-}
-
-/// The cache key of each package of `graph` compiled for `stemcell`.
-fn cache_keys(releases: &[Release], graph: &Graph, stemcell: &str) -> BTreeMap<PackageKey, String> {
-    graph
-        .keys()
-        .map(|package| {
-            let release = releases
-                .iter()
-                .find(|r| r.name == package.release && r.version == package.version);
-            let key = match release {
-                Some(r) => cache_key(r, &package.name, stemcell),
-                None => format!("{}@{stemcell}", package.describe()),
-            };
-            (package.clone(), key)
-        })
-        .collect()
 }
 
 /// A compilation VM's place: its reserved address, and its VM while it has one.
@@ -66,7 +49,8 @@ struct Slot {
 }
 
 struct Worker<'a> {
-    core: &'a Core,
+    ports: &'a Ports,
+    locks: &'a CompileLocks,
     deployment: &'a str,
     stemcell: &'a str,
     config: &'a CompilationConfig,
@@ -78,7 +62,7 @@ impl Worker<'_> {
             return Ok(vm.clone());
         }
         let agent_id = new_id("agent");
-        let stemcell_cid = self.core.records.stemcell_cid(self.stemcell).await?;
+        let stemcell_cid = self.ports.records.stemcell_cid(self.stemcell).await?;
         let request = VmRequest {
             agent_id: agent_id.clone(),
             stemcell: self.stemcell.to_string(),
@@ -97,7 +81,7 @@ impl Worker<'_> {
             instance_id: None,
             az: self.config.az.clone(),
         };
-        let cid = self.core.cpi.create_vm(&request).await.for_subject(
+        let cid = self.ports.cpi.create_vm(&request).await.for_subject(
             "create_vm",
             &format!("compilation VM {}", slot.owner.instance),
         )?;
@@ -109,15 +93,15 @@ impl Worker<'_> {
             deployment: self.deployment.to_string(),
             instance_id: None,
             stemcell: self.stemcell.to_string(),
-            created_at: Some(self.core.unix_now()),
+            created_at: Some(self.ports.clock.unix_secs()),
         };
         if let Err(e) = self
-            .core
+            .ports
             .records
             .write(vec![change::compilation_vm(&record)])
             .await
         {
-            let _ = self.core.cpi.delete_vm(&cid).await;
+            let _ = self.ports.cpi.delete_vm(&cid).await;
             return Err(e.into());
         }
         slot.vm = Some((cid.clone(), agent_id.clone()));
@@ -126,11 +110,11 @@ impl Worker<'_> {
 
     async fn delete_vm(&self, slot: &mut Slot) -> Result<(), StepError> {
         if let Some((cid, _)) = slot.vm.take() {
-            self.core.cpi.delete_vm(&cid).await.for_subject(
+            self.ports.cpi.delete_vm(&cid).await.for_subject(
                 "delete_vm",
                 &format!("compilation VM {}", slot.owner.instance),
             )?;
-            self.core
+            self.ports
                 .records
                 .write(vec![change::compilation_vm_gone(&cid)])
                 .await?;
@@ -146,21 +130,21 @@ impl Worker<'_> {
         dependencies: &[CompiledDependency],
     ) -> Result<(), StepError> {
         let key = key.to_string();
-        let lock = self.core.compile_lock(&key);
+        let lock = self.locks.of(&key);
         let _held = lock.lock().await;
         // Another deploy may have compiled it while this one waited.
-        if self.core.records.is_compiled(&key).await? {
+        if self.ports.records.is_compiled(&key).await? {
             return Ok(());
         }
         let (_, agent) = self.ensure_vm(slot).await?;
         let what = package.describe();
         let blob = self
-            .core
+            .ports
             .agents
             .call(
                 &agent,
                 "compile_package",
-                self.core
+                self.ports
                     .agents
                     .agent
                     .compile_package(&agent, &what, dependencies),
@@ -176,7 +160,7 @@ impl Worker<'_> {
             stemcell: self.stemcell.to_string(),
             blob,
         };
-        self.core
+        self.ports
             .records
             .write(vec![change::compiled(&key, &record)])
             .await?;
@@ -187,35 +171,13 @@ impl Worker<'_> {
     }
 }
 
-/// Each stemcell's package graph: every package the manifest's jobs need on it.
-fn graphs(releases: &[Release], manifest: &Manifest) -> Result<Vec<(String, Graph)>, StepError> {
-    let mut jobs: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
-    for group in &manifest.instance_groups {
-        let Some(stemcell) = manifest.stemcell(&group.stemcell) else {
-            continue;
-        };
-        let entry = jobs
-            .entry(format!("{}/{}", stemcell.os, stemcell.version))
-            .or_default();
-        for job in &group.jobs {
-            entry.push((job.release.clone(), job.name.clone()));
-        }
-    }
-    jobs.into_iter()
-        .map(|(stemcell, jobs)| {
-            let graph = needed(releases, &jobs)?;
-            Ok((stemcell, graph))
-        })
-        .collect()
-}
-
 /// What compilation would refuse (a dependency cycle or a missing package, a bad
 /// `compilation` block), found before the deploy changes anything.
 ///
 /// # Errors
 /// The first such problem.
 pub fn check(snapshot: &Snapshot) -> Result<(), StepError> {
-    graphs(&snapshot.releases, &snapshot.manifest)?;
+    snapshot.needed()?;
     snapshot.compilation().map(|_| ())
 }
 
@@ -228,16 +190,13 @@ pub struct Uncompiled(pub BTreeSet<String>);
 ///
 /// # Errors
 /// A package graph compilation would refuse; a store error.
-pub async fn observe(core: &Core, snapshot: &Snapshot) -> Result<Uncompiled, StepError> {
-    let mut keys: Vec<(String, String)> = Vec::new();
-    for (stemcell, graph) in graphs(&snapshot.releases, &snapshot.manifest)? {
-        keys.extend(
-            cache_keys(&snapshot.releases, &graph, &stemcell)
-                .into_values()
-                .map(|key| (key.clone(), key)),
-        );
-    }
-    Ok(Uncompiled(core.records.uncompiled(keys).await?))
+pub async fn observe(records: &Records, snapshot: &Snapshot) -> Result<Uncompiled, StepError> {
+    let keys: Vec<(String, String)> = snapshot
+        .needed()?
+        .iter()
+        .flat_map(|on| on.keys.values().map(|key| (key.clone(), key.clone())))
+        .collect();
+    Ok(Uncompiled(records.uncompiled(keys).await?))
 }
 
 /// What a deploy compiles: for each stemcell, the packages its jobs need that the cache
@@ -260,7 +219,7 @@ impl CompilationPlan {
             .flat_map(|b| {
                 b.todo
                     .iter()
-                    .map(move |p| format!("{} on {}", p.describe(), b.stemcell))
+                    .map(move |p| format!("{} on {}", p.describe(), b.on.stemcell))
             })
             .collect()
     }
@@ -272,18 +231,16 @@ impl CompilationPlan {
 /// A dependency cycle or a missing package.
 pub fn decide(snapshot: &Snapshot, uncompiled: &Uncompiled) -> Result<CompilationPlan, StepError> {
     let mut batches = Vec::new();
-    for (stemcell, graph) in graphs(&snapshot.releases, &snapshot.manifest)? {
-        let keys = cache_keys(&snapshot.releases, &graph, &stemcell);
-        let todo: BTreeSet<PackageKey> = keys
+    for on in snapshot.needed()? {
+        let todo: BTreeSet<PackageKey> = on
+            .keys
             .iter()
             .filter(|(_, key)| uncompiled.0.contains(*key))
             .map(|(package, _)| package.clone())
             .collect();
         if !todo.is_empty() {
             batches.push(Batch {
-                stemcell,
-                graph,
-                keys,
+                on: on.clone(),
                 todo,
             });
         }
@@ -294,7 +251,8 @@ pub fn decide(snapshot: &Snapshot, uncompiled: &Uncompiled) -> Result<Compilatio
 /// Compiles what `plan` decided, on compilation VMs that take addresses the instances'
 /// (`taken`) leave free and go again at the end; returns how many packages were compiled.
 pub async fn compile(
-    core: &Arc<Core>,
+    ports: &Ports,
+    locks: &CompileLocks,
     log: &TaskLog,
     snapshot: &Snapshot,
     networking: &Networking,
@@ -320,7 +278,7 @@ pub async fn compile(
         None => vec![None; owners.len()],
         Some(network) => {
             reserve_workers(
-                core,
+                &ports.addresses,
                 networking,
                 network,
                 &owners,
@@ -352,7 +310,7 @@ pub async fn compile(
     let slots = Arc::new(Mutex::new(slots));
     let mut result = Ok(());
     for batch in work {
-        result = run(core, &stage, &manifest.name, &config, batch, &slots).await;
+        result = run(ports, locks, &stage, &manifest.name, &config, batch, &slots).await;
         if result.is_err() {
             break;
         }
@@ -360,7 +318,8 @@ pub async fn compile(
     // Compilation VMs go at the end, also when compilation failed.
     let leftover: Vec<Slot> = std::mem::take(&mut *slots.lock().unwrap_or_else(|p| p.into_inner()));
     let worker = Worker {
-        core,
+        ports,
+        locks,
         deployment: &manifest.name,
         stemcell: "",
         config: &config,
@@ -371,7 +330,7 @@ pub async fn compile(
         }
         if let (Some(ip), Some(network)) = (slot.ip, &config.network) {
             super::networking::release(
-                core,
+                &ports.addresses,
                 networking.global(),
                 &slot.owner,
                 &[Held {
@@ -387,7 +346,7 @@ pub async fn compile(
 
 /// An address for each worker. With a cloud config the store knows every claim.
 async fn reserve_workers(
-    core: &Core,
+    addresses: &Addresses,
     networking: &Networking,
     network: &str,
     owners: &[Owner],
@@ -396,8 +355,7 @@ async fn reserve_workers(
 ) -> Result<Vec<Option<u32>>, NetworkError> {
     match networking {
         Networking::Global(nets) => {
-            let _planning = core.ip_planning.lock().await;
-            plan_global(&core.store, &[], |repo| {
+            plan_global(addresses, &[], |repo| {
                 let mut provider = IpProvider::new(nets, IpSet::new(), repo);
                 let ips = owners
                     .iter()
@@ -458,22 +416,20 @@ fn reserve_each<R: IpRepo>(
 /// What one stemcell needs compiled.
 #[derive(Debug, Clone, PartialEq)]
 struct Batch {
-    stemcell: String,
-    graph: Graph,
-    /// Each package's cache key.
-    keys: BTreeMap<PackageKey, String>,
+    on: NeededOn,
     todo: BTreeSet<PackageKey>,
 }
 
 async fn run(
-    core: &Arc<Core>,
+    ports: &Ports,
+    locks: &CompileLocks,
     stage: &super::task::Stage,
     deployment: &str,
     config: &CompilationConfig,
     batch: &Batch,
     slots: &Arc<Mutex<Vec<Slot>>>,
 ) -> Result<(), StepError> {
-    let (stemcell, graph, todo) = (batch.stemcell.as_str(), &batch.graph, &batch.todo);
+    let (stemcell, graph, todo) = (batch.on.stemcell.as_str(), &batch.on.graph, &batch.todo);
     let mut done: BTreeSet<PackageKey> = graph
         .keys()
         .filter(|k| !todo.contains(k))
@@ -500,16 +456,18 @@ async fn run(
                 .iter()
                 .map(|d| CompiledDependency {
                     name: d.name.clone(),
-                    key: batch.keys[d].clone(),
+                    key: batch.on.keys[d].clone(),
                 })
                 .collect();
-            let key = batch.keys[&ready].clone();
-            let (core, stage, slots) = (Arc::clone(core), stage.clone(), Arc::clone(slots));
+            let key = batch.on.keys[&ready].clone();
+            let (ports, locks) = (ports.clone(), locks.clone());
+            let (stage, slots) = (stage.clone(), Arc::clone(slots));
             let (deployment, stemcell, config) =
                 (deployment.to_string(), stemcell.to_string(), config.clone());
             running.spawn(crate::trace::within(async move {
                 let worker = Worker {
-                    core: &core,
+                    ports: &ports,
+                    locks: &locks,
                     deployment: &deployment,
                     stemcell: &stemcell,
                     config: &config,
@@ -547,11 +505,11 @@ async fn run(
 /// # Errors
 /// A VM the CPI cannot delete (its record stays, for the next try), or a store error.
 pub async fn delete_leftovers(
-    core: &Core,
+    ports: &Ports,
     log: &TaskLog,
     deployment: &str,
 ) -> Result<usize, StepError> {
-    let left = core.records.compilation_vms(deployment).await?;
+    let left = ports.records.compilation_vms(deployment).await?;
     if left.is_empty() {
         return Ok(0);
     }
@@ -563,11 +521,13 @@ pub async fn delete_leftovers(
     for vm in &left {
         let step = stage.start(vm.cid.clone());
         let deleted = async {
-            core.cpi
+            ports
+                .cpi
                 .delete_vm(&vm.cid)
                 .await
                 .map_err(|e| StepError::Failed(format!("delete_vm {}: {e}", vm.cid)))?;
-            core.records
+            ports
+                .records
                 .write(vec![change::compilation_vm_gone(&vm.cid)])
                 .await
                 .map_err(StepError::from)

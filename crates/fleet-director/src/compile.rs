@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::manifest::Manifest;
 use super::model::Release;
 
 /// A package of a release, as compiled for one stemcell.
@@ -121,6 +122,63 @@ fn identity_within(release: &Release, package: &str, path: &mut Vec<String>) -> 
     dependencies.sort();
     let digest = fleet_release::sha1_hex(dependencies.join("\n").as_bytes());
     format!("{package}/{}+{digest}", archive.fingerprint)
+}
+
+/// What one stemcell's instances need compiled: every package their jobs use, with its
+/// dependencies and its cache key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NeededOn {
+    /// `os/version`.
+    pub stemcell: String,
+    pub graph: Graph,
+    pub keys: BTreeMap<PackageKey, String>,
+}
+
+/// The packages `manifest`'s jobs need on each stemcell, computed once per deploy.
+///
+/// # Errors
+/// A dependency cycle or a missing package.
+pub fn needed_by(releases: &[Release], manifest: &Manifest) -> Result<Vec<NeededOn>, CompileError> {
+    let mut jobs: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+    for group in &manifest.instance_groups {
+        let Some(stemcell) = manifest.stemcell(&group.stemcell) else {
+            continue;
+        };
+        let entry = jobs
+            .entry(format!("{}/{}", stemcell.os, stemcell.version))
+            .or_default();
+        for job in &group.jobs {
+            entry.push((job.release.clone(), job.name.clone()));
+        }
+    }
+    jobs.into_iter()
+        .map(|(stemcell, jobs)| {
+            let graph = needed(releases, &jobs)?;
+            let keys = cache_keys(releases, &graph, &stemcell);
+            Ok(NeededOn {
+                stemcell,
+                graph,
+                keys,
+            })
+        })
+        .collect()
+}
+
+/// The cache key of each package of `graph` compiled for `stemcell`.
+fn cache_keys(releases: &[Release], graph: &Graph, stemcell: &str) -> BTreeMap<PackageKey, String> {
+    graph
+        .keys()
+        .map(|package| {
+            let release = releases
+                .iter()
+                .find(|r| r.name == package.release && r.version == package.version);
+            let key = match release {
+                Some(r) => cache_key(r, &package.name, stemcell),
+                None => format!("{}@{stemcell}", package.describe()),
+            };
+            (package.clone(), key)
+        })
+        .collect()
 }
 
 /// The cache key of `package` compiled for `stemcell`.

@@ -1,17 +1,16 @@
 //! The ports every job of the director reaches through: the store, the cloud, the agents
 //! and the settings. A leaf: it knows nothing of tasks, plans or the facade.
 
-use std::collections::HashMap;
-use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use super::agent::{Agent, AgentError};
+use super::agent::Agent;
 use super::cpi::Cpi;
 use super::cpi_trace::TracedCpi;
+use super::networking::Addresses;
+use super::ports::{Agents, CompileLocks, DeployPorts, Ports};
 use super::records::Records;
 use super::renderer::{NoRendering, Renderer};
-use super::trace::{Channel, note};
 use fleet_store::AsyncStore;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,13 +78,11 @@ pub struct Core {
     pub settings: DirectorSettings,
     /// One lock per package and stemcell: deploys running at once compile a package once,
     /// the others wait and find it compiled.
-    compile_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-    /// Held from reading the claimed addresses to applying a plan's claims: deploys of
-    /// this process then never lose a plan to one another, however many start at once
-    /// (the store still refuses a plan that lost to another process).
-    pub ip_planning: tokio::sync::Mutex<()>,
+    pub compile_locks: CompileLocks,
+    /// The store's addresses, planned one deploy at a time.
+    pub addresses: Addresses,
     /// Held by a release upload from reading the releases to recording its own.
-    pub release_uploads: tokio::sync::Mutex<()>,
+    pub release_uploads: Arc<tokio::sync::Mutex<()>>,
     /// The time leases are measured in: tokio's, so that tests pass it at will.
     pub clock: fleet_clock::WallClock,
 }
@@ -98,6 +95,7 @@ impl Core {
     ) -> Self {
         Core {
             records: Records::new(store.clone()),
+            addresses: Addresses::new(store.clone()),
             store,
             // Every CPI call of a task is in its trace.
             cpi: Arc::new(TracedCpi(infrastructure.cpi)),
@@ -107,9 +105,8 @@ impl Core {
             },
             renderer: infrastructure.renderer,
             settings,
-            compile_locks: Mutex::new(HashMap::new()),
-            ip_planning: tokio::sync::Mutex::new(()),
-            release_uploads: tokio::sync::Mutex::new(()),
+            compile_locks: CompileLocks::default(),
+            release_uploads: Arc::default(),
             clock: fleet_clock::WallClock::new(),
         }
     }
@@ -139,44 +136,24 @@ impl Core {
         }
     }
 
-    /// The lock for compiling `key`.
-    pub fn compile_lock(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
-        let mut locks = self.compile_locks.lock().unwrap_or_else(|p| p.into_inner());
-        Arc::clone(locks.entry(key.to_string()).or_default())
+    /// What an instance's VM and disk steps reach.
+    pub fn ports(&self) -> Ports {
+        Ports {
+            records: self.records.clone(),
+            cpi: Arc::clone(&self.cpi),
+            agents: self.agents.clone(),
+            clock: self.clock,
+            addresses: self.addresses.clone(),
+            snapshots: self.settings.snapshots,
+        }
     }
-}
 
-/// The agents as the director's steps reach them: each call bounded by the agent timeout
-/// and noted in the task's trace. A step that only talks to agents takes this, not
-/// [`Core`].
-#[derive(Clone)]
-pub struct Agents {
-    pub agent: Arc<dyn Agent>,
-    /// How long an agent may take to answer before it counts as unresponsive.
-    pub timeout: Duration,
-}
-
-impl Agents {
-    /// Bounds an agent call by the agent timeout.
-    pub async fn call<T>(
-        &self,
-        agent_id: &str,
-        method: &str,
-        call: impl Future<Output = Result<T, AgentError>>,
-    ) -> Result<T, AgentError> {
-        let started = tokio::time::Instant::now();
-        let answer = match tokio::time::timeout(self.timeout, call).await {
-            Ok(result) => result,
-            Err(_) => Err(AgentError::Unresponsive {
-                agent_id: agent_id.to_string(),
-                method: method.to_string(),
-            }),
-        };
-        let ms = started.elapsed().as_millis();
-        note(Channel::Debug, || match &answer {
-            Ok(_) => format!("agent {agent_id}: {method} answered ({ms} ms)"),
-            Err(e) => format!("agent {agent_id}: {method} failed: {e} ({ms} ms)"),
-        });
-        answer
+    /// What a deploy's executor reaches.
+    pub fn deploy_ports(&self) -> DeployPorts {
+        DeployPorts {
+            ports: self.ports(),
+            renderer: Arc::clone(&self.renderer),
+            compile_locks: self.compile_locks.clone(),
+        }
     }
 }

@@ -2,16 +2,14 @@
 //! line per instance, in the shape `bosh instances` and `bosh vms` read from a task's
 //! result.
 
-use std::sync::Arc;
-
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
-use super::Core;
 use super::agent::AgentState;
-use super::core::Agents;
 use super::error::StepError;
 use super::model::{DesiredState, InstanceRecord, Stemcell, VmRecord};
+use super::ports::Agents;
+use super::records::Records;
 
 /// What the agent says: the instance's process state in the CLI's words (`running`,
 /// `failing`, `stopped`, `starting`, or `unresponsive agent`; empty for an instance without
@@ -137,18 +135,19 @@ fn line(
 /// One JSON line per instance (per VM with `vms_only`, as `bosh vms` lists them), agents
 /// asked in parallel, lines in group and index order.
 pub async fn instance_lines(
-    core: Arc<Core>,
+    records: &Records,
+    agents: &Agents,
     deployment: String,
     vms_only: bool,
 ) -> Result<String, StepError> {
-    let mut instances: Vec<InstanceRecord> = core.records.instances(&deployment).await?;
+    let mut instances: Vec<InstanceRecord> = records.instances(&deployment).await?;
     instances.retain(|i| !vms_only || i.vm_cid.is_some());
-    let vms: Vec<VmRecord> = core.records.vms(&deployment).await?;
-    let uploaded = core.records.stemcells().await?;
+    let vms: Vec<VmRecord> = records.vms(&deployment).await?;
+    let uploaded = records.stemcells().await?;
     instances.sort_by(|a, b| (&a.group, a.index).cmp(&(&b.group, b.index)));
     let mut asked = JoinSet::new();
     for (slot, instance) in instances.iter().enumerate() {
-        let (agents, instance) = (core.agents.clone(), instance.clone());
+        let (agents, instance) = (agents.clone(), instance.clone());
         asked.spawn(crate::trace::within(async move {
             (slot, observe(&agents, &instance).await)
         }));

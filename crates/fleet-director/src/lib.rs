@@ -38,6 +38,7 @@ mod names;
 pub mod network;
 mod networking;
 pub mod plan;
+pub mod ports;
 pub mod problem;
 pub mod records;
 mod release_upload;

@@ -2,12 +2,33 @@
 //! applying what it decided (see [`crate::addresses`]) in one transaction, and releasing
 //! addresses as instances go.
 
-use super::Core;
+use std::sync::Arc;
+
 use super::addresses::{AddressChanges, AddressView, Networking, static_addresses};
 use super::error::StepError;
 use super::manifest::Manifest;
 use super::network::{Held, NetworkError, Owner, PlannedIpRepo, to_ip};
 use fleet_store::{AsyncStore, IpClaim, IpHolder, IpRecord, IpRelease};
+
+/// The store's addresses as deploys reach them: claims and releases in the store, and one
+/// planning at a time in this process.
+#[derive(Clone)]
+pub struct Addresses {
+    store: AsyncStore,
+    /// Held from reading the claimed addresses to applying a plan's claims: deploys of
+    /// this process then never lose a plan to one another, however many start at once
+    /// (the store still refuses a plan that lost to another process).
+    planning: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl Addresses {
+    pub fn new(store: AsyncStore) -> Self {
+        Addresses {
+            store,
+            planning: Arc::default(),
+        }
+    }
+}
 
 /// The store's addresses a deploy of `manifest` decides from, read in one go; empty
 /// without a cloud config.
@@ -15,7 +36,7 @@ use fleet_store::{AsyncStore, IpClaim, IpHolder, IpRecord, IpRelease};
 /// # Errors
 /// A store failure.
 pub async fn observe(
-    core: &Core,
+    addresses: &Addresses,
     networking: &Networking,
     manifest: &Manifest,
 ) -> Result<AddressView, StepError> {
@@ -24,7 +45,7 @@ pub async fn observe(
     }
     let deployment = manifest.name.clone();
     let statics = static_addresses(manifest);
-    Ok(core
+    Ok(addresses
         .store
         .run(move |s| {
             let own = s.ips_of(&deployment)?;
@@ -47,7 +68,7 @@ pub async fn observe(
 /// # Errors
 /// `decide`'s own; a store failure, or a decision that lost a race every time.
 pub async fn decide_and_claim<T>(
-    core: &Core,
+    addresses: &Addresses,
     networking: &Networking,
     manifest: &Manifest,
     mut decide: impl FnMut(&AddressView) -> Result<T, StepError>,
@@ -56,12 +77,12 @@ pub async fn decide_and_claim<T>(
     if !networking.global() {
         return decide(&AddressView::default());
     }
-    let _planning = core.ip_planning.lock().await;
+    let _planning = addresses.planning.lock().await;
     for _ in 0..PLAN_ATTEMPTS {
-        let view = observe(core, networking, manifest).await?;
+        let view = observe(addresses, networking, manifest).await?;
         let decided = decide(&view)?;
         let AddressChanges { claims, releases } = changes(&decided).clone();
-        if apply(&core.store, claims, releases).await? {
+        if apply(&addresses.store, claims, releases).await? {
             return Ok(decided);
         }
     }
@@ -80,10 +101,12 @@ const PLAN_ATTEMPTS: usize = 5;
 /// The plan's own errors; a store failure, or a plan that lost a race every time, as
 /// [`NetworkError::Store`].
 pub async fn plan_global<T, E: From<NetworkError>>(
-    store: &AsyncStore,
+    addresses: &Addresses,
     named: &[u32],
     mut plan: impl FnMut(PlannedIpRepo) -> Result<(T, PlannedIpRepo), E>,
 ) -> Result<T, E> {
+    let _planning = addresses.planning.lock().await;
+    let store = &addresses.store;
     let store_error = |e: fleet_store::StoreError| E::from(NetworkError::Store(e.to_string()));
     for _ in 0..PLAN_ATTEMPTS {
         let (out, repo) = plan_once(store, named, &mut plan).await?;
@@ -154,11 +177,11 @@ pub async fn plan_once<T, E: From<NetworkError>>(
 /// The store's addresses of `deployment`: those whose owning instance `goes`, then the
 /// others.
 async fn ips_where(
-    core: &Core,
+    addresses: &Addresses,
     deployment: &str,
     goes: impl Fn(&str) -> bool,
 ) -> Result<(Vec<IpRecord>, Vec<IpRecord>), StepError> {
-    Ok(core
+    Ok(addresses
         .store
         .ips_of(deployment)
         .await?
@@ -169,12 +192,12 @@ async fn ips_where(
 /// Releases the store's addresses of `deployment` whose owning instance `goes`, and
 /// returns the ones kept.
 pub async fn release_where(
-    core: &Core,
+    addresses: &Addresses,
     deployment: &str,
     goes: impl Fn(&str) -> bool,
 ) -> Result<Vec<IpRecord>, StepError> {
-    let (gone, kept) = ips_where(core, deployment, goes).await?;
-    release_records(&core.store, gone).await?;
+    let (gone, kept) = ips_where(addresses, deployment, goes).await?;
+    release_records(&addresses.store, gone).await?;
     Ok(kept)
 }
 
@@ -210,18 +233,18 @@ async fn release_all(
 /// Releases `owner`'s addresses in the store (with a cloud config; without one nothing
 /// persists).
 pub async fn release(
-    core: &Core,
+    addresses: &Addresses,
     global: bool,
     owner: &Owner,
-    addresses: &[Held],
+    held: &[Held],
 ) -> Result<(), StepError> {
     if !global {
         return Ok(());
     }
     let holder = IpHolder::from(owner);
-    let addresses = addresses
+    let gone = held
         .iter()
         .map(|held| (held.ip, held.network.clone(), holder.clone()))
         .collect();
-    Ok(release_all(&core.store, addresses).await?)
+    Ok(release_all(&addresses.store, gone).await?)
 }

@@ -221,6 +221,20 @@ impl Records {
             .await
     }
 
+    /// Every blob's id: releases' archives, compiled packages, rendered templates, log
+    /// bundles, and what an upload cut short left behind.
+    pub async fn blob_ids(&self) -> Result<Vec<String>, StoreError> {
+        self.store.run(|s| s.blob_ids()).await
+    }
+
+    pub async fn put_blob(&self, id: &str, bytes: Vec<u8>) -> Result<(), StoreError> {
+        self.store.put_blob(id, bytes).await
+    }
+
+    pub async fn delete_blob(&self, id: String) -> Result<(), StoreError> {
+        self.store.run(move |s| s.delete_blob(&id)).await
+    }
+
     /// The blobs some record names: a release's archives, a compiled package. Others
     /// are what an upload cut short left behind.
     pub async fn named_blobs(&self) -> Result<BTreeSet<String>, StoreError> {

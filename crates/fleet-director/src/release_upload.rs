@@ -9,10 +9,9 @@ use std::sync::Arc;
 
 use fleet_release::{ReleaseArchive, sha1_hex};
 
-use super::core::Core;
 use super::error::StepError;
 use super::model::{Archived, Package, PropertySpec, Release, ReleaseJob};
-use super::records::change;
+use super::records::{Records, change};
 use super::task::{JobError, TaskLog};
 use super::upload_refusal::UploadRefusal;
 
@@ -198,14 +197,15 @@ fn difference(old: &Release, new: &ReleaseArchive) -> Option<String> {
 
 /// The task: blobs first, a step each, then the release record.
 pub async fn run(
-    core: Arc<Core>,
+    records: Records,
+    uploads: Arc<tokio::sync::Mutex<()>>,
     log: TaskLog,
     archive: ReleaseArchive,
     fix: bool,
 ) -> Result<String, JobError> {
     // Two uploads of one release must not both decide it is new.
-    let _one_at_a_time = core.release_uploads.lock().await;
-    let existing = core.records.releases().await?;
+    let _one_at_a_time = uploads.lock().await;
+    let existing = records.releases().await?;
     let mut upload = match decide(archive, &existing, fix).map_err(StepError::from)? {
         Decision::AlreadyThere { name, version } => {
             let stage = log.stage("Release has been created", Vec::new(), 1);
@@ -228,7 +228,7 @@ pub async fn run(
         for (blob, name, bytes) in blobs {
             log.check()?;
             let step = stage.start(format!("{name}/{}", &blob[..blob.len().min(12)]));
-            let kept = core.store.put_blob(&blob, bytes).await;
+            let kept = records.put_blob(&blob, bytes).await;
             step.end(kept.map_err(StepError::from))?;
         }
     }
@@ -237,7 +237,7 @@ pub async fn run(
     let what = format!("{}/{}", release.name, release.version);
     let stage = log.stage("Release has been created", Vec::new(), 1);
     let step = stage.start(what.clone());
-    let recorded = core.records.write(vec![change::release(release)]).await;
+    let recorded = records.write(vec![change::release(release)]).await;
     step.end(recorded.map_err(StepError::from))?;
     Ok(format!("Created release '{what}'"))
 }

@@ -3,15 +3,15 @@
 //! compilation planning read this, so nothing re-reads or re-parses the cloud config
 //! mid-deploy, and a cloud config uploaded meanwhile cannot change a deploy halfway.
 
-use super::Core;
 use super::addresses::Networking;
 use super::cloud::{self, CloudModel};
 use super::cloud::{CompilationConfig, CompilationConfigError, read_config};
 use super::cloud_properties::CloudProperties;
+use super::compile::{CompileError, NeededOn, needed_by};
 use super::error::StepError;
 use super::manifest::{Manifest, parse};
 use super::model::Release;
-use super::records::Uploads;
+use super::records::{Records, Uploads};
 use super::runtime;
 use super::validate::{CloudFacts, Uploaded};
 
@@ -29,6 +29,9 @@ pub struct Snapshot {
     /// The cloud config's `compilation` section, else the manifest's, else one worker; an
     /// invalid block of the manifest is the deploy's error when it compiles.
     compilation: Result<CompilationConfig, CompilationConfigError>,
+    /// The packages each stemcell's instances need, or why they cannot be compiled: the
+    /// deploy's error once the manifest is found valid.
+    needed: Result<Vec<NeededOn>, CompileError>,
 }
 
 impl Snapshot {
@@ -36,8 +39,8 @@ impl Snapshot {
     ///
     /// # Errors
     /// An invalid manifest or stored cloud config, or a store failure.
-    pub async fn take(core: &Core, text: String) -> Result<Snapshot, StepError> {
-        let uploads = core.records.uploads().await?;
+    pub async fn take(records: &Records, text: String) -> Result<Snapshot, StepError> {
+        let uploads = records.uploads().await?;
         Snapshot::of(text, uploads)
     }
 
@@ -77,7 +80,7 @@ impl Snapshot {
                 .map(|s| format!("{}/{}", s.os, s.version))
                 .collect(),
         };
-        let releases = all_releases
+        let releases: Vec<Release> = all_releases
             .into_iter()
             .filter(|r| {
                 manifest
@@ -95,8 +98,10 @@ impl Snapshot {
                     None => Ok(CompilationConfig::default()),
                 }),
         };
+        let needed = needed_by(&releases, &manifest);
         Ok(Snapshot {
             text,
+            needed,
             manifest,
             cloud,
             runtime_versions,
@@ -104,6 +109,16 @@ impl Snapshot {
             uploaded,
             compilation,
         })
+    }
+
+    /// The packages each stemcell's instances need.
+    ///
+    /// # Errors
+    /// A dependency cycle or a missing package.
+    pub fn needed(&self) -> Result<&[NeededOn], StepError> {
+        self.needed
+            .as_deref()
+            .map_err(|e| StepError::from(e.clone()))
     }
 
     /// The cloud config's networks when there is one, else the manifest's.

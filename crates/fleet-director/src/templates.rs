@@ -14,10 +14,10 @@ pub use super::renderer::{
     NoRendering, Renderer, TemplateError, TemplateInstance, is_rendered_blob, rendered_blob_id,
 };
 
-use super::Core;
 use super::error::StepError;
 use super::model::InstanceSpec;
 use super::plan::DeploymentPlan;
+use super::records::Records;
 use super::task::TaskLog;
 
 /// How many instances are rendered at once.
@@ -29,21 +29,24 @@ const AT_ONCE: usize = 4;
 ///
 /// # Errors
 /// A store error.
-pub async fn forget_unused(core: &Core, deployment: &str) -> Result<(), StepError> {
-    if !core.renderer.renders() {
+pub async fn forget_unused(
+    records: &Records,
+    renderer: &dyn Renderer,
+    deployment: &str,
+) -> Result<(), StepError> {
+    if !renderer.renders() {
         return Ok(());
     }
     let prefix = rendered_blob_id(deployment, "");
-    let instances = core.records.instances(deployment).await?;
+    let instances = records.instances(deployment).await?;
     let used: std::collections::BTreeSet<String> = instances
         .iter()
         .filter_map(|i| i.applied.as_ref()?.rendered.as_ref())
         .map(|r| r.blob.clone())
         .collect();
-    let ids = core.store.run(|s| s.blob_ids()).await?;
-    for id in ids {
+    for id in records.blob_ids().await? {
         if id.starts_with(&prefix) && !used.contains(&id) {
-            core.store.run(|s| s.delete_blob(&id)).await?;
+            records.delete_blob(id).await?;
         }
     }
     Ok(())

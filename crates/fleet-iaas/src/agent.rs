@@ -18,6 +18,7 @@ use fleet_director::trace::{self, Channel};
 use super::cloud::{ProcessCloud, Supervision};
 use super::instance_spec;
 use super::stored;
+use crate::blocking::on_iaas;
 use fleet_vm::compile::{self, CompileRequest};
 use fleet_vm::daemon::Daemon;
 use fleet_vm::iaas::copy_tree;
@@ -56,7 +57,7 @@ fn log_runs(agent_id: &str, runs: &[ScriptRun]) {
 #[async_trait]
 impl Agent for ProcessCloud {
     async fn get_state(&self, agent_id: &str) -> Result<AgentState, AgentError> {
-        let vm = self.agent(agent_id, "get_state")?;
+        let vm = self.agent(agent_id, "get_state").await?;
         let running = vm.running.lock().await;
         let statuses = match &running.supervisor {
             Some(s) => s
@@ -79,15 +80,18 @@ impl Agent for ProcessCloud {
             .filter(|s| s.state != ProcessState::Running)
             .map(|s| s.job.clone())
             .collect();
+        let cid = vm.cid.clone();
+        let networks = on_iaas(&self.iaas, move |iaas| iaas.vm(&cid))
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .map(|record| record.addresses())
+            .unwrap_or_default();
         Ok(AgentState {
             job_state,
             applied: running.applied.clone(),
             failing_jobs: failing_jobs.into_iter().collect(),
-            networks: self
-                .iaas
-                .vm(&vm.cid)
-                .map(|record| record.addresses())
-                .unwrap_or_default(),
+            networks,
             processes: statuses
                 .iter()
                 .map(|s| Process {
@@ -104,13 +108,13 @@ impl Agent for ProcessCloud {
     }
 
     async fn prepare(&self, agent_id: &str, _spec: &InstanceSpec) -> Result<(), AgentError> {
-        self.agent(agent_id, "prepare").map(|_| ())
+        self.agent(agent_id, "prepare").await.map(|_| ())
     }
 
     /// `pre-stop` and `drain` of every job (the drain protocol followed to its end); the
     /// director's drain wait is then zero.
     async fn drain(&self, agent_id: &str, drain: Drain<'_>) -> Result<i64, AgentError> {
-        let vm = self.agent(agent_id, "drain")?;
+        let vm = self.agent(agent_id, "drain").await?;
         // Dynamic drains are followed to their end here, as a current BOSH agent does.
         if drain == Drain::Status {
             return Ok(0);
@@ -135,7 +139,7 @@ impl Agent for ProcessCloud {
     }
 
     async fn stop(&self, agent_id: &str) -> Result<(), AgentError> {
-        let vm = self.agent(agent_id, "stop")?;
+        let vm = self.agent(agent_id, "stop").await?;
         let mut running = vm.running.lock().await;
         let Some(supervisor) = running.supervisor.clone() else {
             return Ok(());
@@ -153,7 +157,7 @@ impl Agent for ProcessCloud {
     }
 
     async fn apply(&self, agent_id: &str, spec: &InstanceSpec) -> Result<(), AgentError> {
-        let vm = self.agent(agent_id, "apply")?;
+        let vm = self.agent(agent_id, "apply").await?;
         let failed = |e: String| Self::failed(agent_id, "apply", e);
         let (rendered, packages) = instance_spec::placement(&self.store, spec)
             .await
@@ -193,12 +197,12 @@ impl Agent for ProcessCloud {
     }
 
     async fn start(&self, agent_id: &str) -> Result<(), AgentError> {
-        let vm = self.agent(agent_id, "start")?;
+        let vm = self.agent(agent_id, "start").await?;
         let mut running = vm.running.lock().await;
         let Some(supervisor) = running.supervisor.clone() else {
             return Err(Self::failed(agent_id, "start", "nothing was applied"));
         };
-        let disk = self.mounted_disk(&vm);
+        let disk = self.mounted_disk(&vm).await;
         let lifecycle = Lifecycle::new(&vm.sandbox, &running.jobs, &*supervisor);
         let started = lifecycle.start(disk.as_deref()).await;
         log_runs(agent_id, &lifecycle.runs());
@@ -215,7 +219,7 @@ impl Agent for ProcessCloud {
     /// Mounts the disk at `store/`, or, with another there, at the migration target; the
     /// one at `store/` is what the jobs' next start mounts again.
     async fn mount_disk(&self, agent_id: &str, disk_cid: &str) -> Result<(), AgentError> {
-        let vm = self.agent(agent_id, "mount_disk")?;
+        let vm = self.agent(agent_id, "mount_disk").await?;
         let failed = |e: std::io::Error| Self::failed(agent_id, "mount_disk", e);
         let disk = self.disk_dir(disk_cid);
         vm.sandbox.mount(&disk).map_err(failed)?;
@@ -228,7 +232,7 @@ impl Agent for ProcessCloud {
     }
 
     async fn unmount_disk(&self, agent_id: &str, disk_cid: &str) -> Result<(), AgentError> {
-        let vm = self.agent(agent_id, "unmount_disk")?;
+        let vm = self.agent(agent_id, "unmount_disk").await?;
         let failed = |e: std::io::Error| Self::failed(agent_id, "unmount_disk", e);
         vm.sandbox
             .unmount_disk(&self.disk_dir(disk_cid))
@@ -248,7 +252,7 @@ impl Agent for ProcessCloud {
         package: &str,
         dependencies: &[CompiledDependency],
     ) -> Result<String, AgentError> {
-        let vm = self.agent(agent_id, "compile_package")?;
+        let vm = self.agent(agent_id, "compile_package").await?;
         let failed = |e: String| Self::failed(agent_id, "compile_package", e);
         let mut parts = package.splitn(3, '/');
         let (Some(release), Some(version), Some(name)) = (parts.next(), parts.next(), parts.next())
@@ -310,7 +314,7 @@ impl Agent for ProcessCloud {
     /// Copies the data of the disk at `store/` to the one at the migration target, which
     /// then takes its place at `store/`, as BOSH's agent migrates.
     async fn migrate_disk(&self, agent_id: &str, from: &str, to: &str) -> Result<(), AgentError> {
-        let vm = self.agent(agent_id, "migrate_disk")?;
+        let vm = self.agent(agent_id, "migrate_disk").await?;
         let failed = |e: std::io::Error| Self::failed(agent_id, "migrate_disk", e);
         let (source, target) = (self.disk_dir(from), self.disk_dir(to));
         tokio::task::spawn_blocking(move || copy_tree(&source, &target))
@@ -326,7 +330,7 @@ impl Agent for ProcessCloud {
     }
 
     async fn post_deploy(&self, agent_id: &str) -> Result<(), AgentError> {
-        let vm = self.agent(agent_id, "run_script")?;
+        let vm = self.agent(agent_id, "run_script").await?;
         let running = vm.running.lock().await;
         let (Some(supervisor), true) = (&running.supervisor, running.started) else {
             return Ok(());
@@ -342,7 +346,7 @@ impl Agent for ProcessCloud {
     /// The job's `bin/run` in the VM, whether or not its jobs were started: an errand
     /// group's jobs have no processes to start.
     async fn run_errand(&self, agent_id: &str, job: &str) -> Result<ErrandOutput, AgentError> {
-        let vm = self.agent(agent_id, "run_errand")?;
+        let vm = self.agent(agent_id, "run_errand").await?;
         let running = vm.running.lock().await;
         if !running.jobs.iter().any(|j| j == job) {
             return Err(Self::failed(
@@ -370,7 +374,7 @@ impl Agent for ProcessCloud {
         agent_id: &str,
         request: &LogRequest,
     ) -> Result<Vec<u8>, AgentError> {
-        let vm = self.agent(agent_id, "fetch_logs")?;
+        let vm = self.agent(agent_id, "fetch_logs").await?;
         let root = vm.sandbox.log_root();
         let wanted = job_logs(request).map_err(|e| Self::failed(agent_id, "fetch_logs", e))?;
         tokio::task::spawn_blocking(move || logs::pack(&root, &wanted))

@@ -72,6 +72,24 @@ pub(crate) struct Vm {
 }
 
 impl Vm {
+    /// The VM `cid` of `agent_id` as its directory holds it, with what its agent kept.
+    /// Blocking: it reads the VM's files.
+    fn found(iaas: &ProcessIaas, cid: &str, agent_id: &str) -> std::io::Result<Vm> {
+        let sandbox = Sandbox::create(&iaas.vm_dir(cid))?;
+        let facts = std::fs::read(sandbox.root().join(AGENT_FACTS))
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .unwrap_or_default();
+        Ok(Vm {
+            cid: cid.to_string(),
+            agent_id: agent_id.to_string(),
+            sandbox,
+            facts: Mutex::new(facts),
+            writing: tokio::sync::Mutex::new(()),
+            running: tokio::sync::Mutex::new(Running::default()),
+        })
+    }
+
     pub(crate) fn facts(&self) -> AgentFacts {
         self.facts.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
@@ -153,24 +171,18 @@ impl ProcessCloud {
 
     /// The VM of an agent met for the first time: what it kept is read back.
     fn meet(&self, cid: &str, agent_id: &str) -> std::io::Result<Arc<Vm>> {
-        let sandbox = Sandbox::create(&self.iaas.vm_dir(cid))?;
-        let facts = std::fs::read(sandbox.root().join(AGENT_FACTS))
-            .ok()
-            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-            .unwrap_or_default();
-        let vm = Arc::new(Vm {
-            cid: cid.to_string(),
-            agent_id: agent_id.to_string(),
-            sandbox,
-            facts: Mutex::new(facts),
-            writing: tokio::sync::Mutex::new(()),
-            running: tokio::sync::Mutex::new(Running::default()),
-        });
+        Ok(self.remember(Vm::found(&self.iaas, cid, agent_id)?))
+    }
+
+    /// Keeps `vm` as the VM of its agent.
+    fn remember(&self, vm: Vm) -> Arc<Vm> {
+        let vm = Arc::new(vm);
+        let agent_id = vm.agent_id.clone();
         self.vms
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(agent_id.to_string(), Arc::clone(&vm));
-        Ok(vm)
+            .insert(agent_id, Arc::clone(&vm));
+        vm
     }
 
     fn known(&self) -> Vec<Arc<Vm>> {
@@ -188,7 +200,7 @@ impl ProcessCloud {
 
     /// The VM of `agent_id`: one this process knows, or one a CPI in another process
     /// made since, found by its record; none once its VM is gone.
-    pub(crate) fn agent(&self, agent_id: &str, method: &str) -> Result<Arc<Vm>, AgentError> {
+    pub(crate) async fn agent(&self, agent_id: &str, method: &str) -> Result<Arc<Vm>, AgentError> {
         let unresponsive = || AgentError::Unresponsive {
             agent_id: agent_id.to_string(),
             method: method.to_string(),
@@ -200,7 +212,9 @@ impl ProcessCloud {
             .get(agent_id)
             .cloned();
         if let Some(vm) = known {
-            if self.iaas.has_vm(&vm.cid) {
+            let cid = vm.cid.clone();
+            let there = on_iaas(&self.iaas, move |iaas| Ok(iaas.has_vm(&cid))).await;
+            if matches!(there, Ok(Ok(true))) {
                 return Ok(vm);
             }
             self.vms
@@ -209,8 +223,22 @@ impl ProcessCloud {
                 .remove(agent_id);
             return Err(unresponsive());
         }
-        match self.iaas.vm_of_agent(agent_id) {
-            Ok(Some(record)) => self.meet(&record.cid, agent_id).map_err(|_| unresponsive()),
+        // Every VM record is read to find it: on the blocking pool, as the CPI's work is.
+        let agent = agent_id.to_string();
+        let found = on_iaas(&self.iaas, move |iaas| {
+            let Some(record) = iaas.vm_of_agent(&agent)? else {
+                return Ok(None);
+            };
+            Vm::found(iaas, &record.cid, &agent)
+                .map(Some)
+                .map_err(|source| IaasError::Io {
+                    what: format!("VM {}", record.cid),
+                    source,
+                })
+        })
+        .await;
+        match found {
+            Ok(Ok(Some(vm))) => Ok(self.remember(vm)),
             _ => Err(unresponsive()),
         }
     }
@@ -221,9 +249,14 @@ impl ProcessCloud {
 
     /// The disk the agent mounts at `store/` when its jobs start: the one it mounted,
     /// while the CPI has it attached.
-    pub(crate) fn mounted_disk(&self, vm: &Vm) -> Option<PathBuf> {
+    pub(crate) async fn mounted_disk(&self, vm: &Vm) -> Option<PathBuf> {
         let disk = vm.facts().disk?;
-        let attached = self.iaas.vm(&vm.cid).ok()?.disks;
+        let cid = vm.cid.clone();
+        let attached = on_iaas(&self.iaas, move |iaas| iaas.vm(&cid))
+            .await
+            .ok()?
+            .ok()?
+            .disks;
         attached.contains(&disk).then(|| self.disk_dir(&disk))
     }
 
@@ -258,7 +291,7 @@ impl ProcessCloud {
             if running.supervisor.is_some() {
                 continue;
             }
-            if let Some(disk) = self.mounted_disk(&vm) {
+            if let Some(disk) = self.mounted_disk(&vm).await {
                 let _ = vm.sandbox.mount(&disk);
             }
             let supervisor: Arc<dyn Processes> = match &self.supervision {
@@ -416,7 +449,10 @@ impl Cpi for ProcessCloud {
 
     async fn reboot_vm(&self, cid: &str) -> Result<(), CpiError> {
         let record = self.iaas.vm(cid).map_err(cpi_error)?;
-        let vm = self.agent(&record.agent_id, "reboot").map_err(cpi_error)?;
+        let vm = self
+            .agent(&record.agent_id, "reboot")
+            .await
+            .map_err(cpi_error)?;
         let running = vm.running.lock().await;
         if let (Some(s), true) = (&running.supervisor, running.started) {
             let lifecycle = Lifecycle::new(&vm.sandbox, &running.jobs, &**s);

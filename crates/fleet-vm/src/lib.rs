@@ -18,7 +18,6 @@ pub mod registry_client;
 pub mod sandbox;
 pub mod script;
 pub mod signal;
-mod spawn;
 pub mod supervisor;
 
 #[cfg(test)]

@@ -92,7 +92,7 @@ pub async fn run(script: &Script) -> std::io::Result<ScriptRun> {
     if let Some(dir) = &script.cwd {
         command.current_dir(dir);
     }
-    let child = crate::spawn::spawn(&mut command).await.map_err(|e| {
+    let child = fleet_spawn::spawn(&mut command).await.map_err(|e| {
         std::io::Error::new(
             e.kind(),
             format!("cannot run {}: {e}", script.path.display()),

@@ -475,7 +475,7 @@ fn backoff(timings: Timings, failures: u32) -> Duration {
 
 /// Whether the process lives, updating what is known of it.
 async fn is_alive(process: &Supervised) -> bool {
-    let alive = match &process.def.kind {
+    match &process.def.kind {
         Kind::Bpm(_) => {
             let mut child = process.child.lock().await;
             match child.as_mut() {
@@ -483,16 +483,30 @@ async fn is_alive(process: &Supervised) -> bool {
                 None => false,
             }
         }
-        Kind::Monit { pidfile, .. } => read_pid(pidfile).is_some_and(signal::alive),
-    };
-    if alive && let Kind::Monit { pidfile, .. } = &process.def.kind {
-        process.current().pid = read_pid(pidfile);
+        Kind::Monit { pidfile, .. } => {
+            let pid = read_pid(pidfile).await;
+            let alive = match pid {
+                // `/proc` is read off the async workers, as every file is.
+                Some(pid) => tokio::task::spawn_blocking(move || signal::alive(pid))
+                    .await
+                    .unwrap_or(false),
+                None => false,
+            };
+            if alive {
+                process.current().pid = pid;
+            }
+            alive
+        }
     }
-    alive
 }
 
-fn read_pid(pidfile: &std::path::Path) -> Option<u32> {
-    std::fs::read_to_string(pidfile).ok()?.trim().parse().ok()
+async fn read_pid(pidfile: &std::path::Path) -> Option<u32> {
+    tokio::fs::read_to_string(pidfile)
+        .await
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 async fn start_one(
@@ -502,10 +516,12 @@ async fn start_one(
 ) -> Result<(), StartError> {
     let job = &process.def.job;
     let logs = sandbox.log_dir(job);
-    std::fs::create_dir_all(&logs).map_err(|source| StartError::LogDir {
-        path: logs.clone(),
-        source,
-    })?;
+    tokio::fs::create_dir_all(&logs)
+        .await
+        .map_err(|source| StartError::LogDir {
+            path: logs.clone(),
+            source,
+        })?;
     match &process.def.kind {
         Kind::Monit {
             start,
@@ -559,8 +575,15 @@ async fn start_one(
                     });
                 }
             }
-            let child = spawn_bpm(bpm, sandbox, job, &logs)?;
+            let child = spawn_bpm(bpm, sandbox, job, &logs).await?;
             let pid = child.id();
+            // Where bpm keeps its pidfiles, for the job's own scripts that look there.
+            if let Some(pid) = pid {
+                let pid_dir = sandbox.run_dir().join("bpm").join(job);
+                let _ = tokio::fs::create_dir_all(&pid_dir).await;
+                let pidfile = pid_dir.join(format!("{}.pid", bpm.name));
+                let _ = tokio::fs::write(pidfile, pid.to_string()).await;
+            }
             {
                 let mut c = process.current();
                 c.pid = pid;
@@ -572,7 +595,7 @@ async fn start_one(
     }
 }
 
-fn spawn_bpm(
+async fn spawn_bpm(
     bpm: &BpmProcess,
     sandbox: &Sandbox,
     job: &str,
@@ -603,16 +626,13 @@ fn spawn_bpm(
         .stderr(log("stderr")?)
         .process_group(0);
     signal::default_handling(&mut command);
-    let child = command.spawn().map_err(|source| StartError::Bpm {
-        name: bpm.name.clone(),
-        executable: bpm.executable.clone(),
-        source,
-    })?;
-    let pid_dir = sandbox.run_dir().join("bpm").join(job);
-    if let Some(pid) = child.id() {
-        let _ = std::fs::create_dir_all(&pid_dir);
-        let _ = std::fs::write(pid_dir.join(format!("{}.pid", bpm.name)), pid.to_string());
-    }
+    let child = fleet_spawn::spawn(&mut command)
+        .await
+        .map_err(|source| StartError::Bpm {
+            name: bpm.name.clone(),
+            executable: bpm.executable.clone(),
+            source,
+        })?;
     Ok(child)
 }
 
@@ -624,16 +644,15 @@ async fn stop_one(process: &Supervised, sandbox: &Sandbox, timings: Timings) {
                 stop_bpm(child, bpm.shutdown_signal, timings).await;
             }
             *guard = None;
-            let _ = std::fs::remove_file(
-                sandbox
-                    .run_dir()
-                    .join("bpm")
-                    .join(&process.def.job)
-                    .join(format!("{}.pid", bpm.name)),
-            );
+            let pidfile = sandbox
+                .run_dir()
+                .join("bpm")
+                .join(&process.def.job)
+                .join(format!("{}.pid", bpm.name));
+            let _ = tokio::fs::remove_file(pidfile).await;
         }
         Kind::Monit { stop, pidfile, .. } => {
-            let pid = read_pid(pidfile);
+            let pid = read_pid(pidfile).await;
             if let Some(stop) = stop {
                 let logs = sandbox.log_dir(&process.def.job);
                 let _ = run_program(
@@ -652,7 +671,17 @@ async fn stop_one(process: &Supervised, sandbox: &Sandbox, timings: Timings) {
             if let Some(group) = group {
                 signal::group(group, libc::SIGKILL);
             }
-            if let Some(pid) = pid.filter(|p| signal::started_in(*p, sandbox.root(), pidfile)) {
+            let ours = match pid {
+                Some(pid) => {
+                    let (root, pidfile) = (sandbox.root().to_path_buf(), pidfile.clone());
+                    tokio::task::spawn_blocking(move || signal::started_in(pid, &root, &pidfile))
+                        .await
+                        .unwrap_or(false)
+                        .then_some(pid)
+                }
+                None => None,
+            };
+            if let Some(pid) = ours {
                 signal::group(pid, libc::SIGKILL);
                 signal::process(pid, libc::SIGKILL);
             }
@@ -696,14 +725,13 @@ async fn run_program(
         .stderr(log("stderr")?)
         .process_group(0);
     signal::default_handling(&mut program);
-    let mut child =
-        crate::spawn::spawn(&mut program)
-            .await
-            .map_err(|source| StartError::Spawn {
-                which,
-                name: name.to_string(),
-                source,
-            })?;
+    let mut child = fleet_spawn::spawn(&mut program)
+        .await
+        .map_err(|source| StartError::Spawn {
+            which,
+            name: name.to_string(),
+            source,
+        })?;
     let group = child.id();
     match tokio::time::timeout(limit, child.wait()).await {
         Ok(Ok(status)) => Ok((status.code(), group)),

@@ -4,13 +4,10 @@
 //! `post-deploy` and the deployment's record. The store's addresses were claimed when the
 //! plan was decided ([`crate::networking::decide_and_claim`]).
 
-use std::sync::Arc;
-
 use tokio::task::JoinSet;
 
 use super::decide::DeployPlan;
 use super::options::DeployOptions;
-use crate::Core;
 use crate::addresses::Networking;
 use crate::agent::Intent;
 use crate::compilation;
@@ -20,6 +17,7 @@ use crate::model::{DeploymentRecord, DesiredState};
 use crate::network::Owner;
 use crate::networking;
 use crate::plan::{Change, DeploymentPlan};
+use crate::ports::{DeployPorts, Ports};
 use crate::records::change;
 use crate::snapshot::Snapshot;
 use crate::task::{JobError, TaskLog};
@@ -29,7 +27,7 @@ use crate::update::{
 };
 
 pub async fn apply(
-    core: Arc<Core>,
+    deploy: &DeployPorts,
     log: TaskLog,
     snapshot: Snapshot,
     networking: Networking,
@@ -39,9 +37,10 @@ pub async fn apply(
     let name = snapshot.manifest.name.clone();
     let cloud_config = snapshot.cloud_version();
     let global = networking.global();
-    record_errand_instances(&core, &name, &mut plan.instances).await?;
+    let ports = &deploy.ports;
+    record_errand_instances(ports, &name, &mut plan.instances).await?;
     log.check()?;
-    templates::render_plan(&core.renderer, &log, &name, &mut plan.instances).await?;
+    templates::render_plan(&deploy.renderer, &log, &name, &mut plan.instances).await?;
     let changed = plan.instances.changed_instances();
     let deleted = plan.deletions.len();
 
@@ -55,14 +54,14 @@ pub async fn apply(
                 instance: deletion.record.id.clone(),
             };
             let gone = delete_instance(
-                &core,
+                ports,
                 deletion.record,
                 deletion.responsive,
                 options.skip_drain,
                 Intent::DeleteInstance,
             );
             step.end(gone.await)?;
-            networking::release(&core, global, &owner, &deletion.addresses).await?;
+            networking::release(&ports.addresses, global, &owner, &deletion.addresses).await?;
         }
     }
 
@@ -75,7 +74,8 @@ pub async fn apply(
         .collect();
     log.check()?;
     compilation::compile(
-        &core,
+        ports,
+        &deploy.compile_locks,
         &log,
         &snapshot,
         &networking,
@@ -84,7 +84,7 @@ pub async fn apply(
     )
     .await?;
     log.check()?;
-    create_missing_vms(&core, &log, &name, &mut plan.instances).await?;
+    create_missing_vms(ports, &log, &name, &mut plan.instances).await?;
 
     let update = UpdateOptions {
         skip_drain: options.skip_drain,
@@ -92,7 +92,7 @@ pub async fn apply(
     };
     log.check()?;
     update_groups(
-        &core,
+        ports,
         &log,
         &name,
         &plan.instances.groups,
@@ -100,9 +100,10 @@ pub async fn apply(
         &update,
     )
     .await?;
-    post_deploy(&core, &name).await?;
-    templates::forget_unused(&core, &name).await?;
-    core.records
+    post_deploy(ports, &name).await?;
+    templates::forget_unused(&ports.records, &*deploy.renderer, &name).await?;
+    ports
+        .records
         .write(vec![change::deployment(&DeploymentRecord {
             name: name.clone(),
             manifest: Some(snapshot.text),
@@ -118,7 +119,7 @@ pub async fn apply(
 /// The instances of errand groups the deployment has no record of yet are recorded with
 /// their addresses and no VM.
 async fn record_errand_instances(
-    core: &Core,
+    ports: &Ports,
     deployment: &str,
     plan: &mut DeploymentPlan,
 ) -> Result<(), StepError> {
@@ -126,7 +127,7 @@ async fn record_errand_instances(
         for instance in &mut group.instances {
             if instance.existing.is_none() {
                 let record = new_record(deployment, instance, DesiredState::Detached);
-                persist(&core.records, &record).await?;
+                persist(&ports.records, &record).await?;
                 instance.existing = Some(record);
             }
         }
@@ -136,7 +137,7 @@ async fn record_errand_instances(
 
 /// The VMs of new instances, all at once, before any group updates.
 async fn create_missing_vms(
-    core: &Arc<Core>,
+    ports: &Ports,
     log: &TaskLog,
     deployment: &str,
     plan: &mut DeploymentPlan,
@@ -153,8 +154,8 @@ async fn create_missing_vms(
     let stage = log.stage("Creating missing vms", Vec::new(), missing.len() as u32);
     let mut created = JoinSet::new();
     for (slot, instance) in missing.iter().enumerate() {
-        let (core, stage, deployment, instance) = (
-            Arc::clone(core),
+        let (ports, stage, deployment, instance) = (
+            ports.clone(),
             stage.clone(),
             deployment.to_string(),
             (*instance).clone(),
@@ -163,7 +164,7 @@ async fn create_missing_vms(
             let step = stage.start(format!("{}/{}", instance.group, instance.index));
             (
                 slot,
-                step.end(create_missing_vm(&core, &deployment, &instance).await),
+                step.end(create_missing_vm(&ports, &deployment, &instance).await),
             )
         }));
     }
@@ -176,21 +177,21 @@ async fn create_missing_vms(
 
 /// Every started instance's `post-deploy` scripts at once, once all instances started;
 /// the first failure fails the deploy, naming the instance.
-async fn post_deploy(core: &Arc<Core>, deployment: &str) -> Result<(), JobError> {
+async fn post_deploy(ports: &Ports, deployment: &str) -> Result<(), JobError> {
     let mut running = tokio::task::JoinSet::new();
-    for instance in core.records.instances(deployment).await? {
+    for instance in ports.records.instances(deployment).await? {
         let (Some(agent), DesiredState::Started, false) =
             (instance.agent_id.clone(), instance.state, instance.ignore)
         else {
             continue;
         };
-        let core = Arc::clone(core);
+        let agents = ports.agents.clone();
         running.spawn(crate::trace::within(async move {
-            core.agents
+            agents
                 .call(
                     &agent,
                     "run_script post-deploy",
-                    core.agents.agent.post_deploy(&agent),
+                    agents.agent.post_deploy(&agent),
                 )
                 .await
                 .map_err(|source| StepError::PostDeploy {

@@ -6,10 +6,10 @@ use std::collections::{BTreeSet, HashMap};
 
 use tokio::task::JoinSet;
 
-use crate::core::Agents;
 use crate::error::StepError;
 use crate::model::InstanceRecord;
 use crate::network::to_u32;
+use crate::ports::Agents;
 use crate::task::TaskLog;
 
 /// What binding learned: instances whose agents did not answer, and the addresses the

@@ -4,15 +4,14 @@
 //! deletion is decided, with whether its agent answered, before anything goes.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
 use super::bind::bind;
 use super::decide::Deletion;
-use crate::Core;
 use crate::agent::Intent;
 use crate::compilation;
 use crate::model::InstanceRecord;
 use crate::networking;
+use crate::ports::DeployPorts;
 use crate::records::change;
 use crate::task::{JobError, TaskLog};
 use crate::templates;
@@ -32,9 +31,14 @@ pub fn decide(existing: Vec<InstanceRecord>, unresponsive: &BTreeSet<String>) ->
 }
 
 /// Deletes every instance of the deployment and the deployment itself.
-pub async fn delete(core: Arc<Core>, log: TaskLog, name: String) -> Result<String, JobError> {
-    let existing: Vec<InstanceRecord> = core.records.instances(&name).await?;
-    let unresponsive = bind(&core.agents, &log, &existing, true)
+pub async fn delete(
+    deploy_ports: DeployPorts,
+    log: TaskLog,
+    name: String,
+) -> Result<String, JobError> {
+    let ports = &deploy_ports.ports;
+    let existing: Vec<InstanceRecord> = ports.records.instances(&name).await?;
+    let unresponsive = bind(&ports.agents, &log, &existing, true)
         .await?
         .unresponsive;
     let deletions = decide(existing, &unresponsive);
@@ -44,14 +48,15 @@ pub async fn delete(core: Arc<Core>, log: TaskLog, name: String) -> Result<Strin
         log.check()?;
         let step = stage.start(deletion.record.name());
         let intent = Intent::DeleteDeployment;
-        let gone = delete_instance(&core, deletion.record, deletion.responsive, false, intent);
+        let gone = delete_instance(ports, deletion.record, deletion.responsive, false, intent);
         step.end(gone.await)?;
     }
-    compilation::delete_leftovers(&core, &log, &name).await?;
+    compilation::delete_leftovers(ports, &log, &name).await?;
     // Every address the deployment held, static or dynamic, returns to its network.
-    networking::release_where(&core, &name, |_| true).await?;
-    templates::forget_unused(&core, &name).await?;
-    core.records
+    networking::release_where(&ports.addresses, &name, |_| true).await?;
+    templates::forget_unused(&ports.records, &*deploy_ports.renderer, &name).await?;
+    ports
+        .records
         .write(vec![change::deployment_gone(&name)])
         .await?;
     Ok(format!(

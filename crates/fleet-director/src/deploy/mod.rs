@@ -13,9 +13,6 @@ mod delete;
 mod options;
 mod stop;
 
-use std::sync::Arc;
-
-use super::Core;
 use super::compilation;
 use super::dry_run;
 use super::error::StepError;
@@ -24,6 +21,7 @@ use super::limits::InstanceLimits;
 use super::model::{DeploymentRecord, InstanceRecord};
 use super::networking;
 use super::plan::InstancePlan;
+use super::ports::DeployPorts;
 use super::records::change;
 use super::snapshot::Snapshot;
 use super::task::{JobError, TaskLog};
@@ -56,20 +54,22 @@ pub(crate) fn validate(snapshot: &mut Snapshot, limits: &InstanceLimits) -> Resu
 }
 
 pub async fn deploy(
-    core: Arc<Core>,
+    ports: DeployPorts,
+    limits: InstanceLimits,
     log: TaskLog,
     text: String,
     options: DeployOptions,
 ) -> Result<String, JobError> {
-    let mut snapshot = Snapshot::take(&core, text).await?;
-    validate(&mut snapshot, &core.settings.limits)?;
+    let mut snapshot = Snapshot::take(&ports.ports.records, text).await?;
+    validate(&mut snapshot, &limits)?;
     compilation::check(&snapshot)?;
     let name = snapshot.manifest.name.clone();
-    let outcome = deploy_valid(Arc::clone(&core), log, snapshot, options).await;
+    let outcome = deploy_valid(&ports, log, snapshot, options).await;
     if outcome.is_err() {
         // What it rendered for instances it did not update goes with a failed deploy;
         // a successful one has cleared it already.
-        if let Err(e) = templates::forget_unused(&core, &name).await {
+        let forgotten = templates::forget_unused(&ports.ports.records, &*ports.renderer, &name);
+        if let Err(e) = forgotten.await {
             tracing::warn!(deployment = %name, error = %e, "rendered templates are left behind");
         }
     }
@@ -79,29 +79,30 @@ pub async fn deploy(
 /// The deploy of a manifest found valid: bind, decide, then apply (or, for a dry run,
 /// show what was decided).
 async fn deploy_valid(
-    core: Arc<Core>,
+    deploy_ports: &DeployPorts,
     log: TaskLog,
     snapshot: Snapshot,
     options: DeployOptions,
 ) -> Result<String, JobError> {
+    let ports = &deploy_ports.ports;
     let networking = snapshot.networking();
     let name = snapshot.manifest.name.clone();
-    let existing: Vec<InstanceRecord> = core.records.instances(&name).await?;
+    let existing: Vec<InstanceRecord> = ports.records.instances(&name).await?;
     let Bound {
         unresponsive,
         reported,
-    } = bind(&core.agents, &log, &existing, options.fix).await?;
+    } = bind(&ports.agents, &log, &existing, options.fix).await?;
     let observed = Observed {
         existing,
         unresponsive,
         reported,
-        disks: core.records.disks(&name).await?,
-        uncompiled: compilation::observe(&core, &snapshot).await?,
+        disks: ports.records.disks(&name).await?,
+        uncompiled: compilation::observe(&ports.records, &snapshot).await?,
     };
     let mut ids = || new_id("instance");
     if options.dry_run {
         // Decided against the store as a deploy would, and nothing is written.
-        let view = networking::observe(&core, &networking, &snapshot.manifest).await?;
+        let view = networking::observe(&ports.addresses, &networking, &snapshot.manifest).await?;
         let plan = decide(&snapshot, &networking, &observed, &options, &view, &mut ids)?;
         let instances: Vec<&InstancePlan> = plan.instances.instances().collect();
         let stage = log.stage("Planning (dry run)", Vec::new(), instances.len() as u32);
@@ -123,23 +124,24 @@ async fn deploy_valid(
     }
     // A new deployment is recorded once its manifest is valid and it is not a dry run: a
     // refused manifest leaves no empty deployment behind.
-    if core.records.deployment(&name).await?.is_none() {
+    if ports.records.deployment(&name).await?.is_none() {
         let record = DeploymentRecord {
             name: name.clone(),
             manifest: None,
             cloud_config: None,
             runtime_configs: Vec::new(),
         };
-        core.records
+        ports
+            .records
             .write(vec![change::deployment(&record)])
             .await?;
     }
-    compilation::delete_leftovers(&core, &log, &name).await?;
+    compilation::delete_leftovers(ports, &log, &name).await?;
     log.check()?;
     // A refused plan (an ignored instance the manifest deletes, a network out of
     // addresses) claims nothing.
     let plan = networking::decide_and_claim(
-        &core,
+        &ports.addresses,
         &networking,
         &snapshot.manifest,
         |view| decide(&snapshot, &networking, &observed, &options, view, &mut ids),
@@ -147,19 +149,21 @@ async fn deploy_valid(
     )
     .await?;
     log.check()?;
-    apply::apply(core, log, snapshot, networking, plan, &options).await
+    apply::apply(deploy_ports, log, snapshot, networking, plan, &options).await
 }
 
 /// Redeploys the manifest the deployment last deployed successfully (to recreate or start
 /// its instances), read once the task holds the lock so that an update finishing just
 /// before cannot be rolled back.
 pub async fn recreate_or_start(
-    core: Arc<Core>,
+    ports: DeployPorts,
+    limits: InstanceLimits,
     log: TaskLog,
     name: String,
     options: DeployOptions,
 ) -> Result<String, JobError> {
-    let manifest = core
+    let manifest = ports
+        .ports
         .records
         .deployed_manifest(&name)
         .await?
@@ -167,5 +171,5 @@ pub async fn recreate_or_start(
             deployment: name.clone(),
             purpose: "recreate",
         })?;
-    deploy(core, log, manifest, options).await
+    deploy(ports, limits, log, manifest, options).await
 }

@@ -4,11 +4,10 @@
 //! stops.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
 use super::bind::bind;
-use crate::Core;
 use crate::model::{DesiredState, InstanceRecord};
+use crate::ports::Ports;
 use crate::target::Target;
 use crate::task::{JobError, TaskLog};
 use crate::update::stop_instance;
@@ -49,15 +48,15 @@ pub fn decide(
 
 /// Stops every instance's jobs; `hard` deletes the VMs too (`stop --hard`).
 pub async fn stop(
-    core: Arc<Core>,
+    ports: Ports,
     log: TaskLog,
     name: String,
     hard: bool,
     target: Target,
     skip_drain: bool,
 ) -> Result<String, JobError> {
-    let targeted = targeted(core.records.instances(&name).await?, &target);
-    let unresponsive = bind(&core.agents, &log, &targeted, true)
+    let targeted = targeted(ports.records.instances(&name).await?, &target);
+    let unresponsive = bind(&ports.agents, &log, &targeted, true)
         .await?
         .unresponsive;
     let stopping = decide(targeted, hard, &unresponsive);
@@ -70,7 +69,7 @@ pub async fn stop(
     {
         log.check()?;
         let step = stage.start(record.name());
-        step.end(stop_instance(&core, &mut record, hard, responsive, skip_drain).await)?;
+        step.end(stop_instance(&ports, &mut record, hard, responsive, skip_drain).await)?;
     }
     let what = if hard { "detached" } else { "stopped" };
     Ok(format!("deployment `{name}`: {count} instances {what}"))

@@ -43,7 +43,13 @@ impl Director {
         };
         self.runner
             .start(kind, Some(&name), &self.origin, move |core, log| {
-                deploy::deploy(core, log, text, options)
+                deploy::deploy(
+                    core.deploy_ports(),
+                    core.settings.limits,
+                    log,
+                    text,
+                    options,
+                )
             })
             .await
     }
@@ -76,7 +82,16 @@ impl Director {
                 TaskKind::RecreateDeployment,
                 Some(deployment),
                 &self.origin,
-                move |core, log| deploy::recreate_or_start(core, log, name, deploy_options),
+                move |core, log| {
+                    let limits = core.settings.limits;
+                    deploy::recreate_or_start(
+                        core.deploy_ports(),
+                        limits,
+                        log,
+                        name,
+                        deploy_options,
+                    )
+                },
             )
             .await
     }
@@ -109,7 +124,7 @@ impl Director {
                 TaskKind::StopDeployment,
                 Some(deployment),
                 &self.origin,
-                move |core, log| deploy::stop(core, log, name, hard, target, skip_drain),
+                move |core, log| deploy::stop(core.ports(), log, name, hard, target, skip_drain),
             )
             .await
     }
@@ -139,7 +154,10 @@ impl Director {
                 TaskKind::RestartDeployment,
                 Some(deployment),
                 &self.origin,
-                move |core, log| deploy::recreate_or_start(core, log, name, options),
+                move |core, log| {
+                    let limits = core.settings.limits;
+                    deploy::recreate_or_start(core.deploy_ports(), limits, log, name, options)
+                },
             )
             .await
     }
@@ -174,7 +192,10 @@ impl Director {
                 TaskKind::StartDeployment,
                 Some(deployment),
                 &self.origin,
-                move |core, log| deploy::recreate_or_start(core, log, name, options),
+                move |core, log| {
+                    let limits = core.settings.limits;
+                    deploy::recreate_or_start(core.deploy_ports(), limits, log, name, options)
+                },
             )
             .await
     }
@@ -189,7 +210,7 @@ impl Director {
                 TaskKind::DeleteDeployment,
                 Some(deployment),
                 &self.origin,
-                move |core, log| deploy::delete(core, log, name),
+                move |core, log| deploy::delete(core.deploy_ports(), log, name),
             )
             .await
     }

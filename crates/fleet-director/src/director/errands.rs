@@ -24,7 +24,7 @@ impl Director {
         let text = record.manifest.ok_or_else(|| DirectorError::NotDeployed {
             deployment: deployment.to_string(),
         })?;
-        errand::list(&self.core, text)
+        errand::list(&self.core.records, text)
             .await
             .map_err(|e| DirectorError::Invalid(e.to_string()))
     }
@@ -47,7 +47,10 @@ impl Director {
                 TaskKind::RunErrand,
                 Some(deployment),
                 &self.origin,
-                move |core, log| errand::run(core, log, name, request),
+                move |core, log| {
+                    let limits = core.settings.limits;
+                    errand::run(core.deploy_ports(), limits, log, name, request)
+                },
             )
             .await
     }

@@ -1,7 +1,5 @@
 //! Instances' health: details, the cloud check's scan, its problems and their resolutions.
 
-use std::sync::Arc;
-
 use crate::DirectorError;
 use crate::model::{Task, TaskKind};
 use crate::records::change;
@@ -29,7 +27,9 @@ impl Director {
                 Some(deployment),
                 &self.origin,
                 move |core, log| async move {
-                    let lines = details::instance_lines(Arc::clone(&core), name, vms_only).await?;
+                    let lines =
+                        details::instance_lines(&core.records, &core.agents, name, vms_only);
+                    let lines = lines.await?;
                     let count = lines.lines().count();
                     core.records
                         .write(vec![change::task_result(log.task(), &lines)])
@@ -54,7 +54,7 @@ impl Director {
                 TaskKind::ScanProblems,
                 Some(deployment),
                 &self.origin,
-                move |core, log| cloud_check::scan(core, log, name),
+                move |core, log| cloud_check::scan(core.ports(), log, name),
             )
             .await
     }
@@ -107,7 +107,10 @@ impl Director {
                 TaskKind::ResolveProblems,
                 Some(deployment),
                 &self.origin,
-                move |core, log| cloud_check::resolve(core, log, name, chosen),
+                move |core, log| {
+                    let limits = core.settings.limits;
+                    cloud_check::resolve(core.deploy_ports(), limits, log, name, chosen)
+                },
             )
             .await
     }

@@ -43,7 +43,7 @@ impl Director {
                 Some(deployment),
                 &self.origin,
                 move |core, log| async move {
-                    logs::fetch(&core, &log, &name, chosen, request).await
+                    logs::fetch(&core.ports(), &log, &name, chosen, request).await
                 },
             )
             .await

@@ -1,5 +1,7 @@
 //! Orphaned disks and the clean-up of what no deployment uses.
 
+use std::sync::Arc;
+
 use crate::DirectorError;
 use crate::cleanup;
 use crate::model::{DiskRecord, Task, TaskKind};
@@ -33,7 +35,13 @@ impl Director {
                 None,
                 &self.origin,
                 move |core, log| async move {
-                    cleanup::delete_disks(&core, &log, std::slice::from_ref(&disk)).await?;
+                    cleanup::delete_disks(
+                        &core.records,
+                        &*core.cpi,
+                        &log,
+                        std::slice::from_ref(&disk),
+                    )
+                    .await?;
                     Ok(format!("orphaned disk {} deleted", disk.cid))
                 },
             )
@@ -58,7 +66,7 @@ impl Director {
         let plan = self.clean_up_plan(options).await?;
         self.runner
             .start(TaskKind::CleanUp, None, &self.origin, move |core, log| {
-                cleanup::clean_up(core, log, plan)
+                cleanup::clean_up(core.records.clone(), Arc::clone(&core.cpi), log, plan)
             })
             .await
     }

@@ -1,5 +1,7 @@
 //! Releases and stemcells: uploads, deletions, and the blobs they are kept in.
 
+use std::sync::Arc;
+
 use crate::DirectorError;
 use crate::model::{Release, Stemcell, Task, TaskKind};
 use crate::records::change;
@@ -29,7 +31,10 @@ impl Director {
                 TaskKind::UpdateRelease,
                 None,
                 &self.origin,
-                move |core, log| release_upload::run(core, log, archive, fix),
+                move |core, log| {
+                    let uploads = Arc::clone(&core.release_uploads);
+                    release_upload::run(core.records.clone(), uploads, log, archive, fix)
+                },
             )
             .await
     }
@@ -105,8 +110,8 @@ impl Director {
                         .iter()
                         .map(|r| (format!("{}/{}", r.name, r.version), change::release_gone(r)))
                         .collect();
-                    cleanup::forget(&core, &log, "Deleting releases", records).await?;
-                    cleanup::delete_unnamed_blobs(&core, &log).await?;
+                    cleanup::forget(&core.records, &log, "Deleting releases", records).await?;
+                    cleanup::delete_unnamed_blobs(&core.records, &log).await?;
                     Ok(format!("Deleted {} release version(s)", doomed.len()))
                 },
             )

@@ -8,22 +8,22 @@
 mod result;
 pub(crate) mod select;
 
-use std::sync::Arc;
-
 use tokio::task::JoinSet;
 
 pub use result::{ErrandLogs, ErrandResult, ResultInstance, summary};
 pub use select::{Errand, ErrandError, InstanceFilter, names};
 
-use super::Core;
 use super::addresses;
 use super::compilation;
-use super::core::Agents;
 use super::error::StepError;
 use super::ids::new_id;
+use super::limits::InstanceLimits;
 use super::logs::{self, LogBundle, LogRequest};
 use super::model::InstanceRecord;
 use super::plan::{PlanOptions, plan};
+use super::ports::Agents;
+use super::ports::{DeployPorts, Ports};
+use super::records::Records;
 use super::records::change;
 use super::snapshot::Snapshot;
 use super::target::Target;
@@ -51,18 +51,20 @@ pub const SKIPPED: &str = "skipped - no changes detected";
 ///
 /// # Errors
 /// A manifest that no longer reads, or a store failure.
-pub async fn list(core: &Core, text: String) -> Result<Vec<String>, StepError> {
-    let snapshot = Snapshot::take(core, text).await?;
+pub async fn list(records: &Records, text: String) -> Result<Vec<String>, StepError> {
+    let snapshot = Snapshot::take(records, text).await?;
     Ok(names(&snapshot.manifest, &snapshot.releases))
 }
 
 pub async fn run(
-    core: Arc<Core>,
+    deploy_ports: DeployPorts,
+    limits: InstanceLimits,
     log: TaskLog,
     deployment: String,
     request: ErrandRequest,
 ) -> Result<String, JobError> {
-    let text = core
+    let ports = &deploy_ports.ports;
+    let text = ports
         .records
         .deployed_manifest(&deployment)
         .await?
@@ -72,15 +74,16 @@ pub async fn run(
         })?;
     let stage = log.stage("Preparing deployment", Vec::new(), 1);
     let step = stage.start("Preparing deployment");
-    let prepared = prepare(&core, text, &deployment, &request).await;
+    let prepared = prepare(&ports.records, &limits, text, &deployment, &request).await;
     let (mut snapshot, errand, existing) = step.end(prepared)?;
     let hash = select::state_hash(&targets_specs(&snapshot, &errand, &existing));
-    let last = core.records.errand_run(&deployment, &request.name).await?;
+    let last = ports.records.errand_run(&deployment, &request.name).await?;
     if request.when_changed && last.as_deref() == Some(hash.as_str()) {
         return Ok(SKIPPED.to_string());
     }
     // A run that does not finish well leaves nothing to skip the next one by.
-    core.records
+    ports
+        .records
         .write(vec![change::errand_run_gone(&deployment, &request.name)])
         .await?;
     log.check()?;
@@ -89,10 +92,19 @@ pub async fn run(
         logs_failed,
     } = match &errand {
         Errand::Group { group, job } => {
-            run_group(&core, &log, &mut snapshot, existing, group, job, &request).await?
+            let ran = run_group(
+                &deploy_ports,
+                &log,
+                &mut snapshot,
+                existing,
+                group,
+                job,
+                &request,
+            );
+            ran.await?
         }
         Errand::Colocated { job } => {
-            run_colocated(&core, &log, &snapshot, &existing, job, &request).await?
+            run_colocated(ports, &log, &snapshot, &existing, job, &request).await?
         }
     };
     let lines: String = results
@@ -103,7 +115,7 @@ pub async fn run(
     if results.iter().all(|r| r.exit_code == 0) && logs_failed.is_none() {
         writes.push(change::errand_run(&deployment, &request.name, &hash));
     }
-    core.records.write(writes).await?;
+    ports.records.write(writes).await?;
     // As BOSH does: the results are kept, and the task fails for the logs it could not keep.
     if let Some(e) = logs_failed {
         return Err(e.into());
@@ -140,13 +152,14 @@ impl Ran {
 /// The deployed manifest read as a deploy reads it, the errand it names, and the
 /// deployment's instances.
 async fn prepare(
-    core: &Core,
+    records: &Records,
+    limits: &InstanceLimits,
     text: String,
     deployment: &str,
     request: &ErrandRequest,
 ) -> Result<(Snapshot, Errand, Vec<InstanceRecord>), StepError> {
-    let mut snapshot = Snapshot::take(core, text).await?;
-    deploy::validate(&mut snapshot, &core.settings.limits)?;
+    let mut snapshot = Snapshot::take(records, text).await?;
+    deploy::validate(&mut snapshot, limits)?;
     compilation::check(&snapshot)?;
     let errand = select::find(
         &snapshot.manifest,
@@ -154,7 +167,7 @@ async fn prepare(
         &request.name,
         &request.instances,
     )?;
-    let existing = core.records.instances(deployment).await?;
+    let existing = records.instances(deployment).await?;
     Ok((snapshot, errand, existing))
 }
 
@@ -199,7 +212,7 @@ fn targets_specs(
 /// The errand group's first instance: given a VM and the deployed spec, its errand run,
 /// its VM deleted again unless `keep_alive` (also when the run failed).
 async fn run_group(
-    core: &Arc<Core>,
+    deploy_ports: &DeployPorts,
     log: &TaskLog,
     snapshot: &mut Snapshot,
     existing: Vec<InstanceRecord>,
@@ -207,6 +220,7 @@ async fn run_group(
     job: &str,
     request: &ErrandRequest,
 ) -> Result<Outcome, JobError> {
+    let ports = &deploy_ports.ports;
     let deployment = snapshot.manifest.name.clone();
     let networking = snapshot.networking();
     let mut plan = plan(
@@ -236,7 +250,7 @@ async fn run_group(
         }
     }
     let (mut plan, _) = networking::decide_and_claim(
-        core,
+        &ports.addresses,
         &networking,
         &snapshot.manifest,
         |view| {
@@ -254,24 +268,25 @@ async fn run_group(
     )
     .await?;
     plan.obsolete.clear();
-    plan.decide_disks(&core.records.disks(&deployment).await?);
+    plan.decide_disks(&ports.records.disks(&deployment).await?);
     plan.groups.retain(|g| g.name == group);
     for g in &mut plan.groups {
         g.instances.retain(|i| i.id == target.id);
     }
-    templates::render_plan(&core.renderer, log, &deployment, &mut plan).await?;
+    templates::render_plan(&deploy_ports.renderer, log, &deployment, &mut plan).await?;
     let taken: Vec<(String, u32)> = plan
         .instances()
         .flat_map(|i| &i.addresses)
         .filter_map(|(network, ip)| ip.map(|ip| (network.clone(), ip)))
         .collect();
     log.check()?;
-    let uncompiled = compilation::observe(core, snapshot).await?;
+    let uncompiled = compilation::observe(&ports.records, snapshot).await?;
     let packages = compilation::decide(snapshot, &uncompiled)?;
-    compilation::compile(core, log, snapshot, &networking, &taken, &packages).await?;
+    let locks = &deploy_ports.compile_locks;
+    compilation::compile(ports, locks, log, snapshot, &networking, &taken, &packages).await?;
     log.check()?;
-    let outcome = run_on_new_vm(core, log, &deployment, &mut plan, &networking, job).await;
-    let mut record = core
+    let outcome = run_on_new_vm(ports, log, &deployment, &mut plan, &networking, job).await;
+    let mut record = ports
         .records
         .instances(&deployment)
         .await?
@@ -282,7 +297,7 @@ async fn run_group(
     if !request.keep_alive && record.vm_cid.is_some() {
         let stage = log.stage("Deleting errand instances", Vec::new(), 1);
         let step = stage.start(name.clone());
-        let deleted = stop_instance(core, &mut record, true, true, false).await;
+        let deleted = stop_instance(ports, &mut record, true, true, false).await;
         if let Err(e) = step.end(deleted) {
             // The run's own failure says more than the clean-up's.
             if outcome.is_ok() {
@@ -291,7 +306,7 @@ async fn run_group(
             tracing::warn!(instance = %name, error = %e, "the errand's VM was not deleted");
         }
     }
-    templates::forget_unused(core, &deployment).await?;
+    templates::forget_unused(&ports.records, &*deploy_ports.renderer, &deployment).await?;
     let (result, logs_failed) = outcome?.into_result(&record, &request.name);
     Ok(Outcome {
         results: vec![result],
@@ -302,7 +317,7 @@ async fn run_group(
 /// Creates the errand instance's VM, applies and starts it as a deploy would, and runs
 /// the job's `bin/run` on it.
 async fn run_on_new_vm(
-    core: &Arc<Core>,
+    ports: &Ports,
     log: &TaskLog,
     deployment: &str,
     plan: &mut super::plan::DeploymentPlan,
@@ -319,7 +334,7 @@ async fn run_on_new_vm(
     {
         let stage = log.stage("Creating missing vms", Vec::new(), 1);
         let step = stage.start(format!("{}/{}", instance.group, instance.index));
-        let record = step.end(create_missing_vm(core, deployment, instance).await)?;
+        let record = step.end(create_missing_vm(ports, deployment, instance).await)?;
         instance.created(record);
     }
     let update = UpdateOptions {
@@ -327,21 +342,21 @@ async fn run_on_new_vm(
         ..UpdateOptions::default()
     };
     let order = update_order(&plan.groups, None, None);
-    update_groups(core, log, deployment, &plan.groups, &order, &update).await?;
+    update_groups(ports, log, deployment, &plan.groups, &order, &update).await?;
     log.check()?;
-    let record = core
+    let record = ports
         .records
         .instances(deployment)
         .await?
         .into_iter()
         .find(|i| Some(&i.id) == plan.instances().next().map(|p| &p.id))
         .ok_or_else(|| StepError::Failed("the errand's instance is gone".to_string()))?;
-    Ok(errand_on(core, log, &record, job).await?)
+    Ok(errand_on(ports, log, &record, job).await?)
 }
 
 /// Runs the errand on colocated instances, all at once.
 async fn run_colocated(
-    core: &Arc<Core>,
+    ports: &Ports,
     log: &TaskLog,
     snapshot: &Snapshot,
     existing: &[InstanceRecord],
@@ -361,14 +376,14 @@ async fn run_colocated(
     }
     let mut running = JoinSet::new();
     for (slot, record) in targets.into_iter().enumerate() {
-        let (core, log, job, name) = (
-            Arc::clone(core),
+        let (ports, log, job, name) = (
+            ports.clone(),
             log.clone(),
             job.to_string(),
             request.name.clone(),
         );
         running.spawn(crate::trace::within(async move {
-            let ran = errand_on(&core, &log, &record, &job).await;
+            let ran = errand_on(&ports, &log, &record, &job).await;
             (slot, ran.map(|r| r.into_result(&record, &name)))
         }));
     }
@@ -392,14 +407,15 @@ async fn run_colocated(
 /// The agent's run of `job`'s `bin/run` on `record`'s VM, as a step of "Running errand",
 /// then the VM's job logs kept as a bundle, as BOSH keeps an errand's logs.
 async fn errand_on(
-    core: &Core,
+    ports: &Ports,
     log: &TaskLog,
     record: &InstanceRecord,
     job: &str,
 ) -> Result<Ran, StepError> {
-    let output = run_on(&core.agents, log, record, job).await?;
-    let logs = match logs::from_instance(&core.agents, log, record, &LogRequest::default()).await {
-        Ok(bytes) => logs::keep(core, &record.deployment, &bytes).await,
+    let output = run_on(&ports.agents, log, record, job).await?;
+    let fetched = logs::from_instance(&ports.agents, log, record, &LogRequest::default()).await;
+    let logs = match fetched {
+        Ok(bytes) => logs::keep(&ports.records, &ports.clock, &record.deployment, &bytes).await,
         Err(e) => Err(e),
     };
     Ok(Ran { output, logs })

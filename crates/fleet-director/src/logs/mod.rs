@@ -7,11 +7,13 @@
 pub use crate::log_request::{LogFilter, LogRequest, LogRequestError, LogType};
 pub use crate::model::LogBundle;
 
-use super::Core;
-use super::core::Agents;
+use fleet_clock::WallClock;
+
 use super::error::StepError;
 use super::ids::new_id;
 use super::model::InstanceRecord;
+use super::ports::{Agents, Ports};
+use super::records::Records;
 use super::records::change;
 use super::task::{JobError, TaskLog};
 
@@ -48,14 +50,15 @@ pub fn choose<'a>(
 /// one kept bundle; its id is the task's result, as the `bosh` CLI reads it. The
 /// instances are read again here, so that a VM replaced in between is the one asked.
 pub async fn fetch(
-    core: &Core,
+    ports: &Ports,
     log: &TaskLog,
     deployment: &str,
     chosen: Vec<String>,
     request: LogRequest,
 ) -> Result<String, JobError> {
-    delete_old(core).await?;
-    let instances = core.records.instances(deployment).await?;
+    let (records, clock) = (&ports.records, &ports.clock);
+    delete_old(records, clock).await?;
+    let instances = records.instances(deployment).await?;
     let targets: Vec<&InstanceRecord> = chosen
         .iter()
         .filter_map(|id| instances.iter().find(|i| &i.id == id))
@@ -68,14 +71,14 @@ pub async fn fetch(
         .into());
     }
     let bundle = if chosen.len() == 1 {
-        let bytes = from_instance(&core.agents, log, targets[0], &request).await?;
-        keep(core, deployment, &bytes).await?
+        let bytes = from_instance(&ports.agents, log, targets[0], &request).await?;
+        keep(records, clock, deployment, &bytes).await?
     } else {
         let mut packed = Vec::new();
         for target in targets {
             log.check()?;
-            let bytes = from_instance(&core.agents, log, target, &request).await?;
-            let at = fleet_clock::rfc3339_unix(core.now_ms() / 1000)
+            let bytes = from_instance(&ports.agents, log, target, &request).await?;
+            let at = fleet_clock::rfc3339_unix(clock.unix_secs())
                 .trim_end_matches('Z')
                 .replace([':', 'T'], "-");
             packed.push((format!("{}.{}.{at}.tgz", target.group, target.id), bytes));
@@ -92,7 +95,7 @@ pub async fn fetch(
         })
         .await;
         let kept = match together {
-            Ok(together) => keep(core, deployment, &together).await,
+            Ok(together) => keep(records, clock, deployment, &together).await,
             Err(e) => Err(StepError::from(e)),
         };
         step.end(kept)?
@@ -131,31 +134,33 @@ pub async fn from_instance(
 }
 
 /// Keeps `bytes` as a new bundle of `deployment`.
-pub async fn keep(core: &Core, deployment: &str, bytes: &[u8]) -> Result<LogBundle, StepError> {
+pub async fn keep(
+    records: &Records,
+    clock: &WallClock,
+    deployment: &str,
+    bytes: &[u8],
+) -> Result<LogBundle, StepError> {
     let bundle = LogBundle {
         id: new_id(BUNDLE_PREFIX.trim_end_matches('-')),
         deployment: deployment.to_string(),
-        created_at: core.now_ms(),
+        created_at: clock.unix_millis(),
         sha1: fleet_release::sha1_hex(bytes),
     };
-    core.store.put_blob(&bundle.id, bytes.to_vec()).await?;
-    core.records
-        .write(vec![change::log_bundle(&bundle)])
-        .await?;
+    records.put_blob(&bundle.id, bytes.to_vec()).await?;
+    records.write(vec![change::log_bundle(&bundle)]).await?;
     Ok(bundle)
 }
 
 /// Deletes the bundles kept longer than [`KEPT_FOR_MS`]: the record first, so that a
 /// blob left by a failure in between is only an unnamed blob for `clean-up`.
-pub async fn delete_old(core: &Core) -> Result<(), StepError> {
-    let now = core.now_ms();
-    for bundle in core.records.log_bundles().await? {
+pub async fn delete_old(records: &Records, clock: &WallClock) -> Result<(), StepError> {
+    let now = clock.unix_millis();
+    for bundle in records.log_bundles().await? {
         if bundle.created_at.saturating_add(KEPT_FOR_MS) <= now {
-            core.records
+            records
                 .write(vec![change::log_bundle_gone(&bundle.id)])
                 .await?;
-            let id = bundle.id.clone();
-            core.store.run(move |s| s.delete_blob(&id)).await?;
+            records.delete_blob(bundle.id.clone()).await?;
         }
     }
     Ok(())

@@ -96,7 +96,7 @@ fn plan_global<T, E: From<NetworkError>>(
         .build()
         .expect("a runtime")
         .block_on(crate::networking::plan_global(
-            &AsyncStore::new(Arc::clone(store)),
+            &crate::networking::Addresses::new(AsyncStore::new(Arc::clone(store))),
             named,
             plan,
         ))

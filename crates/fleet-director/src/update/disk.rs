@@ -5,19 +5,19 @@
 use super::super::error::StepError;
 use super::super::model::{DiskRecord, InstanceRecord};
 use super::super::plan::{Change, InstancePlan};
-use super::ports::Ports;
 use super::records::{orphaned, persist};
-use crate::core::Agents;
 use crate::cpi::Cpi;
 use crate::disk_plan::DiskChange;
 use crate::error::CallContext;
+use crate::ports::Agents;
+use crate::ports::Ports;
 use crate::records::{Records, change};
 
 /// Carries out the plan's disk change. `fresh_vm`: the VM was just created, so a disk
 /// that stays (or whose data moves) is attached to it first; an unfinished update attaches
 /// a kept disk again too, since a crash may have cut the last attach short.
 pub async fn converge_disk(
-    ports: &Ports<'_>,
+    ports: &Ports,
     record: &mut InstanceRecord,
     plan: &InstancePlan,
     fresh_vm: bool,
@@ -32,7 +32,7 @@ pub async fn converge_disk(
             if fresh_vm || plan.changes.contains(&Change::Unapplied) {
                 // Attaching and mounting again is harmless and finishes a step a crash
                 // may have cut short.
-                attach_and_mount(ports.cpi, ports.agents, &vm, &agent, cid, &name).await?;
+                attach_and_mount(&*ports.cpi, &ports.agents, &vm, &agent, cid, &name).await?;
             }
             return Ok(());
         }
@@ -42,7 +42,7 @@ pub async fn converge_disk(
         && fresh_vm
     {
         // The old disk must be reachable on the new VM to move its data.
-        attach_and_mount(ports.cpi, ports.agents, &vm, &agent, cid, &name).await?;
+        attach_and_mount(&*ports.cpi, &ports.agents, &vm, &agent, cid, &name).await?;
     }
     let mut writes = Vec::new();
     let new_disk = if size > 0 {
@@ -50,8 +50,8 @@ pub async fn converge_disk(
             Some(disk) => disk,
             None => {
                 create_disk(
-                    ports.records,
-                    ports.cpi,
+                    &ports.records,
+                    &*ports.cpi,
                     record,
                     size,
                     &plan.desired.disk_cloud_properties,
@@ -60,7 +60,7 @@ pub async fn converge_disk(
                 .await?
             }
         };
-        attach_and_mount(ports.cpi, ports.agents, &vm, &agent, &disk, &name).await?;
+        attach_and_mount(&*ports.cpi, &ports.agents, &vm, &agent, &disk, &name).await?;
         Some(disk)
     } else {
         None
@@ -91,12 +91,12 @@ pub async fn converge_disk(
             .detach_disk(&vm, &old_cid)
             .await
             .for_subject("detach_disk", &name)?;
-        let orphan = orphaned(ports.records, ports.clock, &old_cid, record).await?;
+        let orphan = orphaned(&ports.records, &ports.clock, &old_cid, record).await?;
         writes.push(change::disk(&orphan));
     }
     record.disk_cid = new_disk;
     ports.records.write(writes).await?;
-    persist(ports.records, record).await
+    persist(&ports.records, record).await
 }
 
 /// Attaches `disk` to `vm` and has the agent mount it.

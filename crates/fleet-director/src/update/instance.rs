@@ -1,13 +1,12 @@
 //! One instance's update: stop (prepare, drain, stop), a new VM when the old one cannot
 //! be reconfigured, the persistent disk, apply, start, and watching the jobs come up.
 
-use crate::core::Agents;
 use crate::error::CallContext;
+use crate::ports::Agents;
 use crate::records::{Records, change};
 
 use tokio::time::sleep;
 
-use super::super::Core;
 use super::super::agent::{Drain, Intent, JobState};
 use super::super::error::StepError;
 use super::super::manifest::WatchTime;
@@ -17,12 +16,12 @@ use super::super::task::Stage;
 use super::disk::converge_disk;
 use super::jobs::stop_jobs;
 use super::options::UpdateOptions;
-use super::ports::Ports;
 use super::records::persist;
 use super::vm::{create_missing_vm, create_vm, delete_vm};
+use crate::ports::Ports;
 
 pub async fn update_instance(
-    core: &Core,
+    ports: &Ports,
     stage: &Stage,
     deployment: &str,
     plan: InstancePlan,
@@ -38,17 +37,17 @@ pub async fn update_instance(
     let mut record = match plan.existing.clone() {
         Some(record) => record,
         None => {
-            let record = create_missing_vm(core, deployment, &plan).await?;
+            let record = create_missing_vm(ports, deployment, &plan).await?;
             plan.created(record.clone());
             record
         }
     };
     let step = stage.start(label(&record));
-    step.end(procedure(core, &mut record, &plan, watch_time, options).await)
+    step.end(procedure(ports, &mut record, &plan, watch_time, options).await)
 }
 
 async fn procedure(
-    core: &Core,
+    ports: &Ports,
     record: &mut InstanceRecord,
     plan: &InstancePlan,
     watch_time: WatchTime,
@@ -59,15 +58,16 @@ async fn procedure(
     let running = record.vm_cid.is_some() && record.applied.is_some() && !unresponsive;
     // From here on the instance is unfinished until it runs the desired spec.
     record.applied = None;
-    persist(&core.records, record).await?;
+    persist(&ports.records, record).await?;
     if running {
         let agent = record.agent_id.clone().unwrap_or_default();
         if !plan.needs_new_vm() {
-            core.agents
+            ports
+                .agents
                 .call(
                     &agent,
                     "prepare",
-                    core.agents.agent.prepare(&agent, &plan.desired),
+                    ports.agents.agent.prepare(&agent, &plan.desired),
                 )
                 .await
                 .for_subject("prepare", &name)?;
@@ -83,49 +83,51 @@ async fn procedure(
         };
         // A stopped instance being started has no jobs running to drain.
         if record.state == DesiredState::Started {
-            stop_jobs(&core.agents, &agent, &name, options.skip_drain, drain).await?;
+            stop_jobs(&ports.agents, &agent, &name, options.skip_drain, drain).await?;
         }
-        if core.settings.snapshots
+        if ports.snapshots
             && let Some(disk) = &record.disk_cid
         {
-            core.cpi
+            ports
+                .cpi
                 .snapshot_disk(disk)
                 .await
                 .for_subject("snapshot_disk", &name)?;
         }
     }
     let fresh_vm = record.vm_cid.is_none() || plan.needs_new_vm();
-    let ports = Ports::of(core);
     if fresh_vm {
-        delete_vm(&ports, record, !unresponsive).await?;
-        create_vm(&ports, record, plan).await?;
+        delete_vm(ports, record, !unresponsive).await?;
+        create_vm(ports, record, plan).await?;
     }
-    converge_disk(&ports, record, plan, fresh_vm).await?;
-    update_dns(&core.records, record, plan).await?;
+    converge_disk(ports, record, plan, fresh_vm).await?;
+    update_dns(&ports.records, record, plan).await?;
     let agent = record.agent_id.clone().unwrap_or_default();
-    core.agents
+    ports
+        .agents
         .call(
             &agent,
             "apply",
-            core.agents.agent.apply(&agent, &plan.desired),
+            ports.agents.agent.apply(&agent, &plan.desired),
         )
         .await
         .for_subject("apply", &name)?;
     record.state = DesiredState::Started;
-    core.agents
-        .call(&agent, "start", core.agents.agent.start(&agent))
+    ports
+        .agents
+        .call(&agent, "start", ports.agents.agent.start(&agent))
         .await
         .for_subject("start", &name)?;
-    watch(&core.agents, &agent, &name, watch_time).await?;
+    watch(&ports.agents, &agent, &name, watch_time).await?;
     record.applied = Some(plan.desired.clone());
-    persist(&core.records, record).await?;
+    persist(&ports.records, record).await?;
     // The new VM runs on its new addresses: the old ones can go.
     let owner = crate::network::Owner {
         deployment: record.deployment.clone(),
         instance: record.id.clone(),
     };
     crate::networking::release(
-        core,
+        &ports.addresses,
         options.global_addresses,
         &owner,
         &plan.obsolete_addresses,

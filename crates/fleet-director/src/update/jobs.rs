@@ -8,7 +8,7 @@ use tokio::time::sleep;
 
 use super::super::agent::Drain;
 use super::super::error::StepError;
-use crate::core::Agents;
+use crate::ports::Agents;
 
 /// Drain (a positive answer is a wait in seconds; a negative one means wait that long
 /// and ask again), then stop. `skip_drain` skips `pre-stop` and drain, as BOSH's does.

@@ -6,7 +6,6 @@ mod disk;
 mod instance;
 mod jobs;
 mod options;
-mod ports;
 mod records;
 mod vm;
 
@@ -26,7 +25,7 @@ use super::model::{DesiredState, InstanceRecord};
 /// Stops an instance's jobs (when its agent answers) and, with `hard`, deletes its VM; the
 /// instance keeps its persistent disk and addresses.
 pub async fn stop_instance(
-    core: &Core,
+    ports: &Ports,
     record: &mut InstanceRecord,
     hard: bool,
     responsive: bool,
@@ -39,22 +38,22 @@ pub async fn stop_instance(
             Intent::KeepVm
         };
         let drain = Drain::Shutdown(intent);
-        jobs::stop_jobs(&core.agents, &agent, &record.name(), skip_drain, drain).await?;
+        jobs::stop_jobs(&ports.agents, &agent, &record.name(), skip_drain, drain).await?;
     }
     if hard {
-        vm::delete_vm(&ports::Ports::of(core), record, responsive).await?;
+        vm::delete_vm(ports, record, responsive).await?;
         record.state = DesiredState::Detached;
     } else {
         record.state = DesiredState::Stopped;
     }
-    records::persist(&core.records, record).await
+    records::persist(&ports.records, record).await
 }
 
-use super::Core;
 use super::error::StepError;
 use super::plan::{GroupPlan, InstancePlan};
 use super::task::{JobError, Stage, TaskLog};
 use super::update_order::{GroupOrder, UpdateOrder, Window};
+use crate::ports::Ports;
 
 /// Raised by the first failure anywhere in a deploy, so groups updating side by side
 /// (`serial: false`) stop starting instances too, not only the group that failed.
@@ -63,7 +62,7 @@ pub type Halt = Arc<AtomicBool>;
 /// Runs one window's `instances` at most `window.limit` at a time; after the first error
 /// (here or in a group running alongside) nothing new starts.
 async fn run_window(
-    core: &Arc<Core>,
+    ports: &Ports,
     stage: &Stage,
     deployment: &str,
     instances: Vec<InstancePlan>,
@@ -82,13 +81,13 @@ async fn run_window(
             && running.len() < window.limit.max(1)
         {
             let Some(plan) = pending.next() else { break };
-            let core = Arc::clone(core);
+            let ports = ports.clone();
             let stage = stage.clone();
             let deployment = deployment.to_string();
             let options = options.clone();
             running.spawn(crate::trace::within(async move {
                 update_instance(
-                    &core,
+                    &ports,
                     &stage,
                     &deployment,
                     plan,
@@ -122,7 +121,7 @@ async fn run_window(
 
 /// One group's windows, each finished before the next starts.
 async fn update_group(
-    core: &Arc<Core>,
+    ports: &Ports,
     log: &TaskLog,
     deployment: &str,
     group: &GroupPlan,
@@ -142,14 +141,14 @@ async fn update_group(
             .filter_map(|index| group.instances.iter().find(|i| i.index == *index))
             .cloned()
             .collect();
-        run_window(core, &stage, deployment, instances, window, options, halt).await?;
+        run_window(ports, &stage, deployment, instances, window, options, halt).await?;
     }
     Ok(())
 }
 
 /// Runs `order` over `groups`: wave after wave, the groups of a wave side by side.
 pub async fn update_groups(
-    core: &Arc<Core>,
+    ports: &Ports,
     log: &TaskLog,
     deployment: &str,
     groups: &[GroupPlan],
@@ -160,8 +159,8 @@ pub async fn update_groups(
     for wave in &order.waves {
         let mut set = JoinSet::new();
         for group_order in &wave.groups {
-            let (core, log, deployment, group, group_order, options, halt) = (
-                Arc::clone(core),
+            let (ports, log, deployment, group, group_order, options, halt) = (
+                ports.clone(),
                 log.clone(),
                 deployment.to_string(),
                 groups[group_order.group].clone(),
@@ -171,7 +170,7 @@ pub async fn update_groups(
             );
             set.spawn(crate::trace::within(async move {
                 update_group(
-                    &core,
+                    &ports,
                     &log,
                     &deployment,
                     &group,

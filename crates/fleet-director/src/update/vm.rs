@@ -1,7 +1,6 @@
 //! VM creation and deletion, with every record written before the cloud call that
 //! depends on it.
 
-use super::super::Core;
 use super::super::agent::{Drain, Intent};
 use super::super::cpi::VmRequest;
 use super::super::error::StepError;
@@ -10,14 +9,14 @@ use super::super::model::{DesiredState, InstanceRecord, VmRecord};
 use super::super::plan::InstancePlan;
 use super::disk::converge_disk;
 use super::jobs::stop_jobs;
-use super::ports::Ports;
 use super::records::{orphaned, persist};
 use crate::error::CallContext;
+use crate::ports::Ports;
 use crate::records::{Records, change};
 
 /// Creates the VM and persistent disk of a new instance (or one that lost its VM).
 pub async fn create_missing_vm(
-    core: &Core,
+    ports: &Ports,
     deployment: &str,
     plan: &InstancePlan,
 ) -> Result<InstanceRecord, StepError> {
@@ -25,11 +24,10 @@ pub async fn create_missing_vm(
         .existing
         .clone()
         .unwrap_or_else(|| new_record(deployment, plan, DesiredState::Started));
-    persist(&core.records, &record).await?;
+    persist(&ports.records, &record).await?;
     if record.vm_cid.is_none() {
-        let ports = Ports::of(core);
-        create_vm(&ports, &mut record, plan).await?;
-        converge_disk(&ports, &mut record, plan, true).await?;
+        create_vm(ports, &mut record, plan).await?;
+        converge_disk(ports, &mut record, plan, true).await?;
     }
     Ok(record)
 }
@@ -59,7 +57,7 @@ pub fn new_record(deployment: &str, plan: &InstancePlan, state: DesiredState) ->
 }
 
 pub async fn create_vm(
-    ports: &Ports<'_>,
+    ports: &Ports,
     record: &mut InstanceRecord,
     plan: &InstancePlan,
 ) -> Result<(), StepError> {
@@ -110,7 +108,7 @@ pub async fn create_vm(
 
 /// Deletes the instance's VM; with a responsive agent its disk is unmounted first.
 pub async fn delete_vm(
-    ports: &Ports<'_>,
+    ports: &Ports,
     record: &mut InstanceRecord,
     agent_responsive: bool,
 ) -> Result<(), StepError> {
@@ -121,7 +119,7 @@ pub async fn delete_vm(
     if let (Some(disk), Some(agent)) = (&record.disk_cid, &record.agent_id)
         && agent_responsive
     {
-        let agents = ports.agents;
+        let agents = &ports.agents;
         agents
             .call(
                 agent,
@@ -139,7 +137,7 @@ pub async fn delete_vm(
             .for_subject("detach_disk", &name)?;
     }
     // Forget the VM first: a crash now leaks a VM rather than pointing at a deleted one.
-    forget_vm(ports.records, record).await?;
+    forget_vm(&ports.records, record).await?;
     ports
         .cpi
         .delete_vm(&cid)
@@ -167,7 +165,7 @@ pub async fn forget_vm(records: &Records, record: &mut InstanceRecord) -> Result
 /// its agent answers), its VM deleted and its persistent disk orphaned. `intent` says
 /// whether its deployment goes too.
 pub async fn delete_instance(
-    core: &Core,
+    ports: &Ports,
     mut record: InstanceRecord,
     agent_responsive: bool,
     skip_drain: bool,
@@ -175,9 +173,9 @@ pub async fn delete_instance(
 ) -> Result<(), StepError> {
     if agent_responsive && let Some(agent) = record.agent_id.clone() {
         let drain = Drain::Shutdown(intent);
-        stop_jobs(&core.agents, &agent, &record.name(), skip_drain, drain).await?;
+        stop_jobs(&ports.agents, &agent, &record.name(), skip_drain, drain).await?;
     }
-    delete_vm(&Ports::of(core), &mut record, agent_responsive).await?;
+    delete_vm(ports, &mut record, agent_responsive).await?;
     let mut writes = vec![change::instance_gone(&record.id)];
     // Its DNS records go with it.
     let networks = record
@@ -193,8 +191,8 @@ pub async fn delete_instance(
         )));
     }
     if let Some(disk) = &record.disk_cid {
-        let orphan = orphaned(&core.records, &core.clock, disk, &record).await?;
+        let orphan = orphaned(&ports.records, &ports.clock, disk, &record).await?;
         writes.push(change::disk(&orphan));
     }
-    core.records.write(writes).await.map_err(StepError::from)
+    ports.records.write(writes).await.map_err(StepError::from)
 }

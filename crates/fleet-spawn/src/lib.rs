@@ -2,8 +2,9 @@
 //! process holds open for writing (`ETXTBSY`), and a child forked on another thread just
 //! then holds the written file's descriptor until it runs its own program: in a process
 //! that unpacks job scripts and starts processes at once (the agent, the director with
-//! its in-process VMs), a fresh script can be refused for an instant. The start is tried
-//! again then, a few times within a few hundred milliseconds.
+//! its in-process VMs, `create-env` with the CPI it just installed), a fresh program can
+//! be refused for an instant. The start is tried again then, a few times within a few
+//! hundred milliseconds.
 
 use std::time::Duration;
 
