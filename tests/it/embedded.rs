@@ -270,15 +270,25 @@ fn a_running_fleet_can_be_watched_but_not_run_twice() {
         );
         seen.push_str(&line);
     }
-    // Watching does not disturb the running tasks.
-    let listed = fleet_updater()
-        .args(["director", "--state-dir"])
-        .arg(&state)
-        .arg("tasks")
-        .output()
-        .unwrap();
-    assert!(listed.status.success());
-    assert!(String::from_utf8_lossy(&listed.stdout).contains("processing"));
+    // Watching does not disturb the running tasks. A simulated deploy ends within
+    // milliseconds while the run polls every second, so the listing is read again until
+    // it catches one running; the run must still be going then.
+    let mut caught = false;
+    for _ in 0..100 {
+        let listed = fleet_updater()
+            .args(["director", "--state-dir"])
+            .arg(&state)
+            .arg("tasks")
+            .output()
+            .unwrap();
+        assert!(listed.status.success());
+        if String::from_utf8_lossy(&listed.stdout).contains("processing") {
+            caught = true;
+            break;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "the run ended unseen");
+    }
+    assert!(caught, "no listing showed a running task");
     // A second run is refused.
     fleet_updater()
         .args(["run", "--state-dir"])
