@@ -146,20 +146,22 @@ async fn the_odb_provisions_binds_upgrades_recreates_runs_lifecycle_errands_and_
     assert_eq!(vms[0].job_name, "postgres");
     assert!(!vms[0].ips.is_empty());
 
-    // A binding with DNS asks for link providers: refused in the director's shape.
+    // A binding with DNS asks for link providers: this deployment's jobs provide none; a
+    // listing needs a deployment that exists.
     let links = s
         .send(Method::GET, &format!("/link_providers?deployment={D}"))
         .await;
-    assert_eq!(links.status(), 501);
-    let refusal: Value = links.json().await.unwrap();
-    assert!(refusal["code"].is_u64());
-    assert!(
-        refusal["description"]
-            .as_str()
-            .unwrap()
-            .contains("binding_with_dns"),
-        "{refusal}"
-    );
+    assert_eq!(links.status(), 200);
+    assert_eq!(links.json::<Value>().await.unwrap(), serde_json::json!([]));
+    let unnamed = s.send(Method::GET, "/link_providers").await;
+    assert_eq!(unnamed.status(), 400);
+    let refusal: Value = unnamed.json().await.unwrap();
+    assert_eq!(refusal["code"], 190_024, "{refusal}");
+    assert_eq!(refusal["description"], "Deployment name is required");
+    let unknown = s
+        .send(Method::GET, "/link_providers?deployment=nosuch")
+        .await;
+    assert_eq!(unknown.status(), 404);
 
     // Upgrade: the new manifest in a new context, then its post-deploy errand.
     let upgrade_context = "7c3e2b1a-0f9d-4e8c-b7a6-5d4c3b2a1f0e";

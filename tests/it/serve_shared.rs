@@ -22,6 +22,15 @@ struct Server {
     ca: PathBuf,
 }
 
+/// A server the test did not end itself (it failed halfway) is ended with it: no `serve`
+/// outlives its test.
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 fn start(config: &Path, state: &Path, store: &str) -> Server {
     let mut child = Command::new(env!("CARGO_BIN_EXE_fleet-updater"))
         .args(["serve", "-c"])
@@ -198,9 +207,7 @@ fn when_one_of_two_serves_is_killed_the_other_errors_its_tasks_and_the_fleet_con
         .env_remove("FLEET_UPDATER_CONFIG")
         .output()
         .unwrap();
-    let mut second = second;
-    let _ = second.child.kill();
-    let _ = second.child.wait();
+    drop(second);
     assert_eq!(
         run.status.code(),
         Some(0),

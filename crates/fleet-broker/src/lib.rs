@@ -433,6 +433,9 @@ impl Broker {
                         manifest: None,
                         cloud_config: None,
                         runtime_configs: Vec::new(),
+                        latest: Vec::new(),
+                        providers: Vec::new(),
+                        consumers: Vec::new(),
                     }
                 }
                 _ => return Ok(Err(Answer::Orphaned)),

@@ -165,9 +165,11 @@ pub trait Agent: Send + Sync {
     ) -> Result<String, AgentError>;
     /// Copies the persistent data from the old disk to the new one; both are mounted.
     async fn migrate_disk(&self, agent_id: &str, from: &str, to: &str) -> Result<(), AgentError>;
-    /// Runs the jobs' `post-deploy` scripts, once every instance of the deployment has
-    /// started. Agents whose jobs have none answer at once.
-    async fn post_deploy(&self, _agent_id: &str) -> Result<(), AgentError> {
+    /// Runs every applied job's script `name` at once, as BOSH's agent's `run_script`:
+    /// `post-start` once the jobs run, `post-deploy` once every instance of the
+    /// deployment started. Jobs without one are skipped; agents whose jobs have none
+    /// answer at once.
+    async fn run_script(&self, _agent_id: &str, _name: &str) -> Result<(), AgentError> {
         Ok(())
     }
     /// Runs the applied job `job`'s `bin/run` to its end. An exit code other than 0 is an

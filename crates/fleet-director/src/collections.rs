@@ -34,6 +34,8 @@ pub const RUNTIME_CONFIGS: Collection = Collection::new("runtime_configs");
 /// Compilation VMs that exist, by CID: one left by a crash is deleted by the next
 /// deploy of its deployment.
 pub const COMPILATION_VMS: Collection = Collection::new("compilation_vms");
+/// Links a client made to a shared provider (`POST /links`, an external consumer), by id.
+pub const EXTERNAL_LINKS: Collection = Collection::new("external_links");
 /// Facts about the director itself (its UUID), beside the embedded fleet's own facts in
 /// the same kind, under keys of their own.
 pub const DIRECTOR: Collection = Collection::new("fleet");

@@ -37,6 +37,8 @@ pub enum DirectorError {
     #[error(transparent)]
     Release(#[from] fleet_release::ReleaseError),
     #[error(transparent)]
+    Link(#[from] crate::links::LinkError),
+    #[error(transparent)]
     Store(#[from] StoreError),
 }
 

@@ -28,8 +28,10 @@ mod error;
 mod gather;
 mod identity;
 mod ids;
+pub mod latest;
 mod lease_keeper;
 pub mod limits;
+pub mod links;
 pub mod log_request;
 pub mod logs;
 pub mod manifest;
@@ -62,10 +64,11 @@ mod shared_tests;
 
 pub use core::{Core, DirectorSettings, Infrastructure};
 pub use deploy::DeployOptions;
-pub use director::{Director, RECOVERY_REASON};
+pub use director::{Director, LinkView, RECOVERY_REASON};
 pub use error::DirectorError;
 pub use identity::director_uuid;
 pub use limits::InstanceLimits;
+pub use links::LinkError;
 pub use names::{MAX_NAME_LEN, name_problem};
 pub use target::Target;
 pub use task::JobError;
@@ -87,6 +90,8 @@ pub struct RecreateOptions {
 mod cloud_properties_tests;
 #[cfg(test)]
 mod errand_tests;
+#[cfg(test)]
+mod links_tests;
 #[cfg(test)]
 mod logs_tests;
 #[cfg(test)]

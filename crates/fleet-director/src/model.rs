@@ -29,6 +29,24 @@ pub struct ReleaseJob {
     /// The properties its spec declares, by dotted name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub properties: BTreeMap<String, PropertySpec>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub provides: Vec<LinkDef>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub consumes: Vec<LinkDef>,
+}
+
+/// A link a job's spec provides or consumes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkDef {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub link_type: String,
+    /// A consumer that may be left without a provider.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub optional: bool,
+    /// What a provider exports of its job's properties, by dotted name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub properties: Vec<String>,
 }
 
 /// A property a job declares, with the default its spec gives.
@@ -113,6 +131,10 @@ pub struct InstanceSpec {
     /// what renders them differently changes a field above.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rendered: Option<RenderedTemplates>,
+    /// The digest of what its jobs consume through links; `None` where they consume
+    /// none. A provider's change changes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub links: Option<String>,
 }
 
 /// An instance's rendered job templates, kept as a store blob for its agent to place.
@@ -240,7 +262,7 @@ pub struct DiskRecord {
 }
 
 /// A deployment and the manifest it last deployed successfully.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DeploymentRecord {
     pub name: String,
     /// The manifest of the last successful deploy; `None` while the first one has not
@@ -252,6 +274,91 @@ pub struct DeploymentRecord {
     /// The versions of the runtime configs it applied (the newest of each name), ascending.
     #[serde(default)]
     pub runtime_configs: Vec<u64>,
+    /// The links its jobs provide: what consumers in other deployments and the links
+    /// API find.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub providers: Vec<Provider>,
+    /// The links its jobs consume.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub consumers: Vec<Consumer>,
+    /// What the manifest's `latest` versions were when it deployed: `manifest` keeps the
+    /// text as given, as BOSH keeps `manifest_text`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub latest: Vec<Resolved>,
+}
+
+/// A version the manifest asked for as `latest`, and what it resolved to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Resolved {
+    /// `release` or `stemcell`.
+    pub kind: String,
+    /// The release's name, or the stemcell's alias.
+    pub name: String,
+    pub version: String,
+}
+
+/// An instance of a provider's group, as a link lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkInstance {
+    /// The instance group's name.
+    pub name: String,
+    pub id: String,
+    pub index: u32,
+    pub az: Option<String>,
+    /// Its address on the link's network: its IP, or its DNS name where the IaaS assigns
+    /// the IP.
+    pub address: String,
+    pub bootstrap: bool,
+}
+
+/// A link a job of a deployment provides, as it is kept with the deployment for its
+/// consumers in other deployments and for the links API.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Provider {
+    pub deployment: String,
+    pub group: String,
+    pub job: String,
+    /// The name in the job's spec.
+    pub name: String,
+    /// The name consumers find it by: `as`, or the spec's name.
+    pub alias: String,
+    #[serde(rename = "type")]
+    pub link_type: String,
+    pub shared: bool,
+    /// `nil` in the manifest: no one may consume it.
+    #[serde(default)]
+    pub blocked: bool,
+    /// The exported properties, nested.
+    pub properties: serde_json::Value,
+    pub networks: Vec<String>,
+    pub default_network: String,
+    pub instances: Vec<LinkInstance>,
+}
+
+/// A link a client made to a shared provider (`POST /links`): the ODB's
+/// `binding_with_dns` asks one for a DNS address, then deletes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExternalLink {
+    pub id: String,
+    /// The provider's deployment.
+    pub deployment: String,
+    pub provider_id: String,
+    /// What the client called its consumer (`owner_object.name`).
+    pub owner: String,
+    pub network: Option<String>,
+    /// Unix seconds.
+    pub created_at: u64,
+}
+
+/// A link a job consumes, as the links API lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Consumer {
+    pub group: String,
+    pub job: String,
+    pub name: String,
+    #[serde(rename = "type")]
+    pub link_type: String,
+    pub optional: bool,
 }
 
 /// The configs a deploy would apply now, by version.

@@ -26,6 +26,9 @@ pub enum Change {
     CloudProperties,
     PersistentDisk,
     Networks,
+    /// What its jobs consume through links changed: a provider's instances, addresses or
+    /// properties.
+    Links,
     /// Recreation was asked for (`recreate`).
     Recreate,
     /// Its agent did not answer and `fix` was given: the VM is replaced.
@@ -50,6 +53,7 @@ impl Change {
             Change::CloudProperties => "cloud_properties",
             Change::PersistentDisk => "persistent disk",
             Change::Networks => "networks",
+            Change::Links => "links",
             Change::Recreate => "recreate requested",
             Change::Unresponsive => "unresponsive agent",
             Change::Start => "start requested",
@@ -78,6 +82,8 @@ pub struct InstancePlan {
     /// What happens to its persistent disk, once decided ([`DeploymentPlan::decide_disks`],
     /// which needs the disks' records); a step that gives it a disk records it here.
     pub disk: DiskChange,
+    /// The links its jobs consume, job by job, once resolved: what their templates see.
+    pub links: BTreeMap<String, BTreeMap<String, serde_json::Value>>,
 }
 
 impl InstancePlan {
@@ -203,6 +209,7 @@ pub fn desired_spec(manifest: &Manifest, group: &InstanceGroup) -> InstanceSpec 
         networks: group.networks.iter().map(|n| n.name.clone()).collect(),
         properties: serde_json::Value::Object(properties),
         rendered: None,
+        links: None,
     }
 }
 
@@ -337,6 +344,7 @@ pub fn plan(
                     obsolete_addresses: Vec::new(),
                     network_settings: serde_json::Value::Null,
                     disk: DiskChange::None,
+                    links: BTreeMap::new(),
                 }
             })
             .collect();

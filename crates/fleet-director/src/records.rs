@@ -125,6 +125,23 @@ impl Records {
         self.store.get(crate::collections::DEPLOYMENTS, name).await
     }
 
+    pub async fn external_link(
+        &self,
+        id: &str,
+    ) -> Result<Option<crate::model::ExternalLink>, StoreError> {
+        self.store.get(crate::collections::EXTERNAL_LINKS, id).await
+    }
+
+    /// The external links to `deployment`'s providers.
+    pub async fn external_links(
+        &self,
+        deployment: &str,
+    ) -> Result<Vec<crate::model::ExternalLink>, StoreError> {
+        self.store
+            .list(crate::collections::EXTERNAL_LINKS, Some(deployment))
+            .await
+    }
+
     /// The manifest the deployment last deployed successfully, if it has one.
     pub async fn deployed_manifest(&self, name: &str) -> Result<Option<String>, StoreError> {
         Ok(self.deployment(name).await?.and_then(|d| d.manifest))
@@ -428,6 +445,19 @@ pub mod change {
             &bundle.deployment,
             bundle,
         )
+    }
+
+    pub fn external_link(link: &crate::model::ExternalLink) -> Write {
+        put(
+            crate::collections::EXTERNAL_LINKS,
+            &link.id,
+            &link.deployment,
+            link,
+        )
+    }
+
+    pub fn external_link_gone(id: &str) -> Write {
+        remove(crate::collections::EXTERNAL_LINKS, id)
     }
 
     pub fn log_bundle_gone(id: &str) -> Write {

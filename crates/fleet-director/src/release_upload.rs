@@ -10,7 +10,7 @@ use std::sync::Arc;
 use fleet_release::{ReleaseArchive, sha1_hex};
 
 use super::error::StepError;
-use super::model::{Archived, Package, PropertySpec, Release, ReleaseJob};
+use super::model::{Archived, LinkDef, Package, PropertySpec, Release, ReleaseJob};
 use super::records::{Records, change};
 use super::task::{JobError, TaskLog};
 use super::upload_refusal::UploadRefusal;
@@ -122,6 +122,8 @@ pub fn decide(
                     (name, spec)
                 })
                 .collect(),
+            provides: spec.provides.into_iter().map(link_def).collect(),
+            consumes: spec.consumes.into_iter().map(link_def).collect(),
         });
         jobs.push((blob, job.archive.name, job.bytes));
     }
@@ -193,6 +195,15 @@ fn difference(old: &Release, new: &ReleaseArchive) -> Option<String> {
         .keys()
         .find(|k| !after.contains_key(*k))
         .map(|(kind, name)| format!("{kind} `{name}` is left out"))
+}
+
+fn link_def(spec: fleet_release::LinkSpec) -> LinkDef {
+    LinkDef {
+        name: spec.name,
+        link_type: spec.link_type,
+        optional: spec.optional,
+        properties: spec.properties,
+    }
 }
 
 /// The task: blobs first, a step each, then the release record.

@@ -2,6 +2,7 @@
 //! and where rendered files are kept. Below the deploy and the director's core, which
 //! hand it instances; [`crate::templates`] drives it.
 
+use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
 use async_trait::async_trait;
@@ -35,6 +36,8 @@ pub struct TemplateInstance {
     pub bootstrap: bool,
     /// Each network with the instance's address on it; `None` where the IaaS assigns.
     pub networks: Vec<(String, Option<Ipv4Addr>)>,
+    /// What each job consumes through links, by the link's name in its spec.
+    pub links: BTreeMap<String, BTreeMap<String, serde_json::Value>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

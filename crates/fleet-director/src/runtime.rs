@@ -175,6 +175,22 @@ pub fn parse(text: &str) -> Result<RuntimeModel, RuntimeConfigError> {
                 _ => checker.string(v, &join(&here, "version")),
             });
             match (name, version.flatten()) {
+                // A runtime config applies to deployments made at other times: it names
+                // versions, as BOSH's director requires.
+                (Some(name), Some(version))
+                    if version == "latest"
+                        || version.ends_with(".latest")
+                        || version.ends_with("_latest") =>
+                {
+                    checker.report(
+                        &join(&here, "version"),
+                        r.at,
+                        format!(
+                            "Runtime manifest contains the release '{name}' with version as \
+                             '{version}'. Please specify the actual version string."
+                        ),
+                    );
+                }
                 (Some(name), Some(version)) => releases.push(ReleaseRef { name, version }),
                 _ => checker.report(&here, r.at, "a release needs `name` and `version`"),
             }
@@ -228,6 +244,8 @@ pub fn parse(text: &str) -> Result<RuntimeModel, RuntimeConfigError> {
                     name,
                     release,
                     properties,
+                    provides: Default::default(),
+                    consumes: Default::default(),
                 });
             }
             addons.push(Addon {

@@ -10,7 +10,7 @@ use super::cloud_properties::CloudProperties;
 use super::compile::{CompileError, NeededOn, needed_by};
 use super::error::StepError;
 use super::manifest::{Manifest, parse};
-use super::model::Release;
+use super::model::{Release, Resolved};
 use super::records::{Records, Uploads};
 use super::runtime;
 use super::validate::{CloudFacts, Uploaded};
@@ -22,6 +22,8 @@ pub struct Snapshot {
     pub cloud: Option<CloudModel>,
     /// The runtime configs applied, by version: recorded with the deployment.
     pub runtime_versions: Vec<u64>,
+    /// What each `latest` of the manifest resolved to, as the deploy started.
+    pub latest: Vec<Resolved>,
     /// The releases the manifest names that are uploaded.
     pub releases: Vec<Release>,
     /// Every uploaded release and stemcell, by name.
@@ -53,6 +55,7 @@ impl Snapshot {
         let mut manifest = parse(&text).map_err(StepError::Manifest)?;
         let (cloud, all_releases, stemcells) =
             (uploads.cloud_config, uploads.releases, uploads.stemcells);
+        let latest = crate::latest::resolve(&mut manifest, &all_releases, &stemcells);
         // The newest of each runtime config places its addons before anything is planned.
         let in_force = runtime::latest(&uploads.runtime_configs);
         let runtime_versions = runtime::versions(&in_force);
@@ -105,6 +108,7 @@ impl Snapshot {
             manifest,
             cloud,
             runtime_versions,
+            latest,
             releases,
             uploaded,
             compilation,

@@ -68,6 +68,7 @@ pub fn to_render(deployment: &str, plan: &DeploymentPlan) -> Vec<(usize, usize, 
                 id: instance.id.clone(),
                 az: instance.az.clone(),
                 bootstrap: instance.index == 0,
+                links: instance.links.clone(),
                 networks: instance
                     .addresses
                     .iter()

@@ -1663,11 +1663,25 @@ async fn azs_are_updated_one_after_another_with_canaries_only_in_the_first() {
 mod sequences {
     use super::*;
 
+    /// A deploy's calls up to its `post-deploy` scripts, which every started instance runs
+    /// at once when it ends.
     async fn run(f: &Fixture, text: &str) -> Vec<String> {
         f.cloud.take_calls();
         let task = deploy(&f.director, text).await;
         assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
-        f.cloud.take_calls()
+        let mut calls = f.cloud.take_calls();
+        let last = calls
+            .iter()
+            .position(|c| c.starts_with("run_script post-deploy"))
+            .unwrap_or(calls.len());
+        assert!(
+            calls[last..]
+                .iter()
+                .all(|c| c.starts_with("run_script post-deploy")),
+            "{calls:?}"
+        );
+        calls.truncate(last);
+        calls
     }
 
     fn calls(list: &[&str]) -> Vec<String> {
@@ -1761,6 +1775,7 @@ mod sequences {
                 "apply d/web/0",
                 "start d/web/0",
                 "get_state d/web/0",
+                "run_script post-start d/web/0",
             ])
         );
         let unchanged = run(&f, &manifest("d", 1, "1.0", 1024)).await;
@@ -1782,6 +1797,7 @@ mod sequences {
                 "apply d/web/1",
                 "start d/web/1",
                 "get_state d/web/1",
+                "run_script post-start d/web/1",
             ])
         );
 
@@ -1833,6 +1849,7 @@ mod sequences {
                 "apply d/web/0",
                 "start d/web/0",
                 "get_state d/web/0",
+                "run_script post-start d/web/0",
             ])
         );
 
@@ -1853,7 +1870,40 @@ mod sequences {
                 "apply d/web/0",
                 "start d/web/0",
                 "get_state d/web/0",
+                "run_script post-start d/web/0",
             ])
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_instance_whose_update_failed_is_drained_and_stopped_before_the_next() {
+        let f = fixture(vec![]).await;
+        run(&f, &manifest("d", 1, "1.0", 0)).await;
+        let agent = f.director.instances("d").await.unwrap()[0]
+            .agent_id
+            .clone()
+            .unwrap();
+        f.cloud.set_job_start_fails(&agent, true).await.unwrap();
+        let changed = manifest("d", 1, "1.0", 0).replace("port: 80", "port: 81");
+        let failed = deploy(&f.director, &changed).await;
+        assert_eq!(failed.state, TaskState::Error);
+        let record = &f.director.instances("d").await.unwrap()[0];
+        assert!(record.applied.is_none(), "its update did not finish");
+        f.cloud.set_job_start_fails(&agent, false).await.unwrap();
+        let again = run(&f, &changed).await;
+        assert_eq!(
+            again,
+            calls(&[
+                "get_state d/web/0",
+                "prepare d/web/0",
+                "drain d/web/0",
+                "stop d/web/0",
+                "apply d/web/0",
+                "start d/web/0",
+                "get_state d/web/0",
+                "run_script post-start d/web/0",
+            ]),
+            "drained and stopped first, as BOSH's director does"
         );
     }
 
@@ -1891,6 +1941,7 @@ instance_groups:
                 "apply d/web/0",
                 "start d/web/0",
                 "get_state d/web/0",
+                "run_script post-start d/web/0",
             ])
         );
         let id = f.director.instances("d").await.unwrap()[0].id.clone();
@@ -1954,6 +2005,8 @@ instance_groups:
                 "apply d/web/0",
                 "start d/web/0",
                 "get_state d/web/0",
+                "run_script post-start d/web/0",
+                "run_script post-deploy d/web/0",
             ]),
             "no drain, stop or unmount on an agent that does not answer"
         );

@@ -176,6 +176,7 @@ mod tests {
             obsolete_addresses: Vec::new(),
             disk: Default::default(),
             network_settings: serde_json::Value::Null,
+            links: Default::default(),
         }
     }
 

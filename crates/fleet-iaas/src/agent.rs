@@ -1,8 +1,8 @@
 //! The agent on each VM of the process-backed IaaS, as the director talks to it: the
 //! spec applied (rendered files placed, compiled packages unpacked), the job lifecycle
-//! of seed 003 run on `start`, `drain`, `stop` and `post_deploy`, the processes' states
-//! reported, packages compiled on compilation VMs, and persistent disks mounted and
-//! migrated.
+//! of seed 003 run on `start`, `drain`, `stop` and `run_script` (`post-start`,
+//! `post-deploy`), the processes' states reported, packages compiled on compilation VMs,
+//! and persistent disks mounted and migrated.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -329,14 +329,14 @@ impl Agent for ProcessCloud {
             .map_err(failed)
     }
 
-    async fn post_deploy(&self, agent_id: &str) -> Result<(), AgentError> {
+    async fn run_script(&self, agent_id: &str, name: &str) -> Result<(), AgentError> {
         let vm = self.agent(agent_id, "run_script").await?;
         let running = vm.running.lock().await;
         let (Some(supervisor), true) = (&running.supervisor, running.started) else {
             return Ok(());
         };
         let lifecycle = Lifecycle::new(&vm.sandbox, &running.jobs, &**supervisor);
-        let outcome = lifecycle.post_deploy().await;
+        let outcome = lifecycle.run_hooks(name, &[]).await;
         log_runs(agent_id, &lifecycle.runs());
         outcome
             .map(|_| ())

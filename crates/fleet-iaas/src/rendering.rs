@@ -23,7 +23,12 @@ impl TemplateRenderer {
 }
 
 impl TemplateRenderer {
-    async fn job(&self, spec: &InstanceSpec, name: &str) -> Result<JobSource, StoredError> {
+    async fn job(
+        &self,
+        spec: &InstanceSpec,
+        instance: &TemplateInstance,
+        name: &str,
+    ) -> Result<JobSource, StoredError> {
         let releases = stored::releases(&self.store, &spec.releases).await?;
         let (release, job) = releases
             .iter()
@@ -48,7 +53,8 @@ impl TemplateRenderer {
             .get(name)
             .cloned()
             .unwrap_or(serde_json::Value::Null);
-        Ok(JobSource::from_files(&files, properties))
+        let links = instance.links.get(name).cloned().unwrap_or_default();
+        Ok(JobSource::from_files(&files, properties).consuming(links))
     }
 }
 
@@ -90,7 +96,7 @@ impl Renderer for TemplateRenderer {
         let mut jobs = Vec::new();
         for name in &spec.jobs {
             jobs.push(
-                self.job(spec, name)
+                self.job(spec, instance, name)
                     .await
                     .map_err(|e| TemplateError::Unavailable(e.to_string()))?,
             );

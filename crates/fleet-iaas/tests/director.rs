@@ -746,3 +746,94 @@ async fn an_errand_runs_its_bin_run_on_a_vm_of_its_own_or_where_its_job_is_place
         "checked greeter/1\n"
     );
 }
+
+/// `server` provides a `conn` link exporting its port; `client` consumes it and records,
+/// in its pre-start, what its template read of the link.
+fn linked_release() -> Vec<u8> {
+    let server = vec![
+        file(
+            "job.MF",
+            "name: server\ntemplates: {}\nproperties:\n  port: {default: 4000}\nprovides:\n- {name: conn, type: conn, properties: [port]}\n",
+        ),
+        file("monit", ""),
+    ];
+    let client = vec![
+        file(
+            "job.MF",
+            "name: client\ntemplates:\n  pre-start.erb: bin/pre-start\nproperties:\n  record: {description: where it records}\nconsumes:\n- {name: conn, type: conn}\n- {name: extra, type: nothing, optional: true}\n",
+        ),
+        file("monit", ""),
+        file(
+            "templates/pre-start.erb",
+            "#!/bin/sh\necho 'conn <%= link(\"conn\").instances.map { |i| \"#{i.index}@#{i.address}\" }.join(\",\") %> port=<%= link(\"conn\").p(\"port\") %> <% if_link(\"extra\") do |e| %>extra<% end.else do %>no-extra<% end %>' >> <%= p('record') %>\n",
+        ),
+    ];
+    ReleaseBuilder::new("linked", "1")
+        .job("server", server)
+        .job("client", client)
+        .build()
+}
+
+fn linked_manifest(record: &std::path::Path, port: u16) -> String {
+    format!(
+        "name: linked
+releases: [{{name: linked, version: '1'}}]
+stemcells: [{{alias: default, os: jammy, version: '1'}}]
+update: {{canaries: 1, max_in_flight: 2, canary_watch_time: 100-5000, update_watch_time: 100-5000}}
+networks: [{{name: default, subnets: [{{range: 10.0.0.0/24, gateway: 10.0.0.1, static: [10.0.0.10 - 10.0.0.20]}}]}}]
+instance_groups:
+- name: db
+  instances: 2
+  jobs: [{{name: server, release: linked, properties: {{port: {port}}}}}]
+  vm_type: small
+  stemcell: default
+  networks: [{{name: default, static_ips: [10.0.0.10, 10.0.0.11]}}]
+- name: app
+  instances: 1
+  jobs: [{{name: client, release: linked, properties: {{record: {record}}}}}]
+  vm_type: small
+  stemcell: default
+  networks: [{{name: default}}]
+",
+        record = record.display()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_consumers_templates_read_its_providers_addresses_and_a_providers_change_updates_it() {
+    let f = fixture().await;
+    f.upload(&linked_release()).await;
+    let task = f.deploy_manifest(&linked_manifest(&f.record, 5432)).await;
+    assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+    assert_eq!(
+        f.lines(),
+        ["conn 0@10.0.0.10,1@10.0.0.11 port=5432 no-extra"]
+    );
+    // The links API lists what the deploy resolved.
+    let providers = f.director.link_providers("linked").await.unwrap();
+    assert_eq!(providers.len(), 1);
+    assert_eq!(providers[0].1.group, "db");
+    let consumers = f.director.link_consumers("linked").await.unwrap();
+    assert_eq!(consumers.len(), 2);
+    let links = f.director.links("linked").await.unwrap();
+    assert_eq!(links.len(), 1, "the optional link has no provider");
+    assert_eq!(
+        f.director.link_address(&links[0].id, None).await.unwrap(),
+        "q-s0.db.default.linked.bosh"
+    );
+
+    // Only the provider's exported property changes: the consumer is updated too, and
+    // its templates see the new value.
+    let task = f.deploy_manifest(&linked_manifest(&f.record, 6543)).await;
+    assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+    assert_eq!(
+        f.lines().last().unwrap(),
+        "conn 0@10.0.0.10,1@10.0.0.11 port=6543 no-extra"
+    );
+    // Unchanged, nothing runs again.
+    let before = f.lines().len();
+    let task = f.deploy_manifest(&linked_manifest(&f.record, 6543)).await;
+    assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+    assert_eq!(f.lines().len(), before);
+    let _ = &f.dir;
+}

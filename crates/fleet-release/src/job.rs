@@ -17,6 +17,17 @@ pub struct PropertySpec {
     pub description: Option<String>,
 }
 
+/// A link a job's spec provides or consumes: its name and type; a consumer may be
+/// optional, a provider exports some of its job's properties with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkSpec {
+    pub name: String,
+    pub link_type: String,
+    pub optional: bool,
+    /// A provider's exported properties, by dotted name.
+    pub properties: Vec<String>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobSpec {
     pub name: String,
@@ -26,6 +37,8 @@ pub struct JobSpec {
     pub packages: Vec<String>,
     /// By dotted name (`kv.port`).
     pub properties: BTreeMap<String, PropertySpec>,
+    pub provides: Vec<LinkSpec>,
+    pub consumes: Vec<LinkSpec>,
 }
 
 /// What a job archive holds, read and checked.
@@ -126,6 +139,8 @@ pub fn parse_spec(text: &str) -> Result<JobSpec, Vec<String>> {
             properties.insert(key.name.clone(), property(&mut check, value, &key.name));
         }
     }
+    let provides = links(&mut check, &root, "provides");
+    let consumes = links(&mut check, &root, "consumes");
     let problems = check.into_problems();
     match name {
         Some(name) if problems.is_empty() => Ok(JobSpec {
@@ -133,9 +148,87 @@ pub fn parse_spec(text: &str) -> Result<JobSpec, Vec<String>> {
             templates,
             packages,
             properties,
+            provides,
+            consumes,
         }),
         _ => Err(problems.iter().map(ToString::to_string).collect()),
     }
+}
+
+/// A spec's `provides` or `consumes`: a list of `{name, type}`, names unique; a consumer
+/// may be `optional`, a provider may not, and a provider lists the `properties` it
+/// exports. The problems are worded as BOSH's director words them.
+fn links(check: &mut Checker, root: &Node, key: &str) -> Vec<LinkSpec> {
+    let Some(node) = root.get(key).filter(|n| n.value != Value::Null) else {
+        return Vec::new();
+    };
+    let Value::Seq(items) = &node.value else {
+        let section = if key == "provides" {
+            "Provides"
+        } else {
+            "Consumes"
+        };
+        check.report(
+            key,
+            node.at,
+            format!("{section} section in the release spec must be a list of hashes"),
+        );
+        return Vec::new();
+    };
+    let mut found: Vec<LinkSpec> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let path = format!("{key}[{i}]");
+        let text = |field: &str| item.get(field).and_then(|v| v.as_str()).map(str::to_string);
+        let (Some(name), Some(link_type)) = (text("name"), text("type")) else {
+            check.report(
+                &path,
+                item.at,
+                format!(
+                    "Each {key} item in the {key} section of the release spec must contain \
+                     'name' and 'type'"
+                ),
+            );
+            continue;
+        };
+        let optional = item.get("optional");
+        if key == "provides" && optional.is_some() {
+            check.report(
+                &path,
+                item.at,
+                format!(
+                    "Link '{name}' of type '{link_type}' is a provides link, not allowed to have \
+                     'optional' key"
+                ),
+            );
+        }
+        let properties = item
+            .get("properties")
+            .and_then(|p| match &p.value {
+                Value::Seq(names) => Some(
+                    names
+                        .iter()
+                        .filter_map(|n| n.as_str().map(str::to_string))
+                        .collect(),
+                ),
+                _ => None,
+            })
+            .unwrap_or_default();
+        if found.iter().any(|l| l.name == name) {
+            check.report(
+                &path,
+                item.at,
+                format!("specifies duplicate {key} link with name '{name}'"),
+            );
+            continue;
+        }
+        found.push(LinkSpec {
+            name,
+            link_type,
+            optional: optional.is_some_and(|o| o.value == Value::Bool(true)),
+            properties,
+        });
+    }
+    found
 }
 
 fn property(check: &mut Checker, node: &Node, name: &str) -> PropertySpec {

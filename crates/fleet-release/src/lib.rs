@@ -21,7 +21,7 @@ pub use archive::{
 pub use builder::{File, ReleaseBuilder};
 pub use digest::{Digest, sha1_hex, sha256_hex};
 pub use error::ArchiveError;
-pub use job::{JobFiles, JobSpec, PropertySpec, parse_spec};
+pub use job::{JobFiles, JobSpec, LinkSpec, PropertySpec, parse_spec};
 
 /// A job archive read and checked; every problem joined.
 ///

@@ -32,6 +32,8 @@ pub struct JobSource {
     pub destinations: BTreeMap<String, String>,
     pub declared: BTreeMap<String, Option<serde_json::Value>>,
     pub properties: serde_json::Value,
+    /// What the job consumes through links, by the link's name in its spec.
+    pub links: BTreeMap<String, serde_json::Value>,
 }
 
 impl JobSource {
@@ -54,7 +56,13 @@ impl JobSource {
                 .map(|(k, v)| (k.clone(), v.default.clone()))
                 .collect(),
             properties,
+            links: BTreeMap::new(),
         }
+    }
+
+    /// The job with the links it consumes.
+    pub fn consuming(self, links: BTreeMap<String, serde_json::Value>) -> Self {
+        JobSource { links, ..self }
     }
 }
 
@@ -81,6 +89,7 @@ pub async fn render_archive(
                     .map(|(k, v)| (k.clone(), Declared { default: v.clone() }))
                     .collect(),
                 properties: job.properties.clone(),
+                links: job.links.clone(),
                 templates: texts,
             }
         })

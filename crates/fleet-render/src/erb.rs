@@ -37,6 +37,9 @@ pub struct JobTemplates {
     pub declared: BTreeMap<String, Declared>,
     /// The job's properties as the manifest gives them (nested).
     pub properties: serde_json::Value,
+    /// What the job consumes through links, by the link's name in its spec: what
+    /// `link(NAME)` finds.
+    pub links: BTreeMap<String, serde_json::Value>,
     /// Template source name to its text.
     pub templates: BTreeMap<String, String>,
 }
@@ -147,6 +150,7 @@ mod tests {
             ]
             .into(),
             properties,
+            links: BTreeMap::new(),
             templates: templates
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -182,6 +186,41 @@ mod tests {
         assert_eq!(
             defaults["kv"]["a.erb"], "8080 dropped",
             "undeclared properties are dropped"
+        );
+    }
+
+    #[tokio::test]
+    async fn templates_read_links_with_their_instances_properties_and_address() {
+        let db = json!({
+            "address": "q-s0.db.default.data.bosh",
+            "instances": [
+                {"name": "db", "id": "d0", "index": 0, "az": "z1", "address": "10.0.0.7", "bootstrap": true},
+                {"name": "db", "id": "d1", "index": 1, "az": "z2", "address": "10.0.0.8", "bootstrap": false}
+            ],
+            "properties": {"port": 5432, "tls": {"enabled": false}},
+        });
+        let t = "<%= link('db').instances.map { |i| \"#{i.address}:#{link('db').p('port')}\" }.join(',') %> \
+<%= link('db').instances.first.bootstrap %> <%= link('db').address %> \
+<%= link('db').p('tls.enabled') %> <%= link('db').p('missing', 'dflt') %> \
+<% link('db').if_p('port') do |port| %>p=<%= port %><% end %> \
+<% if_link('cache') do |c| %>cache<% end.else do %>no-cache<% end %> \
+<% if_link('db') do |d| %><%= d.instances.size %><% end %>";
+        let mut with_links = job(&[("a.erb", t)], json!({}));
+        with_links.links = [("db".to_string(), db)].into();
+        let rendered = render(&spec(), &[with_links]).await.unwrap();
+        assert_eq!(
+            rendered["kv"]["a.erb"],
+            "10.0.0.7:5432,10.0.0.8:5432 true q-s0.db.default.data.bosh false dflt p=5432 no-cache 2"
+        );
+        let missing = render(
+            &spec(),
+            &[job(&[("a.erb", "<%= link('db').address %>")], json!({}))],
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            missing.to_string().contains("Can't find link 'db'"),
+            "{missing}"
         );
     }
 

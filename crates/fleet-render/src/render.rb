@@ -5,14 +5,17 @@
 #   {"spec": {...instance spec...},
 #    "jobs": [{"name": JOB, "declared": {PROPERTY: {"default": ...}},
 #              "properties": {...as the manifest gives them...},
+#              "links": {LINK: {...its content...}},
 #              "templates": {SOURCE: TEXT}}]}
 # and writes {"rendered": {JOB: {SOURCE: TEXT}}} or, when any template fails,
 # {"errors": ["JOB/SOURCE: MESSAGE", ...]} with every failure of the instance.
 #
 # In a template: p(name), p(name, default), p([names]), if_p(*names) { } with .else and
 # .else_if_p, properties (member access), spec (address, ip, id, index, name, az,
-# deployment, networks, bootstrap, job), name and index. Declared properties take the
-# manifest's value or else their default; undeclared ones are dropped. ERB trim mode `-`.
+# deployment, networks, bootstrap, job), name and index; link(name) with instances (name,
+# id, index, az, address, bootstrap), properties, p, if_p and address, and if_link(name)
+# { |l| } with .else and .else_if_link. Declared properties take the manifest's value or
+# else their default; undeclared ones are dropped. ERB trim mode `-`.
 
 require 'erb'
 require 'json'
@@ -36,6 +39,18 @@ module FleetRender
     keys = dotted.split('.')
     parent = keys[0..-2].reduce(hash) { |node, key| node[key] ||= {} }
     parent[keys.last] = value
+  end
+
+  # p(name), p(name, default) and p([names]) over `hash`.
+  def self.fetch(hash, args)
+    names = Array(args[0])
+    names.each do |name|
+      value = lookup(hash, name)
+      return value unless value.nil?
+    end
+    return args[1] if args.length == 2
+
+    raise UnknownProperty, names
   end
 
   def self.merge(declared, given)
@@ -66,6 +81,92 @@ module FleetRender
     def else; end
 
     def else_if_p(*_names)
+      self
+    end
+  end
+
+  class UnknownLink < StandardError
+    def initialize(name)
+      super("Can't find link '#{name}'")
+    end
+  end
+
+  # p and if_p over an object's own properties (a job's, a link's, a link instance's):
+  # if_p's block runs when every name has a value, else its else-block.
+  module Properties
+    def p(*args)
+      FleetRender.fetch(own_properties, args)
+    end
+
+    def if_p(*names)
+      values = names.map do |name|
+        value = FleetRender.lookup(own_properties, name)
+        return ActiveElse.new(self) if value.nil?
+
+        value
+      end
+      yield(*values)
+      InactiveElse.new
+    end
+  end
+
+  class LinkInstance
+    include Properties
+    attr_reader :name, :index, :id, :az, :address, :bootstrap
+
+    def initialize(hash)
+      @name = hash['name']
+      @index = hash['index']
+      @id = hash['id']
+      @az = hash['az']
+      @address = hash['address']
+      @bootstrap = hash['bootstrap']
+      @properties = hash['properties'] || {}
+    end
+
+    def own_properties
+      @properties
+    end
+  end
+
+  class Link
+    include Properties
+    attr_reader :instances, :properties
+
+    def initialize(hash)
+      @hash = hash
+      @instances = (hash['instances'] || []).map { |instance| LinkInstance.new(instance) }
+      @properties = hash['properties'] || {}
+    end
+
+    def own_properties
+      @properties
+    end
+
+    # The provider's DNS query name, or a manual link's address as given.
+    def address(_criteria = {})
+      @hash['address']
+    end
+  end
+
+  class ActiveLinkElse
+    def initialize(context)
+      @context = context
+    end
+
+    def else
+      yield
+    end
+
+    def else_if_link(name, &block)
+      @context.if_link(name, &block)
+    end
+  end
+
+  class InactiveLinkElse
+    def else; end
+
+    def else_if_link(_name)
       self
     end
   end
@@ -103,9 +204,11 @@ module FleetRender
   end
 
   class Context
+    include Properties
     attr_reader :raw_properties, :properties, :spec, :name, :index
 
-    def initialize(job, merged, spec)
+    def initialize(job, merged, spec, links = {})
+      @links = links
       @raw_properties = merged
       @properties = View.wrap(merged)
       @name = spec['name']
@@ -113,34 +216,23 @@ module FleetRender
       @spec = View.wrap(spec.merge('job' => { 'name' => job }, 'properties' => merged))
     end
 
-    def p(*args)
-      names = Array(args[0])
-      names.each do |name|
-        value = FleetRender.lookup(@raw_properties, name)
-        return value unless value.nil?
-      end
-      return args[1] if args.length == 2
-
-      raise UnknownProperty, names
-    end
-
-    def if_p(*names)
-      values = names.map do |name|
-        value = FleetRender.lookup(@raw_properties, name)
-        return ActiveElse.new(self) if value.nil?
-
-        value
-      end
-      yield(*values)
-      InactiveElse.new
+    def own_properties
+      @raw_properties
     end
 
     def link(name)
-      raise NotImplementedError, "links are not supported (link '#{name}')"
+      found = @links[name]
+      raise UnknownLink, name unless found.is_a?(Hash) && found.key?('instances')
+
+      Link.new(found)
     end
 
     def if_link(name)
-      raise NotImplementedError, "links are not supported (if_link '#{name}')"
+      found = @links[name]
+      return ActiveLinkElse.new(self) unless found.is_a?(Hash) && found.key?('instances')
+
+      yield Link.new(found)
+      InactiveLinkElse.new
     end
 
     def evaluation_binding
@@ -162,7 +254,8 @@ module FleetRender
         begin
           erb = ERB.new(text, trim_mode: '-')
           erb.filename = file
-          rendered[name][source] = erb.result(Context.new(name, merged, spec).evaluation_binding)
+          context = Context.new(name, merged, spec, job['links'] || {})
+          rendered[name][source] = erb.result(context.evaluation_binding)
         rescue StandardError, ScriptError => e
           line = e.backtrace&.find { |frame| frame.start_with?("#{file}:") }
           where = line ? line.split(':in ').first : file

@@ -91,6 +91,7 @@ pub fn processes(sandbox: &Sandbox, jobs: &[String]) -> Result<Vec<ProcessDef>, 
                     start: process.start.clone(),
                     start_timeout: process.start_timeout,
                     stop: process.stop.clone(),
+                    stop_timeout: process.stop_timeout,
                     pidfile: PathBuf::from(&process.pidfile),
                 },
             };
@@ -98,6 +99,24 @@ pub fn processes(sandbox: &Sandbox, jobs: &[String]) -> Result<Vec<ProcessDef>, 
                 job: job.clone(),
                 name: process.name.clone(),
                 kind,
+                depends_on: process.depends_on.clone(),
+            });
+        }
+    }
+    // monit refuses a configuration whose `depends on` names no process it checks.
+    for process in &found {
+        if let Some(unknown) = process
+            .depends_on
+            .iter()
+            .find(|d| !found.iter().any(|p| &p.name == *d))
+        {
+            return Err(JobFilesError::Invalid {
+                job: process.job.clone(),
+                file: "monit".into(),
+                message: format!(
+                    "process `{}` depends on `{unknown}`, which no job on this VM declares",
+                    process.name
+                ),
             });
         }
     }

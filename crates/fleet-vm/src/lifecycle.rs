@@ -1,8 +1,10 @@
 //! The job lifecycle of seed 003 on one VM, in its order.
 //!
 //! Start: mount the persistent disk; (the jobs and packages are placed before); every
-//! job's `pre-start` at once, waited for; every process started; every `post-start` at
-//! once, waited for. `post-deploy` runs when the director says every instance started.
+//! job's `pre-start` at once, waited for; every process started. Every `post-start` runs
+//! at once when the director has seen every process running (as BOSH's director asks
+//! for it once `get_state` says `running`); `post-deploy` when it says every instance
+//! started.
 //! Stop: unmonitor; every `pre-stop` at once; every `drain` at once, each following the
 //! drain protocol; every process stopped; every `post-stop` at once; unmount. A job's own
 //! scripts have no time limit. Every script run is kept, also those of a step that
@@ -16,6 +18,9 @@ use super::drain::{self, DrainAnswer};
 use super::sandbox::{Sandbox, VM_ROOT};
 use super::script::{self, Script, ScriptRun};
 use super::supervisor::Processes;
+
+/// The `PATH` BOSH's agent gives the scripts it runs (`pathenv.Path()`).
+pub const SCRIPT_PATH: &str = "/usr/sbin:/usr/bin:/sbin:/bin";
 
 #[derive(Debug, thiserror::Error)]
 pub enum LifecycleError {
@@ -96,16 +101,17 @@ impl<'a> Lifecycle<'a> {
             .push(run.clone());
     }
 
+    /// The disk mounted, every `pre-start`, then every process started; the processes
+    /// are not waited for.
+    ///
     /// # Errors
-    /// A failing `pre-start` (nothing is started then) or `post-start`, or a disk that
-    /// cannot be mounted.
+    /// A failing `pre-start` (nothing is started then), or a disk that cannot be mounted.
     pub async fn start(&self, disk: Option<&Path>) -> Result<(), LifecycleError> {
         if let Some(disk) = disk {
             self.sandbox.mount(disk)?;
         }
         self.hooks("pre-start", &[], &[]).await?;
-        self.supervisor.start().await?;
-        self.hooks("post-start", &[], &[]).await
+        Ok(self.supervisor.start().await?)
     }
 
     /// The errand of job `job`: its `bin/run` to its end, however it ends.
@@ -122,14 +128,6 @@ impl<'a> Lifecycle<'a> {
         let run = script::run(&script).await?;
         self.record(&run);
         Ok(run)
-    }
-
-    /// `post-deploy` on this VM, once every instance of the deployment started.
-    ///
-    /// # Errors
-    /// A failing script.
-    pub async fn post_deploy(&self) -> Result<(), LifecycleError> {
-        self.hooks("post-deploy", &[], &[]).await
     }
 
     /// # Errors
@@ -207,10 +205,15 @@ impl<'a> Lifecycle<'a> {
         env: &[(String, String)],
     ) -> Option<Script> {
         let path = self.sandbox.job(job).join("bin").join(name);
-        let mut all_env = vec![(
-            VM_ROOT.to_string(),
-            self.sandbox.root().display().to_string(),
-        )];
+        // As BOSH's agent runs a job's scripts: its `PATH`, beside the agent's own
+        // environment, and the VM's root as the directory they start in.
+        let mut all_env = vec![
+            ("PATH".to_string(), SCRIPT_PATH.to_string()),
+            (
+                VM_ROOT.to_string(),
+                self.sandbox.root().display().to_string(),
+            ),
+        ];
         all_env.extend(env.iter().cloned());
         path.is_file().then(|| Script {
             job: job.to_string(),
@@ -220,7 +223,7 @@ impl<'a> Lifecycle<'a> {
             env: all_env,
             timeout: None,
             log_dir: self.sandbox.log_dir(job),
-            cwd: None,
+            cwd: Some(self.sandbox.root().to_path_buf()),
         })
     }
 

@@ -1,7 +1,7 @@
 //! A job's `monit` file, as far as BOSH jobs use it: `check process NAME`, its pidfile,
-//! its start and stop programs with their timeouts, and its group. Other statements
-//! (`if ... then ...`, `depends on`, `mode`) and other checks (`check file`) are read
-//! past: the supervisor here checks liveness by pidfile, as the seed says monit does.
+//! its start and stop programs with their timeouts, its group and the processes it
+//! `depends on`. Other statements (`if ... then ...`, `mode`) and other checks (`check
+//! file`) are read past: the supervisor here checks liveness by pidfile, as monit does.
 //! Pure: text in, processes or the line at fault out.
 
 use std::time::Duration;
@@ -18,6 +18,8 @@ pub struct MonitProcess {
     pub stop: Option<String>,
     pub stop_timeout: Duration,
     pub group: Option<String>,
+    /// The processes started before this one and stopped after it.
+    pub depends_on: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -130,10 +132,30 @@ fn process(name: &str, line: usize, body: &[Token]) -> Result<MonitProcess, Moni
     let mut start = None;
     let mut stop = None;
     let mut group = None;
+    let mut depends_on = Vec::new();
     let mut i = 0;
     while i < body.len() {
         let t = &body[i];
-        if t.is("pidfile") {
+        if t.is("depends") && body.get(i + 1).is_some_and(|o| o.is("on")) {
+            // `depends on a, b` or `depends on a,b`: names up to the next statement.
+            i += 2;
+            while let Some(name) = body.get(i).filter(|n| !n.quoted) {
+                let names: Vec<&str> = name.text.split(',').filter(|n| !n.is_empty()).collect();
+                depends_on.extend(names.iter().map(|n| n.to_string()));
+                i += 1;
+                let more = name.text.ends_with(',')
+                    || body.get(i).is_some_and(|n| n.text.starts_with(','));
+                if !more {
+                    break;
+                }
+            }
+            if depends_on.is_empty() {
+                return Err(MonitError {
+                    line: t.line,
+                    message: "`depends on` needs a process name".into(),
+                });
+            }
+        } else if t.is("pidfile") {
             pidfile = body.get(i + 1).map(|p| p.text.clone());
             i += 2;
         } else if t.is("group") {
@@ -176,6 +198,7 @@ fn process(name: &str, line: usize, body: &[Token]) -> Result<MonitProcess, Moni
         stop,
         stop_timeout,
         group,
+        depends_on,
     })
 }
 
@@ -255,6 +278,40 @@ check process worker # a second one
         assert_eq!(worker.start_timeout, Duration::from_secs(120));
         assert_eq!(worker.stop.as_deref(), Some("/bin/worker stop"));
         assert_eq!(worker.stop_timeout, DEFAULT_PROGRAM_TIMEOUT);
+        assert!(nginx.depends_on.is_empty());
+    }
+
+    #[test]
+    fn depends_on_names_one_process_or_several() {
+        let text = "check process web
+  with pidfile /p
+  start program \"s\"
+  depends on db, cache
+  group vcap
+check process cache
+  with pidfile /q
+  start program \"s\"
+  depends on db,queue
+  group vcap
+check process db
+  with pidfile /r
+  start program \"s\"
+  depends on queue
+";
+        let processes = parse(text).unwrap();
+        assert_eq!(processes[0].depends_on, ["db", "cache"]);
+        assert_eq!(processes[0].group.as_deref(), Some("vcap"));
+        assert_eq!(processes[1].depends_on, ["db", "queue"]);
+        assert_eq!(processes[2].depends_on, ["queue"]);
+        let bare = parse(
+            "check process a
+ with pidfile /p
+ start program \"x\"
+ depends on
+",
+        )
+        .unwrap_err();
+        assert!(bare.message.contains("depends on"), "{bare}");
     }
 
     #[test]

@@ -44,9 +44,10 @@ pub fn process(pid: u32, signal: i32) {
 }
 
 /// Whether `pid` is a live process: it exists and is not a zombie waiting to be reaped
-/// (a daemon whose parent went away is reaped by init, maybe late).
+/// (a daemon whose parent went away is reaped by init, maybe late). Any pid counts, 1
+/// included, as monit counts it: a pidfile naming init names a live process.
 pub fn alive(pid: u32) -> bool {
-    if pid <= 1 {
+    if pid == 0 {
         return false;
     }
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {

@@ -32,7 +32,8 @@ pub struct Timings {
     pub bpm_quit: Duration,
     /// bpm's pre-start hook limit.
     pub bpm_pre_start: Duration,
-    /// monit's stop limit for a process's stop program.
+    /// The longest a stop program runs, whatever its own timeout: how long BOSH waits
+    /// for services to stop.
     pub monit_stop: Duration,
 }
 
@@ -55,8 +56,10 @@ impl Default for Timings {
 pub enum Kind {
     Monit {
         start: String,
+        /// How long the process has to appear after its start program is started.
         start_timeout: Duration,
         stop: Option<String>,
+        stop_timeout: Duration,
         pidfile: PathBuf,
     },
     Bpm(BpmProcess),
@@ -68,6 +71,8 @@ pub struct ProcessDef {
     pub job: String,
     pub name: String,
     pub kind: Kind,
+    /// monit's `depends on`: processes started before this one and stopped after it.
+    pub depends_on: Vec<String>,
 }
 
 /// A process as the agent reports it.
@@ -296,8 +301,15 @@ impl Supervisor {
         let mut handles = Vec::new();
         for process in &self.processes {
             let (first, first_done) = tokio::sync::oneshot::channel();
+            let depends_on = self
+                .processes
+                .iter()
+                .filter(|p| process.def.depends_on.contains(&p.def.name))
+                .cloned()
+                .collect();
             let watcher = Watcher {
                 process: Arc::clone(process),
+                depends_on,
                 sandbox: self.sandbox.clone(),
                 timings: self.timings,
                 monitoring: self.monitoring.subscribe(),
@@ -324,19 +336,34 @@ impl Supervisor {
         }
     }
 
-    /// Unmonitors and stops every process at once; returns when all are gone. A process
-    /// its stop program leaves running, and anything left in its process group, is killed,
-    /// so that nothing outlives its VM.
+    /// Unmonitors and stops every process; returns when all are gone. Processes stop at
+    /// once, except that one stops only after those that depend on it (monit's `depends
+    /// on`). A process its stop program leaves running, and anything left in its process
+    /// group, is killed, so that nothing outlives its VM.
     pub async fn stop(&self) {
         self.unmonitor().await;
-        let mut set = tokio::task::JoinSet::new();
-        for process in &self.processes {
-            let process = Arc::clone(process);
-            let timings = self.timings;
-            let sandbox = self.sandbox.clone();
-            set.spawn(async move { stop_one(&process, &sandbox, timings).await });
+        let mut left = self.processes.clone();
+        while !left.is_empty() {
+            let (now, later): (Vec<_>, Vec<_>) = left.iter().cloned().partition(|p| {
+                !left
+                    .iter()
+                    .any(|other| other.def.depends_on.contains(&p.def.name))
+            });
+            // Processes that depend on each other round a circle stop together.
+            let now = if now.is_empty() {
+                std::mem::take(&mut left)
+            } else {
+                left = later;
+                now
+            };
+            let mut set = tokio::task::JoinSet::new();
+            for process in now {
+                let timings = self.timings;
+                let sandbox = self.sandbox.clone();
+                set.spawn(async move { stop_one(&process, &sandbox, timings).await });
+            }
+            while set.join_next().await.is_some() {}
         }
-        while set.join_next().await.is_some() {}
     }
 
     pub fn statuses(&self) -> Vec<ProcessStatus> {
@@ -371,6 +398,8 @@ impl Supervisor {
 
 struct Watcher {
     process: Arc<Supervised>,
+    /// What monit starts first: this process starts once they all run.
+    depends_on: Vec<Arc<Supervised>>,
     sandbox: Sandbox,
     timings: Timings,
     monitoring: watch::Receiver<bool>,
@@ -409,6 +438,7 @@ impl Watcher {
                     self.fail("it exited right after it started".into());
                     backoff(self.timings, failures)
                 }
+                (false, _) if !self.dependencies_run() => self.timings.check_every,
                 (false, state) => {
                     if state != ProcessState::Unknown {
                         self.process.current().restarts += 1;
@@ -454,6 +484,12 @@ impl Watcher {
         c.pid.is_none() && c.since.is_some_and(|s| s.elapsed() < *start_timeout)
     }
 
+    fn dependencies_run(&self) -> bool {
+        self.depends_on
+            .iter()
+            .all(|d| d.current().state == ProcessState::Running)
+    }
+
     fn fail(&self, why: String) {
         let mut c = self.process.current();
         c.state = ProcessState::Failing;
@@ -484,18 +520,11 @@ async fn is_alive(process: &Supervised) -> bool {
             }
         }
         Kind::Monit { pidfile, .. } => {
-            let pid = read_pid(pidfile).await;
-            let alive = match pid {
-                // `/proc` is read off the async workers, as every file is.
-                Some(pid) => tokio::task::spawn_blocking(move || signal::alive(pid))
-                    .await
-                    .unwrap_or(false),
-                None => false,
-            };
-            if alive {
+            let pid = monit_pid(pidfile).await;
+            if pid.is_some() {
                 process.current().pid = pid;
             }
-            alive
+            pid.is_some()
         }
     }
 }
@@ -526,30 +555,19 @@ async fn start_one(
         Kind::Monit {
             start,
             start_timeout,
+            pidfile,
             ..
         } => {
-            let (exit, group) = run_program(
-                &process.def.name,
-                "start",
+            start_monit(
+                process,
                 start,
                 *start_timeout,
+                pidfile,
                 &logs,
                 sandbox,
+                timings,
             )
-            .await?;
-            process.current().group = group;
-            match exit {
-                Some(0) => Ok(()),
-                Some(code) => Err(StartError::Exited {
-                    name: process.def.name.clone(),
-                    job: job.clone(),
-                    code,
-                }),
-                None => Err(StartError::TimedOut {
-                    name: process.def.name.clone(),
-                    limit: humanize(*start_timeout),
-                }),
-            }
+            .await
         }
         Kind::Bpm(bpm) => {
             if let Some(hook) = &bpm.pre_start {
@@ -651,7 +669,12 @@ async fn stop_one(process: &Supervised, sandbox: &Sandbox, timings: Timings) {
                 .join(format!("{}.pid", bpm.name));
             let _ = tokio::fs::remove_file(pidfile).await;
         }
-        Kind::Monit { stop, pidfile, .. } => {
+        Kind::Monit {
+            stop,
+            stop_timeout,
+            pidfile,
+            ..
+        } => {
             let pid = read_pid(pidfile).await;
             if let Some(stop) = stop {
                 let logs = sandbox.log_dir(&process.def.job);
@@ -659,7 +682,7 @@ async fn stop_one(process: &Supervised, sandbox: &Sandbox, timings: Timings) {
                     &process.def.name,
                     "stop",
                     stop,
-                    timings.monit_stop,
+                    (*stop_timeout).min(timings.monit_stop),
                     &logs,
                     sandbox,
                 )
@@ -694,10 +717,86 @@ async fn stop_one(process: &Supervised, sandbox: &Sandbox, timings: Timings) {
     c.since = None;
 }
 
-/// Runs a monit start or stop program with `sh -c`, its output going straight to the
-/// job's logs: a program that leaves a daemon behind must not be waited for through
-/// pipes the daemon keeps open. Its exit code (`None` past `limit`, when its process
-/// group is killed) and that group.
+/// Starts a monit process as monit does: its start program is started and not waited
+/// for. It is started once the program exits 0 (a daemon that forked; its pidfile is then
+/// checked each cycle) or its pidfile names a live process while the program still runs
+/// (a program that stays in the foreground, as many monit-era `ctl start` do, and runs
+/// on). A program that exits otherwise failed; one that neither exits nor shows a live
+/// process within its timeout is ended with its process group.
+async fn start_monit(
+    process: &Supervised,
+    start: &str,
+    limit: Duration,
+    pidfile: &std::path::Path,
+    logs: &std::path::Path,
+    sandbox: &Sandbox,
+    timings: Timings,
+) -> Result<(), StartError> {
+    let name = &process.def.name;
+    let mut child = spawn_program(name, "start", start, logs, sandbox).await?;
+    let group = child.id();
+    process.current().group = group;
+    let deadline = Instant::now() + limit;
+    let every = timings.check_every.min(Duration::from_millis(100));
+    loop {
+        tokio::select! {
+            ended = child.wait() => {
+                let status = ended.map_err(|source| StartError::Wait {
+                    which: "start",
+                    name: name.clone(),
+                    source,
+                })?;
+                return match exit_code(status) {
+                    0 => Ok(()),
+                    code => Err(StartError::Exited {
+                        name: name.clone(),
+                        job: process.def.job.clone(),
+                        code,
+                    }),
+                };
+            }
+            _ = tokio::time::sleep(every) => {
+                if monit_pid(pidfile).await.is_some() {
+                    // It runs on in the foreground: reaped whenever it ends.
+                    tokio::spawn(async move {
+                        let _ = child.wait().await;
+                    });
+                    return Ok(());
+                }
+                if Instant::now() >= deadline {
+                    if let Some(g) = group {
+                        signal::group(g, libc::SIGKILL);
+                    }
+                    let _ = child.wait().await;
+                    return Err(StartError::TimedOut {
+                        name: name.clone(),
+                        limit: humanize(limit),
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// The exit code a shell reports: 128 plus the signal for a program a signal ended.
+fn exit_code(status: std::process::ExitStatus) -> i32 {
+    status.code().unwrap_or_else(|| {
+        128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(libc::SIGKILL)
+    })
+}
+
+/// The live process a pidfile names, if any.
+async fn monit_pid(pidfile: &std::path::Path) -> Option<u32> {
+    let pid = read_pid(pidfile).await?;
+    // `/proc` is read off the async workers, as every file is.
+    tokio::task::spawn_blocking(move || signal::alive(pid))
+        .await
+        .unwrap_or(false)
+        .then_some(pid)
+}
+
+/// Runs a monit stop program to its end or `limit`, when its process group is killed:
+/// its exit code (`None` past the limit).
 async fn run_program(
     name: &str,
     which: &'static str,
@@ -706,32 +805,7 @@ async fn run_program(
     logs: &std::path::Path,
     sandbox: &Sandbox,
 ) -> Result<(Option<i32>, Option<u32>), StartError> {
-    let log = |stream: &str| {
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(logs.join(format!("{name}.{which}.{stream}.log")))
-            .map_err(|source| StartError::Log {
-                name: name.to_string(),
-                source,
-            })
-    };
-    let mut program = Command::new("/bin/sh");
-    program
-        .args(["-c", command])
-        .env(VM_ROOT, sandbox.root())
-        .stdin(Stdio::null())
-        .stdout(log("stdout")?)
-        .stderr(log("stderr")?)
-        .process_group(0);
-    signal::default_handling(&mut program);
-    let mut child = fleet_spawn::spawn(&mut program)
-        .await
-        .map_err(|source| StartError::Spawn {
-            which,
-            name: name.to_string(),
-            source,
-        })?;
+    let mut child = spawn_program(name, which, command, logs, sandbox).await?;
     let group = child.id();
     match tokio::time::timeout(limit, child.wait()).await {
         Ok(Ok(status)) => Ok((status.code(), group)),
@@ -748,6 +822,46 @@ async fn run_program(
             Ok((None, group))
         }
     }
+}
+
+/// Starts a monit start or stop program with `sh -c` in a process group of its own, in
+/// the VM's root as monit runs it in `/`, its output going straight to the job's logs: a
+/// program that leaves a daemon behind must not be waited for through pipes the daemon
+/// keeps open.
+async fn spawn_program(
+    name: &str,
+    which: &'static str,
+    command: &str,
+    logs: &std::path::Path,
+    sandbox: &Sandbox,
+) -> Result<Child, StartError> {
+    let log = |stream: &str| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(logs.join(format!("{name}.{which}.{stream}.log")))
+            .map_err(|source| StartError::Log {
+                name: name.to_string(),
+                source,
+            })
+    };
+    let mut program = Command::new("/bin/sh");
+    program
+        .args(["-c", command])
+        .env(VM_ROOT, sandbox.root())
+        .current_dir(sandbox.root())
+        .stdin(Stdio::null())
+        .stdout(log("stdout")?)
+        .stderr(log("stderr")?)
+        .process_group(0);
+    signal::default_handling(&mut program);
+    fleet_spawn::spawn(&mut program)
+        .await
+        .map_err(|source| StartError::Spawn {
+            which,
+            name: name.to_string(),
+            source,
+        })
 }
 
 fn humanize(d: Duration) -> String {

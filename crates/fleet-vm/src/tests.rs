@@ -195,11 +195,7 @@ async fn the_lifecycle_runs_in_the_seeds_order_across_two_jobs() {
     let supervisor = vm.supervisor(&jobs);
     let lifecycle = Lifecycle::new(&vm.sandbox, &jobs, &supervisor);
     lifecycle.start(None).await.unwrap();
-    assert_eq!(
-        lifecycle.runs().len(),
-        4,
-        "two pre-starts and two post-starts"
-    );
+    assert_eq!(lifecycle.runs().len(), 2, "two pre-starts");
     eventually("both processes running", || {
         supervisor
             .statuses()
@@ -208,15 +204,21 @@ async fn the_lifecycle_runs_in_the_seeds_order_across_two_jobs() {
     })
     .await;
     eventually("b started", || vm.lines().contains(&"b:start".to_string())).await;
+    lifecycle.run_hooks("post-start", &[]).await.unwrap();
+    assert_eq!(
+        lifecycle.runs().len(),
+        4,
+        "two pre-starts and two post-starts"
+    );
     let started = vm.lines();
     let (_, pre_start) = span(&started, ":pre-start");
     let (first_start, _) = span(&started, ":start");
     let (post_start, _) = span(&started, ":post-start");
     assert!(pre_start < first_start, "{started:?}");
-    // a's start program records before it returns; b records from inside its process,
-    // which may run after the post-starts began.
-    let (a_start, _) = span(&started, "a:start");
-    assert!(a_start < post_start, "{started:?}");
+    // post-start runs once both processes run: after a's start program and b's process
+    // recorded their start.
+    let (_, last_start) = span(&started, ":start");
+    assert!(last_start < post_start, "{started:?}");
 
     let pids: Vec<u32> = supervisor.statuses().iter().filter_map(|s| s.pid).collect();
     assert_eq!(pids.len(), 2);
@@ -550,4 +552,154 @@ async fn a_daemon_that_writes_its_pidfile_late_is_waited_for_not_started_twice()
     .await;
     assert_eq!(vm.lines(), ["a:start"], "started once");
     supervisor.stop().await;
+}
+
+/// A monit process whose start program stays in the foreground, as many monit-era `ctl
+/// start` do (`exec` of the server after writing the pidfile).
+fn foreground_job(vm: &Vm, job: &str, depends_on: &str) {
+    let pid = vm.sandbox.run_dir().join(format!("{job}.pid"));
+    let ctl = vm.sandbox.job(job).join("bin/ctl");
+    vm.write(
+        job,
+        "bin/ctl",
+        &format!(
+            "#!/bin/sh\ncase $1 in\nstart) echo {job}:start >> $REC; echo $$ > {pid}; exec sleep 1000;;\nstop) echo {job}:stop >> $REC; kill $(cat {pid});;\nesac\n",
+            pid = pid.display()
+        ),
+    );
+    vm.write(
+        job,
+        "monit",
+        &format!(
+            "check process {job}\n  with pidfile {}\n  start program \"{ctl} start\" with timeout 2 seconds\n  stop program \"{ctl} stop\"\n  {depends_on}\n  group vcap\n",
+            pid.display(),
+            ctl = ctl.display()
+        ),
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_start_program_that_stays_in_the_foreground_runs_and_is_not_started_again() {
+    let vm = Vm::new();
+    foreground_job(&vm, "fg", "");
+    let jobs = names(&["fg"]);
+    let supervisor = vm.supervisor(&jobs);
+    supervisor.start().await;
+    eventually("fg running", || {
+        supervisor.statuses()[0].state == ProcessState::Running
+    })
+    .await;
+    // Past its start timeout it still runs, started once: monit does not wait for the
+    // program, and the pidfile names a live process.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let status = &supervisor.statuses()[0];
+    assert_eq!(status.state, ProcessState::Running, "{status:?}");
+    assert_eq!(status.restarts, 0);
+    let starts = vm.lines().iter().filter(|l| *l == "fg:start").count();
+    assert_eq!(starts, 1, "{:?}", vm.lines());
+    let pid = status.pid.unwrap();
+    supervisor.stop().await;
+    assert!(vm.lines().contains(&"fg:stop".to_string()));
+    eventually("the foreground program ended", || !signal::alive(pid)).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pidfile_naming_pid_1_counts_as_a_live_process_and_pid_1_is_never_signalled() {
+    let vm = Vm::new();
+    let pid = vm.sandbox.run_dir().join("init.pid");
+    vm.write(
+        "init",
+        "monit",
+        &format!(
+            "check process init\n  with pidfile {}\n  start program \"/bin/sh -c 'echo 1 > {}'\"\n  stop program \"/bin/true\"\n  group vcap\n",
+            pid.display(),
+            pid.display()
+        ),
+    );
+    let jobs = names(&["init"]);
+    let supervisor = vm.supervisor(&jobs);
+    supervisor.start().await;
+    eventually("init running", || {
+        supervisor.statuses()[0].state == ProcessState::Running
+    })
+    .await;
+    assert_eq!(supervisor.statuses()[0].pid, Some(1));
+    // Stopping kills what the VM started, never init: this test process lives on.
+    supervisor.stop().await;
+    assert!(signal::alive(1));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn depends_on_starts_a_process_after_what_it_depends_on_runs_and_stops_it_before() {
+    let vm = Vm::new();
+    // `web` is declared first and depends on `db`, which takes a moment to come up.
+    foreground_job(&vm, "web", "depends on db");
+    let pid = vm.sandbox.run_dir().join("db.pid");
+    let ctl = vm.sandbox.job("db").join("bin/ctl");
+    vm.write(
+        "db",
+        "bin/ctl",
+        &format!(
+            "#!/bin/sh\ncase $1 in\nstart) echo db:start >> $REC; sleep 0.5; echo $$ > {pid}; exec sleep 1000;;\nstop) echo db:stop >> $REC; kill $(cat {pid});;\nesac\n",
+            pid = pid.display()
+        ),
+    );
+    vm.write(
+        "db",
+        "monit",
+        &format!(
+            "check process db\n  with pidfile {}\n  start program \"{ctl} start\"\n  stop program \"{ctl} stop\"\n  group vcap\n",
+            pid.display(),
+            ctl = ctl.display()
+        ),
+    );
+    let jobs = names(&["web", "db"]);
+    let supervisor = vm.supervisor(&jobs);
+    supervisor.start().await;
+    eventually("both running", || {
+        supervisor
+            .statuses()
+            .iter()
+            .all(|s| s.state == ProcessState::Running)
+    })
+    .await;
+    supervisor.stop().await;
+    let lines = vm.lines();
+    let at = |line: &str| lines.iter().position(|l| l == line).unwrap();
+    assert!(at("db:start") < at("web:start"), "{lines:?}");
+    assert!(at("web:stop") < at("db:stop"), "{lines:?}");
+}
+
+#[test]
+fn depends_on_a_process_no_job_declares_is_refused() {
+    let vm = Vm::new();
+    foreground_job(&vm, "web", "depends on nosuch");
+    let e = jobs::processes(&vm.sandbox, &names(&["web"])).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "job web: monit: process `web` depends on `nosuch`, which no job on this VM declares"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn scripts_run_in_the_vms_root_with_the_agents_path() {
+    let vm = Vm::new();
+    vm.write(
+        "a",
+        "bin/pre-start",
+        "#!/bin/sh\necho \"$(pwd) $PATH\" >> $REC\n",
+    );
+    let jobs = names(&["a"]);
+    let supervisor = vm.supervisor(&jobs);
+    let lifecycle = Lifecycle::new(&vm.sandbox, &jobs, &supervisor);
+    lifecycle.start(None).await.unwrap();
+    let root = std::fs::canonicalize(vm.sandbox.root()).unwrap();
+    assert_eq!(
+        vm.lines(),
+        [format!(
+            "{} {}",
+            root.display(),
+            super::lifecycle::SCRIPT_PATH
+        )]
+    );
 }

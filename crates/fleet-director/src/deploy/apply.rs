@@ -109,6 +109,9 @@ pub async fn apply(
             manifest: Some(snapshot.text),
             cloud_config,
             runtime_configs: snapshot.runtime_versions,
+            latest: snapshot.latest,
+            providers: plan.links.providers,
+            consumers: plan.links.consumers,
         })])
         .await?;
     Ok(format!(
@@ -191,7 +194,7 @@ async fn post_deploy(ports: &Ports, deployment: &str) -> Result<(), JobError> {
                 .call(
                     &agent,
                     "run_script post-deploy",
-                    agents.agent.post_deploy(&agent),
+                    agents.agent.run_script(&agent, "post-deploy"),
                 )
                 .await
                 .map_err(|source| StepError::PostDeploy {

@@ -11,6 +11,7 @@ use super::options::DeployOptions;
 use crate::addresses::{self, AddressChanges, AddressView, Networking};
 use crate::compilation::{self, CompilationPlan, Uncompiled};
 use crate::error::StepError;
+use crate::links::{self, Foreign, Links};
 use crate::model::{DiskRecord, InstanceRecord};
 use crate::network::Held;
 use crate::plan::{DeploymentPlan, PlanOptions, plan};
@@ -30,6 +31,8 @@ pub struct Observed {
     pub disks: Vec<DiskRecord>,
     /// The packages it needs that are not compiled yet.
     pub uncompiled: Uncompiled,
+    /// The providers of the other deployments its consumers name.
+    pub foreign: Foreign,
 }
 
 /// An instance the manifest no longer wants.
@@ -52,6 +55,8 @@ pub struct DeployPlan {
     /// Compiled before any VM of an instance changes.
     pub compilation: CompilationPlan,
     pub order: UpdateOrder,
+    /// Its links: the providers and consumers kept with the deployment.
+    pub links: Links,
 }
 
 /// Decides the deploy of `snapshot` on the networks it takes its addresses from
@@ -108,6 +113,14 @@ pub fn decide(
         &observed.reported,
         view,
     )?;
+    let links = links::attach(
+        &manifest.name,
+        manifest,
+        &snapshot.releases,
+        &mut instances,
+        &observed.foreign,
+    )
+    .map_err(StepError::Failed)?;
     // Errand groups' instances are recorded with their addresses and no VM, as BOSH binds
     // them; their VMs come when the errand runs. A deploy changes nothing else of them.
     for group in instances.groups.iter_mut().filter(|g| g.errand) {
@@ -131,5 +144,6 @@ pub fn decide(
         deletions,
         compilation: compilation::decide(snapshot, &observed.uncompiled)?,
         order,
+        links,
     })
 }

@@ -883,3 +883,24 @@ fn swapping_static_addresses_between_instances_is_refused() {
         "{refused}"
     );
 }
+
+#[test]
+fn latest_is_decided_as_the_newest_upload_and_kept_for_the_record() {
+    let text = manifest(1, &[]).replace("version: '1.0'", "version: latest");
+    let snapshot = snapshot(&text);
+    assert_eq!(snapshot.manifest.stemcells[0].version, "1.1");
+    assert_eq!(snapshot.text, text, "the manifest as given is what is kept");
+    assert_eq!(snapshot.latest.len(), 1);
+    let plan = decided(
+        &text,
+        &Observed::default(),
+        &DeployOptions::default(),
+        &view(&[], &[]),
+    );
+    let stemcells: Vec<&str> = plan
+        .instances
+        .instances()
+        .map(|i| i.desired.stemcell.as_str())
+        .collect();
+    assert_eq!(stemcells, ["jammy/1.1"]);
+}

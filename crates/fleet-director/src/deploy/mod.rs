@@ -18,6 +18,7 @@ use super::dry_run;
 use super::error::StepError;
 use super::ids::new_id;
 use super::limits::InstanceLimits;
+use super::links;
 use super::model::{DeploymentRecord, InstanceRecord};
 use super::networking;
 use super::plan::InstancePlan;
@@ -98,6 +99,7 @@ async fn deploy_valid(
         reported,
         disks: ports.records.disks(&name).await?,
         uncompiled: compilation::observe(&ports.records, &snapshot).await?,
+        foreign: foreign_providers(&ports.records, &snapshot).await?,
     };
     let mut ids = || new_id("instance");
     if options.dry_run {
@@ -130,6 +132,9 @@ async fn deploy_valid(
             manifest: None,
             cloud_config: None,
             runtime_configs: Vec::new(),
+            latest: Vec::new(),
+            providers: Vec::new(),
+            consumers: Vec::new(),
         };
         ports
             .records
@@ -150,6 +155,35 @@ async fn deploy_valid(
     .await?;
     log.check()?;
     apply::apply(deploy_ports, log, snapshot, networking, plan, &options).await
+}
+
+/// The providers of every other deployment the manifest's consumers name (`deployment:`);
+/// `None` for one that does not exist.
+pub(crate) async fn foreign_providers(
+    records: &crate::records::Records,
+    snapshot: &Snapshot,
+) -> Result<links::Foreign, StepError> {
+    let own = &snapshot.manifest.name;
+    let mut foreign = links::Foreign::new();
+    let named: std::collections::BTreeSet<String> = snapshot
+        .manifest
+        .instance_groups
+        .iter()
+        .flat_map(|g| &g.jobs)
+        .flat_map(|j| j.consumes.values())
+        .filter_map(|c| match c {
+            crate::manifest::ConsumeRef::From {
+                deployment: Some(d),
+                ..
+            } if d != own => Some(d.clone()),
+            _ => None,
+        })
+        .collect();
+    for name in named {
+        let providers = records.deployment(&name).await?.map(|r| r.providers);
+        foreign.insert(name, providers);
+    }
+    Ok(foreign)
 }
 
 /// Redeploys the manifest the deployment last deployed successfully (to recreate or start

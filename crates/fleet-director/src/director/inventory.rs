@@ -29,10 +29,15 @@ impl Director {
             .await?
             .into_iter()
             .map(|record| {
+                // Read with the versions its `latest` resolved to when it deployed.
                 let parsed = record
                     .manifest
                     .as_deref()
-                    .and_then(|m| manifest::parse(m).ok());
+                    .and_then(|m| manifest::parse(m).ok())
+                    .map(|mut m| {
+                        crate::latest::reapply(&mut m, &record.latest);
+                        m
+                    });
                 (record, parsed)
             })
             .collect())

@@ -8,10 +8,13 @@ mod deployments;
 mod errands;
 mod health;
 mod inventory;
+mod links;
 mod logs;
 mod orphans;
 mod releases;
 mod tasks;
+
+pub use links::LinkView;
 
 use std::sync::Arc;
 

@@ -18,6 +18,7 @@ use super::compilation;
 use super::error::StepError;
 use super::ids::new_id;
 use super::limits::InstanceLimits;
+use super::links;
 use super::logs::{self, LogBundle, LogRequest};
 use super::model::InstanceRecord;
 use super::plan::{PlanOptions, plan};
@@ -268,6 +269,15 @@ async fn run_group(
     )
     .await?;
     plan.obsolete.clear();
+    let foreign = deploy::foreign_providers(&ports.records, snapshot).await?;
+    links::attach(
+        &deployment,
+        &snapshot.manifest,
+        &snapshot.releases,
+        &mut plan,
+        &foreign,
+    )
+    .map_err(StepError::Failed)?;
     plan.decide_disks(&ports.records.disks(&deployment).await?);
     plan.groups.retain(|g| g.name == group);
     for g in &mut plan.groups {

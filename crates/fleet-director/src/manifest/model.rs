@@ -1,3 +1,4 @@
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// `canaries` and `max_in_flight`: a number of instances or a percentage of the changed ones.
@@ -84,6 +85,41 @@ pub struct JobRef {
     pub name: String,
     pub release: String,
     pub properties: serde_json::Value,
+    /// The manifest's `provides`, by the link's name in the job's spec.
+    pub provides: BTreeMap<String, ProvideRef>,
+    /// The manifest's `consumes`, by the link's name in the job's spec: the explicit
+    /// consumers; the others are linked implicitly, by type.
+    pub consumes: BTreeMap<String, ConsumeRef>,
+}
+
+/// A job's `provides.NAME` in a manifest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProvideRef {
+    /// `nil`: the link is provided to no one.
+    Blocked,
+    Provide {
+        /// `as`: the name consumers find it by (the spec's name by default).
+        alias: Option<String>,
+        /// Consumable from other deployments.
+        shared: bool,
+    },
+}
+
+/// A job's `consumes.NAME` in a manifest.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ConsumeRef {
+    /// `nil`: the link is left unset (the consumer must be optional).
+    Blocked,
+    From {
+        /// The provider's name (`as`), the consumer's own name by default.
+        from: Option<String>,
+        /// Another deployment, whose provider must be `shared`.
+        deployment: Option<String>,
+        network: Option<String>,
+        ip_addresses: Option<bool>,
+    },
+    /// `instances`, `properties` and `address` given verbatim in the manifest.
+    Manual(serde_json::Value),
 }
 
 /// A network an instance group is on, with the static addresses of its instances (the

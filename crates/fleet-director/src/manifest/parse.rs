@@ -367,11 +367,21 @@ fn read_group(
                         .find(|(k, _)| k.name == "properties")
                         .map(|(_, v)| v.to_json())
                         .unwrap_or(serde_json::Value::Null);
+                    let provides = job
+                        .get("provides")
+                        .map(|n| super::links::provides(checker, n, &join(&jp, "provides")))
+                        .unwrap_or_default();
+                    let consumes = job
+                        .get("consumes")
+                        .map(|n| super::links::consumes(checker, n, &join(&jp, "consumes")))
+                        .unwrap_or_default();
                     if let (Some(name), Some(release)) = (name, release) {
                         group.jobs.push(JobRef {
                             name,
                             release,
                             properties,
+                            provides,
+                            consumes,
                         });
                     }
                 }

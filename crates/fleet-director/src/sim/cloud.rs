@@ -206,13 +206,36 @@ impl SimulatedCloud {
         agent_id: &str,
         responsive: bool,
     ) -> Result<(), SimulationError> {
+        self.change_agent(agent_id, |a| a.responsive = responsive)
+            .await
+    }
+
+    async fn change_agent(
+        &self,
+        agent_id: &str,
+        change: impl FnOnce(&mut AgentRecord),
+    ) -> Result<(), SimulationError> {
         let mut record = self
             .records
             .read(|r| r.agents.get(agent_id).cloned())
             .await?
             .ok_or_else(|| SimulationError::UnknownAgent(agent_id.to_string()))?;
-        record.responsive = responsive;
+        change(&mut record);
         Ok(self.save_agent(record).await?)
+    }
+
+    /// Makes an agent's jobs fail to reach running after their next start, or reach it
+    /// again: a job that breaks on a VM that ran, then is fixed.
+    ///
+    /// # Errors
+    /// When the agent does not exist or the store fails.
+    pub async fn set_job_start_fails(
+        &self,
+        agent_id: &str,
+        fails: bool,
+    ) -> Result<(), SimulationError> {
+        self.change_agent(agent_id, |a| a.job_start_fails = fails)
+            .await
     }
 
     /// Every package compiled so far, in the order compilations finished.
@@ -615,6 +638,14 @@ impl Agent for SimulatedCloud {
             .unwrap_or_else(|p| p.into_inner())
             .pop_front()
             .unwrap_or(0))
+    }
+
+    /// The jobs run no scripts here; the call is made and logged as BOSH's director
+    /// makes it.
+    async fn run_script(&self, agent_id: &str, name: &str) -> Result<(), AgentError> {
+        self.agent_call(agent_id, &format!("run_script {name}"), |_| {})
+            .await
+            .map(|_| ())
     }
 
     async fn stop(&self, agent_id: &str) -> Result<(), AgentError> {

@@ -55,7 +55,10 @@ async fn procedure(
 ) -> Result<(), StepError> {
     let name = record.name();
     let unresponsive = plan.changes.contains(&Change::Unresponsive);
-    let running = record.vm_cid.is_some() && record.applied.is_some() && !unresponsive;
+    // Whatever its VM runs is drained and stopped first, also after an update that
+    // failed halfway (its spec unrecorded), as BOSH's director does; only a VM made for
+    // it in this deploy has nothing to stop.
+    let running = record.vm_cid.is_some() && !unresponsive && !plan.changes.contains(&Change::New);
     // From here on the instance is unfinished until it runs the desired spec.
     record.applied = None;
     persist(&ports.records, record).await?;
@@ -119,6 +122,16 @@ async fn procedure(
         .await
         .for_subject("start", &name)?;
     watch(&ports.agents, &agent, &name, watch_time).await?;
+    // As BOSH's director runs it: once `get_state` says every process runs.
+    ports
+        .agents
+        .call(
+            &agent,
+            "run_script post-start",
+            ports.agents.agent.run_script(&agent, "post-start"),
+        )
+        .await
+        .for_subject("run_script post-start", &name)?;
     record.applied = Some(plan.desired.clone());
     persist(&ports.records, record).await?;
     // The new VM runs on its new addresses: the old ones can go.

@@ -6,7 +6,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use fleet_director::DirectorError;
+use fleet_director::{DirectorError, LinkError};
 
 /// The director's codes for the errors this API raises.
 pub mod code {
@@ -85,6 +85,7 @@ impl From<DirectorError> for ApiError {
             DirectorError::UnknownInstance { .. } => {
                 ApiError::not_found(code::INSTANCE_NOT_FOUND, description)
             }
+            DirectorError::Link(link) => link_error(&link, description),
             DirectorError::Store(_) => {
                 tracing::error!(error = %description, "director store error");
                 ApiError {
@@ -94,6 +95,32 @@ impl From<DirectorError> for ApiError {
                 }
             }
         }
+    }
+}
+
+impl From<LinkError> for ApiError {
+    fn from(e: LinkError) -> Self {
+        DirectorError::from(e).into()
+    }
+}
+
+/// The links API's errors with BOSH's codes and statuses.
+fn link_error(e: &LinkError, description: String) -> ApiError {
+    let (status, code) = match e {
+        LinkError::DeploymentRequired => (StatusCode::BAD_REQUEST, 190_024),
+        LinkError::Invalid(_) => (StatusCode::BAD_REQUEST, 810_001),
+        LinkError::UnknownProvider(_) => (StatusCode::NOT_FOUND, 810_002),
+        LinkError::Network { .. } => (StatusCode::NOT_FOUND, 810_003),
+        LinkError::NotShared => (StatusCode::FORBIDDEN, 810_009),
+        LinkError::UnknownLink(_) => (StatusCode::NOT_FOUND, 810_000),
+        LinkError::NotExternal => (StatusCode::INTERNAL_SERVER_ERROR, 810_004),
+        LinkError::LinkIdRequired => (StatusCode::BAD_REQUEST, 810_006),
+        LinkError::Status => (StatusCode::BAD_REQUEST, 810_007),
+    };
+    ApiError {
+        status,
+        code,
+        description,
     }
 }
 
