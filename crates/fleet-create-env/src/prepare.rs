@@ -13,7 +13,7 @@ use super::install::Installation;
 use super::manifest::{self, EnvManifest};
 use super::sources::{self, Stemcell};
 use super::state::StateFile;
-use super::variables;
+use super::variables::{self, VariableError};
 
 /// What the command was given.
 #[derive(Debug, Clone, Default)]
@@ -85,7 +85,7 @@ pub async fn read(options: &Options) -> Result<Prepared, EnvError> {
     let store = options.vars_store_path();
     let mut values = tokio::task::spawn_blocking(move || -> Result<_, EnvError> {
         let mut values = variables::load_store(&store)?;
-        if variables::generate(&declared, &mut values)? {
+        if variables::generate(&declared, &mut values).map_err(VariableError::from)? {
             variables::save_store(&store, &values)?;
         }
         Ok(values)
@@ -97,7 +97,7 @@ pub async fn read(options: &Options) -> Result<Prepared, EnvError> {
     {
         values.insert(name, value);
     }
-    let interpolated = variables::interpolate(&node, &values)?;
+    let interpolated = variables::interpolate(&node, &values).map_err(VariableError::from)?;
     let manifest = manifest::parse(&interpolated)?;
     let sha = fleet_release::sha256_hex(interpolated.to_json().to_string().as_bytes());
     let base = options

@@ -1,53 +1,21 @@
-//! Variables in a manifest, as BOSH's CLI interpolates them: `((name))` standing for a
-//! whole value (which may be a mapping, as a certificate is), `((name.key))` for one of
-//! its keys, or inside a string. Values come from `-v name=value`, then from the vars
-//! store; what the manifest's `variables:` declares and neither gives is generated
-//! (passwords, certificates) and kept in the vars store.
+//! The variables of a `create-env` manifest: `-v name=value` flags and the vars store
+//! file, over the generation and interpolation `fleet-variables` does as BOSH's CLI does.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
-use fleet_yaml::{Key, Node, Value};
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, SanType};
 use serde_json::Value as Json;
+
+pub use fleet_variables::{Values, generate, interpolate};
 
 #[derive(Debug, thiserror::Error)]
 pub enum VariableError {
-    #[error("Expected to find variables: {}", .0.join(", "))]
-    Missing(Vec<String>),
-    #[error("variables[{index}] ({name}): {message}")]
-    Declaration {
-        index: usize,
-        name: String,
-        message: String,
-    },
+    #[error(transparent)]
+    Variables(#[from] fleet_variables::VariableError),
     #[error("the vars store {path}: {message}")]
     Store { path: String, message: String },
-    #[error("((variable {name})) is {kind} and stands inside a string `{text}`")]
-    NotText {
-        name: String,
-        kind: &'static str,
-        text: String,
-    },
     #[error("-v `{flag}` is not NAME=VALUE")]
     NotAPair { flag: String },
 }
-
-/// Why a certificate could not be made.
-#[derive(Debug, thiserror::Error)]
-pub enum CertificateError {
-    #[error("alternative name `{name}`: {source}")]
-    AlternativeName { name: String, source: rcgen::Error },
-    #[error("its CA `{0}` is not declared before it")]
-    UndeclaredCa(String),
-    #[error("its CA `{ca}` has no {key}")]
-    CaField { ca: String, key: String },
-    #[error(transparent)]
-    Generation(#[from] rcgen::Error),
-}
-
-/// Every variable's value, by name.
-pub type Values = BTreeMap<String, Json>;
 
 /// Reads `name=value` pairs given with `-v`.
 ///
@@ -107,318 +75,15 @@ pub fn save_store(path: &Path, values: &Values) -> Result<(), VariableError> {
     })
 }
 
-fn password() -> String {
-    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
-    let mut bytes = [0u8; 20];
-    getrandom::fill(&mut bytes).expect("the system's random source works");
-    bytes
-        .iter()
-        .map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char)
-        .collect()
-}
-
-/// Generates what `declared` (the manifest's `variables:`) names and `values` lacks, in
-/// order, so that a certificate finds the CA declared before it. Whether anything was
-/// generated.
-///
-/// # Errors
-/// A declaration of an unknown type, or a certificate whose CA is unknown.
-pub fn generate(declared: &Json, values: &mut Values) -> Result<bool, VariableError> {
-    let Some(list) = declared.as_array() else {
-        return Ok(false);
-    };
-    let mut made = false;
-    // A certificate's issuer is rebuilt from its CA's declaration: the same names, so
-    // that what it signs chains to the CA.
-    let options_of = |name: &str| {
-        list.iter()
-            .find(|d| d.get("name").and_then(Json::as_str) == Some(name))
-            .and_then(|d| d.get("options"))
-            .cloned()
-            .unwrap_or(Json::Null)
-    };
-    for (index, declaration) in list.iter().enumerate() {
-        let name = declaration
-            .get("name")
-            .and_then(Json::as_str)
-            .unwrap_or_default()
-            .to_string();
-        let fail = |message: String| VariableError::Declaration {
-            index,
-            name: name.clone(),
-            message,
-        };
-        if name.is_empty() {
-            return Err(fail("has no name".into()));
-        }
-        if values.contains_key(&name) {
-            continue;
-        }
-        let options = declaration.get("options").cloned().unwrap_or(Json::Null);
-        let value = match declaration.get("type").and_then(Json::as_str) {
-            Some("password") => Json::String(password()),
-            Some("certificate") => {
-                certificate(&options, values, &options_of).map_err(|e| fail(e.to_string()))?
-            }
-            Some(other) => {
-                return Err(fail(format!(
-                    "type `{other}` is not one this CLI generates (password, certificate)"
-                )));
-            }
-            None => return Err(fail("has no type".into())),
-        };
-        values.insert(name, value);
-        made = true;
-    }
-    Ok(made)
-}
-
-/// What a certificate's declaration makes of its names and whether it is a CA.
-fn params(options: &Json) -> Result<CertificateParams, CertificateError> {
-    let text = |key: &str| options.get(key).and_then(Json::as_str).map(str::to_string);
-    let mut params = CertificateParams::default();
-    if let Some(cn) = text("common_name") {
-        params.distinguished_name.push(DnType::CommonName, cn);
-    }
-    for name in options
-        .get("alternative_names")
-        .and_then(Json::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Json::as_str)
-    {
-        params.subject_alt_names.push(match name.parse() {
-            Ok(ip) => SanType::IpAddress(ip),
-            Err(_) => SanType::DnsName(name.to_string().try_into().map_err(|source| {
-                CertificateError::AlternativeName {
-                    name: name.to_string(),
-                    source,
-                }
-            })?),
-        });
-    }
-    if options.get("is_ca").and_then(Json::as_bool) == Some(true) {
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    }
-    Ok(params)
-}
-
-/// A certificate as BOSH keeps one: `ca`, `certificate`, `private_key`, PEM. Signed by
-/// the certificate named by `options.ca`, or by itself.
-fn certificate(
-    options: &Json,
-    values: &Values,
-    options_of: &dyn Fn(&str) -> Json,
-) -> Result<Json, CertificateError> {
-    let text = |key: &str| options.get(key).and_then(Json::as_str).map(str::to_string);
-    let params = params(options)?;
-    let key = KeyPair::generate()?;
-    let (cert, ca_pem) = match text("ca") {
-        None => {
-            let cert = params.self_signed(&key)?;
-            let pem = cert.pem();
-            (pem.clone(), pem)
-        }
-        Some(ca) => {
-            let issuer_value = values
-                .get(&ca)
-                .ok_or_else(|| CertificateError::UndeclaredCa(ca.clone()))?;
-            let field = |key: &str| {
-                issuer_value.get(key).and_then(Json::as_str).ok_or_else(|| {
-                    CertificateError::CaField {
-                        ca: ca.clone(),
-                        key: key.to_string(),
-                    }
-                })
-            };
-            let ca_key = KeyPair::from_pem(field("private_key")?)?;
-            let issuer = Issuer::new(self::params(&options_of(&ca))?, ca_key);
-            let cert = params.signed_by(&key, &issuer)?;
-            (cert.pem(), field("certificate")?.to_string())
-        }
-    };
-    Ok(serde_json::json!({
-        "ca": ca_pem,
-        "certificate": cert,
-        "private_key": key.serialize_pem(),
-    }))
-}
-
-/// Every `((name))` the node uses, by its name before any `.key`.
-pub fn used(node: &Node) -> Vec<String> {
-    let mut names = Vec::new();
-    walk(node, &mut |text| {
-        for reference in references(text) {
-            let base = reference.split('.').next().unwrap_or_default().to_string();
-            if !names.contains(&base) {
-                names.push(base);
-            }
-        }
-    });
-    names
-}
-
-fn walk(node: &Node, visit: &mut dyn FnMut(&str)) {
-    match &node.value {
-        Value::Str(s) => visit(s),
-        Value::Seq(items) => items.iter().for_each(|n| walk(n, visit)),
-        Value::Map(entries) => entries.iter().for_each(|(_, n)| walk(n, visit)),
-        _ => {}
-    }
-}
-
-/// The references in a text: what stands between `((` and `))`.
-fn references(text: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    let mut rest = text;
-    while let Some(start) = rest.find("((") {
-        let after = &rest[start + 2..];
-        let Some(end) = after.find("))") else { break };
-        let name = after[..end].trim();
-        // `((!name))` asks for no interpolation of the literal; BOSH's bang is kept off.
-        if !name.is_empty() && !name.contains(char::is_whitespace) {
-            found.push(name.trim_start_matches('!').to_string());
-        }
-        rest = &after[end + 2..];
-    }
-    found
-}
-
-fn lookup(values: &Values, reference: &str) -> Option<Json> {
-    let mut parts = reference.split('.');
-    let mut value = values.get(parts.next()?)?.clone();
-    for key in parts {
-        value = value.get(key)?.clone();
-    }
-    Some(value)
-}
-
-/// The node with every reference replaced by its value.
-///
-/// # Errors
-/// References with no value, all named; a structured value inside a string.
-pub fn interpolate(node: &Node, values: &Values) -> Result<Node, VariableError> {
-    let missing: Vec<String> = used(node)
-        .into_iter()
-        .filter(|name| !values.contains_key(name))
-        .collect();
-    if !missing.is_empty() {
-        return Err(VariableError::Missing(missing));
-    }
-    replace(node, values)
-}
-
-fn replace(node: &Node, values: &Values) -> Result<Node, VariableError> {
-    let value = match &node.value {
-        Value::Str(s) => {
-            let refs = references(s);
-            if refs.is_empty() {
-                return Ok(node.clone());
-            }
-            let whole = format!("(({}))", refs[0]);
-            if refs.len() == 1 && s.trim() == whole {
-                let found = lookup(values, &refs[0])
-                    .ok_or_else(|| VariableError::Missing(vec![refs[0].clone()]))?;
-                return Ok(fleet_yaml::from_json_at(&found, node.at));
-            }
-            let mut text = s.clone();
-            for reference in refs {
-                let found = lookup(values, &reference)
-                    .ok_or_else(|| VariableError::Missing(vec![reference.clone()]))?;
-                let piece = match &found {
-                    Json::String(t) => t.clone(),
-                    Json::Number(n) => n.to_string(),
-                    Json::Bool(b) => b.to_string(),
-                    other => {
-                        return Err(VariableError::NotText {
-                            name: reference,
-                            kind: if other.is_object() {
-                                "a mapping"
-                            } else {
-                                "a list"
-                            },
-                            text: s.clone(),
-                        });
-                    }
-                };
-                text = text.replace(&format!("(({reference}))"), &piece);
-            }
-            Value::Str(text)
-        }
-        Value::Seq(items) => Value::Seq(
-            items
-                .iter()
-                .map(|n| replace(n, values))
-                .collect::<Result<_, _>>()?,
-        ),
-        Value::Map(entries) => Value::Map(
-            entries
-                .iter()
-                .map(|(k, n)| {
-                    Ok((
-                        Key {
-                            name: k.name.clone(),
-                            at: k.at,
-                        },
-                        replace(n, values)?,
-                    ))
-                })
-                .collect::<Result<_, VariableError>>()?,
-        ),
-        other => other.clone(),
-    };
-    Ok(Node { value, at: node.at })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn load(text: &str) -> Node {
-        fleet_yaml::load(text, fleet_yaml::Limits::default()).unwrap()
-    }
-
     #[test]
-    fn references_are_replaced_whole_by_key_and_inside_strings() {
-        let node = load(
-            "a: ((port))\nb: https://mbus:((pw))@127.0.0.1:((port))\nc: ((cert.ca))\nd: ((cert))\n",
-        );
-        let mut values = Values::new();
-        values.insert("port".into(), Json::String("6868".into()));
-        values.insert("pw".into(), Json::String("s3".into()));
-        values.insert(
-            "cert".into(),
-            serde_json::json!({"ca": "CA", "certificate": "C"}),
-        );
-        let out = interpolate(&node, &values).unwrap().to_json();
-        assert_eq!(out["a"], "6868");
-        assert_eq!(out["b"], "https://mbus:s3@127.0.0.1:6868");
-        assert_eq!(out["c"], "CA");
-        assert_eq!(out["d"]["certificate"], "C");
-        let e = interpolate(&load("x: ((one))\ny: a((two))b\n"), &Values::new()).unwrap_err();
-        assert_eq!(e.to_string(), "Expected to find variables: one, two");
-        let e = interpolate(&load("x: a((cert))b\n"), &values).unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("is a mapping and stands inside a string"),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn declared_variables_are_generated_once_and_a_certificate_is_signed_by_its_ca() {
-        let declared = serde_json::json!([
-            {"name": "pw", "type": "password"},
-            {"name": "ca", "type": "certificate", "options": {"is_ca": true, "common_name": "ca"}},
-            {"name": "leaf", "type": "certificate", "options": {"ca": "ca", "common_name": "x", "alternative_names": ["127.0.0.1", "localhost"]}},
-        ]);
+    fn the_vars_store_keeps_what_was_generated_for_its_owner_alone() {
+        let declared = serde_json::json!([{"name": "pw", "type": "password"}]);
         let mut values = Values::new();
         assert!(generate(&declared, &mut values).unwrap());
-        assert_eq!(values["pw"].as_str().unwrap().len(), 20);
-        assert_eq!(values["leaf"]["ca"], values["ca"]["certificate"]);
-        let pw = values["pw"].clone();
-        assert!(!generate(&declared, &mut values).unwrap(), "nothing new");
-        assert_eq!(values["pw"], pw);
         let dir = tempfile::tempdir().unwrap();
         let store = dir.path().join("vars.yml");
         save_store(&store, &values).unwrap();
@@ -426,11 +91,6 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(&store).unwrap().permissions().mode();
         assert_eq!(mode & 0o077, 0, "the store is its owner's alone");
-        let bad = serde_json::json!([{"name": "x", "type": "rsa"}]);
-        let e = generate(&bad, &mut Values::new()).unwrap_err();
-        assert!(
-            e.to_string().starts_with("variables[0] (x): type `rsa`"),
-            "{e}"
-        );
+        assert!(from_flags(&["a=b".into(), "c".into()]).is_err());
     }
 }

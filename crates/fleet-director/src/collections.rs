@@ -36,6 +36,9 @@ pub const RUNTIME_CONFIGS: Collection = Collection::new("runtime_configs");
 pub const COMPILATION_VMS: Collection = Collection::new("compilation_vms");
 /// Links a client made to a shared provider (`POST /links`, an external consumer), by id.
 pub const EXTERNAL_LINKS: Collection = Collection::new("external_links");
+/// The config server's variables, by full name (`/DIRECTOR/DEPLOYMENT/NAME`), scoped by
+/// deployment.
+pub const VARIABLES: Collection = Collection::new("variables");
 /// Facts about the director itself (its UUID), beside the embedded fleet's own facts in
 /// the same kind, under keys of their own.
 pub const DIRECTOR: Collection = Collection::new("fleet");

@@ -6,6 +6,10 @@ use fleet_store::{AsyncStore, StoreError, get, put};
 
 const KEY: &str = "director_uuid";
 
+/// The director's name: what `GET /info` answers, and the first part of the names its
+/// config server keeps variables under.
+pub const DIRECTOR_NAME: &str = "fleet-updater";
+
 /// The UUID kept in the store, made and kept on first use.
 pub async fn director_uuid(store: &AsyncStore) -> Result<String, StoreError> {
     store

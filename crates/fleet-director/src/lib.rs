@@ -15,6 +15,7 @@ pub mod cloud_properties;
 pub mod collections;
 mod compilation;
 pub mod compile;
+pub mod config_server;
 pub mod core;
 pub mod cpi;
 mod cpi_trace;
@@ -66,7 +67,7 @@ pub use core::{Core, DirectorSettings, Infrastructure};
 pub use deploy::DeployOptions;
 pub use director::{Director, LinkView, RECOVERY_REASON};
 pub use error::DirectorError;
-pub use identity::director_uuid;
+pub use identity::{DIRECTOR_NAME, director_uuid};
 pub use limits::InstanceLimits;
 pub use links::LinkError;
 pub use names::{MAX_NAME_LEN, name_problem};
@@ -100,3 +101,5 @@ mod release_tests;
 mod stop_and_render_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod variables_tests;

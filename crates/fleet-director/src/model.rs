@@ -350,6 +350,26 @@ pub struct ExternalLink {
     pub created_at: u64,
 }
 
+/// A variable the config server keeps.
+#[derive(Clone, Serialize, Deserialize)]
+pub struct Variable {
+    pub id: String,
+    /// Its full name, `/DIRECTOR/DEPLOYMENT/NAME` or an absolute one.
+    pub name: String,
+    pub deployment: String,
+    pub value: serde_json::Value,
+}
+
+/// A variable shows its id and name, never its value.
+impl std::fmt::Debug for Variable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Variable")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
 /// A link a job consumes, as the links API lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Consumer {

@@ -132,6 +132,16 @@ impl Records {
         self.store.get(crate::collections::EXTERNAL_LINKS, id).await
     }
 
+    /// The variables the config server keeps for `deployment`.
+    pub async fn variables(
+        &self,
+        deployment: &str,
+    ) -> Result<Vec<crate::model::Variable>, StoreError> {
+        self.store
+            .list(crate::collections::VARIABLES, Some(deployment))
+            .await
+    }
+
     /// The external links to `deployment`'s providers.
     pub async fn external_links(
         &self,
@@ -453,6 +463,15 @@ pub mod change {
             &link.id,
             &link.deployment,
             link,
+        )
+    }
+
+    pub fn variable(variable: &crate::model::Variable) -> Write {
+        put(
+            crate::collections::VARIABLES,
+            &variable.name,
+            &variable.deployment,
+            variable,
         )
     }
 

@@ -91,18 +91,31 @@ pub async fn render_plan(
     log: &TaskLog,
     deployment: &str,
     plan: &mut DeploymentPlan,
+    variables: &fleet_variables::Values,
 ) -> Result<(), StepError> {
     if !renderer.renders() {
         return Ok(());
     }
     let stage = log.stage("Preparing deployment", Vec::new(), 1);
     let step = stage.start("Rendering templates");
-    let todo: Vec<(usize, usize, InstanceSpec, TemplateInstance)> = to_render(deployment, plan)
-        .into_iter()
-        .map(|(g, i, context)| (g, i, plan.groups[g].instances[i].desired.clone(), context))
-        .collect();
-    let mut running = JoinSet::new();
     let mut failures: Vec<(String, String)> = Vec::new();
+    let mut todo: Vec<(usize, usize, InstanceSpec, TemplateInstance)> = Vec::new();
+    for (g, i, context) in to_render(deployment, plan) {
+        // The templates see the variables' values; the desired spec keeps `((name))`, so
+        // that no record holds a secret.
+        let mut spec = plan.groups[g].instances[i].desired.clone();
+        match fleet_variables::interpolate_json(&spec.properties, variables) {
+            Ok(properties) => {
+                spec.properties = properties;
+                todo.push((g, i, spec, context));
+            }
+            Err(e) => failures.push((
+                format!("{}/{} ({})", context.group, context.index, context.id),
+                e.to_string(),
+            )),
+        }
+    }
+    let mut running = JoinSet::new();
     let mut pending = todo.into_iter();
     loop {
         while running.len() < AT_ONCE {

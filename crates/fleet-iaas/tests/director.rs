@@ -760,12 +760,12 @@ fn linked_release() -> Vec<u8> {
     let client = vec![
         file(
             "job.MF",
-            "name: client\ntemplates:\n  pre-start.erb: bin/pre-start\nproperties:\n  record: {description: where it records}\nconsumes:\n- {name: conn, type: conn}\n- {name: extra, type: nothing, optional: true}\n",
+            "name: client\ntemplates:\n  pre-start.erb: bin/pre-start\nproperties:\n  record: {description: where it records}\n  secret: {default: none}\nconsumes:\n- {name: conn, type: conn}\n- {name: extra, type: nothing, optional: true}\n",
         ),
         file("monit", ""),
         file(
             "templates/pre-start.erb",
-            "#!/bin/sh\necho 'conn <%= link(\"conn\").instances.map { |i| \"#{i.index}@#{i.address}\" }.join(\",\") %> port=<%= link(\"conn\").p(\"port\") %> <% if_link(\"extra\") do |e| %>extra<% end.else do %>no-extra<% end %>' >> <%= p('record') %>\n",
+            "#!/bin/sh\necho 'conn <%= link(\"conn\").instances.map { |i| \"#{i.index}@#{i.address}\" }.join(\",\") %> port=<%= link(\"conn\").p(\"port\") %> <% if_link(\"extra\") do |e| %>extra<% end.else do %>no-extra<% end %>' >> <%= p('record') %>\n<% if p('secret') != 'none' %>echo 'secret=<%= p('secret') %>' >> <%= p('record') %>\n<% end %>",
         ),
     ];
     ReleaseBuilder::new("linked", "1")
@@ -836,4 +836,34 @@ async fn a_consumers_templates_read_its_providers_addresses_and_a_providers_chan
     assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
     assert_eq!(f.lines().len(), before);
     let _ = &f.dir;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_generated_password_reaches_the_rendered_templates_and_no_record() {
+    let f = fixture().await;
+    f.upload(&linked_release()).await;
+    let text = linked_manifest(&f.record, 5432).replace(
+        "properties: {record:",
+        "properties: {secret: '((db_password))', record:",
+    ) + "variables:\n- {name: db_password, type: password}\n";
+    let task = f.deploy_manifest(&text).await;
+    assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+    let kept = f.director.variables("linked").await.unwrap();
+    assert_eq!(kept.len(), 1);
+    assert_eq!(kept[0].1, "/fleet-updater/linked/db_password");
+    let lines = f.lines();
+    let secret = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("secret="))
+        .unwrap_or_else(|| panic!("{lines:?}"));
+    assert_eq!(secret.len(), 20, "{secret}");
+    // The deployment's manifest and the instance's spec keep the reference.
+    let record = f.director.deployment("linked").await.unwrap().unwrap();
+    assert!(!record.manifest.unwrap().contains(secret));
+    for instance in f.director.instances("linked").await.unwrap() {
+        let applied = serde_json::to_string(&instance.applied).unwrap();
+        assert!(!applied.contains(secret));
+    }
+    let events = serde_json::to_string(&f.director.events(task.id).await.unwrap()).unwrap();
+    assert!(!events.contains(secret));
 }

@@ -32,6 +32,7 @@ pub async fn apply(
     snapshot: Snapshot,
     networking: Networking,
     mut plan: DeployPlan,
+    variables: &fleet_variables::Values,
     options: &DeployOptions,
 ) -> Result<String, JobError> {
     let name = snapshot.manifest.name.clone();
@@ -40,7 +41,14 @@ pub async fn apply(
     let ports = &deploy.ports;
     record_errand_instances(ports, &name, &mut plan.instances).await?;
     log.check()?;
-    templates::render_plan(&deploy.renderer, &log, &name, &mut plan.instances).await?;
+    let rendering = templates::render_plan(
+        &deploy.renderer,
+        &log,
+        &name,
+        &mut plan.instances,
+        variables,
+    );
+    rendering.await?;
     let changed = plan.instances.changed_instances();
     let deleted = plan.deletions.len();
 

@@ -14,6 +14,7 @@ mod options;
 mod stop;
 
 use super::compilation;
+use super::config_server;
 use super::dry_run;
 use super::error::StepError;
 use super::ids::new_id;
@@ -64,8 +65,9 @@ pub async fn deploy(
     let mut snapshot = Snapshot::take(&ports.ports.records, text).await?;
     validate(&mut snapshot, &limits)?;
     compilation::check(&snapshot)?;
+    let declared = config_server::declared(&snapshot.text)?;
     let name = snapshot.manifest.name.clone();
-    let outcome = deploy_valid(&ports, log, snapshot, options).await;
+    let outcome = deploy_valid(&ports, log, snapshot, &declared, options).await;
     if outcome.is_err() {
         // What it rendered for instances it did not update goes with a failed deploy;
         // a successful one has cleared it already.
@@ -83,6 +85,7 @@ async fn deploy_valid(
     deploy_ports: &DeployPorts,
     log: TaskLog,
     snapshot: Snapshot,
+    declared: &serde_json::Value,
     options: DeployOptions,
 ) -> Result<String, JobError> {
     let ports = &deploy_ports.ports;
@@ -103,6 +106,8 @@ async fn deploy_valid(
     };
     let mut ids = || new_id("instance");
     if options.dry_run {
+        // Every variable it uses is known, or would be generated.
+        config_server::resolve(&ports.records, &name, &snapshot.manifest, declared, false).await?;
         // Decided against the store as a deploy would, and nothing is written.
         let view = networking::observe(&ports.addresses, &networking, &snapshot.manifest).await?;
         let plan = decide(&snapshot, &networking, &observed, &options, &view, &mut ids)?;
@@ -142,6 +147,8 @@ async fn deploy_valid(
             .await?;
     }
     compilation::delete_leftovers(ports, &log, &name).await?;
+    let variables =
+        config_server::resolve(&ports.records, &name, &snapshot.manifest, declared, true).await?;
     log.check()?;
     // A refused plan (an ignored instance the manifest deletes, a network out of
     // addresses) claims nothing.
@@ -154,7 +161,16 @@ async fn deploy_valid(
     )
     .await?;
     log.check()?;
-    apply::apply(deploy_ports, log, snapshot, networking, plan, &options).await
+    apply::apply(
+        deploy_ports,
+        log,
+        snapshot,
+        networking,
+        plan,
+        &variables,
+        &options,
+    )
+    .await
 }
 
 /// The providers of every other deployment the manifest's consumers name (`deployment:`);

@@ -93,6 +93,25 @@ impl Director {
         Ok(deployed)
     }
 
+    /// The config server's variables of `deployment`: each id and full name.
+    ///
+    /// # Errors
+    /// A store failure.
+    pub async fn variables(
+        &self,
+        deployment: &str,
+    ) -> Result<Vec<(String, String)>, DirectorError> {
+        let mut kept: Vec<(String, String)> = self
+            .records()
+            .variables(deployment)
+            .await?
+            .into_iter()
+            .map(|v| (v.id, v.name))
+            .collect();
+        kept.sort_by(|a, b| a.1.cmp(&b.1));
+        Ok(kept)
+    }
+
     pub async fn instances(&self, deployment: &str) -> Result<Vec<InstanceRecord>, DirectorError> {
         let mut instances: Vec<InstanceRecord> = self.records().instances(deployment).await?;
         instances.sort_by(|a, b| (&a.group, a.index).cmp(&(&b.group, b.index)));

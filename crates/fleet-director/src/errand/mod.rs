@@ -283,7 +283,23 @@ async fn run_group(
     for g in &mut plan.groups {
         g.instances.retain(|i| i.id == target.id);
     }
-    templates::render_plan(&deploy_ports.renderer, log, &deployment, &mut plan).await?;
+    let declared = crate::config_server::declared(&snapshot.text)?;
+    let variables = crate::config_server::resolve(
+        &ports.records,
+        &deployment,
+        &snapshot.manifest,
+        &declared,
+        true,
+    )
+    .await?;
+    let rendering = templates::render_plan(
+        &deploy_ports.renderer,
+        log,
+        &deployment,
+        &mut plan,
+        &variables,
+    );
+    rendering.await?;
     let taken: Vec<(String, u32)> = plan
         .instances()
         .flat_map(|i| &i.addresses)

@@ -127,6 +127,24 @@ pub async fn diff(
     ))
 }
 
+/// `bosh variables`: each variable the config server keeps for the deployment, by id and
+/// full name; never a value.
+pub async fn variables(
+    State(director): State<Director>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<Value>> {
+    director
+        .deployment(&name)
+        .await?
+        .ok_or_else(|| ApiError::deployment_not_found(&name))?;
+    let kept = director.variables(&name).await?;
+    Ok(Json(Value::Array(
+        kept.iter()
+            .map(|(id, name)| json!({ "id": id, "name": name }))
+            .collect(),
+    )))
+}
+
 pub async fn manifest(
     State(director): State<Director>,
     Path(name): Path<String>,

@@ -77,6 +77,7 @@ pub fn router(director: Director) -> Router {
         .route("/deployments/{name}/diff", post(deployments::diff))
         .route("/deployments/{name}/instances", get(deployments::instances))
         .route("/deployments/{name}/vms", get(deployments::vms))
+        .route("/deployments/{name}/variables", get(deployments::variables))
         .route("/deployments/{name}/errands", get(errands::list))
         .route(
             "/deployments/{name}/errands/{errand}/runs",
@@ -158,7 +159,7 @@ async fn info(
         .ok()
         .and_then(|s| s.into_iter().last());
     Ok(Json(json!({
-        "name": "fleet-updater",
+        "name": fleet_director::DIRECTOR_NAME,
         "uuid": director.uuid().await?,
         "version": format!("{BOSH_VERSION} (fleet-updater {})", env!("CARGO_PKG_VERSION")),
         // Who the credentials sent with this request name: `bosh log-in` checks it.

@@ -1,0 +1,188 @@
+//! The director's config server, as BOSH's director uses one: a manifest's `variables:`
+//! are generated once, when a deploy first needs them, and kept under
+//! `/DIRECTOR/DEPLOYMENT/NAME` (a name starting with `/` is used as it is); `((name))` in
+//! the jobs' properties is resolved when their templates are rendered. The values are
+//! secrets: they are kept in the store and in rendered templates, and never reach a
+//! manifest, a task's output, an event or a log.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value as Json;
+
+use super::error::StepError;
+use super::identity::DIRECTOR_NAME;
+use super::ids::new_id;
+use super::manifest::Manifest;
+use super::model::Variable;
+use super::records::{Records, change};
+use fleet_variables::Values;
+
+/// `name` as the config server keeps it for `deployment`.
+pub fn full_name(deployment: &str, name: &str) -> String {
+    if name.starts_with('/') {
+        name.to_string()
+    } else {
+        format!("/{DIRECTOR_NAME}/{deployment}/{name}")
+    }
+}
+
+/// Why a name is not one the config server takes, as BOSH words it.
+fn name_problem(name: &str) -> Option<String> {
+    let valid = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '/'))
+        && !name.ends_with('/')
+        && !name.contains("//");
+    (!valid).then(|| {
+        format!(
+            "Variable name '{name}' must only contain alphanumeric, underscores, dashes, or \
+             forward slash characters, and must not end with a slash or contain double slashes"
+        )
+    })
+}
+
+/// The manifest's `variables:`, checked as BOSH's director checks them.
+///
+/// # Errors
+/// Every declaration without a name or type, with a bad name, or named twice.
+pub fn declared(text: &str) -> Result<Json, StepError> {
+    let root = fleet_yaml::load(text, fleet_yaml::Limits::default())
+        .map_err(|e| StepError::Failed(e.to_string()))?;
+    let Some(node) = root.get("variables") else {
+        return Ok(Json::Array(Vec::new()));
+    };
+    let declared = node.to_json();
+    let Some(list) = declared.as_array() else {
+        return Err(StepError::Failed(
+            "`variables` must be a list of {name, type, options}".into(),
+        ));
+    };
+    let mut problems = Vec::new();
+    let mut seen = BTreeSet::new();
+    for entry in list {
+        let name = entry.get("name").and_then(Json::as_str).unwrap_or_default();
+        if name.is_empty() {
+            problems.push("Name for a variable is missing; 'name' must be specified".into());
+            continue;
+        }
+        if let Some(problem) = name_problem(name) {
+            problems.push(problem);
+        }
+        if entry
+            .get("type")
+            .and_then(Json::as_str)
+            .is_none_or(str::is_empty)
+        {
+            problems.push(format!(
+                "Type for variable '{name}' is missing; 'type' must be specified"
+            ));
+        }
+        if entry.get("options").is_some_and(|o| !o.is_object()) {
+            problems.push(format!("Options for variable '{name}' must be a hash"));
+        }
+        if !seen.insert(name.to_string()) {
+            problems.push(format!(
+                "Some of the variables have duplicate names, eg: '{name}'"
+            ));
+        }
+    }
+    if problems.is_empty() {
+        Ok(declared)
+    } else {
+        Err(StepError::Failed(problems.join("\n")))
+    }
+}
+
+/// Every `((name))` the manifest's jobs' properties use.
+pub fn used(manifest: &Manifest) -> BTreeSet<String> {
+    manifest
+        .instance_groups
+        .iter()
+        .flat_map(|g| &g.jobs)
+        .flat_map(|j| fleet_variables::used_json(&j.properties))
+        .collect()
+}
+
+/// The values of every variable `manifest` uses, by the name it uses: what the store
+/// keeps, and what `declared` names and the store lacks, generated now and kept (unless
+/// `generate` is off, as in a dry run, where a declared variable is taken as what the
+/// deploy would generate).
+///
+/// # Errors
+/// A declaration that cannot be generated; every used name that is neither kept nor
+/// declared, in one message; a store failure.
+pub async fn resolve(
+    records: &Records,
+    deployment: &str,
+    manifest: &Manifest,
+    declared: &Json,
+    generate: bool,
+) -> Result<Values, StepError> {
+    let kept = records.variables(deployment).await?;
+    let value_of = |name: &str| {
+        let full = full_name(deployment, name);
+        kept.iter()
+            .find(|v| v.name == full)
+            .map(|v| v.value.clone())
+    };
+    // What the declarations name, by the names they use, from the store first.
+    let names: Vec<String> = declared
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|d| d.get("name").and_then(Json::as_str).map(str::to_string))
+        .collect();
+    let mut local = Values::new();
+    for name in &names {
+        if let Some(value) = value_of(name) {
+            local.insert(name.clone(), value);
+        }
+    }
+    if generate && fleet_variables::generate(declared, &mut local).map_err(variable_error)? {
+        let made: Vec<_> = names
+            .iter()
+            .filter(|n| value_of(n).is_none())
+            .filter_map(|n| {
+                local.get(n).map(|value| Variable {
+                    id: new_id("variable"),
+                    name: full_name(deployment, n),
+                    deployment: deployment.to_string(),
+                    value: value.clone(),
+                })
+            })
+            .collect();
+        records
+            .write(made.iter().map(change::variable).collect())
+            .await?;
+    }
+    let mut values = Values::new();
+    let mut missing = Vec::new();
+    for name in used(manifest) {
+        match local.get(&name).cloned().or_else(|| value_of(&name)) {
+            Some(value) => {
+                values.insert(name, value);
+            }
+            None if !generate && names.contains(&name) => {
+                values.insert(name, Json::String(String::new()));
+            }
+            None => missing.push(full_name(deployment, &name)),
+        }
+    }
+    if missing.is_empty() {
+        Ok(values)
+    } else {
+        Err(StepError::Failed(format!(
+            "Failed to find variables from config server: {}",
+            missing
+                .iter()
+                .map(|n| format!("'{n}'"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )))
+    }
+}
+
+fn variable_error(e: fleet_variables::VariableError) -> StepError {
+    StepError::Failed(e.to_string())
+}

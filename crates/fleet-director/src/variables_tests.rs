@@ -1,0 +1,104 @@
+//! The config server: variables generated once per deployment and kept, `((name))`
+//! resolved only where templates render, and a deploy refused, naming every variable it
+//! cannot resolve, before anything changes.
+
+use crate::model::TaskState;
+use crate::tests::{deploy, failed, fixture, manifest};
+
+/// The test manifest with job properties that use variables, and `variables:` as given.
+fn with_variables(properties: &str, declared: &str) -> String {
+    manifest("d", 1, "1.0", 0).replace(
+        "properties: {port: 80}",
+        &format!("properties: {properties}"),
+    ) + declared
+}
+
+const DECLARED: &str = "variables:
+- {name: pw, type: password}
+- {name: ca, type: certificate, options: {is_ca: true, common_name: test-ca}}
+- {name: tls, type: certificate, options: {ca: ca, common_name: web, alternative_names: [web.example.com], extended_key_usage: [server_auth]}}
+- {name: /shared/admin, type: user, options: {username: root}}
+";
+
+#[tokio::test(start_paused = true)]
+async fn declared_variables_are_generated_once_and_kept_under_the_deployments_names() {
+    let f = fixture(vec![]).await;
+    let text = with_variables(
+        "{port: 80, password: '((pw))', cert: '((tls.certificate))', admin: '((/shared/admin.password))'}",
+        DECLARED,
+    );
+    let task = deploy(&f.director, &text).await;
+    assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+    let kept = f.director.variables("d").await.unwrap();
+    let names: Vec<&str> = kept.iter().map(|(_, n)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "/fleet-updater/d/ca",
+            "/fleet-updater/d/pw",
+            "/fleet-updater/d/tls",
+            "/shared/admin"
+        ]
+    );
+    let values = f.director.core.records.variables("d").await.unwrap();
+    let pw = values.iter().find(|v| v.name.ends_with("/pw")).unwrap();
+    let password = pw.value.as_str().unwrap().to_string();
+    assert_eq!(password.len(), 20);
+    let tls = values.iter().find(|v| v.name.ends_with("/tls")).unwrap();
+    let ca = values.iter().find(|v| v.name.ends_with("/ca")).unwrap();
+    assert_eq!(tls.value["ca"], ca.value["certificate"]);
+    assert!(
+        format!("{pw:?}").find(&password).is_none(),
+        "Debug hides the value"
+    );
+
+    // A second deploy keeps every value; nothing of the instance changes.
+    let again = deploy(&f.director, &text).await;
+    assert_eq!(again.state, TaskState::Done, "{:?}", again.result);
+    let after = f.director.core.records.variables("d").await.unwrap();
+    let same = after.iter().find(|v| v.name.ends_with("/pw")).unwrap();
+    assert_eq!((same.id.as_str(), &same.value), (pw.id.as_str(), &pw.value));
+
+    // No record holds the secret: the manifest and the instance's spec keep `((pw))`.
+    let record = f.director.deployment("d").await.unwrap().unwrap();
+    let manifest = record.manifest.unwrap();
+    assert!(manifest.contains("((pw))") && !manifest.contains(&password));
+    let instance = &f.director.instances("d").await.unwrap()[0];
+    let applied = serde_json::to_string(&instance.applied).unwrap();
+    assert!(applied.contains("((pw))") && !applied.contains(&password));
+    let events = serde_json::to_string(&f.director.events(task.id).await.unwrap()).unwrap();
+    let trace = format!("{:?}", f.director.trace(task.id).await.unwrap());
+    assert!(!events.contains(&password) && !trace.contains(&password));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deploy_names_every_variable_it_cannot_resolve_and_changes_nothing() {
+    let f = fixture(vec![]).await;
+    let text = with_variables(
+        "{port: 80, a: '((nope))', b: 'x-((also)).y', c: '((pw))'}",
+        "variables:\n- {name: pw, type: password}\n",
+    );
+    let result = failed(&deploy(&f.director, &text).await);
+    assert_eq!(
+        result,
+        "Failed to find variables from config server: '/fleet-updater/d/also', \
+         '/fleet-updater/d/nope'"
+    );
+    assert!(f.director.instances("d").await.unwrap().is_empty());
+    assert!(f.cloud.vms().await.is_empty());
+
+    let bad = with_variables(
+        "{port: 80}",
+        "variables:\n- {name: pw}\n- {name: pw, type: password}\n- {name: 'a//b', type: password}\n",
+    );
+    let result = failed(&deploy(&f.director, &bad).await);
+    assert!(
+        result.contains("Type for variable 'pw' is missing; 'type' must be specified"),
+        "{result}"
+    );
+    assert!(
+        result.contains("Some of the variables have duplicate names, eg: 'pw'"),
+        "{result}"
+    );
+    assert!(result.contains("Variable name 'a//b'"), "{result}");
+}
