@@ -100,13 +100,21 @@ pub async fn render_plan(
     let step = stage.start("Rendering templates");
     let mut failures: Vec<(String, String)> = Vec::new();
     let mut todo: Vec<(usize, usize, InstanceSpec, TemplateInstance)> = Vec::new();
-    for (g, i, context) in to_render(deployment, plan) {
-        // The templates see the variables' values; the desired spec keeps `((name))`, so
-        // that no record holds a secret.
+    for (g, i, mut context) in to_render(deployment, plan) {
+        // The templates see the variables' values, in their properties and in what they
+        // consume through links; the desired spec keeps `((name))`, so that no record
+        // holds a secret.
         let mut spec = plan.groups[g].instances[i].desired.clone();
-        match fleet_variables::interpolate_json(&spec.properties, variables) {
-            Ok(properties) => {
+        let interpolated =
+            fleet_variables::interpolate_json(&spec.properties, variables).and_then(|properties| {
+                let links = serde_json::to_value(&context.links).expect("links serialize");
+                let links = fleet_variables::interpolate_json(&links, variables)?;
+                Ok((properties, links))
+            });
+        match interpolated {
+            Ok((properties, links)) => {
                 spec.properties = properties;
+                context.links = serde_json::from_value(links).expect("links as they were");
                 todo.push((g, i, spec, context));
             }
             Err(e) => failures.push((

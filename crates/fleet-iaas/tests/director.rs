@@ -842,10 +842,17 @@ async fn a_consumers_templates_read_its_providers_addresses_and_a_providers_chan
 async fn a_generated_password_reaches_the_rendered_templates_and_no_record() {
     let f = fixture().await;
     f.upload(&linked_release()).await;
-    let text = linked_manifest(&f.record, 5432).replace(
-        "properties: {record:",
-        "properties: {secret: '((db_password))', record:",
-    ) + "variables:\n- {name: db_password, type: password}\n";
+    // The provider exports the password through its link too.
+    let text = linked_manifest(&f.record, 5432)
+        .replace(
+            "properties: {record:",
+            "properties: {secret: '((db_password))', record:",
+        )
+        .replace(
+            "properties: {port: 5432}",
+            "properties: {port: '((db_password))'}",
+        )
+        + "variables:\n- {name: db_password, type: password}\n";
     let task = f.deploy_manifest(&text).await;
     assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
     let kept = f.director.variables("linked").await.unwrap();
@@ -857,6 +864,12 @@ async fn a_generated_password_reaches_the_rendered_templates_and_no_record() {
         .find_map(|l| l.strip_prefix("secret="))
         .unwrap_or_else(|| panic!("{lines:?}"));
     assert_eq!(secret.len(), 20, "{secret}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.ends_with(&format!("port={secret} no-extra"))),
+        "the link's exported property is resolved too: {lines:?}"
+    );
     // The deployment's manifest and the instance's spec keep the reference.
     let record = f.director.deployment("linked").await.unwrap().unwrap();
     assert!(!record.manifest.unwrap().contains(secret));
