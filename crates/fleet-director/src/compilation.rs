@@ -228,7 +228,8 @@ impl CompilationPlan {
 /// Decides what to compile for `snapshot`, given what the cache lacks. Pure.
 ///
 /// # Errors
-/// A dependency cycle or a missing package.
+/// A dependency cycle or a missing package; packages of a compiled release, which have no
+/// sources, that are not compiled for a stemcell the deploy uses (as BOSH words it).
 pub fn decide(snapshot: &Snapshot, uncompiled: &Uncompiled) -> Result<CompilationPlan, StepError> {
     let mut batches = Vec::new();
     for on in snapshot.needed()? {
@@ -238,6 +239,31 @@ pub fn decide(snapshot: &Snapshot, uncompiled: &Uncompiled) -> Result<Compilatio
             .filter(|(_, key)| uncompiled.0.contains(*key))
             .map(|(package, _)| package.clone())
             .collect();
+        let sourceless: Vec<&PackageKey> = todo
+            .iter()
+            .filter(|p| {
+                snapshot
+                    .releases
+                    .iter()
+                    .filter(|r| r.name == p.release && r.version == p.version)
+                    .flat_map(|r| &r.packages)
+                    .any(|k| k.name == p.name && !k.compiled_for.is_empty())
+            })
+            .collect();
+        if let Some(first) = sourceless.first() {
+            return Err(StepError::Failed(format!(
+                "Can't use release '{}/{}'. It references packages without source code and are \
+                 not compiled against stemcell '{}':\n{}",
+                first.release,
+                first.version,
+                on.stemcell,
+                sourceless
+                    .iter()
+                    .map(|p| format!(" - '{}'", p.name))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            )));
+        }
         if !todo.is_empty() {
             batches.push(Batch {
                 on: on.clone(),

@@ -309,6 +309,7 @@ mod tests {
                         fingerprint: fingerprint.to_string(),
                         ..Default::default()
                     }),
+                    compiled_for: Vec::new(),
                 })
                 .collect(),
             ..Default::default()

@@ -14,6 +14,10 @@ pub struct Package {
     /// fleet configuration describes, which the simulated IaaS needs no files of.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub archive: Option<Archived>,
+    /// For a package a compiled release brought, with no sources: the stemcells
+    /// (`os/version`) it is compiled for, and its archive is the compiled one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub compiled_for: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -257,3 +257,93 @@ instance_groups:
     expected.dedup();
     assert_eq!(kept, expected);
 }
+
+/// The kv release as a compiled release for `jammy/1.0`: its packages have no sources.
+fn kv_compiled() -> ReleaseBuilder {
+    let job = vec![
+        f(
+            "job.MF",
+            "name: kv\ntemplates:\n  ctl.erb: bin/ctl\npackages: [kv-server]\nproperties:\n  kv.port:\n    default: 8080\n",
+        ),
+        f("monit", "check process kv\n"),
+        f("templates/ctl.erb", "#!/bin/bash\n"),
+    ];
+    ReleaseBuilder::new("kv", "1")
+        .job("kv", job)
+        .compiled(
+            "kv-server",
+            &["runtime"],
+            "jammy/1.0",
+            vec![f("bin/kv", "#!/bin/sh\n")],
+        )
+        .compiled("runtime", &[], "jammy/1.0", vec![f("lib/rt", "")])
+}
+
+fn kv_manifest(stemcell: &str) -> String {
+    format!(
+        "name: kv-c
+releases: [{{name: kv, version: '1'}}]
+stemcells: [{{alias: default, os: jammy, version: '{stemcell}'}}]
+update: {{canaries: 1, max_in_flight: 1, canary_watch_time: 1000, update_watch_time: 1000}}
+networks: [{{name: default, subnets: [{{range: 10.0.0.0/24, gateway: 10.0.0.1}}]}}]
+instance_groups:
+- {{name: kv, instances: 1, jobs: [{{name: kv, release: kv}}], vm_type: small, stemcell: default, networks: [{{name: default}}]}}
+"
+    )
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_compiled_release_deploys_on_its_stemcell_without_compiling_and_is_refused_on_another() {
+    let d = director().await;
+    let task = upload(&d, &kv_compiled().build(), false).await;
+    assert_eq!(task.state, TaskState::Done, "{}", result(&task));
+    let release = d.releases().await.unwrap().pop().unwrap();
+    let server = release
+        .packages
+        .iter()
+        .find(|p| p.name == "kv-server")
+        .unwrap();
+    assert_eq!(server.compiled_for, ["jammy/1.0"]);
+    assert_eq!(server.dependencies, ["runtime"]);
+    // The same upload again changes nothing.
+    let again = upload(&d, &kv_compiled().build(), false).await;
+    assert_eq!(result(&again), "Release 'kv/1' already exists");
+
+    let deploy = d
+        .deploy(&kv_manifest("1.0"), DeployOptions::default())
+        .await
+        .unwrap();
+    let deploy = d.wait(deploy.id).await.unwrap();
+    assert_eq!(deploy.state, TaskState::Done, "{}", result(&deploy));
+    let stages: Vec<String> = d
+        .events(deploy.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.stage)
+        .collect();
+    assert!(
+        !stages.iter().any(|s| s == "Compiling packages"),
+        "nothing is compiled: {stages:?}"
+    );
+
+    d.upload_stemcell(&Stemcell {
+        name: "bosh-jammy".into(),
+        os: "jammy".into(),
+        version: "1.1".into(),
+        cid: None,
+    })
+    .await
+    .unwrap();
+    let refused = d
+        .deploy(&kv_manifest("1.1"), DeployOptions::default())
+        .await
+        .unwrap();
+    let refused = d.wait(refused.id).await.unwrap();
+    assert_eq!(refused.state, TaskState::Error);
+    assert_eq!(
+        result(&refused),
+        "Can't use release 'kv/1'. It references packages without source code and are not \
+         compiled against stemcell 'jammy/1.1':\n - 'kv-server'\n - 'runtime'"
+    );
+}

@@ -9,6 +9,8 @@ use std::sync::Arc;
 
 use fleet_release::{ReleaseArchive, sha1_hex};
 
+use super::compilation::CompiledPackage;
+use super::compile::cache_key;
 use super::error::StepError;
 use super::model::{Archived, LinkDef, Package, PropertySpec, Release, ReleaseJob};
 use super::records::{Records, change};
@@ -33,6 +35,8 @@ pub struct Upload {
     /// Package and job archives the upload brought, by blob id, each with what it is.
     pub packages: Vec<(String, String, Vec<u8>)>,
     pub jobs: Vec<(String, String, Vec<u8>)>,
+    /// What a compiled release's packages put in the compilation cache, by cache key.
+    pub compiled: Vec<(String, CompiledPackage)>,
 }
 
 /// Decides what an upload changes, given the releases the director has.
@@ -94,7 +98,43 @@ pub fn decide(
             name: package.package.archive.name,
             dependencies: package.package.dependencies,
             archive: Some(kept),
+            compiled_for: Vec::new(),
         });
+    }
+    // A compiled release's packages: kept as blobs, and recorded in the compilation cache
+    // for the stemcell each was compiled for, so that a deploy compiles none of them.
+    let mut compiled = Vec::new();
+    for entry in archive.compiled {
+        let package = entry.compiled.package;
+        let name = package.archive.name.clone();
+        let blob = match entry.bytes {
+            Some(bytes) => {
+                let blob = sha1_hex(&bytes);
+                packages.push((blob.clone(), name.clone(), bytes));
+                blob
+            }
+            None => {
+                return Err(UploadRefusal::MissingPackage {
+                    package: name,
+                    fingerprint: package.archive.fingerprint,
+                });
+            }
+        };
+        match release_packages.iter_mut().find(|p| p.name == name) {
+            Some(known) => known.compiled_for.push(entry.compiled.stemcell.clone()),
+            None => release_packages.push(Package {
+                name: name.clone(),
+                dependencies: package.dependencies,
+                archive: Some(Archived {
+                    version: package.archive.version,
+                    fingerprint: package.archive.fingerprint,
+                    sha1: package.archive.digest.as_str().to_string(),
+                    blob: blob.clone(),
+                }),
+                compiled_for: vec![entry.compiled.stemcell.clone()],
+            }),
+        }
+        compiled.push((name, entry.compiled.stemcell, blob));
     }
     let mut jobs = Vec::new();
     let mut release_jobs = Vec::new();
@@ -127,17 +167,31 @@ pub fn decide(
         });
         jobs.push((blob, job.archive.name, job.bytes));
     }
+    let release = Release {
+        name,
+        version,
+        jobs: release_jobs,
+        packages: release_packages,
+        commit_hash: archive.manifest.commit_hash,
+        uncommitted_changes: archive.manifest.uncommitted_changes,
+    };
+    let compiled = compiled
+        .into_iter()
+        .map(|(package, stemcell, blob)| {
+            let key = cache_key(&release, &package, &stemcell);
+            let record = CompiledPackage {
+                package: format!("{}/{}/{package}", release.name, release.version),
+                stemcell,
+                blob,
+            };
+            (key, record)
+        })
+        .collect();
     Ok(Decision::Keep(Upload {
-        release: Release {
-            name,
-            version,
-            jobs: release_jobs,
-            packages: release_packages,
-            commit_hash: archive.manifest.commit_hash,
-            uncommitted_changes: archive.manifest.uncommitted_changes,
-        },
+        release,
         packages,
         jobs,
+        compiled,
     }))
 }
 
@@ -178,6 +232,12 @@ fn difference(old: &Release, new: &ReleaseArchive) -> Option<String> {
         after.insert(
             ("package".into(), p.package.archive.name.clone()),
             p.package.archive.fingerprint.clone(),
+        );
+    }
+    for c in &new.compiled {
+        after.insert(
+            ("package".into(), c.compiled.package.archive.name.clone()),
+            c.compiled.package.archive.fingerprint.clone(),
         );
     }
     for ((kind, name), print) in &after {
@@ -248,7 +308,14 @@ pub async fn run(
     let what = format!("{}/{}", release.name, release.version);
     let stage = log.stage("Release has been created", Vec::new(), 1);
     let step = stage.start(what.clone());
-    let recorded = records.write(vec![change::release(release)]).await;
+    let mut writes = vec![change::release(release)];
+    writes.extend(
+        upload
+            .compiled
+            .iter()
+            .map(|(key, record)| change::compiled(key, record)),
+    );
+    let recorded = records.write(writes).await;
     step.end(recorded.map_err(StepError::from))?;
     Ok(format!("Created release '{what}'"))
 }

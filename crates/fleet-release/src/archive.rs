@@ -1,14 +1,15 @@
 //! A whole release, from its tarball or from a directory holding what the tarball
-//! would: `release.MF`, `jobs/NAME.tgz`, `packages/NAME.tgz`. Every archive the manifest
-//! lists is checked against its digest; a package archive may be left out (as `bosh
-//! upload-release` leaves out those the director already has), a job archive may not.
+//! would: `release.MF`, `jobs/NAME.tgz`, `packages/NAME.tgz` (or, for a compiled release,
+//! `compiled_packages/NAME.tgz`). Every archive the manifest lists is checked against its
+//! digest; a package archive may be left out (as `bosh upload-release` leaves out those
+//! the director already has), a job archive may not.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::digest::Digest;
 use super::job::{self, JobFiles};
-use super::manifest::{self, ArchiveRef, PackageRef, ReleaseManifest};
+use super::manifest::{self, ArchiveRef, CompiledRef, PackageRef, ReleaseManifest};
 use super::{package, tgz};
 
 /// The outer tarball holds already compressed archives: about its own size unpacked.
@@ -51,12 +52,21 @@ pub struct PackageArchive {
     pub bytes: Option<Vec<u8>>,
 }
 
+/// A compiled package: what its installation left, for one stemcell.
+#[derive(Debug, Clone)]
+pub struct CompiledArchive {
+    pub compiled: CompiledRef,
+    /// `None` when the upload left it out.
+    pub bytes: Option<Vec<u8>>,
+}
+
 #[derive(Debug, Clone)]
 pub struct ReleaseArchive {
     pub manifest: ReleaseManifest,
     /// In the manifest's order.
     pub jobs: Vec<JobArchive>,
     pub packages: Vec<PackageArchive>,
+    pub compiled: Vec<CompiledArchive>,
 }
 
 /// Reads a release tarball (gzipped or not) or a directory holding its files.
@@ -151,7 +161,12 @@ fn assemble(mut files: BTreeMap<String, Vec<u8>>) -> Result<ReleaseArchive, Rele
             ));
         }
         for needed in &files.spec.packages {
-            if !manifest.packages.iter().any(|p| &p.archive.name == needed) {
+            let found = manifest.packages.iter().any(|p| &p.archive.name == needed)
+                || manifest
+                    .compiled
+                    .iter()
+                    .any(|c| &c.package.archive.name == needed);
+            if !found {
                 return Err(ReleaseError::invalid(
                     &file,
                     format!("packages: `{needed}` is not a package of the release"),
@@ -177,10 +192,23 @@ fn assemble(mut files: BTreeMap<String, Vec<u8>>) -> Result<ReleaseArchive, Rele
             bytes,
         });
     }
+    let mut compiled = Vec::new();
+    for entry in &manifest.compiled {
+        let file = format!("compiled_packages/{}.tgz", entry.package.archive.name);
+        let bytes = files.remove(&file);
+        if let Some(bytes) = &bytes {
+            verify(&file, &entry.package.archive.digest, bytes)?;
+        }
+        compiled.push(CompiledArchive {
+            compiled: entry.clone(),
+            bytes,
+        });
+    }
     Ok(ReleaseArchive {
         manifest,
         jobs,
         packages,
+        compiled,
     })
 }
 

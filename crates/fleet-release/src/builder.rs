@@ -22,6 +22,8 @@ pub struct ReleaseBuilder {
     version: String,
     jobs: Vec<Part>,
     packages: Vec<Part>,
+    /// Compiled packages, each with the stemcell (`os/version`) it was compiled for.
+    compiled: Vec<(Part, String)>,
 }
 
 impl ReleaseBuilder {
@@ -31,7 +33,28 @@ impl ReleaseBuilder {
             version: version.to_string(),
             jobs: Vec::new(),
             packages: Vec::new(),
+            compiled: Vec::new(),
         }
+    }
+
+    /// A compiled package, as a compiled release carries it: what its installation left
+    /// (`files`), compiled for `stemcell` (`os/version`), with no sources.
+    pub fn compiled(
+        mut self,
+        name: &str,
+        dependencies: &[&str],
+        stemcell: &str,
+        files: Vec<File>,
+    ) -> Self {
+        self.compiled.push((
+            Part {
+                name: name.to_string(),
+                dependencies: dependencies.iter().map(|d| d.to_string()).collect(),
+                files,
+            },
+            stemcell.to_string(),
+        ));
+        self
     }
 
     /// A job: `job.MF` (its spec), `monit`, and `templates/...`.
@@ -81,6 +104,18 @@ impl ReleaseBuilder {
             if !left_out.contains(&package.name.as_str()) {
                 archives.push((format!("packages/{}.tgz", package.name), bytes));
             }
+        }
+        if !self.compiled.is_empty() {
+            manifest.push_str("compiled_packages:\n");
+        }
+        for (package, stemcell) in &self.compiled {
+            let (fingerprint, bytes) = archive(package);
+            manifest.push_str(&entry(&package.name, &fingerprint, &bytes));
+            manifest.push_str(&format!(
+                "  stemcell: {stemcell}\n  dependencies: [{}]\n",
+                package.dependencies.join(", ")
+            ));
+            archives.push((format!("compiled_packages/{}.tgz", package.name), bytes));
         }
         let mut files: Vec<(&str, &[u8])> = vec![("release.MF", manifest.as_bytes())];
         files.extend(archives.iter().map(|(p, b)| (p.as_str(), b.as_slice())));

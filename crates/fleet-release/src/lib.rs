@@ -15,8 +15,8 @@ mod tgz;
 mod tree;
 
 pub use archive::{
-    JobArchive, MAX_RELEASE_BYTES, PackageArchive, ReleaseArchive, ReleaseError, from_path,
-    from_tarball,
+    CompiledArchive, JobArchive, MAX_RELEASE_BYTES, PackageArchive, ReleaseArchive, ReleaseError,
+    from_path, from_tarball,
 };
 pub use builder::{File, ReleaseBuilder};
 pub use digest::{Digest, sha1_hex, sha256_hex};
@@ -31,7 +31,7 @@ pub use job::{JobFiles, JobSpec, LinkSpec, PropertySpec, parse_spec};
 pub fn job_files(bytes: &[u8]) -> Result<JobFiles, ArchiveError> {
     job::read(bytes).map_err(|problems| ArchiveError::InvalidJob { problems })
 }
-pub use manifest::{ArchiveRef, PackageRef, ReleaseManifest, parse as parse_manifest};
+pub use manifest::{ArchiveRef, CompiledRef, PackageRef, ReleaseManifest, parse as parse_manifest};
 pub use source::build_from_source;
 pub use tgz::{Entry, build as build_tgz, files as tgz_files, paths as tgz_paths};
 pub use tree::{pack, unpack};

@@ -1,7 +1,8 @@
 //! `release.MF`: the release's name and version and, for each job and package, the
-//! version, fingerprint and digest of its archive. Keys BOSH added later (`license`,
-//! `compiled_packages` of a compiled release) are read where they matter and otherwise
-//! left alone, so that manifests written by newer tools still load.
+//! version, fingerprint and digest of its archive; a compiled release's
+//! `compiled_packages` also name the stemcell (`os/version`) each was compiled for. Keys
+//! BOSH added later (`license`) are left alone, so that manifests written by newer tools
+//! still load.
 
 use fleet_yaml::{Checker, Limits, Node, Value, join, load};
 
@@ -23,6 +24,14 @@ pub struct PackageRef {
     pub dependencies: Vec<String>,
 }
 
+/// A package compiled for a stemcell, as a compiled release carries it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompiledRef {
+    pub package: PackageRef,
+    /// `os/version`.
+    pub stemcell: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReleaseManifest {
     pub name: String,
@@ -31,6 +40,8 @@ pub struct ReleaseManifest {
     pub uncommitted_changes: bool,
     pub jobs: Vec<ArchiveRef>,
     pub packages: Vec<PackageRef>,
+    /// A compiled release's packages, with no sources.
+    pub compiled: Vec<CompiledRef>,
 }
 
 /// Reads a release manifest.
@@ -51,15 +62,29 @@ pub fn parse(text: &str) -> Result<ReleaseManifest, Vec<String>> {
         .filter(|n| n.value != Value::Null)
         .and_then(|n| check.boolean(n, "uncommitted_changes"))
         .unwrap_or(false);
-    if let Some(compiled) = root.get("compiled_packages")
-        && !matches!(&compiled.value, Value::Seq(items) if items.is_empty())
-        && compiled.value != Value::Null
+    let mut compiled = Vec::new();
+    if let Some(list) = root
+        .get("compiled_packages")
+        .filter(|n| n.value != Value::Null)
     {
-        check.report(
-            "compiled_packages",
-            compiled.at,
-            "compiled releases cannot be uploaded yet; upload the release with its sources",
-        );
+        for (i, item) in check.list(list, "compiled_packages").iter().enumerate() {
+            let path = format!("compiled_packages[{i}]");
+            let stemcell = required_text(&mut check, item, &path, "stemcell");
+            if let Some(s) = &stemcell
+                && !s.contains('/')
+            {
+                check.report(
+                    &join(&path, "stemcell"),
+                    item.at,
+                    format!("`{s}` is not OS/VERSION"),
+                );
+            }
+            if let (Some(package), Some(stemcell)) =
+                (package_ref(&mut check, item, &path), stemcell)
+            {
+                compiled.push(CompiledRef { package, stemcell });
+            }
+        }
     }
     let mut jobs = Vec::new();
     if let Some(list) = root.get("jobs").filter(|n| n.value != Value::Null) {
@@ -73,22 +98,9 @@ pub fn parse(text: &str) -> Result<ReleaseManifest, Vec<String>> {
     if let Some(list) = root.get("packages").filter(|n| n.value != Value::Null) {
         for (i, item) in check.list(list, "packages").iter().enumerate() {
             let path = format!("packages[{i}]");
-            let Some(archive) = archive_ref(&mut check, item, &path) else {
-                continue;
-            };
-            let mut dependencies = Vec::new();
-            if let Some(deps) = item.get("dependencies").filter(|n| n.value != Value::Null) {
-                let deps_path = join(&path, "dependencies");
-                for (j, dep) in check.list(deps, &deps_path).iter().enumerate() {
-                    if let Some(d) = check.string(dep, &format!("{deps_path}[{j}]")) {
-                        dependencies.push(d);
-                    }
-                }
+            if let Some(package) = package_ref(&mut check, item, &path) {
+                packages.push(package);
             }
-            packages.push(PackageRef {
-                archive,
-                dependencies,
-            });
         }
     }
     duplicates(&mut check, &root, "jobs", jobs.iter().map(|j| &j.name));
@@ -98,11 +110,25 @@ pub fn parse(text: &str) -> Result<ReleaseManifest, Vec<String>> {
         "packages",
         packages.iter().map(|p| &p.archive.name),
     );
-    for (i, package) in packages.iter().enumerate() {
+    let known = |name: &String| {
+        packages.iter().any(|p| &p.archive.name == name)
+            || compiled.iter().any(|c| &c.package.archive.name == name)
+    };
+    let listed = packages
+        .iter()
+        .enumerate()
+        .map(|(i, p)| ("packages", i, p))
+        .chain(
+            compiled
+                .iter()
+                .enumerate()
+                .map(|(i, c)| ("compiled_packages", i, &c.package)),
+        );
+    for (key, i, package) in listed {
         for dep in &package.dependencies {
-            if !packages.iter().any(|p| &p.archive.name == dep) {
+            if !known(dep) {
                 check.report(
-                    &format!("packages[{i}].dependencies"),
+                    &format!("{key}[{i}].dependencies"),
                     root.at,
                     format!(
                         "package `{}` depends on `{dep}`, which the release does not have",
@@ -121,9 +147,28 @@ pub fn parse(text: &str) -> Result<ReleaseManifest, Vec<String>> {
             uncommitted_changes,
             jobs,
             packages,
+            compiled,
         }),
         _ => Err(problems.iter().map(ToString::to_string).collect()),
     }
+}
+
+/// A package's archive with the packages it depends on.
+fn package_ref(check: &mut Checker, item: &Node, path: &str) -> Option<PackageRef> {
+    let archive = archive_ref(check, item, path)?;
+    let mut dependencies = Vec::new();
+    if let Some(deps) = item.get("dependencies").filter(|n| n.value != Value::Null) {
+        let deps_path = join(path, "dependencies");
+        for (j, dep) in check.list(deps, &deps_path).iter().enumerate() {
+            if let Some(d) = check.string(dep, &format!("{deps_path}[{j}]")) {
+                dependencies.push(d);
+            }
+        }
+    }
+    Some(PackageRef {
+        archive,
+        dependencies,
+    })
 }
 
 fn archive_ref(check: &mut Checker, node: &Node, path: &str) -> Option<ArchiveRef> {
@@ -280,11 +325,22 @@ mod tests {
     }
 
     #[test]
-    fn a_compiled_release_is_refused_by_name() {
+    fn a_compiled_release_names_each_packages_stemcell() {
         let text = format!(
-            "name: kv\nversion: '1'\ncompiled_packages:\n- name: a\n  version: b\n  sha1: {SHA}\n"
+            "name: kv\nversion: '1'\ncompiled_packages:\n- name: a\n  version: b\n  sha1: {SHA}\n  stemcell: ubuntu-jammy/1.5\n  dependencies: [c]\n- name: c\n  version: d\n  sha1: {SHA}\n  stemcell: ubuntu-jammy/1.5\n"
         );
-        let problems = parse(&text).unwrap_err().join("\n");
-        assert!(problems.contains("compiled_packages"), "{problems}");
+        let m = parse(&text).unwrap();
+        assert!(m.packages.is_empty());
+        assert_eq!(m.compiled.len(), 2);
+        assert_eq!(m.compiled[0].stemcell, "ubuntu-jammy/1.5");
+        assert_eq!(m.compiled[0].package.dependencies, ["c"]);
+        let no_stemcell = format!(
+            "name: kv\nversion: '1'\ncompiled_packages:\n- name: a\n  version: b\n  sha1: {SHA}\n  dependencies: [x]\n"
+        );
+        let problems = parse(&no_stemcell).unwrap_err().join("\n");
+        assert!(
+            problems.contains("compiled_packages[0].stemcell"),
+            "{problems}"
+        );
     }
 }

@@ -408,4 +408,45 @@ mod tests {
         assert_eq!(values["admin"]["password"].as_str().unwrap().len(), 20);
         assert_eq!(values["someone"]["username"].as_str().unwrap().len(), 20);
     }
+
+    #[test]
+    fn a_generated_certificate_verifies_against_its_ca_and_not_another() {
+        use rustls_pki_types::pem::PemObject;
+        use rustls_pki_types::{CertificateDer, UnixTime};
+        let declared = serde_json::json!([
+            {"name": "ca", "type": "certificate", "options": {"is_ca": true, "common_name": "ca"}},
+            {"name": "other_ca", "type": "certificate", "options": {"is_ca": true, "common_name": "other"}},
+            {"name": "leaf", "type": "certificate", "options": {"ca": "ca", "common_name": "web", "alternative_names": ["web.example.com"], "extended_key_usage": ["server_auth"]}},
+        ]);
+        let mut values = Values::new();
+        generate(&declared, &mut values).unwrap();
+        let der = |name: &str, key: &str| {
+            CertificateDer::from_pem_slice(values[name][key].as_str().unwrap().as_bytes()).unwrap()
+        };
+        let leaf = der("leaf", "certificate");
+        let leaf = webpki::EndEntityCert::try_from(&leaf).unwrap();
+        let verify = |ca: &CertificateDer<'_>| {
+            let anchor = webpki::anchor_from_trusted_cert(ca).unwrap();
+            leaf.verify_for_usage(
+                webpki::ALL_VERIFICATION_ALGS,
+                &[anchor],
+                &[],
+                UnixTime::now(),
+                webpki::KeyUsage::server_auth(),
+                None,
+                None,
+            )
+            .map(|_| ())
+        };
+        assert_eq!(verify(&der("ca", "certificate")), Ok(()));
+        assert_eq!(verify(&der("leaf", "ca")), Ok(()), "its `ca` is its issuer");
+        assert!(verify(&der("other_ca", "certificate")).is_err());
+        let bad = serde_json::json!([{"name": "x", "type": "certificate", "options": {"common_name": "x", "extended_key_usage": ["code_signing"]}}]);
+        let e = generate(&bad, &mut Values::new()).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("Unsupported extended key usage value: code_signing"),
+            "{e}"
+        );
+    }
 }

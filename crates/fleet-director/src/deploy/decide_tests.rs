@@ -52,11 +52,13 @@ fn snapshot(text: &str) -> Snapshot {
                         name: "nginx".into(),
                         dependencies: vec!["pcre".into()],
                         archive: None,
+                        compiled_for: Vec::new(),
                     },
                     Package {
                         name: "pcre".into(),
                         dependencies: Vec::new(),
                         archive: None,
+                        compiled_for: Vec::new(),
                     },
                 ],
                 ..Default::default()
