@@ -73,7 +73,8 @@ fn action(kind: TaskKind) -> Option<&'static str> {
         | TaskKind::UpdateRelease
         | TaskKind::DeleteRelease
         | TaskKind::RunErrand
-        | TaskKind::FetchLogs => return None,
+        | TaskKind::FetchLogs
+        | TaskKind::ExportRelease => return None,
     })
 }
 

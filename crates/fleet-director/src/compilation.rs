@@ -8,7 +8,6 @@ use super::records::change;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
-use serde::{Deserialize, Serialize};
 use tokio::task::JoinSet;
 
 use super::addresses::Networking;
@@ -19,7 +18,7 @@ use super::cpi::VmRequest;
 use super::error::CallContext;
 use super::error::StepError;
 use super::ids::new_id;
-use super::model::VmRecord;
+use super::model::{CompiledPackage, VmRecord};
 use super::network::{
     Held, InMemoryIpRepo, IpProvider, IpRepo, IpSet, Network, NetworkError, Owner, to_ip,
 };
@@ -28,14 +27,6 @@ use super::ports::{CompileLocks, Ports};
 use super::records::Records;
 use super::snapshot::Snapshot;
 use super::task::TaskLog;
-
-/// A package compiled for a stemcell.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CompiledPackage {
-    pub package: String,
-    pub stemcell: String,
-    pub blob: String,
-}
 
 /// A compilation VM's place: its reserved address, and its VM while it has one.
 struct Slot {

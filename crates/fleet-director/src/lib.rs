@@ -44,6 +44,7 @@ pub mod plan;
 pub mod ports;
 pub mod problem;
 pub mod records;
+pub mod release_export;
 mod release_upload;
 pub mod renderer;
 mod runner;

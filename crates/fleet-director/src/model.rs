@@ -374,6 +374,14 @@ impl std::fmt::Debug for Variable {
     }
 }
 
+/// A package compiled for a stemcell.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompiledPackage {
+    pub package: String,
+    pub stemcell: String,
+    pub blob: String,
+}
+
 /// A link a job consumes, as the links API lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Consumer {

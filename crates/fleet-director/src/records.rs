@@ -242,6 +242,20 @@ impl Records {
         self.store.get(crate::collections::DISKS, cid).await
     }
 
+    /// The compiled package kept under `key`, if any.
+    pub async fn compiled(
+        &self,
+        key: &str,
+    ) -> Result<Option<crate::model::CompiledPackage>, StoreError> {
+        self.store
+            .get(crate::collections::COMPILED_PACKAGES, key)
+            .await
+    }
+
+    pub async fn blob(&self, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        self.store.blob(id).await
+    }
+
     pub async fn is_compiled(&self, key: &str) -> Result<bool, StoreError> {
         self.store
             .run(|s| Ok(s.get(crate::collections::COMPILED_PACKAGES, key)?.is_some()))

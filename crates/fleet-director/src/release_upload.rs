@@ -9,10 +9,11 @@ use std::sync::Arc;
 
 use fleet_release::{ReleaseArchive, sha1_hex};
 
-use super::compilation::CompiledPackage;
 use super::compile::cache_key;
 use super::error::StepError;
-use super::model::{Archived, LinkDef, Package, PropertySpec, Release, ReleaseJob};
+use super::model::{
+    Archived, CompiledPackage, LinkDef, Package, PropertySpec, Release, ReleaseJob,
+};
 use super::records::{Records, change};
 use super::task::{JobError, TaskLog};
 use super::upload_refusal::UploadRefusal;

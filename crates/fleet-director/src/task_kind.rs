@@ -33,10 +33,13 @@ pub enum TaskKind {
     /// Packs instances' logs into a bundle kept for download (`bosh logs`); its result
     /// is the bundle's id.
     FetchLogs,
+    /// Packs a release compiled for a stemcell into a compiled release kept for download
+    /// (`bosh export-release`); its result output names the blob.
+    ExportRelease,
 }
 
 impl TaskKind {
-    pub const ALL: [TaskKind; 16] = [
+    pub const ALL: [TaskKind; 17] = [
         TaskKind::CreateDeployment,
         TaskKind::UpdateDeployment,
         TaskKind::RecreateDeployment,
@@ -53,13 +56,14 @@ impl TaskKind {
         TaskKind::DeleteRelease,
         TaskKind::RunErrand,
         TaskKind::FetchLogs,
+        TaskKind::ExportRelease,
     ];
 
     /// Every kind as the store keeps it.
-    pub const SPECS: [TaskKindSpec; 16] = {
-        let mut specs = [TaskKind::CreateDeployment.spec(); 16];
+    pub const SPECS: [TaskKindSpec; 17] = {
+        let mut specs = [TaskKind::CreateDeployment.spec(); 17];
         let mut i = 0;
-        while i < 16 {
+        while i < 17 {
             specs[i] = TaskKind::ALL[i].spec();
             i += 1;
         }
@@ -85,6 +89,7 @@ impl TaskKind {
             TaskKind::DeleteRelease => "delete_release",
             TaskKind::RunErrand => "run_errand",
             TaskKind::FetchLogs => "fetch_logs",
+            TaskKind::ExportRelease => "export_release",
         }
     }
 
@@ -107,6 +112,7 @@ impl TaskKind {
             TaskKind::DeleteRelease => "delete release",
             TaskKind::RunErrand => "run errand",
             TaskKind::FetchLogs => "fetch logs",
+            TaskKind::ExportRelease => "export release",
         }
     }
 
@@ -115,7 +121,10 @@ impl TaskKind {
     pub const fn changes_deployment(self) -> bool {
         !matches!(
             self,
-            TaskKind::InstanceDetails | TaskKind::ScanProblems | TaskKind::FetchLogs
+            TaskKind::InstanceDetails
+                | TaskKind::ScanProblems
+                | TaskKind::FetchLogs
+                | TaskKind::ExportRelease
         )
     }
 
@@ -148,7 +157,7 @@ mod tests {
             TaskKind::ALL.iter().map(|k| k.name()).collect();
         let descriptions: std::collections::BTreeSet<&str> =
             TaskKind::ALL.iter().map(|k| k.description()).collect();
-        assert_eq!((names.len(), descriptions.len()), (16, 16));
+        assert_eq!((names.len(), descriptions.len()), (17, 17));
         for kind in TaskKind::ALL {
             assert_eq!(TaskKind::from_name(kind.name()), Some(kind));
         }

@@ -880,3 +880,77 @@ async fn a_generated_password_reaches_the_rendered_templates_and_no_record() {
     let events = serde_json::to_string(&f.director.events(task.id).await.unwrap()).unwrap();
     assert!(!events.contains(secret));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_exported_compiled_release_deploys_on_a_fresh_director_without_compiling() {
+    let f = fixture().await;
+    f.upload(&release(false)).await;
+    let task = f.deploy("1").await;
+    assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+    let request = |release: &str, version: &str| fleet_director::release_export::ExportRequest {
+        deployment: "greeter".into(),
+        release: release.into(),
+        version: version.into(),
+        stemcell: "jammy/1".into(),
+        jobs: Vec::new(),
+    };
+    let export = f
+        .director
+        .export_release(request("greeter", "1"))
+        .await
+        .unwrap();
+    let export = f.director.wait(export.id).await.unwrap();
+    assert_eq!(export.state, TaskState::Done, "{:?}", export.result);
+    assert_eq!(
+        export.result.as_deref(),
+        Some("Exported release: greeter/1 for jammy/1")
+    );
+    let line: serde_json::Value =
+        serde_json::from_str(f.director.result_output(&export).await.unwrap().trim()).unwrap();
+    let id = line["blobstore_id"].as_str().unwrap();
+    let tarball = f
+        .director
+        .log_bundle(id)
+        .await
+        .unwrap()
+        .expect("the export");
+    assert_eq!(line["sha1"], fleet_release::sha1_hex(&tarball));
+    let read = from_tarball(&tarball).unwrap();
+    assert!(read.packages.is_empty());
+    assert_eq!(read.compiled.len(), 1);
+    assert_eq!(read.compiled[0].compiled.stemcell, "jammy/1");
+    // A release the deployment does not use in that version is refused.
+    let wrong = f
+        .director
+        .export_release(request("greeter", "7"))
+        .await
+        .unwrap();
+    let wrong = f.director.wait(wrong.id).await.unwrap();
+    assert_eq!(
+        wrong.result.as_deref(),
+        Some("Release version 'greeter/7' not found in deployment 'greeter' manifest")
+    );
+    let deleted = f.director.delete("greeter").await.unwrap();
+    f.director.wait(deleted.id).await.unwrap();
+
+    // A fresh director takes it and compiles nothing; the compiled program runs.
+    let fresh = fixture().await;
+    fresh.upload(&tarball).await;
+    let task = fresh.deploy("1").await;
+    assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+    let stages: Vec<String> = fresh
+        .director
+        .events(task.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.stage)
+        .collect();
+    assert!(
+        !stages.iter().any(|s| s == "Compiling packages"),
+        "{stages:?}"
+    );
+    position(&fresh.lines(), "greeter/0:running");
+    let delete = fresh.director.delete("greeter").await.unwrap();
+    fresh.director.wait(delete.id).await.unwrap();
+}

@@ -49,11 +49,15 @@ impl Director {
             .await
     }
 
-    /// A kept log bundle's bytes (`GET /resources/ID`); `None` for any other blob.
+    /// A kept log bundle's or exported release's bytes (`GET /resources/ID`); `None` for
+    /// any other blob.
     ///
     /// # Errors
     /// A store failure.
     pub async fn log_bundle(&self, id: &str) -> Result<Option<Vec<u8>>, DirectorError> {
+        if id.starts_with(crate::release_export::EXPORT_PREFIX) {
+            return self.blob(id).await;
+        }
         if !logs::is_bundle(id) {
             return Ok(None);
         }

@@ -5,11 +5,30 @@ use std::sync::Arc;
 use crate::DirectorError;
 use crate::model::{Release, Stemcell, Task, TaskKind};
 use crate::records::change;
+use crate::release_export::{self, ExportRequest};
 use crate::{cleanup, identity, release_upload};
 
 use super::Director;
 
 impl Director {
+    /// Packs a release a deployment uses, compiled for a stemcell, into a compiled release
+    /// kept for download, as a task under the deployment's lock (`bosh export-release`).
+    ///
+    /// # Errors
+    /// [`DirectorError::NotFound`] for an unknown deployment, [`DirectorError::Locked`].
+    pub async fn export_release(&self, request: ExportRequest) -> Result<Task, DirectorError> {
+        self.require_deployment(&request.deployment).await?;
+        let deployment = request.deployment.clone();
+        self.runner
+            .start(
+                TaskKind::ExportRelease,
+                Some(&deployment),
+                &self.origin,
+                move |core, log| release_export::run(core.records.clone(), log, request),
+            )
+            .await
+    }
+
     pub async fn upload_release(&self, release: &Release) -> Result<(), DirectorError> {
         Ok(self.records().write(vec![change::release(release)]).await?)
     }

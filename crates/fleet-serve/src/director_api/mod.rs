@@ -125,6 +125,7 @@ pub fn router(director: Director) -> Router {
             "/releases/{name}",
             get(releases::one).delete(releases::delete),
         )
+        .route("/releases/export", post(releases::export))
         .route("/packages/matches", post(releases::matches))
         .route(
             "/packages/matches_compiled",

@@ -199,8 +199,47 @@ pub async fn matches(
     Ok(Json(director.matching_packages(&fingerprints).await?))
 }
 
-/// Compiled packages are not kept: none match.
+/// No compiled package is matched by fingerprint: the CLI then sends every one, and the
+/// upload keeps them.
 pub async fn matches_compiled(headers: HeaderMap) -> ApiResult<Json<Vec<String>>> {
     require_yaml(&headers)?;
     Ok(Json(Vec::new()))
+}
+
+/// `POST /releases/export` (`bosh export-release`): `{deployment_name, release_name,
+/// release_version, stemcell_os, stemcell_version, jobs: [{name}]}`; the task's result
+/// output names the blob to download from `/resources/ID`.
+pub async fn export(Acting(director): Acting, body: String) -> ApiResult<Response> {
+    let body: Value = serde_json::from_str(&body).map_err(|e| {
+        ApiError::bad_request(
+            code::VALIDATION_INVALID_TYPE,
+            format!("the body is not JSON: {e}"),
+        )
+    })?;
+    let field = |key: &str| -> Result<String, ApiError> {
+        body.get(key)
+            .and_then(Value::as_str)
+            .filter(|v| !v.is_empty())
+            .map(str::to_string)
+            .ok_or_else(|| {
+                ApiError::bad_request(
+                    code::VALIDATION_MISSING_FIELD,
+                    format!("`{key}` is missing"),
+                )
+            })
+    };
+    let request = fleet_director::release_export::ExportRequest {
+        deployment: field("deployment_name")?,
+        release: field("release_name")?,
+        version: field("release_version")?,
+        stemcell: format!("{}/{}", field("stemcell_os")?, field("stemcell_version")?),
+        jobs: body
+            .get("jobs")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|j| j.get("name").and_then(Value::as_str).map(str::to_string))
+            .collect(),
+    };
+    Ok(redirect(&director.export_release(request).await?))
 }

@@ -56,6 +56,7 @@ pub fn task_type(task: &Task) -> &str {
         TaskKind::DeleteRelease => "delete_release",
         TaskKind::RunErrand => "run_errand",
         TaskKind::FetchLogs => "fetch_logs",
+        TaskKind::ExportRelease => "export_release",
     }
 }
 

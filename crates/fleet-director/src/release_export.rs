@@ -1,0 +1,204 @@
+//! `bosh export-release`: a release a deployment uses, packed with its packages as they
+//! were compiled for a stemcell into a compiled release, which a director takes without
+//! compiling. The tarball is kept as a blob for download (`GET /resources/ID`); the task's
+//! result output names it and gives its SHA-1, as BOSH's does.
+
+use std::collections::BTreeSet;
+
+use serde_json::json;
+
+use super::compile::cache_key;
+use super::error::StepError;
+use super::ids::new_id;
+use super::latest;
+use super::manifest;
+use super::model::{CompiledPackage, Release};
+use super::records::{Records, change};
+use super::task::{JobError, TaskLog};
+
+/// What is exported: a release version a deployment uses, for a stemcell, optionally only
+/// some of its jobs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExportRequest {
+    pub deployment: String,
+    pub release: String,
+    pub version: String,
+    /// `os/version`.
+    pub stemcell: String,
+    /// Every job when empty.
+    pub jobs: Vec<String>,
+}
+
+/// The blob ids of exported releases start with this, which tells `GET /resources/ID` it
+/// may hand the blob out.
+pub const EXPORT_PREFIX: &str = "exported-release-";
+
+/// The packages `jobs` use, with everything they depend on, in the release's order.
+fn packages_used(release: &Release, jobs: &[String]) -> Vec<String> {
+    let mut wanted: BTreeSet<String> = release
+        .jobs
+        .iter()
+        .filter(|j| jobs.is_empty() || jobs.contains(&j.name))
+        .flat_map(|j| j.packages.iter().cloned())
+        .collect();
+    loop {
+        let more: Vec<String> = release
+            .packages
+            .iter()
+            .filter(|p| wanted.contains(&p.name))
+            .flat_map(|p| p.dependencies.iter().cloned())
+            .filter(|d| !wanted.contains(d))
+            .collect();
+        if more.is_empty() {
+            break;
+        }
+        wanted.extend(more);
+    }
+    release
+        .packages
+        .iter()
+        .filter(|p| wanted.contains(&p.name))
+        .map(|p| p.name.clone())
+        .collect()
+}
+
+/// The task: checks the deployment uses the release, finds each package compiled for
+/// the stemcell, packs them with the jobs, and keeps the tarball.
+///
+/// # Errors
+/// A release the deployment does not use in that version, a stemcell not uploaded, a
+/// package not compiled for it (a deploy on that stemcell compiles them), a store failure.
+pub async fn run(
+    records: Records,
+    log: TaskLog,
+    request: ExportRequest,
+) -> Result<String, JobError> {
+    let ExportRequest {
+        deployment,
+        release: name,
+        version,
+        stemcell,
+        jobs,
+    } = request;
+    let record = records
+        .deployment(&deployment)
+        .await?
+        .ok_or_else(|| StepError::Failed(format!("Deployment '{deployment}' doesn't exist")))?;
+    let used = record
+        .manifest
+        .as_deref()
+        .and_then(|m| manifest::parse(m).ok())
+        .map(|mut m| {
+            latest::reapply(&mut m, &record.latest);
+            m.releases
+        })
+        .unwrap_or_default();
+    if !used.iter().any(|r| r.name == name && r.version == version) {
+        return Err(StepError::Failed(format!(
+            "Release version '{name}/{version}' not found in deployment '{deployment}' manifest"
+        ))
+        .into());
+    }
+    if !records
+        .stemcells()
+        .await?
+        .iter()
+        .any(|s| format!("{}/{}", s.os, s.version) == stemcell)
+    {
+        return Err(StepError::Failed(format!("Stemcell '{stemcell}' doesn't exist")).into());
+    }
+    let release = records
+        .releases()
+        .await?
+        .into_iter()
+        .find(|r| r.name == name && r.version == version)
+        .ok_or_else(|| StepError::Failed(format!("Release '{name}/{version}' doesn't exist")))?;
+    let stage = log.stage("Exporting release", Vec::new(), 1);
+    let step = stage.start(format!("{name}/{version} for {stemcell}"));
+    let packed = pack(&records, &release, &stemcell, &jobs).await;
+    let (bytes, sha1) = step.end(packed)?;
+    let id = format!("{EXPORT_PREFIX}{}", new_id("blob"));
+    records.put_blob(&id, bytes).await?;
+    let line = json!({ "blobstore_id": id, "sha1": sha1 }).to_string();
+    records
+        .write(vec![change::task_result(log.task(), &format!("{line}\n"))])
+        .await?;
+    Ok(format!("Exported release: {name}/{version} for {stemcell}"))
+}
+
+/// The compiled release's tarball and its SHA-1.
+async fn pack(
+    records: &Records,
+    release: &Release,
+    stemcell: &str,
+    jobs: &[String],
+) -> Result<(Vec<u8>, String), StepError> {
+    let mut manifest = format!(
+        "name: {}\nversion: '{}'\ncommit_hash: {}\nuncommitted_changes: {}\njobs:\n",
+        release.name,
+        release.version,
+        release.commit_hash.as_deref().unwrap_or("unknown"),
+        release.uncommitted_changes
+    );
+    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+    for job in release
+        .jobs
+        .iter()
+        .filter(|j| jobs.is_empty() || jobs.contains(&j.name))
+    {
+        let archive = job.archive.as_ref().ok_or_else(|| {
+            StepError::Failed(format!("job `{}` has no archive to export", job.name))
+        })?;
+        let bytes = blob(records, &archive.blob).await?;
+        manifest.push_str(&format!(
+            "- name: {}\n  version: {}\n  fingerprint: {}\n  sha1: {}\n",
+            job.name, archive.version, archive.fingerprint, archive.sha1
+        ));
+        files.push((format!("jobs/{}.tgz", job.name), bytes));
+    }
+    manifest.push_str("compiled_packages:\n");
+    let mut missing = Vec::new();
+    for name in packages_used(release, jobs) {
+        let package = release
+            .packages
+            .iter()
+            .find(|p| p.name == name)
+            .expect("a package of the release");
+        let key = cache_key(release, &name, stemcell);
+        let compiled: Option<CompiledPackage> = records.compiled(&key).await?;
+        let (Some(compiled), Some(archive)) = (compiled, package.archive.as_ref()) else {
+            missing.push(name);
+            continue;
+        };
+        let bytes = blob(records, &compiled.blob).await?;
+        manifest.push_str(&format!(
+            "- name: {name}\n  version: {}\n  fingerprint: {}\n  sha1: {}\n  stemcell: {stemcell}\n  dependencies: [{}]\n",
+            archive.version,
+            archive.fingerprint,
+            fleet_release::sha1_hex(&bytes),
+            package.dependencies.join(", ")
+        ));
+        files.push((format!("compiled_packages/{name}.tgz"), bytes));
+    }
+    if !missing.is_empty() {
+        return Err(StepError::Failed(format!(
+            "packages of {}/{} not compiled for stemcell '{stemcell}': {}; a deploy on that \
+             stemcell compiles them",
+            release.name,
+            release.version,
+            missing.join(", ")
+        )));
+    }
+    let mut entries: Vec<(&str, &[u8])> = vec![("release.MF", manifest.as_bytes())];
+    entries.extend(files.iter().map(|(p, b)| (p.as_str(), b.as_slice())));
+    let tarball = fleet_release::build_tgz(&entries);
+    let sha1 = fleet_release::sha1_hex(&tarball);
+    Ok((tarball, sha1))
+}
+
+async fn blob(records: &Records, id: &str) -> Result<Vec<u8>, StepError> {
+    records
+        .blob(id)
+        .await?
+        .ok_or_else(|| StepError::Failed(format!("blob {id} is missing from the store")))
+}
