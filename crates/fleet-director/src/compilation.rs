@@ -182,8 +182,15 @@ pub struct Uncompiled(pub BTreeSet<String>);
 /// # Errors
 /// A package graph compilation would refuse; a store error.
 pub async fn observe(records: &Records, snapshot: &Snapshot) -> Result<Uncompiled, StepError> {
-    let keys: Vec<(String, String)> = snapshot
-        .needed()?
+    observe_for(records, snapshot.needed()?).await
+}
+
+/// Reads which of the packages `needed` names the cache lacks.
+///
+/// # Errors
+/// A store error.
+pub async fn observe_for(records: &Records, needed: &[NeededOn]) -> Result<Uncompiled, StepError> {
+    let keys: Vec<(String, String)> = needed
         .iter()
         .flat_map(|on| on.keys.values().map(|key| (key.clone(), key.clone())))
         .collect();
@@ -222,8 +229,20 @@ impl CompilationPlan {
 /// A dependency cycle or a missing package; packages of a compiled release, which have no
 /// sources, that are not compiled for a stemcell the deploy uses (as BOSH words it).
 pub fn decide(snapshot: &Snapshot, uncompiled: &Uncompiled) -> Result<CompilationPlan, StepError> {
+    decide_for(snapshot.needed()?, &snapshot.releases, uncompiled)
+}
+
+/// What to compile of `needed`, given what the cache lacks. Pure.
+///
+/// # Errors
+/// As [`decide`].
+pub fn decide_for(
+    needed: &[NeededOn],
+    releases: &[crate::model::Release],
+    uncompiled: &Uncompiled,
+) -> Result<CompilationPlan, StepError> {
     let mut batches = Vec::new();
-    for on in snapshot.needed()? {
+    for on in needed {
         let todo: BTreeSet<PackageKey> = on
             .keys
             .iter()
@@ -233,8 +252,7 @@ pub fn decide(snapshot: &Snapshot, uncompiled: &Uncompiled) -> Result<Compilatio
         let sourceless: Vec<&PackageKey> = todo
             .iter()
             .filter(|p| {
-                snapshot
-                    .releases
+                releases
                     .iter()
                     .filter(|r| r.name == p.release && r.version == p.version)
                     .flat_map(|r| &r.packages)

@@ -164,6 +164,25 @@ pub fn needed_by(releases: &[Release], manifest: &Manifest) -> Result<Vec<Needed
         .collect()
 }
 
+/// What `jobs` (release and job names) need compiled on `stemcell`, whatever deploys them:
+/// what an export compiles.
+///
+/// # Errors
+/// A dependency cycle or a missing package.
+pub fn needed_for_jobs(
+    releases: &[Release],
+    jobs: &[(String, String)],
+    stemcell: &str,
+) -> Result<NeededOn, CompileError> {
+    let graph = needed(releases, jobs)?;
+    let keys = cache_keys(releases, &graph, stemcell);
+    Ok(NeededOn {
+        stemcell: stemcell.to_string(),
+        graph,
+        keys,
+    })
+}
+
 /// The cache key of each package of `graph` compiled for `stemcell`.
 fn cache_keys(releases: &[Release], graph: &Graph, stemcell: &str) -> BTreeMap<PackageKey, String> {
     graph

@@ -1,19 +1,24 @@
 //! `bosh export-release`: a release a deployment uses, packed with its packages as they
 //! were compiled for a stemcell into a compiled release, which a director takes without
-//! compiling. The tarball is kept as a blob for download (`GET /resources/ID`); the task's
-//! result output names it and gives its SHA-1, as BOSH's does.
+//! compiling. What no deploy compiled for the stemcell yet is compiled first, on the
+//! deployment's compilation VMs, as BOSH's export does. The tarball is kept as a blob for
+//! download (`GET /resources/ID`); the task's result output names it and gives its
+//! SHA-1, as BOSH's does.
 
 use std::collections::BTreeSet;
 
 use serde_json::json;
 
-use super::compile::cache_key;
+use super::compilation;
+use super::compile::{cache_key, needed_for_jobs};
 use super::error::StepError;
 use super::ids::new_id;
 use super::latest;
 use super::manifest;
 use super::model::{CompiledPackage, Release};
+use super::ports::DeployPorts;
 use super::records::{Records, change};
+use super::snapshot::Snapshot;
 use super::task::{JobError, TaskLog};
 
 /// What is exported: a release version a deployment uses, for a stemcell, optionally only
@@ -69,10 +74,11 @@ fn packages_used(release: &Release, jobs: &[String]) -> Vec<String> {
 /// A release the deployment does not use in that version, a stemcell not uploaded, a
 /// package not compiled for it (a deploy on that stemcell compiles them), a store failure.
 pub async fn run(
-    records: Records,
+    deploy: DeployPorts,
     log: TaskLog,
     request: ExportRequest,
 ) -> Result<String, JobError> {
+    let records = deploy.ports.records.clone();
     let ExportRequest {
         deployment,
         release: name,
@@ -84,6 +90,7 @@ pub async fn run(
         .deployment(&deployment)
         .await?
         .ok_or_else(|| StepError::Failed(format!("Deployment '{deployment}' doesn't exist")))?;
+    let text = record.manifest.clone().unwrap_or_default();
     let used = record
         .manifest
         .as_deref()
@@ -113,6 +120,7 @@ pub async fn run(
         .into_iter()
         .find(|r| r.name == name && r.version == version)
         .ok_or_else(|| StepError::Failed(format!("Release '{name}/{version}' doesn't exist")))?;
+    compile_missing(&deploy, &log, &deployment, text, &release, &stemcell, &jobs).await?;
     let stage = log.stage("Exporting release", Vec::new(), 1);
     let step = stage.start(format!("{name}/{version} for {stemcell}"));
     let packed = pack(&records, &release, &stemcell, &jobs).await;
@@ -124,6 +132,51 @@ pub async fn run(
         .write(vec![change::task_result(log.task(), &format!("{line}\n"))])
         .await?;
     Ok(format!("Exported release: {name}/{version} for {stemcell}"))
+}
+
+/// Compiles what the exported jobs need on `stemcell` and the cache lacks, on the
+/// deployment's compilation VMs.
+async fn compile_missing(
+    deploy: &DeployPorts,
+    log: &TaskLog,
+    deployment: &str,
+    manifest: String,
+    release: &Release,
+    stemcell: &str,
+    jobs: &[String],
+) -> Result<(), JobError> {
+    let records = &deploy.ports.records;
+    let wanted: Vec<(String, String)> = release
+        .jobs
+        .iter()
+        .filter(|j| jobs.is_empty() || jobs.contains(&j.name))
+        .map(|j| (release.name.clone(), j.name.clone()))
+        .collect();
+    let releases = std::slice::from_ref(release);
+    let needed = [needed_for_jobs(releases, &wanted, stemcell).map_err(StepError::from)?];
+    let uncompiled = compilation::observe_for(records, &needed).await?;
+    let plan = compilation::decide_for(&needed, releases, &uncompiled)?;
+    if plan.packages() == 0 {
+        return Ok(());
+    }
+    let snapshot = Snapshot::take(records, manifest).await?;
+    let networking = snapshot.networking();
+    // Without a cloud config, the compilation VMs keep clear of the instances' addresses.
+    let taken: Vec<(String, u32)> = records
+        .instances(deployment)
+        .await?
+        .iter()
+        .flat_map(|i| &i.vm_networks)
+        .filter_map(|n| {
+            let (network, ip) = n.split_once('/')?;
+            let ip: std::net::Ipv4Addr = ip.parse().ok()?;
+            Some((network.to_string(), crate::network::to_u32(ip)))
+        })
+        .collect();
+    let ports = &deploy.ports;
+    let locks = &deploy.compile_locks;
+    compilation::compile(ports, locks, log, &snapshot, &networking, &taken, &plan).await?;
+    Ok(())
 }
 
 /// The compiled release's tarball and its SHA-1.

@@ -885,7 +885,14 @@ async fn a_generated_password_reaches_the_rendered_templates_and_no_record() {
 async fn an_exported_compiled_release_deploys_on_a_fresh_director_without_compiling() {
     let f = fixture().await;
     f.upload(&release(false)).await;
-    let task = f.deploy("1").await;
+    // Only the recorder job, which needs no package: the export compiles the greeter's.
+    let greeter_job = format!(
+        "  - {{name: greeter, release: greeter, properties: {{greeter: {{record: {}}}}}}}\n",
+        f.record.display()
+    );
+    let recorder_only = manifest(&f.record, "1").replace(&greeter_job, "");
+    assert_ne!(recorder_only, manifest(&f.record, "1"));
+    let task = f.deploy_manifest(&recorder_only).await;
     assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
     let request = |release: &str, version: &str| fleet_director::release_export::ExportRequest {
         deployment: "greeter".into(),
@@ -904,6 +911,18 @@ async fn an_exported_compiled_release_deploys_on_a_fresh_director_without_compil
     assert_eq!(
         export.result.as_deref(),
         Some("Exported release: greeter/1 for jammy/1")
+    );
+    let stages: Vec<String> = f
+        .director
+        .events(export.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.stage)
+        .collect();
+    assert!(
+        stages.iter().any(|s| s == "Compiling packages"),
+        "what no deploy compiled is compiled for the export: {stages:?}"
     );
     let line: serde_json::Value =
         serde_json::from_str(f.director.result_output(&export).await.unwrap().trim()).unwrap();

@@ -24,7 +24,7 @@ impl Director {
                 TaskKind::ExportRelease,
                 Some(&deployment),
                 &self.origin,
-                move |core, log| release_export::run(core.records.clone(), log, request),
+                move |core, log| release_export::run(core.deploy_ports(), log, request),
             )
             .await
     }
