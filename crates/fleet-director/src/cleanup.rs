@@ -177,7 +177,12 @@ pub(crate) async fn delete_unnamed_blobs(records: &Records, log: &TaskLog) -> Re
     // Rendered templates are their deployment's to delete (see `templates`).
     let unnamed: Vec<String> = kept
         .into_iter()
-        .filter(|b| !named.contains(b) && !crate::templates::is_rendered_blob(b))
+        .filter(|b| {
+            !named.contains(b)
+                && !crate::templates::is_rendered_blob(b)
+                // An exported release is kept for its download.
+                && !b.starts_with(crate::release_export::EXPORT_PREFIX)
+        })
         .collect();
     if unnamed.is_empty() {
         return Ok(());

@@ -104,10 +104,12 @@ pub fn used(manifest: &Manifest) -> BTreeSet<String> {
         .collect()
 }
 
-/// The values of every variable `manifest` uses, by the name it uses: what the store
-/// keeps, and what `declared` names and the store lacks, generated now and kept (unless
-/// `generate` is off, as in a dry run, where a declared variable is taken as what the
-/// deploy would generate).
+/// The values of every variable `manifest` uses (and `extra`, names other deployments'
+/// links bring), by the name it uses: what the store keeps (a name starting with `/`
+/// whichever deployment made it), and what `declared` names and the store lacks,
+/// generated now and kept. Without `generate` (a dry run) nothing is written: the
+/// declarations are generated into a copy that is thrown away, so that one that cannot
+/// be generated is found all the same.
 ///
 /// # Errors
 /// A declaration that cannot be generated; every used name that is neither kept nor
@@ -118,14 +120,8 @@ pub async fn resolve(
     manifest: &Manifest,
     declared: &Json,
     generate: bool,
+    extra: &BTreeSet<String>,
 ) -> Result<Values, StepError> {
-    let kept = records.variables(deployment).await?;
-    let value_of = |name: &str| {
-        let full = full_name(deployment, name);
-        kept.iter()
-            .find(|v| v.name == full)
-            .map(|v| v.value.clone())
-    };
     // What the declarations name, by the names they use, from the store first.
     let names: Vec<String> = declared
         .as_array()
@@ -133,16 +129,24 @@ pub async fn resolve(
         .flatten()
         .filter_map(|d| d.get("name").and_then(Json::as_str).map(str::to_string))
         .collect();
-    let mut local = Values::new();
-    for name in &names {
-        if let Some(value) = value_of(name) {
-            local.insert(name.clone(), value);
+    let mut wanted: BTreeSet<String> = names.iter().cloned().collect();
+    wanted.extend(used(manifest));
+    wanted.extend(extra.iter().cloned());
+    let mut kept = Values::new();
+    for name in &wanted {
+        if let Some(variable) = records.variable(&full_name(deployment, name)).await? {
+            kept.insert(name.clone(), variable.value);
         }
     }
-    if generate && fleet_variables::generate(declared, &mut local).map_err(variable_error)? {
+    let mut local: Values = names
+        .iter()
+        .filter_map(|n| kept.get(n).map(|v| (n.clone(), v.clone())))
+        .collect();
+    let made = fleet_variables::generate(declared, &mut local).map_err(variable_error)?;
+    if generate && made {
         let made: Vec<_> = names
             .iter()
-            .filter(|n| value_of(n).is_none())
+            .filter(|n| !kept.contains_key(*n))
             .filter_map(|n| {
                 local.get(n).map(|value| Variable {
                     id: new_id("variable"),
@@ -158,13 +162,10 @@ pub async fn resolve(
     }
     let mut values = Values::new();
     let mut missing = Vec::new();
-    for name in used(manifest) {
-        match local.get(&name).cloned().or_else(|| value_of(&name)) {
+    for name in used(manifest).into_iter().chain(extra.iter().cloned()) {
+        match local.get(&name).or_else(|| kept.get(&name)) {
             Some(value) => {
-                values.insert(name, value);
-            }
-            None if !generate && names.contains(&name) => {
-                values.insert(name, Json::String(String::new()));
+                values.insert(name, value.clone());
             }
             None => missing.push(full_name(deployment, &name)),
         }
@@ -180,6 +181,51 @@ pub async fn resolve(
                 .collect::<Vec<_>>()
                 .join(", ")
         )))
+    }
+}
+
+/// `value` with every relative `((name))` made absolute for `deployment`: what another
+/// deployment's links bring is resolved with that deployment's variables.
+pub fn qualify(value: &Json, deployment: &str) -> Json {
+    match value {
+        Json::String(text) => {
+            let mut out = String::new();
+            let mut rest = text.as_str();
+            while let Some(start) = rest.find("((") {
+                let (before, after) = rest.split_at(start);
+                out.push_str(before);
+                let inner = &after[2..];
+                match inner.find("))") {
+                    Some(end) => {
+                        let name = inner[..end].trim();
+                        let bang = if name.starts_with('!') { "!" } else { "" };
+                        let bare = name.trim_start_matches('!');
+                        out.push_str("((");
+                        out.push_str(bang);
+                        if bare.starts_with('/') {
+                            out.push_str(bare);
+                        } else {
+                            out.push_str(&full_name(deployment, bare));
+                        }
+                        out.push_str("))");
+                        rest = &inner[end + 2..];
+                    }
+                    None => {
+                        out.push_str(after);
+                        rest = "";
+                    }
+                }
+            }
+            out.push_str(rest);
+            Json::String(out)
+        }
+        Json::Array(items) => Json::Array(items.iter().map(|i| qualify(i, deployment)).collect()),
+        Json::Object(map) => Json::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), qualify(v, deployment)))
+                .collect(),
+        ),
+        other => other.clone(),
     }
 }
 

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::manifest::{ConsumeRef, Manifest, ProvideRef};
-use super::model::{Consumer, LinkInstance, Provider, Release};
+use super::model::{Consumer, DesiredState, LinkInstance, Provider, Release};
 use super::plan::{Change, DeploymentPlan};
 
 /// The root domain of the director's DNS names, as in `<id>.<group>.<network>.<deployment>.bosh`.
@@ -48,6 +48,11 @@ impl Provider {
             canonical(&self.deployment)
         )
     }
+}
+
+/// A provider's id in the links API: its deployment, group, job and spec name.
+pub fn provider_id(p: &Provider) -> String {
+    format!("{}:{}:{}:{}", p.deployment, p.group, p.job, p.name)
 }
 
 /// A name as BOSH's DNS names spell it: lower case, `_` as `-`.
@@ -248,6 +253,7 @@ pub fn resolve(
                     name: consumed.name.clone(),
                     link_type: consumed.link_type.clone(),
                     optional: consumed.optional,
+                    provider: None,
                 });
                 let explicit = job.consumes.get(&consumed.name);
                 let (candidates, alias): (Vec<&Provider>, String) = match explicit {
@@ -303,7 +309,18 @@ pub fn resolve(
                     consumed.optional && matches!(explicit, None | Some(ConsumeRef::Blocked));
                 match candidates.as_slice() {
                     [provider] => {
-                        links.give(&group.name, &job.name, &consumed.name, provider.content());
+                        if let Some(consumer) = links.consumers.last_mut() {
+                            consumer.provider = Some(provider_id(provider));
+                        }
+                        let mut content = provider.content();
+                        // Another deployment's exported properties refer to its variables.
+                        if provider.deployment != deployment {
+                            content["properties"] = crate::config_server::qualify(
+                                &content["properties"],
+                                &provider.deployment,
+                            );
+                        }
+                        links.give(&group.name, &job.name, &consumed.name, content);
                     }
                     [] if unset_is_fine => {}
                     found => errors.push(unresolved(
@@ -369,6 +386,21 @@ fn unresolved(
     message
 }
 
+/// The variables other deployments' shared providers refer to in what they export, by
+/// their full names: what a deploy consuming them resolves too.
+pub fn foreign_references(foreign: &Foreign) -> std::collections::BTreeSet<String> {
+    foreign
+        .values()
+        .flatten()
+        .flatten()
+        .filter(|p| p.shared)
+        .flat_map(|p| {
+            let qualified = crate::config_server::qualify(&p.properties, &p.deployment);
+            fleet_variables::used_json(&qualified)
+        })
+        .collect()
+}
+
 /// The instances each group of `plan` will have, as links list them: each at its first
 /// network's address.
 pub fn instances_of(
@@ -432,8 +464,13 @@ pub fn attach(
         });
         for instance in &mut group.instances {
             instance.desired.links = digest.clone();
+            // An instance set aside (`bosh ignore`), stopped or detached is left alone, as
+            // for any other change, until it is started.
+            let running = instance.existing.as_ref().is_some_and(|e| {
+                !e.ignore && (e.state == DesiredState::Started || !instance.changes.is_empty())
+            });
             let applied = instance.existing.as_ref().and_then(|e| e.applied.as_ref());
-            if applied.is_some_and(|a| a.links != digest) {
+            if running && applied.is_some_and(|a| a.links != digest) {
                 instance.changes.insert(Change::Links);
             }
             instance.links = consumed.clone();

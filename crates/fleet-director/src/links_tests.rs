@@ -284,3 +284,39 @@ fn link_instances_take_their_first_networks_address_or_dns_name() {
     let addresses: Vec<&str> = at["db"].iter().map(|i| i.address.as_str()).collect();
     assert_eq!(addresses, ["10.1.0.5", "id1.db.default.d.bosh"]);
 }
+
+#[test]
+fn a_links_change_leaves_stopped_and_ignored_instances_alone() {
+    use crate::model::{DesiredState, InstanceRecord, InstanceSpec};
+    let groups = group("db", 1, "[{name: db, release: app}]")
+        + &group("web", 3, "[{name: web, release: app}]");
+    let m = manifest("d", &groups);
+    let applied = InstanceSpec {
+        links: Some("an older provider".into()),
+        ..crate::plan::desired_spec(&m, &m.instance_groups[1])
+    };
+    let web = |index: u32, state: DesiredState, ignore: bool| InstanceRecord {
+        state,
+        ignore,
+        applied: Some(applied.clone()),
+        ..InstanceRecord::on_vm("web", index, &format!("web-{index}"))
+    };
+    let existing = vec![
+        web(0, DesiredState::Started, false),
+        web(1, DesiredState::Stopped, false),
+        web(2, DesiredState::Started, true),
+    ];
+    let mut plan = crate::plan::plan(
+        &m,
+        existing,
+        &Default::default(),
+        &crate::plan::PlanOptions::default(),
+    );
+    crate::links::attach("d", &m, &[release()], &mut plan, &Foreign::new()).unwrap();
+    let changed: Vec<(u32, bool)> = plan.groups[1]
+        .instances
+        .iter()
+        .map(|i| (i.index, i.changes.contains(&crate::plan::Change::Links)))
+        .collect();
+    assert_eq!(changed, [(0, true), (1, false), (2, false)]);
+}

@@ -391,6 +391,9 @@ pub struct Consumer {
     #[serde(rename = "type")]
     pub link_type: String,
     pub optional: bool,
+    /// The id of the provider the deploy linked it to, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
 }
 
 /// The configs a deploy would apply now, by version.

@@ -132,6 +132,12 @@ impl Records {
         self.store.get(crate::collections::EXTERNAL_LINKS, id).await
     }
 
+    /// The variable the config server keeps under its full name, whichever deployment
+    /// made it.
+    pub async fn variable(&self, name: &str) -> Result<Option<crate::model::Variable>, StoreError> {
+        self.store.get(crate::collections::VARIABLES, name).await
+    }
+
     /// The variables the config server keeps for `deployment`.
     pub async fn variables(
         &self,

@@ -86,6 +86,7 @@ pub fn decide(
                 let known = existing
                     .iter()
                     .flat_map(|r| &r.packages)
+                    .filter(|p| p.compiled_for.is_empty())
                     .filter_map(|p| p.archive.as_ref())
                     .find(|a| &a.fingerprint == fingerprint)
                     .ok_or_else(|| UploadRefusal::MissingPackage {
@@ -122,6 +123,8 @@ pub fn decide(
             }
         };
         match release_packages.iter_mut().find(|p| p.name == name) {
+            // A package the release also brings with its sources keeps them.
+            Some(known) if known.compiled_for.is_empty() => {}
             Some(known) => known.compiled_for.push(entry.compiled.stemcell.clone()),
             None => release_packages.push(Package {
                 name: name.clone(),

@@ -102,3 +102,107 @@ async fn a_deploy_names_every_variable_it_cannot_resolve_and_changes_nothing() {
     );
     assert!(result.contains("Variable name 'a//b'"), "{result}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_absolute_name_is_one_variable_whichever_deployment_declares_it() {
+    let f = fixture(vec![]).await;
+    let declared = "variables:\n- {name: /shared/admin, type: user, options: {username: root}}\n";
+    let first = with_variables("{port: 80, admin: '((/shared/admin.password))'}", declared);
+    assert_eq!(deploy(&f.director, &first).await.state, TaskState::Done);
+    let kept = f
+        .director
+        .core
+        .records
+        .variable("/shared/admin")
+        .await
+        .unwrap()
+        .unwrap();
+    let second = with_variables("{port: 80, admin: '((/shared/admin.password))'}", declared)
+        .replace("name: d\n", "name: e\n");
+    let task = deploy(&f.director, &second).await;
+    assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+    let after = f
+        .director
+        .core
+        .records
+        .variable("/shared/admin")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (after.id, after.value),
+        (kept.id, kept.value),
+        "not generated again"
+    );
+    // Used without a declaration, it is found where it is kept.
+    let third = with_variables("{port: 80, admin: '((/shared/admin.username))'}", "")
+        .replace("name: d\n", "name: f\n");
+    let task = deploy(&f.director, &third).await;
+    assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dry_run_checks_what_it_would_generate_and_writes_nothing() {
+    let f = fixture(vec![]).await;
+    let bad = with_variables(
+        "{port: 80, tls: '((tls.certificate))'}",
+        "variables:\n- {name: tls, type: certificate, options: {ca: nosuch, common_name: x}}\n",
+    );
+    let task = f
+        .director
+        .deploy(
+            &bad,
+            crate::DeployOptions {
+                dry_run: true,
+                ..crate::DeployOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+    let result = failed(&f.director.wait(task.id).await.unwrap());
+    assert!(
+        result.contains("its CA `nosuch` is not declared before it"),
+        "{result}"
+    );
+    let good = with_variables(
+        "{port: 80, pw: '((pw))'}",
+        "variables:\n- {name: pw, type: password}\n",
+    );
+    let task = f
+        .director
+        .deploy(
+            &good,
+            crate::DeployOptions {
+                dry_run: true,
+                ..crate::DeployOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        f.director.wait(task.id).await.unwrap().state,
+        TaskState::Done
+    );
+    assert!(
+        f.director
+            .core
+            .records
+            .variables("d")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[test]
+fn another_deployments_references_are_made_absolute_with_its_name() {
+    let value = serde_json::json!({"a": "((pw))", "b": ["x-(( /abs ))-((!k.key))"], "c": 1});
+    assert_eq!(
+        crate::config_server::qualify(&value, "data"),
+        serde_json::json!({
+            "a": "((/fleet-updater/data/pw))",
+            "b": ["x-((/abs))-((!/fleet-updater/data/k.key))"],
+            "c": 1
+        })
+    );
+}

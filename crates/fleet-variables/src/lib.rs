@@ -209,7 +209,7 @@ fn certificate(
 pub fn used(node: &Node) -> Vec<String> {
     let mut names = Vec::new();
     walk(node, &mut |text| {
-        for reference in references(text) {
+        for (_, reference) in references(text) {
             let base = reference.split('.').next().unwrap_or_default().to_string();
             if !names.contains(&base) {
                 names.push(base);
@@ -228,17 +228,18 @@ fn walk(node: &Node, visit: &mut dyn FnMut(&str)) {
     }
 }
 
-/// The references in a text: what stands between `((` and `))`.
-fn references(text: &str) -> Vec<String> {
+/// The references in a text: each as written (`(( !name ))`) and the name it names
+/// (`name`: spaces around it and BOSH's bang kept off).
+fn references(text: &str) -> Vec<(String, String)> {
     let mut found = Vec::new();
     let mut rest = text;
     while let Some(start) = rest.find("((") {
         let after = &rest[start + 2..];
         let Some(end) = after.find("))") else { break };
         let name = after[..end].trim();
-        // `((!name))` asks for no interpolation of the literal; BOSH's bang is kept off.
         if !name.is_empty() && !name.contains(char::is_whitespace) {
-            found.push(name.trim_start_matches('!').to_string());
+            let written = format!("(({}))", &after[..end]);
+            found.push((written, name.trim_start_matches('!').to_string()));
         }
         rest = &after[end + 2..];
     }
@@ -289,14 +290,13 @@ fn replace(node: &Node, values: &Values) -> Result<Node, VariableError> {
             if refs.is_empty() {
                 return Ok(node.clone());
             }
-            let whole = format!("(({}))", refs[0]);
-            if refs.len() == 1 && s.trim() == whole {
-                let found = lookup(values, &refs[0])
-                    .ok_or_else(|| VariableError::Missing(vec![refs[0].clone()]))?;
+            if refs.len() == 1 && s.trim() == refs[0].0 {
+                let found = lookup(values, &refs[0].1)
+                    .ok_or_else(|| VariableError::Missing(vec![refs[0].1.clone()]))?;
                 return Ok(fleet_yaml::from_json_at(&found, node.at));
             }
             let mut text = s.clone();
-            for reference in refs {
+            for (written, reference) in refs {
                 let found = lookup(values, &reference)
                     .ok_or_else(|| VariableError::Missing(vec![reference.clone()]))?;
                 let piece = match &found {
@@ -315,7 +315,7 @@ fn replace(node: &Node, values: &Values) -> Result<Node, VariableError> {
                         });
                     }
                 };
-                text = text.replace(&format!("(({reference}))"), &piece);
+                text = text.replace(&written, &piece);
             }
             Value::Str(text)
         }
@@ -369,6 +369,12 @@ mod tests {
         assert_eq!(out["b"], "https://mbus:s3@127.0.0.1:6868");
         assert_eq!(out["c"], "CA");
         assert_eq!(out["d"]["certificate"], "C");
+        // BOSH's bang and spaces inside the parentheses name the same variable.
+        let spaced = interpolate(&load("a: (( port ))\nb: x-((!pw))-y\n"), &values)
+            .unwrap()
+            .to_json();
+        assert_eq!(spaced["a"], "6868");
+        assert_eq!(spaced["b"], "x-s3-y");
         let e = interpolate(&load("x: ((one))\ny: a((two))b\n"), &Values::new()).unwrap_err();
         assert_eq!(e.to_string(), "Expected to find variables: one, two");
         let e = interpolate(&load("x: a((cert))b\n"), &values).unwrap_err();

@@ -120,7 +120,37 @@ pub fn processes(sandbox: &Sandbox, jobs: &[String]) -> Result<Vec<ProcessDef>, 
             });
         }
     }
+    // Nor does it take processes that depend on each other round a circle.
+    for process in &found {
+        let mut path = vec![process.name.as_str()];
+        if let Some(circle) = circle_from(&found, &mut path) {
+            return Err(JobFilesError::Invalid {
+                job: process.job.clone(),
+                file: "monit".into(),
+                message: format!("processes depend on each other: {}", circle.join(" -> ")),
+            });
+        }
+    }
     Ok(found)
+}
+
+/// A `depends on` circle from the last process of `path`, as the names round it.
+fn circle_from<'a>(found: &'a [ProcessDef], path: &mut Vec<&'a str>) -> Option<Vec<String>> {
+    let last = *path.last()?;
+    let process = found.iter().find(|p| p.name == last)?;
+    for dependency in &process.depends_on {
+        if let Some(at) = path.iter().position(|p| p == dependency) {
+            let mut circle: Vec<String> = path[at..].iter().map(|p| p.to_string()).collect();
+            circle.push(dependency.clone());
+            return Some(circle);
+        }
+        path.push(dependency.as_str());
+        if let Some(circle) = circle_from(found, path) {
+            return Some(circle);
+        }
+        path.pop();
+    }
+    None
 }
 
 /// `/var/vcap/jobs/bpm/bin/bpm start JOB [-p PROCESS]`: the job and process bpm starts.

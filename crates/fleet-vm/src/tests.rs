@@ -671,6 +671,21 @@ async fn depends_on_starts_a_process_after_what_it_depends_on_runs_and_stops_it_
 }
 
 #[test]
+fn processes_that_depend_on_each_other_round_a_circle_are_refused() {
+    let vm = Vm::new();
+    foreground_job(&vm, "a", "depends on b");
+    foreground_job(&vm, "b", "depends on a");
+    let e = jobs::processes(&vm.sandbox, &names(&["a", "b"])).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "job a: monit: processes depend on each other: a -> b -> a"
+    );
+    let vm = Vm::new();
+    foreground_job(&vm, "a", "depends on a");
+    assert!(jobs::processes(&vm.sandbox, &names(&["a"])).is_err());
+}
+
+#[test]
 fn depends_on_a_process_no_job_declares_is_refused() {
     let vm = Vm::new();
     foreground_job(&vm, "web", "depends on nosuch");

@@ -107,7 +107,16 @@ async fn deploy_valid(
     let mut ids = || new_id("instance");
     if options.dry_run {
         // Every variable it uses is known, or would be generated.
-        config_server::resolve(&ports.records, &name, &snapshot.manifest, declared, false).await?;
+        let extra = links::foreign_references(&observed.foreign);
+        let resolving = config_server::resolve(
+            &ports.records,
+            &name,
+            &snapshot.manifest,
+            declared,
+            false,
+            &extra,
+        );
+        resolving.await?;
         // Decided against the store as a deploy would, and nothing is written.
         let view = networking::observe(&ports.addresses, &networking, &snapshot.manifest).await?;
         let plan = decide(&snapshot, &networking, &observed, &options, &view, &mut ids)?;
@@ -147,8 +156,15 @@ async fn deploy_valid(
             .await?;
     }
     compilation::delete_leftovers(ports, &log, &name).await?;
-    let variables =
-        config_server::resolve(&ports.records, &name, &snapshot.manifest, declared, true).await?;
+    let variables = config_server::resolve(
+        &ports.records,
+        &name,
+        &snapshot.manifest,
+        declared,
+        true,
+        &links::foreign_references(&observed.foreign),
+    )
+    .await?;
     log.check()?;
     // A refused plan (an ignored instance the manifest deletes, a network out of
     // addresses) claims nothing.

@@ -4,7 +4,7 @@
 
 use crate::DirectorError;
 use crate::ids::new_id;
-use crate::links::LinkError;
+use crate::links::{LinkError, provider_id};
 use crate::model::{Consumer, DeploymentRecord, ExternalLink, Provider};
 use crate::records::change;
 
@@ -18,11 +18,6 @@ pub struct LinkView {
     pub consumer_id: String,
     pub provider_id: String,
     pub created_at: u64,
-}
-
-/// A provider's id in the API: its deployment, group, job and spec name.
-pub fn provider_id(p: &Provider) -> String {
-    format!("{}:{}:{}:{}", p.deployment, p.group, p.job, p.name)
 }
 
 /// A consumer's id in the API.
@@ -75,9 +70,8 @@ impl Director {
             .collect())
     }
 
-    /// The links of the deployment's consumers: those its last deploy resolved to a
-    /// provider of its own (by type, as that deploy matched them), and the external links
-    /// to its providers.
+    /// The links of the deployment's consumers, to the providers its last deploy linked
+    /// them to, and the external links to its providers.
     ///
     /// # Errors
     /// As [`Director::link_providers`].
@@ -85,18 +79,13 @@ impl Director {
         let record = self.linked_deployment(deployment).await?;
         let mut links = Vec::new();
         for consumer in &record.consumers {
-            let matching: Vec<&Provider> = record
-                .providers
-                .iter()
-                .filter(|p| !p.blocked && p.link_type == consumer.link_type)
-                .collect();
-            if let [provider] = matching.as_slice() {
+            if let Some(provider) = &consumer.provider {
                 let id = consumer_id(deployment, consumer);
                 links.push(LinkView {
                     name: consumer.name.clone(),
                     consumer_id: id.clone(),
                     id,
-                    provider_id: provider_id(provider),
+                    provider_id: provider.clone(),
                     created_at: 0,
                 });
             }

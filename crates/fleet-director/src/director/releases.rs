@@ -65,9 +65,11 @@ impl Director {
         fingerprints: &[String],
     ) -> Result<Vec<String>, DirectorError> {
         let releases = self.releases().await?;
+        // A compiled package's archive is no source to compile from.
         let known: std::collections::BTreeSet<&str> = releases
             .iter()
             .flat_map(|r| &r.packages)
+            .filter(|p| p.compiled_for.is_empty())
             .filter_map(|p| p.archive.as_ref())
             .map(|a| a.fingerprint.as_str())
             .collect();

@@ -290,6 +290,7 @@ async fn run_group(
         &snapshot.manifest,
         &declared,
         true,
+        &links::foreign_references(&foreign),
     )
     .await?;
     let rendering = templates::render_plan(
