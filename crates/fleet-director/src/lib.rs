@@ -60,6 +60,7 @@ mod update;
 mod update_order;
 mod upload_refusal;
 pub mod validate;
+mod variable_names;
 
 #[cfg(test)]
 mod shared_tests;

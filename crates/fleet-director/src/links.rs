@@ -315,7 +315,7 @@ pub fn resolve(
                         let mut content = provider.content();
                         // Another deployment's exported properties refer to its variables.
                         if provider.deployment != deployment {
-                            content["properties"] = crate::config_server::qualify(
+                            content["properties"] = crate::variable_names::qualify(
                                 &content["properties"],
                                 &provider.deployment,
                             );
@@ -395,7 +395,7 @@ pub fn foreign_references(foreign: &Foreign) -> std::collections::BTreeSet<Strin
         .flatten()
         .filter(|p| p.shared)
         .flat_map(|p| {
-            let qualified = crate::config_server::qualify(&p.properties, &p.deployment);
+            let qualified = crate::variable_names::qualify(&p.properties, &p.deployment);
             fleet_variables::used_json(&qualified)
         })
         .collect()
