@@ -202,12 +202,45 @@ pub async fn observe_for(records: &Records, needed: &[NeededOn]) -> Result<Uncom
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CompilationPlan {
     batches: Vec<Batch>,
+    /// Packages without sources taken as compiled for another version of the stemcell's
+    /// OS with the same major version.
+    borrowed: Vec<Borrowed>,
+}
+
+/// A package without sources used on a stemcell from its compilation for a sibling: the
+/// same OS and major version, the highest such version, as BOSH's director picks it.
+#[derive(Debug, Clone, PartialEq)]
+struct Borrowed {
+    /// Its cache key on the stemcell the deploy uses.
+    key: String,
+    /// Its cache key where it was compiled.
+    from: String,
+    package: String,
+    stemcell: String,
+}
+
+/// The stemcell of `compiled_for` a package without sources is used from on `stemcell`:
+/// the same OS and major version, the highest version.
+fn sibling<'a>(compiled_for: &'a [String], stemcell: &str) -> Option<&'a str> {
+    let (os, version) = stemcell.split_once('/')?;
+    let major = |v: &str| v.split('.').next().unwrap_or_default().to_string();
+    compiled_for
+        .iter()
+        .filter_map(|s| s.split_once('/').map(|(o, v)| (s.as_str(), o, v)))
+        .filter(|(_, o, v)| *o == os && major(v) == major(version))
+        .max_by(|a, b| fleet_versions::compare(a.2, b.2))
+        .map(|(s, _, _)| s)
 }
 
 impl CompilationPlan {
     /// How many packages are compiled.
     pub fn packages(&self) -> usize {
         self.batches.iter().map(|b| b.todo.len()).sum()
+    }
+
+    /// Whether it neither compiles nor borrows anything.
+    pub fn is_empty(&self) -> bool {
+        self.batches.is_empty() && self.borrowed.is_empty()
     }
 
     /// The packages compiled, `release/package` on `os/version`, in order.
@@ -242,6 +275,7 @@ pub fn decide_for(
     uncompiled: &Uncompiled,
 ) -> Result<CompilationPlan, StepError> {
     let mut batches = Vec::new();
+    let mut borrowed = Vec::new();
     for on in needed {
         let todo: BTreeSet<PackageKey> = on
             .keys
@@ -249,16 +283,32 @@ pub fn decide_for(
             .filter(|(_, key)| uncompiled.0.contains(*key))
             .map(|(package, _)| package.clone())
             .collect();
-        let sourceless: Vec<&PackageKey> = todo
-            .iter()
-            .filter(|p| {
-                releases
-                    .iter()
-                    .filter(|r| r.name == p.release && r.version == p.version)
-                    .flat_map(|r| &r.packages)
-                    .any(|k| k.name == p.name && !k.compiled_for.is_empty())
-            })
-            .collect();
+        let mut todo = todo;
+        let mut sourceless: Vec<PackageKey> = Vec::new();
+        for p in todo.clone() {
+            let found = releases
+                .iter()
+                .find(|r| r.name == p.release && r.version == p.version)
+                .and_then(|r| {
+                    r.packages
+                        .iter()
+                        .find(|k| k.name == p.name && !k.compiled_for.is_empty())
+                        .map(|k| (r, k))
+                });
+            let Some((release, package)) = found else {
+                continue;
+            };
+            todo.remove(&p);
+            match sibling(&package.compiled_for, &on.stemcell) {
+                Some(from) => borrowed.push(Borrowed {
+                    key: on.keys[&p].clone(),
+                    from: crate::compile::cache_key(release, &p.name, from),
+                    package: p.describe(),
+                    stemcell: on.stemcell.clone(),
+                }),
+                None => sourceless.push(p),
+            }
+        }
         if let Some(first) = sourceless.first() {
             return Err(StepError::Failed(format!(
                 "Can't use release '{}/{}'. It references packages without source code and are \
@@ -280,7 +330,7 @@ pub fn decide_for(
             });
         }
     }
-    Ok(CompilationPlan { batches })
+    Ok(CompilationPlan { batches, borrowed })
 }
 
 /// Compiles what `plan` decided, on compilation VMs that take addresses the instances'
@@ -294,6 +344,24 @@ pub async fn compile(
     taken: &[(String, u32)],
     plan: &CompilationPlan,
 ) -> Result<usize, StepError> {
+    // What a sibling stemcell's compilation serves is kept for this one too.
+    for b in &plan.borrowed {
+        let compiled = ports.records.compiled(&b.from).await?.ok_or_else(|| {
+            StepError::Failed(format!(
+                "the compiled package {} is gone from the director",
+                b.package
+            ))
+        })?;
+        let record = CompiledPackage {
+            package: b.package.clone(),
+            stemcell: b.stemcell.clone(),
+            blob: compiled.blob,
+        };
+        ports
+            .records
+            .write(vec![change::compiled(&b.key, &record)])
+            .await?;
+    }
     let manifest = &snapshot.manifest;
     let work = &plan.batches;
     let total = plan.packages();

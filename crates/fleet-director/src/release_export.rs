@@ -156,7 +156,7 @@ async fn compile_missing(
     let needed = [needed_for_jobs(releases, &wanted, stemcell).map_err(StepError::from)?];
     let uncompiled = compilation::observe_for(records, &needed).await?;
     let plan = compilation::decide_for(&needed, releases, &uncompiled)?;
-    if plan.packages() == 0 {
+    if plan.is_empty() {
         return Ok(());
     }
     let snapshot = Snapshot::take(records, manifest).await?;

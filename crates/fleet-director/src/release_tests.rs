@@ -293,7 +293,8 @@ instance_groups:
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_compiled_release_deploys_on_its_stemcell_without_compiling_and_is_refused_on_another() {
+async fn a_compiled_release_deploys_on_its_stemcells_major_version_without_compiling_and_is_refused_on_another()
+ {
     let d = director().await;
     let task = upload(&d, &kv_compiled().build(), false).await;
     assert_eq!(task.state, TaskState::Done, "{}", result(&task));
@@ -335,8 +336,30 @@ async fn a_compiled_release_deploys_on_its_stemcell_without_compiling_and_is_ref
     })
     .await
     .unwrap();
-    let refused = d
+    // Another version of the OS with the same major version takes what was compiled.
+    let sibling = d
         .deploy(&kv_manifest("1.1"), DeployOptions::default())
+        .await
+        .unwrap();
+    let sibling = d.wait(sibling.id).await.unwrap();
+    assert_eq!(sibling.state, TaskState::Done, "{}", result(&sibling));
+    let compiled_again = d
+        .events(sibling.id)
+        .await
+        .unwrap()
+        .iter()
+        .any(|e| e.stage == "Compiling packages");
+    assert!(!compiled_again);
+    d.upload_stemcell(&Stemcell {
+        name: "bosh-jammy".into(),
+        os: "jammy".into(),
+        version: "2.0".into(),
+        cid: None,
+    })
+    .await
+    .unwrap();
+    let refused = d
+        .deploy(&kv_manifest("2.0"), DeployOptions::default())
         .await
         .unwrap();
     let refused = d.wait(refused.id).await.unwrap();
@@ -344,6 +367,6 @@ async fn a_compiled_release_deploys_on_its_stemcell_without_compiling_and_is_ref
     assert_eq!(
         result(&refused),
         "Can't use release 'kv/1'. It references packages without source code and are not \
-         compiled against stemcell 'jammy/1.1':\n - 'kv-server'\n - 'runtime'"
+         compiled against stemcell 'jammy/2.0':\n - 'kv-server'\n - 'runtime'"
     );
 }
