@@ -37,13 +37,11 @@ fn name_problem(name: &str) -> Option<String> {
 ///
 /// # Errors
 /// Every declaration without a name or type, with a bad name, or named twice.
-pub fn declared(text: &str) -> Result<Json, StepError> {
-    let root = fleet_yaml::load(text, fleet_yaml::Limits::default())
-        .map_err(|e| StepError::Failed(e.to_string()))?;
-    let Some(node) = root.get("variables") else {
-        return Ok(Json::Array(Vec::new()));
+pub fn declared(manifest: &Manifest) -> Result<Json, StepError> {
+    let declared = match &manifest.variables {
+        Json::Null => return Ok(Json::Array(Vec::new())),
+        given => given.clone(),
     };
-    let declared = node.to_json();
     let Some(list) = declared.as_array() else {
         return Err(StepError::Failed(
             "`variables` must be a list of {name, type, options}".into(),

@@ -44,40 +44,32 @@ pub fn resolve(
 ) -> Vec<Resolved> {
     let mut resolved = Vec::new();
     for r in &mut manifest.releases {
-        let Some(prefix) = asks_latest(&r.version) else {
-            continue;
-        };
-        let uploaded = releases
-            .iter()
-            .filter(|u| u.name == r.name)
-            .map(|u| u.version.as_str());
-        if let Some(version) = highest(uploaded, prefix) {
-            r.version = version.to_string();
-            resolved.push(Resolved {
-                kind: "release".into(),
-                name: r.name.clone(),
-                version: r.version.clone(),
-            });
-        }
+        let uploaded = releases.iter().filter(|u| u.name == r.name);
+        let uploaded = uploaded.map(|u| u.version.as_str());
+        resolved.extend(resolve_one(&mut r.version, uploaded, "release", &r.name));
     }
     for s in &mut manifest.stemcells {
-        let Some(prefix) = asks_latest(&s.version) else {
-            continue;
-        };
-        let uploaded = stemcells
-            .iter()
-            .filter(|u| u.os == s.os)
-            .map(|u| u.version.as_str());
-        if let Some(version) = highest(uploaded, prefix) {
-            s.version = version.to_string();
-            resolved.push(Resolved {
-                kind: "stemcell".into(),
-                name: s.alias.clone(),
-                version: s.version.clone(),
-            });
-        }
+        let uploaded = stemcells.iter().filter(|u| u.os == s.os);
+        let uploaded = uploaded.map(|u| u.version.as_str());
+        resolved.extend(resolve_one(&mut s.version, uploaded, "stemcell", &s.alias));
     }
     resolved
+}
+
+/// `version` resolved among `uploaded` when it asks for the latest and one matches.
+fn resolve_one<'a>(
+    version: &mut String,
+    uploaded: impl Iterator<Item = &'a str>,
+    kind: &str,
+    name: &str,
+) -> Option<Resolved> {
+    let prefix = asks_latest(version)?;
+    *version = highest(uploaded, prefix)?.to_string();
+    Some(Resolved {
+        kind: kind.into(),
+        name: name.to_string(),
+        version: version.clone(),
+    })
 }
 
 /// Puts back into a manifest read from a deployment's record the versions its `latest`

@@ -5,12 +5,10 @@
 //! download (`GET /resources/ID`); the task's result output names it and gives its
 //! SHA-1, as BOSH's does.
 
-use std::collections::BTreeSet;
-
 use serde_json::json;
 
 use super::compilation;
-use super::compile::{cache_key, needed_for_jobs};
+use super::compile::{NeededOn, needed_for_jobs};
 use super::error::StepError;
 use super::ids::new_id;
 use super::latest;
@@ -37,35 +35,6 @@ pub struct ExportRequest {
 /// The blob ids of exported releases start with this, which tells `GET /resources/ID` it
 /// may hand the blob out.
 pub const EXPORT_PREFIX: &str = "exported-release-";
-
-/// The packages `jobs` use, with everything they depend on, in the release's order.
-fn packages_used(release: &Release, jobs: &[String]) -> Vec<String> {
-    let mut wanted: BTreeSet<String> = release
-        .jobs
-        .iter()
-        .filter(|j| jobs.is_empty() || jobs.contains(&j.name))
-        .flat_map(|j| j.packages.iter().cloned())
-        .collect();
-    loop {
-        let more: Vec<String> = release
-            .packages
-            .iter()
-            .filter(|p| wanted.contains(&p.name))
-            .flat_map(|p| p.dependencies.iter().cloned())
-            .filter(|d| !wanted.contains(d))
-            .collect();
-        if more.is_empty() {
-            break;
-        }
-        wanted.extend(more);
-    }
-    release
-        .packages
-        .iter()
-        .filter(|p| wanted.contains(&p.name))
-        .map(|p| p.name.clone())
-        .collect()
-}
 
 /// The task: checks the deployment uses the release, finds each package compiled for
 /// the stemcell, packs them with the jobs, and keeps the tarball.
@@ -120,10 +89,20 @@ pub async fn run(
         .into_iter()
         .find(|r| r.name == name && r.version == version)
         .ok_or_else(|| StepError::Failed(format!("Release '{name}/{version}' doesn't exist")))?;
-    compile_missing(&deploy, &log, &deployment, text, &release, &stemcell, &jobs).await?;
+    // The packages the exported jobs need on the stemcell, with their cache keys: what
+    // is compiled first, then packed.
+    let wanted: Vec<(String, String)> = release
+        .jobs
+        .iter()
+        .filter(|j| jobs.is_empty() || jobs.contains(&j.name))
+        .map(|j| (release.name.clone(), j.name.clone()))
+        .collect();
+    let needed = needed_for_jobs(std::slice::from_ref(&release), &wanted, &stemcell)
+        .map_err(StepError::from)?;
+    compile_missing(&deploy, &log, &deployment, text, &release, &needed).await?;
     let stage = log.stage("Exporting release", Vec::new(), 1);
     let step = stage.start(format!("{name}/{version} for {stemcell}"));
-    let packed = pack(&records, &release, &stemcell, &jobs).await;
+    let packed = pack(&records, &release, &needed, &jobs).await;
     let (bytes, sha1) = step.end(packed)?;
     let id = format!("{EXPORT_PREFIX}{}", new_id("blob"));
     records.put_blob(&id, bytes).await?;
@@ -142,20 +121,13 @@ async fn compile_missing(
     deployment: &str,
     manifest: String,
     release: &Release,
-    stemcell: &str,
-    jobs: &[String],
+    needed: &NeededOn,
 ) -> Result<(), JobError> {
     let records = &deploy.ports.records;
-    let wanted: Vec<(String, String)> = release
-        .jobs
-        .iter()
-        .filter(|j| jobs.is_empty() || jobs.contains(&j.name))
-        .map(|j| (release.name.clone(), j.name.clone()))
-        .collect();
     let releases = std::slice::from_ref(release);
-    let needed = [needed_for_jobs(releases, &wanted, stemcell).map_err(StepError::from)?];
-    let uncompiled = compilation::observe_for(records, &needed).await?;
-    let plan = compilation::decide_for(&needed, releases, &uncompiled)?;
+    let needed = std::slice::from_ref(needed);
+    let uncompiled = compilation::observe_for(records, needed).await?;
+    let plan = compilation::decide_for(needed, releases, &uncompiled)?;
     if plan.is_empty() {
         return Ok(());
     }
@@ -183,9 +155,10 @@ async fn compile_missing(
 async fn pack(
     records: &Records,
     release: &Release,
-    stemcell: &str,
+    needed: &NeededOn,
     jobs: &[String],
 ) -> Result<(Vec<u8>, String), StepError> {
+    let stemcell = &needed.stemcell;
     let mut manifest = format!(
         "name: {}\nversion: '{}'\ncommit_hash: {}\nuncommitted_changes: {}\njobs:\n",
         release.name,
@@ -211,14 +184,14 @@ async fn pack(
     }
     manifest.push_str("compiled_packages:\n");
     let mut missing = Vec::new();
-    for name in packages_used(release, jobs) {
+    for (package, key) in &needed.keys {
+        let name = package.name.clone();
         let package = release
             .packages
             .iter()
             .find(|p| p.name == name)
             .expect("a package of the release");
-        let key = cache_key(release, &name, stemcell);
-        let compiled: Option<CompiledPackage> = records.compiled(&key).await?;
+        let compiled: Option<CompiledPackage> = records.compiled(key).await?;
         let (Some(compiled), Some(archive)) = (compiled, package.archive.as_ref()) else {
             missing.push(name);
             continue;

@@ -13,6 +13,14 @@ fn with_variables(properties: &str, declared: &str) -> String {
     ) + declared
 }
 
+async fn dry_run(director: &crate::Director, text: &str) -> crate::model::Task {
+    let options = crate::DeployOptions {
+        dry_run: true,
+        ..crate::DeployOptions::default()
+    };
+    director.deploy(text, options).await.unwrap()
+}
+
 const DECLARED: &str = "variables:
 - {name: pw, type: password}
 - {name: ca, type: certificate, options: {is_ca: true, common_name: test-ca}}
@@ -148,17 +156,7 @@ async fn a_dry_run_checks_what_it_would_generate_and_writes_nothing() {
         "{port: 80, tls: '((tls.certificate))'}",
         "variables:\n- {name: tls, type: certificate, options: {ca: nosuch, common_name: x}}\n",
     );
-    let task = f
-        .director
-        .deploy(
-            &bad,
-            crate::DeployOptions {
-                dry_run: true,
-                ..crate::DeployOptions::default()
-            },
-        )
-        .await
-        .unwrap();
+    let task = dry_run(&f.director, &bad).await;
     let result = failed(&f.director.wait(task.id).await.unwrap());
     assert!(
         result.contains("its CA `nosuch` is not declared before it"),
@@ -168,17 +166,7 @@ async fn a_dry_run_checks_what_it_would_generate_and_writes_nothing() {
         "{port: 80, pw: '((pw))'}",
         "variables:\n- {name: pw, type: password}\n",
     );
-    let task = f
-        .director
-        .deploy(
-            &good,
-            crate::DeployOptions {
-                dry_run: true,
-                ..crate::DeployOptions::default()
-            },
-        )
-        .await
-        .unwrap();
+    let task = dry_run(&f.director, &good).await;
     assert_eq!(
         f.director.wait(task.id).await.unwrap().state,
         TaskState::Done

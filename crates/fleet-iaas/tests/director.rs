@@ -251,6 +251,12 @@ impl Fixture {
     }
 }
 
+/// The stage of each of a task's events, in order.
+async fn stages(director: &Director, task: u64) -> Vec<String> {
+    let events = director.events(task).await.unwrap();
+    events.into_iter().map(|e| e.stage).collect()
+}
+
 fn position(lines: &[String], line: &str) -> usize {
     lines
         .iter()
@@ -912,17 +918,10 @@ async fn an_exported_compiled_release_deploys_on_a_fresh_director_without_compil
         export.result.as_deref(),
         Some("Exported release: greeter/1 for jammy/1")
     );
-    let stages: Vec<String> = f
-        .director
-        .events(export.id)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| e.stage)
-        .collect();
+    let exported = stages(&f.director, export.id).await;
     assert!(
-        stages.iter().any(|s| s == "Compiling packages"),
-        "what no deploy compiled is compiled for the export: {stages:?}"
+        exported.iter().any(|s| s == "Compiling packages"),
+        "what no deploy compiled is compiled for the export: {exported:?}"
     );
     let line: serde_json::Value =
         serde_json::from_str(f.director.result_output(&export).await.unwrap().trim()).unwrap();
@@ -957,17 +956,10 @@ async fn an_exported_compiled_release_deploys_on_a_fresh_director_without_compil
     fresh.upload(&tarball).await;
     let task = fresh.deploy("1").await;
     assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
-    let stages: Vec<String> = fresh
-        .director
-        .events(task.id)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| e.stage)
-        .collect();
+    let deployed = stages(&fresh.director, task.id).await;
     assert!(
-        !stages.iter().any(|s| s == "Compiling packages"),
-        "{stages:?}"
+        !deployed.iter().any(|s| s == "Compiling packages"),
+        "{deployed:?}"
     );
     position(&fresh.lines(), "greeter/0:running");
     let delete = fresh.director.delete("greeter").await.unwrap();

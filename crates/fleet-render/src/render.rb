@@ -63,6 +63,7 @@ module FleetRender
     merged
   end
 
+  # What if_p and if_link return: when their block did not run, the next branch does.
   class ActiveElse
     def initialize(context)
       @context = context
@@ -75,12 +76,20 @@ module FleetRender
     def else_if_p(*names, &block)
       @context.if_p(*names, &block)
     end
+
+    def else_if_link(name, &block)
+      @context.if_link(name, &block)
+    end
   end
 
   class InactiveElse
     def else; end
 
     def else_if_p(*_names)
+      self
+    end
+
+    def else_if_link(_name)
       self
     end
   end
@@ -149,28 +158,6 @@ module FleetRender
     end
   end
 
-  class ActiveLinkElse
-    def initialize(context)
-      @context = context
-    end
-
-    def else
-      yield
-    end
-
-    def else_if_link(name, &block)
-      @context.if_link(name, &block)
-    end
-  end
-
-  class InactiveLinkElse
-    def else; end
-
-    def else_if_link(_name)
-      self
-    end
-  end
-
   class View
     def initialize(hash)
       @hash = hash.to_h { |key, value| [key.to_s, View.wrap(value)] }
@@ -229,10 +216,10 @@ module FleetRender
 
     def if_link(name)
       found = @links[name]
-      return ActiveLinkElse.new(self) unless found.is_a?(Hash) && found.key?('instances')
+      return ActiveElse.new(self) unless found.is_a?(Hash) && found.key?('instances')
 
       yield Link.new(found)
-      InactiveLinkElse.new
+      InactiveElse.new
     end
 
     def evaluation_binding

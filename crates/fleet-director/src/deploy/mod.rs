@@ -65,7 +65,7 @@ pub async fn deploy(
     let mut snapshot = Snapshot::take(&ports.ports.records, text).await?;
     validate(&mut snapshot, &limits)?;
     compilation::check(&snapshot)?;
-    let declared = config_server::declared(&snapshot.text)?;
+    let declared = config_server::declared(&snapshot.manifest)?;
     let name = snapshot.manifest.name.clone();
     let outcome = deploy_valid(&ports, log, snapshot, &declared, options).await;
     if outcome.is_err() {

@@ -283,7 +283,7 @@ async fn run_group(
     for g in &mut plan.groups {
         g.instances.retain(|i| i.id == target.id);
     }
-    let declared = crate::config_server::declared(&snapshot.text)?;
+    let declared = crate::config_server::declared(&snapshot.manifest)?;
     let variables = crate::config_server::resolve(
         &ports.records,
         &deployment,

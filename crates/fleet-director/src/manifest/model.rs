@@ -175,6 +175,9 @@ pub struct Manifest {
     pub stemcells: Vec<StemcellRef>,
     pub update: UpdatePolicy,
     pub instance_groups: Vec<InstanceGroup>,
+    /// The `variables:` section as given, `null` without one: the config server checks
+    /// and generates what it declares.
+    pub variables: serde_json::Value,
 }
 
 impl Manifest {

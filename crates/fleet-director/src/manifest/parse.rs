@@ -167,6 +167,10 @@ fn read(root: &Node, checker: &mut Checker) -> Manifest {
         .iter()
         .find(|(k, _)| k.name == "networks")
         .map(|(_, node)| crate::network::networks(checker, node, "networks", None));
+    let variables = entries
+        .iter()
+        .find(|(k, _)| k.name == "variables")
+        .map_or(serde_json::Value::Null, |(_, node)| node.to_json());
     let manifest = Manifest {
         name,
         networks,
@@ -174,6 +178,7 @@ fn read(root: &Node, checker: &mut Checker) -> Manifest {
         stemcells,
         update,
         instance_groups,
+        variables,
     };
     check_references(checker, &manifest, root);
     manifest
