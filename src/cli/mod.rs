@@ -6,6 +6,7 @@ mod colour;
 mod cpi;
 mod error;
 mod listing;
+mod release_source;
 mod run;
 mod serve;
 mod state;

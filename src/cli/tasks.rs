@@ -6,16 +6,23 @@ use std::path::PathBuf;
 
 use fleet_updater::director::model::{Task, TaskState};
 use fleet_updater::fleet::Access;
-use fleet_updater::release::from_path;
+use fleet_updater::release::{build_from_source, from_path, from_tarball, is_release_source};
 
 use super::error::{CliError, DONE, INSTANCES_FAILED};
+use super::release_source::{SourceVersion, choose};
 use super::state::{StateArgs, open_fleet, settings_of};
 use super::{print_text, runtime};
 
 #[derive(clap::Args)]
 pub struct UploadArgs {
-    /// The release tarball, or a directory holding what it would.
+    /// The release tarball, a directory holding what it would, or a release source in
+    /// BOSH's layout (`config/final.yml`, `jobs/`, `packages/`, `src/`), built here as `bosh
+    /// create-release` builds it.
     path: PathBuf,
+    /// The version to build a release source as; by default, the uploaded version with
+    /// the same jobs and packages, else the next dev version (`0+dev.N`).
+    #[arg(long)]
+    version: Option<String>,
     /// Replace a version uploaded before with other contents, and write every archive
     /// again (repairs a damaged one).
     #[arg(long)]
@@ -24,14 +31,52 @@ pub struct UploadArgs {
 
 pub fn upload(state: &StateArgs, args: &UploadArgs) -> Result<u8, CliError> {
     let config = settings_of(state)?;
-    // Read and checked before the fleet is opened: a bad release changes nothing.
-    let archive = from_path(&args.path).map_err(|e| CliError::Release {
+    let source = is_release_source(&args.path);
+    let unreadable = |e| CliError::Release {
         path: args.path.clone(),
         source: e,
-    })?;
+    };
+    let build = |version: &str| {
+        build_from_source(&args.path, version)
+            .and_then(|tarball| from_tarball(&tarball))
+            .map_err(unreadable)
+    };
+    // Read (or built) and checked before the fleet is opened: a bad release changes
+    // nothing.
+    let mut archive = if source {
+        build(args.version.as_deref().unwrap_or("0+dev.0"))?
+    } else {
+        from_path(&args.path).map_err(unreadable)?
+    };
     runtime()?.block_on(async {
         let fleet = open_fleet(&config, Access::SERVE).await?;
         let director = fleet.director();
+        if source {
+            let uploaded = match director.releases().await {
+                Ok(releases) => releases,
+                Err(e) => {
+                    fleet.close().await;
+                    return Err(e.into());
+                }
+            };
+            match choose(&archive, &uploaded, args.version.as_deref()) {
+                SourceVersion::Uploaded(version) => {
+                    fleet.close().await;
+                    print_text(&format!(
+                        "release {}/{version} has these sources already\n",
+                        archive.manifest.name
+                    ));
+                    return Ok(DONE);
+                }
+                SourceVersion::New(version) => match build(&version) {
+                    Ok(built) => archive = built,
+                    Err(e) => {
+                        fleet.close().await;
+                        return Err(e);
+                    }
+                },
+            }
+        }
         let ended = match director.upload_release_archive(archive, args.fix).await {
             Ok(task) => director.wait(task.id).await,
             Err(e) => Err(e),

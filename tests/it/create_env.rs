@@ -27,19 +27,6 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
-
 impl Env {
     fn new() -> Env {
         let w = Workspace::new();
@@ -48,10 +35,10 @@ impl Env {
         // The demo's CPI release, its CPI recording each method and holding one that a
         // file in `hold/` names.
         let cpi = w.path("cpi-release");
-        copy_tree(&demo.join("cpi-release"), &cpi);
+        crate::support::copy_tree(&demo.join("cpi-release"), &cpi);
         std::fs::create_dir_all(w.path("hold")).unwrap();
         std::fs::write(
-            cpi.join("packages/process-cpi/cpi"),
+            cpi.join("src/process-cpi/cpi"),
             format!(
                 "#!/bin/sh\nreq=$(cat)\nmethod=$(printf '%s' \"$req\" | sed -n 's/.*\"method\":\"\\([a-z_]*\\)\".*/\\1/p')\necho \"$method\" >> {calls}\nif [ -e {hold}/\"$method\" ]; then echo $$ > {hold}/held.pid; sleep 1000; fi\nprintf '%s' \"$req\" | exec \"$FLEET_UPDATER_PROGRAM\" cpi \"$@\"\n",
                 calls = w.path("cpi-calls").display(),

@@ -12,6 +12,7 @@ mod external_cpi;
 mod layers;
 mod over_http;
 mod processes;
+mod release_sources;
 mod releases_cli;
 mod run;
 mod schedule;

@@ -69,3 +69,48 @@ fn a_release_is_uploaded_listed_and_deleted_and_a_bad_one_changes_nothing() {
     assert_eq!(code, 1);
     assert!(err.contains("release `greeter/3` not found"), "{err}");
 }
+
+#[test]
+fn a_release_source_is_built_as_the_next_dev_version_and_unchanged_sources_upload_nothing() {
+    let w = Workspace::new();
+    let repository = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let source = w.path("kv-source");
+    crate::support::copy_tree(&repository.join("config/releases/kv"), &source);
+    let source_arg = source.to_str().unwrap();
+
+    let (code, out, err) = director(&w, &["upload-release", source_arg]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Created release 'kv/0+dev.1'"), "{out}");
+    let (code, out, err) = director(&w, &["upload-release", source_arg]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("release kv/0+dev.1 has these sources already"),
+        "{out}"
+    );
+
+    // A changed job is a new dev version; its unchanged package is the same package.
+    let spec = source.join("jobs/kv/spec");
+    let text = std::fs::read_to_string(&spec).unwrap();
+    std::fs::write(&spec, format!("{text}\n# changed\n")).unwrap();
+    let (code, out, err) = director(&w, &["upload-release", source_arg]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Created release 'kv/0+dev.2'"), "{out}");
+    let (code, out, err) = director(&w, &["upload-release", "--version", "7", source_arg]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Created release 'kv/7'"), "{out}");
+
+    // A source with a problem is refused before anything is uploaded, naming the file.
+    std::fs::remove_file(source.join("packages/kv-server/packaging")).unwrap();
+    let (code, _, err) = director(&w, &["upload-release", source_arg]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("packages/kv-server/packaging: is missing"),
+        "{err}"
+    );
+    let (_, listing, _) = director(&w, &["releases"]);
+    assert_eq!(
+        listing.lines().filter(|l| l.starts_with("kv")).count(),
+        3,
+        "{listing}"
+    );
+}

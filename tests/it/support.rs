@@ -63,3 +63,17 @@ pub fn ids_with(report: &serde_json::Value, outcome: &str) -> std::collections::
         .map(|i| i["id"].as_str().unwrap().to_string())
         .collect()
 }
+
+/// Copies the tree at `from` to `to`, files with their modes.
+pub fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}

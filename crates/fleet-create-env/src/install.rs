@@ -287,7 +287,8 @@ impl Installation {
             networks: [("default".to_string(), serde_json::json!({"ip": ""}))].into(),
             bootstrap: true,
         };
-        let source = JobSource::from_files(&job_archive.files, properties.clone());
+        let source = JobSource::from_files(&job_archive.files, properties.clone())
+            .of_release(&release.manifest.name, &release.manifest.version);
         let (archive, _) = render_archive(&spec, &[source]).await?;
         let jobs = unpack(&archive)?;
         fleet_vm::place::place(&vm, &jobs, Vec::new()).await?;

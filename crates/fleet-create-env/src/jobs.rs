@@ -97,10 +97,10 @@ async fn render(
                     template.name, template.release
                 ))
             })?;
-        sources.push(JobSource::from_files(
-            &archive.files,
-            manifest.job_properties(template),
-        ));
+        sources.push(
+            JobSource::from_files(&archive.files, manifest.job_properties(template))
+                .of_release(&release.manifest.name, &release.manifest.version),
+        );
     }
     let (archive, hash) = render_archive(&spec, &sources).await.map_err(|e| {
         EnvError::Deploy(format!("rendering the templates of '{}/0': {e}", job.name))

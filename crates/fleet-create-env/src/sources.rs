@@ -93,7 +93,7 @@ pub fn release(
         at: at.clone(),
         source,
     };
-    let archive = if path.join("release.yml").is_file() {
+    let archive = if fleet_release::is_release_source(&path) {
         let version = entry
             .version
             .as_deref()

@@ -54,7 +54,9 @@ impl TemplateRenderer {
             .cloned()
             .unwrap_or(serde_json::Value::Null);
         let links = instance.links.get(name).cloned().unwrap_or_default();
-        Ok(JobSource::from_files(&files, properties).consuming(links))
+        Ok(JobSource::from_files(&files, properties)
+            .of_release(&release.name, &release.version)
+            .consuming(links))
     }
 }
 

@@ -4,16 +4,39 @@
 //! as source and built with it; tests build the releases they upload with it.
 
 use super::digest::sha1_hex;
+use super::fingerprint::{Fingerprinted, fingerprint};
 use super::tgz;
 
 /// One file of a job or package, by its path inside that archive.
 pub type File = (String, Vec<u8>);
 
+/// One file of a job or package as a release source holds it: its path inside the
+/// archive, its contents and its Unix mode (which the archive keeps and the fingerprint
+/// counts).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceFile {
+    pub path: String,
+    pub bytes: Vec<u8>,
+    pub mode: u32,
+}
+
+impl SourceFile {
+    fn plain((path, bytes): File) -> Self {
+        SourceFile {
+            path,
+            bytes,
+            mode: 0o644,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 struct Part {
     name: String,
     dependencies: Vec<String>,
-    files: Vec<File>,
+    files: Vec<SourceFile>,
+    /// A package's `packaging` counts in its fingerprint without its mode.
+    package: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -50,29 +73,48 @@ impl ReleaseBuilder {
             Part {
                 name: name.to_string(),
                 dependencies: dependencies.iter().map(|d| d.to_string()).collect(),
-                files,
+                files: files.into_iter().map(SourceFile::plain).collect(),
+                package: true,
             },
             stemcell.to_string(),
         ));
         self
     }
 
-    /// A job: `job.MF` (its spec), `monit`, and `templates/...`.
-    pub fn job(mut self, name: &str, files: Vec<File>) -> Self {
+    /// A job: `job.MF` (its spec), `monit`, and `templates/...`, every file `0644`.
+    pub fn job(self, name: &str, files: Vec<File>) -> Self {
+        self.job_source(name, files.into_iter().map(SourceFile::plain).collect())
+    }
+
+    /// A job whose files keep their modes.
+    pub fn job_source(mut self, name: &str, files: Vec<SourceFile>) -> Self {
         self.jobs.push(Part {
             name: name.to_string(),
             dependencies: Vec::new(),
             files,
+            package: false,
         });
         self
     }
 
-    /// A package: `packaging` and the sources it builds from.
-    pub fn package(mut self, name: &str, dependencies: &[&str], files: Vec<File>) -> Self {
+    /// A package: `packaging` and the sources it builds from, every file `0644`.
+    pub fn package(self, name: &str, dependencies: &[&str], files: Vec<File>) -> Self {
+        let files = files.into_iter().map(SourceFile::plain).collect();
+        self.package_source(name, dependencies, files)
+    }
+
+    /// A package whose files keep their modes.
+    pub fn package_source(
+        mut self,
+        name: &str,
+        dependencies: &[&str],
+        files: Vec<SourceFile>,
+    ) -> Self {
         self.packages.push(Part {
             name: name.to_string(),
             dependencies: dependencies.iter().map(|d| d.to_string()).collect(),
             files,
+            package: true,
         });
         self
     }
@@ -130,22 +172,24 @@ fn entry(name: &str, fingerprint: &str, bytes: &[u8]) -> String {
     )
 }
 
-/// The part's archive and its fingerprint: a digest of its files' paths and contents
-/// (and its dependencies), so that the same sources give the same fingerprint.
+/// The part's archive and its fingerprint, as the `bosh` CLI computes it (see
+/// [`fingerprint`]), so that the same sources give the same fingerprint whichever tool
+/// built them.
 fn archive(part: &Part) -> (String, Vec<u8>) {
-    let mut files: Vec<&File> = part.files.iter().collect();
-    files.sort_by(|a, b| a.0.cmp(&b.0));
-    let mut listing = String::new();
-    for (path, bytes) in &files {
-        listing.push_str(&format!("{path}\0{}\n", sha1_hex(bytes)));
-    }
-    for dep in &part.dependencies {
-        listing.push_str(&format!("dependency\0{dep}\n"));
-    }
-    let fingerprint = sha1_hex(listing.as_bytes());
-    let refs: Vec<(&str, &[u8])> = files
+    let mut files: Vec<&SourceFile> = part.files.iter().collect();
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    let counted: Vec<Fingerprinted<'_>> = files
         .iter()
-        .map(|(p, b)| (p.as_str(), b.as_slice()))
+        .map(|f| Fingerprinted {
+            path: &f.path,
+            bytes: &f.bytes,
+            mode: (!(part.package && f.path == "packaging")).then_some(f.mode),
+        })
         .collect();
-    (fingerprint, tgz::build(&refs))
+    let fingerprint = fingerprint(&counted, &part.dependencies);
+    let entries: Vec<(&str, &[u8], u32)> = files
+        .iter()
+        .map(|f| (f.path.as_str(), f.bytes.as_slice(), f.mode))
+        .collect();
+    (fingerprint, tgz::build_with_modes(&entries))
 }

@@ -7,6 +7,7 @@ mod archive;
 mod builder;
 mod digest;
 mod error;
+mod fingerprint;
 mod job;
 mod manifest;
 mod package;
@@ -18,7 +19,7 @@ pub use archive::{
     CompiledArchive, JobArchive, MAX_RELEASE_BYTES, PackageArchive, ReleaseArchive, ReleaseError,
     from_path, from_tarball,
 };
-pub use builder::{File, ReleaseBuilder};
+pub use builder::{File, ReleaseBuilder, SourceFile};
 pub use digest::{Digest, sha1_hex, sha256_hex};
 pub use error::ArchiveError;
 pub use job::{JobFiles, JobSpec, LinkSpec, PropertySpec, parse_spec};
@@ -32,8 +33,11 @@ pub fn job_files(bytes: &[u8]) -> Result<JobFiles, ArchiveError> {
     job::read(bytes).map_err(|problems| ArchiveError::InvalidJob { problems })
 }
 pub use manifest::{ArchiveRef, CompiledRef, PackageRef, ReleaseManifest, parse as parse_manifest};
-pub use source::build_from_source;
-pub use tgz::{Entry, build as build_tgz, files as tgz_files, paths as tgz_paths};
+pub use source::{build_from_source, is_release_source, source_name};
+pub use tgz::{
+    Entry, build as build_tgz, build_with_modes as build_tgz_with_modes, files as tgz_files,
+    paths as tgz_paths,
+};
 pub use tree::{pack, unpack};
 
 #[cfg(test)]

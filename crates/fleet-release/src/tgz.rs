@@ -158,12 +158,21 @@ pub(crate) fn relative(raw: &str) -> Result<String, ArchiveError> {
 /// # Panics
 /// Never for in-memory output.
 pub fn build(files: &[(&str, &[u8])]) -> Vec<u8> {
+    let moded: Vec<(&str, &[u8], u32)> = files.iter().map(|(p, b)| (*p, *b, 0o644)).collect();
+    build_with_modes(&moded)
+}
+
+/// A gzipped tarball of `files`, each with its Unix mode.
+///
+/// # Panics
+/// Never for in-memory output.
+pub fn build_with_modes(files: &[(&str, &[u8], u32)]) -> Vec<u8> {
     let encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     let mut builder = tar::Builder::new(encoder);
-    for (path, bytes) in files {
+    for (path, bytes, mode) in files {
         let mut header = tar::Header::new_gnu();
         header.set_size(bytes.len() as u64);
-        header.set_mode(0o644);
+        header.set_mode(mode & 0o7777);
         header.set_entry_type(tar::EntryType::Regular);
         builder
             .append_data(&mut header, path, *bytes)

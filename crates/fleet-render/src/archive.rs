@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::erb::{self as render, Declared, JobTemplates, RenderError};
+use crate::erb::{self as render, Declared, JobTemplates, ReleaseName, RenderError};
 
 /// The key the monit file is rendered under, beside the templates' source names.
 const MONIT: &str = "(monit)";
@@ -34,6 +34,8 @@ pub struct JobSource {
     pub properties: serde_json::Value,
     /// What the job consumes through links, by the link's name in its spec.
     pub links: BTreeMap<String, serde_json::Value>,
+    /// The release the job comes from, for `spec.release`.
+    pub release: Option<ReleaseName>,
 }
 
 impl JobSource {
@@ -57,7 +59,17 @@ impl JobSource {
                 .collect(),
             properties,
             links: BTreeMap::new(),
+            release: None,
         }
+    }
+
+    /// The job as release `name`/`version` holds it.
+    pub fn of_release(self, name: &str, version: &str) -> Self {
+        let release = Some(ReleaseName {
+            name: name.to_string(),
+            version: version.to_string(),
+        });
+        JobSource { release, ..self }
     }
 
     /// The job with the links it consumes.
@@ -90,6 +102,7 @@ pub async fn render_archive(
                     .collect(),
                 properties: job.properties.clone(),
                 links: job.links.clone(),
+                release: job.release.clone(),
                 templates: texts,
             }
         })

@@ -40,8 +40,18 @@ pub struct JobTemplates {
     /// What the job consumes through links, by the link's name in its spec: what
     /// `link(NAME)` finds.
     pub links: BTreeMap<String, serde_json::Value>,
+    /// The release the job comes from, as `spec.release` (`name`, `version`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub release: Option<ReleaseName>,
     /// Template source name to its text.
     pub templates: BTreeMap<String, String>,
+}
+
+/// A release by name and version, as a template's `spec.release` gives it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReleaseName {
+    pub name: String,
+    pub version: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -151,6 +161,10 @@ mod tests {
             .into(),
             properties,
             links: BTreeMap::new(),
+            release: Some(ReleaseName {
+                name: "kv".into(),
+                version: "0+dev.3".into(),
+            }),
             templates: templates
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -160,7 +174,7 @@ mod tests {
 
     #[tokio::test]
     async fn templates_see_properties_defaults_and_the_instance() {
-        let t = "port=<%= p('kv.port') %> pw=<%= p('kv.password', 'none') %> at=<%= spec.address %>/<%= spec.id %>/<%= spec.index %>/<%= spec.name %>/<%= spec.az %>/<%= spec.deployment %>/<%= spec.networks.default.ip %>/<%= spec.bootstrap %>\n<% if_p('kv.password') do |pw| -%>\nset <%= pw %>\n<% end.else do -%>\nunset\n<% end -%>\n";
+        let t = "port=<%= p('kv.port') %> pw=<%= p('kv.password', 'none') %> at=<%= spec.address %>/<%= spec.id %>/<%= spec.index %>/<%= spec.name %>/<%= spec.az %>/<%= spec.deployment %>/<%= spec.networks.default.ip %>/<%= spec.bootstrap %> of <%= spec.release.name %>/<%= spec.release.version %>\n<% if_p('kv.password') do |pw| -%>\nset <%= pw %>\n<% end.else do -%>\nunset\n<% end -%>\n";
         let rendered = render(
             &spec(),
             &[job(
@@ -172,7 +186,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             rendered["kv"]["a.erb"],
-            "port=9000 pw=none at=10.0.0.5/abc/2/kv/z1/kv-1/10.0.0.5/false\nunset\n"
+            "port=9000 pw=none at=10.0.0.5/abc/2/kv/z1/kv-1/10.0.0.5/false of kv/0+dev.3\nunset\n"
         );
         let defaults = render(
             &spec(),

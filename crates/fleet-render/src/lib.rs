@@ -7,4 +7,4 @@ mod archive;
 mod erb;
 
 pub use archive::{JobSource, UnpackError, render_archive, unpack};
-pub use erb::{Declared, InstanceSpec, JobTemplates, RenderError, render};
+pub use erb::{Declared, InstanceSpec, JobTemplates, ReleaseName, RenderError, render};

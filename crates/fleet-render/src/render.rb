@@ -194,13 +194,15 @@ module FleetRender
     include Properties
     attr_reader :raw_properties, :properties, :spec, :name, :index
 
-    def initialize(job, merged, spec, links = {})
+    def initialize(job, merged, spec, links = {}, release = nil)
       @links = links
       @raw_properties = merged
       @properties = View.wrap(merged)
       @name = spec['name']
       @index = spec['index']
-      @spec = View.wrap(spec.merge('job' => { 'name' => job }, 'properties' => merged))
+      own = { 'job' => { 'name' => job }, 'properties' => merged }
+      own['release'] = release if release
+      @spec = View.wrap(spec.merge(own))
     end
 
     def own_properties
@@ -241,7 +243,7 @@ module FleetRender
         begin
           erb = ERB.new(text, trim_mode: '-')
           erb.filename = file
-          context = Context.new(name, merged, spec, job['links'] || {})
+          context = Context.new(name, merged, spec, job['links'] || {}, job['release'])
           rendered[name][source] = erb.result(context.evaluation_binding)
         rescue StandardError, ScriptError => e
           line = e.backtrace&.find { |frame| frame.start_with?("#{file}:") }

@@ -52,9 +52,33 @@ pub fn replaces(candidate: &str, current: &str) -> bool {
     current == "latest" || compare(candidate, current) == Ordering::Greater
 }
 
+/// The version a new dev release takes after `existing`, as `bosh create-release` numbers
+/// them: the newest one's next `+dev.N` (`0+dev.2` after `0+dev.1`, `3+dev.1` after the
+/// final `3`), or `0+dev.1` for the first.
+pub fn next_dev<'a>(existing: impl IntoIterator<Item = &'a str>) -> String {
+    let Some(newest) = existing.into_iter().max_by(|a, b| compare(a, b)) else {
+        return "0+dev.1".to_string();
+    };
+    match newest.rsplit_once("+dev.") {
+        Some((base, n)) if is_number(n) => {
+            let next = n.parse::<u64>().map_or(1, |n| n.saturating_add(1));
+            format!("{base}+dev.{next}")
+        }
+        _ => format!("{newest}+dev.1"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dev_versions_follow_the_newest() {
+        assert_eq!(next_dev([]), "0+dev.1");
+        assert_eq!(next_dev(["0+dev.1", "0+dev.9", "0+dev.10"]), "0+dev.11");
+        assert_eq!(next_dev(["0+dev.4", "3"]), "3+dev.1");
+        assert_eq!(next_dev(["3", "3+dev.2"]), "3+dev.3");
+    }
 
     #[test]
     fn numeric_parts_compare_by_value() {

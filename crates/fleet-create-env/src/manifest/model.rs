@@ -9,7 +9,7 @@ use serde_json::Value as Json;
 pub struct ReleaseEntry {
     pub name: String,
     /// `file://PATH` (relative to the manifest's directory), a tarball or a directory
-    /// holding a release (`release.MF`) or its source (`release.yml`).
+    /// holding a release (`release.MF`) or its source in BOSH's layout (`config/final.yml`).
     pub url: String,
     /// The version to build a release kept as source in.
     pub version: Option<String>,
