@@ -89,7 +89,15 @@ pub fn parse(text: &str, version: u64) -> Result<CloudModel, CloudConfigError> {
     let root = yaml::load(text, yaml::Limits::default()).map_err(|e| CloudConfigError {
         problems: vec![e.to_string()],
     })?;
-    let azs = names(&root, "azs");
+    parse_root(&root, version)
+}
+
+/// As [`parse`], from the document read (its placeholders resolved).
+///
+/// # Errors
+/// As [`parse`].
+pub fn parse_root(root: &yaml::Node, version: u64) -> Result<CloudModel, CloudConfigError> {
+    let azs = names(root, "azs");
     let mut checker = Checker::new();
     let nets = match root.get("networks") {
         Some(node) => networks(
@@ -100,7 +108,7 @@ pub fn parse(text: &str, version: u64) -> Result<CloudModel, CloudConfigError> {
         ),
         None => Vec::new(),
     };
-    let properties = CloudProperties::read(&mut checker, &root);
+    let properties = CloudProperties::read(&mut checker, root);
     let mut problems: Vec<String> = checker
         .into_problems()
         .iter()
@@ -116,7 +124,7 @@ pub fn parse(text: &str, version: u64) -> Result<CloudModel, CloudConfigError> {
     if !problems.is_empty() {
         return Err(CloudConfigError { problems });
     }
-    let facts = CloudFacts::from_cloud_config(&root, nets.iter().map(|n| n.name.clone()).collect());
+    let facts = CloudFacts::from_cloud_config(root, nets.iter().map(|n| n.name.clone()).collect());
     Ok(CloudModel {
         version,
         networks: nets,

@@ -137,3 +137,110 @@ async fn a_cloud_config_whose_cloud_properties_are_not_a_map_is_refused() {
         "{e}"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn placeholders_in_the_cloud_config_and_the_manifests_structure_are_resolved_when_a_deploy_starts()
+ {
+    let f = fixture(vec![]).await;
+    let cloud = CLOUD.replace(
+        "tier: general}",
+        "tier: general, api_key: '((/iaas/api_key))'}",
+    );
+    f.director.update_cloud_config(&cloud).await.unwrap();
+    let manifest = MANIFEST.replace(
+        "vm_extensions: [lb]",
+        "vm_extensions: ['((extension.username))']",
+    ) + "variables:\n- {name: /iaas/api_key, type: password}\n- {name: extension, type: user, options: {username: lb}}\n";
+    let task = deploy(&f.director, &manifest).await;
+    assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+    let web = f.director.instances("d").await.unwrap().remove(0);
+    let made = made_with(&f, web.vm_cid.as_deref()).await;
+    let key = made["api_key"].as_str().unwrap().to_string();
+    assert_eq!(key.len(), 20, "the generated password: {made}");
+    assert_eq!(
+        made["elbs"],
+        json!(["web"]),
+        "the extension the variable names"
+    );
+    // The documents keep their placeholders; the value is nowhere else.
+    let kept = f.director.cloud_config().await.unwrap().unwrap().text;
+    assert!(kept.contains("((/iaas/api_key))") && !kept.contains(&key));
+    let record = f.director.deployment("d").await.unwrap().unwrap();
+    assert!(!record.manifest.unwrap().contains(&key));
+    let events = serde_json::to_string(&f.director.events(task.id).await.unwrap()).unwrap();
+    assert!(!events.contains(&key));
+
+    // The same value on the next deploy: nothing is made again.
+    let again = deploy(&f.director, &manifest).await;
+    assert_eq!(again.state, TaskState::Done, "{:?}", again.result);
+    let same = f.director.instances("d").await.unwrap().remove(0);
+    assert_eq!(same.vm_cid, web.vm_cid);
+
+    // A key made anew on every deploy reaches the cloud config in the same deploy: the
+    // VM is made again with it.
+    let rotating = manifest.replace(
+        "{name: /iaas/api_key, type: password}",
+        "{name: /iaas/api_key, type: password, update_mode: overwrite}",
+    );
+    let task = deploy(&f.director, &rotating).await;
+    assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+    let rotated = f.director.instances("d").await.unwrap().remove(0);
+    assert_ne!(rotated.vm_cid, web.vm_cid);
+    let made = made_with(&f, rotated.vm_cid.as_deref()).await;
+    let new_key = made["api_key"].as_str().unwrap();
+    assert_ne!(new_key, key);
+    let stored = f
+        .director
+        .core
+        .records
+        .variable("/iaas/api_key")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.value, new_key, "the value kept is the value used");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cloud_or_runtime_config_may_use_only_absolute_names_and_each_must_resolve() {
+    let f = fixture(vec![]).await;
+    let relative = CLOUD.replace("tier: general}", "tier: general, key: ((key))}");
+    f.director.update_cloud_config(&relative).await.unwrap();
+    let task = deploy(&f.director, MANIFEST).await;
+    assert_eq!(task.state, TaskState::Error);
+    let result = task.result.unwrap();
+    assert!(
+        result.contains("Relative paths are not allowed in this context")
+            && result.contains("'key'"),
+        "{result}"
+    );
+    assert!(
+        f.director.deployment("d").await.unwrap().is_none(),
+        "nothing recorded"
+    );
+
+    let unknown = CLOUD.replace("tier: general}", "tier: general, key: ((/nowhere))}");
+    f.director.update_cloud_config(&unknown).await.unwrap();
+    let task = deploy(&f.director, MANIFEST).await;
+    assert_eq!(task.state, TaskState::Error);
+    let result = task.result.unwrap();
+    assert!(
+        result.contains("Failed to find variables from config server: '/nowhere'"),
+        "{result}"
+    );
+
+    f.director.update_cloud_config(CLOUD).await.unwrap();
+    f.director
+        .update_runtime_config(
+            "addons",
+            "releases: [{name: nginx, version: '1'}]\naddons:\n- name: a\n  jobs: [{name: nginx, release: nginx}]\n  include: {deployments: ['((target))']}\n",
+        )
+        .await
+        .unwrap();
+    let task = deploy(&f.director, MANIFEST).await;
+    assert_eq!(task.state, TaskState::Error);
+    let result = task.result.unwrap();
+    assert!(
+        result.contains("runtime config `addons`") && result.contains("'target'"),
+        "{result}"
+    );
+}

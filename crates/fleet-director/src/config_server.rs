@@ -1,7 +1,8 @@
 //! The director's config server, as BOSH's director uses one: a manifest's `variables:`
 //! are generated once, when a deploy first needs them, and kept under
 //! `/DIRECTOR/DEPLOYMENT/NAME` (a name starting with `/` is used as it is); `((name))` in
-//! the jobs' properties is resolved when their templates are rendered. The values are
+//! the jobs' properties is resolved when their templates are rendered, and elsewhere in
+//! the manifest, runtime configs and cloud config when a deploy starts (`placeholders.rs`). The values are
 //! secrets: they are kept in the store and in rendered templates, and never reach a
 //! manifest, a task's output, an event or a log.
 
@@ -70,6 +71,27 @@ pub fn declared(manifest: &Manifest) -> Result<Json, StepError> {
         if entry.get("options").is_some_and(|o| !o.is_object()) {
             problems.push(format!("Options for variable '{name}' must be a hash"));
         }
+        if let Some(mode) = entry.get("update_mode")
+            && !matches!(
+                mode.as_str(),
+                Some("overwrite" | "no-overwrite" | "converge")
+            )
+        {
+            problems.push(format!(
+                "Update mode for variable '{name}' must be one of overwrite, no-overwrite, \
+                 converge"
+            ));
+        }
+        if let Some(update) = entry.get("update") {
+            let strategy = update.get("strategy").and_then(Json::as_str);
+            if !update.is_object() || !matches!(strategy, Some("on-deploy" | "on-stemcell-change"))
+            {
+                problems.push(format!(
+                    "Update strategy for variable '{name}' must be on-deploy or \
+                     on-stemcell-change"
+                ));
+            }
+        }
         if !seen.insert(name.to_string()) {
             problems.push(format!(
                 "Some of the variables have duplicate names, eg: '{name}'"
@@ -94,15 +116,10 @@ pub fn used(manifest: &Manifest) -> BTreeSet<String> {
 }
 
 /// The values of every variable `manifest` uses (and `extra`, names other deployments'
-/// links bring), by the name it uses: what the store keeps (a name starting with `/`
-/// whichever deployment made it), and what `declared` names and the store lacks,
-/// generated now and kept. Without `generate` (a dry run) nothing is written: the
-/// declarations are generated into a copy that is thrown away, so that one that cannot
-/// be generated is found all the same.
+/// links bring), by the name it uses: see [`resolve_names`].
 ///
 /// # Errors
-/// A declaration that cannot be generated; every used name that is neither kept nor
-/// declared, in one message; a store failure.
+/// As [`resolve_names`].
 pub async fn resolve(
     records: &Records,
     deployment: &str,
@@ -110,6 +127,27 @@ pub async fn resolve(
     declared: &Json,
     generate: bool,
     extra: &BTreeSet<String>,
+) -> Result<Values, StepError> {
+    let mut names = used(manifest);
+    names.extend(extra.iter().cloned());
+    resolve_names(records, deployment, declared, generate, &names).await
+}
+
+/// The values of the variables `used` names, by the name it uses: what the store keeps
+/// (a name starting with `/` whichever deployment made it), and what `declared` names
+/// and the store lacks, generated now and kept. Without `generate` (a dry run) nothing is
+/// written: the declarations are generated into a copy that is thrown away, so that one
+/// that cannot be generated is found all the same.
+///
+/// # Errors
+/// A declaration that cannot be generated; every used name that is neither kept nor
+/// declared, in one message; a store failure.
+pub async fn resolve_names(
+    records: &Records,
+    deployment: &str,
+    declared: &Json,
+    generate: bool,
+    used: &BTreeSet<String>,
 ) -> Result<Values, StepError> {
     // What the declarations name, by the names they use, from the store first.
     let names: Vec<String> = declared
@@ -119,8 +157,7 @@ pub async fn resolve(
         .filter_map(|d| d.get("name").and_then(Json::as_str).map(str::to_string))
         .collect();
     let mut wanted: BTreeSet<String> = names.iter().cloned().collect();
-    wanted.extend(used(manifest));
-    wanted.extend(extra.iter().cloned());
+    wanted.extend(used.iter().cloned());
     let mut kept = Values::new();
     for name in &wanted {
         if let Some(variable) = records.variable(&full_name(deployment, name)).await? {
@@ -142,6 +179,7 @@ pub async fn resolve(
                     name: full_name(deployment, n),
                     deployment: deployment.to_string(),
                     value: value.clone(),
+                    generated_from: generated_from(declared, n),
                 })
             })
             .collect();
@@ -151,12 +189,12 @@ pub async fn resolve(
     }
     let mut values = Values::new();
     let mut missing = Vec::new();
-    for name in used(manifest).into_iter().chain(extra.iter().cloned()) {
-        match local.get(&name).or_else(|| kept.get(&name)) {
+    for name in used {
+        match local.get(name).or_else(|| kept.get(name)) {
             Some(value) => {
-                values.insert(name, value.clone());
+                values.insert(name.clone(), value.clone());
             }
-            None => missing.push(full_name(deployment, &name)),
+            None => missing.push(full_name(deployment, name)),
         }
     }
     if missing.is_empty() {
@@ -171,6 +209,107 @@ pub async fn resolve(
                 .join(", ")
         )))
     }
+}
+
+/// The declaration `name` of `declared` as what its value is generated from.
+fn generated_from(declared: &Json, name: &str) -> Json {
+    declared
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|d| d.get("name").and_then(Json::as_str) == Some(name))
+        .map(|d| {
+            serde_json::json!({
+                "type": d.get("type").cloned().unwrap_or(Json::Null),
+                "options": d.get("options").cloned().unwrap_or(Json::Null),
+            })
+        })
+        .unwrap_or(Json::Null)
+}
+
+/// The declared variables a deploy makes anew, as BOSH's director asks its config server
+/// to: every deploy for `update_mode: overwrite`; when the deployment's stemcells
+/// changed for `update: {strategy: on-stemcell-change}`; when the declaration is not the
+/// one the kept value came from for `update_mode: converge`. Pure: `kept_from` gives what
+/// a kept value was generated from (`None` for one not kept, which is generated anyway).
+pub fn to_regenerate(
+    declared: &Json,
+    stemcells_changed: bool,
+    kept_from: &dyn Fn(&str) -> Option<Json>,
+) -> Vec<String> {
+    declared
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|d| {
+            let name = d.get("name").and_then(Json::as_str)?;
+            let from = kept_from(name)?;
+            let mode = d.get("update_mode").and_then(Json::as_str);
+            let strategy = d
+                .get("update")
+                .and_then(|u| u.get("strategy"))
+                .and_then(Json::as_str);
+            let again = mode == Some("overwrite")
+                || (strategy == Some("on-stemcell-change") && stemcells_changed)
+                || (mode == Some("converge") && from != generated_from(declared, name));
+            again.then(|| name.to_string())
+        })
+        .collect()
+}
+
+/// Makes the variables `to_regenerate` names anew and keeps them (when `generate`; a dry
+/// run generates nothing). The names made.
+///
+/// # Errors
+/// A declaration that cannot be generated; a store failure.
+pub async fn regenerate(
+    records: &Records,
+    deployment: &str,
+    declared: &Json,
+    stemcells_changed: bool,
+    generate: bool,
+) -> Result<Vec<String>, StepError> {
+    let names: Vec<String> = declared
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|d| d.get("name").and_then(Json::as_str).map(str::to_string))
+        .collect();
+    let mut kept = std::collections::BTreeMap::new();
+    for name in &names {
+        if let Some(variable) = records.variable(&full_name(deployment, name)).await? {
+            kept.insert(name.clone(), variable);
+        }
+    }
+    let again = to_regenerate(declared, stemcells_changed, &|name| {
+        kept.get(name).map(|v| v.generated_from.clone())
+    });
+    if again.is_empty() || !generate {
+        return Ok(Vec::new());
+    }
+    // Everything else as kept, so that a certificate made anew is signed by its kept CA.
+    let mut values: Values = kept
+        .iter()
+        .filter(|(name, _)| !again.contains(name))
+        .map(|(name, v)| (name.clone(), v.value.clone()))
+        .collect();
+    fleet_variables::generate(declared, &mut values).map_err(variable_error)?;
+    let made: Vec<Variable> = again
+        .iter()
+        .filter_map(|n| {
+            values.get(n).map(|value| Variable {
+                id: new_id("variable"),
+                name: full_name(deployment, n),
+                deployment: deployment.to_string(),
+                value: value.clone(),
+                generated_from: generated_from(declared, n),
+            })
+        })
+        .collect();
+    records
+        .write(made.iter().map(change::variable).collect())
+        .await?;
+    Ok(again)
 }
 
 fn variable_error(e: fleet_variables::VariableError) -> StepError {

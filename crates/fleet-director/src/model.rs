@@ -362,6 +362,10 @@ pub struct Variable {
     pub name: String,
     pub deployment: String,
     pub value: serde_json::Value,
+    /// The `type` and `options` it was generated from: `update_mode: converge` makes it
+    /// anew when they change.
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub generated_from: serde_json::Value,
 }
 
 /// A variable shows its id and name, never its value.

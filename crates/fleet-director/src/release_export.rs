@@ -131,7 +131,7 @@ async fn compile_missing(
     if plan.is_empty() {
         return Ok(());
     }
-    let snapshot = Snapshot::take(records, manifest).await?;
+    let snapshot = Snapshot::take(records, manifest, false).await?;
     let networking = snapshot.networking();
     // Without a cloud config, the compilation VMs keep clear of the instances' addresses.
     let taken: Vec<(String, u32)> = records

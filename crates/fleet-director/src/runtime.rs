@@ -159,8 +159,16 @@ pub fn parse(text: &str) -> Result<RuntimeModel, RuntimeConfigError> {
     let root = yaml::load(text, yaml::Limits::default()).map_err(|e| RuntimeConfigError {
         problems: vec![e.to_string()],
     })?;
+    parse_root(&root)
+}
+
+/// As [`parse`], from the document read (its placeholders resolved).
+///
+/// # Errors
+/// As [`parse`].
+pub fn parse_root(root: &yaml::Node) -> Result<RuntimeModel, RuntimeConfigError> {
     let mut checker = Checker::new();
-    checker.map(&root, "", &["releases", "addons", "tags", "variables"]);
+    checker.map(root, "", &["releases", "addons", "tags", "variables"]);
     let mut releases = Vec::new();
     if let Some(list) = root.get("releases") {
         for (i, r) in checker.list(list, "releases").iter().enumerate() {

@@ -8,12 +8,15 @@ use super::cloud::{self, CloudModel};
 use super::cloud::{CompilationConfig, CompilationConfigError, read_config};
 use super::cloud_properties::CloudProperties;
 use super::compile::{CompileError, NeededOn, needed_by};
+use super::config_server;
+use super::documents::Documents;
 use super::error::StepError;
-use super::manifest::{Manifest, parse};
+use super::manifest::{Manifest, parse_root};
 use super::model::{Release, Resolved};
 use super::records::{Records, Uploads};
 use super::runtime;
 use super::validate::{CloudFacts, Uploaded};
+use fleet_variables::Values;
 
 pub struct Snapshot {
     pub text: String,
@@ -26,6 +29,9 @@ pub struct Snapshot {
     pub latest: Vec<Resolved>,
     /// The releases the manifest names that are uploaded.
     pub releases: Vec<Release>,
+    /// The variables its placeholders outside job properties name (in the manifest's
+    /// structure, the runtime configs, the cloud config), resolved when it was taken.
+    pub placeholders: Vec<String>,
     /// Every uploaded release and stemcell, by name.
     pub uploaded: Uploaded,
     /// The cloud config's `compilation` section, else the manifest's, else one worker; an
@@ -37,32 +43,74 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// Reads everything the deploy of `text` needs, once.
+    /// Reads everything the deploy of `text` needs, once. Placeholders outside job
+    /// properties (in the manifest's structure, the runtime configs and the cloud config)
+    /// are resolved through the config server first: declared variables are generated and
+    /// kept when `generate` (a deploy), else generated into a copy thrown away (a dry run,
+    /// or what reads a deployed manifest again).
     ///
     /// # Errors
-    /// An invalid manifest or stored cloud config, or a store failure.
-    pub async fn take(records: &Records, text: String) -> Result<Snapshot, StepError> {
+    /// An invalid manifest or stored cloud config, a placeholder without a value (or a
+    /// relative one in a runtime or cloud config), or a store failure.
+    pub async fn take(
+        records: &Records,
+        text: String,
+        generate: bool,
+    ) -> Result<Snapshot, StepError> {
         let uploads = records.uploads().await?;
-        Snapshot::of(text, uploads)
+        let documents = Documents::read(&text, &uploads)?;
+        let names = documents.placeholders()?;
+        let values = if names.is_empty() {
+            Values::new()
+        } else {
+            let declared = documents
+                .manifest
+                .get("variables")
+                .map(fleet_yaml::Node::to_json)
+                .unwrap_or(serde_json::Value::Null);
+            let deployment = documents
+                .manifest
+                .get("name")
+                .and_then(|n| n.as_str())
+                .unwrap_or_default()
+                .to_string();
+            let wanted = names.iter().cloned().collect();
+            config_server::resolve_names(records, &deployment, &declared, generate, &wanted).await?
+        };
+        let mut snapshot = Snapshot::build(text, documents, uploads, &values)?;
+        snapshot.placeholders = names;
+        Ok(snapshot)
     }
 
     /// The snapshot of `text` against what is uploaded. Pure: what a plan is decided from
-    /// in tests that need no director.
+    /// in tests that need no director; a placeholder outside properties has no value.
     ///
     /// # Errors
     /// An invalid manifest, runtime config or cloud config.
+    #[cfg(test)]
     pub fn of(text: String, uploads: Uploads) -> Result<Snapshot, StepError> {
-        let mut manifest = parse(&text).map_err(StepError::Manifest)?;
-        let (cloud, all_releases, stemcells) =
-            (uploads.cloud_config, uploads.releases, uploads.stemcells);
+        let documents = Documents::read(&text, &uploads)?;
+        Snapshot::build(text, documents, uploads, &Values::new())
+    }
+
+    fn build(
+        text: String,
+        documents: Documents,
+        uploads: Uploads,
+        values: &Values,
+    ) -> Result<Snapshot, StepError> {
+        let resolved = documents.resolve(values)?;
+        let mut manifest = parse_root(&resolved.manifest).map_err(StepError::Manifest)?;
+        let (all_releases, stemcells) = (uploads.releases, uploads.stemcells);
         let latest = crate::latest::resolve(&mut manifest, &all_releases, &stemcells);
         // The newest of each runtime config places its addons before anything is planned.
-        let in_force = runtime::latest(&uploads.runtime_configs);
+        let in_force: Vec<_> = resolved.runtime.iter().map(|(c, _)| c).collect();
         let runtime_versions = runtime::versions(&in_force);
-        let addons = in_force
-            .into_iter()
-            .map(|c| {
-                runtime::parse(&c.text).map_err(|source| StepError::RuntimeConfig {
+        let addons = resolved
+            .runtime
+            .iter()
+            .map(|(c, root)| {
+                runtime::parse_root(root).map_err(|source| StepError::RuntimeConfig {
                     name: c.name.clone(),
                     version: c.version,
                     source: Box::new(source),
@@ -70,8 +118,9 @@ impl Snapshot {
             })
             .collect::<Result<Vec<_>, _>>()?;
         runtime::apply(&mut manifest, &addons);
-        let cloud = cloud
-            .map(|c| cloud::parse(&c.text, c.version))
+        let cloud = resolved
+            .cloud
+            .map(|(version, root)| cloud::parse_root(&root, version))
             .transpose()?;
         let uploaded = Uploaded {
             releases: all_releases
@@ -94,16 +143,15 @@ impl Snapshot {
             .collect();
         let compilation = match &cloud {
             Some(cloud) => Ok(cloud.compilation.clone()),
-            None => fleet_yaml::load(&text, fleet_yaml::Limits::default())
-                .map_err(|e| CompilationConfigError::Yaml(e.to_string()))
-                .and_then(|root| match root.get("compilation") {
-                    Some(node) => read_config(node),
-                    None => Ok(CompilationConfig::default()),
-                }),
+            None => match resolved.manifest.get("compilation") {
+                Some(node) => read_config(node),
+                None => Ok(CompilationConfig::default()),
+            },
         };
         let needed = needed_by(&releases, &manifest);
         Ok(Snapshot {
             text,
+            placeholders: Vec::new(),
             needed,
             manifest,
             cloud,
@@ -113,6 +161,11 @@ impl Snapshot {
             uploaded,
             compilation,
         })
+    }
+
+    /// The stemcells the manifest deploys on, `os/version`, its `latest` resolved.
+    pub fn stemcells(&self) -> std::collections::BTreeSet<String> {
+        stemcells_of(&self.manifest)
     }
 
     /// The packages each stemcell's instances need.
@@ -171,4 +224,31 @@ impl Snapshot {
     pub fn cloud_version(&self) -> Option<u64> {
         self.cloud.as_ref().map(|c| c.version)
     }
+}
+
+/// The stemcells `manifest` names, `os/version`.
+pub fn stemcells_of(manifest: &Manifest) -> std::collections::BTreeSet<String> {
+    manifest
+        .stemcells
+        .iter()
+        .map(|s| format!("{}/{}", s.os, s.version))
+        .collect()
+}
+
+/// The stemcells the deployment's last successful deploy used (its `latest` as it
+/// resolved them then); `None` before its first.
+pub fn deployed_stemcells(
+    record: &super::model::DeploymentRecord,
+) -> Option<std::collections::BTreeSet<String>> {
+    let mut manifest = super::manifest::parse(record.manifest.as_deref()?).ok()?;
+    for stemcell in &mut manifest.stemcells {
+        if let Some(resolved) = record
+            .latest
+            .iter()
+            .find(|r| r.kind == "stemcell" && r.name == stemcell.alias)
+        {
+            stemcell.version = resolved.version.clone();
+        }
+    }
+    Some(stemcells_of(&manifest))
 }

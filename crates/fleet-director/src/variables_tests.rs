@@ -194,3 +194,74 @@ fn another_deployments_references_are_made_absolute_with_its_name() {
         })
     );
 }
+
+/// The value of the deployment `d`'s variable `name`, and its id.
+async fn kept(director: &crate::Director, name: &str) -> (String, serde_json::Value) {
+    let all = director.core.records.variables("d").await.unwrap();
+    let v = all
+        .iter()
+        .find(|v| v.name == format!("/fleet-updater/d/{name}"))
+        .unwrap();
+    (v.id.clone(), v.value.clone())
+}
+
+#[tokio::test(start_paused = true)]
+async fn update_modes_and_the_stemcell_strategy_make_variables_anew_when_they_say() {
+    let f = fixture(vec![]).await;
+    let declared = "variables:
+- {name: kept, type: password}
+- {name: always, type: password, update_mode: overwrite}
+- {name: per_stemcell, type: password, update: {strategy: on-stemcell-change}}
+- {name: converging, type: password, update_mode: converge, options: {length: 20}}
+";
+    let properties =
+        "{port: 80, a: '((kept))', b: '((always))', c: '((per_stemcell))', d: '((converging))'}";
+    let text = with_variables(properties, declared);
+    assert_eq!(deploy(&f.director, &text).await.state, TaskState::Done);
+    let first = [
+        kept(&f.director, "kept").await,
+        kept(&f.director, "always").await,
+        kept(&f.director, "per_stemcell").await,
+        kept(&f.director, "converging").await,
+    ];
+
+    // The same stemcell and declarations: only `overwrite` is made anew.
+    assert_eq!(deploy(&f.director, &text).await.state, TaskState::Done);
+    assert_eq!(kept(&f.director, "kept").await, first[0]);
+    assert_ne!(kept(&f.director, "always").await.1, first[1].1);
+    assert_eq!(kept(&f.director, "per_stemcell").await, first[2]);
+    assert_eq!(kept(&f.director, "converging").await, first[3]);
+
+    // A new stemcell: the stemcell strategy's variable too.
+    let newer = text.replace("version: '1.0'", "version: '2.0'");
+    let task = deploy(&f.director, &newer).await;
+    assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+    assert_eq!(kept(&f.director, "kept").await, first[0]);
+    assert_ne!(kept(&f.director, "per_stemcell").await.1, first[2].1);
+    let per_stemcell = kept(&f.director, "per_stemcell").await;
+    assert_eq!(deploy(&f.director, &newer).await.state, TaskState::Done);
+    assert_eq!(
+        kept(&f.director, "per_stemcell").await,
+        per_stemcell,
+        "once per change"
+    );
+
+    // A changed declaration: the converging one.
+    let changed = newer.replace("options: {length: 20}", "options: {length: 24}");
+    assert_eq!(deploy(&f.director, &changed).await.state, TaskState::Done);
+    assert_ne!(kept(&f.director, "converging").await.1, first[3].1);
+    assert_eq!(kept(&f.director, "kept").await, first[0]);
+
+    // A bad mode or strategy is refused, named.
+    let bad = with_variables(
+        "{port: 80}",
+        "variables:\n- {name: x, type: password, update_mode: sometimes, update: {strategy: weekly}}\n",
+    );
+    let task = deploy(&f.director, &bad).await;
+    let result = task.result.unwrap();
+    assert!(
+        result.contains("Update mode for variable 'x'")
+            && result.contains("Update strategy for variable 'x'"),
+        "{result}"
+    );
+}

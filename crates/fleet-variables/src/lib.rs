@@ -1,8 +1,11 @@
 //! Variables in manifests, as BOSH's CLI and config server give them: `((name))` standing
 //! for a whole value (which may be a mapping, as a certificate is), `((name.key))` for one
 //! of its keys, or inside a string; and the values a manifest's `variables:` declares,
-//! generated once (passwords, certificates signed by a CA declared before them, users).
+//! generated once (passwords, certificates signed by a CA declared before them, RSA and
+//! SSH keys, users).
 //! Pure but for the system's random source: names and values in, values out.
+
+mod keys;
 
 use std::collections::BTreeMap;
 
@@ -108,9 +111,12 @@ pub fn generate(declared: &Json, values: &mut Values) -> Result<bool, VariableEr
             Some("certificate") => {
                 certificate(&options, values, &options_of).map_err(|e| fail(e.to_string()))?
             }
+            Some("rsa") => keys::rsa_key().map_err(|e| fail(e.to_string()))?,
+            Some("ssh") => keys::ssh_key().map_err(|e| fail(e.to_string()))?,
             Some(other) => {
                 return Err(fail(format!(
-                    "type `{other}` is not one generated here (password, certificate, user)"
+                    "type `{other}` is not one generated here (password, certificate, rsa, ssh, \
+                     user)"
                 )));
             }
             None => return Err(fail("has no type".into())),
@@ -399,12 +405,19 @@ mod tests {
         let pw = values["pw"].clone();
         assert!(!generate(&declared, &mut values).unwrap(), "nothing new");
         assert_eq!(values["pw"], pw);
-        let bad = serde_json::json!([{"name": "x", "type": "rsa"}]);
+        let bad = serde_json::json!([{"name": "x", "type": "gpg"}]);
         let e = generate(&bad, &mut Values::new()).unwrap_err();
         assert!(
-            e.to_string().starts_with("variables[0] (x): type `rsa`"),
+            e.to_string().starts_with("variables[0] (x): type `gpg`"),
             "{e}"
         );
+        let keys = serde_json::json!([
+            {"name": "signing", "type": "rsa"},
+            {"name": "login", "type": "ssh"},
+        ]);
+        assert!(generate(&keys, &mut values).unwrap());
+        assert!(values["signing"]["public_key"].is_string());
+        assert!(values["login"]["public_key_fingerprint"].is_string());
         let users = serde_json::json!([
             {"name": "admin", "type": "user", "options": {"username": "root"}},
             {"name": "someone", "type": "user"},

@@ -62,11 +62,31 @@ pub async fn deploy(
     text: String,
     options: DeployOptions,
 ) -> Result<String, JobError> {
-    let mut snapshot = Snapshot::take(&ports.ports.records, text).await?;
+    let records = &ports.ports.records;
+    let mut snapshot = Snapshot::take(records, text.clone(), !options.dry_run).await?;
     validate(&mut snapshot, &limits)?;
     compilation::check(&snapshot)?;
     let declared = config_server::declared(&snapshot.manifest)?;
     let name = snapshot.manifest.name.clone();
+    // Variables made anew by their update mode or strategy, before anything reads them; a
+    // manifest or config that uses one outside properties is read again with the new value.
+    let deployed = records.deployment(&name).await?;
+    let stemcells_changed = deployed
+        .as_ref()
+        .and_then(crate::snapshot::deployed_stemcells)
+        .is_some_and(|before| before != snapshot.stemcells());
+    let again = config_server::regenerate(
+        records,
+        &name,
+        &declared,
+        stemcells_changed,
+        !options.dry_run,
+    )
+    .await?;
+    if again.iter().any(|n| snapshot.placeholders.contains(n)) {
+        snapshot = Snapshot::take(records, text, !options.dry_run).await?;
+        validate(&mut snapshot, &limits)?;
+    }
     let outcome = deploy_valid(&ports, log, snapshot, &declared, options).await;
     if outcome.is_err() {
         // What it rendered for instances it did not update goes with a failed deploy;

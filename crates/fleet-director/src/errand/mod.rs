@@ -53,7 +53,7 @@ pub const SKIPPED: &str = "skipped - no changes detected";
 /// # Errors
 /// A manifest that no longer reads, or a store failure.
 pub async fn list(records: &Records, text: String) -> Result<Vec<String>, StepError> {
-    let snapshot = Snapshot::take(records, text).await?;
+    let snapshot = Snapshot::take(records, text, false).await?;
     Ok(names(&snapshot.manifest, &snapshot.releases))
 }
 
@@ -159,7 +159,7 @@ async fn prepare(
     deployment: &str,
     request: &ErrandRequest,
 ) -> Result<(Snapshot, Errand, Vec<InstanceRecord>), StepError> {
-    let mut snapshot = Snapshot::take(records, text).await?;
+    let mut snapshot = Snapshot::take(records, text, false).await?;
     deploy::validate(&mut snapshot, limits)?;
     compilation::check(&snapshot)?;
     let errand = select::find(

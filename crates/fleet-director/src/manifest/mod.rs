@@ -9,4 +9,4 @@ pub use model::{
     ConsumeRef, Count, InstanceGroup, JobRef, Lifecycle, Manifest, NetworkRef, ProvideRef,
     ReleaseRef, StemcellRef, UpdatePolicy, WatchTime,
 };
-pub use parse::{ManifestError, parse};
+pub use parse::{ManifestError, parse, parse_root};

@@ -60,8 +60,16 @@ const GROUP: &[&str] = &[
 /// every problem found otherwise.
 pub fn parse(text: &str) -> Result<Manifest, ManifestError> {
     let root = yaml::load(text, yaml::Limits::default()).map_err(ManifestError::Syntax)?;
+    parse_root(&root)
+}
+
+/// As [`parse`], from the document read (its placeholders outside properties resolved).
+///
+/// # Errors
+/// [`ManifestError::Invalid`] with every problem found.
+pub fn parse_root(root: &Node) -> Result<Manifest, ManifestError> {
     let mut checker = Checker::new();
-    let manifest = read(&root, &mut checker);
+    let manifest = read(root, &mut checker);
     if checker.is_clean() {
         Ok(manifest)
     } else {
