@@ -22,29 +22,86 @@ use super::plan::{Change, DeploymentPlan};
 pub const DOMAIN: &str = "bosh";
 
 impl Provider {
-    /// What a consumer's templates see, keyed as BOSH's template spec keeps a link.
-    pub fn content(&self) -> Value {
-        json!({
-            "address": self.address(),
-            "default_network": self.default_network,
+    /// What a consumer's templates see, keyed as BOSH's template spec keeps a link: the
+    /// instances' addresses on `network` (the provider's default without one), IPs
+    /// unless `ip_addresses` is `false` (or the network is dynamic), then DNS names.
+    ///
+    /// # Errors
+    /// A network the provider's instances are not on, in BOSH's words.
+    pub fn content_for(
+        &self,
+        network: Option<&str>,
+        ip_addresses: Option<bool>,
+    ) -> Result<Value, String> {
+        let network = network.unwrap_or(&self.default_network);
+        if !self.networks.iter().any(|n| n == network) {
+            return Err(format!("Provider link does not have network: '{network}'"));
+        }
+        let instances: Vec<Value> = self
+            .instances
+            .iter()
+            .map(|i| {
+                let ip = i.addresses.get(network);
+                let dns = i.dns_addresses.get(network);
+                // Providers kept before per-network addresses have only `address`.
+                let address = match (ip_addresses, ip, dns) {
+                    (Some(false), _, Some(dns)) | (_, None, Some(dns)) => dns.clone(),
+                    (_, Some(ip), _) => ip.clone(),
+                    _ => i.address.clone(),
+                };
+                json!({
+                    "name": i.name, "id": i.id, "index": i.index, "az": i.az,
+                    "address": address, "bootstrap": i.bootstrap,
+                })
+            })
+            .collect();
+        let mut content = json!({
+            "address": self.address_on(network, &[], None),
+            "default_network": network,
             "deployment_name": self.deployment,
             "domain": DOMAIN,
             "group_name": format!("{}-{}", self.alias, self.link_type),
             "instance_group": self.group,
-            "instances": self.instances,
+            "instances": instances,
             "properties": self.properties,
             "use_link_dns_names": false,
             "use_short_dns_addresses": false,
-        })
+        });
+        if !self.az_ids.is_empty() {
+            // What `link.address(azs: [...])` encodes AZs with.
+            content["az_ids"] = json!(self.az_ids);
+        }
+        Ok(content)
     }
 
-    /// The DNS query name of the provider's instances (`q-s0.GROUP.NETWORK.DEPLOYMENT.bosh`):
-    /// what `link.address` and `GET /link_address` answer.
+    /// The DNS query name of the provider's instances on its default network
+    /// (`q-s0.GROUP.NETWORK.DEPLOYMENT.bosh`): what `link.address` and `GET
+    /// /link_address` answer.
     pub fn address(&self) -> String {
+        self.address_on(&self.default_network, &[], None)
+    }
+
+    /// The DNS query name of the instances on `network` in `azs` (all without any) with
+    /// the health `status` (`healthy`, `unhealthy`, `all`, `default`), as BOSH's DNS
+    /// encoder writes it: the criteria sorted into its first label (`q-a1s3`).
+    pub fn address_on(&self, network: &str, azs: &[String], status: Option<&str>) -> String {
+        let mut criteria: Vec<String> = azs
+            .iter()
+            .filter_map(|az| self.az_ids.get(az).map(|id| format!("a{id}")))
+            .collect();
+        let status = match status {
+            Some("healthy") => 3,
+            Some("unhealthy") => 1,
+            Some("all") => 4,
+            _ => 0,
+        };
+        criteria.push(format!("s{status}"));
+        criteria.sort();
         format!(
-            "q-s0.{}.{}.{}.{DOMAIN}",
+            "q-{}.{}.{}.{}.{DOMAIN}",
+            criteria.concat(),
             canonical(&self.group),
-            canonical(&self.default_network),
+            canonical(network),
             canonical(&self.deployment)
         )
     }
@@ -153,6 +210,7 @@ pub fn providers(
     manifest: &Manifest,
     releases: &[Release],
     instances: &BTreeMap<String, Vec<LinkInstance>>,
+    az_ids: &BTreeMap<String, u32>,
 ) -> Result<Vec<Provider>, Vec<String>> {
     let mut found = Vec::new();
     let mut problems = Vec::new();
@@ -162,6 +220,31 @@ pub fn providers(
             let Some(spec) = spec_of(manifest, releases, &job.release, &job.name) else {
                 continue;
             };
+            let mut spec = std::borrow::Cow::Borrowed(spec);
+            for custom in &job.custom_providers {
+                if spec.provides.iter().any(|p| p.name == custom.name) {
+                    problems.push(format!(
+                        "Custom provider '{}' in job '{}' in instance group '{}' is already \
+                         defined in release '{}'",
+                        custom.name, job.name, group.name, job.release
+                    ));
+                    continue;
+                }
+                // Exported properties come from the job's properties alone: the spec
+                // declares none of them.
+                let spec = spec.to_mut();
+                for name in &custom.properties {
+                    spec.properties
+                        .entry(name.clone())
+                        .or_insert_with(crate::model::PropertySpec::default);
+                }
+                spec.provides.push(crate::model::LinkDef {
+                    name: custom.name.clone(),
+                    link_type: custom.link_type.clone(),
+                    optional: false,
+                    properties: custom.properties.clone(),
+                });
+            }
             for provided in &spec.provides {
                 let mut properties = json!({});
                 for name in &provided.properties {
@@ -200,6 +283,7 @@ pub fn providers(
                     networks: networks.clone(),
                     default_network: networks.first().cloned().unwrap_or_default(),
                     instances: instances.get(&group.name).cloned().unwrap_or_default(),
+                    az_ids: az_ids.clone(),
                 });
             }
         }
@@ -256,6 +340,14 @@ pub fn resolve(
                     provider: None,
                 });
                 let explicit = job.consumes.get(&consumed.name);
+                let (network, ip_addresses) = match explicit {
+                    Some(ConsumeRef::From {
+                        network,
+                        ip_addresses,
+                        ..
+                    }) => (network.as_deref(), *ip_addresses),
+                    _ => (None, None),
+                };
                 let (candidates, alias): (Vec<&Provider>, String) = match explicit {
                     Some(ConsumeRef::Blocked) => (Vec::new(), consumed.name.clone()),
                     Some(ConsumeRef::Manual(given)) => {
@@ -312,7 +404,13 @@ pub fn resolve(
                         if let Some(consumer) = links.consumers.last_mut() {
                             consumer.provider = Some(provider_id(provider));
                         }
-                        let mut content = provider.content();
+                        let mut content = match provider.content_for(network, ip_addresses) {
+                            Ok(content) => content,
+                            Err(e) => {
+                                errors.push(e);
+                                continue;
+                            }
+                        };
                         // Another deployment's exported properties refer to its variables.
                         if provider.deployment != deployment {
                             content["properties"] = crate::variable_names::qualify(
@@ -420,6 +518,15 @@ pub fn instances_of(
             ),
             None => String::new(),
         };
+        let dns = |network: &str| {
+            format!(
+                "{}.{}.{}.{}.{DOMAIN}",
+                instance.id,
+                canonical(&instance.group),
+                canonical(network),
+                canonical(deployment)
+            )
+        };
         by_group
             .entry(instance.group.clone())
             .or_default()
@@ -430,6 +537,18 @@ pub fn instances_of(
                 az: instance.az.clone(),
                 address,
                 bootstrap: instance.index == 0,
+                addresses: instance
+                    .addresses
+                    .iter()
+                    .filter_map(|(n, ip)| {
+                        ip.map(|ip| (n.clone(), crate::network::to_ip(ip).to_string()))
+                    })
+                    .collect(),
+                dns_addresses: instance
+                    .addresses
+                    .iter()
+                    .map(|(n, _)| (n.clone(), dns(n)))
+                    .collect(),
             });
     }
     by_group
@@ -448,9 +567,10 @@ pub fn attach(
     releases: &[Release],
     plan: &mut DeploymentPlan,
     foreign: &Foreign,
+    az_ids: &BTreeMap<String, u32>,
 ) -> Result<Links, String> {
     let instances = instances_of(deployment, plan);
-    let providers = providers(deployment, manifest, releases, &instances)
+    let providers = providers(deployment, manifest, releases, &instances, az_ids)
         .map_err(|problems| problems.join("\n"))?;
     let links = resolve(deployment, manifest, releases, providers, foreign)?;
     for group in &mut plan.groups {

@@ -313,6 +313,14 @@ pub struct LinkInstance {
     /// the IP.
     pub address: String,
     pub bootstrap: bool,
+    /// Its IP on each network that has one (not a dynamic one's): what a consumer's
+    /// `network:` picks from. Kept with the provider, never shown in a link.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub addresses: BTreeMap<String, String>,
+    /// Its DNS name on each network: what `ip_addresses: false` (and a dynamic network)
+    /// gives.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub dns_addresses: BTreeMap<String, String>,
 }
 
 /// A link a job of a deployment provides, as it is kept with the deployment for its
@@ -337,6 +345,10 @@ pub struct Provider {
     pub networks: Vec<String>,
     pub default_network: String,
     pub instances: Vec<LinkInstance>,
+    /// The number DNS query names give each AZ (`q-a1s0...`), from the cloud config's
+    /// order: what `link.address(azs: [...])` encodes.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub az_ids: BTreeMap<String, u32>,
 }
 
 /// A link a client made to a shared provider (`POST /links`): the ODB's

@@ -254,6 +254,7 @@ pub fn parse_root(root: &yaml::Node) -> Result<RuntimeModel, RuntimeConfigError>
                     properties,
                     provides: Default::default(),
                     consumes: Default::default(),
+                    custom_providers: Vec::new(),
                 });
             }
             addons.push(Addon {

@@ -163,6 +163,22 @@ impl Snapshot {
         })
     }
 
+    /// The number each AZ has in DNS query names (`q-a1s0...`): the cloud config's AZs (or,
+    /// without one, the manifest's) in name order, from 1.
+    pub fn az_ids(&self) -> std::collections::BTreeMap<String, u32> {
+        let names: std::collections::BTreeSet<String> =
+            match self.cloud.as_ref().and_then(|c| c.facts.azs.clone()) {
+                Some(azs) => azs,
+                None => self
+                    .manifest
+                    .instance_groups
+                    .iter()
+                    .flat_map(|g| g.azs.iter().cloned())
+                    .collect(),
+            };
+        names.into_iter().zip(1..).collect()
+    }
+
     /// The stemcells the manifest deploys on, `os/version`, its `latest` resolved.
     pub fn stemcells(&self) -> std::collections::BTreeSet<String> {
         stemcells_of(&self.manifest)

@@ -212,8 +212,10 @@ mod tests {
                 {"name": "db", "id": "d1", "index": 1, "az": "z2", "address": "10.0.0.8", "bootstrap": false}
             ],
             "properties": {"port": 5432, "tls": {"enabled": false}},
+            "az_ids": {"z1": 1, "z2": 2},
         });
-        let t = "<%= link('db').instances.map { |i| \"#{i.address}:#{link('db').p('port')}\" }.join(',') %> \
+        let t = "<%= link('db').address(azs: ['z2', 'z1'], status: 'healthy') %> \
+<%= link('db').instances.map { |i| \"#{i.address}:#{link('db').p('port')}\" }.join(',') %> \
 <%= link('db').instances.first.bootstrap %> <%= link('db').address %> \
 <%= link('db').p('tls.enabled') %> <%= link('db').p('missing', 'dflt') %> \
 <% link('db').if_p('port') do |port| %>p=<%= port %><% end %> \
@@ -224,7 +226,7 @@ mod tests {
         let rendered = render(&spec(), &[with_links]).await.unwrap();
         assert_eq!(
             rendered["kv"]["a.erb"],
-            "10.0.0.7:5432,10.0.0.8:5432 true q-s0.db.default.data.bosh false dflt p=5432 no-cache 2"
+            "q-a1a2s3.db.default.data.bosh 10.0.0.7:5432,10.0.0.8:5432 true q-s0.db.default.data.bosh false dflt p=5432 no-cache 2"
         );
         let missing = render(
             &spec(),

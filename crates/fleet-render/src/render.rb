@@ -152,9 +152,23 @@ module FleetRender
       @properties
     end
 
-    # The provider's DNS query name, or a manual link's address as given.
-    def address(_criteria = {})
-      @hash['address']
+    STATUS = { 'healthy' => 3, 'unhealthy' => 1, 'all' => 4, 'default' => 0 }.freeze
+
+    # The provider's DNS query name, its first label the criteria as BOSH's DNS encoder
+    # sorts them (`azs:` as `a<id>`, `status:` as `s<code>`); a manual link's address as
+    # given.
+    def address(criteria = {})
+      address = @hash['address']
+      ids = @hash['az_ids']
+      return address unless ids && address.to_s.start_with?('q-')
+
+      criteria = criteria.to_h { |key, value| [key.to_s, value] }
+      octets = Array(criteria['azs']).filter_map { |az| ids[az.to_s] && "a#{ids[az.to_s]}" }
+      status = criteria['status'].to_s
+      raise ArgumentError, "unknown status '#{status}'" unless status.empty? || STATUS.key?(status)
+
+      octets << "s#{STATUS.fetch(status, 0)}"
+      address.sub(/\Aq-[^.]*/, "q-#{octets.sort.join}")
     end
   end
 

@@ -119,6 +119,7 @@ pub fn decide(
         &snapshot.releases,
         &mut instances,
         &observed.foreign,
+        &snapshot.az_ids(),
     )
     .map_err(StepError::Failed)?;
     // Errand groups' instances are recorded with their addresses and no VM, as BOSH binds

@@ -174,14 +174,15 @@ impl Director {
             .await?)
     }
 
-    /// The DNS query name a link's provider is reached at; `status` must be one BOSH
-    /// knows.
+    /// The DNS query name a link's provider is reached at, for its instances in `azs`
+    /// (all without any) with the health `status`, which must be one BOSH knows.
     ///
     /// # Errors
     /// No id, an unknown link, an unknown status.
     pub async fn link_address(
         &self,
         id: &str,
+        azs: &[String],
         status: Option<&str>,
     ) -> Result<String, DirectorError> {
         if id.is_empty() {
@@ -190,21 +191,24 @@ impl Director {
         if status.is_some_and(|s| !["healthy", "unhealthy", "all", "default"].contains(&s)) {
             return Err(LinkError::Status.into());
         }
-        let provider_id = match self.records().external_link(id).await? {
-            Some(link) => link.provider_id,
+        let (provider_id, network) = match self.records().external_link(id).await? {
+            Some(link) => (link.provider_id, link.network),
             None => {
                 // A deploy's link: its consumer's id.
                 let deployment = id.split(':').next().unwrap_or_default();
                 let known = self.links(deployment).await.ok().into_iter().flatten();
-                known
+                let provider_id = known
                     .into_iter()
                     .find(|l| l.id == id)
                     .map(|l| l.provider_id)
                     .ok_or_else(|| DirectorError::NotFound {
                         what: format!("a link with id {id}"),
-                    })?
+                    })?;
+                (provider_id, None)
             }
         };
-        Ok(self.provider(&provider_id).await?.address())
+        let provider = self.provider(&provider_id).await?;
+        let network = network.as_deref().unwrap_or(&provider.default_network);
+        Ok(provider.address_on(network, azs, status))
     }
 }

@@ -276,6 +276,7 @@ async fn run_group(
         &snapshot.releases,
         &mut plan,
         &foreign,
+        &snapshot.az_ids(),
     )
     .map_err(StepError::Failed)?;
     plan.decide_disks(&ports.records.disks(&deployment).await?);

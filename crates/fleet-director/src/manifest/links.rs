@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use super::model::{ConsumeRef, ProvideRef};
+use super::model::{ConsumeRef, CustomProvider, ProvideRef};
 use fleet_yaml::{Checker, Node, Value, join};
 
 fn entries<'n>(
@@ -172,6 +172,65 @@ pub(super) fn consumes(
                 ip_addresses,
             },
         );
+    }
+    found
+}
+
+/// A job's `custom_provider_definitions`: each a non-empty `name` and `type`, and the
+/// properties it exports; a name given twice is refused. Whether the job's spec already
+/// provides one of the names is the links' resolution's to say.
+pub(super) fn custom_providers(
+    checker: &mut Checker,
+    node: &Node,
+    path: &str,
+) -> Vec<CustomProvider> {
+    let mut found: Vec<CustomProvider> = Vec::new();
+    for (i, entry) in checker.list(node, path).iter().enumerate() {
+        let here = format!("{path}[{i}]");
+        checker.map(entry, &here, &["name", "type", "properties"]);
+        let text = |key: &str| match entry.get(key).map(|n| &n.value) {
+            Some(Value::Str(s)) if !s.is_empty() => Some(s.clone()),
+            _ => None,
+        };
+        let (name, link_type) = (text("name"), text("type"));
+        for (key, value, label) in [("name", &name, "Name"), ("type", &link_type, "Type")] {
+            if value.is_none() {
+                checker.report(
+                    &join(&here, key),
+                    entry.at,
+                    format!(
+                        "{label} for custom link provider definition in manifest must be a \
+                         valid non-empty string."
+                    ),
+                );
+            }
+        }
+        let properties = entry
+            .get("properties")
+            .map(|n| {
+                checker
+                    .list(n, &join(&here, "properties"))
+                    .iter()
+                    .filter_map(|p| checker.string(p, &join(&here, "properties")))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let (Some(name), Some(link_type)) = (name, link_type) else {
+            continue;
+        };
+        if found.iter().any(|c| c.name == name) {
+            checker.report(
+                &here,
+                entry.at,
+                format!("Custom provider '{name}' is defined multiple times in manifest."),
+            );
+            continue;
+        }
+        found.push(CustomProvider {
+            name,
+            link_type,
+            properties,
+        });
     }
     found
 }

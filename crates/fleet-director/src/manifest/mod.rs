@@ -6,7 +6,7 @@ mod model;
 mod parse;
 
 pub use model::{
-    ConsumeRef, Count, InstanceGroup, JobRef, Lifecycle, Manifest, NetworkRef, ProvideRef,
-    ReleaseRef, StemcellRef, UpdatePolicy, WatchTime,
+    ConsumeRef, Count, CustomProvider, InstanceGroup, JobRef, Lifecycle, Manifest, NetworkRef,
+    ProvideRef, ReleaseRef, StemcellRef, UpdatePolicy, WatchTime,
 };
 pub use parse::{ManifestError, parse, parse_root};

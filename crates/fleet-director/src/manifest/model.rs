@@ -90,6 +90,17 @@ pub struct JobRef {
     /// The manifest's `consumes`, by the link's name in the job's spec: the explicit
     /// consumers; the others are linked implicitly, by type.
     pub consumes: BTreeMap<String, ConsumeRef>,
+    /// `custom_provider_definitions`: links the job provides that its spec does not name.
+    pub custom_providers: Vec<CustomProvider>,
+}
+
+/// A link provider the manifest adds to a job (`custom_provider_definitions`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CustomProvider {
+    pub name: String,
+    pub link_type: String,
+    /// The job's properties it exports, by dotted name.
+    pub properties: Vec<String>,
 }
 
 /// A job's `provides.NAME` in a manifest.

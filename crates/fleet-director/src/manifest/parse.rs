@@ -388,6 +388,16 @@ fn read_group(
                         .get("consumes")
                         .map(|n| super::links::consumes(checker, n, &join(&jp, "consumes")))
                         .unwrap_or_default();
+                    let custom_providers = job
+                        .get("custom_provider_definitions")
+                        .map(|n| {
+                            super::links::custom_providers(
+                                checker,
+                                n,
+                                &join(&jp, "custom_provider_definitions"),
+                            )
+                        })
+                        .unwrap_or_default();
                     if let (Some(name), Some(release)) = (name, release) {
                         group.jobs.push(JobRef {
                             name,
@@ -395,6 +405,7 @@ fn read_group(
                             properties,
                             provides,
                             consumes,
+                            custom_providers,
                         });
                     }
                 }

@@ -130,12 +130,24 @@ pub async fn delete(Acting(director): Acting, Path(id): Path<String>) -> ApiResu
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// `?link_id=ID[&azs[]=AZ...][&status=S]`: the AZs are repeated, so the query is read as
+/// pairs.
 pub async fn address(
     Acting(director): Acting,
-    Query(params): Query<Params>,
+    Query(pairs): Query<Vec<(String, String)>>,
 ) -> ApiResult<Json<Value>> {
-    let id = params.get("link_id").cloned().unwrap_or_default();
-    let status = params.get("status").map(String::as_str);
-    let address = director.link_address(&id, status).await?;
+    let value = |key: &str| {
+        pairs
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    };
+    let id = value("link_id").unwrap_or_default();
+    let azs: Vec<String> = pairs
+        .iter()
+        .filter(|(k, _)| k == "azs[]" || k == "azs")
+        .map(|(_, v)| v.clone())
+        .collect();
+    let address = director.link_address(id, &azs, value("status")).await?;
     Ok(Json(json!({ "address": address })))
 }
