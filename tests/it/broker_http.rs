@@ -336,11 +336,11 @@ async fn polling_reads_progress_pace_failure_and_disappearance() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_refused_connection_is_transient() {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .await
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    // Bound and not listening: connections are refused, and no other test's server can
+    // take the port meanwhile (as one could a port closed again).
+    let reserved = tokio::net::TcpSocket::new_v4().unwrap();
+    reserved.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let port = reserved.local_addr().unwrap();
     let s = Scripted::start().await;
     let inventory = BrokerInventory::new(
         &config(

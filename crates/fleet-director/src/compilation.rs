@@ -5,7 +5,7 @@
 //! the end, also when compilation fails.
 
 use super::records::change;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use tokio::task::JoinSet;
@@ -192,7 +192,13 @@ pub async fn observe(records: &Records, snapshot: &Snapshot) -> Result<Uncompile
 pub async fn observe_for(records: &Records, needed: &[NeededOn]) -> Result<Uncompiled, StepError> {
     let keys: Vec<(String, String)> = needed
         .iter()
-        .flat_map(|on| on.keys.values().map(|key| (key.clone(), key.clone())))
+        .flat_map(|on| {
+            let exported = on.exported.values().flatten().map(|(_, key)| key);
+            on.keys
+                .values()
+                .chain(exported)
+                .map(|key| (key.clone(), key.clone()))
+        })
         .collect();
     Ok(Uncompiled(records.uncompiled(keys).await?))
 }
@@ -284,6 +290,39 @@ pub fn decide_for(
             .map(|(package, _)| package.clone())
             .collect();
         let mut todo = todo;
+        // A release `exported_from` stemcells: its packages come from there, exactly.
+        let mut not_exported: BTreeMap<&str, Vec<&PackageKey>> = BTreeMap::new();
+        for (p, from) in &on.exported {
+            let lacking = todo.remove(p);
+            match from.iter().find(|(_, key)| !uncompiled.0.contains(key)) {
+                // What this stemcell has was taken from an export before.
+                Some(_) if !lacking => {}
+                Some((_, key)) => borrowed.push(Borrowed {
+                    key: on.keys[p].clone(),
+                    from: key.clone(),
+                    package: p.describe(),
+                    stemcell: on.stemcell.clone(),
+                }),
+                None => {
+                    for (stemcell, _) in from {
+                        not_exported.entry(stemcell.as_str()).or_default().push(p);
+                    }
+                }
+            }
+        }
+        if let Some(first) = not_exported.values().flatten().next() {
+            let mut message = format!("Can't use release '{}/{}':", first.release, first.version);
+            for (stemcell, packages) in &not_exported {
+                message.push_str(&format!(
+                    "\nPackages must be exported from stemcell '{stemcell}', but some packages \
+                     are not compiled for this stemcell:"
+                ));
+                for p in packages {
+                    message.push_str(&format!("\n - '{}'", p.name));
+                }
+            }
+            return Err(StepError::Failed(message));
+        }
         let mut sourceless: Vec<PackageKey> = Vec::new();
         for p in todo.clone() {
             let found = releases

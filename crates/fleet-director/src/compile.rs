@@ -124,6 +124,16 @@ fn identity_within(release: &Release, package: &str, path: &mut Vec<String>) -> 
     format!("{package}/{}+{digest}", archive.fingerprint)
 }
 
+/// Whether a package compiled for `compiled` (`os/version`) serves `stemcell`: the same
+/// OS and major version, as BOSH's director matches stemcell versions.
+pub fn compatible(compiled: &str, stemcell: &str) -> bool {
+    let major = |v: &str| v.split('.').next().unwrap_or_default().to_string();
+    match (compiled.split_once('/'), stemcell.split_once('/')) {
+        (Some((os, v)), Some((other_os, other_v))) => os == other_os && major(v) == major(other_v),
+        _ => false,
+    }
+}
+
 /// What one stemcell's instances need compiled: every package their jobs use, with its
 /// dependencies and its cache key.
 #[derive(Debug, Clone, PartialEq)]
@@ -132,6 +142,10 @@ pub struct NeededOn {
     pub stemcell: String,
     pub graph: Graph,
     pub keys: BTreeMap<PackageKey, String>,
+    /// For each package of a release the manifest says is `exported_from` stemcells:
+    /// those of them that serve this one, each with the package's cache key there. Such a
+    /// package is taken from there and never compiled.
+    pub exported: BTreeMap<PackageKey, Vec<(String, String)>>,
 }
 
 /// The packages `manifest`'s jobs need on each stemcell, computed once per deploy.
@@ -155,10 +169,12 @@ pub fn needed_by(releases: &[Release], manifest: &Manifest) -> Result<Vec<Needed
         .map(|(stemcell, jobs)| {
             let graph = needed(releases, &jobs)?;
             let keys = cache_keys(releases, &graph, &stemcell);
+            let exported = exported(releases, manifest, &graph, &stemcell);
             Ok(NeededOn {
                 stemcell,
                 graph,
                 keys,
+                exported,
             })
         })
         .collect()
@@ -180,7 +196,43 @@ pub fn needed_for_jobs(
         stemcell: stemcell.to_string(),
         graph,
         keys,
+        exported: BTreeMap::new(),
     })
+}
+
+/// Where each package of `graph` whose release is `exported_from` stemcells is taken from
+/// on `stemcell`: those of the stemcells that serve it, with the package's cache keys.
+fn exported(
+    releases: &[Release],
+    manifest: &Manifest,
+    graph: &Graph,
+    stemcell: &str,
+) -> BTreeMap<PackageKey, Vec<(String, String)>> {
+    let mut found = BTreeMap::new();
+    for package in graph.keys() {
+        let Some(wanted) = manifest
+            .releases
+            .iter()
+            .find(|r| r.name == package.release && r.version == package.version)
+            .filter(|r| !r.exported_from.is_empty())
+        else {
+            continue;
+        };
+        let Some(release) = releases
+            .iter()
+            .find(|r| r.name == package.release && r.version == package.version)
+        else {
+            continue;
+        };
+        let from = wanted
+            .exported_from
+            .iter()
+            .filter(|e| compatible(e, stemcell))
+            .map(|e| (e.clone(), cache_key(release, &package.name, e)))
+            .collect();
+        found.insert(package.clone(), from);
+    }
+    found
 }
 
 /// The cache key of each package of `graph` compiled for `stemcell`.

@@ -370,3 +370,75 @@ async fn a_compiled_release_deploys_on_its_stemcells_major_version_without_compi
          compiled against stemcell 'jammy/2.0':\n - 'kv-server'\n - 'runtime'"
     );
 }
+
+/// Whether the task compiled anything.
+async fn compiled(d: &Director, task: &Task) -> bool {
+    d.events(task.id)
+        .await
+        .unwrap()
+        .iter()
+        .any(|e| e.stage == "Compiling packages")
+}
+
+async fn deployed(d: &Director, text: &str) -> Task {
+    let task = d.deploy(text, DeployOptions::default()).await.unwrap();
+    d.wait(task.id).await.unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_release_exported_from_a_stemcell_takes_its_packages_from_there_and_never_compiles() {
+    let d = director().await;
+    assert_eq!(
+        upload(&d, &kv("1", "print(1)").build(), false).await.state,
+        TaskState::Done
+    );
+    for version in ["1.1", "2.0"] {
+        d.upload_stemcell(&Stemcell {
+            name: "bosh-jammy".into(),
+            os: "jammy".into(),
+            version: version.into(),
+            cid: None,
+        })
+        .await
+        .unwrap();
+    }
+    // Compiled on jammy/1.0 by a first deployment.
+    let first = deployed(&d, &kv_manifest("1.0")).await;
+    assert_eq!(first.state, TaskState::Done, "{}", result(&first));
+    assert!(compiled(&d, &first).await);
+
+    let exported = |stemcell: &str, from: &str| {
+        kv_manifest(stemcell)
+            .replace("name: kv-c", "name: kv-e")
+            .replace(
+                "{name: kv, version: '1'}",
+                &format!("{{name: kv, version: '1', exported_from: [{from}]}}"),
+            )
+    };
+    // On jammy/1.1, sources and all, nothing is compiled: jammy/1.0's packages serve.
+    let on_sibling = deployed(&d, &exported("1.1", "{os: jammy, version: '1.0'}")).await;
+    assert_eq!(on_sibling.state, TaskState::Done, "{}", result(&on_sibling));
+    assert!(!compiled(&d, &on_sibling).await, "taken from jammy/1.0");
+
+    // Exported from a stemcell nothing was compiled for: refused, naming it.
+    let missing = deployed(&d, &exported("1.1", "{os: jammy, version: '1.2'}")).await;
+    assert_eq!(missing.state, TaskState::Error);
+    assert_eq!(
+        result(&missing),
+        "Can't use release 'kv/1':\nPackages must be exported from stemcell 'jammy/1.2', but \
+         some packages are not compiled for this stemcell:\n - 'kv-server'\n - 'runtime'"
+    );
+
+    // A stemcell no export serves: the instance group is refused before anything.
+    let other = deployed(&d, &exported("2.0", "{os: jammy, version: '1.0'}")).await;
+    assert_eq!(other.state, TaskState::Error);
+    assert!(
+        result(&other).contains(
+            "Invalid release detected in instance group 'kv' using stemcell 'jammy/2.0': release \
+             'kv' must be exported from stemcell 'jammy/2.0'. Release 'kv' is exported from: \
+             'jammy/1.0'."
+        ),
+        "{}",
+        result(&other)
+    );
+}

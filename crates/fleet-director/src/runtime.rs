@@ -199,7 +199,11 @@ pub fn parse_root(root: &yaml::Node) -> Result<RuntimeModel, RuntimeConfigError>
                         ),
                     );
                 }
-                (Some(name), Some(version)) => releases.push(ReleaseRef { name, version }),
+                (Some(name), Some(version)) => releases.push(ReleaseRef {
+                    name,
+                    version,
+                    exported_from: Vec::new(),
+                }),
                 _ => checker.report(&here, r.at, "a release needs `name` and `version`"),
             }
         }

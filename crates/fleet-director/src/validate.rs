@@ -103,6 +103,40 @@ pub fn problems(manifest: &Manifest, cloud: &CloudFacts, uploaded: &Uploaded) ->
     }
     for g in &manifest.instance_groups {
         let path = format!("instance_groups.{}", g.name);
+        if let Some(stemcell) = manifest.stemcell(&g.stemcell) {
+            let desc = format!("{}/{}", stemcell.os, stemcell.version);
+            let mut named = BTreeSet::new();
+            for job in &g.jobs {
+                let Some(release) = manifest.release(&job.release) else {
+                    continue;
+                };
+                if !named.insert(&release.name) {
+                    continue;
+                }
+                if release.exported_from.is_empty()
+                    || release
+                        .exported_from
+                        .iter()
+                        .any(|e| crate::compile::compatible(e, &desc))
+                {
+                    continue;
+                }
+                out.push(format!(
+                    "Invalid release detected in instance group '{}' using stemcell '{desc}': \
+                     release '{}' must be exported from stemcell '{desc}'. Release '{}' is \
+                     exported from: {}.",
+                    g.name,
+                    release.name,
+                    release.name,
+                    release
+                        .exported_from
+                        .iter()
+                        .map(|e| format!("'{e}'"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+        }
         for n in &g.networks {
             if !cloud.networks.contains(&n.name) {
                 out.push(format!(

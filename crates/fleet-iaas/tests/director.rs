@@ -824,7 +824,10 @@ async fn a_consumers_templates_read_its_providers_addresses_and_a_providers_chan
     let links = f.director.links("linked").await.unwrap();
     assert_eq!(links.len(), 1, "the optional link has no provider");
     assert_eq!(
-        f.director.link_address(&links[0].id, &[], None).await.unwrap(),
+        f.director
+            .link_address(&links[0].id, &[], None)
+            .await
+            .unwrap(),
         "q-s0.db.default.linked.bosh"
     );
 

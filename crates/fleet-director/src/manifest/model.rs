@@ -71,6 +71,9 @@ impl Default for UpdatePolicy {
 pub struct ReleaseRef {
     pub name: String,
     pub version: String,
+    /// `exported_from`: the stemcells (`os/version`) a compiled release's packages were
+    /// compiled for; they are used from there, and nothing of it is compiled.
+    pub exported_from: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -130,13 +130,43 @@ fn read(root: &Node, checker: &mut Checker) -> Manifest {
     if let Some(node) = required(checker, root, &entries, "", "releases") {
         for (i, r) in checker.list(node, "releases").iter().enumerate() {
             let path = format!("releases[{i}]");
-            let fields = checker.map(r, &path, &["name", "version", "url", "sha1"]);
+            let fields = checker.map(
+                r,
+                &path,
+                &[
+                    "name",
+                    "version",
+                    "url",
+                    "sha1",
+                    "stemcell",
+                    "exported_from",
+                ],
+            );
             let name = required(checker, r, &fields, &path, "name")
                 .and_then(|n| text(checker, n, &join(&path, "name")));
             let version = required(checker, r, &fields, &path, "version")
                 .and_then(|n| text(checker, n, &join(&path, "version")));
+            let mut exported_from = Vec::new();
+            if let Some(list) = r.get("exported_from") {
+                let here = join(&path, "exported_from");
+                for (j, e) in checker.list(list, &here).iter().enumerate() {
+                    let at = format!("{here}[{j}]");
+                    let keys = checker.map(e, &at, &["os", "version"]);
+                    let os = required(checker, e, &keys, &at, "os")
+                        .and_then(|n| text(checker, n, &join(&at, "os")));
+                    let version = required(checker, e, &keys, &at, "version")
+                        .and_then(|n| text(checker, n, &join(&at, "version")));
+                    if let (Some(os), Some(version)) = (os, version) {
+                        exported_from.push(format!("{os}/{version}"));
+                    }
+                }
+            }
             if let (Some(name), Some(version)) = (name, version) {
-                releases.push(ReleaseRef { name, version });
+                releases.push(ReleaseRef {
+                    name,
+                    version,
+                    exported_from,
+                });
             }
         }
     }
