@@ -830,6 +830,15 @@ async fn a_consumers_templates_read_its_providers_addresses_and_a_providers_chan
             .unwrap(),
         "q-s0.db.default.linked.bosh"
     );
+    // Jobs that declare no process are running once started, as a director shows them.
+    let details = f.director.instance_details("linked", true).await.unwrap();
+    let details = f.director.wait(details.id).await.unwrap();
+    let lines = f.director.result_output(&details).await.unwrap();
+    let states: Vec<String> = lines
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["process_state"].to_string())
+        .collect();
+    assert_eq!(states, ["\"running\""; 3], "{lines}");
 
     // Only the provider's exported property changes: the consumer is updated too, and
     // its templates see the new value.
