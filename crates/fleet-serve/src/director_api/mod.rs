@@ -172,7 +172,8 @@ async fn info(
         "features": {
             "local_dns": { "status": false, "extras": { "domain_name": "bosh" } },
             "snapshots": { "status": false },
-            "config_server": { "status": false, "extras": { "urls": [] } },
+            // The director generates and keeps variables itself; no external server has a URL.
+            "config_server": { "status": true, "extras": { "urls": [] } },
         },
     })))
 }
