@@ -170,22 +170,8 @@ pub async fn resolve_names(
         .collect();
     let made = fleet_variables::generate(declared, &mut local).map_err(variable_error)?;
     if generate && made {
-        let made: Vec<_> = names
-            .iter()
-            .filter(|n| !kept.contains_key(*n))
-            .filter_map(|n| {
-                local.get(n).map(|value| Variable {
-                    id: new_id("variable"),
-                    name: full_name(deployment, n),
-                    deployment: deployment.to_string(),
-                    value: value.clone(),
-                    generated_from: generated_from(declared, n),
-                })
-            })
-            .collect();
-        records
-            .write(made.iter().map(change::variable).collect())
-            .await?;
+        let new = names.iter().filter(|n| !kept.contains_key(*n));
+        keep(records, deployment, declared, new, &local).await?;
     }
     let mut values = Values::new();
     let mut missing = Vec::new();
@@ -294,8 +280,19 @@ pub async fn regenerate(
         .map(|(name, v)| (name.clone(), v.value.clone()))
         .collect();
     fleet_variables::generate(declared, &mut values).map_err(variable_error)?;
-    let made: Vec<Variable> = again
-        .iter()
+    keep(records, deployment, declared, again.iter(), &values).await?;
+    Ok(again)
+}
+
+/// Keeps the values of `names` from `values`, each as a new variable of `deployment`.
+async fn keep(
+    records: &Records,
+    deployment: &str,
+    declared: &Json,
+    names: impl Iterator<Item = &String>,
+    values: &Values,
+) -> Result<(), StepError> {
+    let made: Vec<Variable> = names
         .filter_map(|n| {
             values.get(n).map(|value| Variable {
                 id: new_id("variable"),
@@ -306,10 +303,9 @@ pub async fn regenerate(
             })
         })
         .collect();
-    records
+    Ok(records
         .write(made.iter().map(change::variable).collect())
-        .await?;
-    Ok(again)
+        .await?)
 }
 
 fn variable_error(e: fleet_variables::VariableError) -> StepError {
