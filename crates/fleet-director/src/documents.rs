@@ -103,11 +103,21 @@ impl Documents {
         Ok(names)
     }
 
-    /// The documents with `values` in place of their placeholders outside properties.
+    /// The documents with `values` in place of their placeholders outside properties;
+    /// without values (none was needed, or none is known) the documents as read, a
+    /// placeholder among them named as missing.
     ///
     /// # Errors
     /// A placeholder without a value, named with its document.
     pub fn resolve(self, values: &Values) -> Result<Resolved, StepError> {
+        if values.is_empty() && self.placeholders().is_ok_and(|names| names.is_empty()) {
+            // Most deploys use none: nothing to copy.
+            return Ok(Resolved {
+                manifest: self.manifest,
+                runtime: self.runtime,
+                cloud: self.cloud,
+            });
+        }
         let missing = |e: fleet_variables::VariableError| e.to_string();
         let manifest = interpolate_outside_properties(&self.manifest, values)
             .map_err(|e| StepError::Failed(missing(e)))?;
