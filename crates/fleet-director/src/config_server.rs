@@ -213,6 +213,39 @@ fn generated_from(declared: &Json, name: &str) -> Json {
         .unwrap_or(Json::Null)
 }
 
+/// Whether any declaration may make its variable anew, and whether that depends on the
+/// deployment's stemcells: most manifests declare none that do, and their deploys read
+/// nothing more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Renewal {
+    Never,
+    ByMode,
+    OnStemcellChange,
+}
+
+pub fn renewal(declared: &Json) -> Renewal {
+    let list = declared.as_array().map(Vec::as_slice).unwrap_or_default();
+    let strategy = |d: &Json| {
+        d.get("update")
+            .and_then(|u| u.get("strategy"))
+            .and_then(Json::as_str)
+            == Some("on-stemcell-change")
+    };
+    let mode = |d: &Json| {
+        matches!(
+            d.get("update_mode").and_then(Json::as_str),
+            Some("overwrite" | "converge")
+        )
+    };
+    if list.iter().any(strategy) {
+        Renewal::OnStemcellChange
+    } else if list.iter().any(mode) {
+        Renewal::ByMode
+    } else {
+        Renewal::Never
+    }
+}
+
 /// The declared variables a deploy makes anew, as BOSH's director asks its config server
 /// to: every deploy for `update_mode: overwrite`; when the deployment's stemcells
 /// changed for `update: {strategy: on-stemcell-change}`; when the declaration is not the

@@ -63,28 +63,35 @@ pub async fn deploy(
     options: DeployOptions,
 ) -> Result<String, JobError> {
     let records = &ports.ports.records;
-    let mut snapshot = Snapshot::take(records, text.clone(), !options.dry_run).await?;
+    let mut snapshot = Snapshot::take(records, text, !options.dry_run).await?;
     validate(&mut snapshot, &limits)?;
     compilation::check(&snapshot)?;
     let declared = config_server::declared(&snapshot.manifest)?;
     let name = snapshot.manifest.name.clone();
     // Variables made anew by their update mode or strategy, before anything reads them; a
     // manifest or config that uses one outside properties is read again with the new value.
-    let deployed = records.deployment(&name).await?;
-    let stemcells_changed = deployed
-        .as_ref()
-        .and_then(crate::snapshot::deployed_stemcells)
-        .is_some_and(|before| before != snapshot.stemcells());
-    let again = config_server::regenerate(
-        records,
-        &name,
-        &declared,
-        stemcells_changed,
-        !options.dry_run,
-    )
-    .await?;
+    let again = match config_server::renewal(&declared) {
+        config_server::Renewal::Never => Vec::new(),
+        renewal => {
+            let stemcells_changed = renewal == config_server::Renewal::OnStemcellChange
+                && records
+                    .deployment(&name)
+                    .await?
+                    .as_ref()
+                    .and_then(crate::snapshot::deployed_stemcells)
+                    .is_some_and(|before| before != snapshot.stemcells());
+            config_server::regenerate(
+                records,
+                &name,
+                &declared,
+                stemcells_changed,
+                !options.dry_run,
+            )
+            .await?
+        }
+    };
     if again.iter().any(|n| snapshot.placeholders.contains(n)) {
-        snapshot = Snapshot::take(records, text, !options.dry_run).await?;
+        snapshot = Snapshot::take(records, snapshot.text.clone(), !options.dry_run).await?;
         validate(&mut snapshot, &limits)?;
     }
     let outcome = deploy_valid(&ports, log, snapshot, &declared, options).await;
