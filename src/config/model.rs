@@ -142,6 +142,8 @@ pub struct Config {
     pub operation_timeout: Duration,
     pub requests_per_second: Rate,
     pub grace_period: Duration,
+    /// Listing criteria the canaries are chosen among (`canary_selection`).
+    pub canary_selection: fleet_rollout::inventory::Criteria,
     pub format: Format,
     pub report_file: Option<PathBuf>,
     /// The run's figures in Prometheus text format, for node_exporter's textfile collector.
@@ -186,6 +188,7 @@ impl Default for Config {
             operation_timeout: settings.operation_timeout,
             requests_per_second: settings.requests_per_second,
             grace_period: settings.grace_period,
+            canary_selection: Default::default(),
             format: Format::Text,
             report_file: None,
             metrics_file: None,
@@ -254,6 +257,7 @@ impl Config {
             strategy,
             max_in_parallel,
             canaries,
+            canary_selection: self.canary_selection.clone(),
             busy_attempts: self.busy_attempts,
             busy_interval: self.busy_interval,
             poll_interval: self.poll_interval,

@@ -33,6 +33,7 @@ const TOP: &[&str] = &[
     "serve",
     "schedule",
     "store",
+    "canary_selection",
 ];
 const BROKER: &[&str] = &[
     "api_endpoint",
@@ -81,6 +82,9 @@ pub fn read(root: &Node, base: &Path, config: &mut Config, checker: &mut Checker
                         _ => set(&mut config.busy_interval, duration(checker, v, &p)),
                     }
                 }
+            }
+            "canary_selection" => {
+                config.canary_selection = criteria(node, path, checker);
             }
             "polling" => {
                 for (k, v) in checker.map(node, path, &["interval"]) {
@@ -386,4 +390,39 @@ impl BrokerFields {
             timeout: self.timeout.unwrap_or(Duration::from_secs(120)),
         })
     }
+}
+
+/// A map of listing criteria: each value a string (a number or boolean is taken as
+/// written), as a broker's query parameters carry them.
+fn criteria(node: &Node, path: &str, checker: &mut Checker) -> crate::rollout::inventory::Criteria {
+    let mut found = crate::rollout::inventory::Criteria::new();
+    let Value::Map(entries) = &node.value else {
+        checker.report(
+            path,
+            node.at,
+            "must be a mapping of listing parameters to values, e.g. {cf_org: system, \
+             cf_space: canaries}",
+        );
+        return found;
+    };
+    for (key, value) in entries {
+        let text = match &value.value {
+            Value::Str(s) if !s.is_empty() => Some(s.clone()),
+            Value::Int(n) => Some(n.to_string()),
+            Value::Bool(b) => Some(b.to_string()),
+            Value::Float(f) => Some(f.to_string()),
+            _ => None,
+        };
+        match text {
+            Some(text) => {
+                found.insert(key.name.clone(), text);
+            }
+            None => checker.report(
+                &join(path, &key.name),
+                value.at,
+                "must be a non-empty string, number or boolean",
+            ),
+        }
+    }
+    found
 }

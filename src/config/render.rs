@@ -181,6 +181,11 @@ pub fn render(config: &Config) -> String {
         ),
         ("shutdown_grace_period", plain(format(config.grace_period))),
         (
+            // A JSON object is a YAML flow mapping.
+            "canary_selection",
+            plain(serde_json::to_string(&config.canary_selection).expect("strings serialize")),
+        ),
+        (
             "output",
             Item::Map(vec![
                 ("format", plain(config.format.as_str())),

@@ -142,7 +142,7 @@ colour: blue
         "11:13 polling.interval: must be a duration like `30s`, `5m` or `2h`, found `30`",
         "12:20 operation_timeout: `-5m` is negative; durations must be positive",
         "14:24 rate_limit.requests_per_second: must be between 0.001 and 1000000, got 0",
-        "15:1 colour: unknown key; known keys are `service_broker`, `strategy`, `busy_retry`, `polling`, `operation_timeout`, `rate_limit`, `shutdown_grace_period`, `output`, `inventory`, `embedded`, `state_dir`, `director`, `serve`, `schedule`, `store`",
+        "15:1 colour: unknown key; known keys are `service_broker`, `strategy`, `busy_retry`, `polling`, `operation_timeout`, `rate_limit`, `shutdown_grace_period`, `output`, `inventory`, `embedded`, `state_dir`, `director`, `serve`, `schedule`, `store`, `canary_selection`",
     ];
     assert_eq!(found, expected);
 }
@@ -475,5 +475,41 @@ fn the_store_is_a_postgres_url_or_a_block_and_a_bad_one_is_named() {
     assert!(
         store.password_file.is_some(),
         "the file still gives the password"
+    );
+}
+
+#[test]
+fn a_canary_selection_is_read_as_listing_criteria_and_shown() {
+    let config =
+        parse("canary_selection: {cf_org: system, cf_space: canaries, size: 3}\n").unwrap();
+    let wanted: Vec<(&str, &str)> = config
+        .canary_selection
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    assert_eq!(
+        wanted,
+        [
+            ("cf_org", "system"),
+            ("cf_space", "canaries"),
+            ("size", "3")
+        ]
+    );
+    assert_eq!(config.settings().canary_selection, config.canary_selection);
+    let shown = super::render::render(&config);
+    assert!(
+        shown.contains(r#"canary_selection: {"cf_org":"system","cf_space":"canaries","size":"3"}"#),
+        "{shown}"
+    );
+    let e = parse("canary_selection: [system]\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("canary_selection: must be a mapping"), "{e}");
+    let e = parse("canary_selection: {cf_org: ''}\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("canary_selection.cf_org: must be a non-empty"),
+        "{e}"
     );
 }

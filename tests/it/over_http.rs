@@ -169,3 +169,35 @@ async fn a_ca_that_did_not_sign_the_server_fails_listing_with_exit_3() {
     }
     assert!(deploy_tasks(&s, "update deployment").await.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_canary_selection_picks_the_canaries_from_the_brokers_filtered_listing() {
+    let s = Served::start(ServeLimits::default()).await;
+    let w = Workspace::new();
+    let config = broker_config(&s, &ca(&s), "update")
+        + "canary_selection: {cf_org: system, cf_space: canaries}\n";
+    let (code, report, stdout, stderr) = run(&w, &config).await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let canaries: Vec<&str> = report["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["canary"] == true)
+        .map(|i| i["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(canaries, ["rmq-01"], "the operator's own instance first");
+
+    // A selection that matches nothing fails before anything is triggered, naming it.
+    let w = Workspace::new();
+    let config = broker_config(&s, &ca(&s), "recreate")
+        + "canary_selection: {cf_org: system, cf_space: nowhere}\n";
+    let (code, report, stdout, stderr) = run(&w, &config).await;
+    assert_eq!(code, 3, "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains(
+            "no instance matches the canary selection (cf_org: system, cf_space: nowhere)"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(report, Value::Null, "nothing ran");
+}

@@ -324,3 +324,43 @@ async fn director_task_count(s: &Served) -> usize {
         .unwrap()
         .len()
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn instances_are_listed_with_their_org_and_space_and_filtered_by_them_and_by_plan() {
+    let s = Served::start(ServeLimits::default()).await;
+    let ids = |listing: &Value| -> Vec<String> {
+        listing
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["service_instance_id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let all: Value = s.broker_json("/mgmt/service_instances").await;
+    assert_eq!(
+        all[3]["context"],
+        json!({"organization_name": "system", "space_name": "canaries"})
+    );
+    assert_eq!(all[0]["context"], Value::Null);
+    let canaries: Value = s
+        .broker_json("/mgmt/service_instances?cf_org=system&cf_space=canaries")
+        .await;
+    assert_eq!(ids(&canaries), ["rmq-01", "rmq-02"]);
+    let by_plan: Value = s
+        .broker_json("/mgmt/service_instances?plan=postgres-single&state=outdated")
+        .await;
+    assert_eq!(ids(&by_plan), ["pg-01", "pg-02", "pg-03"]);
+    let none: Value = s.broker_json("/mgmt/service_instances?cf_space=prod").await;
+    assert_eq!(none, json!([]));
+    let unknown = s
+        .broker(Method::GET, "/mgmt/service_instances?region=eu")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), 400);
+    let body: Value = unknown.json().await.unwrap();
+    assert!(
+        body["description"].as_str().unwrap().contains("'region'"),
+        "{body}"
+    );
+}

@@ -27,6 +27,9 @@ pub fn small_fleet() -> Definition {
     let mut definition = Definition::parse(DEMO).unwrap().without_latency();
     definition.provision[0].count = 3;
     definition.provision[1].count = 2;
+    // The RabbitMQ instances are the operator's own, in a space of canaries.
+    definition.provision[1].org = Some("system".to_string());
+    definition.provision[1].space = Some("canaries".to_string());
     definition.blocked = vec!["pg-02".to_string()];
     definition.busy = Vec::new();
     definition

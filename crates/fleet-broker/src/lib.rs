@@ -10,7 +10,7 @@ mod records;
 use std::collections::HashMap;
 
 pub use catalog::{Catalog, Plan, StemcellVersion, Version, Versions};
-pub use records::{ServiceInstance, ServiceInstances};
+pub use records::{Placement, ServiceInstance, ServiceInstances};
 
 use fleet_director::model::{ConfigsInForce, DeploymentRecord, Task, TaskKind, TaskState};
 use fleet_director::{DeployOptions, manifest};
@@ -180,6 +180,7 @@ impl Broker {
         plan_id: &str,
         versions: Option<&Versions>,
         blocked: bool,
+        placement: &Placement,
     ) -> Result<Task, BrokerError> {
         self.plan(plan_id)?;
         let instance = ServiceInstance {
@@ -187,6 +188,7 @@ impl Broker {
             plan_id: plan_id.to_string(),
             space_guid: None,
             maintenance_updates_blocked: blocked,
+            placement: placement.clone(),
         };
         // Created in one step with the check, so that of two processes provisioning one id
         // at once, one gets it and the other hears it exists.
@@ -210,6 +212,7 @@ impl Broker {
         plan_id: &str,
         versions: Option<&Versions>,
         blocked: bool,
+        placement: &Placement,
     ) -> Result<Option<Task>, BrokerError> {
         self.plan(plan_id)?;
         if let Some(view) = self.instance(id).await?
@@ -224,27 +227,26 @@ impl Broker {
             fix: true,
             ..DeployOptions::default()
         };
-        self.record_and_deploy(id, plan_id, versions, blocked, options)
+        let instance = ServiceInstance {
+            id: id.to_string(),
+            plan_id: plan_id.to_string(),
+            space_guid: None,
+            maintenance_updates_blocked: blocked,
+            placement: placement.clone(),
+        };
+        self.record_and_deploy(&instance, versions, options)
             .await
             .map(Some)
     }
 
     async fn record_and_deploy(
         &self,
-        id: &str,
-        plan_id: &str,
+        instance: &ServiceInstance,
         versions: Option<&Versions>,
-        blocked: bool,
         options: DeployOptions,
     ) -> Result<Task, BrokerError> {
-        let instance = ServiceInstance {
-            id: id.to_string(),
-            plan_id: plan_id.to_string(),
-            space_guid: None,
-            maintenance_updates_blocked: blocked,
-        };
-        self.instances.put(&instance).await?;
-        self.deploy_recorded(&instance, versions, options).await
+        self.instances.put(instance).await?;
+        self.deploy_recorded(instance, versions, options).await
     }
 
     /// Deploys a recorded instance on `versions` or its plan's current ones.

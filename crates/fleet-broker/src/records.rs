@@ -14,6 +14,19 @@ pub struct ServiceInstance {
     pub plan_id: String,
     pub space_guid: Option<String>,
     pub maintenance_updates_blocked: bool,
+    /// Where the platform keeps it; kept from before placements were recorded, none.
+    #[serde(default)]
+    pub placement: Placement,
+}
+
+/// The organization and space a service instance belongs to, by name: what listings
+/// filtered by `cf_org` and `cf_space` match.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Placement {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub organization_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub space_name: Option<String>,
 }
 
 #[derive(Clone)]

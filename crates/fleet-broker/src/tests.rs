@@ -96,7 +96,13 @@ async fn broker() -> Broker {
 
 async fn provisioned(broker: &Broker, id: &str) {
     let task = broker
-        .provision(id, "small", Some(&versions("15", "1.0")), false)
+        .provision(
+            id,
+            "small",
+            Some(&versions("15", "1.0")),
+            false,
+            &Default::default(),
+        )
         .await
         .unwrap();
     let task = broker.director().wait(task.id).await.unwrap();
@@ -234,7 +240,13 @@ async fn a_never_deployed_instance_is_recreated_from_its_plan() {
     let broker = broker().await;
     // A release the director lacks makes provisioning fail: nothing was ever deployed.
     let task = broker
-        .provision("a", "small", Some(&versions("99", "1.0")), false)
+        .provision(
+            "a",
+            "small",
+            Some(&versions("99", "1.0")),
+            false,
+            &Default::default(),
+        )
         .await
         .unwrap();
     broker.director().wait(task.id).await.unwrap();

@@ -91,6 +91,12 @@ pub struct Provision {
     pub releases: Option<Vec<Version>>,
     #[serde(default)]
     pub stemcell: Option<StemcellVersion>,
+    /// The organization and space they belong to, by name: what the broker's `cf_org`
+    /// and `cf_space` listing filters (and so a canary selection) match.
+    #[serde(default)]
+    pub org: Option<String>,
+    #[serde(default)]
+    pub space: Option<String>,
 }
 
 /// Where the fleet's VMs are.
@@ -413,6 +419,23 @@ impl Definition {
     }
 
     /// The ids and starting versions of the instances to provision, in order.
+    /// The organization and space the instance `id` is provisioned in.
+    pub fn placement(&self, id: &str) -> fleet_broker::Placement {
+        self.provision
+            .iter()
+            .find(|p| {
+                id.strip_prefix(p.prefix.as_str())
+                    .and_then(|rest| rest.strip_prefix('-'))
+                    .and_then(|n| n.parse::<u32>().ok())
+                    .is_some_and(|n| (1..=p.count).contains(&n))
+            })
+            .map(|p| fleet_broker::Placement {
+                organization_name: p.org.clone(),
+                space_name: p.space.clone(),
+            })
+            .unwrap_or_default()
+    }
+
     pub fn instances(&self) -> Vec<(String, String, Versions)> {
         let mut out = Vec::new();
         for p in &self.provision {

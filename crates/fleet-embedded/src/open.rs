@@ -419,10 +419,14 @@ async fn provision(
         }
         let blocked = definition.blocked.contains(id);
         let task = if first_use {
-            Some(broker.provision(id, plan, Some(versions), blocked).await?)
+            Some(
+                broker
+                    .provision(id, plan, Some(versions), blocked, &definition.placement(id))
+                    .await?,
+            )
         } else {
             broker
-                .provision_again(id, plan, Some(versions), blocked)
+                .provision_again(id, plan, Some(versions), blocked, &definition.placement(id))
                 .await?
         };
         if let Some(task) = task {

@@ -11,8 +11,8 @@ use serde_json::{Map, Value, json};
 use fleet_http_client::{Answer, Call, Endpoint, HttpClient, segment};
 use fleet_rollout::RequestLimiter;
 use fleet_rollout::inventory::{
-    Action, Instance, InstanceId, Inventory, InventoryError, LastOperationState, Operation,
-    OperationState, Selection, Triggered,
+    Action, Criteria, Instance, InstanceId, Inventory, InventoryError, LastOperationState,
+    Operation, OperationState, Selection, Triggered, admits,
 };
 use fleet_secret::Secret;
 
@@ -188,6 +188,23 @@ impl Inventory for BrokerInventory {
         Ok(instances
             .into_iter()
             .filter(|instance| selection.matches(instance))
+            .collect())
+    }
+
+    /// Sends the criteria as the listing's query, as ODB's errand sends its canary
+    /// selection, and judges again here those this side can (a broker may ignore them).
+    async fn list_matching(&self, criteria: &Criteria) -> Result<Vec<Instance>, InventoryError> {
+        let call = Call::get(self.http.url("/mgmt/service_instances"));
+        let answer = self
+            .http
+            .send(&call, |request| self.authorize(request).query(criteria))
+            .await?;
+        if !answer.status.is_success() {
+            return Err(answer.failure());
+        }
+        Ok(listing(&answer)?
+            .into_iter()
+            .filter(|instance| admits(criteria, instance))
             .collect())
     }
 

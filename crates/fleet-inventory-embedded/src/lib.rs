@@ -8,8 +8,8 @@ use serde_json::json;
 use fleet_broker::{Answer, Broker, BrokerError, Filter, InstanceView, OperationStatus, State};
 use fleet_director::model::TaskState;
 use fleet_rollout::inventory::{
-    Action, Instance, InstanceId, InstanceState, Inventory, InventoryError, LastOperation,
-    LastOperationState, Operation, OperationState, Selection, Triggered,
+    Action, Instance, InstanceContext, InstanceId, InstanceState, Inventory, InventoryError,
+    LastOperation, LastOperationState, Operation, OperationState, Selection, Triggered,
 };
 
 pub struct EmbeddedInventory {
@@ -41,6 +41,18 @@ fn trigger_failure(e: BrokerError) -> InventoryError {
     }
 }
 
+/// The instance's organization and space, as a broker's listing gives them; none when it
+/// has no placement.
+fn placed(placement: &fleet_broker::Placement) -> Option<InstanceContext> {
+    (placement.organization_name.is_some() || placement.space_name.is_some()).then(|| {
+        InstanceContext {
+            organization_name: placement.organization_name.clone(),
+            space_name: placement.space_name.clone(),
+            ..InstanceContext::default()
+        }
+    })
+}
+
 fn instance(view: InstanceView) -> Instance {
     let last_operation = view.last_task.map(|task| LastOperation {
         kind: Some(task.description.clone()),
@@ -67,6 +79,7 @@ fn instance(view: InstanceView) -> Instance {
         update_available: view.update_available,
         maintenance_updates_blocked: view.instance.maintenance_updates_blocked,
         last_operation,
+        context: placed(&view.instance.placement),
     }
 }
 

@@ -80,6 +80,9 @@ pub(super) struct Engine<'a, I> {
     round: u32,
     next_round_at: Option<Instant>,
     canary_target: usize,
+    /// Entries below this index may be canaries: those a canary selection matched (all,
+    /// without one).
+    canary_pool: usize,
     canaries_succeeded: usize,
     started_instances: usize,
     finished: usize,
@@ -139,6 +142,7 @@ impl<'a, I: Inventory> Engine<'a, I> {
             round: 1,
             next_round_at: None,
             canary_target: plan.canaries,
+            canary_pool: plan.canary_pool,
             canaries_succeeded: 0,
             started_instances: 0,
             finished: plan_skipped,
@@ -305,12 +309,12 @@ impl<'a, I: Inventory> Engine<'a, I> {
                 return;
             }
             while self.capacity() > 0 {
-                let Some(index) = self.queue.pop_front() else {
+                let Some(index) = self.next_queued() else {
                     break;
                 };
                 self.launch(index);
             }
-            if self.queue.is_empty()
+            if !self.has_queued()
                 && self.awaiting_answer == 0
                 && !self.busy.is_empty()
                 && self.next_round_at.is_none()
@@ -318,8 +322,28 @@ impl<'a, I: Inventory> Engine<'a, I> {
                 self.next_round_at = Some(Instant::now() + self.settings.busy_interval);
             }
             let canaries_done = self.canaries_succeeded >= self.canary_target
-                || (self.queue.is_empty() && self.busy.is_empty() && self.in_flight == 0);
+                || (!self.has_queued() && self.busy.is_empty() && self.in_flight == 0);
             if self.phase == Phase::Canaries && canaries_done {
+                // Canaries chosen by a selection that stayed busy prove nothing: the rest
+                // is not touched, as when a canary fails.
+                let busy_canaries = self.entries[..self.canary_pool]
+                    .iter()
+                    .filter(|e| e.outcome == Some(Outcome::Busy))
+                    .count();
+                if self.canaries_succeeded < self.canary_target
+                    && busy_canaries > 0
+                    && self.has_unproven_rest()
+                {
+                    self.stop = Some(Stop::Failure);
+                    self.emit(Event::Stopping {
+                        reason: format!(
+                            "{} of {} canaries succeeded and {busy_canaries} stayed busy: \
+                             the rest is not started",
+                            self.canaries_succeeded, self.canary_target
+                        ),
+                    });
+                    return;
+                }
                 self.phase = Phase::Main;
                 self.round = 1;
                 let remaining = self.queue.len() + self.busy.len();
@@ -332,6 +356,31 @@ impl<'a, I: Inventory> Engine<'a, I> {
                 continue;
             }
             return;
+        }
+    }
+
+    /// Whether instances outside the canary pool wait for the canaries.
+    fn has_unproven_rest(&self) -> bool {
+        self.queue.iter().any(|i| *i >= self.canary_pool)
+    }
+
+    /// Whether the queue holds what this phase may start: in the canary phase, only the
+    /// canary pool's entries.
+    fn has_queued(&self) -> bool {
+        match self.phase {
+            Phase::Canaries => self.queue.iter().any(|i| *i < self.canary_pool),
+            Phase::Main => !self.queue.is_empty(),
+        }
+    }
+
+    /// The next entry this phase may start, taken from the queue.
+    fn next_queued(&mut self) -> Option<usize> {
+        match self.phase {
+            Phase::Canaries => {
+                let at = self.queue.iter().position(|i| *i < self.canary_pool)?;
+                self.queue.remove(at)
+            }
+            Phase::Main => self.queue.pop_front(),
         }
     }
 

@@ -30,6 +30,13 @@ pub enum RolloutError {
     /// Nothing was triggered: the fleet could not be listed.
     #[error("the inventory could not be listed: {0}")]
     List(#[source] InventoryError),
+    /// Nothing was triggered: the canary selection matched none of the instances there
+    /// are, which would leave the run without the canaries the operator asked for.
+    #[error(
+        "no instance matches the canary selection ({criteria}) while {instances} instances \
+         exist: make `canary_selection` match one or more of them, or remove it"
+    )]
+    NoCanaryMatch { criteria: String, instances: usize },
 }
 
 /// One run over one inventory; every request of the run shares its rate limiter.
@@ -65,7 +72,28 @@ impl<I: Inventory> Rollout<I> {
             .list(strategy.selection())
             .await
             .map_err(RolloutError::List)?;
-        Ok(select::plan(instances, strategy, self.settings.canaries))
+        let plan = select::plan(instances, strategy, self.settings.canaries);
+        let criteria = &self.settings.canary_selection;
+        if criteria.is_empty() {
+            return Ok(plan);
+        }
+        // A second listing, as ODB's errand makes it: the canaries come from its matches.
+        let matched: std::collections::BTreeSet<String> = self
+            .requests
+            .list_matching(criteria)
+            .await
+            .map_err(RolloutError::List)?
+            .into_iter()
+            .map(|i| i.id.0)
+            .collect();
+        let listed = plan.order.len() + plan.skipped.len();
+        if listed > 0 && matched.is_empty() {
+            return Err(RolloutError::NoCanaryMatch {
+                criteria: inventory::describe_criteria(criteria),
+                instances: listed,
+            });
+        }
+        Ok(plan.with_canaries_among(&matched, self.settings.canaries))
     }
 
     /// Carries the plan out and reports every instance's outcome.

@@ -72,6 +72,14 @@ impl<I: Inventory> Requests<I> {
             .await
     }
 
+    pub async fn list_matching(
+        &self,
+        criteria: &crate::inventory::Criteria,
+    ) -> Result<Vec<Instance>, InventoryError> {
+        self.with_retries(true, || self.inventory.list_matching(criteria))
+            .await
+    }
+
     pub async fn instance(&self, id: &InstanceId) -> Result<Option<Instance>, InventoryError> {
         self.with_retries(true, || self.inventory.instance(id))
             .await

@@ -45,8 +45,11 @@ pub struct Plan {
     /// Instances to trigger, in processing order.
     pub order: Vec<Candidate>,
     /// How many canaries the canary phase waits for: the requested number, clamped to the
-    /// eligible instances.
+    /// eligible instances (or to those the canary selection matched).
     pub canaries: usize,
+    /// How many instances at the front of `order` may be canaries: all of them, or those
+    /// the canary selection matched, which come first.
+    pub canary_pool: usize,
     pub skipped: Vec<Skipped>,
     /// Instances an earlier run of the same intent finished: reported, not touched.
     pub done_earlier: Vec<Instance>,
@@ -56,6 +59,11 @@ impl Plan {
     /// The plan without the instances `done` names, which an earlier run finished; with
     /// `canaries_passed`, that run's canaries proved the change and none are tried again.
     pub fn without_done(mut self, done: &BTreeSet<String>, canaries_passed: bool) -> Plan {
+        let pool_done = self.order[..self.canary_pool]
+            .iter()
+            .filter(|c| done.contains(&c.instance.id.0))
+            .count();
+        self.canary_pool -= pool_done;
         let (earlier, order): (Vec<Candidate>, Vec<Candidate>) = self
             .order
             .into_iter()
@@ -66,8 +74,28 @@ impl Plan {
         self.canaries = if canaries_passed {
             0
         } else {
-            self.canaries.min(self.order.len())
+            self.canaries.min(self.canary_pool)
         };
+        self
+    }
+
+    /// The plan with its canaries chosen among the instances `matched` names (a canary
+    /// selection's listing), as the On-Demand Service Broker's errand chooses them: those
+    /// go first; `canaries` is clamped to how many there are, and `0` makes every one a
+    /// canary.
+    pub fn with_canaries_among(mut self, matched: &BTreeSet<String>, canaries: usize) -> Plan {
+        let (pool, rest): (Vec<Candidate>, Vec<Candidate>) = self
+            .order
+            .into_iter()
+            .partition(|c| matched.contains(&c.instance.id.0));
+        self.canary_pool = pool.len();
+        self.canaries = if canaries == 0 {
+            pool.len()
+        } else {
+            canaries.min(pool.len())
+        };
+        self.order = pool;
+        self.order.extend(rest);
         self
     }
 
@@ -110,6 +138,7 @@ pub fn plan(instances: Vec<Instance>, strategy: Strategy, canaries: usize) -> Pl
         strategy,
         selected: selected_count,
         canaries: canaries.min(order.len()),
+        canary_pool: order.len(),
         order,
         skipped,
         done_earlier: Vec::new(),

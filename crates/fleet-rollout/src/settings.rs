@@ -112,6 +112,9 @@ pub struct Settings {
     pub strategy: Strategy,
     pub max_in_parallel: NonZeroUsize,
     pub canaries: usize,
+    /// Listing criteria the canaries are chosen among (ODB's `canary_selection_params`):
+    /// empty, any instance may be a canary.
+    pub canary_selection: crate::inventory::Criteria,
     /// Triggers per instance while it answers busy, the first included.
     pub busy_attempts: u32,
     /// Time between the end of one busy-retry round and the start of the next.
@@ -137,6 +140,7 @@ impl Default for Settings {
             },
             max_in_parallel: NonZeroUsize::MIN,
             canaries: 0,
+            canary_selection: Default::default(),
             busy_attempts: 5,
             busy_interval: Duration::from_secs(60),
             poll_interval: Duration::from_secs(10),

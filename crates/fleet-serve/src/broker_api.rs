@@ -107,10 +107,55 @@ fn view_json(view: &InstanceView) -> Value {
         "update_available": view.update_available,
         "maintenance_updates_blocked": view.instance.maintenance_updates_blocked,
         "last_operation": last_operation,
+        "context": placement_json(&view.instance.placement),
+    })
+}
+
+/// The instance's organization and space as an Open Service Broker `context` gives them;
+/// `null` without a placement.
+fn placement_json(placement: &fleet_broker::Placement) -> Value {
+    if placement.organization_name.is_none() && placement.space_name.is_none() {
+        return Value::Null;
+    }
+    json!({
+        "organization_name": placement.organization_name,
+        "space_name": placement.space_name,
+    })
+}
+
+/// The listing parameters beside `state` this broker filters by, as the On-Demand Service
+/// Broker's do: `cf_org` and `cf_space` (names), and `plan` (a plan id).
+const CRITERIA: &[&str] = &["cf_org", "cf_space", "plan"];
+
+fn meets(view: &InstanceView, params: &Params) -> bool {
+    let placement = &view.instance.placement;
+    CRITERIA.iter().all(|key| {
+        let Some(wanted) = params.get(*key) else {
+            return true;
+        };
+        let have = match *key {
+            "cf_org" => placement.organization_name.as_ref(),
+            "cf_space" => placement.space_name.as_ref(),
+            _ => Some(&view.instance.plan_id),
+        };
+        have == Some(wanted)
     })
 }
 
 async fn list(State(broker): State<Arc<Broker>>, Query(params): Query<Params>) -> Response {
+    if let Some(unknown) = params
+        .keys()
+        .find(|k| *k != "state" && !CRITERIA.contains(&k.as_str()))
+    {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            format!(
+                "listing parameter '{unknown}' is not one this broker filters by (state, \
+                 cf_org, cf_space, plan)"
+            ),
+        );
+    }
     let filter = match params.get("state").map(String::as_str) {
         None => Filter::All,
         Some(name) => match Filter::named(name) {
@@ -125,7 +170,14 @@ async fn list(State(broker): State<Arc<Broker>>, Query(params): Query<Params>) -
         },
     };
     match broker.instances_in(filter).await {
-        Ok(views) => Json(Value::Array(views.iter().map(view_json).collect())).into_response(),
+        Ok(views) => Json(Value::Array(
+            views
+                .iter()
+                .filter(|v| meets(v, &params))
+                .map(view_json)
+                .collect(),
+        ))
+        .into_response(),
         Err(e) => failure(e),
     }
 }

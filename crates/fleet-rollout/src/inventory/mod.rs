@@ -3,15 +3,17 @@
 //! The engine sees only this trait, so one engine drives the embedded fleet, a real broker
 //! and a real director, and is tested in virtual time against the scripted inventory.
 
+mod criteria;
 mod error;
 mod types;
 
 use std::future::Future;
 
+pub use criteria::{Criteria, admits, describe as describe_criteria};
 pub use error::{ErrorKind, InventoryError};
 pub use types::{
-    Action, Instance, InstanceId, InstanceState, LastOperation, LastOperationState, Operation,
-    OperationState, Selection, Triggered,
+    Action, Instance, InstanceContext, InstanceId, InstanceState, LastOperation,
+    LastOperationState, Operation, OperationState, Selection, Triggered,
 };
 
 /// Something that lists service instances and runs operations on them.
@@ -24,6 +26,20 @@ pub trait Inventory: Send + Sync + 'static {
         &self,
         selection: Selection,
     ) -> impl Future<Output = Result<Vec<Instance>, InventoryError>> + Send;
+
+    /// Lists the instances that match `criteria`, listing parameters as the On-Demand
+    /// Service Broker's management API takes them (`cf_org`, `cf_space`, `plan`, or a
+    /// broker's own). Without a server that filters, every instance is listed and those
+    /// the criteria can be judged on are filtered here.
+    fn list_matching(
+        &self,
+        criteria: &Criteria,
+    ) -> impl Future<Output = Result<Vec<Instance>, InventoryError>> + Send {
+        async move {
+            let all = self.list(Selection::All).await?;
+            Ok(all.into_iter().filter(|i| admits(criteria, i)).collect())
+        }
+    }
 
     /// Reads one instance again, `None` when it no longer exists. Used after a trigger whose
     /// fate is unknown, so that it is never sent twice blindly.

@@ -80,6 +80,23 @@ pub struct Instance {
     pub maintenance_updates_blocked: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_operation: Option<LastOperation>,
+    /// Where the platform keeps it, as an Open Service Broker `context` gives it; what
+    /// `cf_org` and `cf_space` listing criteria match. Brokers that list none leave it out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<InstanceContext>,
+}
+
+/// A service instance's organization and space, by GUID and name.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstanceContext {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub organization_guid: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub organization_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub space_guid: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub space_name: Option<String>,
 }
 
 impl Instance {
@@ -94,6 +111,7 @@ impl Instance {
             update_available: true,
             maintenance_updates_blocked: false,
             last_operation: None,
+            context: None,
         }
     }
 
