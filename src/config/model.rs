@@ -144,6 +144,9 @@ pub struct Config {
     pub grace_period: Duration,
     /// Listing criteria the canaries are chosen among (`canary_selection`).
     pub canary_selection: fleet_rollout::inventory::Criteria,
+    /// Which instances the run may touch, and which go right after the canaries
+    /// (`selection`).
+    pub filter: fleet_rollout::filter::InstanceFilter,
     pub format: Format,
     pub report_file: Option<PathBuf>,
     /// The run's figures in Prometheus text format, for node_exporter's textfile collector.
@@ -189,6 +192,7 @@ impl Default for Config {
             requests_per_second: settings.requests_per_second,
             grace_period: settings.grace_period,
             canary_selection: Default::default(),
+            filter: Default::default(),
             format: Format::Text,
             report_file: None,
             metrics_file: None,
@@ -230,7 +234,16 @@ impl Config {
             InventoryConfig::Director(d) => format!("director {} {}", d.url, d.deployments),
             InventoryConfig::Scripted { scenario } => format!("scripted {}", scenario.display()),
         };
-        format!("{strategy}; {inventory}")
+        let filter = &self.filter;
+        let narrowed = if filter.include.is_empty() && filter.exclude.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; include {:?}; exclude {:?}",
+                filter.include, filter.exclude
+            )
+        };
+        format!("{strategy}; {inventory}{narrowed}")
     }
 
     /// The engine's settings for the chosen strategy.
@@ -258,6 +271,7 @@ impl Config {
             max_in_parallel,
             canaries,
             canary_selection: self.canary_selection.clone(),
+            filter: self.filter.clone(),
             busy_attempts: self.busy_attempts,
             busy_interval: self.busy_interval,
             poll_interval: self.poll_interval,

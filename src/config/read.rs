@@ -34,6 +34,7 @@ const TOP: &[&str] = &[
     "schedule",
     "store",
     "canary_selection",
+    "selection",
 ];
 const BROKER: &[&str] = &[
     "api_endpoint",
@@ -86,6 +87,7 @@ pub fn read(root: &Node, base: &Path, config: &mut Config, checker: &mut Checker
             "canary_selection" => {
                 config.canary_selection = criteria(node, path, checker);
             }
+            "selection" => read_selection(node, path, config, checker),
             "polling" => {
                 for (k, v) in checker.map(node, path, &["interval"]) {
                     set(
@@ -425,4 +427,49 @@ fn criteria(node: &Node, path: &str, checker: &mut Checker) -> crate::rollout::i
         }
     }
     found
+}
+
+/// `selection: {include: {...}, exclude: {...}, first: [ids]}`: which instances a run may
+/// touch, and which go right after the canaries.
+fn read_selection(node: &Node, path: &str, config: &mut Config, checker: &mut Checker) {
+    for (key, value) in checker.map(node, path, &["include", "exclude", "first"]) {
+        let here = join(path, &key.name);
+        match key.name.as_str() {
+            "first" => config.filter.first = strings(value, &here, checker),
+            side => {
+                let target = if side == "include" {
+                    &mut config.filter.include
+                } else {
+                    &mut config.filter.exclude
+                };
+                for (k, v) in checker.map(value, &here, &["plans", "instances", "orgs", "spaces"]) {
+                    let at = join(&here, &k.name);
+                    let list = strings(v, &at, checker);
+                    match k.name.as_str() {
+                        "plans" => target.plans = list,
+                        "instances" => {
+                            for pattern in &list {
+                                if let Err(e) = crate::rollout::filter::pattern(pattern) {
+                                    checker.report(&at, v.at, e.to_string());
+                                }
+                            }
+                            target.instances = list;
+                        }
+                        "orgs" => target.orgs = list,
+                        _ => target.spaces = list,
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A list of non-empty strings.
+fn strings(node: &Node, path: &str, checker: &mut Checker) -> Vec<String> {
+    checker
+        .list(node, path)
+        .iter()
+        .filter_map(|item| checker.string(item, path))
+        .filter(|s| !s.is_empty())
+        .collect()
 }

@@ -7,6 +7,7 @@ use std::path::Path;
 use super::duration::format;
 use super::model::{Config, InventoryConfig};
 use fleet_inventory_director::DirectorAuth;
+use fleet_rollout::filter::Criteria as FilterCriteria;
 
 enum Item {
     Scalar(String),
@@ -35,6 +36,17 @@ fn pem(pem: Option<&str>) -> Item {
 
 fn path(p: &Path) -> Item {
     text(&p.display().to_string())
+}
+
+/// One side of a selection, each list as a JSON array (a YAML flow sequence).
+fn criteria(c: &FilterCriteria) -> Item {
+    let list = |l: &Vec<String>| plain(serde_json::to_string(l).expect("strings serialize"));
+    Item::Map(vec![
+        ("plans", list(&c.plans)),
+        ("instances", list(&c.instances)),
+        ("orgs", list(&c.orgs)),
+        ("spaces", list(&c.spaces)),
+    ])
 }
 
 pub fn render(config: &Config) -> String {
@@ -180,6 +192,17 @@ pub fn render(config: &Config) -> String {
             )]),
         ),
         ("shutdown_grace_period", plain(format(config.grace_period))),
+        (
+            "selection",
+            Item::Map(vec![
+                ("include", criteria(&config.filter.include)),
+                ("exclude", criteria(&config.filter.exclude)),
+                (
+                    "first",
+                    plain(serde_json::to_string(&config.filter.first).expect("strings serialize")),
+                ),
+            ]),
+        ),
         (
             // A JSON object is a YAML flow mapping.
             "canary_selection",

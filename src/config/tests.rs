@@ -142,7 +142,7 @@ colour: blue
         "11:13 polling.interval: must be a duration like `30s`, `5m` or `2h`, found `30`",
         "12:20 operation_timeout: `-5m` is negative; durations must be positive",
         "14:24 rate_limit.requests_per_second: must be between 0.001 and 1000000, got 0",
-        "15:1 colour: unknown key; known keys are `service_broker`, `strategy`, `busy_retry`, `polling`, `operation_timeout`, `rate_limit`, `shutdown_grace_period`, `output`, `inventory`, `embedded`, `state_dir`, `director`, `serve`, `schedule`, `store`, `canary_selection`",
+        "15:1 colour: unknown key; known keys are `service_broker`, `strategy`, `busy_retry`, `polling`, `operation_timeout`, `rate_limit`, `shutdown_grace_period`, `output`, `inventory`, `embedded`, `state_dir`, `director`, `serve`, `schedule`, `store`, `canary_selection`, `selection`",
     ];
     assert_eq!(found, expected);
 }
@@ -512,4 +512,34 @@ fn a_canary_selection_is_read_as_listing_criteria_and_shown() {
         e.contains("canary_selection.cf_org: must be a non-empty"),
         "{e}"
     );
+}
+
+#[test]
+fn a_selection_is_read_checked_shown_and_part_of_the_runs_intent() {
+    let text = "selection:
+  include: {plans: [small], instances: ['pg-*'], orgs: [system], spaces: [prod]}
+  exclude: {instances: ['pg-0?-legacy']}
+  first: [pg-02]
+";
+    let config = parse(text).unwrap();
+    let filter = &config.filter;
+    assert_eq!(filter.include.plans, ["small"]);
+    assert_eq!(filter.include.instances, ["pg-*"]);
+    assert_eq!(filter.include.orgs, ["system"]);
+    assert_eq!(filter.exclude.instances, ["pg-0?-legacy"]);
+    assert_eq!(filter.first, ["pg-02"]);
+    assert_eq!(&config.settings().filter, filter);
+    assert_ne!(
+        config.intent(),
+        parse("").unwrap().intent(),
+        "another intent"
+    );
+    let shown = super::render::render(&config);
+    assert!(shown.contains(r#"instances: ["pg-*"]"#), "{shown}");
+    assert!(shown.contains(r#"first: ["pg-02"]"#), "{shown}");
+    let e = parse("selection: {include: {instances: ['pg-['], colour: [x]}}\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`pg-[` is not an instance id pattern"), "{e}");
+    assert!(e.contains("selection.include.colour: unknown key"), "{e}");
 }

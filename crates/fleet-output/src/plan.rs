@@ -40,6 +40,12 @@ pub fn plan_text(plan: &PlanReport) -> String {
             let _ = writeln!(text, "  {}: {}", skipped.id, skipped.reason);
         }
     }
+    if !plan.excluded.is_empty() {
+        text.push_str("left out by the selection:\n");
+        for excluded in &plan.excluded {
+            let _ = writeln!(text, "  {}: {}", excluded.id, excluded.reason);
+        }
+    }
     if plan.canaries > 0 {
         text.push_str(
             "a canary that turns out to need nothing (up to date, busy, gone) is replaced by the next instance in order\n",

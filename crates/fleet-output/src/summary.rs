@@ -45,6 +45,13 @@ pub fn summary(report: &Report) -> String {
     if c.done_earlier > 0 {
         let _ = write!(text, ", done earlier {}", c.done_earlier);
     }
+    if !report.excluded.is_empty() {
+        let _ = write!(
+            text,
+            ", left out by the selection {}",
+            report.excluded.len()
+        );
+    }
     text.push('\n');
     for (outcome, label) in [
         (Outcome::Failed, "failed"),

@@ -83,6 +83,8 @@ pub(super) struct Engine<'a, I> {
     /// Entries below this index may be canaries: those a canary selection matched (all,
     /// without one).
     canary_pool: usize,
+    /// What the operator's filter left out, for the report.
+    excluded: Vec<crate::report::SkippedInstance>,
     canaries_succeeded: usize,
     started_instances: usize,
     finished: usize,
@@ -102,6 +104,7 @@ impl<'a, I: Inventory> Engine<'a, I> {
     ) -> (Self, UnboundedReceiver<(usize, Message)>) {
         let (sender, receiver) = unbounded_channel();
         let eligible = plan.order.len();
+        let excluded = crate::report::excluded(&plan);
         let plan_skipped = plan.skipped.len() + plan.done_earlier.len();
         let mut entries: Vec<Entry> = plan
             .order
@@ -143,6 +146,7 @@ impl<'a, I: Inventory> Engine<'a, I> {
             next_round_at: None,
             canary_target: plan.canaries,
             canary_pool: plan.canary_pool,
+            excluded,
             canaries_succeeded: 0,
             started_instances: 0,
             finished: plan_skipped,
@@ -714,6 +718,7 @@ impl<'a, I: Inventory> Engine<'a, I> {
             interrupted,
             counts,
             instances,
+            excluded: self.excluded,
         }
     }
 }

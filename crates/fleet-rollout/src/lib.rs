@@ -5,6 +5,7 @@
 
 mod engine;
 pub mod events;
+pub mod filter;
 pub mod inventory;
 pub mod limiter;
 mod operation;
@@ -72,7 +73,12 @@ impl<I: Inventory> Rollout<I> {
             .list(strategy.selection())
             .await
             .map_err(RolloutError::List)?;
-        let plan = select::plan(instances, strategy, self.settings.canaries);
+        let plan = select::plan_with(
+            instances,
+            strategy,
+            self.settings.canaries,
+            &self.settings.filter,
+        );
         let criteria = &self.settings.canary_selection;
         if criteria.is_empty() {
             return Ok(plan);

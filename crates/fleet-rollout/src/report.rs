@@ -115,6 +115,9 @@ pub struct Report {
     pub interrupted: bool,
     pub counts: Counts,
     pub instances: Vec<InstanceReport>,
+    /// What the operator's filter left out, and why: never touched.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub excluded: Vec<SkippedInstance>,
 }
 
 impl Report {
@@ -157,6 +160,20 @@ pub struct PlanReport {
     pub max_in_parallel: usize,
     pub order: Vec<PlannedInstance>,
     pub skipped: Vec<SkippedInstance>,
+    /// What the operator's filter left out, and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub excluded: Vec<SkippedInstance>,
+}
+
+/// The instances a plan's filter left out, as reports list them.
+pub fn excluded(plan: &Plan) -> Vec<SkippedInstance> {
+    plan.excluded
+        .iter()
+        .map(|e| SkippedInstance {
+            id: e.instance.id.0.clone(),
+            reason: e.reason.clone(),
+        })
+        .collect()
 }
 
 impl PlanReport {
@@ -187,6 +204,7 @@ impl PlanReport {
                     reason: s.reason.describe().into(),
                 })
                 .collect(),
+            excluded: excluded(plan),
         }
     }
 }

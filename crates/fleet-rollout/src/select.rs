@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::filter::InstanceFilter;
 use super::settings::Strategy;
 use crate::inventory::{Instance, InstanceState};
 
@@ -37,6 +38,13 @@ pub struct Skipped {
     pub reason: SkipReason,
 }
 
+/// An instance the strategy selected that the operator's filter left out, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Excluded {
+    pub instance: Instance,
+    pub reason: String,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
     pub strategy: Strategy,
@@ -53,6 +61,10 @@ pub struct Plan {
     pub skipped: Vec<Skipped>,
     /// Instances an earlier run of the same intent finished: reported, not touched.
     pub done_earlier: Vec<Instance>,
+    /// Instances the operator's filter left out: reported, not touched.
+    pub excluded: Vec<Excluded>,
+    /// Instance ids that go right after the canaries.
+    pub first: Vec<String>,
 }
 
 impl Plan {
@@ -95,7 +107,7 @@ impl Plan {
             canaries.min(pool.len())
         };
         self.order = pool;
-        self.order.extend(rest);
+        self.order.extend(first_then_rest(rest, &self.first));
         self
     }
 
@@ -107,17 +119,33 @@ impl Plan {
 }
 
 pub fn plan(instances: Vec<Instance>, strategy: Strategy, canaries: usize) -> Plan {
+    plan_with(instances, strategy, canaries, &InstanceFilter::default())
+}
+
+/// The plan of the instances `filter` admits; the canaries are the first `canaries` of
+/// the order but for `filter.first`, which come right after them.
+pub fn plan_with(
+    instances: Vec<Instance>,
+    strategy: Strategy,
+    canaries: usize,
+    filter: &InstanceFilter,
+) -> Plan {
     let mut seen = BTreeSet::new();
     let mut by_plan: BTreeMap<String, Vec<Instance>> = BTreeMap::new();
+    let mut excluded = Vec::new();
     for instance in instances {
         if selected(&instance, strategy) && seen.insert(instance.id.clone()) {
+            if let Err(reason) = filter.admit(&instance) {
+                excluded.push(Excluded { instance, reason });
+                continue;
+            }
             by_plan
                 .entry(instance.plan_id.clone())
                 .or_default()
                 .push(instance);
         }
     }
-    let selected_count = seen.len();
+    let selected_count = seen.len() - excluded.len();
     for group in by_plan.values_mut() {
         group.sort_by(|a, b| a.id.cmp(&b.id));
     }
@@ -134,15 +162,38 @@ pub fn plan(instances: Vec<Instance>, strategy: Strategy, canaries: usize) -> Pl
             order.push(Candidate { instance, force });
         }
     }
+    let canaries = canaries.min(order.len());
+    // The canaries come from the order without the instances named first, which follow
+    // them.
+    let (named, others): (Vec<Candidate>, Vec<Candidate>) = order
+        .into_iter()
+        .partition(|c| filter.first.contains(&c.instance.id.0));
+    let mut others = others.into_iter();
+    let mut order: Vec<Candidate> = others.by_ref().take(canaries).collect();
+    let canaries = canaries.min(order.len() + named.len());
+    order.extend(first_then_rest(named, &filter.first));
+    order.extend(others);
     Plan {
         strategy,
         selected: selected_count,
-        canaries: canaries.min(order.len()),
+        canaries,
         canary_pool: order.len(),
         order,
         skipped,
         done_earlier: Vec::new(),
+        excluded,
+        first: filter.first.clone(),
     }
+}
+
+/// `candidates` with those `first` names at the front, in its order.
+fn first_then_rest(candidates: Vec<Candidate>, first: &[String]) -> Vec<Candidate> {
+    let (mut named, rest): (Vec<Candidate>, Vec<Candidate>) = candidates
+        .into_iter()
+        .partition(|c| first.contains(&c.instance.id.0));
+    named.sort_by_key(|c| first.iter().position(|f| *f == c.instance.id.0));
+    named.extend(rest);
+    named
 }
 
 fn selected(instance: &Instance, strategy: Strategy) -> bool {

@@ -115,6 +115,8 @@ pub struct Settings {
     /// Listing criteria the canaries are chosen among (ODB's `canary_selection_params`):
     /// empty, any instance may be a canary.
     pub canary_selection: crate::inventory::Criteria,
+    /// Which listed instances the run may touch, and which go right after the canaries.
+    pub filter: crate::filter::InstanceFilter,
     /// Triggers per instance while it answers busy, the first included.
     pub busy_attempts: u32,
     /// Time between the end of one busy-retry round and the start of the next.
@@ -141,6 +143,7 @@ impl Default for Settings {
             max_in_parallel: NonZeroUsize::MIN,
             canaries: 0,
             canary_selection: Default::default(),
+            filter: Default::default(),
             busy_attempts: 5,
             busy_interval: Duration::from_secs(60),
             poll_interval: Duration::from_secs(10),
