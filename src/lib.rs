@@ -5,6 +5,7 @@
 //! re-exported under their old module names so that the binary, the examples and the
 //! integration tests name them in one way.
 
+pub mod canary_check;
 pub mod config;
 
 pub use fleet_agent as agent;

@@ -11,6 +11,7 @@ use fleet_updater::inventory::Inventory;
 use fleet_updater::output::{
     RunMetrics, TextOutput, metrics_text, plan_text, summary, write_file, write_json_file,
 };
+use fleet_updater::rollout::check::CanaryCheck;
 use fleet_updater::rollout::{PlanReport, Report, Rollout, Status, WindowClose};
 use fleet_updater::schedule::{Journal, JournalObserver, Resume};
 
@@ -22,6 +23,7 @@ use super::{notice, print_json, print_text, watch_signals};
 pub async fn drive<I: Inventory>(
     inventory: Arc<I>,
     config: &Config,
+    check: Option<Arc<dyn CanaryCheck>>,
     window: Option<WindowClose>,
     started_at: SystemTime,
 ) -> Result<u8, CliError> {
@@ -45,7 +47,10 @@ pub async fn drive<I: Inventory>(
         journal.forget()?;
     }
     let resumed = journal.is_resumed() && !config.fresh;
-    let rollout = Rollout::new(inventory, settings, WallClock::new());
+    let mut rollout = Rollout::new(inventory, settings, WallClock::new());
+    if let Some(check) = check {
+        rollout = rollout.with_canary_check(check);
+    }
     let mut interrupts = watch_signals();
     let plan = tokio::select! {
         planned = rollout.plan() => planned?,

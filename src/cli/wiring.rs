@@ -3,14 +3,18 @@
 
 use std::sync::Arc;
 
-use fleet_updater::config::{Config, InventoryConfig};
+use fleet_updater::canary_check::CommandCheck;
+use fleet_updater::config::{CanaryCheckKind, Config, InventoryConfig};
 use fleet_updater::fleet::Access;
 use fleet_updater::inventory::broker_http::BrokerInventory;
-use fleet_updater::inventory::director_http::DirectorInventory;
-use fleet_updater::inventory::embedded::EmbeddedInventory;
+use fleet_updater::inventory::director_http::{
+    DirectorInventory, ErrandCheck as DirectorErrandCheck,
+};
+use fleet_updater::inventory::embedded::{EmbeddedInventory, ErrandCheck};
 use fleet_updater::inventory::scripted::load_scenario;
 use fleet_updater::output::check_writable;
 use fleet_updater::rollout::RequestLimiter;
+use fleet_updater::rollout::check::CanaryCheck;
 
 use super::error::CliError;
 use super::run::{drive, write_metrics};
@@ -69,11 +73,27 @@ async fn run_inventory(
     started_at: std::time::SystemTime,
 ) -> Result<u8, CliError> {
     let limiter = || RequestLimiter::new(config.requests_per_second);
+    // A command check runs with any inventory; an errand check needs a director, which
+    // the configuration made sure of.
+    let command = || -> Option<Arc<dyn CanaryCheck>> {
+        match config.canary_check.as_ref().map(|c| (&c.kind, c.timeout)) {
+            Some((CanaryCheckKind::Command { program, args }, timeout)) => {
+                Some(Arc::new(CommandCheck {
+                    program: program.clone(),
+                    args: args.clone(),
+                    time_limit: timeout,
+                }))
+            }
+            _ => None,
+        }
+    };
     match &config.inventory {
         InventoryConfig::Scripted { scenario } => {
+            let check = command();
             drive(
                 Arc::new(load_scenario(scenario)?),
                 config,
+                check,
                 window,
                 started_at,
             )
@@ -81,20 +101,47 @@ async fn run_inventory(
         }
         InventoryConfig::Embedded => {
             let fleet = open_fleet(config, Access::RUN).await?;
+            let check: Option<Arc<dyn CanaryCheck>> = match &config.canary_check {
+                Some(c) => match &c.kind {
+                    CanaryCheckKind::Errand(name) => Some(Arc::new(ErrandCheck::new(
+                        Arc::clone(&fleet.broker),
+                        name,
+                        c.timeout,
+                        fleet_updater::canary_check::tail,
+                    ))),
+                    CanaryCheckKind::Command { .. } => command(),
+                },
+                None => None,
+            };
             let inventory = EmbeddedInventory::new(Arc::clone(&fleet.broker));
-            let code = drive(Arc::new(inventory), config, window, started_at).await;
+            let code = drive(Arc::new(inventory), config, check, window, started_at).await;
             fleet.close().await;
             code
         }
         InventoryConfig::Broker(broker) => {
+            let check = command();
             let inventory =
                 BrokerInventory::new(broker, limiter()).map_err(CliError::InventorySetup)?;
-            drive(Arc::new(inventory), config, window, started_at).await
+            drive(Arc::new(inventory), config, check, window, started_at).await
         }
         InventoryConfig::Director(director) => {
-            let inventory =
-                DirectorInventory::new(director, limiter()).map_err(CliError::InventorySetup)?;
-            drive(Arc::new(inventory), config, window, started_at).await
+            let inventory = Arc::new(
+                DirectorInventory::new(director, limiter()).map_err(CliError::InventorySetup)?,
+            );
+            let check: Option<Arc<dyn CanaryCheck>> = match &config.canary_check {
+                Some(c) => match &c.kind {
+                    CanaryCheckKind::Errand(name) => Some(Arc::new(DirectorErrandCheck::new(
+                        Arc::clone(&inventory),
+                        name,
+                        c.timeout,
+                        config.poll_interval,
+                        fleet_updater::canary_check::tail,
+                    ))),
+                    CanaryCheckKind::Command { .. } => command(),
+                },
+                None => None,
+            };
+            drive(inventory, config, check, window, started_at).await
         }
     }
 }

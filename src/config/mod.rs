@@ -20,8 +20,8 @@ pub use fleet_inventory_director::{DirectorAuth, DirectorEndpoint};
 pub use fleet_secret::Secret;
 pub use fleet_serve::{ServeConfig, ServeLimits, ServeUser};
 pub use model::{
-    Config, Format, InventoryConfig, InventoryKind, RecreateConfig, Schedule, StoreConfig,
-    StrategyKind, UpdateConfig,
+    CanaryCheckConfig, CanaryCheckKind, Config, Format, InventoryConfig, InventoryKind,
+    RecreateConfig, Schedule, StoreConfig, StrategyKind, UpdateConfig,
 };
 pub use render::render;
 pub use store::{PASSWORD_VARIABLE, StoreConfigError};

@@ -130,6 +130,24 @@ pub struct StoreConfig {
     pub ca_file: Option<PathBuf>,
 }
 
+/// A canary check as the configuration gives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CanaryCheckConfig {
+    pub kind: CanaryCheckKind,
+    pub timeout: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CanaryCheckKind {
+    /// A program (relative to the configuration's directory) and its arguments.
+    Command { program: PathBuf, args: Vec<String> },
+    /// An errand of the instance's deployment, run through the director.
+    Errand(String),
+}
+
+/// How long a canary check may take unless the configuration says.
+pub const CANARY_CHECK_TIMEOUT: Duration = Duration::from_secs(10 * 60);
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     pub serve: ServeConfig,
@@ -147,6 +165,8 @@ pub struct Config {
     /// Which instances the run may touch, and which go right after the canaries
     /// (`selection`).
     pub filter: fleet_rollout::filter::InstanceFilter,
+    /// What each canary must pass once its operation succeeded (`canary_check`).
+    pub canary_check: Option<CanaryCheckConfig>,
     pub format: Format,
     pub report_file: Option<PathBuf>,
     /// The run's figures in Prometheus text format, for node_exporter's textfile collector.
@@ -193,6 +213,7 @@ impl Default for Config {
             grace_period: settings.grace_period,
             canary_selection: Default::default(),
             filter: Default::default(),
+            canary_check: None,
             format: Format::Text,
             report_file: None,
             metrics_file: None,

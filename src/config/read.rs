@@ -35,6 +35,7 @@ const TOP: &[&str] = &[
     "store",
     "canary_selection",
     "selection",
+    "canary_check",
 ];
 const BROKER: &[&str] = &[
     "api_endpoint",
@@ -88,6 +89,7 @@ pub fn read(root: &Node, base: &Path, config: &mut Config, checker: &mut Checker
                 config.canary_selection = criteria(node, path, checker);
             }
             "selection" => read_selection(node, path, config, checker),
+            "canary_check" => read_canary_check(node, path, base, config, checker),
             "polling" => {
                 for (k, v) in checker.map(node, path, &["interval"]) {
                     set(
@@ -206,6 +208,23 @@ pub fn read(root: &Node, base: &Path, config: &mut Config, checker: &mut Checker
             }
         }
     };
+    let errand = matches!(
+        config.canary_check.as_ref().map(|c| &c.kind),
+        Some(super::model::CanaryCheckKind::Errand(_))
+    );
+    if errand
+        && matches!(
+            config.inventory,
+            InventoryConfig::Broker(_) | InventoryConfig::Scripted { .. }
+        )
+    {
+        checker.report(
+            "canary_check.errand",
+            Position::default(),
+            "an errand check runs through a director: use the embedded or director \
+             inventory, or a `command`",
+        );
+    }
 }
 
 fn read_embedded(node: &Node, base: &Path, config: &mut Config, checker: &mut Checker) {
@@ -472,4 +491,50 @@ fn strings(node: &Node, path: &str, checker: &mut Checker) -> Vec<String> {
         .filter_map(|item| checker.string(item, path))
         .filter(|s| !s.is_empty())
         .collect()
+}
+
+/// `canary_check: {command: [PROGRAM, ARG...] | errand: NAME, timeout: DURATION}`.
+fn read_canary_check(
+    node: &Node,
+    path: &str,
+    base: &Path,
+    config: &mut Config,
+    checker: &mut Checker,
+) {
+    use super::model::{CANARY_CHECK_TIMEOUT, CanaryCheckConfig, CanaryCheckKind};
+    let mut kind = None;
+    let mut timeout = CANARY_CHECK_TIMEOUT;
+    let entries = checker.map(node, path, &["command", "errand", "timeout"]);
+    for (key, value) in &entries {
+        let here = join(path, &key.name);
+        match key.name.as_str() {
+            "command" => {
+                let mut words = strings(value, &here, checker).into_iter();
+                match words.next() {
+                    Some(program) => {
+                        kind = Some(CanaryCheckKind::Command {
+                            program: base.join(program),
+                            args: words.collect(),
+                        })
+                    }
+                    None => checker.report(&here, value.at, "must name a program to run"),
+                }
+            }
+            "errand" => {
+                if let Some(name) = checker.string(value, &here).filter(|n| !n.is_empty()) {
+                    kind = Some(CanaryCheckKind::Errand(name));
+                }
+            }
+            _ => set(&mut timeout, duration(checker, value, &here)),
+        }
+    }
+    let given = entries
+        .iter()
+        .filter(|(k, _)| k.name == "command" || k.name == "errand")
+        .count();
+    if given != 1 {
+        checker.report(path, node.at, "give either `command` or `errand`");
+        return;
+    }
+    config.canary_check = kind.map(|kind| CanaryCheckConfig { kind, timeout });
 }

@@ -5,7 +5,7 @@ use std::fmt::Write;
 use std::path::Path;
 
 use super::duration::format;
-use super::model::{Config, InventoryConfig};
+use super::model::{CanaryCheckKind, Config, InventoryConfig};
 use fleet_inventory_director::DirectorAuth;
 use fleet_rollout::filter::Criteria as FilterCriteria;
 
@@ -202,6 +202,26 @@ pub fn render(config: &Config) -> String {
                     plain(serde_json::to_string(&config.filter.first).expect("strings serialize")),
                 ),
             ]),
+        ),
+        (
+            "canary_check",
+            match &config.canary_check {
+                None => plain("null"),
+                Some(check) => Item::Map(vec![
+                    match &check.kind {
+                        CanaryCheckKind::Command { program, args } => {
+                            let mut words = vec![program.display().to_string()];
+                            words.extend(args.iter().cloned());
+                            (
+                                "command",
+                                plain(serde_json::to_string(&words).expect("strings serialize")),
+                            )
+                        }
+                        CanaryCheckKind::Errand(name) => ("errand", text(name)),
+                    },
+                    ("timeout", plain(format(check.timeout))),
+                ]),
+            },
         ),
         (
             // A JSON object is a YAML flow mapping.

@@ -142,7 +142,7 @@ colour: blue
         "11:13 polling.interval: must be a duration like `30s`, `5m` or `2h`, found `30`",
         "12:20 operation_timeout: `-5m` is negative; durations must be positive",
         "14:24 rate_limit.requests_per_second: must be between 0.001 and 1000000, got 0",
-        "15:1 colour: unknown key; known keys are `service_broker`, `strategy`, `busy_retry`, `polling`, `operation_timeout`, `rate_limit`, `shutdown_grace_period`, `output`, `inventory`, `embedded`, `state_dir`, `director`, `serve`, `schedule`, `store`, `canary_selection`, `selection`",
+        "15:1 colour: unknown key; known keys are `service_broker`, `strategy`, `busy_retry`, `polling`, `operation_timeout`, `rate_limit`, `shutdown_grace_period`, `output`, `inventory`, `embedded`, `state_dir`, `director`, `serve`, `schedule`, `store`, `canary_selection`, `selection`, `canary_check`",
     ];
     assert_eq!(found, expected);
 }
@@ -542,4 +542,33 @@ fn a_selection_is_read_checked_shown_and_part_of_the_runs_intent() {
         .to_string();
     assert!(e.contains("`pg-[` is not an instance id pattern"), "{e}");
     assert!(e.contains("selection.include.colour: unknown key"), "{e}");
+}
+
+#[test]
+fn a_canary_check_is_a_command_or_an_errand_with_a_time_limit() {
+    let config = parse("canary_check: {command: [smoke, --fast], timeout: 2m}\n").unwrap();
+    let check = config.canary_check.clone().unwrap();
+    assert_eq!(check.timeout, std::time::Duration::from_secs(120));
+    assert!(matches!(
+        &check.kind,
+        super::CanaryCheckKind::Command { program, args }
+            if program.ends_with("smoke") && args == &["--fast"]
+    ));
+    let shown = super::render::render(&config);
+    assert!(shown.contains("timeout: 2m"), "{shown}");
+    let errand = parse("canary_check: {errand: smoke-tests}\n").unwrap();
+    assert_eq!(
+        errand.canary_check.unwrap().kind,
+        super::CanaryCheckKind::Errand("smoke-tests".into())
+    );
+    let e = parse("canary_check: {errand: a, command: [b]}\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("give either `command` or `errand`"), "{e}");
+    let e = parse(
+        "service_broker: {api_endpoint: 'https://b', username: u, password: p}\ncanary_check: {errand: smoke-tests}\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("an errand check runs through a director"), "{e}");
 }

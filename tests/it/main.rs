@@ -2,6 +2,7 @@
 
 mod bosh_cli_types;
 mod broker_http;
+mod canary_check;
 mod check_config;
 mod create_env;
 mod director_http;

@@ -58,6 +58,11 @@ impl Answer {
         })
     }
 
+    /// The body as text, for answers that are not JSON (a task's output).
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
     /// The body as JSON, or `{}` when it is empty or not JSON: for opaque data that is
     /// passed back to the server as it is.
     pub fn json_or_empty(&self) -> Value {

@@ -5,6 +5,7 @@
 //! Each operation is the director task it started.
 
 mod auth;
+mod errand;
 mod glob;
 mod manifest;
 mod settings;
@@ -17,6 +18,7 @@ use reqwest::{Method, RequestBuilder};
 use serde_json::json;
 
 use auth::{Auth, authorize};
+pub use errand::ErrandCheck;
 use fleet_http_client::{Answer, Call, Endpoint, HttpClient, segment};
 use fleet_rollout::RequestLimiter;
 use fleet_rollout::inventory::{

@@ -104,6 +104,9 @@ pub fn line(event: &Event) -> String {
             }
         }
         Event::Accepted { id, operation } => format!("[{id}] accepted: {operation}"),
+        Event::Checking { id, check } => {
+            format!("[{id}] canary operation succeeded; checking it: {check}")
+        }
         Event::Succeeded { id, after } => format!("[{id}] succeeded after {}", short(*after)),
         Event::Failed { id, canary, reason } => {
             let what = if *canary { "canary FAILED" } else { "FAILED" };

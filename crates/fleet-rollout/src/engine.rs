@@ -59,6 +59,8 @@ struct Entry {
     outcome: Option<Outcome>,
     reason: Option<String>,
     operation: Option<String>,
+    /// What a canary's check said.
+    check: Option<String>,
 }
 
 pub(super) struct Engine<'a, I> {
@@ -85,6 +87,8 @@ pub(super) struct Engine<'a, I> {
     canary_pool: usize,
     /// What the operator's filter left out, for the report.
     excluded: Vec<crate::report::SkippedInstance>,
+    /// What each canary must pass once its operation succeeded.
+    check: Option<Arc<dyn crate::check::CanaryCheck>>,
     canaries_succeeded: usize,
     started_instances: usize,
     finished: usize,
@@ -101,6 +105,7 @@ impl<'a, I: Inventory> Engine<'a, I> {
         observer: &'a mut dyn Observer,
         clock: WallClock,
         plan: Plan,
+        check: Option<Arc<dyn crate::check::CanaryCheck>>,
     ) -> (Self, UnboundedReceiver<(usize, Message)>) {
         let (sender, receiver) = unbounded_channel();
         let eligible = plan.order.len();
@@ -147,6 +152,7 @@ impl<'a, I: Inventory> Engine<'a, I> {
             canary_target: plan.canaries,
             canary_pool: plan.canary_pool,
             excluded,
+            check,
             canaries_succeeded: 0,
             started_instances: 0,
             finished: plan_skipped,
@@ -472,16 +478,25 @@ impl<'a, I: Inventory> Engine<'a, I> {
                 self.in_flight -= 1;
                 match completion {
                     Completion::Succeeded => {
-                        let entry = &mut self.entries[index];
-                        let after = entry
-                            .accepted_at
-                            .map(|t| Instant::now() - t)
-                            .unwrap_or_default();
-                        if entry.canary {
-                            self.canaries_succeeded += 1;
+                        if self.entries[index].canary
+                            && let Some(check) = self.check.clone()
+                        {
+                            // Still in flight until its check ends.
+                            self.in_flight += 1;
+                            self.emit(Event::Checking {
+                                id,
+                                check: check.describe(),
+                            });
+                            let instance = self.entries[index].instance.clone();
+                            let sender = self.sender.clone();
+                            let task = self.tasks.spawn(async move {
+                                let result = crate::check::run(&*check, instance).await;
+                                let _ = sender.send((index, Message::Checked(result)));
+                            });
+                            self.task_index.insert(task.id(), index);
+                            return;
                         }
-                        self.conclude(index, Outcome::Updated, None);
-                        self.emit(Event::Succeeded { id, after });
+                        self.succeeded(index, None);
                     }
                     Completion::Failed { reason } => self.fail(index, reason),
                     Completion::Deleted => self.settle(
@@ -496,7 +511,37 @@ impl<'a, I: Inventory> Engine<'a, I> {
                     ),
                 }
             }
+            Message::Checked(result) => {
+                self.in_flight -= 1;
+                let what = self
+                    .check
+                    .as_ref()
+                    .map(|c| c.describe())
+                    .unwrap_or_default();
+                match result {
+                    Ok(said) => self.succeeded(index, Some(format!("{what} passed: {said}"))),
+                    Err(said) => {
+                        self.entries[index].check = Some(format!("{what} failed: {said}"));
+                        self.fail(index, format!("the canary check ({what}) failed: {said}"));
+                    }
+                }
+            }
         }
+    }
+
+    fn succeeded(&mut self, index: usize, check: Option<String>) {
+        let entry = &mut self.entries[index];
+        let id = entry.instance.id.clone();
+        let after = entry
+            .accepted_at
+            .map(|t| Instant::now() - t)
+            .unwrap_or_default();
+        if entry.canary {
+            self.canaries_succeeded += 1;
+        }
+        entry.check = check;
+        self.conclude(index, Outcome::Updated, None);
+        self.emit(Event::Succeeded { id, after });
     }
 
     fn conclude(&mut self, index: usize, outcome: Outcome, reason: Option<String>) {
@@ -692,6 +737,7 @@ impl<'a, I: Inventory> Engine<'a, I> {
                     reason,
                     attempts: entry.attempts,
                     operation: entry.operation,
+                    check: entry.check,
                     started_at: entry.started_at,
                     finished_at: entry.finished_at,
                 }
@@ -737,6 +783,7 @@ impl Entry {
             outcome: None,
             reason: None,
             operation: None,
+            check: None,
         }
     }
 }

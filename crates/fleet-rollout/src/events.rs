@@ -44,6 +44,11 @@ pub enum Event {
         id: InstanceId,
         operation: String,
     },
+    /// A canary's operation succeeded; its check runs before it counts.
+    Checking {
+        id: InstanceId,
+        check: String,
+    },
     Succeeded {
         id: InstanceId,
         after: Duration,

@@ -3,6 +3,7 @@
 //! its own rate limiter, so the same engine drives every kind of fleet and runs in
 //! virtual time under test.
 
+pub mod check;
 mod engine;
 pub mod events;
 pub mod filter;
@@ -45,6 +46,7 @@ pub struct Rollout<I> {
     requests: Arc<requests::Requests<I>>,
     settings: Settings,
     clock: WallClock,
+    check: Option<Arc<dyn check::CanaryCheck>>,
 }
 
 impl<I: Inventory> Rollout<I> {
@@ -55,7 +57,14 @@ impl<I: Inventory> Rollout<I> {
             requests: Arc::new(requests),
             settings,
             clock,
+            check: None,
         }
+    }
+
+    /// The rollout with every canary checked by `check` once its operation succeeded.
+    pub fn with_canary_check(mut self, check: Arc<dyn check::CanaryCheck>) -> Self {
+        self.check = Some(check);
+        self
     }
 
     pub fn settings(&self) -> &Settings {
@@ -127,6 +136,7 @@ impl<I: Inventory> Rollout<I> {
             observer,
             self.clock,
             plan,
+            self.check.clone(),
         );
         engine.run(receiver, interrupts, window).await
     }

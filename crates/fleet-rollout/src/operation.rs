@@ -38,6 +38,8 @@ pub enum Completion {
 pub enum Message {
     Answered(Answer),
     Completed(Completion),
+    /// A canary's check ended.
+    Checked(crate::check::CheckResult),
 }
 
 pub struct Job {

@@ -97,6 +97,9 @@ pub struct InstanceReport {
     pub attempts: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub operation: Option<String>,
+    /// A canary's check: what it was and what it said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub check: Option<String>,
     #[serde(serialize_with = "optional_timestamp")]
     pub started_at: Option<SystemTime>,
     #[serde(serialize_with = "optional_timestamp")]

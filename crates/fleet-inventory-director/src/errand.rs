@@ -1,0 +1,142 @@
+//! A canary's smoke test through a director: `POST
+//! /deployments/D/errands/NAME/runs`, the task followed to its end, and each instance's
+//! exit code and output read from the task's result output, as `bosh run-errand` reads
+//! them. Every instance it ran on must exit 0.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fleet_http_client::{Call, segment};
+use fleet_rollout::check::{CanaryCheck, CheckResult};
+use fleet_rollout::inventory::{Instance, InventoryError};
+use reqwest::Method;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::DirectorInventory;
+use super::wire::{self, Task};
+
+/// One instance's run, as the result output gives it.
+#[derive(Deserialize)]
+struct Run {
+    exit_code: i32,
+    #[serde(default)]
+    stdout: String,
+    #[serde(default)]
+    stderr: String,
+}
+
+impl DirectorInventory {
+    /// Runs `errand` on `deployment` and waits for it, polling every `poll`: each
+    /// instance's exit code and output, and the task's id.
+    async fn run_errand(
+        &self,
+        deployment: &str,
+        errand: &str,
+        poll: Duration,
+    ) -> Result<(u64, Vec<(i32, String)>), InventoryError> {
+        let path = format!(
+            "{}/errands/{}/runs",
+            Self::deployment_path(deployment)?,
+            segment(errand)?
+        );
+        let body = json!({ "keep-alive": false, "when-changed": false, "instances": [] });
+        let call = Call::write(Method::POST, self.http.url(&path));
+        let answer = self.send(&call, |r| r.json(&body)).await?;
+        let task = match answer.code() {
+            300..=399 => answer.location().and_then(wire::task_id),
+            _ => return Err(answer.failure()),
+        }
+        .ok_or_else(|| InventoryError::permanent("the director started no errand task"))?;
+        let ended = loop {
+            let state: Task = self.get(&format!("/tasks/{task}")).await?;
+            if !matches!(state.state.as_str(), "queued" | "processing" | "cancelling") {
+                break state;
+            }
+            tokio::time::sleep(poll).await;
+        };
+        if ended.state != "done" {
+            return Err(InventoryError::permanent(format!(
+                "task {task} {}: {}",
+                ended.state,
+                ended.result.unwrap_or_default()
+            )));
+        }
+        let call = Call::get(self.http.url(&format!("/tasks/{task}/output")));
+        let answer = self.send(&call, |r| r.query(&[("type", "result")])).await?;
+        if !answer.status.is_success() {
+            return Err(answer.failure());
+        }
+        let runs = answer
+            .text()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Run>(l).ok())
+            .map(|r| (r.exit_code, format!("{}\n{}", r.stdout, r.stderr)))
+            .collect();
+        Ok((task, runs))
+    }
+}
+
+pub struct ErrandCheck {
+    inventory: Arc<DirectorInventory>,
+    errand: String,
+    time_limit: Duration,
+    poll: Duration,
+    tail: fn(&str) -> String,
+}
+
+impl ErrandCheck {
+    pub fn new(
+        inventory: Arc<DirectorInventory>,
+        errand: &str,
+        time_limit: Duration,
+        poll: Duration,
+        tail: fn(&str) -> String,
+    ) -> Self {
+        ErrandCheck {
+            inventory,
+            errand: errand.to_string(),
+            time_limit,
+            poll,
+            tail,
+        }
+    }
+}
+
+impl CanaryCheck for ErrandCheck {
+    fn check(&self, instance: Instance) -> Pin<Box<dyn Future<Output = CheckResult> + Send>> {
+        let inventory = Arc::clone(&self.inventory);
+        let (errand, poll, tail) = (self.errand.clone(), self.poll, self.tail);
+        Box::pin(async move {
+            // A director inventory's instance is its deployment.
+            let deployment = instance.deployment_name.clone().unwrap_or(instance.id.0);
+            let (task, runs) = inventory
+                .run_errand(&deployment, &errand, poll)
+                .await
+                .map_err(|e| e.to_string())?;
+            if runs.is_empty() {
+                return Err(format!("task {task} ran the errand nowhere"));
+            }
+            let said: Vec<String> = runs
+                .iter()
+                .map(|(code, output)| format!("exit code {code}: {}", tail(output)))
+                .collect();
+            let said = format!("task {task}: {}", said.join("; "));
+            if runs.iter().all(|(code, _)| *code == 0) {
+                Ok(said)
+            } else {
+                Err(said)
+            }
+        })
+    }
+
+    fn time_limit(&self) -> Duration {
+        self.time_limit
+    }
+
+    fn describe(&self) -> String {
+        format!("errand {}", self.errand)
+    }
+}

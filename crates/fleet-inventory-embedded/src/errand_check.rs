@@ -1,0 +1,104 @@
+//! A canary's smoke test on the embedded fleet: an errand run on the instance's
+//! deployment by the embedded director, as `bosh run-errand` runs it; every instance it
+//! ran on must exit 0.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fleet_broker::Broker;
+use fleet_director::errand::{ErrandRequest, ErrandResult};
+use fleet_director::model::TaskState;
+use fleet_rollout::check::{CanaryCheck, CheckResult};
+use fleet_rollout::inventory::Instance;
+
+pub struct ErrandCheck {
+    broker: Arc<Broker>,
+    errand: String,
+    time_limit: Duration,
+    /// What a result's output keeps of each run: the tail of its output.
+    tail: fn(&str) -> String,
+}
+
+impl ErrandCheck {
+    pub fn new(
+        broker: Arc<Broker>,
+        errand: &str,
+        time_limit: Duration,
+        tail: fn(&str) -> String,
+    ) -> Self {
+        ErrandCheck {
+            broker,
+            errand: errand.to_string(),
+            time_limit,
+            tail,
+        }
+    }
+}
+
+impl CanaryCheck for ErrandCheck {
+    fn check(&self, instance: Instance) -> Pin<Box<dyn Future<Output = CheckResult> + Send>> {
+        let (broker, errand, tail) = (Arc::clone(&self.broker), self.errand.clone(), self.tail);
+        Box::pin(async move {
+            let deployment = instance
+                .deployment_name
+                .clone()
+                .ok_or_else(|| format!("{} has no deployment to run it on", instance.id))?;
+            let director = broker.director();
+            let request = ErrandRequest {
+                name: errand.clone(),
+                keep_alive: false,
+                when_changed: false,
+                instances: Vec::new(),
+            };
+            let task = director
+                .run_errand(&deployment, request)
+                .await
+                .map_err(|e| e.to_string())?;
+            let ended = director.wait(task.id).await.map_err(|e| e.to_string())?;
+            if ended.state != TaskState::Done {
+                return Err(format!(
+                    "task {} {}: {}",
+                    ended.id,
+                    ended.state.as_str(),
+                    ended.result.unwrap_or_default()
+                ));
+            }
+            let output = director
+                .result_output(&ended)
+                .await
+                .map_err(|e| e.to_string())?;
+            let results: Vec<ErrandResult> = output
+                .lines()
+                .filter_map(|l| serde_json::from_str(l).ok())
+                .collect();
+            if results.is_empty() {
+                return Err(format!("task {} ran the errand nowhere", ended.id));
+            }
+            let said: Vec<String> = results
+                .iter()
+                .map(|r| {
+                    let mut text = r.stdout.clone();
+                    text.push('\n');
+                    text.push_str(&r.stderr);
+                    format!("exit code {}: {}", r.exit_code, tail(&text))
+                })
+                .collect();
+            let said = format!("task {}: {}", ended.id, said.join("; "));
+            if results.iter().all(|r| r.exit_code == 0) {
+                Ok(said)
+            } else {
+                Err(said)
+            }
+        })
+    }
+
+    fn time_limit(&self) -> Duration {
+        self.time_limit
+    }
+
+    fn describe(&self) -> String {
+        format!("errand {}", self.errand)
+    }
+}

@@ -1,0 +1,38 @@
+//! A canary's check: after its operation succeeded, something that proves the service
+//! works (a smoke-test errand, a command) runs before the canary counts, and a failed
+//! check is a failed canary. The engine knows only this seam and its time limit, so the
+//! checks are tested in virtual time and implemented where their I/O lives.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use crate::inventory::Instance;
+
+/// What a check ended with: what it said (the tail of its output, its exit code) either
+/// way.
+pub type CheckResult = Result<String, String>;
+
+pub trait CanaryCheck: Send + Sync + 'static {
+    /// Checks `instance`, whose operation just succeeded.
+    fn check(&self, instance: Instance) -> Pin<Box<dyn Future<Output = CheckResult> + Send>>;
+
+    /// How long a check may take; past it, it has failed.
+    fn time_limit(&self) -> Duration;
+
+    /// What the check is, for events and reports: `errand smoke-tests`, `command ./check`.
+    fn describe(&self) -> String;
+}
+
+/// Runs `check` on `instance` within its time limit.
+pub(crate) async fn run(check: &dyn CanaryCheck, instance: Instance) -> CheckResult {
+    let limit = check.time_limit();
+    match tokio::time::timeout(limit, check.check(instance)).await {
+        Ok(result) => result,
+        Err(_) => Err(format!(
+            "{} did not finish within {}",
+            check.describe(),
+            fleet_clock::short(limit)
+        )),
+    }
+}

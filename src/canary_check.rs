@@ -1,0 +1,142 @@
+//! The canary checks the configuration names (`canary_check`): a command run by the
+//! updater with the instance in its environment, or a smoke-test errand on the instance's
+//! deployment through the director (the embedded fleet's, or a director inventory's).
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::process::Stdio;
+use std::time::Duration;
+
+use fleet_rollout::check::{CanaryCheck, CheckResult};
+use fleet_rollout::inventory::Instance;
+
+/// How many lines of a check's output its result keeps.
+const TAIL_LINES: usize = 10;
+
+/// The last lines of `text`, joined by ` | ` so that a report line holds them.
+pub fn tail(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(TAIL_LINES)..].join(" | ")
+}
+
+/// A program run with the instance in its environment: `FLEET_INSTANCE_ID`,
+/// `FLEET_PLAN_ID`, `FLEET_DEPLOYMENT`, `FLEET_ORG`, `FLEET_SPACE` (empty when unknown).
+/// Exit code 0 passes.
+pub struct CommandCheck {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    pub time_limit: Duration,
+}
+
+impl CanaryCheck for CommandCheck {
+    fn check(&self, instance: Instance) -> Pin<Box<dyn Future<Output = CheckResult> + Send>> {
+        let mut command = tokio::process::Command::new(&self.program);
+        let context = instance.context.clone().unwrap_or_default();
+        command
+            .args(&self.args)
+            .env("FLEET_INSTANCE_ID", &instance.id.0)
+            .env("FLEET_PLAN_ID", &instance.plan_id)
+            .env(
+                "FLEET_DEPLOYMENT",
+                instance.deployment_name.clone().unwrap_or_default(),
+            )
+            .env(
+                "FLEET_ORG",
+                context
+                    .organization_name
+                    .or(context.organization_guid)
+                    .unwrap_or_default(),
+            )
+            .env(
+                "FLEET_SPACE",
+                context
+                    .space_name
+                    .or(context.space_guid)
+                    .or(instance.space_guid.clone())
+                    .unwrap_or_default(),
+            )
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // A check past its time limit is dropped, and its process with it.
+            .kill_on_drop(true);
+        let program = self.program.display().to_string();
+        Box::pin(async move {
+            let output = command
+                .output()
+                .await
+                .map_err(|e| format!("{program} could not be run: {e}"))?;
+            let mut said = String::from_utf8_lossy(&output.stdout).into_owned();
+            said.push('\n');
+            said.push_str(&String::from_utf8_lossy(&output.stderr));
+            let code = output.status.code().map_or_else(
+                || "killed by a signal".to_string(),
+                |c| format!("exit code {c}"),
+            );
+            let said = format!("{code}: {}", tail(&said));
+            if output.status.success() {
+                Ok(said)
+            } else {
+                Err(said)
+            }
+        })
+    }
+
+    fn time_limit(&self) -> Duration {
+        self.time_limit
+    }
+
+    fn describe(&self) -> String {
+        format!("command {}", self.program.display())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_command_sees_the_instance_and_its_exit_code_decides() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("smoke");
+        std::fs::write(
+            &script,
+            "#!/bin/sh\necho \"checking $FLEET_INSTANCE_ID on $FLEET_PLAN_ID in $FLEET_DEPLOYMENT\"\necho oops >&2\n[ \"$1\" = pass ]\n",
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut instance = Instance::new("pg-01", "small");
+        instance.deployment_name = Some("service-instance_pg-01".into());
+        let check = |arg: &str| CommandCheck {
+            program: script.clone(),
+            args: vec![arg.to_string()],
+            time_limit: Duration::from_secs(10),
+        };
+        assert_eq!(
+            check("pass").check(instance.clone()).await,
+            Ok("exit code 0: checking pg-01 on small in service-instance_pg-01 | oops".into())
+        );
+        assert_eq!(
+            check("fail").check(instance.clone()).await,
+            Err("exit code 1: checking pg-01 on small in service-instance_pg-01 | oops".into())
+        );
+        let missing = CommandCheck {
+            program: dir.path().join("nothing"),
+            args: Vec::new(),
+            time_limit: Duration::from_secs(10),
+        };
+        assert!(
+            missing
+                .check(instance)
+                .await
+                .unwrap_err()
+                .contains("could not be run")
+        );
+        assert_eq!(
+            tail(&(1..=30).map(|n| format!("{n}\n")).collect::<String>()),
+            "21 | 22 | 23 | 24 | 25 | 26 | 27 | 28 | 29 | 30"
+        );
+    }
+}

@@ -1,0 +1,111 @@
+//! Canaries verified before the rest, through the binary on the embedded fleet: a
+//! smoke-test errand of the canary's deployment runs once its update succeeded, and the
+//! rest waits for it; a failing one stops the run.
+
+use serde_json::Value;
+
+use crate::support::{Workspace, fleet_updater, ids_with};
+
+/// The demo fleet with a `smoke-tests` errand group in the PostgreSQL plan; `faults` as
+/// the simulation's faults.
+fn definition(faults: &str) -> String {
+    let demo = fleet_updater::fleet::DEMO
+        .replace(
+            "    jobs: [{name: postgres, packages: ",
+            "    jobs: [{name: smoke-tests}, {name: postgres, packages: ",
+        )
+        .replace(
+            "        networks: [{name: default}]\n  - id: rabbitmq-cluster",
+            "        networks: [{name: default}]\n      - name: smoke-tests\n        lifecycle: errand\n        instances: 1\n        azs: [z1]\n        jobs: [{name: smoke-tests, release: postgres}]\n        vm_type: small\n        stemcell: default\n        networks: [{name: default}]\n  - id: rabbitmq-cluster",
+        )
+        .replace("faults: []", &format!("faults: {faults}"))
+        // A small fleet, fast: 4 PostgreSQL and 2 RabbitMQ instances, no latency.
+        .replace("cpi_latency: 60ms-180ms", "cpi_latency: 0ms-0ms")
+        .replace("agent_latency: 10ms-50ms", "agent_latency: 0ms-0ms")
+        .replace("count: 18", "count: 4")
+        .replace("count: 12", "count: 2");
+    assert!(
+        demo.contains("smoke-tests\n        lifecycle: errand"),
+        "the demo changed"
+    );
+    demo
+}
+
+fn run(w: &Workspace, faults: &str) -> (i32, Value, String) {
+    let fleet = w.write("fleet.yml", &definition(faults));
+    let config = w.write(
+        "config.yml",
+        &format!(
+            "embedded: {{fleet: {}}}\nstrategy: {{update: {{canaries: 1, max_in_parallel: 2}}}}\ncanary_check: {{errand: smoke-tests, timeout: 5m}}\nselection: {{include: {{plans: [postgres-single]}}}}\n",
+            fleet.display()
+        ),
+    );
+    let output = fleet_updater()
+        .args(["run", "--format", "json", "--state-dir"])
+        .arg(w.path("state"))
+        .arg("-c")
+        .arg(&config)
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "no report ({e}): {}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    (
+        output.status.code().unwrap(),
+        report,
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+fn canary(report: &Value) -> &Value {
+    report["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["canary"] == true)
+        .expect("a canary")
+}
+
+#[test]
+fn a_smoke_test_errand_proves_the_canary_before_the_rest_is_updated() {
+    let w = Workspace::new();
+    let (code, report, stderr) = run(&w, "[]");
+    assert_eq!(code, 0, "{stderr}");
+    let check = canary(&report)["check"].as_str().unwrap();
+    assert!(
+        check.starts_with("errand smoke-tests passed: task ") && check.contains("exit code 0"),
+        "{check}"
+    );
+    assert!(stderr.contains("canary operation succeeded; checking it: errand smoke-tests"));
+    let updated = ids_with(&report, "updated");
+    assert!(
+        updated.len() > 1 && updated.iter().all(|id| id.starts_with("pg-")),
+        "{updated:?}"
+    );
+    assert!(
+        !report["excluded"].as_array().unwrap().is_empty(),
+        "RabbitMQ left out"
+    );
+}
+
+#[test]
+fn a_failing_smoke_test_fails_the_canary_and_nothing_else_starts() {
+    let w = Workspace::new();
+    let (code, report, stderr) = run(&w, "[{kind: errand, deployment: pg-01, probability: 1.0}]");
+    assert_eq!(code, 1, "{stderr}");
+    let canary = canary(&report);
+    assert_eq!(canary["id"], "pg-01");
+    assert_eq!(canary["outcome"], "failed");
+    assert!(
+        canary["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("the canary check (errand smoke-tests) failed: task "),
+        "{canary}"
+    );
+    assert!(ids_with(&report, "updated").is_empty(), "nothing else ran");
+    assert!(!ids_with(&report, "not_started").is_empty());
+}
