@@ -3,7 +3,7 @@
 
 # Renders one template of a BOSH job the way the director does, without a director.
 #
-#   ruby errand/test/render.rb JOB_DIR TEMPLATE PROPERTIES.yml [OUTPUT]
+#   ruby errand/test/render.rb JOB_DIR TEMPLATE PROPERTIES.yml [OUTPUT [LINKS.yml]]
 #
 # JOB_DIR is a job folder (its `spec` and `templates/`); TEMPLATE names one of the spec's
 # templates, by its source (`config.yml.erb`) or its destination (`config/config.yml`);
@@ -17,8 +17,10 @@
 # template, `p(name)`, `p(name, default)`, `p([names...])`, `if_p(*names) { |*values| }`
 # with `.else { }` and `.else_if_p(...)`, `properties` (read-only member access), and a
 # placeholder `spec` (name, index, id, az, deployment, address, bootstrap) behave as in
-# BOSH; `p` raises for a property that has neither a value nor a default. Links are not
-# emulated. ERB runs with trim mode `-`, as in BOSH.
+# BOSH; `p` raises for a property that has neither a value nor a default. LINKS.yml gives
+# the links the job consumes, each as a director hands it to the templates (`instances`
+# with `address`, `properties`), for `link(name)` and `if_link(name)`. ERB runs with trim
+# mode `-`, as in BOSH.
 #
 # Exit codes: 0 rendered; 1 the template failed (its error on stderr, with the template's
 # line); 2 bad usage or an unreadable job, template or properties file.
@@ -65,11 +67,13 @@ module Render
   end
 
   def self.main(argv)
-    unless [3, 4].include?(argv.length)
-      raise UsageError, 'usage: ruby render.rb JOB_DIR TEMPLATE PROPERTIES.yml [OUTPUT]'
+    unless (3..5).cover?(argv.length)
+      raise UsageError, 'usage: ruby render.rb JOB_DIR TEMPLATE PROPERTIES.yml [OUTPUT [LINKS.yml]]'
     end
 
-    job_dir, template, properties_file, output = argv
+    job_dir, template, properties_file, output, links_file = argv
+    links = links_file ? load_yaml(links_file, 'links file') || {} : {}
+    raise UsageError, "#{links_file} must hold a map of links" unless links.is_a?(Hash)
     spec_file = File.join(job_dir, 'spec')
     job = load_yaml(spec_file, 'job spec')
     raise UsageError, "#{spec_file} is not a job spec (a map with `name`)" unless job.is_a?(Hash) && job['name']
@@ -98,10 +102,10 @@ module Render
     erb = ERB.new(text, trim_mode: '-')
     erb.filename = template_file
     merged = FleetRender.merge(declared, given)
-    context = FleetRender::Context.new(job['name'], merged, placeholder_spec(job['name']))
+    context = FleetRender::Context.new(job['name'], merged, placeholder_spec(job['name']), links)
     rendered = erb.result(context.evaluation_binding)
 
-    if output
+    if output && output != '-'
       File.write(output, rendered)
     else
       $stdout.write(rendered)

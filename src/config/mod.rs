@@ -5,6 +5,7 @@ mod duration;
 mod model;
 mod read;
 mod read_director;
+mod read_odb;
 mod read_schedule;
 mod read_serve;
 mod read_store;
@@ -111,7 +112,11 @@ impl Config {
         })?;
         let mut config = Config::default();
         let mut checker = Checker::new();
-        read::read(&root, base, &mut config, &mut checker);
+        if read_odb::is_odb(&root) {
+            read_odb::read(&root, &mut config, &mut checker);
+        } else {
+            read::read(&root, base, &mut config, &mut checker);
+        }
         if checker.is_clean() {
             Ok(config)
         } else {

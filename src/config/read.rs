@@ -415,7 +415,11 @@ impl BrokerFields {
 
 /// A map of listing criteria: each value a string (a number or boolean is taken as
 /// written), as a broker's query parameters carry them.
-fn criteria(node: &Node, path: &str, checker: &mut Checker) -> crate::rollout::inventory::Criteria {
+pub(super) fn criteria(
+    node: &Node,
+    path: &str,
+    checker: &mut Checker,
+) -> crate::rollout::inventory::Criteria {
     let mut found = crate::rollout::inventory::Criteria::new();
     let Value::Map(entries) = &node.value else {
         checker.report(

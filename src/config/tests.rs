@@ -572,3 +572,58 @@ fn a_canary_check_is_a_command_or_an_errand_with_a_time_limit() {
     .to_string();
     assert!(e.contains("an errand check runs through a director"), "{e}");
 }
+
+#[test]
+fn an_odb_errand_configuration_is_read_with_its_defaults_and_meanings() {
+    let config = parse(
+        "broker_api:
+  url: https://broker.internal:8080
+  authentication: {basic: {username: broker, password: s3cret}}
+  tls: {ca_cert: '', disable_ssl_cert_verification: true}
+attempt_limit: 3
+max_in_flight: 4
+canaries: 2
+canary_selection_params: {cf_org: system}
+cf: {url: 'https://api.sys'}
+bosh: {url: 'https://director:25555'}
+maintenance_info_present: true
+",
+    )
+    .unwrap();
+    let InventoryConfig::Broker(broker) = &config.inventory else {
+        panic!("{:?}", config.inventory)
+    };
+    assert_eq!(broker.api_endpoint, "https://broker.internal:8080");
+    assert_eq!(broker.username, "broker");
+    assert!(broker.skip_ssl_validation && broker.ca.is_none());
+    assert_eq!(broker.timeout, std::time::Duration::from_secs(120));
+    assert_eq!(config.poll_interval, std::time::Duration::from_secs(60));
+    assert_eq!(config.busy_interval, std::time::Duration::from_secs(60));
+    assert_eq!(config.busy_attempts, 3);
+    assert_eq!(config.update.max_in_parallel.get(), 4);
+    assert_eq!(config.update.canaries, 2);
+    assert_eq!(config.recreate.max_in_parallel.get(), 4);
+    assert_eq!(
+        config.recreate.canaries, 0,
+        "recreate-all takes no canaries"
+    );
+    assert_eq!(config.canary_selection["cf_org"], "system");
+
+    let problems = problems(
+        "broker_api: {url: 'https://b', authentication: {basic: {username: u}}}\nmax_in_flight: 0\ncanaries: -1\npolling_interval: 0\n",
+    );
+    let all = problems.join("\n");
+    assert!(all.contains("broker_api: the broker's `url`"), "{all}");
+    assert!(
+        all.contains("max_in_flight: must be greater than zero, got 0"),
+        "{all}"
+    );
+    assert!(
+        all.contains("canaries: cannot be negative, got -1"),
+        "{all}"
+    );
+    assert!(
+        all.contains("polling_interval: must be greater than zero"),
+        "{all}"
+    );
+}

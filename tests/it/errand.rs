@@ -247,3 +247,117 @@ fn errand_script_passes_dry_run_and_quotes_what_the_properties_give() {
         String::from_utf8_lossy(&bash.stderr)
     );
 }
+
+/// Renders `template` of the ODB-compatible job `job` with `properties` and the broker
+/// link ODB's broker job provides.
+fn render_odb(ws: &Workspace, job: &str, template: &str, properties: &str) -> String {
+    let properties = ws.write(&format!("{job}-properties.yml"), properties);
+    let links = ws.write(
+        "links.yml",
+        "broker:\n  instances: [{address: 10.0.8.5, index: 0, id: b0, name: broker}]\n  properties:\n    port: 8080\n    username: broker\n    password: \"odb: #secret\"\n    tls: {certificate: CERT}\n",
+    );
+    let out = ws.path(&format!("{job}-{}", template.trim_end_matches(".erb")));
+    let output = tool(
+        "ruby",
+        &[
+            RENDER,
+            &format!("errand/jobs/{job}"),
+            template,
+            properties.to_str().unwrap(),
+            out.to_str().unwrap(),
+            links.to_str().unwrap(),
+        ],
+        "Debian: apt-get install -y ruby",
+    );
+    assert!(
+        output.status.success(),
+        "render.rb failed on {job}/{template}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    std::fs::read_to_string(out).unwrap()
+}
+
+#[test]
+fn the_odb_compatible_errands_render_the_odb_configuration_from_the_broker_link() {
+    let ws = Workspace::new();
+    let config = render_odb(
+        &ws,
+        "upgrade-all-service-instances",
+        "config.yml.erb",
+        "max_in_flight: 3\ncanaries: 1\ncanary_selection_params: {cf_org: system, cf_space: canaries}\n",
+    );
+    let path = ws.write("upgrade.yml", &config);
+    let shown = fleet_updater()
+        .args(["check-config", "-c"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        shown.status.success(),
+        "{}",
+        String::from_utf8_lossy(&shown.stderr)
+    );
+    assert!(
+        text.contains("api_endpoint: \"https://10.0.8.5:8080\""),
+        "{text}"
+    );
+    assert!(text.contains("max_in_parallel: 3"), "{text}");
+    assert!(
+        text.contains(r#"canary_selection: {"cf_org":"system","cf_space":"canaries"}"#),
+        "{text}"
+    );
+    assert!(!text.contains("#secret"), "the password is not printed");
+
+    let recreate = render_odb(
+        &ws,
+        "recreate-all-service-instances",
+        "config.yml.erb",
+        "{}\n",
+    );
+    assert!(recreate.contains("canaries: 0"), "{recreate}");
+    let path = ws.write("recreate.yml", &recreate);
+    let shown = fleet_updater()
+        .args(["check-config", "--strategy", "recreate", "-c"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        shown.status.success(),
+        "{}",
+        String::from_utf8_lossy(&shown.stderr)
+    );
+
+    for job in [
+        "upgrade-all-service-instances",
+        "recreate-all-service-instances",
+    ] {
+        let script = render_odb(&ws, job, "run.erb", "{}\n");
+        assert!(script.contains(&format!("/var/vcap/jobs/{job}/config/config.yml")));
+        let file = ws.write(&format!("{job}-run"), &script);
+        let bash = tool(
+            "bash",
+            &["-n", file.to_str().unwrap()],
+            "it comes with every Linux",
+        );
+        assert!(bash.status.success(), "{script}");
+    }
+    let bad = ws.write("bad.yml", "max_in_flight: 0\n");
+    let out = ws.path("bad-out");
+    let refused = tool(
+        "ruby",
+        &[
+            RENDER,
+            "errand/jobs/upgrade-all-service-instances",
+            "config.yml.erb",
+            bad.to_str().unwrap(),
+            out.to_str().unwrap(),
+            ws.path("links.yml").to_str().unwrap(),
+        ],
+        "Debian: apt-get install -y ruby",
+    );
+    assert!(
+        String::from_utf8_lossy(&refused.stderr)
+            .contains("max_in_flight must be greater than zero")
+    );
+}

@@ -201,3 +201,67 @@ async fn a_canary_selection_picks_the_canaries_from_the_brokers_filtered_listing
     );
     assert_eq!(report, Value::Null, "nothing ran");
 }
+
+/// The On-Demand Service Broker's `upgrade-all-service-instances` errand's configuration,
+/// as its template renders it, pointed at `serve`'s broker.
+fn odb_config(s: &Served, ca: &str) -> String {
+    format!(
+        "broker_api:
+  url: https://{}
+  authentication:
+    basic:
+      username: admin
+      password: {}
+  tls:
+    ca_cert: |
+{}    disable_ssl_cert_verification: false
+polling_interval: 1
+attempt_interval: 1
+attempt_limit: 5
+request_timeout: 120
+max_in_flight: 3
+canaries: 1
+canary_selection_params:
+  cf_org: system
+  cf_space: canaries
+maintenance_info_present: true
+",
+        s.serving.broker,
+        s.password,
+        ca.lines()
+            .map(|l| format!("      {l}\n"))
+            .collect::<String>()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_odb_errands_own_configuration_runs_unchanged_with_its_canary_selection() {
+    let s = Served::start(ServeLimits::default()).await;
+    let w = Workspace::new();
+    let config = odb_config(&s, &ca(&s));
+    let path = w.write("odb.yml", &config);
+    let shown = fleet_updater()
+        .args(["check-config", "-c"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&shown.stdout).to_string();
+    assert!(shown.contains("max_in_parallel: 3"), "{shown}");
+    assert!(shown.contains(r#"canary_selection: {"cf_org":"system","cf_space":"canaries"}"#));
+    assert!(!shown.contains(&s.password), "the password is redacted");
+
+    let (code, report, stdout, stderr) = run(&w, &config).await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let canaries: Vec<&str> = report["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["canary"] == true)
+        .map(|i| i["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(canaries, ["rmq-01"]);
+    assert_eq!(
+        ids_with(&report, "updated"),
+        set(&["pg-01", "pg-03", "rmq-01", "rmq-02"])
+    );
+}
