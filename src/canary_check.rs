@@ -8,7 +8,9 @@ use std::pin::Pin;
 use std::process::Stdio;
 use std::time::Duration;
 
-use fleet_rollout::check::{CanaryCheck, CheckResult};
+use std::sync::Arc;
+
+use fleet_rollout::check::{AddressBook, CanaryCheck, CheckResult};
 use fleet_rollout::inventory::Instance;
 
 /// How many lines of a check's output its result keeps.
@@ -21,12 +23,14 @@ pub fn tail(text: &str) -> String {
 }
 
 /// A program run with the instance in its environment: `FLEET_INSTANCE_ID`,
-/// `FLEET_PLAN_ID`, `FLEET_DEPLOYMENT`, `FLEET_ORG`, `FLEET_SPACE` (empty when unknown).
-/// Exit code 0 passes.
+/// `FLEET_PLAN_ID`, `FLEET_DEPLOYMENT`, `FLEET_ORG`, `FLEET_SPACE`, and `FLEET_ADDRESSES`
+/// (its VMs' addresses, space-separated, where the inventory knows them); empty when
+/// unknown. Exit code 0 passes.
 pub struct CommandCheck {
     pub program: PathBuf,
     pub args: Vec<String>,
     pub time_limit: Duration,
+    pub addresses: Option<Arc<dyn AddressBook>>,
 }
 
 impl CanaryCheck for CommandCheck {
@@ -62,7 +66,16 @@ impl CanaryCheck for CommandCheck {
             // A check past its time limit is dropped, and its process with it.
             .kill_on_drop(true);
         let program = self.program.display().to_string();
+        let book = self.addresses.clone();
         Box::pin(async move {
+            let addresses = match book {
+                Some(book) => book
+                    .addresses(instance)
+                    .await
+                    .map_err(|e| format!("the instance's addresses could not be read: {e}"))?,
+                None => Vec::new(),
+            };
+            command.env("FLEET_ADDRESSES", addresses.join(" "));
             let output = command
                 .output()
                 .await
@@ -102,30 +115,49 @@ mod tests {
         let script = dir.path().join("smoke");
         std::fs::write(
             &script,
-            "#!/bin/sh\necho \"checking $FLEET_INSTANCE_ID on $FLEET_PLAN_ID in $FLEET_DEPLOYMENT\"\necho oops >&2\n[ \"$1\" = pass ]\n",
+            "#!/bin/sh\necho \"checking $FLEET_INSTANCE_ID on $FLEET_PLAN_ID in $FLEET_DEPLOYMENT at $FLEET_ADDRESSES\"\necho oops >&2\n[ \"$1\" = pass ]\n",
         )
         .unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
         let mut instance = Instance::new("pg-01", "small");
         instance.deployment_name = Some("service-instance_pg-01".into());
+        struct Book;
+        impl AddressBook for Book {
+            fn addresses(
+                &self,
+                _: Instance,
+            ) -> Pin<Box<dyn Future<Output = Result<Vec<String>, String>> + Send>> {
+                Box::pin(async { Ok(vec!["10.0.0.5".to_string(), "10.0.0.6".to_string()]) })
+            }
+        }
         let check = |arg: &str| CommandCheck {
             program: script.clone(),
             args: vec![arg.to_string()],
             time_limit: Duration::from_secs(10),
+            addresses: Some(Arc::new(Book)),
         };
         assert_eq!(
             check("pass").check(instance.clone()).await,
-            Ok("exit code 0: checking pg-01 on small in service-instance_pg-01 | oops".into())
+            Ok(
+                "exit code 0: checking pg-01 on small in service-instance_pg-01 at 10.0.0.5 \
+                 10.0.0.6 | oops"
+                    .into()
+            )
         );
         assert_eq!(
             check("fail").check(instance.clone()).await,
-            Err("exit code 1: checking pg-01 on small in service-instance_pg-01 | oops".into())
+            Err(
+                "exit code 1: checking pg-01 on small in service-instance_pg-01 at 10.0.0.5 \
+                 10.0.0.6 | oops"
+                    .into()
+            )
         );
         let missing = CommandCheck {
             program: dir.path().join("nothing"),
             args: Vec::new(),
             time_limit: Duration::from_secs(10),
+            addresses: None,
         };
         assert!(
             missing

@@ -8,13 +8,15 @@ use fleet_updater::config::{CanaryCheckKind, Config, InventoryConfig};
 use fleet_updater::fleet::Access;
 use fleet_updater::inventory::broker_http::BrokerInventory;
 use fleet_updater::inventory::director_http::{
-    DirectorInventory, ErrandCheck as DirectorErrandCheck,
+    Addresses as DirectorAddresses, DirectorInventory, ErrandCheck as DirectorErrandCheck,
 };
-use fleet_updater::inventory::embedded::{EmbeddedInventory, ErrandCheck};
+use fleet_updater::inventory::embedded::{
+    Addresses as EmbeddedAddresses, EmbeddedInventory, ErrandCheck,
+};
 use fleet_updater::inventory::scripted::load_scenario;
 use fleet_updater::output::check_writable;
 use fleet_updater::rollout::RequestLimiter;
-use fleet_updater::rollout::check::CanaryCheck;
+use fleet_updater::rollout::check::{AddressBook, CanaryCheck};
 
 use super::error::CliError;
 use super::run::{drive, write_metrics};
@@ -75,13 +77,14 @@ async fn run_inventory(
     let limiter = || RequestLimiter::new(config.requests_per_second);
     // A command check runs with any inventory; an errand check needs a director, which
     // the configuration made sure of.
-    let command = || -> Option<Arc<dyn CanaryCheck>> {
+    let command = |addresses: Option<Arc<dyn AddressBook>>| -> Option<Arc<dyn CanaryCheck>> {
         match config.canary_check.as_ref().map(|c| (&c.kind, c.timeout)) {
             Some((CanaryCheckKind::Command { program, args }, timeout)) => {
                 Some(Arc::new(CommandCheck {
                     program: program.clone(),
                     args: args.clone(),
                     time_limit: timeout,
+                    addresses,
                 }))
             }
             _ => None,
@@ -89,7 +92,7 @@ async fn run_inventory(
     };
     match &config.inventory {
         InventoryConfig::Scripted { scenario } => {
-            let check = command();
+            let check = command(None);
             drive(
                 Arc::new(load_scenario(scenario)?),
                 config,
@@ -109,7 +112,9 @@ async fn run_inventory(
                         c.timeout,
                         fleet_updater::canary_check::tail,
                     ))),
-                    CanaryCheckKind::Command { .. } => command(),
+                    CanaryCheckKind::Command { .. } => {
+                        command(Some(Arc::new(EmbeddedAddresses(Arc::clone(&fleet.broker)))))
+                    }
                 },
                 None => None,
             };
@@ -119,7 +124,7 @@ async fn run_inventory(
             code
         }
         InventoryConfig::Broker(broker) => {
-            let check = command();
+            let check = command(None);
             let inventory =
                 BrokerInventory::new(broker, limiter()).map_err(CliError::InventorySetup)?;
             drive(Arc::new(inventory), config, check, window, started_at).await
@@ -137,7 +142,9 @@ async fn run_inventory(
                         config.poll_interval,
                         fleet_updater::canary_check::tail,
                     ))),
-                    CanaryCheckKind::Command { .. } => command(),
+                    CanaryCheckKind::Command { .. } => {
+                        command(Some(Arc::new(DirectorAddresses(Arc::clone(&inventory)))))
+                    }
                 },
                 None => None,
             };

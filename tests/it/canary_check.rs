@@ -32,11 +32,15 @@ fn definition(faults: &str) -> String {
 }
 
 fn run(w: &Workspace, faults: &str) -> (i32, Value, String) {
+    run_with(w, faults, "{errand: smoke-tests, timeout: 5m}")
+}
+
+fn run_with(w: &Workspace, faults: &str, check: &str) -> (i32, Value, String) {
     let fleet = w.write("fleet.yml", &definition(faults));
     let config = w.write(
         "config.yml",
         &format!(
-            "embedded: {{fleet: {}}}\nstrategy: {{update: {{canaries: 1, max_in_parallel: 2}}}}\ncanary_check: {{errand: smoke-tests, timeout: 5m}}\nselection: {{include: {{plans: [postgres-single]}}}}\n",
+            "embedded: {{fleet: {}}}\nstrategy: {{update: {{canaries: 1, max_in_parallel: 2}}}}\ncanary_check: {check}\nselection: {{include: {{plans: [postgres-single]}}}}\n",
             fleet.display()
         ),
     );
@@ -108,4 +112,30 @@ fn a_failing_smoke_test_fails_the_canary_and_nothing_else_starts() {
     );
     assert!(ids_with(&report, "updated").is_empty(), "nothing else ran");
     assert!(!ids_with(&report, "not_started").is_empty());
+}
+
+#[test]
+fn a_command_check_gets_the_canary_with_its_deployment_and_addresses() {
+    let w = Workspace::new();
+    let seen = w.path("seen");
+    let script = w.write(
+        "smoke",
+        &format!(
+            "#!/bin/sh\necho \"$FLEET_INSTANCE_ID $FLEET_DEPLOYMENT $FLEET_ADDRESSES\" > {}\necho all good\n",
+            seen.display()
+        ),
+    );
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (code, report, stderr) = run_with(&w, "[]", "{command: [./smoke]}");
+    assert_eq!(code, 0, "{stderr}");
+    let seen = std::fs::read_to_string(&seen).unwrap();
+    let words: Vec<&str> = seen.split_whitespace().collect();
+    assert_eq!(words[..2], ["pg-01", "service-instance_pg-01"], "{seen}");
+    assert!(
+        words[2..].iter().any(|a| a.starts_with("10.244.")),
+        "its VMs' addresses: {seen}"
+    );
+    let check = canary(&report)["check"].as_str().unwrap();
+    assert!(check.ends_with("passed: exit code 0: all good"), "{check}");
 }

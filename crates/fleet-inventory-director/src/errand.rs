@@ -79,6 +79,34 @@ impl DirectorInventory {
     }
 }
 
+/// An instance's VM as `GET /deployments/D/instances` lists it.
+#[derive(Deserialize)]
+struct Listed {
+    #[serde(default)]
+    ips: Vec<String>,
+}
+
+/// A director's deployments' addresses, as `bosh instances` lists them.
+pub struct Addresses(pub Arc<DirectorInventory>);
+
+impl fleet_rollout::check::AddressBook for Addresses {
+    fn addresses(
+        &self,
+        instance: Instance,
+    ) -> Pin<Box<dyn Future<Output = Result<Vec<String>, String>> + Send>> {
+        let inventory = Arc::clone(&self.0);
+        Box::pin(async move {
+            let deployment = instance.deployment_name.clone().unwrap_or(instance.id.0);
+            let path = format!(
+                "{}/instances",
+                DirectorInventory::deployment_path(&deployment).map_err(|e| e.to_string())?
+            );
+            let listed: Vec<Listed> = inventory.get(&path).await.map_err(|e| e.to_string())?;
+            Ok(listed.into_iter().flat_map(|l| l.ips).collect())
+        })
+    }
+}
+
 pub struct ErrandCheck {
     inventory: Arc<DirectorInventory>,
     errand: String,

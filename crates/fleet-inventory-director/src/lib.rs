@@ -18,7 +18,7 @@ use reqwest::{Method, RequestBuilder};
 use serde_json::json;
 
 use auth::{Auth, authorize};
-pub use errand::ErrandCheck;
+pub use errand::{Addresses, ErrandCheck};
 use fleet_http_client::{Answer, Call, Endpoint, HttpClient, segment};
 use fleet_rollout::RequestLimiter;
 use fleet_rollout::inventory::{

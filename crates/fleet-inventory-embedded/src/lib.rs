@@ -1,12 +1,14 @@
 //! The embedded broker as an inventory, so that the rollout engine drives it through the
 //! same trait as any other fleet.
 
+mod addresses;
 mod errand_check;
 
 use std::sync::Arc;
 
 use serde_json::json;
 
+pub use addresses::Addresses;
 pub use errand_check::ErrandCheck;
 
 use fleet_broker::{Answer, Broker, BrokerError, Filter, InstanceView, OperationStatus, State};

@@ -36,3 +36,13 @@ pub(crate) async fn run(check: &dyn CanaryCheck, instance: Instance) -> CheckRes
         )),
     }
 }
+
+/// Where a fleet's instances are reached: what a command check hands its program. Only
+/// the inventories that know (a director's, the embedded fleet's) have one.
+pub trait AddressBook: Send + Sync + 'static {
+    /// The instance's VMs' addresses.
+    fn addresses(
+        &self,
+        instance: Instance,
+    ) -> Pin<Box<dyn Future<Output = Result<Vec<String>, String>> + Send>>;
+}
