@@ -49,13 +49,13 @@ fn trigger_failure(e: BrokerError) -> InventoryError {
 
 /// The instance's organization and space, as a broker's listing gives them; none when it
 /// has no placement.
-fn placed(placement: &fleet_broker::Placement) -> Option<InstanceContext> {
+fn placed(placement: &fleet_broker::Placement) -> Option<Box<InstanceContext>> {
     (placement.organization_name.is_some() || placement.space_name.is_some()).then(|| {
-        InstanceContext {
+        Box::new(InstanceContext {
             organization_name: placement.organization_name.clone(),
             space_name: placement.space_name.clone(),
             ..InstanceContext::default()
-        }
+        })
     })
 }
 

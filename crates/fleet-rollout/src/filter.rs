@@ -129,11 +129,11 @@ mod tests {
 
     fn placed(id: &str, plan: &str, space: &str) -> Instance {
         let mut instance = Instance::new(id, plan);
-        instance.context = Some(InstanceContext {
+        instance.context = Some(Box::new(InstanceContext {
             organization_name: Some("system".into()),
             space_name: Some(space.into()),
             ..InstanceContext::default()
-        });
+        }));
         instance
     }
 

@@ -20,11 +20,11 @@ fn fleet(instances: &[(&str, &str, &str)]) -> ScriptedInventory {
         .iter()
         .fold(ScriptedInventory::new(), |inv, (id, space, script)| {
             let mut instance = Instance::new(*id, "plan");
-            instance.context = Some(InstanceContext {
+            instance.context = Some(Box::new(InstanceContext {
                 organization_name: Some("system".into()),
                 space_name: Some(space.to_string()),
                 ..InstanceContext::default()
-            });
+            }));
             let steps: Vec<fleet_inventory_scripted::Step> = script
                 .split(',')
                 .flat_map(|s| parse_steps(s.trim()).unwrap())

@@ -21,10 +21,10 @@ fn fleet(instances: &[(&str, &str, &str)]) -> ScriptedInventory {
         .iter()
         .fold(ScriptedInventory::new(), |inv, (id, plan, space)| {
             let mut instance = Instance::new(*id, *plan);
-            instance.context = Some(InstanceContext {
+            instance.context = Some(Box::new(InstanceContext {
                 space_name: Some(space.to_string()),
                 ..InstanceContext::default()
-            });
+            }));
             let steps: Vec<Step> = parse_steps("runs 1m").unwrap();
             inv.with(instance, steps)
         })

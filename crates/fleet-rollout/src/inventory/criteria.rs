@@ -59,12 +59,12 @@ mod tests {
     #[test]
     fn plan_org_and_space_are_judged_where_known_and_the_rest_left_to_the_broker() {
         let mut placed = Instance::new("a", "small");
-        placed.context = Some(InstanceContext {
+        placed.context = Some(Box::new(InstanceContext {
             organization_name: Some("system".into()),
             space_name: Some("canaries".into()),
             space_guid: Some("s-1".into()),
             ..InstanceContext::default()
-        });
+        }));
         let bare = Instance::new("b", "small");
         let ours = criteria(&[("cf_org", "system"), ("cf_space", "canaries")]);
         assert!(admits(&ours, &placed));

@@ -82,8 +82,9 @@ pub struct Instance {
     pub last_operation: Option<LastOperation>,
     /// Where the platform keeps it, as an Open Service Broker `context` gives it; what
     /// `cf_org` and `cf_space` listing criteria match. Brokers that list none leave it out.
+    /// Boxed: most instances have none, and instances are cloned with every operation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub context: Option<InstanceContext>,
+    pub context: Option<Box<InstanceContext>>,
 }
 
 /// A service instance's organization and space, by GUID and name.
