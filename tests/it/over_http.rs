@@ -74,6 +74,17 @@ async fn deploy_tasks(s: &Served, description: &str) -> BTreeSet<String> {
         .collect()
 }
 
+/// The ids of the report's canaries.
+fn canaries(report: &Value) -> Vec<&str> {
+    report["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["canary"] == true)
+        .map(|i| i["id"].as_str().unwrap())
+        .collect()
+}
+
 fn ca(s: &Served) -> String {
     std::fs::read_to_string(&s.ca).unwrap()
 }
@@ -178,13 +189,7 @@ async fn a_canary_selection_picks_the_canaries_from_the_brokers_filtered_listing
         + "canary_selection: {cf_org: system, cf_space: canaries}\n";
     let (code, report, stdout, stderr) = run(&w, &config).await;
     assert_eq!(code, 0, "{stdout}\n{stderr}");
-    let canaries: Vec<&str> = report["instances"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|i| i["canary"] == true)
-        .map(|i| i["id"].as_str().unwrap())
-        .collect();
+    let canaries = canaries(&report);
     assert_eq!(canaries, ["rmq-01"], "the operator's own instance first");
 
     // A selection that matches nothing fails before anything is triggered, naming it.
@@ -252,13 +257,7 @@ async fn the_odb_errands_own_configuration_runs_unchanged_with_its_canary_select
 
     let (code, report, stdout, stderr) = run(&w, &config).await;
     assert_eq!(code, 0, "{stdout}\n{stderr}");
-    let canaries: Vec<&str> = report["instances"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|i| i["canary"] == true)
-        .map(|i| i["id"].as_str().unwrap())
-        .collect();
+    let canaries = canaries(&report);
     assert_eq!(canaries, ["rmq-01"]);
     assert_eq!(
         ids_with(&report, "updated"),

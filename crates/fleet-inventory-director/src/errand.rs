@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fleet_http_client::{Call, segment};
-use fleet_rollout::check::{CanaryCheck, CheckResult};
+use fleet_rollout::check::{CanaryCheck, CheckResult, errand_verdict};
 use fleet_rollout::inventory::{Instance, InventoryError};
 use reqwest::Method;
 use serde::Deserialize;
@@ -144,19 +144,7 @@ impl CanaryCheck for ErrandCheck {
                 .run_errand(&deployment, &errand, poll)
                 .await
                 .map_err(|e| e.to_string())?;
-            if runs.is_empty() {
-                return Err(format!("task {task} ran the errand nowhere"));
-            }
-            let said: Vec<String> = runs
-                .iter()
-                .map(|(code, output)| format!("exit code {code}: {}", tail(output)))
-                .collect();
-            let said = format!("task {task}: {}", said.join("; "));
-            if runs.iter().all(|(code, _)| *code == 0) {
-                Ok(said)
-            } else {
-                Err(said)
-            }
+            errand_verdict(task, &runs, tail)
         })
     }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 use fleet_broker::Broker;
 use fleet_director::errand::{ErrandRequest, ErrandResult};
 use fleet_director::model::TaskState;
-use fleet_rollout::check::{CanaryCheck, CheckResult};
+use fleet_rollout::check::{CanaryCheck, CheckResult, errand_verdict};
 use fleet_rollout::inventory::Instance;
 
 pub struct ErrandCheck {
@@ -69,28 +69,12 @@ impl CanaryCheck for ErrandCheck {
                 .result_output(&ended)
                 .await
                 .map_err(|e| e.to_string())?;
-            let results: Vec<ErrandResult> = output
+            let runs: Vec<(i32, String)> = output
                 .lines()
-                .filter_map(|l| serde_json::from_str(l).ok())
+                .filter_map(|l| serde_json::from_str::<ErrandResult>(l).ok())
+                .map(|r| (r.exit_code, format!("{}\n{}", r.stdout, r.stderr)))
                 .collect();
-            if results.is_empty() {
-                return Err(format!("task {} ran the errand nowhere", ended.id));
-            }
-            let said: Vec<String> = results
-                .iter()
-                .map(|r| {
-                    let mut text = r.stdout.clone();
-                    text.push('\n');
-                    text.push_str(&r.stderr);
-                    format!("exit code {}: {}", r.exit_code, tail(&text))
-                })
-                .collect();
-            let said = format!("task {}: {}", ended.id, said.join("; "));
-            if results.iter().all(|r| r.exit_code == 0) {
-                Ok(said)
-            } else {
-                Err(said)
-            }
+            errand_verdict(ended.id, &runs, tail)
         })
     }
 

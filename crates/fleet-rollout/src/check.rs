@@ -46,3 +46,22 @@ pub trait AddressBook: Send + Sync + 'static {
         instance: Instance,
     ) -> Pin<Box<dyn Future<Output = Result<Vec<String>, String>> + Send>>;
 }
+
+/// What an errand task's runs come to, each an exit code and its output: passed when it
+/// ran somewhere and every run exited 0; what each said (its exit code and `tail` of its
+/// output) either way.
+pub fn errand_verdict(task: u64, runs: &[(i32, String)], tail: fn(&str) -> String) -> CheckResult {
+    if runs.is_empty() {
+        return Err(format!("task {task} ran the errand nowhere"));
+    }
+    let said: Vec<String> = runs
+        .iter()
+        .map(|(code, output)| format!("exit code {code}: {}", tail(output)))
+        .collect();
+    let said = format!("task {task}: {}", said.join("; "));
+    if runs.iter().all(|(code, _)| *code == 0) {
+        Ok(said)
+    } else {
+        Err(said)
+    }
+}
