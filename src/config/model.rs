@@ -162,6 +162,9 @@ pub struct Config {
     pub grace_period: Duration,
     /// Listing criteria the canaries are chosen among (`canary_selection`).
     pub canary_selection: fleet_rollout::inventory::Criteria,
+    /// Whether the recreate strategy chooses its canaries by `canary_selection` too; the
+    /// ODB errands' recreate takes no canaries at all.
+    pub recreate_selects_canaries: bool,
     /// Which instances the run may touch, and which go right after the canaries
     /// (`selection`).
     pub filter: fleet_rollout::filter::InstanceFilter,
@@ -212,6 +215,7 @@ impl Default for Config {
             requests_per_second: settings.requests_per_second,
             grace_period: settings.grace_period,
             canary_selection: Default::default(),
+            recreate_selects_canaries: true,
             filter: Default::default(),
             canary_check: None,
             format: Format::Text,
@@ -291,7 +295,10 @@ impl Config {
             strategy,
             max_in_parallel,
             canaries,
-            canary_selection: self.canary_selection.clone(),
+            canary_selection: match self.strategy {
+                StrategyKind::Recreate if !self.recreate_selects_canaries => Default::default(),
+                _ => self.canary_selection.clone(),
+            },
             filter: self.filter.clone(),
             busy_attempts: self.busy_attempts,
             busy_interval: self.busy_interval,

@@ -27,6 +27,8 @@ const TOP: &[&str] = &[
     "bosh",
     "cf",
     "maintenance_info_present",
+    // Older ODB releases wrote it; the errands never used it.
+    "service_instances_api",
 ];
 
 /// Whether `root` is an ODB errand's configuration.
@@ -122,8 +124,9 @@ pub fn read(root: &Node, config: &mut Config, checker: &mut Checker) {
     config.update.max_in_parallel = max_in_flight;
     config.update.canaries = canaries;
     config.recreate.max_in_parallel = max_in_flight;
-    // ODB's recreate-all takes no canaries and recreates every instance.
+    // ODB's recreate-all takes no canaries (and so no canary selection).
     config.recreate.canaries = 0;
+    config.recreate_selects_canaries = false;
     if let Some(found) = broker.and_then(|node| broker_api(node, timeout, checker)) {
         config.inventory = InventoryConfig::Broker(found);
     }

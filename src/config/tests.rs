@@ -587,6 +587,7 @@ canary_selection_params: {cf_org: system}
 cf: {url: 'https://api.sys'}
 bosh: {url: 'https://director:25555'}
 maintenance_info_present: true
+service_instances_api: {url: 'https://siapi'}
 ",
     )
     .unwrap();

@@ -268,9 +268,12 @@ pub fn to_regenerate(
                 .get("update")
                 .and_then(|u| u.get("strategy"))
                 .and_then(Json::as_str);
+            // A value kept before its declaration was recorded is not known to differ.
             let again = mode == Some("overwrite")
                 || (strategy == Some("on-stemcell-change") && stemcells_changed)
-                || (mode == Some("converge") && from != generated_from(declared, name));
+                || (mode == Some("converge")
+                    && !from.is_null()
+                    && from != generated_from(declared, name));
             again.then(|| name.to_string())
         })
         .collect()
@@ -313,7 +316,12 @@ pub async fn regenerate(
         .map(|(name, v)| (name.clone(), v.value.clone()))
         .collect();
     fleet_variables::generate(declared, &mut values).map_err(variable_error)?;
-    keep(records, deployment, declared, again.iter(), &values).await?;
+    // What was declared and never kept is kept too: a certificate made anew here may be
+    // signed by a CA made with it.
+    let new = names
+        .iter()
+        .filter(|n| again.contains(n) || !kept.contains_key(*n));
+    keep(records, deployment, declared, new, &values).await?;
     Ok(again)
 }
 

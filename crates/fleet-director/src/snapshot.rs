@@ -252,19 +252,32 @@ pub fn stemcells_of(manifest: &Manifest) -> std::collections::BTreeSet<String> {
 }
 
 /// The stemcells the deployment's last successful deploy used (its `latest` as it
-/// resolved them then); `None` before its first.
+/// resolved them then); `None` before its first. Read from the manifest's `stemcells`
+/// alone, so that placeholders elsewhere in it do not hide them.
 pub fn deployed_stemcells(
     record: &super::model::DeploymentRecord,
 ) -> Option<std::collections::BTreeSet<String>> {
-    let mut manifest = super::manifest::parse(record.manifest.as_deref()?).ok()?;
-    for stemcell in &mut manifest.stemcells {
-        if let Some(resolved) = record
-            .latest
+    let root = fleet_yaml::load(record.manifest.as_deref()?, fleet_yaml::Limits::default()).ok()?;
+    let list = root.get("stemcells")?.to_json();
+    let text = |v: &serde_json::Value, key: &str| match v.get(key) {
+        Some(serde_json::Value::String(s)) => Some(s.clone()),
+        Some(serde_json::Value::Number(n)) => Some(n.to_string()),
+        _ => None,
+    };
+    Some(
+        list.as_array()?
             .iter()
-            .find(|r| r.kind == "stemcell" && r.name == stemcell.alias)
-        {
-            stemcell.version = resolved.version.clone();
-        }
-    }
-    Some(stemcells_of(&manifest))
+            .filter_map(|s| {
+                let alias = text(s, "alias").unwrap_or_default();
+                let os = text(s, "os").or_else(|| text(s, "name"))?;
+                let version = record
+                    .latest
+                    .iter()
+                    .find(|r| r.kind == "stemcell" && r.name == alias)
+                    .map(|r| r.version.clone())
+                    .or_else(|| text(s, "version"))?;
+                Some(format!("{os}/{version}"))
+            })
+            .collect(),
+    )
 }

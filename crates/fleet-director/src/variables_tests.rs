@@ -265,3 +265,26 @@ async fn update_modes_and_the_stemcell_strategy_make_variables_anew_when_they_sa
         "{result}"
     );
 }
+
+#[test]
+fn the_last_deploys_stemcells_are_read_whatever_placeholders_the_manifest_has() {
+    let record = crate::model::DeploymentRecord {
+        name: "d".into(),
+        manifest: Some(
+            "name: d\nstemcells: [{alias: default, os: jammy, version: latest}, {alias: old, name: bosh-x, version: '1'}]\ninstance_groups: [{name: web, instances: ((count))}]\n"
+                .into(),
+        ),
+        cloud_config: None,
+        runtime_configs: Vec::new(),
+        latest: vec![crate::model::Resolved {
+            kind: "stemcell".into(),
+            name: "default".into(),
+            version: "2.0".into(),
+        }],
+        providers: Vec::new(),
+        consumers: Vec::new(),
+    };
+    let stemcells = crate::snapshot::deployed_stemcells(&record).unwrap();
+    let stemcells: Vec<&str> = stemcells.iter().map(String::as_str).collect();
+    assert_eq!(stemcells, ["bosh-x/1", "jammy/2.0"]);
+}

@@ -90,9 +90,14 @@ pub async fn deploy(
             .await?
         }
     };
-    if again.iter().any(|n| snapshot.placeholders.contains(n)) {
+    let full = |n: &String| config_server::full_name(&name, n);
+    if again
+        .iter()
+        .any(|n| snapshot.placeholders.iter().any(|p| full(p) == full(n)))
+    {
         snapshot = Snapshot::take(records, snapshot.text.clone(), !options.dry_run).await?;
         validate(&mut snapshot, &limits)?;
+        compilation::check(&snapshot)?;
     }
     let outcome = deploy_valid(&ports, log, snapshot, &declared, options).await;
     if outcome.is_err() {

@@ -12,8 +12,19 @@ use super::types::Instance;
 /// Listing parameters by name.
 pub type Criteria = BTreeMap<String, String>;
 
-/// Whether `instance` may match `criteria`: no criterion this side can judge refutes it.
+/// Whether `instance` may match `criteria` a broker filtered by: no criterion this side
+/// can judge refutes it.
 pub fn admits(criteria: &Criteria, instance: &Instance) -> bool {
+    judge(criteria, instance, true)
+}
+
+/// Whether `instance` matches `criteria` with nothing filtered before: every criterion
+/// must be judged here and hold, since no broker said it matched.
+pub fn matches(criteria: &Criteria, instance: &Instance) -> bool {
+    judge(criteria, instance, false)
+}
+
+fn judge(criteria: &Criteria, instance: &Instance, unknown: bool) -> bool {
     let context = instance.context.as_ref();
     criteria.iter().all(|(key, wanted)| {
         let known: Vec<Option<&String>> = match key.as_str() {
@@ -31,7 +42,11 @@ pub fn admits(criteria: &Criteria, instance: &Instance) -> bool {
             _ => Vec::new(),
         };
         let known: Vec<&String> = known.into_iter().flatten().collect();
-        known.is_empty() || known.contains(&wanted)
+        if known.is_empty() {
+            unknown
+        } else {
+            known.contains(&wanted)
+        }
     })
 }
 
@@ -76,6 +91,11 @@ mod tests {
         assert!(!admits(&criteria(&[("cf_space", "prod")]), &placed));
         assert!(!admits(&criteria(&[("plan", "large")]), &bare));
         assert!(admits(&criteria(&[("region", "eu")]), &bare));
+        assert!(matches(&ours, &placed));
+        assert!(
+            !matches(&ours, &bare) && !matches(&criteria(&[("region", "eu")]), &bare),
+            "nothing filtered: what cannot be judged does not match"
+        );
         assert_eq!(describe(&ours), "cf_org: system, cf_space: canaries");
     }
 }

@@ -9,7 +9,7 @@ mod types;
 
 use std::future::Future;
 
-pub use criteria::{Criteria, admits, describe as describe_criteria};
+pub use criteria::{Criteria, admits, describe as describe_criteria, matches};
 pub use error::{ErrorKind, InventoryError};
 pub use types::{
     Action, Instance, InstanceContext, InstanceId, InstanceState, LastOperation,
@@ -29,15 +29,16 @@ pub trait Inventory: Send + Sync + 'static {
 
     /// Lists the instances that match `criteria`, listing parameters as the On-Demand
     /// Service Broker's management API takes them (`cf_org`, `cf_space`, `plan`, or a
-    /// broker's own). Without a server that filters, every instance is listed and those
-    /// the criteria can be judged on are filtered here.
+    /// broker's own). Without a server that filters, every instance is listed and only
+    /// those every criterion is judged true of here match (an instance without an org
+    /// matches no `cf_org`).
     fn list_matching(
         &self,
         criteria: &Criteria,
     ) -> impl Future<Output = Result<Vec<Instance>, InventoryError>> + Send {
         async move {
             let all = self.list(Selection::All).await?;
-            Ok(all.into_iter().filter(|i| admits(criteria, i)).collect())
+            Ok(all.into_iter().filter(|i| matches(criteria, i)).collect())
         }
     }
 
