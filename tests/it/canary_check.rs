@@ -139,3 +139,30 @@ fn a_command_check_gets_the_canary_with_its_deployment_and_addresses() {
     let check = canary(&report)["check"].as_str().unwrap();
     assert!(check.ends_with("passed: exit code 0: all good"), "{check}");
 }
+
+#[test]
+fn a_smoke_test_past_its_time_limit_fails_the_canary_and_its_errand_is_cancelled() {
+    let w = Workspace::new();
+    let (code, report, stderr) = run_with(&w, "[]", "{errand: smoke-tests, timeout: 1ms}");
+    assert_eq!(code, 1, "{stderr}");
+    let canary = canary(&report);
+    assert!(
+        canary["reason"]
+            .as_str()
+            .unwrap()
+            .ends_with("errand smoke-tests did not finish within 1ms"),
+        "{canary}"
+    );
+    let errands: Vec<String> = crate::embedded::director_tasks(&w.path("state"))
+        .into_iter()
+        .filter(|(_, _, _, description)| description.starts_with("run errand"))
+        .map(|(_, state, _, _)| state)
+        .collect();
+    // Asked to stop: `cancelled` once its task sees it, `cancelling` when the run ended
+    // first (the next process that opens the fleet ends it).
+    assert_eq!(errands.len(), 1, "{errands:?}");
+    assert!(
+        ["cancelling", "cancelled"].contains(&errands[0].as_str()),
+        "the errand is cancelled rather than left running: {errands:?}"
+    );
+}

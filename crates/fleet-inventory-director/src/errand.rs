@@ -29,14 +29,8 @@ struct Run {
 }
 
 impl DirectorInventory {
-    /// Runs `errand` on `deployment` and waits for it, polling every `poll`: each
-    /// instance's exit code and output, and the task's id.
-    async fn run_errand(
-        &self,
-        deployment: &str,
-        errand: &str,
-        poll: Duration,
-    ) -> Result<(u64, Vec<(i32, String)>), InventoryError> {
+    /// Starts `errand` on `deployment`: the task's id.
+    async fn run_errand(&self, deployment: &str, errand: &str) -> Result<u64, InventoryError> {
         let path = format!(
             "{}/errands/{}/runs",
             Self::deployment_path(deployment)?,
@@ -50,6 +44,15 @@ impl DirectorInventory {
             _ => return Err(answer.failure()),
         }
         .ok_or_else(|| InventoryError::permanent("the director started no errand task"))?;
+        Ok(task)
+    }
+
+    /// Waits for the errand task `task` to end: each instance's exit code and output.
+    async fn errand_runs(
+        &self,
+        task: u64,
+        poll: Duration,
+    ) -> Result<Vec<(i32, String)>, InventoryError> {
         let ended = loop {
             let state: Task = self.get(&format!("/tasks/{task}")).await?;
             if !matches!(state.state.as_str(), "queued" | "processing" | "cancelling") {
@@ -75,7 +78,41 @@ impl DirectorInventory {
             .filter_map(|l| serde_json::from_str::<Run>(l).ok())
             .map(|r| (r.exit_code, format!("{}\n{}", r.stdout, r.stderr)))
             .collect();
-        Ok((task, runs))
+        Ok(runs)
+    }
+
+    /// Cancels a task (`DELETE /task/N`), as `bosh cancel-task` does.
+    async fn cancel(&self, task: u64) -> Result<(), InventoryError> {
+        let call = Call::write(Method::DELETE, self.http.url(&format!("/task/{task}")));
+        let answer = self.send(&call, |r| r).await?;
+        if answer.status.is_success() {
+            Ok(())
+        } else {
+            Err(answer.failure())
+        }
+    }
+}
+
+/// Cancels the errand's task if the check is dropped before the task ended.
+struct CancelOnDrop {
+    inventory: Option<Arc<DirectorInventory>>,
+    task: u64,
+}
+
+impl CancelOnDrop {
+    fn disarm(mut self) {
+        self.inventory = None;
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(inventory) = self.inventory.take() {
+            let task = self.task;
+            tokio::spawn(async move {
+                let _ = inventory.cancel(task).await;
+            });
+        }
     }
 }
 
@@ -140,10 +177,21 @@ impl CanaryCheck for ErrandCheck {
         Box::pin(async move {
             // A director inventory's instance is its deployment.
             let deployment = instance.deployment_name.clone().unwrap_or(instance.id.0);
-            let (task, runs) = inventory
-                .run_errand(&deployment, &errand, poll)
+            let task = inventory
+                .run_errand(&deployment, &errand)
                 .await
                 .map_err(|e| e.to_string())?;
+            // A check past its time limit is dropped here: its errand is cancelled rather
+            // than left holding the deployment's lock.
+            let guard = CancelOnDrop {
+                inventory: Some(Arc::clone(&inventory)),
+                task,
+            };
+            let runs = inventory
+                .errand_runs(task, poll)
+                .await
+                .map_err(|e| e.to_string())?;
+            guard.disarm();
             errand_verdict(task, &runs, tail)
         })
     }

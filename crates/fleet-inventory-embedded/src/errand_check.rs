@@ -13,6 +13,29 @@ use fleet_director::model::TaskState;
 use fleet_rollout::check::{CanaryCheck, CheckResult, errand_verdict};
 use fleet_rollout::inventory::Instance;
 
+/// Cancels the errand's task if the check is dropped before the task ended.
+struct CancelOnDrop {
+    broker: Option<Arc<Broker>>,
+    task: u64,
+}
+
+impl CancelOnDrop {
+    fn disarm(mut self) {
+        self.broker = None;
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(broker) = self.broker.take() {
+            let task = self.task;
+            tokio::spawn(async move {
+                let _ = broker.director().cancel(task).await;
+            });
+        }
+    }
+}
+
 pub struct ErrandCheck {
     broker: Arc<Broker>,
     errand: String,
@@ -56,7 +79,14 @@ impl CanaryCheck for ErrandCheck {
                 .run_errand(&deployment, request)
                 .await
                 .map_err(|e| e.to_string())?;
+            // A check past its time limit is dropped here: its errand is cancelled rather
+            // than left holding the deployment's lock.
+            let guard = CancelOnDrop {
+                broker: Some(Arc::clone(&broker)),
+                task: task.id,
+            };
             let ended = director.wait(task.id).await.map_err(|e| e.to_string())?;
+            guard.disarm();
             if ended.state != TaskState::Done {
                 return Err(format!(
                     "task {} {}: {}",
