@@ -10,16 +10,29 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
-use fleet_rollout::check::{AddressBook, CanaryCheck, CheckResult};
+use fleet_rollout::check::{AddressBook, CanaryCheck, CheckResult, tail};
 use fleet_rollout::inventory::Instance;
 
-/// How many lines of a check's output its result keeps.
-const TAIL_LINES: usize = 10;
+use crate::config::{CanaryCheckConfig, CanaryCheckKind};
 
-/// The last lines of `text`, joined by ` | ` so that a report line holds them.
-pub fn tail(text: &str) -> String {
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    lines[lines.len().saturating_sub(TAIL_LINES)..].join(" | ")
+/// The check `config` names, built from what the inventory offers: the addresses it knows
+/// (for a command) and an errand check it can run (`errand`, given the errand's name and
+/// time limit). The configuration made sure an errand check has a director to run on.
+pub fn from_config(
+    config: Option<&CanaryCheckConfig>,
+    addresses: Option<Arc<dyn AddressBook>>,
+    errand: impl FnOnce(&str, Duration) -> Option<Arc<dyn CanaryCheck>>,
+) -> Option<Arc<dyn CanaryCheck>> {
+    let config = config?;
+    match &config.kind {
+        CanaryCheckKind::Command { program, args } => Some(Arc::new(CommandCheck {
+            program: program.clone(),
+            args: args.clone(),
+            time_limit: config.timeout,
+            addresses,
+        })),
+        CanaryCheckKind::Errand(name) => errand(name, config.timeout),
+    }
 }
 
 /// A program run with the instance in its environment: `FLEET_INSTANCE_ID`,

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use fleet_updater::canary_check::CommandCheck;
-use fleet_updater::config::{CanaryCheckKind, Config, InventoryConfig};
+use fleet_updater::canary_check::from_config;
+use fleet_updater::config::{Config, InventoryConfig};
 use fleet_updater::fleet::Access;
 use fleet_updater::inventory::broker_http::BrokerInventory;
 use fleet_updater::inventory::director_http::{
@@ -16,7 +16,6 @@ use fleet_updater::inventory::embedded::{
 use fleet_updater::inventory::scripted::load_scenario;
 use fleet_updater::output::check_writable;
 use fleet_updater::rollout::RequestLimiter;
-use fleet_updater::rollout::check::{AddressBook, CanaryCheck};
 
 use super::error::CliError;
 use super::run::{drive, write_metrics};
@@ -75,24 +74,9 @@ async fn run_inventory(
     started_at: std::time::SystemTime,
 ) -> Result<u8, CliError> {
     let limiter = || RequestLimiter::new(config.requests_per_second);
-    // A command check runs with any inventory; an errand check needs a director, which
-    // the configuration made sure of.
-    let command = |addresses: Option<Arc<dyn AddressBook>>| -> Option<Arc<dyn CanaryCheck>> {
-        match config.canary_check.as_ref().map(|c| (&c.kind, c.timeout)) {
-            Some((CanaryCheckKind::Command { program, args }, timeout)) => {
-                Some(Arc::new(CommandCheck {
-                    program: program.clone(),
-                    args: args.clone(),
-                    time_limit: timeout,
-                    addresses,
-                }))
-            }
-            _ => None,
-        }
-    };
     match &config.inventory {
         InventoryConfig::Scripted { scenario } => {
-            let check = command(None);
+            let check = from_config(config.canary_check.as_ref(), None, |_, _| None);
             drive(
                 Arc::new(load_scenario(scenario)?),
                 config,
@@ -104,27 +88,19 @@ async fn run_inventory(
         }
         InventoryConfig::Embedded => {
             let fleet = open_fleet(config, Access::RUN).await?;
-            let check: Option<Arc<dyn CanaryCheck>> = match &config.canary_check {
-                Some(c) => match &c.kind {
-                    CanaryCheckKind::Errand(name) => Some(Arc::new(ErrandCheck::new(
-                        Arc::clone(&fleet.broker),
-                        name,
-                        c.timeout,
-                        fleet_updater::canary_check::tail,
-                    ))),
-                    CanaryCheckKind::Command { .. } => {
-                        command(Some(Arc::new(EmbeddedAddresses(Arc::clone(&fleet.broker)))))
-                    }
-                },
-                None => None,
-            };
+            let broker = &fleet.broker;
+            let check = from_config(
+                config.canary_check.as_ref(),
+                Some(Arc::new(EmbeddedAddresses(Arc::clone(broker)))),
+                |name, limit| Some(Arc::new(ErrandCheck::new(Arc::clone(broker), name, limit))),
+            );
             let inventory = EmbeddedInventory::new(Arc::clone(&fleet.broker));
             let code = drive(Arc::new(inventory), config, check, window, started_at).await;
             fleet.close().await;
             code
         }
         InventoryConfig::Broker(broker) => {
-            let check = command(None);
+            let check = from_config(config.canary_check.as_ref(), None, |_, _| None);
             let inventory =
                 BrokerInventory::new(broker, limiter()).map_err(CliError::InventorySetup)?;
             drive(Arc::new(inventory), config, check, window, started_at).await
@@ -133,21 +109,19 @@ async fn run_inventory(
             let inventory = Arc::new(
                 DirectorInventory::new(director, limiter()).map_err(CliError::InventorySetup)?,
             );
-            let check: Option<Arc<dyn CanaryCheck>> = match &config.canary_check {
-                Some(c) => match &c.kind {
-                    CanaryCheckKind::Errand(name) => Some(Arc::new(DirectorErrandCheck::new(
+            let check = from_config(
+                config.canary_check.as_ref(),
+                Some(Arc::new(DirectorAddresses(Arc::clone(&inventory)))),
+                |name, limit| {
+                    let errand = DirectorErrandCheck::new(
                         Arc::clone(&inventory),
                         name,
-                        c.timeout,
+                        limit,
                         config.poll_interval,
-                        fleet_updater::canary_check::tail,
-                    ))),
-                    CanaryCheckKind::Command { .. } => {
-                        command(Some(Arc::new(DirectorAddresses(Arc::clone(&inventory)))))
-                    }
+                    );
+                    Some(Arc::new(errand))
                 },
-                None => None,
-            };
+            );
             drive(inventory, config, check, window, started_at).await
         }
     }

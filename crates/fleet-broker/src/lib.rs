@@ -183,13 +183,7 @@ impl Broker {
         placement: &Placement,
     ) -> Result<Task, BrokerError> {
         self.plan(plan_id)?;
-        let instance = ServiceInstance {
-            id: id.to_string(),
-            plan_id: plan_id.to_string(),
-            space_guid: None,
-            maintenance_updates_blocked: blocked,
-            placement: placement.clone(),
-        };
+        let instance = ServiceInstance::new(id, plan_id, blocked, placement);
         // Created in one step with the check, so that of two processes provisioning one id
         // at once, one gets it and the other hears it exists.
         if !self.instances.create(&instance).await? {
@@ -227,13 +221,7 @@ impl Broker {
             fix: true,
             ..DeployOptions::default()
         };
-        let instance = ServiceInstance {
-            id: id.to_string(),
-            plan_id: plan_id.to_string(),
-            space_guid: None,
-            maintenance_updates_blocked: blocked,
-            placement: placement.clone(),
-        };
+        let instance = ServiceInstance::new(id, plan_id, blocked, placement);
         self.record_and_deploy(&instance, versions, options)
             .await
             .map(Some)

@@ -19,6 +19,19 @@ pub struct ServiceInstance {
     pub placement: Placement,
 }
 
+impl ServiceInstance {
+    /// A service instance as provisioning records it: the owner's block and placement.
+    pub fn new(id: &str, plan_id: &str, blocked: bool, placement: &Placement) -> Self {
+        ServiceInstance {
+            id: id.to_string(),
+            plan_id: plan_id.to_string(),
+            space_guid: None,
+            maintenance_updates_blocked: blocked,
+            placement: placement.clone(),
+        }
+    }
+}
+
 /// The organization and space a service instance belongs to, by name: what listings
 /// filtered by `cf_org` and `cf_space` match.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -150,20 +150,14 @@ pub async fn resolve_names(
     used: &BTreeSet<String>,
 ) -> Result<Values, StepError> {
     // What the declarations name, by the names they use, from the store first.
-    let names: Vec<String> = declared
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|d| d.get("name").and_then(Json::as_str).map(str::to_string))
-        .collect();
+    let names = declared_names(declared);
     let mut wanted: BTreeSet<String> = names.iter().cloned().collect();
     wanted.extend(used.iter().cloned());
-    let mut kept = Values::new();
-    for name in &wanted {
-        if let Some(variable) = records.variable(&full_name(deployment, name)).await? {
-            kept.insert(name.clone(), variable.value);
-        }
-    }
+    let kept: Values = kept_variables(records, deployment, &wanted)
+        .await?
+        .into_iter()
+        .map(|(name, variable)| (name, variable.value))
+        .collect();
     let mut local: Values = names
         .iter()
         .filter_map(|n| kept.get(n).map(|v| (n.clone(), v.clone())))
@@ -197,6 +191,44 @@ pub async fn resolve_names(
     }
 }
 
+/// The names `declared` gives its variables, in order.
+fn declared_names(declared: &Json) -> Vec<String> {
+    declared
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|d| d.get("name").and_then(Json::as_str).map(str::to_string))
+        .collect()
+}
+
+/// The variables the store keeps of `names`, by the name used.
+async fn kept_variables<'a>(
+    records: &Records,
+    deployment: &str,
+    names: impl IntoIterator<Item = &'a String>,
+) -> Result<std::collections::BTreeMap<String, Variable>, StepError> {
+    let mut kept = std::collections::BTreeMap::new();
+    for name in names {
+        if let Some(variable) = records.variable(&full_name(deployment, name)).await? {
+            kept.insert(name.clone(), variable);
+        }
+    }
+    Ok(kept)
+}
+
+/// A declaration's `update_mode`.
+fn update_mode(declaration: &Json) -> Option<&str> {
+    declaration.get("update_mode").and_then(Json::as_str)
+}
+
+/// A declaration's `update.strategy`.
+fn update_strategy(declaration: &Json) -> Option<&str> {
+    declaration
+        .get("update")
+        .and_then(|u| u.get("strategy"))
+        .and_then(Json::as_str)
+}
+
 /// The declaration `name` of `declared` as what its value is generated from.
 fn generated_from(declared: &Json, name: &str) -> Json {
     declared
@@ -225,18 +257,8 @@ pub enum Renewal {
 
 pub fn renewal(declared: &Json) -> Renewal {
     let list = declared.as_array().map(Vec::as_slice).unwrap_or_default();
-    let strategy = |d: &Json| {
-        d.get("update")
-            .and_then(|u| u.get("strategy"))
-            .and_then(Json::as_str)
-            == Some("on-stemcell-change")
-    };
-    let mode = |d: &Json| {
-        matches!(
-            d.get("update_mode").and_then(Json::as_str),
-            Some("overwrite" | "converge")
-        )
-    };
+    let strategy = |d: &Json| update_strategy(d) == Some("on-stemcell-change");
+    let mode = |d: &Json| matches!(update_mode(d), Some("overwrite" | "converge"));
     if list.iter().any(strategy) {
         Renewal::OnStemcellChange
     } else if list.iter().any(mode) {
@@ -263,11 +285,7 @@ pub fn to_regenerate(
         .filter_map(|d| {
             let name = d.get("name").and_then(Json::as_str)?;
             let from = kept_from(name)?;
-            let mode = d.get("update_mode").and_then(Json::as_str);
-            let strategy = d
-                .get("update")
-                .and_then(|u| u.get("strategy"))
-                .and_then(Json::as_str);
+            let (mode, strategy) = (update_mode(d), update_strategy(d));
             // A value kept before its declaration was recorded is not known to differ.
             let again = mode == Some("overwrite")
                 || (strategy == Some("on-stemcell-change") && stemcells_changed)
@@ -291,18 +309,8 @@ pub async fn regenerate(
     stemcells_changed: bool,
     generate: bool,
 ) -> Result<Vec<String>, StepError> {
-    let names: Vec<String> = declared
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|d| d.get("name").and_then(Json::as_str).map(str::to_string))
-        .collect();
-    let mut kept = std::collections::BTreeMap::new();
-    for name in &names {
-        if let Some(variable) = records.variable(&full_name(deployment, name)).await? {
-            kept.insert(name.clone(), variable);
-        }
-    }
+    let names = declared_names(declared);
+    let kept = kept_variables(records, deployment, &names).await?;
     let again = to_regenerate(declared, stemcells_changed, &|name| {
         kept.get(name).map(|v| v.generated_from.clone())
     });

@@ -18,6 +18,8 @@ pub struct Documents {
     pub manifest: Node,
     runtime: Vec<(RuntimeConfig, Node)>,
     cloud: Option<(u64, Node)>,
+    /// Every name a placeholder outside properties uses, in any of them, found once.
+    pub placeholders: Vec<String>,
 }
 
 /// The documents with their placeholders resolved.
@@ -45,10 +47,12 @@ fn cloud_error(problem: String) -> StepError {
 }
 
 impl Documents {
-    /// Loads the manifest `text` and what `uploads` holds.
+    /// Loads the manifest `text` and what `uploads` holds, and lists their placeholders
+    /// outside properties.
     ///
     /// # Errors
-    /// A document that is not YAML, named.
+    /// A document that is not YAML, named; a relative name in a runtime or cloud config,
+    /// which belongs to no deployment.
     pub fn read(text: &str, uploads: &Uploads) -> Result<Documents, StepError> {
         let manifest = load(text, Limits::default())
             .map_err(|e| StepError::Manifest(ManifestError::Syntax(e)))?;
@@ -69,38 +73,13 @@ impl Documents {
                     .map_err(|e| cloud_error(e.to_string()))
             })
             .transpose()?;
+        let placeholders = placeholders(&manifest, &runtime, cloud.as_ref())?;
         Ok(Documents {
             manifest,
             runtime,
             cloud,
+            placeholders,
         })
-    }
-
-    /// Every name a placeholder outside properties uses, in any of the documents.
-    ///
-    /// # Errors
-    /// A relative name in a runtime or cloud config, which belongs to no deployment.
-    pub fn placeholders(&self) -> Result<Vec<String>, StepError> {
-        let mut names = outside_properties(&self.manifest);
-        for (config, root) in &self.runtime {
-            let used = outside_properties(root);
-            let relative = relative(&used);
-            if !relative.is_empty() {
-                return Err(runtime_error(config, relative_problem(&relative)));
-            }
-            names.extend(used);
-        }
-        if let Some((_, root)) = &self.cloud {
-            let used = outside_properties(root);
-            let relative = relative(&used);
-            if !relative.is_empty() {
-                return Err(cloud_error(relative_problem(&relative)));
-            }
-            names.extend(used);
-        }
-        names.sort();
-        names.dedup();
-        Ok(names)
     }
 
     /// The documents with `values` in place of their placeholders outside properties;
@@ -110,7 +89,7 @@ impl Documents {
     /// # Errors
     /// A placeholder without a value, named with its document.
     pub fn resolve(self, values: &Values) -> Result<Resolved, StepError> {
-        if values.is_empty() && self.placeholders().is_ok_and(|names| names.is_empty()) {
+        if values.is_empty() && self.placeholders.is_empty() {
             // Most deploys use none: nothing to copy.
             return Ok(Resolved {
                 manifest: self.manifest,
@@ -145,4 +124,35 @@ impl Documents {
             cloud,
         })
     }
+}
+
+/// Every name a placeholder outside properties uses, in any of the documents.
+///
+/// # Errors
+/// A relative name in a runtime or cloud config, which belongs to no deployment.
+fn placeholders(
+    manifest: &Node,
+    runtime: &[(RuntimeConfig, Node)],
+    cloud: Option<&(u64, Node)>,
+) -> Result<Vec<String>, StepError> {
+    let mut names = outside_properties(manifest);
+    for (config, root) in runtime {
+        let used = outside_properties(root);
+        let relative = relative(&used);
+        if !relative.is_empty() {
+            return Err(runtime_error(config, relative_problem(&relative)));
+        }
+        names.extend(used);
+    }
+    if let Some((_, root)) = cloud {
+        let used = outside_properties(root);
+        let relative = relative(&used);
+        if !relative.is_empty() {
+            return Err(cloud_error(relative_problem(&relative)));
+        }
+        names.extend(used);
+    }
+    names.sort();
+    names.dedup();
+    Ok(names)
 }

@@ -59,7 +59,7 @@ impl Snapshot {
     ) -> Result<Snapshot, StepError> {
         let uploads = records.uploads().await?;
         let documents = Documents::read(&text, &uploads)?;
-        let names = documents.placeholders()?;
+        let names = &documents.placeholders;
         let values = if names.is_empty() {
             Values::new()
         } else {
@@ -77,9 +77,7 @@ impl Snapshot {
             let wanted = names.iter().cloned().collect();
             config_server::resolve_names(records, &deployment, &declared, generate, &wanted).await?
         };
-        let mut snapshot = Snapshot::build(text, documents, uploads, &values)?;
-        snapshot.placeholders = names;
-        Ok(snapshot)
+        Snapshot::build(text, documents, uploads, &values)
     }
 
     /// The snapshot of `text` against what is uploaded. Pure: what a plan is decided from
@@ -99,6 +97,7 @@ impl Snapshot {
         uploads: Uploads,
         values: &Values,
     ) -> Result<Snapshot, StepError> {
+        let placeholders = documents.placeholders.clone();
         let resolved = documents.resolve(values)?;
         let mut manifest = parse_root(&resolved.manifest).map_err(StepError::Manifest)?;
         let (all_releases, stemcells) = (uploads.releases, uploads.stemcells);
@@ -151,7 +150,7 @@ impl Snapshot {
         let needed = needed_by(&releases, &manifest);
         Ok(Snapshot {
             text,
-            placeholders: Vec::new(),
+            placeholders,
             needed,
             manifest,
             cloud,

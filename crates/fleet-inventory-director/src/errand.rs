@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fleet_http_client::{Call, segment};
-use fleet_rollout::check::{CanaryCheck, CheckResult, errand_verdict};
+use fleet_rollout::check::{CanaryCheck, CheckResult, OnDrop, errand_verdict};
 use fleet_rollout::inventory::{Instance, InventoryError};
 use reqwest::Method;
 use serde::Deserialize;
@@ -93,29 +93,6 @@ impl DirectorInventory {
     }
 }
 
-/// Cancels the errand's task if the check is dropped before the task ended.
-struct CancelOnDrop {
-    inventory: Option<Arc<DirectorInventory>>,
-    task: u64,
-}
-
-impl CancelOnDrop {
-    fn disarm(mut self) {
-        self.inventory = None;
-    }
-}
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        if let Some(inventory) = self.inventory.take() {
-            let task = self.task;
-            tokio::spawn(async move {
-                let _ = inventory.cancel(task).await;
-            });
-        }
-    }
-}
-
 /// An instance's VM as `GET /deployments/D/instances` lists it.
 #[derive(Deserialize)]
 struct Listed {
@@ -149,7 +126,6 @@ pub struct ErrandCheck {
     errand: String,
     time_limit: Duration,
     poll: Duration,
-    tail: fn(&str) -> String,
 }
 
 impl ErrandCheck {
@@ -158,14 +134,12 @@ impl ErrandCheck {
         errand: &str,
         time_limit: Duration,
         poll: Duration,
-        tail: fn(&str) -> String,
     ) -> Self {
         ErrandCheck {
             inventory,
             errand: errand.to_string(),
             time_limit,
             poll,
-            tail,
         }
     }
 }
@@ -173,7 +147,7 @@ impl ErrandCheck {
 impl CanaryCheck for ErrandCheck {
     fn check(&self, instance: Instance) -> Pin<Box<dyn Future<Output = CheckResult> + Send>> {
         let inventory = Arc::clone(&self.inventory);
-        let (errand, poll, tail) = (self.errand.clone(), self.poll, self.tail);
+        let (errand, poll) = (self.errand.clone(), self.poll);
         Box::pin(async move {
             // A director inventory's instance is its deployment.
             let deployment = instance.deployment_name.clone().unwrap_or(instance.id.0);
@@ -183,16 +157,18 @@ impl CanaryCheck for ErrandCheck {
                 .map_err(|e| e.to_string())?;
             // A check past its time limit is dropped here: its errand is cancelled rather
             // than left holding the deployment's lock.
-            let guard = CancelOnDrop {
-                inventory: Some(Arc::clone(&inventory)),
-                task,
-            };
+            let cancelling = Arc::clone(&inventory);
+            let guard = OnDrop::new(move || {
+                tokio::spawn(async move {
+                    let _ = cancelling.cancel(task).await;
+                });
+            });
             let runs = inventory
                 .errand_runs(task, poll)
                 .await
                 .map_err(|e| e.to_string())?;
             guard.disarm();
-            errand_verdict(task, &runs, tail)
+            errand_verdict(task, &runs)
         })
     }
 

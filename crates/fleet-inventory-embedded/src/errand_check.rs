@@ -10,59 +10,28 @@ use std::time::Duration;
 use fleet_broker::Broker;
 use fleet_director::errand::{ErrandRequest, ErrandResult};
 use fleet_director::model::TaskState;
-use fleet_rollout::check::{CanaryCheck, CheckResult, errand_verdict};
+use fleet_rollout::check::{CanaryCheck, CheckResult, OnDrop, errand_verdict};
 use fleet_rollout::inventory::Instance;
-
-/// Cancels the errand's task if the check is dropped before the task ended.
-struct CancelOnDrop {
-    broker: Option<Arc<Broker>>,
-    task: u64,
-}
-
-impl CancelOnDrop {
-    fn disarm(mut self) {
-        self.broker = None;
-    }
-}
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        if let Some(broker) = self.broker.take() {
-            let task = self.task;
-            tokio::spawn(async move {
-                let _ = broker.director().cancel(task).await;
-            });
-        }
-    }
-}
 
 pub struct ErrandCheck {
     broker: Arc<Broker>,
     errand: String,
     time_limit: Duration,
-    /// What a result's output keeps of each run: the tail of its output.
-    tail: fn(&str) -> String,
 }
 
 impl ErrandCheck {
-    pub fn new(
-        broker: Arc<Broker>,
-        errand: &str,
-        time_limit: Duration,
-        tail: fn(&str) -> String,
-    ) -> Self {
+    pub fn new(broker: Arc<Broker>, errand: &str, time_limit: Duration) -> Self {
         ErrandCheck {
             broker,
             errand: errand.to_string(),
             time_limit,
-            tail,
         }
     }
 }
 
 impl CanaryCheck for ErrandCheck {
     fn check(&self, instance: Instance) -> Pin<Box<dyn Future<Output = CheckResult> + Send>> {
-        let (broker, errand, tail) = (Arc::clone(&self.broker), self.errand.clone(), self.tail);
+        let (broker, errand) = (Arc::clone(&self.broker), self.errand.clone());
         Box::pin(async move {
             let deployment = instance
                 .deployment_name
@@ -81,10 +50,12 @@ impl CanaryCheck for ErrandCheck {
                 .map_err(|e| e.to_string())?;
             // A check past its time limit is dropped here: its errand is cancelled rather
             // than left holding the deployment's lock.
-            let guard = CancelOnDrop {
-                broker: Some(Arc::clone(&broker)),
-                task: task.id,
-            };
+            let cancel = (Arc::clone(&broker), task.id);
+            let guard = OnDrop::new(move || {
+                tokio::spawn(async move {
+                    let _ = cancel.0.director().cancel(cancel.1).await;
+                });
+            });
             let ended = director.wait(task.id).await.map_err(|e| e.to_string())?;
             guard.disarm();
             if ended.state != TaskState::Done {
@@ -104,7 +75,7 @@ impl CanaryCheck for ErrandCheck {
                 .filter_map(|l| serde_json::from_str::<ErrandResult>(l).ok())
                 .map(|r| (r.exit_code, format!("{}\n{}", r.stdout, r.stderr)))
                 .collect();
-            errand_verdict(ended.id, &runs, tail)
+            errand_verdict(ended.id, &runs)
         })
     }
 

@@ -47,10 +47,42 @@ pub trait AddressBook: Send + Sync + 'static {
     ) -> Pin<Box<dyn Future<Output = Result<Vec<String>, String>> + Send>>;
 }
 
+/// How many lines of a check's output its result keeps.
+const TAIL_LINES: usize = 10;
+
+/// The last lines of a check's output, joined by ` | ` so that a report line holds them.
+pub fn tail(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(TAIL_LINES)..].join(" | ")
+}
+
+/// Runs `undo` when dropped unless disarmed first: a check dropped past its time limit
+/// cancels what it started (an errand's task) rather than leave it running.
+pub struct OnDrop(Option<Box<dyn FnOnce() + Send>>);
+
+impl OnDrop {
+    pub fn new(undo: impl FnOnce() + Send + 'static) -> Self {
+        OnDrop(Some(Box::new(undo)))
+    }
+
+    /// What was started ended: nothing to undo.
+    pub fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for OnDrop {
+    fn drop(&mut self) {
+        if let Some(undo) = self.0.take() {
+            undo();
+        }
+    }
+}
+
 /// What an errand task's runs come to, each an exit code and its output: passed when it
-/// ran somewhere and every run exited 0; what each said (its exit code and `tail` of its
-/// output) either way.
-pub fn errand_verdict(task: u64, runs: &[(i32, String)], tail: fn(&str) -> String) -> CheckResult {
+/// ran somewhere and every run exited 0; what each said (its exit code and the [`tail`]
+/// of its output) either way.
+pub fn errand_verdict(task: u64, runs: &[(i32, String)]) -> CheckResult {
     if runs.is_empty() {
         return Err(format!("task {task} ran the errand nowhere"));
     }

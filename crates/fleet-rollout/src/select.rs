@@ -170,7 +170,6 @@ pub fn plan_with(
         .partition(|c| filter.first.contains(&c.instance.id.0));
     let mut others = others.into_iter();
     let mut order: Vec<Candidate> = others.by_ref().take(canaries).collect();
-    let canaries = canaries.min(order.len() + named.len());
     order.extend(first_then_rest(named, &filter.first));
     order.extend(others);
     Plan {
