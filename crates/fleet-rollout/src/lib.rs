@@ -101,12 +101,21 @@ impl<I: Inventory> Rollout<I> {
             .into_iter()
             .map(|i| i.id.0)
             .collect();
-        let listed = plan.order.len() + plan.skipped.len();
-        if listed > 0 && matched.is_empty() {
-            return Err(RolloutError::NoCanaryMatch {
-                criteria: inventory::describe_criteria(criteria),
-                instances: listed,
-            });
+        if matched.is_empty() {
+            // As ODB's errand judges it: against every instance, whether or not this run
+            // would touch it.
+            let instances = self
+                .requests
+                .list(inventory::Selection::All)
+                .await
+                .map_err(RolloutError::List)?
+                .len();
+            if instances > 0 {
+                return Err(RolloutError::NoCanaryMatch {
+                    criteria: inventory::describe_criteria(criteria),
+                    instances,
+                });
+            }
         }
         Ok(plan.with_canaries_among(&matched, self.settings.canaries))
     }

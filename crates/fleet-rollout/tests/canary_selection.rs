@@ -144,6 +144,15 @@ async fn a_selection_that_matches_nothing_fails_before_anything_starts() {
          2 instances exist: make `canary_selection` match one or more of them, or remove it"
     );
     assert!(inventory.triggers().is_empty());
+    // Instances exist even when none needs work: ODB's errand fails then too.
+    let mut current = Instance::new("c", "plan");
+    current.update_available = false;
+    let up_to_date = ScriptedInventory::new().with(current, Vec::new());
+    let e = rollout(&up_to_date, settings(2, 1, "canaries"))
+        .plan()
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("while 1 instances exist"), "{e}");
     // An empty fleet is no failure: there is nothing to protect.
     let empty = ScriptedInventory::new();
     assert!(
