@@ -105,18 +105,24 @@ impl Env {
 
     /// What the IaaS holds: its VMs and its disks.
     fn iaas(&self) -> (Vec<String>, Vec<String>) {
-        let list = |dir: &str| -> Vec<String> {
+        // VMs by their directories; disks by their records (an attached disk's data is in
+        // its VM's directory).
+        let list = |dir: &str, records: bool| -> Vec<String> {
             let mut names: Vec<String> = std::fs::read_dir(self.w.path(&format!("iaas/{dir}")))
                 .map(|d| {
                     d.filter_map(|e| e.ok()?.file_name().to_str().map(str::to_string))
-                        .filter(|n| !n.ends_with(".json"))
+                        .filter_map(|n| match (records, n.strip_suffix(".json")) {
+                            (true, Some(stem)) => Some(stem.to_string()),
+                            (false, None) => Some(n),
+                            _ => None,
+                        })
                         .collect()
                 })
                 .unwrap_or_default();
             names.sort();
             names
         };
-        (list("vms"), list("disks"))
+        (list("vms", false), list("disks", true))
     }
 
     fn vm_dir(&self) -> PathBuf {
@@ -222,7 +228,7 @@ fn an_env_is_created_skipped_redeployed_with_its_data_and_deleted() {
     let state = env.state();
     // The VM's settings went through the registry: its record names the registry, not
     // the agent's credentials, and the agent keeps what it read.
-    let record = std::fs::read_to_string(env.vm_dir().join("vm.json")).unwrap();
+    let record = std::fs::read_to_string(env.vm_dir().join(".records/vm.json")).unwrap();
     assert!(
         record.contains("\"registry\": \"http://registry:"),
         "{record}"

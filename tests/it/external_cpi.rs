@@ -110,7 +110,8 @@ fn the_demo_fleet_through_the_external_process_cpi_ends_as_through_the_in_proces
 
     // create_vm was given each network's subnet settings.
     let record: Value =
-        serde_json::from_slice(&std::fs::read(vms(&external)[0].join("vm.json")).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(vms(&external)[0].join(".records/vm.json")).unwrap())
+            .unwrap();
     let network = &record["networks"]["default"];
     assert_eq!(network["type"], "manual", "{record}");
     assert_eq!(network["netmask"], "255.255.255.0", "{record}");

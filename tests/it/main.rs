@@ -4,6 +4,7 @@ mod bosh_cli_types;
 mod broker_http;
 mod canary_check;
 mod check_config;
+mod containers;
 mod create_env;
 mod director_http;
 mod embedded;

@@ -60,9 +60,18 @@ impl Served {
     }
 
     pub async fn start_in(state: tempfile::TempDir, limits: ServeLimits) -> Served {
+        Served::start_fleet(state, &small_fleet(), limits).await
+    }
+
+    /// `serve` of the fleet `definition` in `state`.
+    pub async fn start_fleet(
+        state: tempfile::TempDir,
+        definition: &Definition,
+        limits: ServeLimits,
+    ) -> Served {
         let fleet = fleet::open(
             state.path(),
-            &small_fleet(),
+            definition,
             Access::SERVE,
             &fleet_updater::store::StoreLocation::Sqlite,
             &mut |_| {},

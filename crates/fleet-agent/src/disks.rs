@@ -43,7 +43,7 @@ impl VmAgent {
     }
 
     /// Where disk `cid` is: as its hint says (a directory inside the IaaS: a hint never
-    /// takes the VM's store elsewhere on this machine), else among the IaaS's disks.
+    /// takes the VM's store elsewhere on this machine), else where the IaaS keeps it.
     fn disk(&self, cid: &str) -> Result<PathBuf, ActionError> {
         if !super::blobstore::valid_id(cid) {
             return Err(ActionError::NotADiskCid(cid.to_string()));
@@ -55,7 +55,14 @@ impl VmAgent {
             .and_then(|hint| std::fs::canonicalize(hint).ok())
             .filter(|path| path.is_dir())
             .filter(|path| std::fs::canonicalize(iaas).is_ok_and(|root| path.starts_with(root)));
-        Ok(hinted.unwrap_or_else(|| self.disks.join(cid)))
+        // Without a hint, where the IaaS has it: an attached disk is in its VM's directory.
+        let known = || {
+            fleet_vm::iaas::ProcessIaas::of_vm(self.vm.root())
+                .map(|(iaas, _)| iaas.disk_dir(cid))
+                .filter(|dir| dir.starts_with(iaas))
+                .unwrap_or_else(|| self.disks.join(cid))
+        };
+        Ok(hinted.unwrap_or_else(known))
     }
 
     pub(crate) fn mount(&self, cid: &str) -> Result<(), ActionError> {
@@ -84,7 +91,7 @@ impl VmAgent {
     pub(crate) fn mounted_disks(&self) -> Vec<String> {
         [self.vm.store(), self.vm.migration_target()]
             .iter()
-            .filter_map(|at| std::fs::read_link(at).ok())
+            .filter_map(|at| self.vm.mounted_at(at))
             .filter_map(|disk| disk.file_name()?.to_str().map(str::to_string))
             .collect()
     }
@@ -92,10 +99,14 @@ impl VmAgent {
     /// The data of the disk at `store/` copied to the one at the migration target, which
     /// then takes its place.
     pub(crate) async fn migrate(&self) -> Result<(), ActionError> {
-        let from = std::fs::read_link(self.vm.store())
-            .map_err(|_| ActionError::NothingMounted("store/"))?;
-        let to = std::fs::read_link(self.vm.migration_target())
-            .map_err(|_| ActionError::NothingMounted("store_migration_target/"))?;
+        let from = self
+            .vm
+            .mounted_at(&self.vm.store())
+            .ok_or(ActionError::NothingMounted("store/"))?;
+        let to = self
+            .vm
+            .mounted_at(&self.vm.migration_target())
+            .ok_or(ActionError::NothingMounted("store_migration_target/"))?;
         tokio::task::spawn_blocking(move || fleet_vm::iaas::copy_tree(&from, &to))
             .await
             .map_err(|_| ActionError::Interrupted("disk migration"))?

@@ -110,6 +110,20 @@ pub enum Iaas {
     Processes,
 }
 
+/// What a VM of `iaas: processes` is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Vms {
+    /// A container where this machine allows one (root, `bwrap`), else a directory
+    /// whose jobs run on this machine as plain processes, said once at start.
+    Auto,
+    /// Each VM a container: its own namespaces, address, limits and users.
+    Containers,
+    /// A directory; its jobs run on this machine as plain processes.
+    #[default]
+    Processes,
+}
+
 /// A release kept as source (see `fleet_release::build_from_source`), built and uploaded
 /// in each version listed.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -160,6 +174,9 @@ pub enum CpiProgram {
 struct DefinitionText {
     #[serde(default)]
     iaas: Iaas,
+    /// What a VM is; `iaas: processes` only.
+    #[serde(default)]
+    vms: Option<Vms>,
     /// An external CPI; `iaas: processes` only.
     #[serde(default)]
     cpi: Option<CpiText>,
@@ -197,6 +214,7 @@ struct DefinitionText {
 #[derive(Debug, Clone)]
 pub struct Definition {
     pub iaas: Iaas,
+    pub vms: Vms,
     pub simulation: SimulationSettings,
     pub releases: Vec<Release>,
     /// Releases built from source and uploaded in BOSH's format; paths already resolved.
@@ -393,6 +411,20 @@ impl Definition {
             }
             Some(c) => Some(cpi_settings(c, dir).map_err(|e| invalid(e.to_string()))?),
         };
+        let vms = match (raw.vms, raw.iaas, &cpi) {
+            (Some(_), Iaas::Simulated, _) => {
+                return Err(invalid(
+                    "vms: needs `iaas: processes`; the simulated cloud makes no VM".into(),
+                ));
+            }
+            (Some(Vms::Containers | Vms::Auto), _, Some(_)) => {
+                return Err(invalid(
+                    "vms: an external CPI makes the VMs itself; `cpi` takes `vms: processes`"
+                        .into(),
+                ));
+            }
+            (vms, _, _) => vms.unwrap_or_default(),
+        };
         if raw.iaas == Iaas::Simulated && !release_sources.is_empty() {
             return Err(invalid(
                 "release_sources need `iaas: processes`; the simulated cloud runs no release"
@@ -401,6 +433,7 @@ impl Definition {
         }
         Ok(Definition {
             iaas: raw.iaas,
+            vms,
             simulation,
             releases: raw.releases,
             release_sources,

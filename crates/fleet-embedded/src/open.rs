@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::definition::{CpiProgram, Definition, ExternalCpiSettings, Iaas};
+use super::definition::{CpiProgram, Definition, ExternalCpiSettings, Iaas, Vms};
 use fleet_broker::{Broker, BrokerError, deployment_name};
 use fleet_cpi::{CpiCommand, ExternalCpi};
 use fleet_director::agent::Agent;
@@ -57,6 +57,45 @@ pub enum FleetError {
     /// The definition asks for what cannot be had here.
     #[error("{0}")]
     Definition(String),
+}
+
+/// Who supervises the VMs' processes, and whether the VMs are containers.
+///
+/// # Errors
+/// Containers asked for where they cannot be had.
+fn supervision(definition: &Definition) -> Result<Supervision, FleetError> {
+    let program = definition.supervisor.clone();
+    let containers = match definition.vms {
+        Vms::Processes => false,
+        Vms::Containers => {
+            if let Some(why) = fleet_vm::container::unavailable() {
+                return Err(FleetError::Definition(format!(
+                    "vms: containers cannot be made here: {why}"
+                )));
+            }
+            true
+        }
+        Vms::Auto => match fleet_vm::container::unavailable() {
+            None => true,
+            Some(why) => {
+                tracing::warn!(
+                    "VMs are plain processes on this machine, not containers ({why}): their jobs run as this user, on this machine's network"
+                );
+                false
+            }
+        },
+    };
+    Ok(match (program, containers) {
+        (Some(program), true) => Supervision::Containers { program },
+        (None, true) => {
+            return Err(FleetError::Definition(
+                "vms: containers need the fleet-updater program, which each VM's supervisor runs as"
+                    .into(),
+            ));
+        }
+        (Some(program), false) => Supervision::Daemons { program },
+        (None, false) => Supervision::InProcess,
+    })
 }
 
 /// Who may change the fleet: one process at a time runs tasks and recovers from crashes;
@@ -203,12 +242,7 @@ pub async fn open(
     let processes = match (definition.iaas, access) {
         (Iaas::Processes, Access::Exclusive(_)) => {
             let root = state_dir.join("iaas");
-            let supervision = match &definition.supervisor {
-                Some(program) => Supervision::Daemons {
-                    program: program.clone(),
-                },
-                None => Supervision::InProcess,
-            };
+            let supervision = supervision(definition)?;
             let opened = ProcessCloud::open(&root, store.clone(), Timings::default(), supervision)
                 .map_err(|source| FleetError::Iaas { path: root, source })?;
             // The VMs come back as after a reboot, before any task runs: the processes of

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use fleet_director::agent::{
     Agent, AgentError, AgentState, CompiledDependency, Drain, ErrandOutput, JobState, Process,
+    Vitals,
 };
 use fleet_director::logs::{LogRequest, LogType};
 use fleet_director::model::InstanceSpec;
@@ -20,7 +21,6 @@ use super::instance_spec;
 use super::stored;
 use crate::blocking::on_iaas;
 use fleet_vm::compile::{self, CompileRequest};
-use fleet_vm::daemon::Daemon;
 use fleet_vm::iaas::copy_tree;
 use fleet_vm::jobs;
 use fleet_vm::lifecycle::Lifecycle;
@@ -36,6 +36,44 @@ impl ProcessCloud {
             method: method.to_string(),
             message: message.to_string(),
         }
+    }
+}
+
+impl ProcessCloud {
+    /// A container VM's vitals, as BOSH's agent reports them; none for a VM that is no
+    /// container (it has no measure of its own).
+    fn vitals(&self, vm: &super::cloud::Vm) -> Option<Vitals> {
+        use fleet_vm::container::vitals;
+        let container = self.iaas.containers().running(&vm.cid)?;
+        let usage = container.groups.usage();
+        let store = vm.sandbox.mounted();
+        let mut disks = vec![
+            ("system", std::path::Path::new("/")),
+            ("ephemeral", vm.sandbox.root()),
+        ];
+        if let Some(store) = &store {
+            disks.push(("persistent", store));
+        }
+        let mut last = vm.cpu.lock().unwrap_or_else(|p| p.into_inner());
+        let (v, reading) =
+            vitals::vitals(&usage, *last, vitals::uptime_of(container.started), &disks);
+        *last = Some(reading);
+        Some(Vitals {
+            load: v.load.map(|l| format!("{l:.2}")),
+            cpu_sys: format!("{:.1}", v.cpu_sys),
+            cpu_user: format!("{:.1}", v.cpu_user),
+            cpu_wait: "0.0".into(),
+            mem_kb: v.mem_kb.to_string(),
+            mem_percent: format!("{:.0}", v.mem_percent),
+            swap_kb: "0".into(),
+            swap_percent: "0".into(),
+            uptime_secs: Some(v.uptime_secs),
+            disks: v
+                .disks
+                .into_iter()
+                .map(|(name, blocks, inodes)| (name, blocks.to_string(), inodes.to_string()))
+                .collect(),
+        })
     }
 }
 
@@ -103,7 +141,7 @@ impl Agent for ProcessCloud {
                     cpu_total: None,
                 })
                 .collect(),
-            vitals: None,
+            vitals: self.vitals(&vm),
         })
     }
 
@@ -177,8 +215,11 @@ impl Agent for ProcessCloud {
                     jobs::processes(&vm.sandbox, &names).map_err(|e| failed(e.to_string()))?;
                 Arc::new(Supervisor::new(vm.sandbox.clone(), processes, self.timings))
             }
-            Supervision::Daemons { program } => {
-                let d = Daemon::new(vm.sandbox.root(), program);
+            Supervision::Daemons { .. } | Supervision::Containers { .. } => {
+                let d = self
+                    .supervision
+                    .daemon(&vm.sandbox)
+                    .expect("a supervisor process supervises");
                 d.load(&names).await.map_err(|e| failed(e.to_string()))?;
                 Arc::new(d)
             }
@@ -223,7 +264,7 @@ impl Agent for ProcessCloud {
         let failed = |e: std::io::Error| Self::failed(agent_id, "mount_disk", e);
         let disk = self.disk_dir(disk_cid);
         vm.sandbox.mount(&disk).map_err(failed)?;
-        if std::fs::read_link(vm.sandbox.store()).is_ok_and(|at| at == disk) {
+        if vm.sandbox.mounted().is_some_and(|at| at == disk) {
             vm.remember(|f| f.disk = Some(disk_cid.to_string()))
                 .await
                 .map_err(failed)?;

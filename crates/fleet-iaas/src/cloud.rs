@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use super::rendering::TemplateRenderer;
 use crate::blocking::on_iaas;
 use fleet_vm::daemon::{self, Daemon};
-use fleet_vm::iaas::{IaasError, ProcessIaas, write_atomically};
+use fleet_vm::iaas::{ContainerSettings, IaasError, ProcessIaas, write_atomically};
 use fleet_vm::jobs;
 use fleet_vm::lifecycle::Lifecycle;
 use fleet_vm::sandbox::Sandbox;
@@ -50,7 +50,7 @@ pub(crate) struct AgentFacts {
     pub(crate) disk: Option<String>,
 }
 
-const AGENT_FACTS: &str = "agent.json";
+const AGENT_FACTS: &str = fleet_vm::iaas::AGENT_RECORD;
 
 #[derive(Default)]
 pub(crate) struct Running {
@@ -69,13 +69,15 @@ pub(crate) struct Vm {
     /// changes were made.
     writing: tokio::sync::Mutex<()>,
     pub(crate) running: tokio::sync::Mutex<Running>,
+    /// The last reading of its CPU time, for the use since then in its vitals.
+    pub(crate) cpu: Mutex<Option<fleet_vm::container::vitals::CpuReading>>,
 }
 
 impl Vm {
     /// The VM `cid` of `agent_id` as its directory holds it, with what its agent kept.
     /// Blocking: it reads the VM's files.
     fn found(iaas: &ProcessIaas, cid: &str, agent_id: &str) -> std::io::Result<Vm> {
-        let sandbox = Sandbox::create(&iaas.vm_dir(cid))?;
+        let sandbox = iaas.sandbox(cid)?;
         let facts = std::fs::read(sandbox.root().join(AGENT_FACTS))
             .ok()
             .and_then(|bytes| serde_json::from_slice(&bytes).ok())
@@ -87,6 +89,7 @@ impl Vm {
             facts: Mutex::new(facts),
             writing: tokio::sync::Mutex::new(()),
             running: tokio::sync::Mutex::new(Running::default()),
+            cpu: Mutex::new(None),
         })
     }
 
@@ -123,6 +126,28 @@ pub enum Supervision {
     /// In a supervisor process per VM, `PROGRAM vm-supervisor VM_DIR`, which outlives
     /// the command that started it.
     Daemons { program: PathBuf },
+    /// Every VM a container ([`fleet_vm::container`]), supervised by a supervisor process
+    /// inside it, `PROGRAM vm-supervisor /var/vcap`, which lives as long as the container.
+    Containers { program: PathBuf },
+}
+
+impl Supervision {
+    /// The program VMs' supervisors run as, unless this process supervises them.
+    fn program(&self) -> Option<&Path> {
+        match self {
+            Supervision::InProcess => None,
+            Supervision::Daemons { program } | Supervision::Containers { program } => Some(program),
+        }
+    }
+
+    /// The handle on a VM's own supervisor process.
+    pub(crate) fn daemon(&self, vm: &Sandbox) -> Option<Daemon> {
+        match self {
+            Supervision::InProcess => None,
+            Supervision::Daemons { program } => Some(Daemon::new(vm.root(), program)),
+            Supervision::Containers { program } => Some(Daemon::of(vm, program)),
+        }
+    }
 }
 
 pub struct ProcessCloud {
@@ -151,7 +176,13 @@ impl ProcessCloud {
         timings: Timings,
         supervision: Supervision,
     ) -> std::io::Result<Self> {
-        let iaas = ProcessIaas::open(root).map_err(std::io::Error::other)?;
+        let mut iaas = ProcessIaas::open(root).map_err(std::io::Error::other)?;
+        if let Supervision::Containers { program } = &supervision {
+            iaas = iaas.with_program(program);
+            // The containers a machine restart ended come back, those of VMs deleted
+            // while no process watched go.
+            iaas.restart_containers().map_err(std::io::Error::other)?;
+        }
         let cloud = ProcessCloud {
             iaas,
             supervision,
@@ -304,8 +335,10 @@ impl ProcessCloud {
                     s.start().await;
                     Arc::new(s)
                 }
-                Supervision::Daemons { program } => {
-                    let d = Daemon::new(vm.sandbox.root(), program);
+                Supervision::Daemons { .. } | Supervision::Containers { .. } => {
+                    let Some(d) = self.supervision.daemon(&vm.sandbox) else {
+                        continue;
+                    };
                     if let Err(e) = d.boot(&facts.jobs).await {
                         tracing::warn!(vm = %vm.cid, error = %e, "its jobs were not started");
                         continue;
@@ -403,6 +436,15 @@ impl Cpi for ProcessCloud {
             request.agent_id.clone(),
             serde_json::Value::Object(request.cloud_properties.clone()),
         );
+        // A container is named for its instance, as BOSH names a VM's host.
+        let container =
+            matches!(self.supervision, Supervision::Containers { .. }).then(|| ContainerSettings {
+                hostname: request
+                    .instance_id
+                    .clone()
+                    .unwrap_or_else(|| request.agent_id.clone()),
+                compilation: request.instance_id.is_none(),
+            });
         let record = on_iaas(&self.iaas, move |iaas| {
             let record = iaas.create_vm(
                 &agent_id,
@@ -412,6 +454,13 @@ impl Cpi for ProcessCloud {
                 &env,
             )?;
             iaas.set_vm_metadata(&record.cid, &metadata)?;
+            if let Some(settings) = container
+                && let Err(e) = iaas.start_container(&record.cid, settings)
+            {
+                // Nothing of a VM that did not start is left.
+                let _ = iaas.delete_vm(&record.cid);
+                return Err(e);
+            }
             Ok(record)
         })
         .await
@@ -432,7 +481,7 @@ impl Cpi for ProcessCloud {
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(&vm.agent_id);
         }
-        if let Supervision::Daemons { program } = &self.supervision {
+        if let Some(program) = self.supervision.program() {
             Daemon::new(&self.iaas.vm_dir(cid), program).exit().await;
         }
         let cid = cid.to_string();

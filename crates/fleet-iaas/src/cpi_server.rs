@@ -32,7 +32,7 @@ impl From<IaasError> for Failure {
             IaasError::VmNotFound(_) => kinds::VM_NOT_FOUND,
             IaasError::DiskNotFound(_) => kinds::DISK_NOT_FOUND,
             IaasError::StemcellNotFound(_) => kinds::STEMCELL_NOT_FOUND,
-            IaasError::Io { .. } => kinds::CLOUD_ERROR,
+            IaasError::Io { .. } | IaasError::Container { .. } => kinds::CLOUD_ERROR,
         };
         Failure {
             kind,

@@ -3,6 +3,8 @@
 //! its `packaging` script run there with `BOSH_COMPILE_TARGET`, `BOSH_INSTALL_TARGET`,
 //! `BOSH_PACKAGE_NAME` and `BOSH_PACKAGE_VERSION`, and what it installed archived.
 
+mod inside;
+
 use std::path::PathBuf;
 
 use super::sandbox::Sandbox;
@@ -49,7 +51,10 @@ pub enum CompileError {
     Interrupted { package: String },
 }
 
-/// Compiles the package; its compiled archive and the packaging script's run.
+/// Compiles the package; its compiled archive and the packaging script's run. On a
+/// container VM everything happens inside it: the archives are handed to it and
+/// unpacked there, and what the script installed is packed there, so that no file the
+/// script could have linked anywhere is followed on this machine.
 ///
 /// # Errors
 /// A failing `packaging` script (with its output's tail) or an archive that cannot be
@@ -59,11 +64,72 @@ pub async fn compile(
     request: CompileRequest<'_>,
 ) -> Result<(Vec<u8>, ScriptRun), CompileError> {
     let name = request.name.to_string();
+    let io = |source| CompileError::Io {
+        package: name.clone(),
+        source,
+    };
     let compile_dir = vm.root().join("data/compile").join(request.name);
     let install = vm.packages().join(request.name);
-    let (source, dependencies) = (request.source.to_vec(), request.dependencies);
-    let (dir, target, packages) = (compile_dir.clone(), install.clone(), vm.packages());
-    let package = name.clone();
+    let enter = vm.enter().map_err(io)?;
+    match (&enter, vm.inbox()) {
+        (Some(enter), Some(inbox)) => {
+            inside::prepare(enter, &inbox, &request, &compile_dir, &install).await?
+        }
+        _ => prepare_here(vm, &request, &compile_dir, &install).await?,
+    }
+    let run = script::run(&Script {
+        job: request.name.to_string(),
+        name: "packaging".into(),
+        path: PathBuf::from("/bin/bash"),
+        args: vec!["-e".into(), "-x".into(), "packaging".into()],
+        env: vec![
+            (
+                "BOSH_COMPILE_TARGET".into(),
+                compile_dir.display().to_string(),
+            ),
+            ("BOSH_INSTALL_TARGET".into(), install.display().to_string()),
+            ("BOSH_PACKAGE_NAME".into(), request.name.to_string()),
+            ("BOSH_PACKAGE_VERSION".into(), request.version.to_string()),
+        ],
+        timeout: None,
+        log_dir: vm.root().join("sys/log/compile"),
+        cwd: Some(compile_dir),
+        enter: enter.clone(),
+    })
+    .await
+    .map_err(io)?;
+    if !run.succeeded() {
+        return Err(CompileError::Packaging { run: Box::new(run) });
+    }
+    let compiled = match &enter {
+        Some(enter) => inside::pack(enter, &install).await?,
+        None => tokio::task::spawn_blocking(move || fleet_release::pack(&install))
+            .await
+            .map_err(|_| CompileError::Interrupted {
+                package: name.clone(),
+            })?
+            .map_err(|source| CompileError::Pack {
+                package: name.clone(),
+                source,
+            })?,
+    };
+    Ok((compiled, run))
+}
+
+/// The dependencies and sources unpacked in a VM that shares this machine's root.
+async fn prepare_here(
+    vm: &Sandbox,
+    request: &CompileRequest<'_>,
+    compile_dir: &std::path::Path,
+    install: &std::path::Path,
+) -> Result<(), CompileError> {
+    let (source, dependencies) = (request.source.to_vec(), request.dependencies.clone());
+    let (dir, target, packages) = (
+        compile_dir.to_path_buf(),
+        install.to_path_buf(),
+        vm.packages(),
+    );
+    let package = request.name.to_string();
     tokio::task::spawn_blocking(move || -> Result<(), CompileError> {
         for (dep, archive) in &dependencies {
             let at = packages.join(dep);
@@ -91,42 +157,6 @@ pub async fn compile(
     })
     .await
     .map_err(|_| CompileError::Interrupted {
-        package: name.clone(),
-    })??;
-    let run = script::run(&Script {
-        job: request.name.to_string(),
-        name: "packaging".into(),
-        path: PathBuf::from("/bin/bash"),
-        args: vec!["-e".into(), "-x".into(), "packaging".into()],
-        env: vec![
-            (
-                "BOSH_COMPILE_TARGET".into(),
-                compile_dir.display().to_string(),
-            ),
-            ("BOSH_INSTALL_TARGET".into(), install.display().to_string()),
-            ("BOSH_PACKAGE_NAME".into(), request.name.to_string()),
-            ("BOSH_PACKAGE_VERSION".into(), request.version.to_string()),
-        ],
-        timeout: None,
-        log_dir: vm.root().join("sys/log/compile"),
-        cwd: Some(compile_dir),
-    })
-    .await
-    .map_err(|source| CompileError::Io {
-        package: name.clone(),
-        source,
-    })?;
-    if !run.succeeded() {
-        return Err(CompileError::Packaging { run: Box::new(run) });
-    }
-    let compiled = tokio::task::spawn_blocking(move || fleet_release::pack(&install))
-        .await
-        .map_err(|_| CompileError::Interrupted {
-            package: name.clone(),
-        })?
-        .map_err(|source| CompileError::Pack {
-            package: name.clone(),
-            source,
-        })?;
-    Ok((compiled, run))
+        package: request.name.to_string(),
+    })?
 }

@@ -64,6 +64,10 @@ pub async fn serve(root: &Path, timings: Timings) -> std::io::Result<()> {
     let listener = UnixListener::bind(&socket)?;
     std::fs::write(root.join(PIDFILE), std::process::id().to_string())?;
     let mut supervisor: Option<Supervisor> = None;
+    // A VM that is a directory is gone with its record; a container's supervisor sees
+    // no record, and ends with its container.
+    let record = root.join(crate::iaas::VM_RECORD);
+    let watch_record = record.exists();
     loop {
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -71,7 +75,7 @@ pub async fn serve(root: &Path, timings: Timings) -> std::io::Result<()> {
                 Err(_) => continue,
             },
             _ = tokio::time::sleep(VM_CHECK) => {
-                if !root.join("vm.json").exists() {
+                if watch_record && !record.exists() {
                     if let Some(s) = supervisor.take() {
                         s.stop().await;
                     }
@@ -206,6 +210,8 @@ pub fn end_leftovers(sandbox: &Sandbox) {
 pub struct Daemon {
     root: PathBuf,
     program: PathBuf,
+    /// The VM, when it is a container the supervisor runs in.
+    vm: Option<Sandbox>,
 }
 
 impl Daemon {
@@ -214,6 +220,17 @@ impl Daemon {
         Daemon {
             root: root.to_path_buf(),
             program: program.to_path_buf(),
+            vm: None,
+        }
+    }
+
+    /// The supervisor of `vm`, run inside it when it is a container (as the program
+    /// bound into it, [`crate::container::VM_PROGRAM`]).
+    pub fn of(vm: &Sandbox, program: &Path) -> Self {
+        Daemon {
+            root: vm.root().to_path_buf(),
+            program: program.to_path_buf(),
+            vm: Some(vm.clone()),
         }
     }
 
@@ -227,14 +244,38 @@ impl Daemon {
     /// terminal reaches it.
     async fn spawn(&self) -> Result<(), SupervisorError> {
         let log = self.root.join("sys/log/supervisor.log");
-        let status = tokio::process::Command::new("/bin/sh")
-            .args([
-                "-c",
-                "exec \"$0\" vm-supervisor \"$1\" </dev/null >>\"$2\" 2>&1 &",
-            ])
-            .arg(&self.program)
-            .arg(&self.root)
-            .arg(&log)
+        let background = "exec \"$0\" vm-supervisor \"$1\" </dev/null >>\"$2\" 2>&1 &";
+        let enter = match &self.vm {
+            Some(vm) => vm.enter().map_err(SupervisorError::Spawn)?,
+            None => None,
+        };
+        let mut command = match enter {
+            Some(enter) => {
+                let vcap = Path::new(crate::sandbox::VCAP);
+                enter.command(
+                    Path::new("/bin/sh"),
+                    &[
+                        Path::new("-c"),
+                        Path::new(background),
+                        Path::new(crate::container::VM_PROGRAM),
+                        vcap,
+                        &vcap.join("sys/log/supervisor.log"),
+                    ],
+                    None,
+                    &[],
+                )
+            }
+            None => {
+                let mut command = tokio::process::Command::new("/bin/sh");
+                command
+                    .args(["-c", background])
+                    .arg(&self.program)
+                    .arg(&self.root)
+                    .arg(&log);
+                command
+            }
+        };
+        let status = command
             .stdin(Stdio::null())
             .process_group(0)
             .status()

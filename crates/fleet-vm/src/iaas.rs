@@ -4,21 +4,38 @@
 //! director see the same cloud.
 //!
 //! ```text
-//! ROOT/vms/CID/vm.json        a VM: its agent, stemcell, networks, attached disks
-//! ROOT/disks/CID/             a persistent disk's contents (ROOT/disks/CID.json: size)
+//! ROOT/vms/CID/.records/      the IaaS's and the agent's records of a VM, which the VM
+//!                             does not see: vm.json (its agent, stemcell, networks,
+//!                             attached disks) and agent.json
+//! ROOT/vms/CID/.disks/DISK/   an attached persistent disk's contents, inside its VM
+//! ROOT/disks/CID/             a detached persistent disk's contents
+//! ROOT/disks/CID.json         a disk's size and the VM it is attached to
 //! ROOT/snapshots/CID/         a copy of a disk
 //! ROOT/stemcells/CID.json     what create_stemcell was given
+//! ROOT/containers, systems    the containers of container VMs (`crate::container`)
 //! ```
+//!
+//! An attached disk moves into its VM's directory (a rename: its data stays where it
+//! is on the machine's disk), so that a VM that is a container, which sees nothing of
+//! the machine beyond its own directory, mounts it too; it moves back when detached or
+//! when its VM is deleted.
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::container::{ContainerError, ContainerRecord, ContainerSpec, Containers};
 use super::sandbox::Sandbox;
 
 #[derive(Debug, thiserror::Error)]
 pub enum IaasError {
+    #[error("VM {cid}: {source}")]
+    Container {
+        cid: String,
+        #[source]
+        source: ContainerError,
+    },
     #[error("VM `{0}` not found")]
     VmNotFound(String),
     #[error("disk `{0}` not found")]
@@ -64,6 +81,19 @@ pub struct VmRecord {
     /// keeps them in a registry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub registry: Option<String>,
+    /// For a VM that is a container: what its container is made of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<ContainerSettings>,
+}
+
+/// What a container VM's container is made of, kept to start it again after the
+/// machine restarted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerSettings {
+    pub hostname: String,
+    /// A compilation VM installs into `packages/`.
+    #[serde(default)]
+    pub compilation: bool,
 }
 
 /// A networked agent's settings: its mbus URL (with the credentials clients must bring)
@@ -98,10 +128,22 @@ struct DiskRecord {
     size_mib: u64,
     #[serde(default)]
     cloud_properties: Value,
+    /// The VM it is attached to, in whose directory it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    vm: Option<String>,
 }
 
+/// Where an attached disk is in its VM's directory.
+const ATTACHED_DISKS: &str = ".disks";
+
+/// Where a VM's directory keeps the records that are not the VM's own.
+pub const RECORDS: &str = ".records";
+
 /// A VM's record file.
-pub const VM_RECORD: &str = "vm.json";
+pub const VM_RECORD: &str = ".records/vm.json";
+
+/// What the agent keeps of the VM it runs on, to find it again after a restart.
+pub const AGENT_RECORD: &str = ".records/agent.json";
 
 /// The pidfile of a VM's networked agent process, in the VM's directory.
 pub const AGENT_PIDFILE: &str = "sys/run/agent.pid";
@@ -123,6 +165,8 @@ fn new_id(prefix: &str) -> String {
 #[derive(Debug, Clone)]
 pub struct ProcessIaas {
     root: PathBuf,
+    /// The program bound into container VMs, which their supervisors run as.
+    program: Option<PathBuf>,
 }
 
 impl ProcessIaas {
@@ -133,13 +177,99 @@ impl ProcessIaas {
     /// When `root` cannot be made.
     pub fn open(root: &Path) -> Result<Self, IaasError> {
         let root = std::path::absolute(root).map_err(io(root.display().to_string()))?;
-        for dir in ["vms", "disks", "snapshots", "stemcells"] {
+        for dir in [
+            "vms",
+            "disks",
+            "snapshots",
+            "stemcells",
+            "containers",
+            "systems",
+        ] {
             let at = root.join(dir);
             std::fs::create_dir_all(&at).map_err(io(at.display().to_string()))?;
         }
-        Ok(ProcessIaas { root })
+        move_records(&root.join("vms"));
+        Ok(ProcessIaas {
+            root,
+            program: None,
+        })
     }
 
+    /// The same IaaS, binding `program` into the containers it starts.
+    pub fn with_program(mut self, program: &Path) -> Self {
+        self.program = Some(program.to_path_buf());
+        self
+    }
+
+    /// Its containers.
+    pub fn containers(&self) -> Containers {
+        Containers::new(&self.root, self.program.as_deref())
+    }
+
+    /// The VM `cid` as its processes are run: in its container, for a container VM.
+    ///
+    /// # Errors
+    /// When its directory cannot be made.
+    pub fn sandbox(&self, cid: &str) -> std::io::Result<Sandbox> {
+        let sandbox = Sandbox::create(&self.vm_dir(cid))?;
+        Ok(match self.vm(cid) {
+            Ok(VmRecord {
+                container: Some(_), ..
+            }) => sandbox.in_container(self.containers(), cid),
+            _ => sandbox,
+        })
+    }
+
+    /// Makes the VM a container and starts it, with the limits its cloud properties
+    /// set and its addresses on its networks.
+    ///
+    /// # Errors
+    /// Bad cloud properties or networks, or a container that does not start.
+    pub fn start_container(
+        &self,
+        cid: &str,
+        settings: ContainerSettings,
+    ) -> Result<ContainerRecord, IaasError> {
+        let vm = self.change(cid, |vm| vm.container = Some(settings.clone()))?;
+        let container = |source| IaasError::Container {
+            cid: cid.to_string(),
+            source,
+        };
+        let limits = super::container::limits(&vm.cloud_properties).map_err(container)?;
+        let dir = self.vm_dir(cid);
+        self.containers()
+            .start(&ContainerSpec {
+                cid,
+                hostname: &settings.hostname,
+                vm_dir: &dir,
+                networks: &vm.networks,
+                limits,
+                compilation: settings.compilation,
+            })
+            .map_err(container)
+    }
+
+    /// Starts the container of every container VM whose container does not run (the
+    /// machine restarted), after ending the containers of VMs that are gone.
+    ///
+    /// # Errors
+    /// When the VMs cannot be read; a container that does not start is logged.
+    pub fn restart_containers(&self) -> Result<(), IaasError> {
+        let vms = self.vms()?;
+        let containers = self.containers();
+        containers.clean_up(&vms.iter().map(|v| v.cid.clone()).collect::<Vec<_>>());
+        for vm in vms {
+            let Some(settings) = vm.container.clone() else {
+                continue;
+            };
+            if containers.running(&vm.cid).is_none()
+                && let Err(e) = self.start_container(&vm.cid, settings)
+            {
+                tracing::warn!(vm = %vm.cid, error = %e, "a VM's container did not start again");
+            }
+        }
+        Ok(())
+    }
     pub fn root(&self) -> &Path {
         &self.root
     }
@@ -148,8 +278,74 @@ impl ProcessIaas {
         self.root.join("vms").join(cid)
     }
 
+    /// Where the disk `cid` is: in its VM's directory while attached, else under
+    /// `disks/`.
     pub fn disk_dir(&self, cid: &str) -> PathBuf {
+        let detached = self.detached_disk_dir(cid);
+        match self.disk_vm(cid) {
+            Some(vm) => {
+                let attached = self.attached_disk_dir(&vm, cid);
+                if attached.is_dir() {
+                    attached
+                } else {
+                    detached
+                }
+            }
+            None => detached,
+        }
+    }
+
+    fn detached_disk_dir(&self, cid: &str) -> PathBuf {
         self.root.join("disks").join(cid)
+    }
+
+    fn attached_disk_dir(&self, vm: &str, cid: &str) -> PathBuf {
+        self.vm_dir(vm).join(ATTACHED_DISKS).join(cid)
+    }
+
+    fn disk(&self, cid: &str) -> Result<DiskRecord, IaasError> {
+        let path = self.disk_record(cid);
+        let text =
+            std::fs::read_to_string(&path).map_err(|_| IaasError::DiskNotFound(cid.to_string()))?;
+        serde_json::from_str(&text).map_err(|e| IaasError::Io {
+            what: path.display().to_string(),
+            source: std::io::Error::other(e),
+        })
+    }
+
+    fn save_disk(&self, cid: &str, record: &DiskRecord) -> Result<(), IaasError> {
+        write_atomically(
+            &self.disk_record(cid),
+            &serde_json::to_vec_pretty(record).expect("a record serializes"),
+        )
+    }
+
+    fn disk_vm(&self, cid: &str) -> Option<String> {
+        if !is_cid("disk", cid) {
+            return None;
+        }
+        self.disk(cid).ok()?.vm
+    }
+
+    /// Moves the disk between `disks/` and its VM's directory, and records where it is.
+    fn move_disk(&self, cid: &str, to_vm: Option<&str>) -> Result<(), IaasError> {
+        let mut record = self.disk(cid)?;
+        if record.vm.as_deref() == to_vm {
+            return Ok(());
+        }
+        let from = self.disk_dir(cid);
+        let to = match to_vm {
+            Some(vm) => self.attached_disk_dir(vm, cid),
+            None => self.detached_disk_dir(cid),
+        };
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent).map_err(io(format!("disk {cid}")))?;
+        }
+        if from != to {
+            std::fs::rename(&from, &to).map_err(io(format!("disk {cid}")))?;
+        }
+        record.vm = to_vm.map(str::to_string);
+        self.save_disk(cid, &record)
     }
 
     fn disk_record(&self, cid: &str) -> PathBuf {
@@ -219,7 +415,13 @@ impl ProcessIaas {
     pub fn of_vm(vm_dir: &Path) -> Option<(ProcessIaas, String)> {
         let cid = vm_dir.file_name()?.to_str()?.to_string();
         let root = vm_dir.parent()?.parent()?.to_path_buf();
-        Some((ProcessIaas { root }, cid))
+        Some((
+            ProcessIaas {
+                root,
+                program: None,
+            },
+            cid,
+        ))
     }
 
     fn change(&self, cid: &str, change: impl FnOnce(&mut VmRecord)) -> Result<VmRecord, IaasError> {
@@ -276,6 +478,7 @@ impl ProcessIaas {
         let cid = new_id("vm");
         let dir = self.vm_dir(&cid);
         Sandbox::create(&dir).map_err(io(format!("VM {cid}")))?;
+        std::fs::create_dir_all(dir.join(RECORDS)).map_err(io(format!("VM {cid}")))?;
         let vm = VmRecord {
             cid,
             agent_id: agent_id.to_string(),
@@ -287,6 +490,7 @@ impl ProcessIaas {
             metadata: Map::new(),
             agent: None,
             registry: None,
+            container: None,
         };
         self.save(&vm)?;
         Ok(vm)
@@ -323,7 +527,15 @@ impl ProcessIaas {
             let _ = std::fs::remove_dir_all(&dir);
             return Err(IaasError::VmNotFound(cid.to_string()));
         }
+        let record = self.vm(cid)?;
+        if record.container.is_some() {
+            self.containers().stop(cid);
+        }
         let _ = Sandbox::create(&dir).and_then(|s| s.unmount());
+        // Its disks outlive it, as an IaaS's disks do.
+        for disk in &record.disks {
+            self.move_disk(disk, None)?;
+        }
         std::fs::remove_file(dir.join(VM_RECORD)).map_err(io(format!("VM {cid}")))?;
         match std::fs::remove_dir_all(&dir) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(format!("VM {cid}"))(e)),
@@ -359,6 +571,7 @@ impl ProcessIaas {
         let record = DiskRecord {
             size_mib,
             cloud_properties: cloud_properties.clone(),
+            vm: None,
         };
         write_atomically(
             &self.disk_record(&cid),
@@ -373,8 +586,9 @@ impl ProcessIaas {
         if !self.has_disk(cid) {
             return Err(IaasError::DiskNotFound(cid.to_string()));
         }
+        let dir = self.disk_dir(cid);
         let _ = std::fs::remove_file(self.disk_record(cid));
-        std::fs::remove_dir_all(self.disk_dir(cid)).map_err(io(format!("disk {cid}")))
+        std::fs::remove_dir_all(dir).map_err(io(format!("disk {cid}")))
     }
 
     pub fn has_disk(&self, cid: &str) -> bool {
@@ -394,6 +608,7 @@ impl ProcessIaas {
                 vm.disks.push(disk_cid.to_string());
             }
         })?;
+        self.move_disk(disk_cid, Some(vm_cid))?;
         Ok(self.disk_dir(disk_cid).display().to_string())
     }
 
@@ -405,6 +620,9 @@ impl ProcessIaas {
         self.vm(vm_cid)?;
         let sandbox = Sandbox::create(&self.vm_dir(vm_cid)).map_err(io(format!("VM {vm_cid}")))?;
         let _ = sandbox.unmount_disk(&self.disk_dir(disk_cid));
+        if self.disk_vm(disk_cid).as_deref() == Some(vm_cid) {
+            self.move_disk(disk_cid, None)?;
+        }
         self.change(vm_cid, |vm| vm.disks.retain(|d| d != disk_cid))
             .map(|_| ())
     }
@@ -417,18 +635,9 @@ impl ProcessIaas {
         if !self.has_disk(cid) {
             return Err(IaasError::DiskNotFound(cid.to_string()));
         }
-        let path = self.disk_record(cid);
-        let text =
-            std::fs::read_to_string(&path).map_err(|_| IaasError::DiskNotFound(cid.to_string()))?;
-        let mut record: DiskRecord = serde_json::from_str(&text).map_err(|e| IaasError::Io {
-            what: path.display().to_string(),
-            source: std::io::Error::other(e),
-        })?;
+        let mut record = self.disk(cid)?;
         record.size_mib = size_mib;
-        write_atomically(
-            &path,
-            &serde_json::to_vec_pretty(&record).expect("a record serializes"),
-        )
+        self.save_disk(cid, &record)
     }
 
     /// # Errors
@@ -461,6 +670,23 @@ impl ProcessIaas {
     }
 }
 
+/// Moves the records of VMs made before they had a directory of their own
+/// (`vm.json` and `agent.json` beside the VM's files) into it.
+fn move_records(vms: &Path) {
+    let Ok(entries) = std::fs::read_dir(vms) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let dir = entry.path();
+        for (old, new) in [("vm.json", VM_RECORD), ("agent.json", AGENT_RECORD)] {
+            if dir.join(old).is_file() && !dir.join(new).exists() {
+                let _ = std::fs::create_dir_all(dir.join(RECORDS));
+                let _ = std::fs::rename(dir.join(old), dir.join(new));
+            }
+        }
+    }
+}
+
 /// Writes `path` through a file beside it renamed into place, so that a reader never
 /// sees half a record.
 /// The file is readable by its owner alone: a VM's settings hold its agent's credentials.
@@ -469,23 +695,13 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), IaasError> {
         .map_err(io(path.display().to_string()))
 }
 
+/// Copies a tree as [`crate::beneath::copy_tree`] does: its links copied as links,
+/// nothing outside either tree followed, whatever a VM does to them meanwhile.
+///
+/// # Errors
+/// When a file cannot be read or written.
 pub fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let target = to.join(entry.file_name());
-        let kind = entry.file_type()?;
-        if kind.is_dir() {
-            copy_tree(&entry.path(), &target)?;
-        } else if kind.is_symlink() {
-            let link = std::fs::read_link(entry.path())?;
-            let _ = std::fs::remove_file(&target);
-            std::os::unix::fs::symlink(link, target)?;
-        } else {
-            std::fs::copy(entry.path(), target)?;
-        }
-    }
-    Ok(())
+    crate::beneath::copy_tree(from, to)
 }
 
 #[cfg(test)]

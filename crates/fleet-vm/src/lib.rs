@@ -4,8 +4,10 @@
 //! its order. This is what runs inside a VM; it links no database and not the director,
 //! which reach it only through an agent (`fleet-iaas`'s in-process one, or `fleet-agent`).
 
+pub mod beneath;
 pub mod bpm;
 pub mod compile;
+pub mod container;
 pub mod daemon;
 pub mod drain;
 pub mod iaas;

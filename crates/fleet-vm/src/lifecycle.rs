@@ -119,6 +119,7 @@ impl<'a> Lifecycle<'a> {
     /// # Errors
     /// When the job has no `bin/run` (it is no errand) or it cannot be started.
     pub async fn errand(&self, job: &str) -> Result<ScriptRun, LifecycleError> {
+        self.sandbox.enter()?;
         let script = self.script(job, "run", &[], &[]).ok_or_else(|| {
             LifecycleError::Io(std::io::Error::new(
                 std::io::ErrorKind::NotFound,
@@ -205,6 +206,7 @@ impl<'a> Lifecycle<'a> {
         env: &[(String, String)],
     ) -> Option<Script> {
         let path = self.sandbox.job(job).join("bin").join(name);
+        let enter = self.sandbox.enter().ok().flatten();
         // As BOSH's agent runs a job's scripts: its `PATH`, beside the agent's own
         // environment, and the VM's root as the directory they start in.
         let mut all_env = vec![
@@ -224,6 +226,7 @@ impl<'a> Lifecycle<'a> {
             timeout: None,
             log_dir: self.sandbox.log_dir(job),
             cwd: Some(self.sandbox.root().to_path_buf()),
+            enter,
         })
     }
 
@@ -234,6 +237,8 @@ impl<'a> Lifecycle<'a> {
         args: &[String],
         env: &[(String, String)],
     ) -> Result<(), LifecycleError> {
+        // A container VM's scripts run in it, never beside it.
+        self.sandbox.enter()?;
         let scripts: Vec<Script> = self
             .jobs
             .iter()
@@ -252,6 +257,7 @@ impl<'a> Lifecycle<'a> {
     /// Every job's drain at once, each run again while it asks to be.
     async fn drains(&self, context: &StopContext) -> Result<(), LifecycleError> {
         let check_status = ["job_check_status".to_string(), "hash_unchanged".to_string()];
+        self.sandbox.enter()?;
         let mut set = tokio::task::JoinSet::new();
         for job in self.jobs {
             let Some(first) = self.script(job, "drain", &context.drain_args(), &context.drain_env)

@@ -18,8 +18,9 @@ pub const MAX_BUNDLE_BYTES: u64 = 256 * 1024 * 1024;
 pub fn pack(log_root: &Path, wants: &dyn Fn(&str) -> bool) -> std::io::Result<Vec<u8>> {
     let mut files = Vec::new();
     if log_root.is_dir() {
+        let root = crate::beneath::Root::open(log_root)?;
         let mut total = 0u64;
-        collect(log_root, "", wants, &mut files, &mut total)?;
+        collect(&root, Path::new(""), wants, &mut files, &mut total)?;
     }
     let entries: Vec<(&str, &[u8])> = files
         .iter()
@@ -28,31 +29,37 @@ pub fn pack(log_root: &Path, wants: &dyn Fn(&str) -> bool) -> std::io::Result<Ve
     Ok(fleet_release::build_tgz(&entries))
 }
 
+/// Every file below `at` that `wants`, read within `root` (a job may swap a directory
+/// for a link while it is read: the link leads nowhere outside).
 fn collect(
-    dir: &Path,
-    prefix: &str,
+    root: &crate::beneath::Root,
+    at: &Path,
     wants: &dyn Fn(&str) -> bool,
     files: &mut Vec<(String, Vec<u8>)>,
     total: &mut u64,
 ) -> std::io::Result<()> {
-    let mut entries: Vec<_> = std::fs::read_dir(dir)?.collect::<Result<_, _>>()?;
-    entries.sort_by_key(|e| e.file_name());
-    for entry in entries {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let path = format!("{prefix}{name}");
-        let kind = entry.file_type()?;
-        if kind.is_dir() {
-            collect(&entry.path(), &format!("{path}/"), wants, files, total)?;
-        } else if kind.is_file() && wants(&path) {
-            let bytes = std::fs::read(entry.path())?;
-            *total += bytes.len() as u64;
-            if *total > MAX_BUNDLE_BYTES {
-                return Err(std::io::Error::other(format!(
-                    "the logs asked for hold more than {MAX_BUNDLE_BYTES} bytes; \
-                     choose fewer files with filters"
-                )));
+    use crate::beneath::Kind;
+    for (name, kind) in root.entries(at)? {
+        let path = at.join(&name);
+        let text = path.to_string_lossy().into_owned();
+        match kind {
+            Kind::Directory => collect(root, &path, wants, files, total)?,
+            Kind::File if wants(&text) => {
+                let left = MAX_BUNDLE_BYTES.saturating_sub(*total);
+                let bytes = root.read(&path, left).map_err(|e| {
+                    if e.kind() == std::io::ErrorKind::Other {
+                        std::io::Error::other(format!(
+                            "the logs asked for hold more than {MAX_BUNDLE_BYTES} bytes; \
+                             choose fewer files with filters"
+                        ))
+                    } else {
+                        e
+                    }
+                })?;
+                *total += bytes.len() as u64;
+                files.push((text, bytes));
             }
-            files.push((path, bytes));
+            _ => {}
         }
     }
     Ok(())

@@ -1,9 +1,12 @@
 //! A VM as a directory laid out like `/var/vcap`: `data/`, `jobs/`, `packages/`,
-//! `sys/run/`, `sys/log/`, and `store/` while a persistent disk is mounted. Job files
-//! written for `/var/vcap` have that prefix rewritten to the VM's directory when they are
-//! placed, since a VM here shares the machine's root.
+//! `sys/run/`, `sys/log/`, and `store/` while a persistent disk is mounted. A VM that is
+//! a container sees its directory at `/var/vcap`, and what it runs enters it
+//! ([`Sandbox::enter`]); a VM that shares the machine's root instead has the `/var/vcap`
+//! of job files rewritten to its directory when they are placed.
 
 use std::path::{Path, PathBuf};
+
+use crate::container::{Containers, Enter};
 
 pub const VCAP: &str = "/var/vcap";
 
@@ -15,6 +18,8 @@ pub const VM_ROOT: &str = "BOSH_VM_ROOT";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sandbox {
     root: PathBuf,
+    /// The container the VM is, when it is one.
+    container: Option<(Containers, String)>,
 }
 
 impl Sandbox {
@@ -31,7 +36,44 @@ impl Sandbox {
         std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o700))?;
         Ok(Sandbox {
             root: root.to_path_buf(),
+            container: None,
         })
+    }
+
+    /// The same VM as the container `cid` of `containers`.
+    pub fn in_container(mut self, containers: Containers, cid: &str) -> Sandbox {
+        self.container = Some((containers, cid.to_string()));
+        self
+    }
+
+    /// How what the VM runs enters its container; `None` for a VM that is no container.
+    ///
+    /// # Errors
+    /// For a container VM whose container does not run.
+    pub fn enter(&self) -> std::io::Result<Option<Enter>> {
+        let Some((containers, cid)) = &self.container else {
+            return Ok(None);
+        };
+        containers.enter(cid, &self.root).map(Some).ok_or_else(|| {
+            std::io::Error::other(format!("the container of VM {cid} is not running"))
+        })
+    }
+
+    /// Where this machine's side hands a container VM files, which it sees at
+    /// [`crate::container::INBOX`]; `None` for a VM that is no container.
+    pub fn inbox(&self) -> Option<PathBuf> {
+        self.container
+            .as_ref()
+            .map(|(containers, cid)| containers.inbox(cid))
+    }
+
+    /// Where the VM sees its own directory: `/var/vcap` in a container.
+    pub fn inside(&self) -> &Path {
+        if self.container.is_some() {
+            Path::new(VCAP)
+        } else {
+            &self.root
+        }
     }
 
     pub fn root(&self) -> &Path {
@@ -69,9 +111,9 @@ impl Sandbox {
         self.root.join("store")
     }
 
-    /// `text` with every `/var/vcap` path pointing into this VM.
+    /// `text` with every `/var/vcap` path pointing into this VM as it sees itself.
     pub fn rewrite(&self, text: &str) -> String {
-        let root = self.root.to_string_lossy();
+        let root = self.inside().to_string_lossy();
         let mut out = String::with_capacity(text.len());
         let mut rest = text;
         while let Some(at) = rest.find(VCAP) {
@@ -89,6 +131,17 @@ impl Sandbox {
         out
     }
 
+    /// The disk mounted at `at` (`store/` or the migration target), as this machine
+    /// sees it.
+    pub fn mounted_at(&self, at: &Path) -> Option<PathBuf> {
+        std::fs::read_link(at).ok().map(|link| self.root.join(link))
+    }
+
+    /// The disk mounted at `store/`, as this machine sees it.
+    pub fn mounted(&self) -> Option<PathBuf> {
+        self.mounted_at(&self.store())
+    }
+
     /// Where a second disk is mounted while the data of the first moves to it, as BOSH's
     /// agent mounts it.
     pub fn migration_target(&self) -> PathBuf {
@@ -102,10 +155,15 @@ impl Sandbox {
     /// When both places are taken by other disks, or the link cannot be made.
     pub fn mount(&self, disk: &Path) -> std::io::Result<()> {
         for at in [self.store(), self.migration_target()] {
-            match std::fs::read_link(&at) {
-                Ok(current) if current == disk => return Ok(()),
-                Ok(_) => continue,
-                Err(_) => return std::os::unix::fs::symlink(disk, &at),
+            match self.mounted_at(&at) {
+                Some(current) if current == disk => return Ok(()),
+                Some(_) => continue,
+                // A disk in the VM's directory is linked relatively: the same link
+                // reaches it from inside the VM's container.
+                None => {
+                    let target = disk.strip_prefix(&self.root).unwrap_or(disk);
+                    return std::os::unix::fs::symlink(target, &at);
+                }
             }
         }
         Err(std::io::Error::other(format!(
@@ -123,6 +181,7 @@ impl Sandbox {
         let target = std::fs::read_link(self.migration_target()).map_err(|e| {
             std::io::Error::new(e.kind(), "no disk is mounted at store_migration_target/")
         })?;
+        // As it was linked: relative to the VM's directory or absolute.
         self.unmount()?;
         std::os::unix::fs::symlink(&target, self.store())?;
         std::fs::remove_file(self.migration_target())
@@ -134,7 +193,7 @@ impl Sandbox {
     /// When a link cannot be removed.
     pub fn unmount_disk(&self, disk: &Path) -> std::io::Result<()> {
         for at in [self.store(), self.migration_target()] {
-            if std::fs::read_link(&at).is_ok_and(|current| current == disk) {
+            if self.mounted_at(&at).is_some_and(|current| current == disk) {
                 std::fs::remove_file(&at)?;
             }
         }
@@ -161,6 +220,7 @@ mod tests {
     fn vcap_paths_point_into_the_vm() {
         let vm = Sandbox {
             root: PathBuf::from("/s/vm-1"),
+            container: None,
         };
         assert_eq!(
             vm.rewrite("exec /var/vcap/packages/kv/bin/kv --data /var/vcap/store/kv"),

@@ -26,6 +26,8 @@ pub struct Script {
     pub log_dir: PathBuf,
     /// Where it runs; the caller's directory when `None`.
     pub cwd: Option<PathBuf>,
+    /// The container it runs in, for a VM that is one.
+    pub enter: Option<crate::container::Enter>,
 }
 
 /// How a script ended.
@@ -78,20 +80,34 @@ impl ScriptRun {
 /// # Errors
 /// When it cannot be started or its logs cannot be written.
 pub async fn run(script: &Script) -> std::io::Result<ScriptRun> {
-    std::fs::create_dir_all(&script.log_dir)?;
-    let mut command = Command::new(&script.path);
+    if script.enter.is_none() {
+        std::fs::create_dir_all(&script.log_dir)?;
+    }
+    let mut command = match &script.enter {
+        Some(enter) => enter.command(
+            &script.path,
+            &script.args,
+            script.cwd.as_deref(),
+            &script.env,
+        ),
+        None => {
+            let mut command = Command::new(&script.path);
+            command
+                .args(&script.args)
+                .envs(script.env.iter().map(|(k, v)| (k, v)));
+            if let Some(dir) = &script.cwd {
+                command.current_dir(dir);
+            }
+            command
+        }
+    };
     command
-        .args(&script.args)
-        .envs(script.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
     crate::signal::default_handling(&mut command);
-    if let Some(dir) = &script.cwd {
-        command.current_dir(dir);
-    }
     let child = fleet_spawn::spawn(&mut command).await.map_err(|e| {
         std::io::Error::new(
             e.kind(),
@@ -121,18 +137,13 @@ pub async fn run(script: &Script) -> std::io::Result<ScriptRun> {
         ),
         None => (String::new(), String::new(), None, Some(libc::SIGKILL)),
     };
-    append(
-        &script.log_dir,
-        &format!("{}.stdout.log", script.name),
-        &stdout,
-    )
-    .await?;
-    append(
-        &script.log_dir,
-        &format!("{}.stderr.log", script.name),
-        &stderr,
-    )
-    .await?;
+    for (stream, text) in [("stdout", &stdout), ("stderr", &stderr)] {
+        let file = format!("{}.{stream}.log", script.name);
+        match &script.enter {
+            Some(enter) => append_in_vm(enter.vm_dir(), &script.log_dir.join(file), text).await?,
+            None => append(&script.log_dir, &file, text).await?,
+        }
+    }
     Ok(ScriptRun {
         job: script.job.clone(),
         name: script.name.clone(),
@@ -157,6 +168,26 @@ async fn append(dir: &std::path::Path, file: &str, text: &str) -> std::io::Resul
     log.write_all(text.as_bytes()).await?;
     // tokio's file finishes a write in the background unless flushed.
     log.flush().await
+}
+
+/// Appends to a log in a container VM's directory, which the VM may have linked
+/// anywhere: resolved within the directory ([`crate::beneath`]).
+async fn append_in_vm(
+    vm_dir: &std::path::Path,
+    path: &std::path::Path,
+    text: &str,
+) -> std::io::Result<()> {
+    if text.is_empty() {
+        return Ok(());
+    }
+    let relative = path
+        .strip_prefix(vm_dir)
+        .map_err(std::io::Error::other)?
+        .to_path_buf();
+    let (root, text) = (vm_dir.to_path_buf(), text.as_bytes().to_vec());
+    tokio::task::spawn_blocking(move || crate::beneath::Root::open(&root)?.append(&relative, &text))
+        .await
+        .map_err(std::io::Error::other)?
 }
 
 fn tail(text: &str) -> String {

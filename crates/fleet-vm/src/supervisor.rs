@@ -580,6 +580,7 @@ async fn start_one(
                     timeout: Some(timings.bpm_pre_start),
                     log_dir: logs.clone(),
                     cwd: None,
+                    enter: None,
                 })
                 .await
                 .map_err(|source| StartError::PreStartRun {

@@ -1,13 +1,15 @@
-/* A key-value service over HTTP/1.0 on 127.0.0.1, one request at a time.
+/* A key-value service over HTTP/1.0, one request at a time.
  *
- *   kv-server DATA_DIR ADDRESS_FILE NAME VERSION_FILE [PORT]
+ *   kv-server DATA_DIR ADDRESS_FILE NAME VERSION_FILE [PORT [ADDRESS]]
  *
  * GET /        "kv VERSION NAME pid PID"
  * GET /KEY     the value, or 404
  * PUT /KEY     stores the body as the value (keys are letters, digits, '-' and '_')
  *
- * Listens on PORT, or any free port without one, and writes "127.0.0.1:PORT" to
- * ADDRESS_FILE once it accepts connections. Values are files in DATA_DIR. */
+ * Listens on ADDRESS (its VM's) and PORT, or any free port without one, and writes
+ * "ADDRESS:PORT" to ADDRESS_FILE once it accepts connections. Where this machine has no
+ * such address (a VM that shares the machine's network), or without one, it listens on
+ * 127.0.0.1. Values are files in DATA_DIR. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -104,7 +106,7 @@ static void stop(int signal_number) {
 
 int main(int argc, char **argv) {
   if (argc < 5) {
-    fprintf(stderr, "usage: kv-server DATA_DIR ADDRESS_FILE NAME VERSION_FILE [PORT]\n");
+    fprintf(stderr, "usage: kv-server DATA_DIR ADDRESS_FILE NAME VERSION_FILE [PORT [ADDRESS]]\n");
     return 2;
   }
   signal(SIGTERM, stop);
@@ -122,19 +124,29 @@ int main(int argc, char **argv) {
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   address.sin_port = htons(argc > 5 ? (unsigned short)atoi(argv[5]) : 0);
   socklen_t size = sizeof address;
-  if (bind(server, (struct sockaddr *)&address, size) || listen(server, 16) ||
+  int bound = -1;
+  if (argc > 6 && inet_pton(AF_INET, argv[6], &address.sin_addr) == 1) {
+    bound = bind(server, (struct sockaddr *)&address, size);
+    if (bound && errno == EADDRNOTAVAIL) {
+      address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    }
+  }
+  if (bound) bound = bind(server, (struct sockaddr *)&address, size);
+  if (bound || listen(server, 16) ||
       getsockname(server, (struct sockaddr *)&address, &size)) {
     perror("kv-server: listen");
     return 1;
   }
+  char host[INET_ADDRSTRLEN] = "127.0.0.1";
+  inet_ntop(AF_INET, &address.sin_addr, host, sizeof host);
   FILE *a = fopen(argv[2], "w");
   if (!a) {
     perror("kv-server: address file");
     return 1;
   }
-  fprintf(a, "127.0.0.1:%d\n", ntohs(address.sin_port));
+  fprintf(a, "%s:%d\n", host, ntohs(address.sin_port));
   fclose(a);
-  printf("kv %s %s listening on 127.0.0.1:%d\n", version, argv[3], ntohs(address.sin_port));
+  printf("kv %s %s listening on %s:%d\n", version, argv[3], host, ntohs(address.sin_port));
   fflush(stdout);
   for (;;) {
     int client = accept(server, NULL, NULL);

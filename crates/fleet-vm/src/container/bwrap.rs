@@ -1,0 +1,236 @@
+//! The bubblewrap command line that makes a VM's container, built from what the VM is
+//! (pure: the host's root is read by the caller). The VM sees this machine's operating
+//! system read-only as its stemcell, its own directory as `/var/vcap` (its `jobs/` and,
+//! but on compilation VMs, its `packages/` read-only: only the agent places them), its
+//! own `/etc` files that name it and its users, and its own `/tmp`, `/home` and `/root`.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use super::VM_PROGRAM;
+use crate::iaas::RECORDS;
+use crate::sandbox::VCAP;
+
+/// What this machine's root has at one of the operating system's top-level names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostEntry {
+    /// A directory, bound read-only.
+    Directory,
+    /// A link (`/bin -> usr/bin` on a merged `/usr`), made the same inside.
+    Link(PathBuf),
+}
+
+/// The top-level names of the operating system a VM sees.
+pub const SYSTEM_NAMES: [&str; 9] = [
+    "usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "opt",
+];
+
+/// The files of `/etc` that are the VM's own (in its system directory's `etc/`).
+pub const OWN_ETC_FILES: [&str; 6] = ["hostname", "hosts", "passwd", "group", "shadow", "gshadow"];
+
+#[derive(Debug, Clone)]
+pub struct Layout<'a> {
+    pub hostname: &'a str,
+    /// The VM's directory, its `/var/vcap`.
+    pub vm_dir: &'a Path,
+    /// The VM's system directory: `etc/` (its own files), `tmp/`, `home/`, `root/`, and
+    /// `inbox/`.
+    pub system_dir: &'a Path,
+    /// What the host has at each of [`SYSTEM_NAMES`]; absent names are left out.
+    pub host: Vec<(String, HostEntry)>,
+    /// The program the VM's supervisor runs as, bound at [`VM_PROGRAM`].
+    pub program: Option<&'a Path>,
+    /// A compilation VM installs what it compiles into `packages/`.
+    pub packages_writable: bool,
+    /// Whether the VM has a network namespace of its own (`false`: the host's).
+    pub own_network: bool,
+    /// Where bubblewrap writes the container's pid, and what it waits on before it runs
+    /// the container's first process.
+    pub info_fd: i32,
+    pub block_fd: i32,
+}
+
+fn push(args: &mut Vec<OsString>, words: &[&str]) {
+    args.extend(words.iter().map(OsString::from));
+}
+
+fn bind(args: &mut Vec<OsString>, how: &str, from: &Path, to: &str) {
+    args.push(how.into());
+    args.push(from.into());
+    args.push(to.into());
+}
+
+/// The arguments after `bwrap`; the container's first process is `sleep infinity`
+/// under bubblewrap's own init, which reaps what the VM's processes leave.
+pub fn arguments(layout: &Layout<'_>) -> Vec<OsString> {
+    let mut args = Vec::new();
+    push(
+        &mut args,
+        &[
+            "--unshare-pid",
+            "--unshare-uts",
+            "--unshare-ipc",
+            "--unshare-cgroup-try",
+        ],
+    );
+    if layout.own_network {
+        push(&mut args, &["--unshare-net"]);
+    }
+    push(&mut args, &["--hostname", layout.hostname]);
+    for (name, entry) in &layout.host {
+        let at = format!("/{name}");
+        match entry {
+            HostEntry::Directory => bind(&mut args, "--ro-bind", Path::new(&at), &at),
+            HostEntry::Link(target) => {
+                args.push("--symlink".into());
+                args.push(target.into());
+                args.push(at.into());
+            }
+        }
+    }
+    let etc = layout.system_dir.join("etc");
+    for file in OWN_ETC_FILES {
+        bind(
+            &mut args,
+            "--bind",
+            &etc.join(file),
+            &format!("/etc/{file}"),
+        );
+    }
+    bind(&mut args, "--bind", layout.vm_dir, VCAP);
+    bind(
+        &mut args,
+        "--ro-bind",
+        &layout.vm_dir.join("jobs"),
+        &format!("{VCAP}/jobs"),
+    );
+    if !layout.packages_writable {
+        bind(
+            &mut args,
+            "--ro-bind",
+            &layout.vm_dir.join("packages"),
+            &format!("{VCAP}/packages"),
+        );
+    }
+    // The IaaS's and the agent's records of the VM are not the VM's to see.
+    let records = format!("{VCAP}/{RECORDS}");
+    push(&mut args, &["--tmpfs", &records, "--remount-ro", &records]);
+    bind(
+        &mut args,
+        "--ro-bind",
+        &layout.system_dir.join("inbox"),
+        super::INBOX,
+    );
+    if let Some(program) = layout.program {
+        bind(&mut args, "--ro-bind", program, VM_PROGRAM);
+    }
+    for (dir, at) in [
+        ("tmp", "/tmp"),
+        ("tmp", "/var/tmp"),
+        ("home", "/home"),
+        ("root", "/root"),
+    ] {
+        bind(&mut args, "--bind", &layout.system_dir.join(dir), at);
+    }
+    push(
+        &mut args,
+        &[
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--tmpfs",
+            "/dev/shm",
+            "--tmpfs",
+            "/run",
+            "--chdir",
+            VCAP,
+            "--new-session",
+        ],
+    );
+    for (flag, fd) in [
+        ("--info-fd", layout.info_fd),
+        ("--block-fd", layout.block_fd),
+    ] {
+        args.push(flag.into());
+        args.push(fd.to_string().into());
+    }
+    push(&mut args, &["--", "sleep", "infinity"]);
+    args
+}
+
+/// What this machine's root has at each of [`SYSTEM_NAMES`].
+pub fn host_entries() -> Vec<(String, HostEntry)> {
+    SYSTEM_NAMES
+        .iter()
+        .filter_map(|name| {
+            let at = Path::new("/").join(name);
+            let meta = std::fs::symlink_metadata(&at).ok()?;
+            let entry = if meta.file_type().is_symlink() {
+                HostEntry::Link(std::fs::read_link(&at).ok()?)
+            } else if meta.is_dir() {
+                HostEntry::Directory
+            } else {
+                return None;
+            };
+            Some((name.to_string(), entry))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(args: &[OsString]) -> String {
+        args.iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    fn layout(packages_writable: bool) -> Layout<'static> {
+        Layout {
+            hostname: "a1b2",
+            vm_dir: Path::new("/s/vms/vm-1"),
+            system_dir: Path::new("/s/systems/vm-1"),
+            host: vec![
+                ("usr".into(), HostEntry::Directory),
+                ("bin".into(), HostEntry::Link("usr/bin".into())),
+            ],
+            program: Some(Path::new("/opt/fleet-updater")),
+            packages_writable,
+            own_network: true,
+            info_fd: 7,
+            block_fd: 8,
+        }
+    }
+
+    #[test]
+    fn the_vm_sees_the_host_read_only_and_its_own_directory_at_var_vcap() {
+        let args = text(&arguments(&layout(false)));
+        for expected in [
+            "--unshare-pid --unshare-uts --unshare-ipc --unshare-cgroup-try --unshare-net --hostname a1b2",
+            "--ro-bind /usr /usr --symlink usr/bin /bin",
+            "--bind /s/systems/vm-1/etc/passwd /etc/passwd",
+            "--bind /s/vms/vm-1 /var/vcap --ro-bind /s/vms/vm-1/jobs /var/vcap/jobs --ro-bind /s/vms/vm-1/packages /var/vcap/packages",
+            "--tmpfs /var/vcap/.records --remount-ro /var/vcap/.records",
+            "--ro-bind /s/systems/vm-1/inbox /var/vcap/bosh/inbox --ro-bind /opt/fleet-updater /var/vcap/bosh/bin/fleet-updater",
+            "--bind /s/systems/vm-1/tmp /tmp",
+            "--info-fd 7 --block-fd 8 -- sleep infinity",
+        ] {
+            assert!(args.contains(expected), "{expected} in {args}");
+        }
+        let compiling = text(&arguments(&layout(true)));
+        assert!(!compiling.contains("/var/vcap/packages"), "{compiling}");
+    }
+
+    #[test]
+    fn the_var_vcap_binds_come_after_the_directory_they_cover() {
+        let args = text(&arguments(&layout(false)));
+        let vcap = args.find("/s/vms/vm-1 /var/vcap ").unwrap();
+        let jobs = args.find("/var/vcap/jobs").unwrap();
+        let hidden = args.find("/var/vcap/.records").unwrap();
+        assert!(vcap < jobs && vcap < hidden);
+    }
+}

@@ -1,0 +1,419 @@
+//! VMs as containers: each VM its own mount, PID, UTS, IPC and network namespaces made
+//! by bubblewrap (`bwrap`, no daemon), its control groups holding its limits, and its
+//! addresses on host bridges. The container's first process is an idle init that lives
+//! as long as the VM; everything the VM runs (its supervisor and the processes it
+//! starts, lifecycle scripts, packaging scripts, errands) enters its namespaces and
+//! groups through [`Enter`], so that whatever it does, it does inside.
+//!
+//! ```text
+//! ROOT/containers/CID.json   a running container: its init's pid, groups, NICs
+//! ROOT/systems/CID/          the VM's own etc/ files, tmp/, home/ and root/
+//! ```
+//!
+//! A container's record is written once it runs and removed last when it stops, so a
+//! crash at any point leaves a record that the next [`Containers::clean_up`] finishes:
+//! its init ended, its groups, veths and bridges removed. A machine restart leaves
+//! records whose init is gone (checked by the process's start time, not its number).
+
+pub mod bwrap;
+pub mod cgroup;
+pub mod enter;
+pub mod etc_files;
+pub mod network;
+pub mod vitals;
+
+use std::io::Read;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+pub use cgroup::Limits;
+pub use enter::Enter;
+
+/// Where the program a VM's supervisor runs as is inside the VM.
+pub const VM_PROGRAM: &str = "/var/vcap/bosh/bin/fleet-updater";
+
+/// Where the VM finds what its agent hands it (archives to unpack), read-only: only
+/// this machine's side writes there (its system directory's `inbox/`).
+pub const INBOX: &str = "/var/vcap/bosh/inbox";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ContainerError {
+    #[error("cannot start the VM's container (bwrap): {0}")]
+    Spawn(#[source] std::io::Error),
+    #[error("the VM's container did not start: {0}")]
+    DidNotStart(String),
+    #[error(transparent)]
+    Cgroup(#[from] cgroup::CgroupError),
+    #[error(transparent)]
+    Network(#[from] network::NetworkError),
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cloud property `{key}` is `{value}`: {expected}")]
+    Property {
+        key: &'static str,
+        value: String,
+        expected: &'static str,
+    },
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ContainerError {
+    let what = what.into();
+    move |source| ContainerError::Io { what, source }
+}
+
+/// A running container, as its record keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContainerRecord {
+    pub cid: String,
+    /// The container's init in this machine's numbering, and its start time (clock
+    /// ticks after boot) that tells it from a process given the number later.
+    pub pid: u32,
+    pub started: u64,
+    pub groups: cgroup::Groups,
+    pub nics: Vec<network::Nic>,
+}
+
+/// What a new VM's container is made of.
+#[derive(Debug, Clone)]
+pub struct ContainerSpec<'a> {
+    pub cid: &'a str,
+    pub hostname: &'a str,
+    pub vm_dir: &'a Path,
+    /// The networks as `create_vm` was given them.
+    pub networks: &'a serde_json::Value,
+    pub limits: Limits,
+    pub compilation: bool,
+}
+
+/// The start time of process `pid` (field 22 of its `stat`), while it runs.
+pub fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?;
+    if state == "Z" || state == "X" {
+        return None;
+    }
+    // After the name: state is field 3, start time field 22.
+    fields.nth(18)?.parse().ok()
+}
+
+/// Whether this machine can run VMs as containers: root, and `bwrap`, `nsenter` and `ip`
+/// on the `PATH`. Where it cannot, why.
+pub fn unavailable() -> Option<String> {
+    // SAFETY: geteuid reads the process's credentials and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("containers need root (for their network and control groups)".into());
+    }
+    for program in ["bwrap", "nsenter", "ip"] {
+        let found = std::env::var_os("PATH").is_some_and(|path| {
+            std::env::split_paths(&path).any(|dir| dir.join(program).is_file())
+        });
+        if !found {
+            return Some(format!("`{program}` is not installed"));
+        }
+    }
+    None
+}
+
+/// The containers of one IaaS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Containers {
+    /// The IaaS's root.
+    root: PathBuf,
+    /// The program bound into every VM, which its supervisor runs as.
+    program: Option<PathBuf>,
+}
+
+impl Containers {
+    pub fn new(root: &Path, program: Option<&Path>) -> Self {
+        Containers {
+            root: root.to_path_buf(),
+            program: program.map(Path::to_path_buf),
+        }
+    }
+
+    fn record_path(&self, cid: &str) -> PathBuf {
+        self.root.join("containers").join(format!("{cid}.json"))
+    }
+
+    /// The VM's system directory: its own `/etc` files, `/tmp`, `/home`, `/root`.
+    pub fn system_dir(&self, cid: &str) -> PathBuf {
+        self.root.join("systems").join(cid)
+    }
+
+    /// Where this machine's side puts what it hands the VM `cid`, which sees it at
+    /// [`INBOX`].
+    pub fn inbox(&self, cid: &str) -> PathBuf {
+        self.system_dir(cid).join("inbox")
+    }
+
+    /// The record of `cid`'s container, whether or not it still runs.
+    pub fn record(&self, cid: &str) -> Option<ContainerRecord> {
+        let bytes = std::fs::read(self.record_path(cid)).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    /// The record of `cid`'s container while its init runs.
+    pub fn running(&self, cid: &str) -> Option<ContainerRecord> {
+        self.record(cid)
+            .filter(|r| start_time(r.pid) == Some(r.started))
+    }
+
+    /// How a process enters `cid`'s container while it runs.
+    pub fn enter(&self, cid: &str, vm_dir: &Path) -> Option<Enter> {
+        self.running(cid).map(|r| Enter::new(&r, vm_dir))
+    }
+
+    /// Starts the VM's container and waits until its network is up.
+    ///
+    /// # Errors
+    /// When bubblewrap cannot start it, or its groups or network cannot be made; what
+    /// was made is removed then.
+    pub fn start(&self, spec: &ContainerSpec<'_>) -> Result<ContainerRecord, ContainerError> {
+        let nics = network::plan(&self.root, spec.cid, spec.networks)?;
+        let system = self.system_dir(spec.cid);
+        for dir in ["etc", "tmp", "home", "root", "home/vcap", "inbox"] {
+            std::fs::create_dir_all(system.join(dir)).map_err(io(format!("VM {}", spec.cid)))?;
+        }
+        use std::os::unix::fs::PermissionsExt;
+        let _ =
+            std::fs::set_permissions(system.join("tmp"), std::fs::Permissions::from_mode(0o1777));
+        let addresses: Vec<_> = nics.iter().map(|n| n.address).collect();
+        let host =
+            |name: &str| std::fs::read_to_string(Path::new("/etc").join(name)).unwrap_or_default();
+        for (name, text) in etc_files::files(spec.hostname, &addresses, &host) {
+            let path = system.join("etc").join(name);
+            std::fs::write(&path, text).map_err(io(path.display().to_string()))?;
+        }
+        for dir in ["jobs", "packages", "bosh/bin", crate::iaas::RECORDS] {
+            std::fs::create_dir_all(spec.vm_dir.join(dir))
+                .map_err(io(format!("VM {}", spec.cid)))?;
+        }
+        let groups = cgroup::Groups::make(&format!("fleet-{}", spec.cid), &spec.limits)?;
+        let started = self.spawn(spec, &system, &groups, !nics.is_empty());
+        let (pid, started, mut release) = match started {
+            Ok(s) => s,
+            Err(e) => {
+                groups.remove();
+                return Err(e);
+            }
+        };
+        let record = ContainerRecord {
+            cid: spec.cid.to_string(),
+            pid,
+            started,
+            groups,
+            nics,
+        };
+        let ready = (|| -> Result<(), ContainerError> {
+            self.save(&record)?;
+            record.groups.join(pid)?;
+            network::connect(pid, &record.nics)?;
+            std::io::Write::write_all(&mut release, b"1").map_err(io("releasing the container"))
+        })();
+        if let Err(e) = ready {
+            self.stop(spec.cid);
+            return Err(e);
+        }
+        Ok(record)
+    }
+
+    fn save(&self, record: &ContainerRecord) -> Result<(), ContainerError> {
+        let path = self.record_path(&record.cid);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(io(dir.display().to_string()))?;
+        }
+        fleet_file::write(
+            &path,
+            &serde_json::to_vec_pretty(record).expect("a record serializes"),
+            fleet_file::Mode::Private,
+        )
+        .map_err(io(path.display().to_string()))
+    }
+
+    /// Starts bubblewrap, detached from this process (its own session; it outlives
+    /// this process as a VM outlives its director), and reads the container's pid. The
+    /// container waits on the returned pipe before its init runs.
+    fn spawn(
+        &self,
+        spec: &ContainerSpec<'_>,
+        system: &Path,
+        _groups: &cgroup::Groups,
+        own_network: bool,
+    ) -> Result<(u32, u64, std::io::PipeWriter), ContainerError> {
+        let (mut info_read, info_write) = std::io::pipe().map_err(ContainerError::Spawn)?;
+        let (block_read, block_write) = std::io::pipe().map_err(ContainerError::Spawn)?;
+        let layout = bwrap::Layout {
+            hostname: spec.hostname,
+            vm_dir: spec.vm_dir,
+            system_dir: system,
+            host: bwrap::host_entries(),
+            program: self.program.as_deref(),
+            packages_writable: spec.compilation,
+            own_network,
+            info_fd: info_write.as_raw_fd(),
+            block_fd: block_read.as_raw_fd(),
+        };
+        let log = spec.vm_dir.join("sys/log/container.log");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .map_err(io(log.display().to_string()))?;
+        let mut command = std::process::Command::new("bwrap");
+        command
+            .args(bwrap::arguments(&layout))
+            .env_clear()
+            .env("PATH", crate::lifecycle::SCRIPT_PATH)
+            .stdin(std::process::Stdio::null())
+            .stdout(log.try_clone().map_err(ContainerError::Spawn)?)
+            .stderr(log);
+        let inherit = [info_write.as_raw_fd(), block_read.as_raw_fd()];
+        // SAFETY: between fork and exec only async-signal-safe calls: setsid and fcntl.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut command, move || {
+                libc::setsid();
+                for fd in inherit {
+                    libc::fcntl(fd, libc::F_SETFD, 0);
+                }
+                Ok(())
+            });
+        }
+        let mut child = command.spawn().map_err(ContainerError::Spawn)?;
+        drop(info_write);
+        drop(block_read);
+        let mut info = String::new();
+        let read = info_read.read_to_string(&mut info);
+        let pid = read
+            .ok()
+            .and_then(|_| serde_json::from_str::<serde_json::Value>(&info).ok())
+            .and_then(|v| v.get("child-pid")?.as_u64())
+            .and_then(|p| u32::try_from(p).ok());
+        let Some(pid) = pid else {
+            let _ = child.kill();
+            let _ = child.wait();
+            let logged = std::fs::read_to_string(spec.vm_dir.join("sys/log/container.log"))
+                .unwrap_or_default();
+            let last = logged
+                .lines()
+                .last()
+                .unwrap_or("bwrap said nothing")
+                .to_string();
+            return Err(ContainerError::DidNotStart(last));
+        };
+        // bubblewrap's own process waits for the container; a thread reaps it so that
+        // no zombie is left while this process runs.
+        std::thread::spawn(move || {
+            let _ = child.wait();
+        });
+        let started = start_time(pid)
+            .ok_or_else(|| ContainerError::DidNotStart("its init ended at once".into()))?;
+        Ok((pid, started, block_write))
+    }
+
+    /// Ends `cid`'s container (every process in it), removes its groups, NICs, system
+    /// directory and record. A container already gone is no error.
+    pub fn stop(&self, cid: &str) {
+        let Some(record) = self.record(cid) else {
+            let _ = std::fs::remove_dir_all(self.system_dir(cid));
+            return;
+        };
+        if start_time(record.pid) == Some(record.started) {
+            // SAFETY: a signal to a process id; no memory is involved.
+            unsafe {
+                libc::kill(record.pid as i32, libc::SIGKILL);
+            }
+            for _ in 0..100 {
+                if start_time(record.pid) != Some(record.started) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        record.groups.remove();
+        network::disconnect(&record.nics);
+        let _ = std::fs::remove_dir_all(self.system_dir(cid));
+        let _ = std::fs::remove_file(self.record_path(cid));
+    }
+
+    /// Stops every container whose VM is not among `vms`, and removes what a stopped
+    /// container left (after a crash or a machine restart) of those that are.
+    pub fn clean_up(&self, vms: &[String]) {
+        let Ok(entries) = std::fs::read_dir(self.root.join("containers")) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(cid) = name.strip_suffix(".json") else {
+                continue;
+            };
+            if !vms.iter().any(|v| v == cid) || self.running(cid).is_none() {
+                self.stop(cid);
+            }
+        }
+    }
+}
+
+/// The limits `vm_type` cloud properties set: `cpu` (cores), `ram` (MB), `disk` (MB).
+///
+/// # Errors
+/// A property that is not a positive number, named.
+pub fn limits(cloud_properties: &serde_json::Value) -> Result<Limits, ContainerError> {
+    let number =
+        |key: &'static str| -> Result<Option<f64>, ContainerError> {
+            match cloud_properties.get(key) {
+                None | Some(serde_json::Value::Null) => Ok(None),
+                Some(v) => v.as_f64().filter(|n| *n > 0.0).map(Some).ok_or_else(|| {
+                    ContainerError::Property {
+                        key,
+                        value: v.to_string(),
+                        expected: "a positive number",
+                    }
+                }),
+            }
+        };
+    Ok(Limits {
+        cpu: number("cpu")?,
+        ram_mb: number("ram")?.map(|n| n.ceil() as u64),
+        disk_mb: number("disk")?.map(|n| n.ceil() as u64),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn vm_type_cloud_properties_are_the_limits_and_bad_ones_are_named() {
+        let l = limits(&json!({"cpu": 0.5, "ram": 64, "disk": 1024, "other": "x"})).unwrap();
+        assert_eq!(
+            l,
+            Limits {
+                cpu: Some(0.5),
+                ram_mb: Some(64),
+                disk_mb: Some(1024)
+            }
+        );
+        assert_eq!(limits(&json!({})).unwrap(), Limits::default());
+        assert_eq!(
+            limits(&json!({"ram": "lots"})).unwrap_err().to_string(),
+            "cloud property `ram` is `\"lots\"`: a positive number"
+        );
+    }
+
+    #[test]
+    fn a_process_start_time_tells_it_from_one_that_took_its_number() {
+        let me = std::process::id();
+        assert!(start_time(me).is_some());
+        assert_eq!(start_time(u32::MAX - 1), None);
+    }
+}

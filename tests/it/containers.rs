@@ -1,0 +1,438 @@
+//! VMs as containers (`vms: containers`), through `serve`'s director API: a job cannot
+//! write to this machine, has a `vcap` user and the instance's hostname; two VMs serve
+//! the same port at their own addresses, reached from this machine and from each other;
+//! a VM over its `ram` is killed by the kernel and reported failing; vitals are the VM's;
+//! and nothing (container, veth, bridge, control group) is left once the deployment is
+//! deleted, also after `serve` died and a container with it.
+//!
+//! These need root, `bwrap`, `nsenter` and `ip` (CI runs as root and `.ci/run` installs
+//! bubblewrap); elsewhere each test says why it did not run and passes.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use fleet_updater::config::ServeLimits;
+use fleet_updater::fleet::Definition;
+use fleet_updater::release::{File, ReleaseBuilder};
+use fleet_updater::vm::container::ContainerRecord;
+use reqwest::Method;
+
+use super::served::Served;
+
+/// Whether this machine makes containers; says why not when it does not.
+fn containers_here() -> bool {
+    match fleet_updater::vm::container::unavailable() {
+        None => true,
+        Some(why) => {
+            eprintln!("not run: {why}");
+            false
+        }
+    }
+}
+
+/// A fleet whose VMs are containers on the subnet `10.247.NET.0/24`, with the kv release
+/// built from its source; nothing provisioned.
+fn fleet(net: u8) -> Definition {
+    let text = format!(
+        "iaas: processes
+vms: containers
+release_sources:
+  - {{path: {kv}, versions: [\"1\"]}}
+stemcells:
+  - {{name: bosh-local, os: local, version: \"1\"}}
+cloud_config: |
+  azs: [{{name: z1}}]
+  vm_types:
+  - {{name: small}}
+  - {{name: tiny, cloud_properties: {{ram: 64}}}}
+  networks:
+  - name: default
+    type: manual
+    subnets:
+    - {{range: 10.247.{net}.0/24, gateway: 10.247.{net}.1, azs: [z1]}}
+  compilation: {{workers: 1, network: default, vm_type: small, az: z1}}
+plans: []
+",
+        kv = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("config/releases/kv")
+            .display()
+    );
+    let mut definition = Definition::parse(&text).unwrap();
+    definition.supervisor = Some(PathBuf::from(env!("CARGO_BIN_EXE_fleet-updater")));
+    definition
+}
+
+fn file(path: &str, text: &str) -> File {
+    (path.to_string(), text.as_bytes().to_vec())
+}
+
+/// A job whose pre-start tries to write to this machine (`escape`, a path of this
+/// machine's, and `/root`, `/etc`, `/usr`) and records what the VM is: `id vcap`, its
+/// hostname, who owns a file given to vcap.
+fn probe(escape: &Path, marker: &str) -> ReleaseBuilder {
+    let pre_start = format!(
+        "#!/bin/bash
+echo escaped > {escape} 2>/dev/null
+echo escaped > /root/{marker}
+echo escaped > /etc/{marker} 2>/dev/null
+echo escaped > /usr/{marker} 2>/dev/null
+mkdir -p /var/vcap/sys/run/probe
+id vcap > /var/vcap/sys/run/probe/id
+hostname > /var/vcap/sys/run/probe/hostname
+touch /var/vcap/data/owned && chown vcap:vcap /var/vcap/data/owned
+stat -c %U /var/vcap/data/owned > /var/vcap/sys/run/probe/owner
+",
+        escape = escape.display()
+    );
+    ReleaseBuilder::new("probe", "1").job(
+        "probe",
+        vec![
+            file(
+                "job.MF",
+                "name: probe\ntemplates:\n  pre-start.erb: bin/pre-start\n",
+            ),
+            file("monit", ""),
+            file("templates/pre-start.erb", &pre_start),
+        ],
+    )
+}
+
+/// A job whose one process takes 256 MB and keeps it.
+fn hog() -> ReleaseBuilder {
+    ReleaseBuilder::new("hog", "1").job(
+        "hog",
+        vec![
+            file("job.MF", "name: hog\ntemplates:\n  bpm.yml.erb: config/bpm.yml\n"),
+            file(
+                "monit",
+                "check process hog\n  with pidfile /var/vcap/sys/run/bpm/hog/hog.pid\n  start program \"/var/vcap/jobs/bpm/bin/bpm start hog\"\n  stop program \"/var/vcap/jobs/bpm/bin/bpm stop hog\"\n",
+            ),
+            file(
+                "templates/bpm.yml.erb",
+                "processes:\n- name: hog\n  executable: /bin/bash\n  args: [-c, 'x=$(head -c 268435456 /dev/zero | tr \"\\\\0\" a); sleep 1000']\n",
+            ),
+        ],
+    )
+}
+
+async fn upload(s: &Served, release: ReleaseBuilder) {
+    let response = s
+        .director(Method::POST, "/releases")
+        .header("content-type", "application/x-compressed")
+        .body(release.build())
+        .send()
+        .await
+        .unwrap();
+    let task = s.wait_task(Served::task_of(&response)).await;
+    assert_eq!(task["state"], "done", "{task}");
+}
+
+async fn deploy(s: &Served, manifest: &str) -> serde_json::Value {
+    let response = s.send_yaml(Method::POST, "/deployments", manifest).await;
+    s.wait_task(Served::task_of(&response)).await
+}
+
+async fn delete(s: &Served, deployment: &str) {
+    let response = s
+        .send(Method::DELETE, &format!("/deployments/{deployment}"))
+        .await;
+    let task = s.wait_task(Served::task_of(&response)).await;
+    assert_eq!(task["state"], "done", "{task}");
+}
+
+fn iaas(s: &Served) -> PathBuf {
+    s.state.path().join("iaas")
+}
+
+/// The records of the containers that run now.
+fn containers(s: &Served) -> Vec<ContainerRecord> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(iaas(s).join("containers"))
+        .unwrap()
+        .flatten()
+    {
+        let bytes = std::fs::read(entry.path()).unwrap();
+        found.push(serde_json::from_slice(&bytes).unwrap());
+    }
+    found
+}
+
+/// Nothing of `records` is left on this machine: no init, veth, bridge or group.
+fn nothing_left(records: &[ContainerRecord]) {
+    assert!(!records.is_empty());
+    for record in records {
+        assert!(
+            fleet_updater::vm::container::start_time(record.pid) != Some(record.started),
+            "the container of {} still runs",
+            record.cid
+        );
+        for nic in &record.nics {
+            for interface in [&nic.host_end, &nic.bridge] {
+                assert!(
+                    !Path::new("/sys/class/net").join(interface).exists(),
+                    "{interface} of {} is left",
+                    record.cid
+                );
+            }
+        }
+        for (_, group) in &record.groups.dirs {
+            assert!(!group.exists(), "{} is left", group.display());
+        }
+    }
+}
+
+/// A kv server's answer over HTTP/1.0 from this machine.
+async fn get(address: &str) -> String {
+    let mut stream = tokio::time::timeout(
+        Duration::from_secs(5),
+        tokio::net::TcpStream::connect(address),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("{address} did not answer"))
+    .unwrap_or_else(|e| panic!("{address}: {e}"));
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    stream.write_all(b"GET / HTTP/1.0\r\n\r\n").await.unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    answer
+}
+
+/// Runs `script` under bash inside the container whose init is `pid`; its output.
+fn inside(pid: u32, script: &str) -> String {
+    let output = std::process::Command::new("nsenter")
+        .arg(format!("--target={pid}"))
+        .args([
+            "--mount", "--uts", "--ipc", "--net", "--pid", "--root", "--wd",
+        ])
+        .args(["bash", "-c", script])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_container_vm_keeps_to_itself_at_its_own_address_with_its_users_and_name() {
+    if !containers_here() {
+        return;
+    }
+    let s = Served::start_fleet(
+        tempfile::tempdir().unwrap(),
+        &fleet(11),
+        ServeLimits::default(),
+    )
+    .await;
+    let escape = s.state.path().join("escaped");
+    let marker = format!("fleet-escape-{}", std::process::id());
+    upload(&s, probe(&escape, &marker)).await;
+    let task = deploy(
+        &s,
+        "name: boxed
+releases: [{name: probe, version: '1'}, {name: kv, version: '1'}]
+stemcells: [{alias: default, os: local, version: '1'}]
+update: {canaries: 1, max_in_flight: 2, canary_watch_time: 500-30000, update_watch_time: 500-30000}
+instance_groups:
+- name: kv
+  instances: 2
+  azs: [z1]
+  jobs:
+  - {name: probe, release: probe}
+  - {name: kv, release: kv, properties: {kv: {port: 8080}}}
+  vm_type: small
+  stemcell: default
+  persistent_disk: 16
+  networks: [{name: default}]
+",
+    )
+    .await;
+    assert_eq!(task["state"], "done", "{task}");
+
+    // Nothing a job did reached this machine; it wrote its own /root.
+    assert!(!escape.exists(), "a job wrote {}", escape.display());
+    for dir in ["/root", "/etc", "/usr"] {
+        assert!(
+            !Path::new(dir).join(&marker).exists(),
+            "a job wrote {dir}/{marker}"
+        );
+    }
+    let vms = s.vm_infos("boxed", "vms").await;
+    assert_eq!(vms.len(), 2);
+    let records = containers(&s);
+    for vm in &vms {
+        let dir = iaas(&s).join("vms").join(&vm.vm_id);
+        let run = |name: &str| {
+            std::fs::read_to_string(dir.join("sys/run").join(name))
+                .unwrap_or_else(|e| panic!("{name}: {e}"))
+                .trim()
+                .to_string()
+        };
+        assert!(run("probe/id").contains("(vcap)"), "{}", run("probe/id"));
+        assert_eq!(run("probe/owner"), "vcap");
+        assert_eq!(
+            run("probe/hostname"),
+            vm.id,
+            "the host is named for its instance"
+        );
+        assert!(
+            iaas(&s)
+                .join("systems")
+                .join(&vm.vm_id)
+                .join("root")
+                .join(&marker)
+                .is_file()
+        );
+        // At its own address, on the same port as the other.
+        let address = run("kv/address");
+        assert_eq!(address, format!("{}:8080", vm.ips[0]));
+        let answer = get(&address).await;
+        assert!(answer.contains("kv 1 boxed/kv/"), "{answer}");
+        // Its vitals are its own.
+        let kb: u64 = vm.vitals.mem.kb.parse().unwrap_or(0);
+        assert!(kb > 0, "memory in use: {:?}", vm.vitals.mem);
+        assert!(vm.vitals.disk.contains_key("persistent"));
+    }
+    // The VMs reach each other at their addresses.
+    let first = records
+        .iter()
+        .find(|r| {
+            r.nics
+                .iter()
+                .any(|n| n.address.to_string() == vms[0].ips[0])
+        })
+        .unwrap();
+    let other = vms[1].ips[0].clone();
+    let answer = inside(
+        first.pid,
+        &format!("exec 3<>/dev/tcp/{other}/8080; printf 'GET / HTTP/1.0\\r\\n\\r\\n' >&3; cat <&3"),
+    );
+    assert!(answer.contains("kv 1 boxed/kv/"), "from VM to VM: {answer}");
+
+    delete(&s, "boxed").await;
+    nothing_left(&records);
+    assert!(containers(&s).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_vm_over_its_ram_is_killed_by_the_kernel_and_reported_failing() {
+    if !containers_here() {
+        return;
+    }
+    let s = Served::start_fleet(
+        tempfile::tempdir().unwrap(),
+        &fleet(12),
+        ServeLimits::default(),
+    )
+    .await;
+    upload(&s, hog()).await;
+    let task = deploy(
+        &s,
+        "name: hungry
+releases: [{name: hog, version: '1'}]
+stemcells: [{alias: default, os: local, version: '1'}]
+update: {canaries: 1, max_in_flight: 1, canary_watch_time: 500-8000, update_watch_time: 500-8000}
+instance_groups:
+- name: hog
+  instances: 1
+  azs: [z1]
+  jobs: [{name: hog, release: hog}]
+  vm_type: tiny
+  stemcell: default
+  networks: [{name: default}]
+",
+    )
+    .await;
+    assert_eq!(task["state"], "error", "{task}");
+    let records = containers(&s);
+    assert_eq!(records.len(), 1);
+    let memory = records[0]
+        .groups
+        .dirs
+        .iter()
+        .find(|(c, _)| c == "memory" || c == "unified")
+        .map(|(_, d)| d.clone())
+        .expect("a memory group");
+    let limit = std::fs::read_to_string(memory.join("memory.limit_in_bytes"))
+        .or_else(|_| std::fs::read_to_string(memory.join("memory.max")))
+        .unwrap();
+    assert_eq!(limit.trim(), (64u64 << 20).to_string());
+    let vms = s.vm_infos("hungry", "vms").await;
+    assert_eq!(vms[0].process_state, "failing", "{:?}", vms[0].processes);
+    let oom = std::fs::read_to_string(memory.join("memory.oom_control"))
+        .or_else(|_| std::fs::read_to_string(memory.join("memory.events")))
+        .unwrap();
+    let kills: u64 = oom
+        .lines()
+        .find_map(|l| l.strip_prefix("oom_kill "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(kills > 0, "the kernel killed nothing: {oom}");
+    delete(&s, "hungry").await;
+    nothing_left(&records);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn containers_ended_while_serve_was_down_come_back_and_go_with_their_deployment() {
+    if !containers_here() {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let path = state.path().to_path_buf();
+    let definition = fleet(13);
+    let s = Served::start_fleet(state, &definition, ServeLimits::default()).await;
+    let manifest = "name: kept
+releases: [{name: kv, version: '1'}]
+stemcells: [{alias: default, os: local, version: '1'}]
+update: {canaries: 1, max_in_flight: 2, canary_watch_time: 500-30000, update_watch_time: 500-30000}
+instance_groups:
+- name: kv
+  instances: 2
+  azs: [z1]
+  jobs: [{name: kv, release: kv}]
+  vm_type: small
+  stemcell: default
+  persistent_disk: 16
+  networks: [{name: default}]
+";
+    let task = deploy(&s, manifest).await;
+    assert_eq!(task["state"], "done", "{task}");
+    let before = containers(&s);
+    // `serve` ends; its VMs run on, as after kill -9.
+    let Served { serving, state, .. } = s;
+    serving.shutdown(Duration::from_secs(5)).await;
+    for record in &before {
+        assert_eq!(
+            fleet_updater::vm::container::start_time(record.pid),
+            Some(record.started)
+        );
+    }
+    // One VM's container ends too, as a machine restart ends them all.
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &before[0].pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let s = Served::start_fleet(state, &definition, ServeLimits::default()).await;
+    assert_eq!(s.state.path(), path);
+    let after = containers(&s);
+    assert_eq!(after.len(), 2);
+    let again = after.iter().find(|r| r.cid == before[0].cid).unwrap();
+    assert_ne!(again.pid, before[0].pid, "its container was started again");
+    // Its jobs start again, as after a reboot.
+    let mut states = Vec::new();
+    for _ in 0..100 {
+        states = s
+            .vm_infos("kept", "vms")
+            .await
+            .into_iter()
+            .map(|v| v.process_state)
+            .collect();
+        if states.iter().all(|v| v == "running") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(states.iter().all(|v| v == "running"), "{states:?}");
+    delete(&s, "kept").await;
+    nothing_left(&before);
+    nothing_left(&after);
+}
