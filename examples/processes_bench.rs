@@ -4,8 +4,10 @@
 //! Deploys 20 instances of the demo kv release (config/releases/kv) in one deployment,
 //! five at a time, on the process-backed IaaS: the server compiled with `cc`, templates
 //! rendered through Ruby, each instance's lifecycle scripts and server run as processes.
-//! Then the same deployment on the simulated cloud with no latency (watch times elapse
-//! in real time there too), and the overhead per instance of the real thing.
+//! Then the same with every VM a container (as root with bubblewrap; this program is
+//! the VMs' supervisor, as `fleet-updater vm-supervisor` is), then on the simulated cloud
+//! with no latency (watch times elapse in real time there too), and the overhead per
+//! instance of each (target: containers at most 0.2 s per instance over plain processes).
 
 // Wall time is what this measures, so it reads the real clock.
 #![allow(clippy::disallowed_types)]
@@ -32,7 +34,7 @@ fn manifest() -> String {
 releases: [{{name: kv, version: '1'}}]
 stemcells: [{{alias: default, os: local, version: '1'}}]
 update: {{canaries: 1, max_in_flight: 5, canary_watch_time: 100-10000, update_watch_time: 100-10000}}
-networks: [{{name: default, subnets: [{{range: 10.0.0.0/24, gateway: 10.0.0.1}}]}}]
+networks: [{{name: default, subnets: [{{range: 10.248.0.0/24, gateway: 10.248.0.1}}]}}]
 instance_groups:
 - name: kv
   instances: {INSTANCES}
@@ -83,23 +85,58 @@ async fn deploy(director: &Director) -> Duration {
     started.elapsed()
 }
 
-#[tokio::main]
-async fn main() {
-    let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("processes")).unwrap());
+/// The real deployment on VMs supervised as `supervision` says: how long it took and
+/// how many servers ran.
+async fn real(dir: &Path, supervision: Supervision) -> (Duration, usize) {
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.join("store")).unwrap());
     let cloud = Arc::new(
         ProcessCloud::open(
-            &dir.path().join("iaas"),
+            &dir.join("iaas"),
             store.clone().into(),
             Timings::default(),
-            Supervision::InProcess,
+            supervision,
         )
         .unwrap(),
     );
     let real = director(store, cloud.infrastructure()).await;
-    let processes = deploy(&real).await;
+    let took = deploy(&real).await;
     let running = cloud.pids().await.len();
     cloud.halt().await;
+    (took, running)
+}
+
+fn main() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    // Started as a container VM's supervisor.
+    let args: Vec<String> = std::env::args().collect();
+    if let [_, verb, vm] = args.as_slice()
+        && verb == "vm-supervisor"
+    {
+        runtime
+            .block_on(fleet_updater::vm::daemon::serve(
+                Path::new(vm),
+                Timings::default(),
+            ))
+            .unwrap();
+        return;
+    }
+    runtime.block_on(bench());
+}
+
+async fn bench() {
+    let dir = tempfile::tempdir().unwrap();
+    let (processes, running) = real(&dir.path().join("processes"), Supervision::InProcess).await;
+
+    let containers = match fleet_updater::vm::container::unavailable() {
+        Some(why) => Err(why),
+        None => {
+            let at = dir.path().join("containers");
+            let program = std::env::current_exe().unwrap();
+            let measured = real(&at, Supervision::Containers { program }).await;
+            fleet_updater::vm::container::Containers::new(&at.join("iaas"), None).clean_up(&[]);
+            Ok(measured)
+        }
+    };
 
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("simulated")).unwrap());
     let settings = SimulationSettings {
@@ -118,6 +155,17 @@ async fn main() {
     let overhead = processes.saturating_sub(simulation) / INSTANCES;
     println!("deploy {INSTANCES} kv instances, 5 at a time (compile included):");
     println!("  real processes: {processes:.2?} ({running} servers ran)");
+    match containers {
+        Ok((took, running)) => {
+            println!("  containers:     {took:.2?} ({running} servers ran)");
+            let more = took.as_secs_f64() - processes.as_secs_f64();
+            println!(
+                "  containers over plain processes per instance: {:.3} s (target at most 0.2 s)",
+                more / f64::from(INSTANCES)
+            );
+        }
+        Err(why) => println!("  containers:     not measured: {why}"),
+    }
     println!("  simulation:     {simulation:.2?}");
-    println!("  overhead per instance: {overhead:.2?}");
+    println!("  overhead per instance (plain processes over simulation): {overhead:.2?}");
 }

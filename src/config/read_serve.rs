@@ -7,7 +7,14 @@ use super::read_value::{at_least, duration, path_value, secret, set};
 use crate::yaml::{Checker, Node, join};
 use fleet_serve::{ServeConfig, ServeUser};
 
-const KEYS: &[&str] = &["director", "broker", "tls", "users", "limits"];
+const KEYS: &[&str] = &[
+    "director",
+    "broker",
+    "tls",
+    "users",
+    "limits",
+    "releases_on_host",
+];
 const LIMITS: &[&str] = &[
     "max_body_bytes",
     "request_timeout",
@@ -43,6 +50,7 @@ pub fn read_serve(node: &Node, base: &Path, serve: &mut ServeConfig, checker: &m
                 }
             }
             "users" => read_users(value, &path, serve, checker),
+            "releases_on_host" => set(&mut serve.releases_on_host, checker.boolean(value, &path)),
             _ => {
                 for (k, v) in checker.map(value, &path, LIMITS) {
                     let p = join(&path, &k.name);

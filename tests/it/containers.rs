@@ -3,7 +3,8 @@
 //! the same port at their own addresses, reached from this machine and from each other;
 //! a VM over its `ram` is killed by the kernel and reported failing; vitals are the VM's;
 //! and nothing (container, veth, bridge, control group) is left once the deployment is
-//! deleted, also after `serve` died and a container with it.
+//! deleted, also after `serve` died and a container with it. The demo on real processes
+//! runs each kv instance in a container at its own address.
 //!
 //! These need root, `bwrap`, `nsenter` and `ip` (CI runs as root and `.ci/run` installs
 //! bubblewrap); elsewhere each test says why it did not run and passes.
@@ -17,7 +18,19 @@ use fleet_updater::release::{File, ReleaseBuilder};
 use fleet_updater::vm::container::ContainerRecord;
 use reqwest::Method;
 
+use super::processes::{config, run};
 use super::served::Served;
+use crate::support::Workspace;
+
+/// Ends every container of the IaaS under `0` (its VMs' groups, veths and bridges too)
+/// when the test ends, also when it fails: they would outlive it.
+struct Stop(PathBuf);
+
+impl Drop for Stop {
+    fn drop(&mut self) {
+        fleet_updater::vm::container::Containers::new(&self.0, None).clean_up(&[]);
+    }
+}
 
 /// Whether this machine makes containers; says why not when it does not.
 fn containers_here() -> bool {
@@ -81,6 +94,8 @@ id vcap > /var/vcap/sys/run/probe/id
 hostname > /var/vcap/sys/run/probe/hostname
 touch /var/vcap/data/owned && chown vcap:vcap /var/vcap/data/owned
 stat -c %U /var/vcap/data/owned > /var/vcap/sys/run/probe/owner
+cat /etc/ssl/private/* /etc/ssh/ssh_host_*_key /etc/gshadow- /etc/shadow- 2>/dev/null | wc -c > /var/vcap/sys/run/probe/secrets
+grep -c '^vcap:' /etc/shadow > /var/vcap/sys/run/probe/shadow
 ",
         escape = escape.display()
     );
@@ -221,6 +236,7 @@ async fn a_container_vm_keeps_to_itself_at_its_own_address_with_its_users_and_na
         ServeLimits::default(),
     )
     .await;
+    let _stop = Stop(iaas(&s));
     let escape = s.state.path().join("escaped");
     let marker = format!("fleet-escape-{}", std::process::id());
     upload(&s, probe(&escape, &marker)).await;
@@ -267,6 +283,12 @@ instance_groups:
         };
         assert!(run("probe/id").contains("(vcap)"), "{}", run("probe/id"));
         assert_eq!(run("probe/owner"), "vcap");
+        assert_eq!(
+            run("probe/secrets"),
+            "0",
+            "this machine's private files are hidden"
+        );
+        assert_eq!(run("probe/shadow"), "1", "the VM's own shadow file");
         assert_eq!(
             run("probe/hostname"),
             vm.id,
@@ -322,6 +344,7 @@ async fn a_vm_over_its_ram_is_killed_by_the_kernel_and_reported_failing() {
         ServeLimits::default(),
     )
     .await;
+    let _stop = Stop(iaas(&s));
     upload(&s, hog()).await;
     let task = deploy(
         &s,
@@ -377,6 +400,7 @@ async fn containers_ended_while_serve_was_down_come_back_and_go_with_their_deplo
     let state = tempfile::tempdir().unwrap();
     let path = state.path().to_path_buf();
     let definition = fleet(13);
+    let _stop = Stop(path.join("iaas"));
     let s = Served::start_fleet(state, &definition, ServeLimits::default()).await;
     let manifest = "name: kept
 releases: [{name: kv, version: '1'}]
@@ -435,4 +459,254 @@ instance_groups:
     delete(&s, "kept").await;
     nothing_left(&before);
     nothing_left(&after);
+}
+
+#[test]
+fn the_demo_runs_each_kv_instance_in_a_container_at_its_own_address() {
+    if !containers_here() {
+        return;
+    }
+    let w = Workspace::new();
+    let _stop = Stop(w.path("state/iaas"));
+    let status = run(&w, &config()).status().unwrap();
+    assert_eq!(status.code(), Some(0));
+    let vms: Vec<PathBuf> = std::fs::read_dir(w.path("state/iaas/vms"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(vms.len(), 6, "three instances of two VMs");
+    let mut addresses = std::collections::BTreeSet::new();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    for vm in &vms {
+        let address = std::fs::read_to_string(vm.join("sys/run/kv/address")).unwrap();
+        let address = address.trim().to_string();
+        assert!(address.starts_with("10.245.0."), "{address}");
+        let answer = runtime.block_on(get(&address));
+        assert!(answer.contains("kv 2 service-instance_kv-"), "{answer}");
+        addresses.insert(address.split(':').next().unwrap().to_string());
+    }
+    assert_eq!(addresses.len(), 6, "each VM at an address of its own");
+    let records: Vec<ContainerRecord> = std::fs::read_dir(w.path("state/iaas/containers"))
+        .unwrap()
+        .flatten()
+        .map(|e| serde_json::from_slice(&std::fs::read(e.path()).unwrap()).unwrap())
+        .collect();
+    assert_eq!(records.len(), 6);
+    for n in ["01", "02", "03"] {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_fleet-updater"))
+            .env_remove("FLEET_UPDATER_CONFIG")
+            .args(["director", "-c"])
+            .arg(config())
+            .arg("--state-dir")
+            .arg(w.path("state"))
+            .args(["delete-deployment", &format!("service-instance_kv-{n}")])
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    nothing_left(&records);
+}
+
+/// Runs `program` with `args`; its output, failing with what it printed.
+fn tool(program: &str, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{program}: {e}"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bosh_ssh_signs_in_to_a_container_vm_with_the_sessions_key_and_cleanup_ends_it() {
+    if !containers_here() {
+        return;
+    }
+    if !Path::new("/usr/sbin/sshd").exists() {
+        eprintln!("not run: no SSH server (Debian: openssh-server) to run in the VMs");
+        return;
+    }
+    let s = Served::start_fleet(
+        tempfile::tempdir().unwrap(),
+        &fleet(14),
+        ServeLimits::default(),
+    )
+    .await;
+    let _stop = Stop(iaas(&s));
+    let task = deploy(
+        &s,
+        "name: reached
+releases: [{name: kv, version: '1'}]
+stemcells: [{alias: default, os: local, version: '1'}]
+update: {canaries: 1, max_in_flight: 2, canary_watch_time: 500-30000, update_watch_time: 500-30000}
+instance_groups:
+- name: kv
+  instances: 2
+  azs: [z1]
+  jobs: [{name: kv, release: kv}]
+  vm_type: small
+  stemcell: default
+  persistent_disk: 16
+  networks: [{name: default}]
+",
+    )
+    .await;
+    assert_eq!(task["state"], "done", "{task}");
+    // The CLI's session: a fresh key pair and a `bosh_` user.
+    let dir = s.state.path().join("session");
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = dir.join("key");
+    let made = tool(
+        "ssh-keygen",
+        &[
+            "-q",
+            "-t",
+            "rsa",
+            "-b",
+            "2048",
+            "-N",
+            "",
+            "-f",
+            key.to_str().unwrap(),
+        ],
+    );
+    assert!(made.status.success());
+    let public = std::fs::read_to_string(dir.join("key.pub")).unwrap();
+    let user = "bosh_0123456789abcde";
+    let setup = serde_json::json!({
+        "deployment_name": "reached", "command": "setup",
+        "target": {"job": "kv", "indexes": [], "ids": []},
+        "params": {"user": user, "public_key": public.trim()},
+    });
+    let response = s
+        .send_json(Method::POST, "/deployments/reached/ssh", setup.to_string())
+        .await;
+    let id = Served::task_of(&response);
+    assert_eq!(s.wait_task(id).await["state"], "done");
+    let sessions: serde_json::Value = serde_json::from_str(&s.output(id, "result").await).unwrap();
+    let sessions = sessions.as_array().unwrap().clone();
+    assert_eq!(sessions.len(), 2, "{sessions:?}");
+    let vms = s.vm_infos("reached", "vms").await;
+    let known = dir.join("known_hosts");
+    let mut lines = String::new();
+    for session in &sessions {
+        assert_eq!(session["status"], "success", "{session}");
+        assert_eq!(session["command"], "setup");
+        assert_eq!(session["job"], "kv");
+        lines.push_str(&format!(
+            "{} {}\n",
+            session["ip"].as_str().unwrap(),
+            session["host_public_key"].as_str().unwrap()
+        ));
+    }
+    std::fs::write(&known, lines).unwrap();
+    let ssh = |ip: &str, command: &str| {
+        tool(
+            "ssh",
+            &[
+                "-o",
+                "BatchMode=yes",
+                "-o",
+                "IdentitiesOnly=yes",
+                "-o",
+                &format!("IdentityFile={}", key.display()),
+                "-o",
+                &format!("UserKnownHostsFile={}", known.display()),
+                "-o",
+                "StrictHostKeyChecking=yes",
+                "-l",
+                user,
+                "--",
+                ip,
+                command,
+            ],
+        )
+    };
+    for session in &sessions {
+        let ip = session["ip"].as_str().unwrap();
+        let vm = vms.iter().find(|v| v.ips[0] == ip).unwrap();
+        assert_eq!(session["id"], vm.id.as_str());
+        let signed_in = ssh(ip, "hostname; id -nG");
+        let out = String::from_utf8_lossy(&signed_in.stdout);
+        assert!(
+            signed_in.status.success(),
+            "{}",
+            String::from_utf8_lossy(&signed_in.stderr)
+        );
+        assert!(out.starts_with(&format!("{}\n", vm.id)), "{out}");
+        assert!(out.contains("bosh_sshers") && out.contains("vcap"), "{out}");
+    }
+    // `bosh scp` both ways.
+    let ip = sessions[0]["ip"].as_str().unwrap();
+    let up = dir.join("up.txt");
+    std::fs::write(&up, "from this machine\n").unwrap();
+    let scp = |from: &str, to: &str| {
+        tool(
+            "scp",
+            &[
+                "-o",
+                "BatchMode=yes",
+                "-o",
+                "IdentitiesOnly=yes",
+                "-o",
+                &format!("IdentityFile={}", key.display()),
+                "-o",
+                &format!("UserKnownHostsFile={}", known.display()),
+                "-o",
+                "StrictHostKeyChecking=yes",
+                from,
+                to,
+            ],
+        )
+    };
+    let remote = format!("{user}@{ip}:/tmp/up.txt");
+    assert!(scp(up.to_str().unwrap(), &remote).status.success());
+    let down = dir.join("down.txt");
+    assert!(scp(&remote, down.to_str().unwrap()).status.success());
+    assert_eq!(
+        std::fs::read_to_string(&down).unwrap(),
+        "from this machine\n"
+    );
+
+    // Cleanup (sent without waiting, as the CLI sends it) removes the user everywhere.
+    let cleanup = serde_json::json!({
+        "deployment_name": "reached", "command": "cleanup",
+        "target": {"job": "kv", "indexes": [], "ids": []},
+        "params": {"user_regex": format!("^{user}")},
+    });
+    let response = s
+        .send_json(
+            Method::POST,
+            "/deployments/reached/ssh",
+            cleanup.to_string(),
+        )
+        .await;
+    assert_eq!(
+        s.wait_task(Served::task_of(&response)).await["state"],
+        "done"
+    );
+    assert!(
+        !ssh(ip, "true").status.success(),
+        "the session's user is gone"
+    );
+    for vm in &vms {
+        let passwd =
+            std::fs::read_to_string(iaas(&s).join("systems").join(&vm.vm_id).join("etc/passwd"))
+                .unwrap();
+        assert!(!passwd.contains(user), "{passwd}");
+    }
+    // A body that is not the CLI's is refused, naming what is wrong.
+    let bad = s
+        .send_json(Method::POST, "/deployments/reached/ssh", "{}")
+        .await;
+    assert_eq!(bad.status(), 400);
+    assert!(
+        Served::description(bad)
+            .await
+            .contains("`command` is missing")
+    );
+    delete(&s, "reached").await;
 }

@@ -16,6 +16,26 @@ pub(super) fn config() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("config/demo-processes.yml")
 }
 
+/// The demo with VMs that are plain processes of this machine, whatever it allows: what
+/// these tests look at is the process supervision of such VMs (containers have their
+/// own tests).
+pub(super) fn plain_config(w: &Workspace) -> PathBuf {
+    let repository = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let definition = std::fs::read_to_string(repository.join("config/fleets/processes.yml"))
+        .unwrap()
+        .replace(
+            "path: ../releases/kv",
+            &format!("path: {}", repository.join("config/releases/kv").display()),
+        )
+        .replace("vms: auto", "vms: processes");
+    let definition = w.write("fleet-plain.yml", &definition);
+    let run_config = std::fs::read_to_string(config()).unwrap().replace(
+        "fleet: fleets/processes.yml",
+        &format!("fleet: {}", definition.display()),
+    );
+    w.write("demo-plain.yml", &run_config)
+}
+
 pub(super) fn run(w: &Workspace, config: &Path) -> Process {
     let mut command = Process::new(env!("CARGO_BIN_EXE_fleet-updater"));
     command
@@ -134,7 +154,7 @@ pub(super) fn hello(vm: &Path) -> String {
 fn the_kv_fleet_rolls_to_a_new_release_on_processes_and_a_killed_run_converges() {
     let w = Workspace::new();
     let _cleanup = Cleanup(&w);
-    let config = config();
+    let config = plain_config(&w);
 
     // A run killed while it updates the canary: the VMs' supervisors keep their
     // processes running.

@@ -59,6 +59,20 @@ pub struct ExternalCpi {
 }
 
 impl ExternalCpi {
+    /// The program's file name, and its first argument (`fleet-updater cpi`).
+    pub fn program_name(&self) -> String {
+        let program = self
+            .command
+            .executable
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        match self.command.args.first() {
+            Some(first) => format!("{program} {first}"),
+            None => program,
+        }
+    }
+
     /// A CPI run as `command`, told `director_uuid` and `properties` in each request's
     /// context.
     pub fn new(command: CpiCommand, director_uuid: &str, properties: Map<String, Value>) -> Self {

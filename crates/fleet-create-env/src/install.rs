@@ -289,7 +289,7 @@ impl Installation {
         };
         let source = JobSource::from_files(&job_archive.files, properties.clone())
             .of_release(&release.manifest.name, &release.manifest.version);
-        let (archive, _) = render_archive(&spec, &[source]).await?;
+        let (archive, _) = render_archive(&spec, &[source], fleet_render::Isolation::Host).await?;
         let jobs = unpack(&archive)?;
         fleet_vm::place::place(&vm, &jobs, Vec::new()).await?;
         let executable = vm.job(job).join("bin/cpi");

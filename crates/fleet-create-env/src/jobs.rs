@@ -102,9 +102,11 @@ async fn render(
                 .of_release(&release.manifest.name, &release.manifest.version),
         );
     }
-    let (archive, hash) = render_archive(&spec, &sources).await.map_err(|e| {
-        EnvError::Deploy(format!("rendering the templates of '{}/0': {e}", job.name))
-    })?;
+    let (archive, hash) = render_archive(&spec, &sources, fleet_render::Isolation::Host)
+        .await
+        .map_err(|e| {
+            EnvError::Deploy(format!("rendering the templates of '{}/0': {e}", job.name))
+        })?;
     let id = uuid();
     let digest = format!("sha256:{}", fleet_release::sha256_hex(&archive));
     agent

@@ -134,6 +134,24 @@ pub struct ErrandOutput {
     pub stderr: String,
 }
 
+/// What `bosh ssh` asks of an agent, as BOSH's agent's `ssh` action takes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SshRequest {
+    /// A user `user` (`bosh_` and hex digits) who logs in with `public_key`.
+    Setup { user: String, public_key: String },
+    /// Every user whose name starts with `bosh_` and matches `user_regex` removed, with
+    /// their homes.
+    Cleanup { user_regex: String },
+}
+
+/// What a set-up session is reached at: the VM's address on its default network and
+/// its SSH host key (`ssh-rsa ...`), which the client trusts for this session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SshSession {
+    pub ip: Option<String>,
+    pub host_public_key: Option<String>,
+}
+
 /// A package compiled before the one that needs it: its name, and the key its compilation
 /// is kept under in the store ([`crate::compile::cache_key`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -182,4 +200,16 @@ pub trait Agent: Send + Sync {
         agent_id: &str,
         request: &crate::log_request::LogRequest,
     ) -> Result<Vec<u8>, AgentError>;
+    /// Sets up or cleans up an SSH session's user on the VM (`bosh ssh`, `bosh scp`).
+    /// A VM that runs no SSH server (the simulation's, a directory of this machine)
+    /// refuses.
+    async fn ssh(&self, agent_id: &str, _request: &SshRequest) -> Result<SshSession, AgentError> {
+        Err(AgentError::Failed {
+            agent_id: agent_id.to_string(),
+            method: "ssh".into(),
+            message: "this VM runs no SSH server: only VMs that are containers (`vms: \
+                      containers`) serve `bosh ssh`"
+                .into(),
+        })
+    }
 }

@@ -74,7 +74,8 @@ fn action(kind: TaskKind) -> Option<&'static str> {
         | TaskKind::DeleteRelease
         | TaskKind::RunErrand
         | TaskKind::FetchLogs
-        | TaskKind::ExportRelease => return None,
+        | TaskKind::ExportRelease
+        | TaskKind::Ssh => return None,
     })
 }
 

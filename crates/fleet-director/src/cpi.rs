@@ -35,6 +35,8 @@ pub struct VmRequest {
 
 #[async_trait]
 pub trait Cpi: Send + Sync {
+    /// What the director's `/info` (and so `bosh env`) calls this CPI.
+    fn name(&self) -> String;
     /// Makes the stemcell's image known to the IaaS, at upload; `None` for an IaaS that
     /// needs no image (the simulation, VMs as directories).
     async fn create_stemcell(&self, _stemcell: &Stemcell) -> Result<Option<String>, CpiError> {

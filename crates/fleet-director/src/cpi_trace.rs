@@ -30,6 +30,10 @@ async fn traced<T: Debug>(
 
 #[async_trait]
 impl Cpi for TracedCpi {
+    fn name(&self) -> String {
+        self.0.name()
+    }
+
     async fn create_stemcell(&self, stemcell: &Stemcell) -> Result<Option<String>, CpiError> {
         let arguments = format!("{} {}/{}", stemcell.name, stemcell.os, stemcell.version);
         traced(

@@ -53,6 +53,7 @@ mod runner;
 pub mod runtime;
 pub mod sim;
 mod snapshot;
+pub mod ssh;
 mod target;
 mod task;
 pub mod task_kind;

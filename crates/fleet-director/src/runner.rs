@@ -35,7 +35,7 @@ enum Locking {
 impl Locking {
     fn of(kind: TaskKind) -> Locking {
         match kind {
-            TaskKind::InstanceDetails | TaskKind::FetchLogs => Locking::None,
+            TaskKind::InstanceDetails | TaskKind::FetchLogs | TaskKind::Ssh => Locking::None,
             _ => Locking::Existing,
         }
     }

@@ -36,10 +36,13 @@ pub enum TaskKind {
     /// Packs a release compiled for a stemcell into a compiled release kept for download
     /// (`bosh export-release`); its result output names the blob.
     ExportRelease,
+    /// Sets up or cleans up SSH sessions' users on instances (`bosh ssh`, `bosh scp`);
+    /// its result is what each session is reached at.
+    Ssh,
 }
 
 impl TaskKind {
-    pub const ALL: [TaskKind; 17] = [
+    pub const ALL: [TaskKind; 18] = [
         TaskKind::CreateDeployment,
         TaskKind::UpdateDeployment,
         TaskKind::RecreateDeployment,
@@ -57,13 +60,14 @@ impl TaskKind {
         TaskKind::RunErrand,
         TaskKind::FetchLogs,
         TaskKind::ExportRelease,
+        TaskKind::Ssh,
     ];
 
     /// Every kind as the store keeps it.
-    pub const SPECS: [TaskKindSpec; 17] = {
-        let mut specs = [TaskKind::CreateDeployment.spec(); 17];
+    pub const SPECS: [TaskKindSpec; 18] = {
+        let mut specs = [TaskKind::CreateDeployment.spec(); 18];
         let mut i = 0;
-        while i < 17 {
+        while i < 18 {
             specs[i] = TaskKind::ALL[i].spec();
             i += 1;
         }
@@ -90,6 +94,7 @@ impl TaskKind {
             TaskKind::RunErrand => "run_errand",
             TaskKind::FetchLogs => "fetch_logs",
             TaskKind::ExportRelease => "export_release",
+            TaskKind::Ssh => "ssh",
         }
     }
 
@@ -113,6 +118,7 @@ impl TaskKind {
             TaskKind::RunErrand => "run errand",
             TaskKind::FetchLogs => "fetch logs",
             TaskKind::ExportRelease => "export release",
+            TaskKind::Ssh => "ssh",
         }
     }
 
@@ -125,6 +131,7 @@ impl TaskKind {
                 | TaskKind::ScanProblems
                 | TaskKind::FetchLogs
                 | TaskKind::ExportRelease
+                | TaskKind::Ssh
         )
     }
 
@@ -157,7 +164,7 @@ mod tests {
             TaskKind::ALL.iter().map(|k| k.name()).collect();
         let descriptions: std::collections::BTreeSet<&str> =
             TaskKind::ALL.iter().map(|k| k.description()).collect();
-        assert_eq!((names.len(), descriptions.len()), (17, 17));
+        assert_eq!((names.len(), descriptions.len()), (18, 18));
         for kind in TaskKind::ALL {
             assert_eq!(TaskKind::from_name(kind.name()), Some(kind));
         }

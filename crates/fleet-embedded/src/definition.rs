@@ -417,12 +417,14 @@ impl Definition {
                     "vms: needs `iaas: processes`; the simulated cloud makes no VM".into(),
                 ));
             }
-            (Some(Vms::Containers | Vms::Auto), _, Some(_)) => {
+            (Some(Vms::Containers), _, Some(_)) => {
                 return Err(invalid(
                     "vms: an external CPI makes the VMs itself; `cpi` takes `vms: processes`"
                         .into(),
                 ));
             }
+            // An external CPI's VMs are what it makes: directories of this machine.
+            (_, _, Some(_)) => Vms::Processes,
             (vms, _, _) => vms.unwrap_or_default(),
         };
         if raw.iaas == Iaas::Simulated && !release_sources.is_empty() {

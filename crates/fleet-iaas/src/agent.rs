@@ -10,7 +10,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use fleet_director::agent::{
     Agent, AgentError, AgentState, CompiledDependency, Drain, ErrandOutput, JobState, Process,
-    Vitals,
+    SshRequest, SshSession, Vitals,
 };
 use fleet_director::logs::{LogRequest, LogType};
 use fleet_director::model::InstanceSpec;
@@ -408,6 +408,58 @@ impl Agent for ProcessCloud {
             stdout: run.stdout,
             stderr: run.stderr,
         })
+    }
+
+    /// A session's user on a container VM, and its SSH server (`bosh ssh`), as BOSH's
+    /// agent's `ssh` action; a VM that is a directory of this machine has no server.
+    async fn ssh(&self, agent_id: &str, request: &SshRequest) -> Result<SshSession, AgentError> {
+        use fleet_vm::container::ssh;
+        let vm = self.agent(agent_id, "ssh").await?;
+        let failed = |e: String| Self::failed(agent_id, "ssh", e);
+        let enter = vm
+            .sandbox
+            .enter()
+            .map_err(|e| failed(e.to_string()))?
+            .ok_or_else(|| {
+                failed(
+                    "this VM is a directory of this machine, not a container: it runs no SSH \
+                     server (`vms: containers` makes VMs that do)"
+                        .into(),
+                )
+            })?;
+        let containers = self.iaas.containers();
+        let etc = containers.system_dir(&vm.cid).join("etc");
+        match request {
+            SshRequest::Setup { user, public_key } => {
+                let key = ssh::setup(&enter, &etc, user, public_key)
+                    .await
+                    .map_err(|e| failed(e.to_string()))?;
+                let ip = containers.running(&vm.cid).and_then(|record| {
+                    record
+                        .nics
+                        .iter()
+                        .find(|n| n.default_route)
+                        .or(record.nics.first())
+                        .map(|n| n.address.to_string())
+                });
+                if ip.is_none() {
+                    return Err(failed("No default ip could be found".into()));
+                }
+                Ok(SshSession {
+                    ip,
+                    host_public_key: Some(key),
+                })
+            }
+            SshRequest::Cleanup { user_regex } => {
+                ssh::cleanup(&enter, &etc, user_regex)
+                    .await
+                    .map_err(|e| failed(e.to_string()))?;
+                Ok(SshSession {
+                    ip: None,
+                    host_public_key: None,
+                })
+            }
+        }
     }
 
     async fn fetch_logs(

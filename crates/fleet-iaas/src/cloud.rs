@@ -300,8 +300,15 @@ impl ProcessCloud {
     /// The same with another CPI over the same VMs (`fleet-updater cpi`, run as an
     /// external CPI): its agents find the VMs it makes by their records.
     pub fn infrastructure_with(self: &Arc<Self>, cpi: Arc<dyn Cpi>) -> Infrastructure {
-        Infrastructure::new(cpi, Arc::clone(self) as Arc<dyn Agent>)
-            .rendering(Arc::new(TemplateRenderer::new(self.store.clone())))
+        Infrastructure::new(cpi, Arc::clone(self) as Arc<dyn Agent>).rendering(Arc::new(
+            TemplateRenderer::new(
+                self.store.clone(),
+                match self.supervision {
+                    Supervision::Containers { .. } => fleet_render::Isolation::Sandbox,
+                    _ => fleet_render::Isolation::Host,
+                },
+            ),
+        ))
     }
 
     /// How many VMs there are.
@@ -393,6 +400,15 @@ fn gone_is_fine(outcome: Result<(), IaasError>) -> Result<(), CpiError> {
 
 #[async_trait]
 impl Cpi for ProcessCloud {
+    /// `containers`, or `processes` for VMs that are directories of this machine.
+    fn name(&self) -> String {
+        match self.supervision {
+            Supervision::Containers { .. } => "containers",
+            _ => "processes",
+        }
+        .into()
+    }
+
     async fn create_stemcell(&self, stemcell: &Stemcell) -> Result<Option<String>, CpiError> {
         let properties = serde_json::json!({
             "name": stemcell.name, "operating_system": stemcell.os, "version": stemcell.version,

@@ -62,6 +62,11 @@ fn networks(request: &VmRequest) -> Value {
 
 #[async_trait]
 impl Cpi for DirectorCpi {
+    /// The external CPI's program, as BOSH names a CPI after its job.
+    fn name(&self) -> String {
+        self.cpi.program_name()
+    }
+
     async fn create_stemcell(&self, stemcell: &Stemcell) -> Result<Option<String>, CpiError> {
         let mut properties = Map::new();
         properties.insert("name".into(), json!(stemcell.name));

@@ -14,11 +14,14 @@ use super::stored::{self, StoredError};
 
 pub struct TemplateRenderer {
     store: AsyncStore,
+    isolation: render::Isolation,
 }
 
 impl TemplateRenderer {
-    pub fn new(store: AsyncStore) -> Self {
-        TemplateRenderer { store }
+    /// Rendering in `isolation`: in a sandbox of its own where the VMs are containers,
+    /// since a template is code a release brings.
+    pub fn new(store: AsyncStore, isolation: render::Isolation) -> Self {
+        TemplateRenderer { store, isolation }
     }
 }
 
@@ -103,12 +106,13 @@ impl Renderer for TemplateRenderer {
                     .map_err(|e| TemplateError::Unavailable(e.to_string()))?,
             );
         }
-        let (archive, configuration_hash) = render_archive(&template_spec(instance), &jobs)
-            .await
-            .map_err(|e| match e {
-            RenderError::Failed(_) => TemplateError::Failed(e.to_string()),
-            _ => TemplateError::Unavailable(e.to_string()),
-        })?;
+        let (archive, configuration_hash) =
+            render_archive(&template_spec(instance), &jobs, self.isolation)
+                .await
+                .map_err(|e| match e {
+                    RenderError::Failed(_) => TemplateError::Failed(e.to_string()),
+                    _ => TemplateError::Unavailable(e.to_string()),
+                })?;
         let blob = rendered_blob_id(&instance.deployment, &fleet_release::sha1_hex(&archive));
         self.store
             .put_blob(&blob, archive)

@@ -87,6 +87,7 @@ impl JobSource {
 pub async fn render_archive(
     spec: &render::InstanceSpec,
     jobs: &[JobSource],
+    isolation: crate::Isolation,
 ) -> Result<(Vec<u8>, String), RenderError> {
     let templates: Vec<JobTemplates> = jobs
         .iter()
@@ -107,7 +108,7 @@ pub async fn render_archive(
             }
         })
         .collect();
-    let rendered = render::render(spec, &templates).await?;
+    let rendered = render::render(spec, &templates, isolation).await?;
     let mut files: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     for job in jobs {
         let name = &job.name;

@@ -8,7 +8,8 @@ use std::process::Stdio;
 
 use serde::Serialize;
 use tokio::io::AsyncWriteExt;
-use tokio::process::Command;
+
+use crate::isolation::Isolation;
 
 const SCRIPT: &str = include_str!("render.rb");
 
@@ -87,10 +88,11 @@ struct Answer {
 pub async fn render(
     spec: &InstanceSpec,
     jobs: &[JobTemplates],
+    isolation: Isolation,
 ) -> Result<BTreeMap<String, BTreeMap<String, String>>, RenderError> {
     let input = serde_json::json!({ "spec": spec, "jobs": jobs }).to_string();
-    let mut child = Command::new("ruby")
-        .args(["-e", SCRIPT])
+    let mut child = isolation
+        .ruby(&["-e", SCRIPT])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -181,6 +183,7 @@ mod tests {
                 &[("a.erb", t)],
                 json!({"kv": {"port": 9000}, "other": 1}),
             )],
+            Isolation::Host,
         )
         .await
         .unwrap();
@@ -194,6 +197,7 @@ mod tests {
                 &[("a.erb", "<%= p('kv.port') %> <%= p('other', 'dropped') %>")],
                 json!({"other": 1}),
             )],
+            Isolation::Host,
         )
         .await
         .unwrap();
@@ -223,7 +227,9 @@ mod tests {
 <% if_link('db') do |d| %><%= d.instances.size %><% end %>";
         let mut with_links = job(&[("a.erb", t)], json!({}));
         with_links.links = [("db".to_string(), db)].into();
-        let rendered = render(&spec(), &[with_links]).await.unwrap();
+        let rendered = render(&spec(), &[with_links], Isolation::Host)
+            .await
+            .unwrap();
         assert_eq!(
             rendered["kv"]["a.erb"],
             "q-a1a2s3.db.default.data.bosh 10.0.0.7:5432,10.0.0.8:5432 true q-s0.db.default.data.bosh false dflt p=5432 no-cache 2"
@@ -231,6 +237,7 @@ mod tests {
         let missing = render(
             &spec(),
             &[job(&[("a.erb", "<%= link('db').address %>")], json!({}))],
+            Isolation::Host,
         )
         .await
         .unwrap_err();
@@ -251,6 +258,7 @@ mod tests {
                 ],
                 json!({}),
             )],
+            Isolation::Host,
         )
         .await
         .unwrap_err();
@@ -263,5 +271,63 @@ mod tests {
             "{errors:?}"
         );
         assert!(errors[1].starts_with("kv/b.erb:2: "), "{errors:?}");
+    }
+}
+
+#[cfg(test)]
+mod sandboxed {
+    use super::*;
+    use serde_json::json;
+
+    /// Whether this machine can make the sandbox: bubblewrap and user namespaces.
+    fn sandbox_here() -> bool {
+        std::process::Command::new("bwrap")
+            .args(["--unshare-user", "--ro-bind", "/", "/", "true"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    }
+
+    #[tokio::test]
+    async fn a_template_in_the_sandbox_renders_alike_and_reaches_no_network_file_or_secret() {
+        if !sandbox_here() {
+            eprintln!("not run: bubblewrap cannot make a sandbox here");
+            return;
+        }
+        let spec = InstanceSpec {
+            address: "10.0.0.5".into(),
+            ip: "10.0.0.5".into(),
+            id: "abc".into(),
+            index: 0,
+            name: "kv".into(),
+            az: None,
+            deployment: "d".into(),
+            networks: BTreeMap::new(),
+            bootstrap: true,
+        };
+        let probe = "<%= p('kv.port') %> \
+<%= begin; File.read('/etc/hostname'); rescue SystemCallError; 'no-etc'; end %> \
+<%= begin; require 'socket'; TCPSocket.new('10.0.0.1', 80); rescue SystemCallError => e; e.class; end %> \
+<%= ENV.keys.sort.join(',') %> <%= Process.uid %>";
+        let job = JobTemplates {
+            name: "kv".into(),
+            declared: [(
+                "kv.port".to_string(),
+                Declared {
+                    default: Some(json!(8080)),
+                },
+            )]
+            .into(),
+            properties: json!({}),
+            links: BTreeMap::new(),
+            release: None,
+            templates: [("a.erb".to_string(), probe.to_string())].into(),
+        };
+        let rendered = render(&spec, std::slice::from_ref(&job), Isolation::Sandbox)
+            .await
+            .unwrap();
+        assert_eq!(
+            rendered["kv"]["a.erb"],
+            "8080 no-etc Errno::ENETUNREACH LANG,PATH,PWD 65534"
+        );
     }
 }

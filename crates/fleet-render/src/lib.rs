@@ -5,6 +5,8 @@
 
 mod archive;
 mod erb;
+mod isolation;
 
 pub use archive::{JobSource, UnpackError, render_archive, unpack};
 pub use erb::{Declared, InstanceSpec, JobTemplates, ReleaseName, RenderError, render};
+pub use isolation::Isolation;

@@ -117,8 +117,14 @@ pub async fn start(
     let acceptor = TlsAcceptor::from(identity.config);
     let fleet = Arc::new(fleet);
     let throttle = Arc::new(throttle::LoginThrottle::default());
+    // A release uploaded to a fleet of plain-process VMs would run on this machine.
+    let uploads = if fleet.director().cpi_name() == "processes" && !config.releases_on_host {
+        crate::director_api::Uploads::RefusedOnHost
+    } else {
+        crate::director_api::Uploads::Taken
+    };
     let director_api = protect(
-        crate::director_api::router(fleet.director().clone()),
+        crate::director_api::router(fleet.director().clone(), uploads),
         Gate::new(
             credentials.users.clone(),
             Flavor::Director,

@@ -54,6 +54,10 @@ pub struct ServeConfig {
     /// Without users, credentials are generated in the state directory.
     pub users: Vec<ServeUser>,
     pub limits: ServeLimits,
+    /// Whether releases uploaded through the director API may run on a fleet whose VMs
+    /// are plain processes of this machine (their jobs, packaging scripts and templates
+    /// would run as the user `serve` runs as); refused unless set.
+    pub releases_on_host: bool,
 }
 
 impl Default for ServeConfig {
@@ -65,6 +69,7 @@ impl Default for ServeConfig {
             private_key: None,
             users: Vec::new(),
             limits: ServeLimits::default(),
+            releases_on_host: false,
         }
     }
 }

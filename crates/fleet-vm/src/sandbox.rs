@@ -30,10 +30,14 @@ impl Sandbox {
     /// When a directory cannot be made.
     pub fn create(root: &Path) -> std::io::Result<Sandbox> {
         use std::os::unix::fs::PermissionsExt;
+        let new = !root.exists();
         for dir in ["data", "jobs", "packages", "sys/run", "sys/log"] {
             std::fs::create_dir_all(root.join(dir))?;
         }
-        std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o700))?;
+        // Set when it is made: a container VM opens its own to its users.
+        if new {
+            std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o700))?;
+        }
         Ok(Sandbox {
             root: root.to_path_buf(),
             container: None,

@@ -12,6 +12,7 @@ mod links;
 mod logs;
 mod orphans;
 mod releases;
+mod ssh;
 mod tasks;
 
 pub use links::LinkView;

@@ -177,6 +177,11 @@ impl Director {
         Ok(self.records().releases().await?)
     }
 
+    /// What its CPI is called, for `/info`.
+    pub fn cpi_name(&self) -> String {
+        self.core.cpi.name()
+    }
+
     /// The director's UUID, the same across restarts.
     pub async fn uuid(&self) -> Result<String, DirectorError> {
         Ok(identity::director_uuid(self.store()).await?)

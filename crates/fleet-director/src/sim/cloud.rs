@@ -293,6 +293,10 @@ impl SimulatedCloud {
 
 #[async_trait]
 impl Cpi for SimulatedCloud {
+    fn name(&self) -> String {
+        "simulated".into()
+    }
+
     async fn deployment_taken(&self, deployment: &str) -> Result<(), CpiError> {
         self.records
             .refresh(deployment)

@@ -13,6 +13,7 @@ mod logs;
 mod problems;
 mod query;
 mod releases;
+mod ssh;
 mod tasks;
 mod wire;
 
@@ -63,7 +64,20 @@ const CONTEXT_ID_MAX: usize = 256;
 /// Paths that need no credentials: `/info` tells clients how to sign in.
 pub const OPEN_PATHS: &[&str] = &["/info"];
 
-pub fn router(director: Director) -> Router {
+/// Whether releases uploaded through the API are taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Uploads {
+    Taken,
+    /// The fleet's VMs are plain processes of this machine, and the configuration does
+    /// not allow what such a release runs there.
+    RefusedOnHost,
+}
+
+pub fn router(director: Director, uploads: Uploads) -> Router {
+    let upload = match uploads {
+        Uploads::Taken => post(releases::upload),
+        Uploads::RefusedOnHost => post(releases::refused_on_host),
+    };
     Router::new()
         .route("/info", get(info))
         .route(
@@ -88,6 +102,7 @@ pub fn router(director: Director) -> Router {
             put(deployments::ignore),
         )
         .route("/deployments/{name}/scans", post(problems::scan))
+        .route("/deployments/{name}/ssh", post(ssh::ssh))
         .route(
             "/deployments/{name}/problems",
             get(problems::list).put(problems::resolve),
@@ -120,7 +135,7 @@ pub fn router(director: Director) -> Router {
             get(configs::cloud_configs).post(configs::update_cloud_config),
         )
         .route("/cloud_configs/diff", post(configs::diff_cloud_config))
-        .route("/releases", get(releases::list).post(releases::upload))
+        .route("/releases", get(releases::list).merge(upload))
         .route(
             "/releases/{name}",
             get(releases::one).delete(releases::delete),
@@ -165,7 +180,7 @@ async fn info(
         "version": format!("{BOSH_VERSION} (fleet-updater {})", env!("CARGO_PKG_VERSION")),
         // Who the credentials sent with this request name: `bosh log-in` checks it.
         "user": signed_in.map(|Extension(SignedIn(user))| user),
-        "cpi": "simulated",
+        "cpi": director.cpi_name(),
         "stemcell_os": stemcell.as_ref().map(|s| s.os.clone()),
         "stemcell_version": stemcell.as_ref().map(|s| s.version.clone()),
         "user_authentication": { "type": "basic", "options": {} },

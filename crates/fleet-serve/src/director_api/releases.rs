@@ -106,6 +106,20 @@ pub async fn one(
 }
 
 /// `bosh upload-release`: the tarball is the body (`application/x-compressed`).
+/// `POST /releases` where a release's code would run on this machine itself.
+pub async fn refused_on_host() -> ApiError {
+    ApiError {
+        status: StatusCode::FORBIDDEN,
+        code: code::GENERIC,
+        description: "this director's VMs are plain processes of this machine: an uploaded \
+                      release's jobs, packaging scripts and templates would run on it as the \
+                      user serve runs as. Make the VMs containers (`vms: containers` in the \
+                      fleet definition, as root with bubblewrap), or allow it with \
+                      `serve.releases_on_host: true`"
+            .into(),
+    }
+}
+
 pub async fn upload(
     Acting(director): Acting,
     Query(params): Query<Params>,

@@ -57,6 +57,7 @@ pub fn task_type(task: &Task) -> &str {
         TaskKind::RunErrand => "run_errand",
         TaskKind::FetchLogs => "fetch_logs",
         TaskKind::ExportRelease => "export_release",
+        TaskKind::Ssh => "ssh",
     }
 }
 

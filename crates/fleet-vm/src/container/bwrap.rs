@@ -38,6 +38,10 @@ pub struct Layout<'a> {
     pub system_dir: &'a Path,
     /// What the host has at each of [`SYSTEM_NAMES`]; absent names are left out.
     pub host: Vec<(String, HostEntry)>,
+    /// What of those only this machine's own users may read (its host keys, its
+    /// shadow files, private keys): hidden from the VM, whose root could read them. Each
+    /// path, and whether it is a directory.
+    pub private: Vec<(PathBuf, bool)>,
     /// The program the VM's supervisor runs as, bound at [`VM_PROGRAM`].
     pub program: Option<&'a Path>,
     /// A compilation VM installs what it compiles into `packages/`.
@@ -88,6 +92,14 @@ pub fn arguments(layout: &Layout<'_>) -> Vec<OsString> {
             }
         }
     }
+    for (path, directory) in &layout.private {
+        let at = path.to_string_lossy();
+        if *directory {
+            push(&mut args, &["--tmpfs", &at, "--remount-ro", &at]);
+        } else {
+            bind(&mut args, "--ro-bind", Path::new("/dev/null"), &at);
+        }
+    }
     let etc = layout.system_dir.join("etc");
     for file in OWN_ETC_FILES {
         bind(
@@ -97,6 +109,8 @@ pub fn arguments(layout: &Layout<'_>) -> Vec<OsString> {
             &format!("/etc/{file}"),
         );
     }
+    // Made as a VM's are, whatever this process's umask: open to the VM's users.
+    push(&mut args, &["--perms", "0755", "--dir", "/var"]);
     bind(&mut args, "--bind", layout.vm_dir, VCAP);
     bind(
         &mut args,
@@ -139,6 +153,8 @@ pub fn arguments(layout: &Layout<'_>) -> Vec<OsString> {
             "/proc",
             "--dev",
             "/dev",
+            "--perms",
+            "1777",
             "--tmpfs",
             "/dev/shm",
             "--tmpfs",
@@ -157,6 +173,41 @@ pub fn arguments(layout: &Layout<'_>) -> Vec<OsString> {
     }
     push(&mut args, &["--", "sleep", "infinity"]);
     args
+}
+
+/// The files and directories below the system's directories among `host` that not
+/// every user of this machine may read (mode without `o+r`), links not followed and
+/// what is below a hidden directory left out; `/usr` is not searched (it is large, and
+/// what it holds is public).
+pub fn private_paths(host: &[(String, HostEntry)]) -> Vec<(PathBuf, bool)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut found = Vec::new();
+    let mut pending: Vec<PathBuf> = host
+        .iter()
+        .filter(|(name, entry)| *entry == HostEntry::Directory && name != "usr")
+        .map(|(name, _)| Path::new("/").join(name))
+        .collect();
+    while let Some(dir) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Ok(meta) = entry.path().symlink_metadata() else {
+                continue;
+            };
+            if meta.file_type().is_symlink() {
+                continue;
+            }
+            let readable = meta.permissions().mode() & 0o004 != 0;
+            match (meta.is_dir(), readable) {
+                (true, true) => pending.push(entry.path()),
+                (is_dir, false) => found.push((entry.path(), is_dir)),
+                (false, true) => {}
+            }
+        }
+    }
+    found.sort();
+    found
 }
 
 /// What this machine's root has at each of [`SYSTEM_NAMES`].
@@ -198,6 +249,10 @@ mod tests {
                 ("usr".into(), HostEntry::Directory),
                 ("bin".into(), HostEntry::Link("usr/bin".into())),
             ],
+            private: vec![
+                ("/etc/ssh/ssh_host_rsa_key".into(), false),
+                ("/etc/ssl/private".into(), true),
+            ],
             program: Some(Path::new("/opt/fleet-updater")),
             packages_writable,
             own_network: true,
@@ -213,6 +268,7 @@ mod tests {
             "--unshare-pid --unshare-uts --unshare-ipc --unshare-cgroup-try --unshare-net --hostname a1b2",
             "--ro-bind /usr /usr --symlink usr/bin /bin",
             "--bind /s/systems/vm-1/etc/passwd /etc/passwd",
+            "--ro-bind /dev/null /etc/ssh/ssh_host_rsa_key --tmpfs /etc/ssl/private --remount-ro /etc/ssl/private",
             "--bind /s/vms/vm-1 /var/vcap --ro-bind /s/vms/vm-1/jobs /var/vcap/jobs --ro-bind /s/vms/vm-1/packages /var/vcap/packages",
             "--tmpfs /var/vcap/.records --remount-ro /var/vcap/.records",
             "--ro-bind /s/systems/vm-1/inbox /var/vcap/bosh/inbox --ro-bind /opt/fleet-updater /var/vcap/bosh/bin/fleet-updater",
@@ -223,6 +279,20 @@ mod tests {
         }
         let compiling = text(&arguments(&layout(true)));
         assert!(!compiling.contains("/var/vcap/packages"), "{compiling}");
+    }
+
+    #[test]
+    fn what_only_this_machines_users_may_read_is_found_to_be_hidden() {
+        let found = private_paths(&host_entries());
+        // On any machine: the shadow file is its owner's.
+        if Path::new("/etc/shadow").exists() {
+            assert!(
+                found.contains(&(PathBuf::from("/etc/shadow"), false)),
+                "{found:?}"
+            );
+        }
+        assert!(!found.iter().any(|(p, _)| p.starts_with("/usr")));
+        assert!(!found.contains(&(PathBuf::from("/etc/passwd"), false)));
     }
 
     #[test]

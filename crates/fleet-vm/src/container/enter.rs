@@ -84,7 +84,7 @@ impl Enter {
                 "--mount", "--uts", "--ipc", "--net", "--pid", "--root", "--wd",
             ])
             .args(["--", "setpriv", BOUNDING_SET, "--inh-caps=-all", "--"])
-            .args(["/bin/sh", "-c", "cd \"$0\" && exec \"$@\""])
+            .args(["/bin/sh", "-c", "umask 022; cd \"$0\" && exec \"$@\""])
             .arg(&cwd)
             .arg(self.inside(program))
             .args(args.iter().map(|a| {
@@ -205,7 +205,7 @@ mod tests {
                 "--",
                 "/bin/sh",
                 "-c",
-                "cd \"$0\" && exec \"$@\"",
+                "umask 022; cd \"$0\" && exec \"$@\"",
                 "/var/vcap",
                 "/var/vcap/jobs/kv/bin/drain",
                 "job_changed",

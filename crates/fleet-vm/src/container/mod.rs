@@ -20,6 +20,7 @@ pub mod cgroup;
 pub mod enter;
 pub mod etc_files;
 pub mod network;
+pub mod ssh;
 pub mod vitals;
 
 use std::io::Read;
@@ -189,13 +190,25 @@ impl Containers {
         let addresses: Vec<_> = nics.iter().map(|n| n.address).collect();
         let host =
             |name: &str| std::fs::read_to_string(Path::new("/etc").join(name)).unwrap_or_default();
+        // Made once: a container started again (after a machine restart) keeps the users
+        // its jobs added, as a VM's disk does.
         for (name, text) in etc_files::files(spec.hostname, &addresses, &host) {
             let path = system.join("etc").join(name);
-            std::fs::write(&path, text).map_err(io(path.display().to_string()))?;
+            if !path.exists() {
+                std::fs::write(&path, text).map_err(io(path.display().to_string()))?;
+            }
         }
         for dir in ["jobs", "packages", "bosh/bin", crate::iaas::RECORDS] {
             std::fs::create_dir_all(spec.vm_dir.join(dir))
                 .map_err(io(format!("VM {}", spec.cid)))?;
+        }
+        // Inside, `/var/vcap` is open to the VM's users (session users sign in through
+        // it, `vcap` runs jobs); on this machine, the directories above it keep it to
+        // its owner.
+        std::fs::set_permissions(spec.vm_dir, std::fs::Permissions::from_mode(0o755))
+            .map_err(io(format!("VM {}", spec.cid)))?;
+        for parent in [self.root.join("vms"), self.root.join("systems")] {
+            let _ = std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o700));
         }
         let groups = cgroup::Groups::make(&format!("fleet-{}", spec.cid), &spec.limits)?;
         let started = self.spawn(spec, &system, &groups, !nics.is_empty());
@@ -251,11 +264,16 @@ impl Containers {
     ) -> Result<(u32, u64, std::io::PipeWriter), ContainerError> {
         let (mut info_read, info_write) = std::io::pipe().map_err(ContainerError::Spawn)?;
         let (block_read, block_write) = std::io::pipe().map_err(ContainerError::Spawn)?;
+        let host = bwrap::host_entries();
+        // Read once: what the machine hides from its users changes with its packages.
+        static PRIVATE: std::sync::OnceLock<Vec<(PathBuf, bool)>> = std::sync::OnceLock::new();
+        let private = PRIVATE.get_or_init(|| bwrap::private_paths(&host)).clone();
         let layout = bwrap::Layout {
             hostname: spec.hostname,
             vm_dir: spec.vm_dir,
             system_dir: system,
-            host: bwrap::host_entries(),
+            host,
+            private,
             program: self.program.as_deref(),
             packages_writable: spec.compilation,
             own_network,

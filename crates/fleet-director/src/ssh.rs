@@ -1,0 +1,108 @@
+//! `bosh ssh` and `bosh scp`, as BOSH's director serves them: the instances a target
+//! names (an instance group, indexes or ids; none for all) that have a VM are each asked
+//! to set up (or clean up) the session's user, and the task's result is one JSON line:
+//! per instance, what its agent answered with the instance's `id`, `index` and `job`.
+
+use serde_json::{Value, json};
+
+use super::agent::SshRequest;
+use super::error::StepError;
+use super::model::InstanceRecord;
+use super::ports::Ports;
+use super::task::{JobError, TaskLog};
+
+/// Which instances a session is for, as the CLI sends it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SshTarget {
+    pub group: Option<String>,
+    /// Each an index or an instance id; none for every instance (of the group).
+    pub ids: Vec<String>,
+}
+
+impl SshTarget {
+    /// `group/id` as BOSH's director writes a filter in its messages.
+    fn describe(&self) -> String {
+        format!(
+            "{}/{}",
+            self.group.as_deref().unwrap_or("*"),
+            if self.ids.is_empty() {
+                "*".to_string()
+            } else {
+                self.ids.join(",")
+            }
+        )
+    }
+}
+
+/// The instances of `instances` that `target` chooses and that have a VM, in group and
+/// index order: an id of digits is an index, any other an instance id.
+pub fn choose<'a>(instances: &'a [InstanceRecord], target: &SshTarget) -> Vec<&'a InstanceRecord> {
+    let mut chosen: Vec<&InstanceRecord> = instances
+        .iter()
+        .filter(|i| i.agent_id.is_some())
+        .filter(|i| {
+            target
+                .group
+                .as_ref()
+                .is_none_or(|g| g.is_empty() || *g == i.group)
+        })
+        .filter(|i| {
+            target.ids.is_empty()
+                || target.ids.iter().any(|id| match id.parse::<u32>() {
+                    Ok(index) => index == i.index,
+                    Err(_) => *id == i.id,
+                })
+        })
+        .collect();
+    chosen.sort_by(|a, b| (&a.group, a.index).cmp(&(&b.group, b.index)));
+    chosen
+}
+
+/// The task's work: every chosen instance's agent asked, in order; one agent's failure
+/// fails the task, as on BOSH's director.
+pub async fn run(
+    ports: &Ports,
+    log: &TaskLog,
+    deployment: &str,
+    target: SshTarget,
+    request: SshRequest,
+) -> Result<String, JobError> {
+    let instances = ports.records.instances(deployment).await?;
+    let chosen = choose(&instances, &target);
+    if chosen.is_empty() {
+        return Err(StepError::Failed(format!(
+            "No instance with a VM in deployment '{deployment}' matched filter {}",
+            target.describe()
+        ))
+        .into());
+    }
+    let command = match &request {
+        SshRequest::Setup { .. } => "setup",
+        SshRequest::Cleanup { .. } => "cleanup",
+    };
+    let mut answers = Vec::new();
+    for instance in chosen {
+        log.check()?;
+        let Some(agent) = instance.agent_id.clone() else {
+            continue;
+        };
+        let session = ports
+            .agents
+            .call(&agent, "ssh", ports.agents.agent.ssh(&agent, &request))
+            .await
+            .map_err(|e| StepError::Failed(format!("ssh on {}: {e}", instance.name())))?;
+        let mut answer = json!({
+            "command": command,
+            "status": "success",
+            "id": instance.id,
+            "index": instance.index,
+            "job": instance.group,
+        });
+        if let SshRequest::Setup { .. } = request {
+            answer["ip"] = session.ip.map_or(Value::Null, Value::String);
+            answer["host_public_key"] = session.host_public_key.map_or(Value::Null, Value::String);
+        }
+        answers.push(answer);
+    }
+    Ok(Value::Array(answers).to_string())
+}
