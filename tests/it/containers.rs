@@ -112,7 +112,8 @@ grep -c '^vcap:' /etc/shadow > /var/vcap/sys/run/probe/shadow
     )
 }
 
-/// A job whose one process takes 256 MB and keeps it.
+/// A job whose one process takes 256 MB at once (`dd`'s buffer, filled) and goes on
+/// reading into it.
 fn hog() -> ReleaseBuilder {
     ReleaseBuilder::new("hog", "1").job(
         "hog",
@@ -124,7 +125,7 @@ fn hog() -> ReleaseBuilder {
             ),
             file(
                 "templates/bpm.yml.erb",
-                "processes:\n- name: hog\n  executable: /bin/bash\n  args: [-c, 'x=$(head -c 268435456 /dev/zero | tr \"\\\\0\" a); sleep 1000']\n",
+                "processes:\n- name: hog\n  executable: /bin/dd\n  args: [if=/dev/zero, of=/dev/null, bs=256M, count=1000000]\n",
             ),
         ],
     )
