@@ -144,6 +144,7 @@ pub fn render(config: &Config) -> String {
                 ("upload_timeout", plain(format(serve.limits.upload_timeout))),
             ]),
         ),
+        ("releases_on_host", plain(serve.releases_on_host)),
     ]);
     let root = Item::Map(vec![
         ("service_broker", broker),

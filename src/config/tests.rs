@@ -340,10 +340,15 @@ fn director_credentials_must_be_complete_and_of_one_kind() {
 #[test]
 fn the_serve_block_names_each_bad_value() {
     let config = parse(
-        "serve:\n  director: 0.0.0.0:25555\n  broker: 127.0.0.1:8443\n  users: [{name: ops, password: pw}]\n  limits: {max_body_bytes: 65536, request_timeout: 5s, max_connections: 8, max_connections_per_client: 4, max_upload_bytes: 1048576, upload_timeout: 10m}\n",
+        "serve:\n  director: 0.0.0.0:25555\n  broker: 127.0.0.1:8443\n  releases_on_host: true\n  users: [{name: ops, password: pw}]\n  limits: {max_body_bytes: 65536, request_timeout: 5s, max_connections: 8, max_connections_per_client: 4, max_upload_bytes: 1048576, upload_timeout: 10m}\n",
     )
     .unwrap();
     assert_eq!(config.serve.limits.max_upload_bytes, 1 << 20);
+    assert!(config.serve.releases_on_host);
+    assert!(
+        !parse("serve: {}\n").unwrap().serve.releases_on_host,
+        "refused by default"
+    );
     assert_eq!(config.serve.limits.upload_timeout, Duration::from_secs(600));
     assert_eq!(config.serve.director_listen.port(), 25555);
     assert_eq!(config.serve.broker_listen.port(), 8443);
@@ -352,7 +357,7 @@ fn the_serve_block_names_each_bad_value() {
     assert_eq!(config.serve.limits.max_connections_per_client, 4);
     assert_eq!(config.serve.limits.request_timeout, Duration::from_secs(5));
     let bad = problems(
-        "serve:\n  director: localhost\n  tls: {certificate: cert.pem}\n  users: [{name: a}, {name: b, password: x}, {name: b, password: y}]\n  limits: {max_connections: 0}\n",
+        "serve:\n  director: localhost\n  releases_on_host: sometimes\n  tls: {certificate: cert.pem}\n  users: [{name: a}, {name: b, password: x}, {name: b, password: y}]\n  limits: {max_connections: 0}\n",
     );
     let all = bad.join("\n");
     assert!(
@@ -360,6 +365,7 @@ fn the_serve_block_names_each_bad_value() {
         "{all}"
     );
     assert!(all.contains("serve.tls: give both"), "{all}");
+    assert!(all.contains("serve.releases_on_host"), "{all}");
     assert!(
         all.contains("serve.users[0]: a user needs a `password`"),
         "{all}"

@@ -166,6 +166,7 @@ fn containers(s: &Served) -> Vec<ContainerRecord> {
     for entry in std::fs::read_dir(iaas(s).join("containers"))
         .unwrap()
         .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
     {
         let bytes = std::fs::read(entry.path()).unwrap();
         found.push(serde_json::from_slice(&bytes).unwrap());
@@ -491,6 +492,7 @@ fn the_demo_runs_each_kv_instance_in_a_container_at_its_own_address() {
     let records: Vec<ContainerRecord> = std::fs::read_dir(w.path("state/iaas/containers"))
         .unwrap()
         .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
         .map(|e| serde_json::from_slice(&std::fs::read(e.path()).unwrap()).unwrap())
         .collect();
     assert_eq!(records.len(), 6);
@@ -710,4 +712,75 @@ instance_groups:
             .contains("`command` is missing")
     );
     delete(&s, "reached").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_vm_on_a_dynamic_network_gets_an_address_the_iaas_hands_out() {
+    if !containers_here() {
+        return;
+    }
+    let mut definition = fleet(15);
+    definition.cloud_config = Some(
+        "azs: [{name: z1}]
+vm_types: [{name: small}]
+networks:
+- {name: default, type: manual, subnets: [{range: 10.247.15.0/24, gateway: 10.247.15.1, azs: [z1]}]}
+- {name: pool, type: dynamic, subnets: [{azs: [z1]}]}
+compilation: {workers: 1, network: default, vm_type: small, az: z1}
+"
+        .into(),
+    );
+    let s = Served::start_fleet(
+        tempfile::tempdir().unwrap(),
+        &definition,
+        ServeLimits::default(),
+    )
+    .await;
+    let _stop = Stop(iaas(&s));
+    let task = deploy(
+        &s,
+        "name: pooled
+releases: [{name: kv, version: '1'}]
+stemcells: [{alias: default, os: local, version: '1'}]
+update: {canaries: 1, max_in_flight: 2, canary_watch_time: 500-30000, update_watch_time: 500-30000}
+instance_groups:
+- name: kv
+  instances: 2
+  azs: [z1]
+  jobs: [{name: kv, release: kv}]
+  vm_type: small
+  stemcell: default
+  persistent_disk: 16
+  networks: [{name: pool}]
+",
+    )
+    .await;
+    assert_eq!(task["state"], "done", "{task}");
+    let vms = s.vm_infos("pooled", "vms").await;
+    let records = containers(&s);
+    let mut seen = std::collections::BTreeSet::new();
+    for vm in &vms {
+        let ip = vm.ips.first().cloned().unwrap_or_default();
+        assert!(
+            ip.starts_with("10.254."),
+            "the director knows the address: {ip:?}"
+        );
+        // The VM has it...
+        let record = records
+            .iter()
+            .find(|r| r.cid == vm.vm_id)
+            .expect("a container");
+        let configured = inside(record.pid, "ip -4 -o addr show eth0");
+        assert!(configured.contains(&format!("{ip}/24")), "{configured}");
+        // ...and this machine reaches it: nothing listens there, and the VM says so.
+        let refused = tokio::net::TcpStream::connect(format!("{ip}:9")).await;
+        assert_eq!(
+            refused.map(|_| ()).unwrap_err().kind(),
+            std::io::ErrorKind::ConnectionRefused
+        );
+        seen.insert(ip);
+    }
+    assert_eq!(seen.len(), 2, "an address each");
+    delete(&s, "pooled").await;
+    nothing_left(&records);
 }

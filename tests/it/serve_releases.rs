@@ -202,3 +202,47 @@ async fn a_bad_tarball_is_refused_naming_the_file_and_field_and_nothing_is_kept(
     assert!(Served::description(too_large).await.contains("65536 bytes"));
     assert!(versions(&s).await.is_empty());
 }
+
+/// A fleet whose VMs are plain processes of this machine, nothing provisioned.
+fn plain_fleet() -> fleet_updater::fleet::Definition {
+    fleet_updater::fleet::Definition::parse(
+        "iaas: processes
+vms: processes
+stemcells: [{name: bosh-local, os: local, version: '1'}]
+plans: []
+",
+    )
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_release_uploaded_to_plain_process_vms_is_refused_unless_the_configuration_allows_it() {
+    let s = Served::start_fleet(
+        tempfile::tempdir().unwrap(),
+        &plain_fleet(),
+        ServeLimits::default(),
+    )
+    .await;
+    assert_eq!(s.info().await["cpi"], "processes");
+    let refused = upload(&s, echo("1", "echo one").build(), "").await;
+    assert_eq!(refused.status(), 403);
+    let why = Served::description(refused).await;
+    assert!(
+        why.contains("plain processes of this machine") && why.contains("serve.releases_on_host"),
+        "{why}"
+    );
+    assert!(versions(&s).await.is_empty(), "nothing was kept");
+
+    let allowed = fleet_updater::config::ServeConfig {
+        releases_on_host: true,
+        ..fleet_updater::config::ServeConfig::default()
+    };
+    let s = Served::start_configured(tempfile::tempdir().unwrap(), &plain_fleet(), &allowed).await;
+    let response = upload(&s, echo("1", "echo one").build(), "").await;
+    let task = s.wait_task(Served::task_of(&response)).await;
+    assert_eq!(task["state"], "done", "{task}");
+    assert_eq!(versions(&s).await, ["1"]);
+    // The simulation runs no release: uploads are taken there.
+    let simulated = Served::start(ServeLimits::default()).await;
+    assert_eq!(simulated.info().await["cpi"], "simulated");
+}

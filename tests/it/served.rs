@@ -69,6 +69,20 @@ impl Served {
         definition: &Definition,
         limits: ServeLimits,
     ) -> Served {
+        let config = ServeConfig {
+            limits,
+            ..ServeConfig::default()
+        };
+        Served::start_configured(state, definition, &config).await
+    }
+
+    /// `serve` of the fleet `definition` in `state`, configured as `config` says (its
+    /// listen addresses aside).
+    pub async fn start_configured(
+        state: tempfile::TempDir,
+        definition: &Definition,
+        config: &ServeConfig,
+    ) -> Served {
         let fleet = fleet::open(
             state.path(),
             definition,
@@ -78,14 +92,10 @@ impl Served {
         )
         .await
         .unwrap();
-        let config = ServeConfig {
-            limits,
-            ..ServeConfig::default()
-        };
         let any = "127.0.0.1:0".parse().unwrap();
         let serving = serve::start(
             fleet,
-            &config,
+            config,
             state.path(),
             Addresses {
                 director: any,

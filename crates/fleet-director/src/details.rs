@@ -96,11 +96,25 @@ fn line(
     uploaded: &[Stemcell],
 ) -> Value {
     let (process_state, state) = (&observed.0, observed.1.as_ref());
-    let ips: Vec<&str> = instance
+    let mut ips: Vec<String> = instance
         .vm_networks
         .iter()
-        .filter_map(|n| n.split_once('/').map(|(_, ip)| ip))
+        .filter_map(|n| n.split_once('/').map(|(_, ip)| ip.to_string()))
         .collect();
+    // A dynamic network's address is the one the agent reports, as BOSH's director
+    // lists them.
+    let recorded: Vec<&str> = instance
+        .vm_networks
+        .iter()
+        .filter_map(|n| n.split_once('/').map(|(name, _)| name))
+        .collect();
+    if let Some(state) = state {
+        for (name, ip) in &state.networks {
+            if !recorded.contains(&name.as_str()) {
+                ips.push(ip.to_string());
+            }
+        }
+    }
     let desired = match instance.state {
         DesiredState::Started => "started",
         DesiredState::Stopped => "stopped",

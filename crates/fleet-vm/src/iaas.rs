@@ -237,7 +237,8 @@ impl ProcessIaas {
         };
         let limits = super::container::limits(&vm.cloud_properties).map_err(container)?;
         let dir = self.vm_dir(cid);
-        self.containers()
+        let record = self
+            .containers()
             .start(&ContainerSpec {
                 cid,
                 hostname: &settings.hostname,
@@ -246,7 +247,24 @@ impl ProcessIaas {
                 limits,
                 compilation: settings.compilation,
             })
-            .map_err(container)
+            .map_err(container)?;
+        // A dynamic network's address is the one handed out, from now on: the agent
+        // reports it, and the VM keeps it when its container starts again.
+        self.change(cid, |vm| {
+            for nic in &record.nics {
+                if let Some(network) = vm.networks.get_mut(&nic.network)
+                    && let Some(settings) = network.as_object_mut()
+                    && !settings.contains_key("ip")
+                {
+                    settings.insert("ip".into(), nic.address.to_string().into());
+                    settings.insert("netmask".into(), "255.255.255.0".into());
+                    if let Some(gateway) = nic.gateway {
+                        settings.insert("gateway".into(), gateway.to_string().into());
+                    }
+                }
+            }
+        })?;
+        Ok(record)
     }
 
     /// Starts the container of every container VM whose container does not run (the

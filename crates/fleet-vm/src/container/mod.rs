@@ -156,6 +156,39 @@ impl Containers {
         self.system_dir(cid).join("inbox")
     }
 
+    /// Every container's record.
+    fn records(&self) -> Vec<ContainerRecord> {
+        let Ok(entries) = std::fs::read_dir(self.root.join("containers")) else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .filter_map(|e| std::fs::read(e.path()).ok())
+            .filter_map(|bytes| serde_json::from_slice(&bytes).ok())
+            .collect()
+    }
+
+    /// This IaaS's containers to itself until the guard goes (`flock`, so that another
+    /// process's CPI waits too).
+    fn lock(&self) -> Result<std::fs::File, ContainerError> {
+        let dir = self.root.join("containers");
+        std::fs::create_dir_all(&dir).map_err(io(dir.display().to_string()))?;
+        let path = dir.join(".lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(io(path.display().to_string()))?;
+        // SAFETY: flock on a descriptor this function owns; released when it is closed.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            return Err(io(path.display().to_string())(
+                std::io::Error::last_os_error(),
+            ));
+        }
+        Ok(file)
+    }
+
     /// The record of `cid`'s container, whether or not it still runs.
     pub fn record(&self, cid: &str) -> Option<ContainerRecord> {
         let bytes = std::fs::read(self.record_path(cid)).ok()?;
@@ -179,7 +212,15 @@ impl Containers {
     /// When bubblewrap cannot start it, or its groups or network cannot be made; what
     /// was made is removed then.
     pub fn start(&self, spec: &ContainerSpec<'_>) -> Result<ContainerRecord, ContainerError> {
-        let nics = network::plan(&self.root, spec.cid, spec.networks)?;
+        // One start at a time across processes: a dynamic address is handed out once.
+        let _lock = self.lock()?;
+        let taken: Vec<std::net::Ipv4Addr> = self
+            .records()
+            .iter()
+            .filter(|r| r.cid != spec.cid)
+            .flat_map(|r| r.nics.iter().map(|n| n.address))
+            .collect();
+        let nics = network::plan(&self.root, spec.cid, spec.networks, &taken)?;
         let system = self.system_dir(spec.cid);
         for dir in ["etc", "tmp", "home", "root", "home/vcap", "inbox"] {
             std::fs::create_dir_all(system.join(dir)).map_err(io(format!("VM {}", spec.cid)))?;
@@ -370,7 +411,7 @@ impl Containers {
         };
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
-            let Some(cid) = name.strip_suffix(".json") else {
+            let Some(cid) = name.strip_suffix(".json").filter(|c| !c.starts_with('.')) else {
                 continue;
             };
             if !vms.iter().any(|v| v == cid) || self.running(cid).is_none() {

@@ -36,7 +36,7 @@ pub enum NetworkError {
         value: String,
         what: &'static str,
     },
-    #[error("network `{network}` has a dynamic address; a container VM takes manual networks only")]
+    #[error("network `{network}` is dynamic and its subnet has no address left to hand out")]
     Dynamic { network: String },
     #[error("`ip {args}` failed: {message}")]
     Ip { args: String, message: String },
@@ -62,11 +62,28 @@ pub fn bridge_name(iaas_root: &Path, network: &str) -> String {
     )
 }
 
-/// The NICs of the VM `cid` from the networks `create_vm` was given.
+/// The subnet the IaaS hands a dynamic network's addresses out of, as Garden does for
+/// bosh-lite: `10.254.X.0/24`, `X` from the IaaS's root and the network's name (so that
+/// two fleets on one machine seldom meet), its gateway `.1`.
+pub fn dynamic_subnet(iaas_root: &Path, network: &str) -> Ipv4Addr {
+    let d = digest(&format!("dynamic\n{}\n{network}", iaas_root.display()));
+    let x = u8::from_str_radix(&d[..2], 16).unwrap_or(0);
+    Ipv4Addr::new(10, 254, x, 0)
+}
+
+/// The NICs of the VM `cid` from the networks `create_vm` was given; a dynamic
+/// network's address is the lowest of its subnet that no address of `taken` (those
+/// handed out already) is.
 ///
 /// # Errors
-/// An address, netmask or gateway that is not IPv4, or a network with no address.
-pub fn plan(iaas_root: &Path, cid: &str, networks: &Value) -> Result<Vec<Nic>, NetworkError> {
+/// An address, netmask or gateway that is not IPv4, or a dynamic subnet with no address
+/// left.
+pub fn plan(
+    iaas_root: &Path,
+    cid: &str,
+    networks: &Value,
+    taken: &[Ipv4Addr],
+) -> Result<Vec<Nic>, NetworkError> {
     let Some(networks) = networks.as_object() else {
         return Ok(Vec::new());
     };
@@ -85,9 +102,27 @@ pub fn plan(iaas_root: &Path, cid: &str, networks: &Value) -> Result<Vec<Nic>, N
     let mut nics = Vec::new();
     for (index, (name, settings)) in networks.iter().enumerate() {
         let Some(ip) = settings.get("ip") else {
-            return Err(NetworkError::Dynamic {
+            let base = u32::from(dynamic_subnet(iaas_root, name));
+            let free = (2..255)
+                .map(|host| Ipv4Addr::from(base + host))
+                .find(|a| !taken.contains(a) && !nics.iter().any(|n: &Nic| n.address == *a))
+                .ok_or_else(|| NetworkError::Dynamic {
+                    network: name.clone(),
+                })?;
+            nics.push(Nic {
                 network: name.clone(),
+                address: free,
+                prefix: 24,
+                gateway: Some(Ipv4Addr::from(base + 1)),
+                default_route: settings
+                    .get("default")
+                    .and_then(Value::as_array)
+                    .is_some_and(|d| d.iter().any(|v| v == "gateway")),
+                bridge: bridge_name(iaas_root, name),
+                host_end: format!("fv{}{index:x}", &cid_digest[..11]),
+                vm_end: format!("eth{index}"),
             });
+            continue;
         };
         let address = parse(name, "ip", ip, "address")?;
         let prefix = match settings.get("netmask") {
@@ -266,6 +301,7 @@ mod tests {
                 "a": {"type": "manual", "ip": "10.1.0.5", "netmask": "255.255.255.0", "gateway": "10.1.0.1"},
                 "b": {"type": "manual", "ip": "10.2.0.5", "netmask": "255.255.0.0", "gateway": "10.2.0.1", "default": ["dns", "gateway"]},
             }),
+            &[],
         )
         .unwrap();
         assert_eq!(nics.len(), 2);
@@ -288,16 +324,29 @@ mod tests {
             root,
             "vm-1",
             &json!({"a": {"ip": "10.1.0.5", "netmask": "255.255.255.0", "gateway": "10.1.0.1"}}),
+            &[],
         )
         .unwrap();
         assert!(nics[0].default_route);
-        let bad = plan(root, "vm-1", &json!({"a": {"ip": "10.1.0.500"}})).unwrap_err();
+        let bad = plan(root, "vm-1", &json!({"a": {"ip": "10.1.0.500"}}), &[]).unwrap_err();
         assert_eq!(
             bad.to_string(),
             "network `a`: `ip` is `\"10.1.0.500\"`, not an IPv4 address"
         );
+        // A dynamic network's address is handed out of the IaaS's own subnet.
+        let subnet = dynamic_subnet(root, "d");
+        let base = u32::from(subnet);
+        let first = plan(root, "vm-1", &json!({"d": {"type": "dynamic"}}), &[]).unwrap();
+        assert_eq!(first[0].address, std::net::Ipv4Addr::from(base + 2));
+        assert_eq!(first[0].gateway, Some(std::net::Ipv4Addr::from(base + 1)));
+        assert!(first[0].default_route, "its gateway is the default");
+        let next = plan(root, "vm-2", &json!({"d": {}}), &[first[0].address]).unwrap();
+        assert_eq!(next[0].address, std::net::Ipv4Addr::from(base + 3));
+        let full: Vec<_> = (2..255)
+            .map(|h| std::net::Ipv4Addr::from(base + h))
+            .collect();
         assert!(matches!(
-            plan(root, "vm-1", &json!({"d": {"type": "dynamic"}})),
+            plan(root, "vm-3", &json!({"d": {}}), &full),
             Err(NetworkError::Dynamic { .. })
         ));
     }
