@@ -21,7 +21,6 @@ use super::instance_spec;
 use super::stored;
 use crate::blocking::on_iaas;
 use fleet_vm::compile::{self, CompileRequest};
-use fleet_vm::iaas::copy_tree;
 use fleet_vm::jobs;
 use fleet_vm::lifecycle::Lifecycle;
 use fleet_vm::logs;
@@ -357,11 +356,13 @@ impl Agent for ProcessCloud {
     async fn migrate_disk(&self, agent_id: &str, from: &str, to: &str) -> Result<(), AgentError> {
         let vm = self.agent(agent_id, "migrate_disk").await?;
         let failed = |e: std::io::Error| Self::failed(agent_id, "migrate_disk", e);
-        let (source, target) = (self.disk_dir(from), self.disk_dir(to));
-        tokio::task::spawn_blocking(move || copy_tree(&source, &target))
-            .await
-            .map_err(|e| failed(std::io::Error::other(e)))?
-            .map_err(failed)?;
+        let (iaas, from_cid, to_cid) = (self.iaas.clone(), from.to_string(), to.to_string());
+        tokio::task::spawn_blocking(move || {
+            fleet_vm::beneath::copy_between(&iaas.disk_root(&from_cid)?, &iaas.disk_root(&to_cid)?)
+        })
+        .await
+        .map_err(|e| failed(std::io::Error::other(e)))?
+        .map_err(failed)?;
         if std::fs::read_link(vm.sandbox.migration_target()).is_ok() {
             vm.sandbox.finish_migration().map_err(failed)?;
         }
@@ -468,7 +469,7 @@ impl Agent for ProcessCloud {
         request: &LogRequest,
     ) -> Result<Vec<u8>, AgentError> {
         let vm = self.agent(agent_id, "fetch_logs").await?;
-        let root = vm.sandbox.log_root();
+        let root = vm.sandbox.root().to_path_buf();
         let wanted = job_logs(request).map_err(|e| Self::failed(agent_id, "fetch_logs", e))?;
         tokio::task::spawn_blocking(move || logs::pack(&root, &wanted))
             .await

@@ -24,15 +24,17 @@ fn c_path(path: &Path) -> std::io::Result<CString> {
 }
 
 impl Root {
+    /// The directory `path` itself, never what a link there points to.
+    ///
     /// # Errors
-    /// When `path` is not a directory that can be opened.
+    /// When `path` is not a directory that can be opened (a link is not one).
     pub fn open(path: &Path) -> std::io::Result<Root> {
         let c = c_path(path)?;
         // SAFETY: a valid C string; the descriptor is owned from here on.
         let fd = unsafe {
             libc::open(
                 c.as_ptr(),
-                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+                libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
             )
         };
         if fd < 0 {
@@ -47,6 +49,18 @@ impl Root {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The directory `relative` below this one, resolved within it, as a root of its own.
+    ///
+    /// # Errors
+    /// When it is not a directory there.
+    pub fn below(&self, relative: &Path) -> std::io::Result<Root> {
+        let dir = self.open_at(relative, libc::O_PATH | libc::O_DIRECTORY, 0)?;
+        Ok(Root {
+            fd: dir.into(),
+            path: self.path.join(relative),
+        })
     }
 
     /// Opens `relative` with `flags` (and `mode` when it creates), resolved inside.
@@ -174,6 +188,33 @@ impl Root {
     }
 }
 
+/// Renames `from_name` in the directory `from` to `to_name` in the directory `to`
+/// (`renameat`): only the two names are looked up, each in its descriptor's directory.
+///
+/// # Errors
+/// The kernel's.
+pub fn rename_between(
+    from: &File,
+    from_name: &str,
+    to: &File,
+    to_name: &str,
+) -> std::io::Result<()> {
+    let (a, b) = (c_path(Path::new(from_name))?, c_path(Path::new(to_name))?);
+    if from_name.contains('/') || to_name.contains('/') {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "a name, not a path",
+        ));
+    }
+    // SAFETY: live directory descriptors and valid C strings.
+    let renamed =
+        unsafe { libc::renameat(from.as_raw_fd(), a.as_ptr(), to.as_raw_fd(), b.as_ptr()) };
+    if renamed != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Kind {
     Directory,
@@ -189,8 +230,15 @@ pub enum Kind {
 /// When a file cannot be read or written.
 pub fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(to)?;
-    let (source, target) = (Root::open(from)?, Root::open(to)?);
-    copy_below(&source, &target, Path::new(""))
+    copy_between(&Root::open(from)?, &Root::open(to)?)
+}
+
+/// Copies what is below `source` to below `target`, each resolved within itself.
+///
+/// # Errors
+/// When a file cannot be read or written.
+pub fn copy_between(source: &Root, target: &Root) -> std::io::Result<()> {
+    copy_below(source, target, Path::new(""))
 }
 
 fn copy_below(source: &Root, target: &Root, at: &Path) -> std::io::Result<()> {
@@ -269,6 +317,11 @@ mod tests {
             "the link led inside the VM's directory"
         );
         assert!(root.read(Path::new("sys/log/secret.log"), 100).is_err());
+        assert!(
+            Root::open(&vm.join("sys/log/kv")).is_err(),
+            "a link is not a root"
+        );
+        assert!(root.below(Path::new("sys/log")).is_ok());
         assert!(root.read(Path::new("../host/secret"), 100).is_err());
         let kinds = root.entries(Path::new("sys/log")).unwrap();
         assert_eq!(

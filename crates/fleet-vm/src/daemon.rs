@@ -234,9 +234,31 @@ impl Daemon {
         }
     }
 
+    /// A connection to the supervisor's socket. A container VM's is found within the VM's
+    /// directory (its jobs may have put a link where the socket was) and reached through
+    /// the descriptor that found it.
+    async fn connect(&self) -> std::io::Result<UnixStream> {
+        let socket = self.root.join(SOCKET);
+        if self.vm.as_ref().is_none_or(|vm| vm.inbox().is_none()) {
+            return UnixStream::connect(&socket).await;
+        }
+        let found = crate::beneath::Root::open(&self.root)?.open_at(
+            Path::new(SOCKET),
+            libc::O_PATH | libc::O_NOFOLLOW,
+            0,
+        )?;
+        let connected = UnixStream::connect(format!(
+            "/proc/self/fd/{}",
+            std::os::fd::AsRawFd::as_raw_fd(&found)
+        ))
+        .await;
+        drop(found);
+        connected
+    }
+
     /// Whether the supervisor process answers.
     pub async fn running(&self) -> bool {
-        UnixStream::connect(self.root.join(SOCKET)).await.is_ok()
+        self.connect().await.is_ok()
     }
 
     /// Starts the supervisor process, detached: it is not this process's child, and it
@@ -289,8 +311,7 @@ impl Daemon {
     }
 
     async fn request(&self, request: &Request, spawn: bool) -> Result<Answer, SupervisorError> {
-        let socket = self.root.join(SOCKET);
-        let mut stream = match UnixStream::connect(&socket).await {
+        let mut stream = match self.connect().await {
             Ok(stream) => stream,
             Err(_) if spawn => {
                 self.spawn().await?;
@@ -298,7 +319,7 @@ impl Daemon {
                 loop {
                     tokio::time::sleep(Duration::from_millis(20)).await;
                     waited += Duration::from_millis(20);
-                    match UnixStream::connect(&socket).await {
+                    match self.connect().await {
                         Ok(stream) => break stream,
                         Err(source) if waited >= Duration::from_secs(10) => {
                             return Err(SupervisorError::DidNotStart {

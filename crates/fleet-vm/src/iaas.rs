@@ -313,6 +313,21 @@ impl ProcessIaas {
         }
     }
 
+    /// The disk `cid`'s directory as a root its files are reached within; an attached
+    /// disk's found within its VM's directory, whose links a VM's jobs may have made.
+    ///
+    /// # Errors
+    /// When it is not a directory where the IaaS keeps it.
+    pub fn disk_root(&self, cid: &str) -> std::io::Result<crate::beneath::Root> {
+        if let Some(vm) = self.disk_vm(cid)
+            && self.attached_disk_dir(&vm, cid).is_dir()
+        {
+            return crate::beneath::Root::open(&self.vm_dir(&vm))?
+                .below(&Path::new(ATTACHED_DISKS).join(cid));
+        }
+        crate::beneath::Root::open(&self.detached_disk_dir(cid))
+    }
+
     fn detached_disk_dir(&self, cid: &str) -> PathBuf {
         self.root.join("disks").join(cid)
     }
@@ -351,17 +366,32 @@ impl ProcessIaas {
         if record.vm.as_deref() == to_vm {
             return Ok(());
         }
-        let from = self.disk_dir(cid);
-        let to = match to_vm {
-            Some(vm) => self.attached_disk_dir(vm, cid),
-            None => self.detached_disk_dir(cid),
+        // Each side's directory as a descriptor: a VM's `.disks/` is reached within the
+        // VM's directory, so a link its jobs put there leads nowhere else.
+        let side = |vm: Option<&str>| -> std::io::Result<std::fs::File> {
+            match vm {
+                Some(vm) => {
+                    let within = crate::beneath::Root::open(&self.vm_dir(vm))?;
+                    within.create_dir_all(Path::new(ATTACHED_DISKS))?;
+                    within.open_at(
+                        Path::new(ATTACHED_DISKS),
+                        libc::O_PATH | libc::O_DIRECTORY,
+                        0,
+                    )
+                }
+                None => std::fs::File::open(self.root.join("disks")),
+            }
         };
-        if let Some(parent) = to.parent() {
-            std::fs::create_dir_all(parent).map_err(io(format!("disk {cid}")))?;
-        }
-        if from != to {
-            std::fs::rename(&from, &to).map_err(io(format!("disk {cid}")))?;
-        }
+        let moved = (|| -> std::io::Result<()> {
+            let from = match record.vm.as_deref() {
+                // Where a move that did not finish left it.
+                Some(vm) if !self.attached_disk_dir(vm, cid).is_dir() => side(None)?,
+                other => side(other)?,
+            };
+            let to = side(to_vm)?;
+            crate::beneath::rename_between(&from, cid, &to, cid)
+        })();
+        moved.map_err(io(format!("disk {cid}")))?;
         record.vm = to_vm.map(str::to_string);
         self.save_disk(cid, &record)
     }
@@ -665,10 +695,14 @@ impl ProcessIaas {
             return Err(IaasError::DiskNotFound(disk_cid.to_string()));
         }
         let cid = new_id("snap");
-        copy_tree(
-            &self.disk_dir(disk_cid),
-            &self.root.join("snapshots").join(&cid),
-        )
+        let at = self.root.join("snapshots").join(&cid);
+        (|| {
+            std::fs::create_dir_all(&at)?;
+            crate::beneath::copy_between(
+                &self.disk_root(disk_cid)?,
+                &crate::beneath::Root::open(&at)?,
+            )
+        })()
         .map_err(io(format!("snapshot of disk {disk_cid}")))?;
         Ok(cid)
     }
@@ -726,6 +760,26 @@ pub fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_disk_attached_to_a_vm_whose_disks_directory_is_a_link_stays_inside() {
+        let dir = tempfile::tempdir().unwrap();
+        let iaas = ProcessIaas::open(&dir.path().join("iaas")).unwrap();
+        let vm = iaas
+            .create_vm("agent-1", "stemcell-1", &json!({}), &json!({}), &json!({}))
+            .unwrap();
+        let outside = dir.path().join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        // A job replaced the VM's `.disks` with a link to this machine's directory.
+        std::os::unix::fs::symlink(&outside, iaas.vm_dir(&vm.cid).join(".disks")).unwrap();
+        let disk = iaas.create_disk(16, &json!({})).unwrap();
+        let _ = iaas.attach_disk(&vm.cid, &disk);
+        assert!(
+            std::fs::read_dir(&outside).unwrap().next().is_none(),
+            "the disk was not moved outside the VM"
+        );
+        assert!(iaas.has_disk(&disk), "nor lost");
+    }
 
     #[test]
     fn a_vm_and_its_disks_are_records_any_process_reads() {

@@ -10,15 +10,17 @@ use std::path::Path;
 /// memory and store.
 pub const MAX_BUNDLE_BYTES: u64 = 256 * 1024 * 1024;
 
-/// The job log files below `log_root` (the VM's `sys/log`) whose path `wants`, as a
-/// gzipped tarball; symlinks are not followed, since a job could point one anywhere.
+/// The job log files below the VM's `sys/log` (the VM's directory is `vm_root`) whose
+/// path `wants`, as a gzipped tarball; links are not followed, since a job could point
+/// one anywhere.
 ///
 /// # Errors
 /// A file that cannot be read, or more than [`MAX_BUNDLE_BYTES`] of them.
-pub fn pack(log_root: &Path, wants: &dyn Fn(&str) -> bool) -> std::io::Result<Vec<u8>> {
+pub fn pack(vm_root: &Path, wants: &dyn Fn(&str) -> bool) -> std::io::Result<Vec<u8>> {
     let mut files = Vec::new();
-    if log_root.is_dir() {
-        let root = crate::beneath::Root::open(log_root)?;
+    // `sys/log` found within the VM's directory: a job may have linked it anywhere.
+    let vm = crate::beneath::Root::open(vm_root)?;
+    if let Ok(root) = vm.below(Path::new("sys/log")) {
         let mut total = 0u64;
         collect(&root, Path::new(""), wants, &mut files, &mut total)?;
     }
@@ -74,24 +76,40 @@ mod tests {
     }
 
     #[test]
+    fn a_vm_whose_sys_is_a_link_packs_nothing_of_where_it_points() {
+        let dir = tempfile::tempdir().unwrap();
+        let (vm, outside) = (dir.path().join("vm"), dir.path().join("outside"));
+        std::fs::create_dir_all(outside.join("log/kv")).unwrap();
+        std::fs::write(outside.join("log/kv/secret.log"), "this machine's").unwrap();
+        std::fs::create_dir_all(&vm).unwrap();
+        std::os::unix::fs::symlink(&outside, vm.join("sys")).unwrap();
+        let bundle = pack(&vm, &|_| true).unwrap();
+        assert!(paths(&bundle).is_empty(), "{:?}", paths(&bundle));
+    }
+
+    #[test]
     fn job_files_are_packed_by_path_and_filters_choose_among_them() {
         let root = tempfile::tempdir().unwrap();
-        let log = root.path();
+        let log = &root.path().join("sys/log");
+        std::fs::create_dir_all(log).unwrap();
         std::fs::create_dir_all(log.join("pg/sub")).unwrap();
         std::fs::write(log.join("pg/pg.stdout.log"), "up\n").unwrap();
         std::fs::write(log.join("pg/sub/audit.txt"), "a\n").unwrap();
         std::fs::create_dir_all(log.join("bpm")).unwrap();
         std::fs::write(log.join("bpm/bpm.log"), "b\n").unwrap();
         std::os::unix::fs::symlink("/etc/hostname", log.join("pg/host.log")).unwrap();
-        let everything = pack(log, &|_| true).unwrap();
+        let everything = pack(root.path(), &|_| true).unwrap();
         assert_eq!(
             paths(&everything),
             ["bpm/bpm.log", "pg/pg.stdout.log", "pg/sub/audit.txt"]
         );
         let files = fleet_release::tgz_files(&everything, 1 << 20).unwrap();
         assert_eq!(files[1].bytes, b"up\n");
-        let chosen = pack(log, &|p| p.starts_with("pg/") && p.ends_with(".log")).unwrap();
+        let chosen = pack(root.path(), &|p| {
+            p.starts_with("pg/") && p.ends_with(".log")
+        })
+        .unwrap();
         assert_eq!(paths(&chosen), ["pg/pg.stdout.log"]);
-        assert!(paths(&pack(log, &|_| false).unwrap()).is_empty());
+        assert!(paths(&pack(root.path(), &|_| false).unwrap()).is_empty());
     }
 }

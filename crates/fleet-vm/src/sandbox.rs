@@ -31,8 +31,11 @@ impl Sandbox {
     pub fn create(root: &Path) -> std::io::Result<Sandbox> {
         use std::os::unix::fs::PermissionsExt;
         let new = !root.exists();
+        std::fs::create_dir_all(root)?;
+        // Within the VM's directory, whose links a VM's jobs may have made.
+        let within = crate::beneath::Root::open(root)?;
         for dir in ["data", "jobs", "packages", "sys/run", "sys/log"] {
-            std::fs::create_dir_all(root.join(dir))?;
+            within.create_dir_all(Path::new(dir))?;
         }
         // Set when it is made: a container VM opens its own to its users.
         if new {
@@ -233,6 +236,21 @@ mod tests {
         assert_eq!(
             vm.rewrite("cd /var/vcap; ls /var/vcapx"),
             "cd /s/vm-1; ls /var/vcapx"
+        );
+    }
+
+    #[test]
+    fn a_vms_links_do_not_take_its_directories_outside() {
+        let dir = tempfile::tempdir().unwrap();
+        let (vm, outside) = (dir.path().join("vm"), dir.path().join("outside"));
+        std::fs::create_dir_all(&vm).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        // What a job could leave: its `sys` a link to this machine's directory.
+        std::os::unix::fs::symlink(&outside, vm.join("sys")).unwrap();
+        let made = Sandbox::create(&vm);
+        assert!(
+            std::fs::read_dir(&outside).unwrap().next().is_none(),
+            "nothing was made outside: {made:?}"
         );
     }
 
