@@ -156,6 +156,38 @@ async fn delete(s: &Served, deployment: &str) {
     assert_eq!(task["state"], "done", "{task}");
 }
 
+/// Two kv instances with a disk each on `network`, the kv job's `properties` as given.
+fn kv_manifest(name: &str, network: &str, properties: &str) -> String {
+    format!(
+        "name: {name}
+releases: [{{name: kv, version: '1'}}]
+stemcells: [{{alias: default, os: local, version: '1'}}]
+update: {{canaries: 1, max_in_flight: 2, canary_watch_time: 500-30000, update_watch_time: 500-30000}}
+instance_groups:
+- name: kv
+  instances: 2
+  azs: [z1]
+  jobs: [{{name: kv, release: kv, properties: {properties}}}]
+  vm_type: small
+  stemcell: default
+  persistent_disk: 16
+  networks: [{{name: {network}}}]
+"
+    )
+}
+
+/// `serve` of `definition`, and what ends its containers when the test ends.
+async fn serve(definition: &Definition) -> (Served, Stop) {
+    let s = Served::start_fleet(
+        tempfile::tempdir().unwrap(),
+        definition,
+        ServeLimits::default(),
+    )
+    .await;
+    let stop = Stop(iaas(&s));
+    (s, stop)
+}
+
 fn iaas(s: &Served) -> PathBuf {
     s.state.path().join("iaas")
 }
@@ -232,13 +264,7 @@ async fn a_container_vm_keeps_to_itself_at_its_own_address_with_its_users_and_na
     if !containers_here() {
         return;
     }
-    let s = Served::start_fleet(
-        tempfile::tempdir().unwrap(),
-        &fleet(11),
-        ServeLimits::default(),
-    )
-    .await;
-    let _stop = Stop(iaas(&s));
+    let (s, _stop) = serve(&fleet(11)).await;
     let escape = s.state.path().join("escaped");
     let marker = format!("fleet-escape-{}", std::process::id());
     upload(&s, probe(&escape, &marker)).await;
@@ -340,13 +366,7 @@ async fn a_vm_over_its_ram_is_killed_by_the_kernel_and_reported_failing() {
     if !containers_here() {
         return;
     }
-    let s = Served::start_fleet(
-        tempfile::tempdir().unwrap(),
-        &fleet(12),
-        ServeLimits::default(),
-    )
-    .await;
-    let _stop = Stop(iaas(&s));
+    let (s, _stop) = serve(&fleet(12)).await;
     upload(&s, hog()).await;
     let task = deploy(
         &s,
@@ -404,21 +424,7 @@ async fn containers_ended_while_serve_was_down_come_back_and_go_with_their_deplo
     let definition = fleet(13);
     let _stop = Stop(path.join("iaas"));
     let s = Served::start_fleet(state, &definition, ServeLimits::default()).await;
-    let manifest = "name: kept
-releases: [{name: kv, version: '1'}]
-stemcells: [{alias: default, os: local, version: '1'}]
-update: {canaries: 1, max_in_flight: 2, canary_watch_time: 500-30000, update_watch_time: 500-30000}
-instance_groups:
-- name: kv
-  instances: 2
-  azs: [z1]
-  jobs: [{name: kv, release: kv}]
-  vm_type: small
-  stemcell: default
-  persistent_disk: 16
-  networks: [{name: default}]
-";
-    let task = deploy(&s, manifest).await;
+    let task = deploy(&s, &kv_manifest("kept", "default", "{}")).await;
     assert_eq!(task["state"], "done", "{task}");
     let before = containers(&s);
     // `serve` ends; its VMs run on, as after kill -9.
@@ -532,31 +538,8 @@ async fn bosh_ssh_signs_in_to_a_container_vm_with_the_sessions_key_and_cleanup_e
         eprintln!("not run: no SSH server (Debian: openssh-server) to run in the VMs");
         return;
     }
-    let s = Served::start_fleet(
-        tempfile::tempdir().unwrap(),
-        &fleet(14),
-        ServeLimits::default(),
-    )
-    .await;
-    let _stop = Stop(iaas(&s));
-    let task = deploy(
-        &s,
-        "name: reached
-releases: [{name: kv, version: '1'}]
-stemcells: [{alias: default, os: local, version: '1'}]
-update: {canaries: 1, max_in_flight: 2, canary_watch_time: 500-30000, update_watch_time: 500-30000}
-instance_groups:
-- name: kv
-  instances: 2
-  azs: [z1]
-  jobs: [{name: kv, release: kv}]
-  vm_type: small
-  stemcell: default
-  persistent_disk: 16
-  networks: [{name: default}]
-",
-    )
-    .await;
+    let (s, _stop) = serve(&fleet(14)).await;
+    let task = deploy(&s, &kv_manifest("reached", "default", "{}")).await;
     assert_eq!(task["state"], "done", "{task}");
     // The CLI's session: a fresh key pair and a `bosh_` user.
     let dir = s.state.path().join("session");
@@ -730,31 +713,8 @@ compilation: {workers: 1, network: default, vm_type: small, az: z1}
 "
         .into(),
     );
-    let s = Served::start_fleet(
-        tempfile::tempdir().unwrap(),
-        &definition,
-        ServeLimits::default(),
-    )
-    .await;
-    let _stop = Stop(iaas(&s));
-    let task = deploy(
-        &s,
-        "name: pooled
-releases: [{name: kv, version: '1'}]
-stemcells: [{alias: default, os: local, version: '1'}]
-update: {canaries: 1, max_in_flight: 2, canary_watch_time: 500-30000, update_watch_time: 500-30000}
-instance_groups:
-- name: kv
-  instances: 2
-  azs: [z1]
-  jobs: [{name: kv, release: kv}]
-  vm_type: small
-  stemcell: default
-  persistent_disk: 16
-  networks: [{name: pool}]
-",
-    )
-    .await;
+    let (s, _stop) = serve(&definition).await;
+    let task = deploy(&s, &kv_manifest("pooled", "pool", "{}")).await;
     assert_eq!(task["state"], "done", "{task}");
     let vms = s.vm_infos("pooled", "vms").await;
     let records = containers(&s);

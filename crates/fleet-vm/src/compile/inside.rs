@@ -5,7 +5,6 @@
 //! could have replaced with a link.
 
 use std::path::Path;
-use std::process::Stdio;
 
 use super::{CompileError, CompileRequest, MAX_UNPACKED};
 use crate::container::{Enter, INBOX};
@@ -18,30 +17,18 @@ async fn sh(
     script: &str,
     args: &[&Path],
 ) -> Result<Vec<u8>, CompileError> {
-    let mut all: Vec<&Path> = vec![Path::new("-c"), Path::new(script), Path::new("sh")];
-    all.extend_from_slice(args);
-    let output = enter
-        .command(Path::new("/bin/sh"), &all, None, &[])
-        .stdin(Stdio::null())
-        .kill_on_drop(true)
-        .output()
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    enter
+        .sh(script, &args)
         .await
-        .map_err(|source| CompileError::Io {
+        .map_err(|message| CompileError::Io {
             package: package.to_string(),
-            source,
-        })?;
-    if output.status.success() {
-        Ok(output.stdout)
-    } else {
-        Err(CompileError::Io {
-            package: package.to_string(),
-            source: std::io::Error::other(format!(
-                "{what} in the VM failed ({}): {}",
-                output.status,
-                String::from_utf8_lossy(&output.stderr).trim()
-            )),
+            source: std::io::Error::other(format!("{what} in the VM failed ({message})")),
         })
-    }
 }
 
 /// Empties `dir` in the VM and unpacks the archive `archive` there.

@@ -118,6 +118,34 @@ impl Enter {
     }
 }
 
+impl Enter {
+    /// Runs `script` under `/bin/sh` in the VM, its arguments `args`, to its end; what it
+    /// printed, or how it ended and what it said on stderr.
+    ///
+    /// # Errors
+    /// When it cannot be started or does not exit 0.
+    pub async fn sh(&self, script: &str, args: &[&str]) -> Result<Vec<u8>, String> {
+        let mut all = vec!["-c", script, "sh"];
+        all.extend_from_slice(args);
+        let output = self
+            .command(Path::new("/bin/sh"), &all, None, &[])
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .output()
+            .await
+            .map_err(|e| e.to_string())?;
+        if output.status.success() {
+            Ok(output.stdout)
+        } else {
+            Err(format!(
+                "{}: {}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr).trim()
+            ))
+        }
+    }
+}
+
 /// Writes this process's id into each `cgroup.procs`: async-signal-safe, no allocation.
 fn join_groups(procs: &[CString]) {
     // SAFETY: getpid cannot fail.

@@ -7,7 +7,6 @@
 //! sees those very files); the rest happens inside the VM.
 
 use std::path::Path;
-use std::process::Stdio;
 
 use super::enter::Enter;
 
@@ -161,30 +160,11 @@ async fn inside(
     script: &str,
     args: &[&str],
 ) -> Result<String, SshError> {
-    let mut all = vec!["-c", script, "sh"];
-    all.extend_from_slice(args);
-    let output = enter
-        .command(Path::new("/bin/sh"), &all, None, &[])
-        .stdin(Stdio::null())
-        .kill_on_drop(true)
-        .output()
+    enter
+        .sh(script, args)
         .await
-        .map_err(|e| SshError::Inside {
-            what,
-            message: e.to_string(),
-        })?;
-    if output.status.success() {
-        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-    } else {
-        Err(SshError::Inside {
-            what,
-            message: format!(
-                "{}: {}",
-                output.status,
-                String::from_utf8_lossy(&output.stderr).trim()
-            ),
-        })
-    }
+        .map(|out| String::from_utf8_lossy(&out).into_owned())
+        .map_err(|message| SshError::Inside { what, message })
 }
 
 /// The session user's home with the client's key, owned by the user.
