@@ -589,27 +589,27 @@ async fn bosh_ssh_signs_in_to_a_container_vm_with_the_sessions_key_and_cleanup_e
         ));
     }
     std::fs::write(&known, lines).unwrap();
+    // The options the CLI gives `ssh` and `scp`: the session's key, its known hosts.
+    let (identity, known_hosts) = (
+        format!("IdentityFile={}", key.display()),
+        format!("UserKnownHostsFile={}", known.display()),
+    );
+    let options = [
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        "IdentitiesOnly=yes",
+        "-o",
+        &identity,
+        "-o",
+        &known_hosts,
+        "-o",
+        "StrictHostKeyChecking=yes",
+    ];
     let ssh = |ip: &str, command: &str| {
-        tool(
-            "ssh",
-            &[
-                "-o",
-                "BatchMode=yes",
-                "-o",
-                "IdentitiesOnly=yes",
-                "-o",
-                &format!("IdentityFile={}", key.display()),
-                "-o",
-                &format!("UserKnownHostsFile={}", known.display()),
-                "-o",
-                "StrictHostKeyChecking=yes",
-                "-l",
-                user,
-                "--",
-                ip,
-                command,
-            ],
-        )
+        let mut args = options.to_vec();
+        args.extend(["-l", user, "--", ip, command]);
+        tool("ssh", &args)
     };
     for session in &sessions {
         let ip = session["ip"].as_str().unwrap();
@@ -630,23 +630,9 @@ async fn bosh_ssh_signs_in_to_a_container_vm_with_the_sessions_key_and_cleanup_e
     let up = dir.join("up.txt");
     std::fs::write(&up, "from this machine\n").unwrap();
     let scp = |from: &str, to: &str| {
-        tool(
-            "scp",
-            &[
-                "-o",
-                "BatchMode=yes",
-                "-o",
-                "IdentitiesOnly=yes",
-                "-o",
-                &format!("IdentityFile={}", key.display()),
-                "-o",
-                &format!("UserKnownHostsFile={}", known.display()),
-                "-o",
-                "StrictHostKeyChecking=yes",
-                from,
-                to,
-            ],
-        )
+        let mut args = options.to_vec();
+        args.extend([from, to]);
+        tool("scp", &args)
     };
     let remote = format!("{user}@{ip}:/tmp/up.txt");
     assert!(scp(up.to_str().unwrap(), &remote).status.success());
