@@ -58,6 +58,7 @@ cloud_config: |
   vm_types:
   - {{name: small}}
   - {{name: tiny, cloud_properties: {{ram: 64}}}}
+  - {{name: boxed, cloud_properties: {{disk: 64}}}}
   networks:
   - name: default
     type: manual
@@ -729,4 +730,81 @@ compilation: {workers: 1, network: default, vm_type: small, az: z1}
     assert_eq!(seen.len(), 2, "an address each");
     delete(&s, "pooled").await;
     nothing_left(&records);
+}
+
+/// A job whose pre-start fills its VM's ephemeral disk as far as it goes, and records
+/// how far that was and how large the disk is.
+fn filler() -> ReleaseBuilder {
+    let pre_start = "#!/bin/bash
+mkdir -p /var/vcap/sys/run/filler
+dd if=/dev/zero of=/var/vcap/data/fill bs=1M count=100 2>/dev/null
+echo $? > /var/vcap/sys/run/filler/status
+df -m --output=size /var/vcap/data | tail -1 | tr -d ' ' > /var/vcap/sys/run/filler/size
+rm -f /var/vcap/data/fill
+";
+    ReleaseBuilder::new("filler", "1").job(
+        "filler",
+        vec![
+            file(
+                "job.MF",
+                "name: filler\ntemplates:\n  pre-start.erb: bin/pre-start\n",
+            ),
+            file("monit", ""),
+            file("templates/pre-start.erb", pre_start),
+        ],
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_vm_with_a_disk_of_its_own_writes_no_more_than_its_size_there() {
+    if !containers_here() {
+        return;
+    }
+    let (s, _stop) = serve(&fleet(16)).await;
+    upload(&s, filler()).await;
+    let task = deploy(
+        &s,
+        "name: bounded
+releases: [{name: filler, version: '1'}]
+stemcells: [{alias: default, os: local, version: '1'}]
+update: {canaries: 1, max_in_flight: 1, canary_watch_time: 500-30000, update_watch_time: 500-30000}
+instance_groups:
+- name: filler
+  instances: 1
+  azs: [z1]
+  jobs: [{name: filler, release: filler}]
+  vm_type: boxed
+  stemcell: default
+  networks: [{name: default}]
+",
+    )
+    .await;
+    assert_eq!(task["state"], "done", "{task}");
+    let vms = s.vm_infos("bounded", "vms").await;
+    let run = iaas(&s)
+        .join("vms")
+        .join(&vms[0].vm_id)
+        .join("sys/run/filler");
+    let read = |name: &str| {
+        std::fs::read_to_string(run.join(name))
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    assert_ne!(read("status"), "0", "100 MB did not fit on a disk of 64");
+    let size: u64 = read("size").parse().unwrap();
+    assert!((40..=64).contains(&size), "{size} MB");
+    assert!(vms[0].vitals.disk.contains_key("ephemeral"));
+    let mount = iaas(&s)
+        .join("systems")
+        .join(&vms[0].vm_id)
+        .join("ephemeral");
+    let records = containers(&s);
+    delete(&s, "bounded").await;
+    nothing_left(&records);
+    let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(
+        !table.contains(mount.to_str().unwrap()),
+        "the VM's disk is unmounted"
+    );
 }

@@ -46,9 +46,15 @@ impl ProcessCloud {
         let container = self.iaas.containers().running(&vm.cid)?;
         let usage = container.groups.usage();
         let store = vm.sandbox.mounted();
+        // Its own disk where it has one, else the file system its directory is on.
+        let ephemeral = self
+            .iaas
+            .containers()
+            .ephemeral(&vm.cid)
+            .unwrap_or_else(|| vm.sandbox.root().to_path_buf());
         let mut disks = vec![
             ("system", std::path::Path::new("/")),
-            ("ephemeral", vm.sandbox.root()),
+            ("ephemeral", ephemeral.as_path()),
         ];
         if let Some(store) = &store {
             disks.push(("persistent", store));

@@ -46,6 +46,9 @@ pub struct Layout<'a> {
     pub program: Option<&'a Path>,
     /// A compilation VM installs what it compiles into `packages/`.
     pub packages_writable: bool,
+    /// The VM's ephemeral disk, mounted on this machine, when it has one of its own:
+    /// its `/var/vcap/data`.
+    pub ephemeral: Option<&'a Path>,
     /// Whether the VM has a network namespace of its own (`false`: the host's).
     pub own_network: bool,
     /// Where bubblewrap writes the container's pid, and what it waits on before it runs
@@ -112,6 +115,9 @@ pub fn arguments(layout: &Layout<'_>) -> Vec<OsString> {
     // Made as a VM's are, whatever this process's umask: open to the VM's users.
     push(&mut args, &["--perms", "0755", "--dir", "/var"]);
     bind(&mut args, "--bind", layout.vm_dir, VCAP);
+    if let Some(disk) = layout.ephemeral {
+        bind(&mut args, "--bind", disk, &format!("{VCAP}/data"));
+    }
     bind(
         &mut args,
         "--ro-bind",
@@ -255,6 +261,7 @@ mod tests {
             ],
             program: Some(Path::new("/opt/fleet-updater")),
             packages_writable,
+            ephemeral: Some(Path::new("/s/systems/vm-1/ephemeral")),
             own_network: true,
             info_fd: 7,
             block_fd: 8,
@@ -269,7 +276,7 @@ mod tests {
             "--ro-bind /usr /usr --symlink usr/bin /bin",
             "--bind /s/systems/vm-1/etc/passwd /etc/passwd",
             "--ro-bind /dev/null /etc/ssh/ssh_host_rsa_key --tmpfs /etc/ssl/private --remount-ro /etc/ssl/private",
-            "--bind /s/vms/vm-1 /var/vcap --ro-bind /s/vms/vm-1/jobs /var/vcap/jobs --ro-bind /s/vms/vm-1/packages /var/vcap/packages",
+            "--bind /s/vms/vm-1 /var/vcap --bind /s/systems/vm-1/ephemeral /var/vcap/data --ro-bind /s/vms/vm-1/jobs /var/vcap/jobs --ro-bind /s/vms/vm-1/packages /var/vcap/packages",
             "--tmpfs /var/vcap/.records --remount-ro /var/vcap/.records",
             "--ro-bind /s/systems/vm-1/inbox /var/vcap/bosh/inbox --ro-bind /opt/fleet-updater /var/vcap/bosh/bin/fleet-updater",
             "--bind /s/systems/vm-1/tmp /tmp",

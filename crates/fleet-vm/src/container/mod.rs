@@ -18,6 +18,7 @@
 pub mod bwrap;
 pub mod cgroup;
 pub mod enter;
+pub mod ephemeral;
 pub mod etc_files;
 pub mod network;
 pub mod ssh;
@@ -150,6 +151,13 @@ impl Containers {
         self.root.join("systems").join(cid)
     }
 
+    /// Where the VM `cid`'s ephemeral disk is mounted on this machine, when it has one
+    /// of its own (a `disk` cloud property).
+    pub fn ephemeral(&self, cid: &str) -> Option<PathBuf> {
+        let at = ephemeral::mount_point(&self.system_dir(cid));
+        ephemeral::mounted(&at).then_some(at)
+    }
+
     /// Where this machine's side puts what it hands the VM `cid`, which sees it at
     /// [`INBOX`].
     pub fn inbox(&self, cid: &str) -> PathBuf {
@@ -252,11 +260,22 @@ impl Containers {
             let _ = std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o700));
         }
         let groups = cgroup::Groups::make(&format!("fleet-{}", spec.cid), &spec.limits)?;
-        let started = self.spawn(spec, &system, &groups, !nics.is_empty());
+        let disk = match spec.limits.disk_mb {
+            Some(mb) => match ephemeral::prepare(&system, mb) {
+                Ok(at) => Some(at),
+                Err(e) => {
+                    groups.remove();
+                    return Err(e);
+                }
+            },
+            None => None,
+        };
+        let started = self.spawn(spec, &system, disk.as_deref(), !nics.is_empty());
         let (pid, started, mut release) = match started {
             Ok(s) => s,
             Err(e) => {
                 groups.remove();
+                ephemeral::release(&system);
                 return Err(e);
             }
         };
@@ -300,7 +319,7 @@ impl Containers {
         &self,
         spec: &ContainerSpec<'_>,
         system: &Path,
-        _groups: &cgroup::Groups,
+        ephemeral: Option<&Path>,
         own_network: bool,
     ) -> Result<(u32, u64, std::io::PipeWriter), ContainerError> {
         let (mut info_read, info_write) = std::io::pipe().map_err(ContainerError::Spawn)?;
@@ -317,6 +336,7 @@ impl Containers {
             private,
             program: self.program.as_deref(),
             packages_writable: spec.compilation,
+            ephemeral,
             own_network,
             info_fd: info_write.as_raw_fd(),
             block_fd: block_read.as_raw_fd(),
@@ -382,6 +402,7 @@ impl Containers {
     /// directory and record. A container already gone is no error.
     pub fn stop(&self, cid: &str) {
         let Some(record) = self.record(cid) else {
+            ephemeral::release(&self.system_dir(cid));
             let _ = std::fs::remove_dir_all(self.system_dir(cid));
             return;
         };
@@ -399,6 +420,7 @@ impl Containers {
         }
         record.groups.remove();
         network::disconnect(&record.nics);
+        ephemeral::release(&self.system_dir(cid));
         let _ = std::fs::remove_dir_all(self.system_dir(cid));
         let _ = std::fs::remove_file(self.record_path(cid));
     }
