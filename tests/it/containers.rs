@@ -808,3 +808,102 @@ instance_groups:
         "the VM's disk is unmounted"
     );
 }
+
+/// Runs the fleet-updater program with `args` as the user `nobody`.
+fn as_nobody(args: &[&std::ffi::OsStr]) -> std::process::Output {
+    std::process::Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
+        .arg(env!("CARGO_BIN_EXE_fleet-updater"))
+        .args(args)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
+        .env("HOME", "/tmp")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn as_another_user_the_demos_vms_are_containers_of_user_namespaces_of_their_own() {
+    // Root becomes `nobody` here; the kernel must let `nobody` make user namespaces.
+    if !containers_here() {
+        return;
+    }
+    let probe = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .args(["bwrap", "--unshare-user", "--ro-bind", "/", "/", "true"])
+        .output()
+        .unwrap();
+    if !probe.status.success() {
+        eprintln!("not run: `nobody` may not make user namespaces here");
+        return;
+    }
+    let w = Workspace::new();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(w.path(""), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let state = w.path("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let owned = std::process::Command::new("chown")
+        .args(["65534:65534"])
+        .arg(&state)
+        .status()
+        .unwrap();
+    assert!(owned.success());
+    let _stop = Stop(state.join("iaas"));
+    let ran = as_nobody(&[
+        "run".as_ref(),
+        "-c".as_ref(),
+        config().as_os_str(),
+        "--state-dir".as_ref(),
+        state.as_os_str(),
+        "--report".as_ref(),
+        state.join("report.json").as_os_str(),
+    ]);
+    assert!(
+        ran.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    let records: Vec<ContainerRecord> = std::fs::read_dir(state.join("iaas/containers"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+        .map(|e| serde_json::from_slice(&std::fs::read(e.path()).unwrap()).unwrap())
+        .collect();
+    assert_eq!(records.len(), 6, "three instances of two VMs");
+    let ours = std::fs::read_link("/proc/self/ns/user").unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    for record in &records {
+        assert_eq!(
+            record.privilege,
+            fleet_updater::vm::container::Privilege::UserNamespace
+        );
+        let theirs = std::fs::read_link(format!("/proc/{}/ns/user", record.pid)).unwrap();
+        assert_ne!(theirs, ours, "a user namespace of its own");
+        let vm = state.join("iaas/vms").join(&record.cid);
+        let address = std::fs::read_to_string(vm.join("sys/run/kv/address")).unwrap();
+        let answer = runtime.block_on(get(address.trim()));
+        assert!(answer.contains("kv 2 service-instance_kv-"), "{answer}");
+    }
+    for n in ["01", "02", "03"] {
+        let deleted = as_nobody(&[
+            "director".as_ref(),
+            "-c".as_ref(),
+            config().as_os_str(),
+            "--state-dir".as_ref(),
+            state.as_os_str(),
+            "delete-deployment".as_ref(),
+            format!("service-instance_kv-{n}").as_ref(),
+        ]);
+        assert!(
+            deleted.status.success(),
+            "{}",
+            String::from_utf8_lossy(&deleted.stderr)
+        );
+    }
+    nothing_left(&records);
+}

@@ -68,16 +68,16 @@ fn supervision(definition: &Definition) -> Result<Supervision, FleetError> {
     let containers = match definition.vms {
         Vms::Processes => false,
         Vms::Containers => {
-            if let Some(why) = fleet_vm::container::unavailable() {
+            if let Err(why) = fleet_vm::container::privilege() {
                 return Err(FleetError::Definition(format!(
                     "vms: containers cannot be made here: {why}"
                 )));
             }
             true
         }
-        Vms::Auto => match fleet_vm::container::unavailable() {
-            None => true,
-            Some(why) => {
+        Vms::Auto => match fleet_vm::container::privilege() {
+            Ok(_) => true,
+            Err(why) => {
                 tracing::warn!(
                     "VMs are plain processes on this machine, not containers ({why}): their jobs run as this user, on this machine's network"
                 );

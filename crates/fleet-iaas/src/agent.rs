@@ -435,6 +435,16 @@ impl Agent for ProcessCloud {
                 )
             })?;
         let containers = self.iaas.containers();
+        if containers
+            .running(&vm.cid)
+            .is_some_and(|r| r.privilege == fleet_vm::container::Privilege::UserNamespace)
+        {
+            return Err(failed(
+                "this VM's container is in a user namespace of a serve that is not root: its \
+                 SSH server could not switch to the session's user"
+                    .into(),
+            ));
+        }
         let etc = containers.system_dir(&vm.cid).join("etc");
         match request {
             SshRequest::Setup { user, public_key } => {

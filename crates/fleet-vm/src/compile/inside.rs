@@ -32,7 +32,7 @@ async fn sh(
 }
 
 /// Empties `dir` in the VM and unpacks the archive `archive` there.
-const UNPACK: &str = "rm -rf \"$1\" && mkdir -p \"$1\" && tar -xf \"$2\" -C \"$1\"";
+const UNPACK: &str = "rm -rf \"$1\" && mkdir -p \"$1\" && tar --no-same-owner -xf \"$2\" -C \"$1\"";
 
 /// Hands the archives to the VM and unpacks them where BOSH's agent does.
 pub(super) async fn prepare(

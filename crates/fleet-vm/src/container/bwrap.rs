@@ -51,6 +51,8 @@ pub struct Layout<'a> {
     pub ephemeral: Option<&'a Path>,
     /// Whether the VM has a network namespace of its own (`false`: the host's).
     pub own_network: bool,
+    /// Whether the VM has a user namespace of its own, its root this process's user.
+    pub user_namespace: bool,
     /// Where bubblewrap writes the container's pid, and what it waits on before it runs
     /// the container's first process.
     pub info_fd: i32,
@@ -82,6 +84,9 @@ pub fn arguments(layout: &Layout<'_>) -> Vec<OsString> {
     );
     if layout.own_network {
         push(&mut args, &["--unshare-net"]);
+    }
+    if layout.user_namespace {
+        push(&mut args, &["--unshare-user", "--uid", "0", "--gid", "0"]);
     }
     push(&mut args, &["--hostname", layout.hostname]);
     for (name, entry) in &layout.host {
@@ -263,6 +268,7 @@ mod tests {
             packages_writable,
             ephemeral: Some(Path::new("/s/systems/vm-1/ephemeral")),
             own_network: true,
+            user_namespace: false,
             info_fd: 7,
             block_fd: 8,
         }

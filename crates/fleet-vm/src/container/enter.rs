@@ -21,6 +21,8 @@ const BOUNDING_SET: &str = "--bounding-set=-all,+chown,+dac_override,+fowner,+fs
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Enter {
     pid: u32,
+    /// A container of a user namespace is entered through it first.
+    user_namespace: bool,
     /// Each control group's `cgroup.procs`.
     procs: Vec<PathBuf>,
     /// The VM's directory on this machine, `/var/vcap` inside.
@@ -31,6 +33,7 @@ impl Enter {
     pub fn new(record: &ContainerRecord, vm_dir: &Path) -> Self {
         Enter {
             pid: record.pid,
+            user_namespace: record.privilege == super::Privilege::UserNamespace,
             procs: record
                 .groups
                 .dirs
@@ -78,11 +81,20 @@ impl Enter {
     ) -> tokio::process::Command {
         let cwd = cwd.map_or_else(|| PathBuf::from(VCAP), |c| self.inside(c));
         let mut command = tokio::process::Command::new("nsenter");
-        command
-            .arg(format!("--target={}", self.pid))
-            .args([
+        command.arg(format!("--target={}", self.pid));
+        // A container of a user namespace shares this machine's network, which only
+        // root may enter: it is this process's already.
+        if self.user_namespace {
+            // This user is the namespace's root already: its ids stay as they are (the
+            // namespace allows no change of groups).
+            command.args(["--user", "--preserve-credentials"]);
+            command.args(["--mount", "--uts", "--ipc", "--pid", "--root", "--wd"]);
+        } else {
+            command.args([
                 "--mount", "--uts", "--ipc", "--net", "--pid", "--root", "--wd",
-            ])
+            ]);
+        }
+        command
             .args(["--", "setpriv", BOUNDING_SET, "--inh-caps=-all", "--"])
             .args(["/bin/sh", "-c", "umask 022; cd \"$0\" && exec \"$@\""])
             .arg(&cwd)
@@ -179,6 +191,7 @@ mod tests {
     fn enter() -> Enter {
         Enter {
             pid: 42,
+            user_namespace: false,
             procs: vec![],
             vm_dir: PathBuf::from("/s/vms/vm-1"),
         }

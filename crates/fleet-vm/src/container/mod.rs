@@ -57,6 +57,10 @@ pub enum ContainerError {
         #[source]
         source: std::io::Error,
     },
+    #[error(
+        "cloud property `{0}` needs root: a serve that is not root makes containers without control groups or disks of their own"
+    )]
+    NeedsRoot(&'static str),
     #[error("cloud property `{key}` is `{value}`: {expected}")]
     Property {
         key: &'static str,
@@ -80,6 +84,13 @@ pub struct ContainerRecord {
     pub started: u64,
     pub groups: cgroup::Groups,
     pub nics: Vec<network::Nic>,
+    /// How it was made; a container of a user namespace is entered through it.
+    #[serde(default = "root_privilege")]
+    pub privilege: Privilege,
+}
+
+fn root_privilege() -> Privilege {
+    Privilege::Root
 }
 
 /// What a new VM's container is made of.
@@ -107,22 +118,64 @@ pub fn start_time(pid: u32) -> Option<u64> {
     fields.nth(18)?.parse().ok()
 }
 
-/// Whether this machine can run VMs as containers: root, and `bwrap`, `nsenter` and `ip`
-/// on the `PATH`. Where it cannot, why.
-pub fn unavailable() -> Option<String> {
-    // SAFETY: geteuid reads the process's credentials and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("containers need root (for their network and control groups)".into());
-    }
-    for program in ["bwrap", "nsenter", "ip"] {
-        let found = std::env::var_os("PATH").is_some_and(|path| {
-            std::env::split_paths(&path).any(|dir| dir.join(program).is_file())
-        });
-        if !found {
-            return Some(format!("`{program}` is not installed"));
+/// How this process makes containers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Privilege {
+    /// As root: each VM with its own network and control groups.
+    Root,
+    /// As another user, in a user namespace of the VM's own (where the kernel allows
+    /// them): the VM's root is this user, and it shares this machine's network, with no
+    /// control groups.
+    UserNamespace,
+}
+
+fn installed(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
+}
+
+/// How this process can make containers: as root with `bwrap`, `nsenter` and `ip`, or
+/// as another user where the kernel gives it user namespaces. Where it cannot, why.
+///
+/// # Errors
+/// Why no container can be made here.
+pub fn privilege() -> Result<Privilege, String> {
+    for program in ["bwrap", "nsenter", "setpriv"] {
+        if !installed(program) {
+            return Err(format!("`{program}` is not installed"));
         }
     }
-    None
+    // SAFETY: geteuid reads the process's credentials and cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        return if installed("ip") {
+            Ok(Privilege::Root)
+        } else {
+            Err("`ip` (iproute2) is not installed".into())
+        };
+    }
+    let probe = std::process::Command::new("bwrap")
+        .args(["--unshare-user", "--ro-bind", "/", "/", "true"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status();
+    match probe {
+        Ok(status) if status.success() => Ok(Privilege::UserNamespace),
+        _ => Err("this user may not make user namespaces here, and is not root".into()),
+    }
+}
+
+/// Whether this machine can run VMs as containers of their own network and control
+/// groups (as root). Where it cannot, why.
+pub fn unavailable() -> Option<String> {
+    match privilege() {
+        Ok(Privilege::Root) => None,
+        Ok(Privilege::UserNamespace) => {
+            Some("containers with a network and limits of their own need root".into())
+        }
+        Err(why) => Some(why),
+    }
 }
 
 /// The containers of one IaaS.
@@ -132,13 +185,22 @@ pub struct Containers {
     root: PathBuf,
     /// The program bound into every VM, which its supervisor runs as.
     program: Option<PathBuf>,
+    /// How the containers it starts are made: root's, or in user namespaces.
+    privilege: Privilege,
 }
 
 impl Containers {
     pub fn new(root: &Path, program: Option<&Path>) -> Self {
+        // SAFETY: geteuid reads the process's credentials and cannot fail.
+        let root_user = unsafe { libc::geteuid() } == 0;
         Containers {
             root: root.to_path_buf(),
             program: program.map(Path::to_path_buf),
+            privilege: if root_user {
+                Privilege::Root
+            } else {
+                Privilege::UserNamespace
+            },
         }
     }
 
@@ -228,7 +290,23 @@ impl Containers {
             .filter(|r| r.cid != spec.cid)
             .flat_map(|r| r.nics.iter().map(|n| n.address))
             .collect();
-        let nics = network::plan(&self.root, spec.cid, spec.networks, &taken)?;
+        let own = self.privilege == Privilege::Root;
+        // In a user namespace a VM shares this machine's network: its addresses are the
+        // director's bookkeeping only.
+        let nics = if own {
+            network::plan(&self.root, spec.cid, spec.networks, &taken)?
+        } else {
+            for (key, set) in [
+                ("cpu", spec.limits.cpu.is_some()),
+                ("ram", spec.limits.ram_mb.is_some()),
+                ("disk", spec.limits.disk_mb.is_some()),
+            ] {
+                if set {
+                    return Err(ContainerError::NeedsRoot(key));
+                }
+            }
+            Vec::new()
+        };
         let system = self.system_dir(spec.cid);
         for dir in ["etc", "tmp", "home", "root", "home/vcap", "inbox"] {
             std::fs::create_dir_all(system.join(dir)).map_err(io(format!("VM {}", spec.cid)))?;
@@ -259,7 +337,11 @@ impl Containers {
         for parent in [self.root.join("vms"), self.root.join("systems")] {
             let _ = std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o700));
         }
-        let groups = cgroup::Groups::make(&format!("fleet-{}", spec.cid), &spec.limits)?;
+        let groups = if own {
+            cgroup::Groups::make(&format!("fleet-{}", spec.cid), &spec.limits)?
+        } else {
+            cgroup::Groups::default()
+        };
         let disk = match spec.limits.disk_mb {
             Some(mb) => match ephemeral::prepare(&system, mb) {
                 Ok(at) => Some(at),
@@ -285,6 +367,7 @@ impl Containers {
             started,
             groups,
             nics,
+            privilege: self.privilege,
         };
         let ready = (|| -> Result<(), ContainerError> {
             self.save(&record)?;
@@ -337,6 +420,7 @@ impl Containers {
             program: self.program.as_deref(),
             packages_writable: spec.compilation,
             ephemeral,
+            user_namespace: self.privilege == Privilege::UserNamespace,
             own_network,
             info_fd: info_write.as_raw_fd(),
             block_fd: block_read.as_raw_fd(),
