@@ -90,6 +90,13 @@ enum Command {
         /// The VM's directory.
         dir: PathBuf,
     },
+    /// A container VM's host port forwarding (its `ports` cloud property), started with
+    /// its container.
+    #[command(hide = true)]
+    VmPorts {
+        /// Each `HOST_PORT=VM_ADDRESS:PORT`.
+        forwards: Vec<String>,
+    },
 }
 
 #[derive(clap::Args)]
@@ -264,6 +271,20 @@ pub fn run() -> Result<ExitCode, CliError> {
             runtime()?
                 .block_on(fleet_updater::agent::daemon::serve(&dir, timings))
                 .map_err(|e| CliError::Show(format!("vm-agent {}: {e}", dir.display())))?;
+            DONE
+        }
+        Command::VmPorts { forwards } => {
+            let mut parsed = Vec::new();
+            for text in &forwards {
+                let forward = fleet_updater::vm::container::ports::parse_argument(text)
+                    .ok_or_else(|| {
+                        CliError::Show(format!("vm-ports: `{text}` is not HOST_PORT=ADDRESS:PORT"))
+                    })?;
+                parsed.push(forward);
+            }
+            runtime()?
+                .block_on(fleet_updater::vm::container::ports::forward(parsed))
+                .map_err(|e| CliError::Show(format!("vm-ports: {e}")))?;
             DONE
         }
         Command::VmSupervisor { dir } => {

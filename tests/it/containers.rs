@@ -59,6 +59,7 @@ cloud_config: |
   - {{name: small}}
   - {{name: tiny, cloud_properties: {{ram: 64}}}}
   - {{name: boxed, cloud_properties: {{disk: 64}}}}
+  - {{name: mapped, cloud_properties: {{ports: [{{host: 28180, container: 8080}}]}}}}
   networks:
   - name: default
     type: manual
@@ -906,4 +907,46 @@ fn as_another_user_the_demos_vms_are_containers_of_user_namespaces_of_their_own(
         );
     }
     nothing_left(&records);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_vm_types_ports_forward_this_machines_port_to_the_vm() {
+    if !containers_here() {
+        return;
+    }
+    let (s, _stop) = serve(&fleet(17)).await;
+    let task = deploy(
+        &s,
+        "name: mapped
+releases: [{name: kv, version: '1'}]
+stemcells: [{alias: default, os: local, version: '1'}]
+update: {canaries: 1, max_in_flight: 1, canary_watch_time: 500-30000, update_watch_time: 500-30000}
+instance_groups:
+- name: kv
+  instances: 1
+  azs: [z1]
+  jobs: [{name: kv, release: kv, properties: {kv: {port: 8080}}}]
+  vm_type: mapped
+  stemcell: default
+  persistent_disk: 16
+  networks: [{name: default}]
+",
+    )
+    .await;
+    assert_eq!(task["state"], "done", "{task}");
+    let answer = get("127.0.0.1:28180").await;
+    assert!(answer.contains("kv 1 mapped/kv/0"), "{answer}");
+    let records = containers(&s);
+    let (pid, started) = records[0].forwarder.expect("a forwarder");
+    delete(&s, "mapped").await;
+    nothing_left(&records);
+    assert_ne!(
+        fleet_updater::vm::container::start_time(pid),
+        Some(started),
+        "the forwarding ended with the VM"
+    );
+    assert!(
+        std::net::TcpListener::bind("0.0.0.0:28180").is_ok(),
+        "its port is free again"
+    );
 }

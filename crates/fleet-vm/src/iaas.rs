@@ -236,6 +236,8 @@ impl ProcessIaas {
             source,
         };
         let limits = super::container::limits(&vm.cloud_properties).map_err(container)?;
+        let forwards =
+            super::container::ports::forwards(&vm.cloud_properties).map_err(container)?;
         let dir = self.vm_dir(cid);
         let record = self
             .containers()
@@ -246,6 +248,7 @@ impl ProcessIaas {
                 networks: &vm.networks,
                 limits,
                 compilation: settings.compilation,
+                forwards,
             })
             .map_err(container)?;
         // A dynamic network's address is the one handed out, from now on: the agent

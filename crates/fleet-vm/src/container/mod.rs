@@ -21,6 +21,7 @@ pub mod enter;
 pub mod ephemeral;
 pub mod etc_files;
 pub mod network;
+pub mod ports;
 pub mod ssh;
 pub mod vitals;
 
@@ -87,6 +88,9 @@ pub struct ContainerRecord {
     /// How it was made; a container of a user namespace is entered through it.
     #[serde(default = "root_privilege")]
     pub privilege: Privilege,
+    /// The process forwarding its host ports (`ports`), with its start time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forwarder: Option<(u32, u64)>,
 }
 
 fn root_privilege() -> Privilege {
@@ -103,6 +107,8 @@ pub struct ContainerSpec<'a> {
     pub networks: &'a serde_json::Value,
     pub limits: Limits,
     pub compilation: bool,
+    /// This machine's ports forwarded to the VM's (`ports`).
+    pub forwards: Vec<ports::Forward>,
 }
 
 /// The start time of process `pid` (field 22 of its `stat`), while it runs.
@@ -300,6 +306,7 @@ impl Containers {
                 ("cpu", spec.limits.cpu.is_some()),
                 ("ram", spec.limits.ram_mb.is_some()),
                 ("disk", spec.limits.disk_mb.is_some()),
+                ("ports", !spec.forwards.is_empty()),
             ] {
                 if set {
                     return Err(ContainerError::NeedsRoot(key));
@@ -368,6 +375,7 @@ impl Containers {
             groups,
             nics,
             privilege: self.privilege,
+            forwarder: None,
         };
         let ready = (|| -> Result<(), ContainerError> {
             self.save(&record)?;
@@ -378,6 +386,22 @@ impl Containers {
         if let Err(e) = ready {
             self.stop(spec.cid);
             return Err(e);
+        }
+        let mut record = record;
+        if !spec.forwards.is_empty() {
+            match self.forward(spec, &record) {
+                Ok(forwarder) => {
+                    record.forwarder = Some(forwarder);
+                    if let Err(e) = self.save(&record) {
+                        self.stop(spec.cid);
+                        return Err(e);
+                    }
+                }
+                Err(e) => {
+                    self.stop(spec.cid);
+                    return Err(e);
+                }
+            }
         }
         Ok(record)
     }
@@ -482,6 +506,81 @@ impl Containers {
         Ok((pid, started, block_write))
     }
 
+    /// Starts the process that forwards this machine's ports to the VM's address on its
+    /// default network, detached as the container is; its pid and start time, once it
+    /// listens.
+    fn forward(
+        &self,
+        spec: &ContainerSpec<'_>,
+        record: &ContainerRecord,
+    ) -> Result<(u32, u64), ContainerError> {
+        let program = self.program.as_deref().ok_or_else(|| {
+            ContainerError::DidNotStart(
+                "forwarding `ports` needs the fleet-updater program, which this process is not"
+                    .into(),
+            )
+        })?;
+        let address = record
+            .nics
+            .iter()
+            .find(|n| n.default_route)
+            .or(record.nics.first())
+            .map(|n| n.address)
+            .ok_or_else(|| {
+                ContainerError::DidNotStart(
+                    "forwarding its ports: the VM has no address of its own".into(),
+                )
+            })?;
+        let log_path = spec.vm_dir.join("sys/log/ports.log");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .map_err(io(log_path.display().to_string()))?;
+        let mut command = std::process::Command::new(program);
+        command
+            .arg("vm-ports")
+            .args(spec.forwards.iter().map(|f| ports::argument(f, address)))
+            .env_clear()
+            .env("PATH", crate::lifecycle::SCRIPT_PATH)
+            .stdin(std::process::Stdio::null())
+            .stdout(log.try_clone().map_err(ContainerError::Spawn)?)
+            .stderr(log);
+        // SAFETY: between fork and exec only setsid, which is async-signal-safe.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut command, || {
+                libc::setsid();
+                Ok(())
+            });
+        }
+        let mut child = command.spawn().map_err(ContainerError::Spawn)?;
+        let pid = child.id();
+        // It listens at once, or ends saying why (a port another process has).
+        for _ in 0..50 {
+            if let Ok(Some(_)) = child.try_wait() {
+                let logged = std::fs::read_to_string(&log_path).unwrap_or_default();
+                return Err(ContainerError::DidNotStart(format!(
+                    "forwarding its ports: {}",
+                    logged.lines().last().unwrap_or("it ended")
+                )));
+            }
+            let listening = spec
+                .forwards
+                .iter()
+                .all(|f| std::net::TcpStream::connect(("127.0.0.1", f.host)).is_ok());
+            if listening {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::spawn(move || {
+            let _ = child.wait();
+        });
+        let started = start_time(pid)
+            .ok_or_else(|| ContainerError::DidNotStart("forwarding its ports: it ended".into()))?;
+        Ok((pid, started))
+    }
+
     /// Ends `cid`'s container (every process in it), removes its groups, NICs, system
     /// directory and record. A container already gone is no error.
     pub fn stop(&self, cid: &str) {
@@ -500,6 +599,14 @@ impl Containers {
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        if let Some((pid, started)) = record.forwarder
+            && start_time(pid) == Some(started)
+        {
+            // SAFETY: a signal to a process id; no memory is involved.
+            unsafe {
+                libc::kill(pid as i32, libc::SIGKILL);
             }
         }
         record.groups.remove();
