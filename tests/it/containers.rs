@@ -46,7 +46,14 @@ fn containers_here() -> bool {
 /// A fleet whose VMs are containers on the subnet `10.247.NET.0/24`, with the kv release
 /// built from its source; nothing provisioned.
 fn fleet(net: u8) -> Definition {
-    let text = format!(
+    let mut definition = Definition::parse(&fleet_text(net)).unwrap();
+    definition.supervisor = Some(PathBuf::from(env!("CARGO_BIN_EXE_fleet-updater")));
+    definition
+}
+
+/// [`fleet`] as its definition's text.
+fn fleet_text(net: u8) -> String {
+    format!(
         "iaas: processes
 vms: containers
 release_sources:
@@ -71,10 +78,7 @@ plans: []
         kv = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("config/releases/kv")
             .display()
-    );
-    let mut definition = Definition::parse(&text).unwrap();
-    definition.supervisor = Some(PathBuf::from(env!("CARGO_BIN_EXE_fleet-updater")));
-    definition
+    )
 }
 
 fn file(path: &str, text: &str) -> File {
@@ -416,22 +420,81 @@ instance_groups:
     nothing_left(&records);
 }
 
+/// A request to the director of a `serve` process at `director`.
+async fn call(
+    client: &reqwest::Client,
+    director: &str,
+    method: Method,
+    path: &str,
+    body: String,
+) -> reqwest::Response {
+    client
+        .request(method, format!("https://{director}{path}"))
+        .basic_auth("admin", Some("Kill-9-Pw"))
+        .header("content-type", "text/yaml")
+        .body(body)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// The task a director's answer redirects to, once it ended.
+async fn ended(client: &reqwest::Client, director: &str, response: reqwest::Response) -> String {
+    let location = response.headers()["location"].to_str().unwrap().to_string();
+    for _ in 0..1200 {
+        let task: serde_json::Value = call(client, director, Method::GET, &location, String::new())
+            .await
+            .json()
+            .await
+            .unwrap();
+        let state = task["state"].as_str().unwrap().to_string();
+        if !["queued", "processing"].contains(&state.as_str()) {
+            return state;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{location} did not end");
+}
+
 #[tokio::test(flavor = "multi_thread")]
-async fn containers_ended_while_serve_was_down_come_back_and_go_with_their_deployment() {
+async fn containers_outlive_a_killed_serve_come_back_after_a_restart_and_go_with_their_deployment()
+{
     if !containers_here() {
         return;
     }
-    let state = tempfile::tempdir().unwrap();
-    let path = state.path().to_path_buf();
-    let definition = fleet(13);
-    let _stop = Stop(path.join("iaas"));
-    let s = Served::start_fleet(state, &definition, ServeLimits::default()).await;
-    let task = deploy(&s, &kv_manifest("kept", "default", "{}")).await;
-    assert_eq!(task["state"], "done", "{task}");
-    let before = containers(&s);
-    // `serve` ends; its VMs run on, as after kill -9.
-    let Served { serving, state, .. } = s;
-    serving.shutdown(Duration::from_secs(5)).await;
+    let w = Workspace::new();
+    let state = w.path("state");
+    let _stop = Stop(state.join("iaas"));
+    w.write("fleet.yml", &fleet_text(13));
+    let config = w.write(
+        "config.yml",
+        "embedded: {fleet: fleet.yml}\nserve:\n  users: [{name: admin, password: Kill-9-Pw}]\n",
+    );
+    let mut serve = super::serve_shared::start(&config, &state, None);
+    let client = super::served::client_trusting(&serve.ca);
+    let manifest = kv_manifest("kept", "default", "{kv: {port: 8080}}");
+    let deployed = call(
+        &client,
+        &serve.director,
+        Method::POST,
+        "/deployments",
+        manifest,
+    )
+    .await;
+    assert_eq!(ended(&client, &serve.director, deployed).await, "done");
+    let records = || -> Vec<ContainerRecord> {
+        std::fs::read_dir(state.join("iaas/containers"))
+            .unwrap()
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+            .map(|e| serde_json::from_slice(&std::fs::read(e.path()).unwrap()).unwrap())
+            .collect()
+    };
+    let before = records();
+    assert_eq!(before.len(), 2);
+    // `serve` killed (SIGKILL): its VMs run on, as VMs outlive their director.
+    serve.child.kill().unwrap();
+    serve.child.wait().unwrap();
     for record in &before {
         assert_eq!(
             fleet_updater::vm::container::start_time(record.pid),
@@ -445,28 +508,41 @@ async fn containers_ended_while_serve_was_down_come_back_and_go_with_their_deplo
         .unwrap();
     assert!(killed.success());
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let s = Served::start_fleet(state, &definition, ServeLimits::default()).await;
-    assert_eq!(s.state.path(), path);
-    let after = containers(&s);
+    let serve = super::serve_shared::start(&config, &state, None);
+    let after = records();
     assert_eq!(after.len(), 2);
     let again = after.iter().find(|r| r.cid == before[0].cid).unwrap();
     assert_ne!(again.pid, before[0].pid, "its container was started again");
-    // Its jobs start again, as after a reboot.
-    let mut states = Vec::new();
-    for _ in 0..100 {
-        states = s
-            .vm_infos("kept", "vms")
+    // Its jobs start again, as after a reboot: each server answers at its address.
+    for record in &after {
+        let address = format!("{}:8080", record.nics[0].address);
+        let mut answered = String::new();
+        for _ in 0..100 {
+            if let Ok(Ok(mut stream)) = tokio::time::timeout(
+                Duration::from_secs(1),
+                tokio::net::TcpStream::connect(&address),
+            )
             .await
-            .into_iter()
-            .map(|v| v.process_state)
-            .collect();
-        if states.iter().all(|v| v == "running") {
-            break;
+            {
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                stream.write_all(b"GET / HTTP/1.0\r\n\r\n").await.unwrap();
+                stream.read_to_string(&mut answered).await.unwrap();
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(answered.contains("kv 1 kept/kv/"), "{address}: {answered}");
     }
-    assert!(states.iter().all(|v| v == "running"), "{states:?}");
-    delete(&s, "kept").await;
+    let deleted = call(
+        &client,
+        &serve.director,
+        Method::DELETE,
+        "/deployments/kept",
+        String::new(),
+    )
+    .await;
+    assert_eq!(ended(&client, &serve.director, deleted).await, "done");
+    drop(serve);
     nothing_left(&before);
     nothing_left(&after);
 }

@@ -15,11 +15,11 @@ use serde_json::Value;
 const PASSWORD: &str = "Shared-Serve-Pw-1";
 
 /// A `serve` process and where it answers.
-struct Server {
-    child: Child,
-    director: String,
-    broker: String,
-    ca: PathBuf,
+pub(super) struct Server {
+    pub(super) child: Child,
+    pub(super) director: String,
+    pub(super) broker: String,
+    pub(super) ca: PathBuf,
 }
 
 /// A server the test did not end itself (it failed halfway) is ended with it: no `serve`
@@ -31,13 +31,18 @@ impl Drop for Server {
     }
 }
 
-fn start(config: &Path, state: &Path, store: &str) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_fleet-updater"))
+/// `serve` of `config` on free ports, its state in `state` (and `store`, when given).
+pub(super) fn start(config: &Path, state: &Path, store: Option<&str>) -> Server {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_fleet-updater"));
+    command
         .args(["serve", "-c"])
         .arg(config)
         .arg("--state-dir")
-        .arg(state)
-        .args(["--store", store])
+        .arg(state);
+    if let Some(store) = store {
+        command.args(["--store", store]);
+    }
+    let mut child = command
         .args([
             "--director-listen",
             "127.0.0.1:0",
@@ -116,8 +121,8 @@ fn when_one_of_two_serves_is_killed_the_other_errors_its_tasks_and_the_fleet_con
         ),
     )
     .unwrap();
-    let mut first = start(&config, &dir.path().join("one"), &store);
-    let second = start(&config, &dir.path().join("two"), &store);
+    let mut first = start(&config, &dir.path().join("one"), Some(&store));
+    let second = start(&config, &dir.path().join("two"), Some(&store));
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let (killed, survivor) = (first.child.id(), second.child.id());
     let orphaned: Vec<u64> = runtime.block_on(async {
