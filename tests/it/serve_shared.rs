@@ -146,8 +146,16 @@ fn when_one_of_two_serves_is_killed_the_other_errors_its_tasks_and_the_fleet_con
         }
         // The second sees them running and locked.
         let other = crate::served::client_trusting(&second.ca);
+        // (A task is queued for a moment before the first's runner takes it up.)
         for task in &tasks {
-            let seen = get(&other, format!("https://{}/tasks/{task}", second.director)).await;
+            let mut seen = Value::Null;
+            for _ in 0..200 {
+                seen = get(&other, format!("https://{}/tasks/{task}", second.director)).await;
+                if seen["state"] != "queued" {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
             assert_eq!(seen["state"], "processing", "{seen}");
         }
         let locks = get(&other, format!("https://{}/locks", second.director)).await;
