@@ -198,18 +198,14 @@ fn iaas(s: &Served) -> PathBuf {
     s.state.path().join("iaas")
 }
 
+/// The records of the containers of the IaaS under `iaas`.
+fn records_in(iaas: &Path) -> Vec<ContainerRecord> {
+    fleet_updater::vm::container::Containers::new(iaas, None).records()
+}
+
 /// The records of the containers that run now.
 fn containers(s: &Served) -> Vec<ContainerRecord> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir(iaas(s).join("containers"))
-        .unwrap()
-        .flatten()
-        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
-    {
-        let bytes = std::fs::read(entry.path()).unwrap();
-        found.push(serde_json::from_slice(&bytes).unwrap());
-    }
-    found
+    records_in(&iaas(s))
 }
 
 /// Nothing of `records` is left on this machine: no init, veth, bridge or group.
@@ -482,14 +478,7 @@ async fn containers_outlive_a_killed_serve_come_back_after_a_restart_and_go_with
     )
     .await;
     assert_eq!(ended(&client, &serve.director, deployed).await, "done");
-    let records = || -> Vec<ContainerRecord> {
-        std::fs::read_dir(state.join("iaas/containers"))
-            .unwrap()
-            .flatten()
-            .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
-            .map(|e| serde_json::from_slice(&std::fs::read(e.path()).unwrap()).unwrap())
-            .collect()
-    };
+    let records = || records_in(&state.join("iaas"));
     let before = records();
     assert_eq!(before.len(), 2);
     // `serve` killed (SIGKILL): its VMs run on, as VMs outlive their director.
@@ -573,12 +562,7 @@ fn the_demo_runs_each_kv_instance_in_a_container_at_its_own_address() {
         addresses.insert(address.split(':').next().unwrap().to_string());
     }
     assert_eq!(addresses.len(), 6, "each VM at an address of its own");
-    let records: Vec<ContainerRecord> = std::fs::read_dir(w.path("state/iaas/containers"))
-        .unwrap()
-        .flatten()
-        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
-        .map(|e| serde_json::from_slice(&std::fs::read(e.path()).unwrap()).unwrap())
-        .collect();
+    let records = records_in(&w.path("state/iaas"));
     assert_eq!(records.len(), 6);
     for n in ["01", "02", "03"] {
         let output = std::process::Command::new(env!("CARGO_BIN_EXE_fleet-updater"))
@@ -945,12 +929,7 @@ fn as_another_user_the_demos_vms_are_containers_of_user_namespaces_of_their_own(
         "{}",
         String::from_utf8_lossy(&ran.stderr)
     );
-    let records: Vec<ContainerRecord> = std::fs::read_dir(state.join("iaas/containers"))
-        .unwrap()
-        .flatten()
-        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
-        .map(|e| serde_json::from_slice(&std::fs::read(e.path()).unwrap()).unwrap())
-        .collect();
+    let records = records_in(&state.join("iaas"));
     assert_eq!(records.len(), 6, "three instances of two VMs");
     let ours = std::fs::read_link("/proc/self/ns/user").unwrap();
     let runtime = tokio::runtime::Runtime::new().unwrap();

@@ -242,6 +242,31 @@ async fn a_release_uploaded_to_plain_process_vms_is_refused_unless_the_configura
     let task = s.wait_task(Served::task_of(&response)).await;
     assert_eq!(task["state"], "done", "{task}");
     assert_eq!(versions(&s).await, ["1"]);
+    // Through an external CPI, whose VMs are directories of this machine too.
+    let mut through_cpi = fleet_updater::fleet::Definition::parse(
+        "iaas: processes
+cpi: {executable: fleet-updater}
+stemcells: [{name: bosh-local, os: local, version: '1'}]
+plans: []
+",
+    )
+    .unwrap();
+    through_cpi.supervisor = Some(std::path::PathBuf::from(env!(
+        "CARGO_BIN_EXE_fleet-updater"
+    )));
+    let s = Served::start_fleet(
+        tempfile::tempdir().unwrap(),
+        &through_cpi,
+        ServeLimits::default(),
+    )
+    .await;
+    assert_eq!(s.info().await["cpi"], "fleet-updater cpi");
+    let refused = upload(&s, echo("1", "echo one").build(), "").await;
+    assert_eq!(
+        refused.status(),
+        403,
+        "an external CPI's VMs run releases here too"
+    );
     // The simulation runs no release: uploads are taken there.
     let simulated = Served::start(ServeLimits::default()).await;
     assert_eq!(simulated.info().await["cpi"], "simulated");

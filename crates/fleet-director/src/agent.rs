@@ -207,9 +207,7 @@ pub trait Agent: Send + Sync {
         Err(AgentError::Failed {
             agent_id: agent_id.to_string(),
             method: "ssh".into(),
-            message: "this VM runs no SSH server: only VMs that are containers (`vms: \
-                      containers`) serve `bosh ssh`"
-                .into(),
+            message: "this VM runs no SSH server".into(),
         })
     }
 }

@@ -35,26 +35,19 @@ impl SshTarget {
 }
 
 /// The instances of `instances` that `target` chooses and that have a VM, in group and
-/// index order: an id of digits is an index, any other an instance id.
+/// index order, as `bosh logs` chooses them (an id of digits is an index).
 pub fn choose<'a>(instances: &'a [InstanceRecord], target: &SshTarget) -> Vec<&'a InstanceRecord> {
-    let mut chosen: Vec<&InstanceRecord> = instances
+    let group = target.group.as_deref();
+    if target.ids.is_empty() {
+        return super::logs::choose(instances, group, None);
+    }
+    let mut chosen: Vec<&InstanceRecord> = target
+        .ids
         .iter()
-        .filter(|i| i.agent_id.is_some())
-        .filter(|i| {
-            target
-                .group
-                .as_ref()
-                .is_none_or(|g| g.is_empty() || *g == i.group)
-        })
-        .filter(|i| {
-            target.ids.is_empty()
-                || target.ids.iter().any(|id| match id.parse::<u32>() {
-                    Ok(index) => index == i.index,
-                    Err(_) => *id == i.id,
-                })
-        })
+        .flat_map(|id| super::logs::choose(instances, group, Some(id)))
         .collect();
     chosen.sort_by(|a, b| (&a.group, a.index).cmp(&(&b.group, b.index)));
+    chosen.dedup_by(|a, b| a.id == b.id);
     chosen
 }
 
@@ -81,11 +74,12 @@ pub async fn run(
         SshRequest::Cleanup { .. } => "cleanup",
     };
     let mut answers = Vec::new();
-    for instance in chosen {
+    // Each chosen for having a VM, whose agent is asked.
+    let agents = chosen
+        .into_iter()
+        .filter_map(|i| i.agent_id.clone().map(|agent| (i, agent)));
+    for (instance, agent) in agents {
         log.check()?;
-        let Some(agent) = instance.agent_id.clone() else {
-            continue;
-        };
         let session = ports
             .agents
             .call(&agent, "ssh", ports.agents.agent.ssh(&agent, &request))

@@ -453,7 +453,6 @@ impl Definition {
         })
     }
 
-    /// The ids and starting versions of the instances to provision, in order.
     /// The organization and space the instance `id` is provisioned in.
     pub fn placement(&self, id: &str) -> fleet_broker::Placement {
         self.provision
@@ -471,6 +470,7 @@ impl Definition {
             .unwrap_or_default()
     }
 
+    /// The ids and starting versions of the instances to provision, in order.
     pub fn instances(&self) -> Vec<(String, String, Versions)> {
         let mut out = Vec::new();
         for p in &self.provision {

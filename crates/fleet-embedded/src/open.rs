@@ -75,8 +75,11 @@ fn supervision(definition: &Definition) -> Result<Supervision, FleetError> {
             }
             true
         }
+        // Containers need the program their supervisors run as: without it (a test, a
+        // benchmark in one process) `auto` is plain processes.
         Vms::Auto => match fleet_vm::container::privilege() {
-            Ok(_) => true,
+            Ok(_) if program.is_some() => true,
+            Ok(_) => false,
             Err(why) => {
                 tracing::warn!(
                     "VMs are plain processes on this machine, not containers ({why}): their jobs run as this user, on this machine's network"
@@ -135,6 +138,15 @@ pub struct EmbeddedFleet {
 impl EmbeddedFleet {
     pub fn director(&self) -> &Director {
         self.broker.director()
+    }
+
+    /// Whether a release's jobs, packaging scripts and templates would run on this
+    /// machine itself: its VMs are processes here, not containers (with an external CPI
+    /// too, whose VMs are directories).
+    pub fn releases_run_on_host(&self) -> bool {
+        self.processes
+            .as_ref()
+            .is_some_and(|p| !p.vms_are_containers())
     }
 
     /// Stops the jobs' processes when this process supervises them (they cannot outlive

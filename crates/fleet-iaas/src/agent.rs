@@ -44,6 +44,10 @@ impl ProcessCloud {
     fn vitals(&self, vm: &super::cloud::Vm) -> Option<Vitals> {
         use fleet_vm::container::vitals;
         let container = self.iaas.containers().running(&vm.cid)?;
+        // A container of a user namespace has no control groups to measure it by.
+        if container.groups.dirs.is_empty() {
+            return None;
+        }
         let usage = container.groups.usage();
         let store = vm.sandbox.mounted();
         // Its own disk where it has one, else the file system its directory is on.

@@ -132,14 +132,6 @@ pub enum Supervision {
 }
 
 impl Supervision {
-    /// The program VMs' supervisors run as, unless this process supervises them.
-    fn program(&self) -> Option<&Path> {
-        match self {
-            Supervision::InProcess => None,
-            Supervision::Daemons { program } | Supervision::Containers { program } => Some(program),
-        }
-    }
-
     /// The handle on a VM's own supervisor process.
     pub(crate) fn daemon(&self, vm: &Sandbox) -> Option<Daemon> {
         match self {
@@ -303,9 +295,10 @@ impl ProcessCloud {
         Infrastructure::new(cpi, Arc::clone(self) as Arc<dyn Agent>).rendering(Arc::new(
             TemplateRenderer::new(
                 self.store.clone(),
-                match self.supervision {
-                    Supervision::Containers { .. } => fleet_render::Isolation::Sandbox,
-                    _ => fleet_render::Isolation::Host,
+                if self.vms_are_containers() {
+                    fleet_render::Isolation::Sandbox
+                } else {
+                    fleet_render::Isolation::Host
                 },
             ),
         ))
@@ -360,6 +353,12 @@ impl ProcessCloud {
         }
     }
 
+    /// Whether its VMs are containers; otherwise the jobs of the releases they run run on
+    /// this machine itself.
+    pub fn vms_are_containers(&self) -> bool {
+        matches!(self.supervision, Supervision::Containers { .. })
+    }
+
     /// Every VM's process id that runs now, for checks that nothing is left behind.
     pub async fn pids(&self) -> Vec<u32> {
         let mut pids = Vec::new();
@@ -402,9 +401,10 @@ fn gone_is_fine(outcome: Result<(), IaasError>) -> Result<(), CpiError> {
 impl Cpi for ProcessCloud {
     /// `containers`, or `processes` for VMs that are directories of this machine.
     fn name(&self) -> String {
-        match self.supervision {
-            Supervision::Containers { .. } => "containers",
-            _ => "processes",
+        if self.vms_are_containers() {
+            "containers"
+        } else {
+            "processes"
         }
         .into()
     }
@@ -453,14 +453,13 @@ impl Cpi for ProcessCloud {
             serde_json::Value::Object(request.cloud_properties.clone()),
         );
         // A container is named for its instance, as BOSH names a VM's host.
-        let container =
-            matches!(self.supervision, Supervision::Containers { .. }).then(|| ContainerSettings {
-                hostname: request
-                    .instance_id
-                    .clone()
-                    .unwrap_or_else(|| request.agent_id.clone()),
-                compilation: request.instance_id.is_none(),
-            });
+        let container = self.vms_are_containers().then(|| ContainerSettings {
+            hostname: request
+                .instance_id
+                .clone()
+                .unwrap_or_else(|| request.agent_id.clone()),
+            compilation: request.instance_id.is_none(),
+        });
         let record = on_iaas(&self.iaas, move |iaas| {
             let record = iaas.create_vm(
                 &agent_id,
@@ -497,8 +496,11 @@ impl Cpi for ProcessCloud {
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(&vm.agent_id);
         }
-        if let Some(program) = self.supervision.program() {
-            Daemon::new(&self.iaas.vm_dir(cid), program).exit().await;
+        // Its supervisor, reached as any VM's is (a container's through its own directory).
+        if let Ok(sandbox) = self.iaas.sandbox(cid)
+            && let Some(daemon) = self.supervision.daemon(&sandbox)
+        {
+            daemon.exit().await;
         }
         let cid = cid.to_string();
         gone_is_fine(

@@ -72,10 +72,16 @@ impl Isolation {
                 command
             }
         };
+        // This machine's Ruby is found where this process finds it (`/usr/local/bin`, a
+        // version manager's); in the sandbox, where the distribution puts it.
+        let path = match self {
+            Isolation::Host => std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into()),
+            Isolation::Sandbox => "/usr/local/bin:/usr/bin:/bin".into(),
+        };
         command
             .args(args)
             .env_clear()
-            .env("PATH", "/usr/bin:/bin")
+            .env("PATH", path)
             .env("LANG", "C.UTF-8");
         command
     }

@@ -118,7 +118,7 @@ pub async fn start(
     let fleet = Arc::new(fleet);
     let throttle = Arc::new(throttle::LoginThrottle::default());
     // A release uploaded to a fleet of plain-process VMs would run on this machine.
-    let uploads = if fleet.director().cpi_name() == "processes" && !config.releases_on_host {
+    let uploads = if fleet.releases_run_on_host() && !config.releases_on_host {
         crate::director_api::Uploads::RefusedOnHost
     } else {
         crate::director_api::Uploads::Taken

@@ -617,17 +617,15 @@ impl ProcessIaas {
         cloud_properties: &Value,
     ) -> Result<String, IaasError> {
         let cid = new_id("disk");
-        let dir = self.disk_dir(&cid);
+        // A new disk is no VM's yet.
+        let dir = self.detached_disk_dir(&cid);
         std::fs::create_dir_all(&dir).map_err(io(format!("disk {cid}")))?;
         let record = DiskRecord {
             size_mib,
             cloud_properties: cloud_properties.clone(),
             vm: None,
         };
-        write_atomically(
-            &self.disk_record(&cid),
-            &serde_json::to_vec_pretty(&record).expect("a record serializes"),
-        )?;
+        self.save_disk(&cid, &record)?;
         Ok(cid)
     }
 

@@ -119,8 +119,8 @@ impl<'a> Lifecycle<'a> {
     /// # Errors
     /// When the job has no `bin/run` (it is no errand) or it cannot be started.
     pub async fn errand(&self, job: &str) -> Result<ScriptRun, LifecycleError> {
-        self.sandbox.enter()?;
-        let script = self.script(job, "run", &[], &[]).ok_or_else(|| {
+        let enter = self.sandbox.enter()?;
+        let script = self.script(&enter, job, "run", &[], &[]).ok_or_else(|| {
             LifecycleError::Io(std::io::Error::new(
                 std::io::ErrorKind::NotFound,
                 format!("job {job} has no bin/run: it is not an errand"),
@@ -198,15 +198,16 @@ impl<'a> Lifecycle<'a> {
         Ok(self.supervisor.start().await?)
     }
 
+    /// The script `name` of `job`, run in the VM's container (`enter`) when it is one.
     fn script(
         &self,
+        enter: &Option<crate::container::Enter>,
         job: &str,
         name: &str,
         args: &[String],
         env: &[(String, String)],
     ) -> Option<Script> {
         let path = self.sandbox.job(job).join("bin").join(name);
-        let enter = self.sandbox.enter().ok().flatten();
         // As BOSH's agent runs a job's scripts: its `PATH`, beside the agent's own
         // environment, and the VM's root as the directory they start in.
         let mut all_env = vec![
@@ -226,7 +227,7 @@ impl<'a> Lifecycle<'a> {
             timeout: None,
             log_dir: self.sandbox.log_dir(job),
             cwd: Some(self.sandbox.root().to_path_buf()),
-            enter,
+            enter: enter.clone(),
         })
     }
 
@@ -238,11 +239,11 @@ impl<'a> Lifecycle<'a> {
         env: &[(String, String)],
     ) -> Result<(), LifecycleError> {
         // A container VM's scripts run in it, never beside it.
-        self.sandbox.enter()?;
+        let enter = self.sandbox.enter()?;
         let scripts: Vec<Script> = self
             .jobs
             .iter()
-            .filter_map(|job| self.script(job, name, args, env))
+            .filter_map(|job| self.script(&enter, job, name, args, env))
             .collect();
         let runs = script::run_all(scripts).await?;
         for run in &runs {
@@ -257,11 +258,16 @@ impl<'a> Lifecycle<'a> {
     /// Every job's drain at once, each run again while it asks to be.
     async fn drains(&self, context: &StopContext) -> Result<(), LifecycleError> {
         let check_status = ["job_check_status".to_string(), "hash_unchanged".to_string()];
-        self.sandbox.enter()?;
+        let enter = self.sandbox.enter()?;
         let mut set = tokio::task::JoinSet::new();
         for job in self.jobs {
-            let Some(first) = self.script(job, "drain", &context.drain_args(), &context.drain_env)
-            else {
+            let Some(first) = self.script(
+                &enter,
+                job,
+                "drain",
+                &context.drain_args(),
+                &context.drain_env,
+            ) else {
                 continue;
             };
             // The status run hears no next state, as with BOSH's agent.
@@ -271,7 +277,7 @@ impl<'a> Lifecycle<'a> {
                 .filter(|(k, _)| k != "BOSH_JOB_NEXT_STATE")
                 .cloned()
                 .collect();
-            let again = self.script(job, "drain", &check_status, &status_env);
+            let again = self.script(&enter, job, "drain", &check_status, &status_env);
             set.spawn(drain_one(job.clone(), first, again));
         }
         let mut failure = None;

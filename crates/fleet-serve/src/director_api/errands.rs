@@ -16,10 +16,10 @@ pub async fn list(
     State(director): State<Director>,
     Path(name): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    let names = director.errands(&name).await.map_err(|e| match e {
-        fleet_director::DirectorError::NotFound { .. } => ApiError::deployment_not_found(&name),
-        other => other.into(),
-    })?;
+    let names = director
+        .errands(&name)
+        .await
+        .map_err(ApiError::of_deployment(&name))?;
     Ok(Json(Value::Array(
         names.into_iter().map(|n| json!({ "name": n })).collect(),
     )))
@@ -34,10 +34,7 @@ pub async fn run(
     let task = director
         .run_errand(&name, request)
         .await
-        .map_err(|e| match e {
-            fleet_director::DirectorError::NotFound { .. } => ApiError::deployment_not_found(&name),
-            other => other.into(),
-        })?;
+        .map_err(ApiError::of_deployment(&name))?;
     Ok(redirect(&task))
 }
 

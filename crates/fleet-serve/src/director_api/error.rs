@@ -36,6 +36,15 @@ impl ApiError {
         }
     }
 
+    /// The director's error on what it did to deployment `name`: a deployment not
+    /// found is answered in BOSH's words for it.
+    pub fn of_deployment(name: &str) -> impl FnOnce(DirectorError) -> ApiError + '_ {
+        move |e| match e {
+            DirectorError::NotFound { .. } => ApiError::deployment_not_found(name),
+            other => other.into(),
+        }
+    }
+
     pub fn not_found(code: u32, description: impl Into<String>) -> Self {
         ApiError {
             status: StatusCode::NOT_FOUND,

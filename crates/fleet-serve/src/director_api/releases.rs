@@ -105,7 +105,6 @@ pub async fn one(
     Ok(Json(json!({ "jobs": jobs, "packages": packages })))
 }
 
-/// `bosh upload-release`: the tarball is the body (`application/x-compressed`).
 /// `POST /releases` where a release's code would run on this machine itself.
 pub async fn refused_on_host() -> ApiError {
     ApiError {
@@ -120,6 +119,7 @@ pub async fn refused_on_host() -> ApiError {
     }
 }
 
+/// `bosh upload-release`: the tarball is the body (`application/x-compressed`).
 pub async fn upload(
     Acting(director): Acting,
     Query(params): Query<Params>,

@@ -25,10 +25,7 @@ pub async fn ssh(
     let task = director
         .ssh(&name, target, request)
         .await
-        .map_err(|e| match e {
-            fleet_director::DirectorError::NotFound { .. } => ApiError::deployment_not_found(&name),
-            other => other.into(),
-        })?;
+        .map_err(ApiError::of_deployment(&name))?;
     Ok(redirect(&task))
 }
 

@@ -36,18 +36,30 @@ pub fn files(
             ),
         ),
         ("group", with_line(&group, &format!("{VCAP_USER}:x:{gid}:"))),
+        // This machine's users and groups with no password of theirs: the VM's root
+        // could read the hashes.
         (
             "shadow",
             with_line(
-                &host("shadow"),
+                &locked(&passwd, "*:19000:0:99999:7:::"),
                 &format!("{VCAP_USER}:*:19000:0:99999:7:::"),
             ),
         ),
         (
             "gshadow",
-            with_line(&host("gshadow"), &format!("{VCAP_USER}:!::")),
+            with_line(&locked(&group, "!::"), &format!("{VCAP_USER}:!::")),
         ),
     ]
+}
+
+/// A shadow file's lines for every entry named in `names` (a passwd or group file),
+/// each with `rest` after its name: no password.
+fn locked(names: &str, rest: &str) -> String {
+    names
+        .lines()
+        .filter_map(|l| l.split(':').next().filter(|n| !n.is_empty()))
+        .map(|name| format!("{name}:{rest}\n"))
+        .collect()
 }
 
 /// `text` without any entry named as `line`'s, and `line` at its end.
@@ -82,6 +94,7 @@ mod tests {
         match name {
             "passwd" => "root:x:0:0:root:/root:/bin/bash\nann:x:1000:1000::/home/ann:/bin/sh\n",
             "group" => "root:x:0:\n",
+            "shadow" => "root:$6$secret-hash:19000:0:99999:7:::\n",
             _ => "",
         }
         .to_string()
@@ -102,7 +115,12 @@ mod tests {
         );
         assert!(files["passwd"].starts_with("root:x:0:0"));
         assert!(files["group"].ends_with("vcap:x:1000:\n"));
-        assert_eq!(files["shadow"], "vcap:*:19000:0:99999:7:::\n");
+        assert_eq!(
+            files["shadow"],
+            "root:*:19000:0:99999:7:::\nann:*:19000:0:99999:7:::\nvcap:*:19000:0:99999:7:::\n",
+            "no hash of this machine's is copied"
+        );
+        assert_eq!(files["gshadow"], "root:!::\nvcap:!::\n");
     }
 
     #[test]

@@ -222,8 +222,10 @@ impl Containers {
     /// Where the VM `cid`'s ephemeral disk is mounted on this machine, when it has one
     /// of its own (a `disk` cloud property).
     pub fn ephemeral(&self, cid: &str) -> Option<PathBuf> {
+        // Made only for a VM with a disk of its own, which is mounted on it at once: no
+        // need to read the mount table on every look.
         let at = ephemeral::mount_point(&self.system_dir(cid));
-        ephemeral::mounted(&at).then_some(at)
+        at.is_dir().then_some(at)
     }
 
     /// Where this machine's side puts what it hands the VM `cid`, which sees it at
@@ -233,7 +235,7 @@ impl Containers {
     }
 
     /// Every container's record.
-    fn records(&self) -> Vec<ContainerRecord> {
+    pub fn records(&self) -> Vec<ContainerRecord> {
         let Ok(entries) = std::fs::read_dir(self.root.join("containers")) else {
             return Vec::new();
         };
@@ -329,7 +331,15 @@ impl Containers {
         for (name, text) in etc_files::files(spec.hostname, &addresses, &host) {
             let path = system.join("etc").join(name);
             if !path.exists() {
-                std::fs::write(&path, text).map_err(io(path.display().to_string()))?;
+                // Its owner's alone, as a shadow file is: the VM's root reads them all.
+                fleet_file::write(&path, text.as_bytes(), fleet_file::Mode::Private)
+                    .map_err(io(path.display().to_string()))?;
+                if !name.contains("shadow") {
+                    use std::os::unix::fs::PermissionsExt;
+                    let public = std::fs::Permissions::from_mode(0o644);
+                    std::fs::set_permissions(&path, public)
+                        .map_err(io(path.display().to_string()))?;
+                }
             }
         }
         for dir in ["jobs", "packages", "bosh/bin", crate::iaas::RECORDS] {
@@ -556,6 +566,7 @@ impl Containers {
         let mut child = command.spawn().map_err(ContainerError::Spawn)?;
         let pid = child.id();
         // It listens at once, or ends saying why (a port another process has).
+        let mut listening = false;
         for _ in 0..50 {
             if let Ok(Some(_)) = child.try_wait() {
                 let logged = std::fs::read_to_string(&log_path).unwrap_or_default();
@@ -564,7 +575,7 @@ impl Containers {
                     logged.lines().last().unwrap_or("it ended")
                 )));
             }
-            let listening = spec
+            listening = spec
                 .forwards
                 .iter()
                 .all(|f| std::net::TcpStream::connect(("127.0.0.1", f.host)).is_ok());
@@ -572,6 +583,16 @@ impl Containers {
                 break;
             }
             std::thread::sleep(Duration::from_millis(20));
+        }
+        if !listening {
+            // SAFETY: a signal to the process this function started.
+            unsafe {
+                libc::kill(pid as i32, libc::SIGKILL);
+            }
+            let _ = child.wait();
+            return Err(ContainerError::DidNotStart(
+                "forwarding its ports: it did not listen within a second".into(),
+            ));
         }
         std::thread::spawn(move || {
             let _ = child.wait();
