@@ -83,6 +83,9 @@ enum Command {
     VmAgent {
         /// The VM's directory.
         dir: PathBuf,
+        /// For an agent inside its VM's container: the settings its IaaS handed it.
+        #[arg(long)]
+        settings: Option<PathBuf>,
     },
     /// A VM's supervisor process (started by the fleet, one per VM of `iaas: processes`).
     #[command(hide = true)]
@@ -266,10 +269,14 @@ pub fn run() -> Result<ExitCode, CliError> {
             DONE
         }
         Command::Cpi { config } => runtime()?.block_on(cpi::serve_one(config.as_deref()))?,
-        Command::VmAgent { dir } => {
+        Command::VmAgent { dir, settings } => {
             let timings = fleet_updater::vm::supervisor::Timings::default();
             runtime()?
-                .block_on(fleet_updater::agent::daemon::serve(&dir, timings))
+                .block_on(fleet_updater::agent::daemon::serve(
+                    &dir,
+                    settings.as_deref(),
+                    timings,
+                ))
                 .map_err(|e| CliError::Show(format!("vm-agent {}: {e}", dir.display())))?;
             DONE
         }

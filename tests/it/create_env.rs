@@ -17,6 +17,9 @@ use crate::support::Workspace;
 struct Env {
     w: Workspace,
     port: u16,
+    /// Its VMs are containers: their pidfiles name processes of their own numbering,
+    /// and they end with their containers.
+    containers: bool,
 }
 
 fn free_port() -> u16 {
@@ -65,7 +68,32 @@ impl Env {
                 &format!("root: {}", w.path("iaas").display()),
             );
         w.write("manifest.yml", &manifest);
-        Env { w, port }
+        Env {
+            w,
+            port,
+            containers: false,
+        }
+    }
+
+    /// The demo with the CPI's `vms: containers`: the VM on `10.246.NET.0/24` at `.10`,
+    /// its agent listening there.
+    fn in_containers(net: u8) -> Env {
+        let mut env = Env::new();
+        let manifest = std::fs::read_to_string(env.w.path("manifest.yml"))
+            .unwrap()
+            .replace(
+                &format!("127.0.0.1:{}", env.port),
+                &format!("10.246.{net}.10:6868"),
+            )
+            .replace("10.245.1.", &format!("10.246.{net}."))
+            .replace(
+                "  properties:\n    root:",
+                "  properties:\n    vms: containers\n    root:",
+            );
+        assert!(manifest.contains("vms: containers"), "{manifest}");
+        env.w.write("manifest.yml", &manifest);
+        env.containers = true;
+        env
     }
 
     fn command(&self, verb: &str, manifest: &str) -> Process {
@@ -194,6 +222,10 @@ impl Env {
 
 impl Drop for Env {
     fn drop(&mut self) {
+        if self.containers {
+            fleet_updater::vm::container::Containers::new(&self.w.path("iaas"), None).clean_up(&[]);
+            return;
+        }
         for pid in self.pids() {
             let _ = Process::new("kill").args(["-9", &pid.to_string()]).status();
         }
@@ -411,4 +443,116 @@ fn a_manifest_with_problems_names_each_and_changes_nothing() {
     }
     assert!(!env.w.path("state.json").exists(), "nothing was started");
     assert!(env.calls().is_empty());
+}
+
+/// `vms: containers` on the CPI: the VM is a container whose agent runs inside it and
+/// listens at the VM's address (where `create-env` reaches it), the job at that address
+/// too; a new VM keeps the disk's data; a reboot brings the jobs back; `delete-env`
+/// leaves no container, bridge or process. Needs root (CI); elsewhere it says why not.
+#[test]
+fn an_env_on_a_container_vm_is_reached_at_the_vms_address_and_leaves_nothing() {
+    if let Some(why) = fleet_updater::vm::container::unavailable() {
+        eprintln!("not run: {why}");
+        return;
+    }
+    let env = Env::in_containers(1);
+    let out = env.deploy("manifest.yml");
+    assert!(out.contains("Finished deploying"), "{out}");
+    let iaas = env.w.path("iaas");
+    let containers = fleet_updater::vm::container::Containers::new(&iaas, None);
+    let cid = env.state()["current_vm_cid"].as_str().unwrap().to_string();
+    let record = containers.running(&cid).expect("the VM is a container");
+    let inside = |script: &str| {
+        let out = std::process::Command::new("nsenter")
+            .arg(format!("--target={}", record.pid))
+            .args(["--mount", "--uts", "--net", "--pid", "--root", "--wd"])
+            .args(["/bin/sh", "-c", script])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    // The agent is a process of the VM, listening at its address.
+    let agent = inside("cat /var/vcap/sys/run/agent.pid");
+    let command = inside(&format!("tr '\\0' ' ' < /proc/{agent}/cmdline"));
+    assert!(
+        command.contains("vm-agent --settings /var/vcap/bosh/settings/agent.json /var/vcap"),
+        "{command}"
+    );
+    assert!(
+        std::net::TcpStream::connect("10.246.1.10:6868").is_ok(),
+        "the agent answers at the VM's address"
+    );
+    let address = std::fs::read_to_string(env.vm_dir().join("sys/run/kv/address")).unwrap();
+    assert!(address.starts_with("10.246.1.10:"), "{address}");
+    assert!(env.kv("GET", "/", "").starts_with("kv 1 kv-env/kv/0"));
+    env.kv("PUT", "/greeting", "hello");
+    // The settings it was handed are not the VM's to change.
+    assert!(!inside("touch /var/vcap/bosh/settings/agent.json 2>&1").is_empty());
+
+    // A changed property: a new container, the same disk with its data.
+    let changed = std::fs::read_to_string(env.w.path("manifest.yml"))
+        .unwrap()
+        .replace("drain_seconds: 0", "drain_seconds: 1");
+    env.w.write("changed.yml", &changed);
+    env.deploy("changed.yml");
+    let new_cid = env.state()["current_vm_cid"].as_str().unwrap().to_string();
+    assert_ne!(new_cid, cid);
+    assert!(
+        containers.record(&cid).is_none(),
+        "the old container is gone"
+    );
+    assert_eq!(env.kv("GET", "/greeting", ""), "hello");
+
+    // A reboot (the CPI's reboot_vm): the container starts again, its agent brings the
+    // job back with its data.
+    let request = serde_json::json!({
+        "method": "reboot_vm",
+        "arguments": [new_cid],
+        "context": {"director_uuid": "d", "root": iaas.display().to_string(), "vms": "containers"},
+        "api_version": 2,
+    });
+    let mut cpi = std::process::Command::new(env!("CARGO_BIN_EXE_fleet-updater"))
+        .arg("cpi")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(
+        &mut cpi.stdin.take().unwrap(),
+        request.to_string().as_bytes(),
+    )
+    .unwrap();
+    let answer: Value = serde_json::from_slice(&cpi.wait_with_output().unwrap().stdout).unwrap();
+    assert!(answer["error"].is_null(), "{answer}");
+    let mut waited = Duration::ZERO;
+    let greeting = loop {
+        let address = std::fs::read_to_string(env.vm_dir().join("sys/run/kv/address"));
+        if let Ok(address) = address
+            && std::net::TcpStream::connect(address.trim()).is_ok()
+        {
+            break env.kv("GET", "/greeting", "");
+        }
+        assert!(waited < Duration::from_secs(30), "the job came back");
+        std::thread::sleep(Duration::from_millis(100));
+        waited += Duration::from_millis(100);
+    };
+    assert_eq!(greeting, "hello");
+
+    let out = env.run("delete-env", "changed.yml");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(env.iaas(), (vec![], vec![]));
+    assert!(containers.records().is_empty(), "no container is left");
+    let links = std::process::Command::new("ip")
+        .args(["-o", "link", "show"])
+        .output()
+        .unwrap();
+    let bridge = fleet_updater::vm::container::network::bridge_name(&iaas, "default");
+    assert!(
+        !String::from_utf8_lossy(&links.stdout).contains(&bridge),
+        "its bridge {bridge} is gone"
+    );
 }

@@ -3,11 +3,19 @@
 //! agent there until told to end (SIGTERM, as `delete_vm` does) or its VM is gone, and
 //! stops the VM's processes as it ends. Started again (after the machine restarted), it
 //! brings back the jobs that ran, no lifecycle script run.
+//!
+//! A VM that is a directory of this machine has its agent on this machine's loopback,
+//! its settings in the IaaS's record. A VM that is a container runs its agent inside,
+//! as a BOSH VM does (`vm-agent --settings FILE /var/vcap`): at the VM's own address,
+//! told who it is by the settings its IaaS handed it.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use fleet_vm::iaas::{AGENT_PIDFILE as PIDFILE, AgentSettings, IaasError, ProcessIaas};
+use fleet_vm::iaas::{
+    AGENT_PIDFILE as PIDFILE, ATTACHED_DISKS, AgentSettings, IaasError, OwnAgentSettings,
+    ProcessIaas,
+};
 use fleet_vm::registry_client::RegistryError;
 use fleet_vm::supervisor::Timings;
 
@@ -27,6 +35,18 @@ pub enum DaemonError {
     Iaas(#[from] IaasError),
     #[error("VM {cid} has no networked agent settings")]
     NoAgentSettings { cid: String },
+    #[error("cannot read the agent's settings {}: {source}", path.display())]
+    SettingsFile {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the agent's settings {} are not what an IaaS hands an agent: {source}", path.display())]
+    BadSettingsFile {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
     #[error(transparent)]
     Registry(#[from] RegistryError),
     #[error("the registry at {registry} has no settings for VM {cid}")]
@@ -117,32 +137,94 @@ async fn from_registry(
     })
 }
 
-/// Serves the agent of the VM in `vm_dir` until it is told to end or the VM is gone.
-///
-/// # Errors
-/// A VM without networked agent settings, an mbus that cannot be bound, a certificate
-/// that cannot be used.
-pub async fn serve(vm_dir: &Path, timings: Timings) -> Result<(), DaemonError> {
-    let vm_dir = std::path::absolute(vm_dir).map_err(DaemonError::Directory)?;
+/// Who the agent is and what it serves: read from the IaaS's record of a VM that is a
+/// directory of this machine, or from the settings handed to a VM that runs its own.
+struct Identity {
+    cid: String,
+    agent_id: String,
+    settings: AgentSettings,
+    /// Where the VM's persistent disks are, each a directory named by its CID.
+    disks: PathBuf,
+    /// The IaaS whose record of the VM says whether it still exists; none inside a
+    /// container, which ends with its VM.
+    iaas: Option<ProcessIaas>,
+}
+
+async fn of_record(vm_dir: &Path) -> Result<Identity, DaemonError> {
     let (iaas, cid) =
-        ProcessIaas::of_vm(&vm_dir).ok_or_else(|| DaemonError::NotAVm(vm_dir.clone()))?;
+        ProcessIaas::of_vm(vm_dir).ok_or_else(|| DaemonError::NotAVm(vm_dir.to_path_buf()))?;
     let record = iaas.vm(&cid)?;
-    let AgentSettings {
-        mbus,
-        certificate,
-        private_key,
-    } = match (&record.agent, &record.registry) {
+    let settings = match (&record.agent, &record.registry) {
         (Some(settings), _) => settings.clone(),
-        (None, Some(registry)) => from_registry(registry, &cid, &vm_dir).await?,
+        (None, Some(registry)) => from_registry(registry, &cid, vm_dir).await?,
         (None, None) => return Err(DaemonError::NoAgentSettings { cid }),
     };
-    let mbus = MbusUrl::parse(&mbus)?;
+    let mbus = MbusUrl::parse(&settings.mbus)?;
+    // On this machine's network, another address would be this machine's.
     if !mbus.is_loopback() {
         return Err(DaemonError::NotLoopback {
             cid,
             mbus: mbus.without_credentials(),
         });
     }
+    Ok(Identity {
+        cid,
+        agent_id: record.agent_id,
+        settings,
+        disks: iaas.root().join("disks"),
+        iaas: Some(iaas),
+    })
+}
+
+async fn of_settings(vm_dir: &Path, path: &Path) -> Result<Identity, DaemonError> {
+    let text = tokio::fs::read(path)
+        .await
+        .map_err(|source| DaemonError::SettingsFile {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    let own: OwnAgentSettings =
+        serde_json::from_slice(&text).map_err(|source| DaemonError::BadSettingsFile {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    Ok(Identity {
+        cid: own.vm_cid,
+        agent_id: own.agent_id,
+        settings: own.agent,
+        disks: vm_dir.join(ATTACHED_DISKS),
+        iaas: None,
+    })
+}
+
+/// Serves the agent of the VM in `vm_dir` until it is told to end or the VM is gone;
+/// `settings`, for a VM that runs its own agent, is the file its IaaS handed it.
+///
+/// # Errors
+/// A VM without networked agent settings, an mbus that cannot be bound, a certificate
+/// that cannot be used.
+pub async fn serve(
+    vm_dir: &Path,
+    settings: Option<&Path>,
+    timings: Timings,
+) -> Result<(), DaemonError> {
+    let vm_dir = std::path::absolute(vm_dir).map_err(DaemonError::Directory)?;
+    let Identity {
+        cid,
+        agent_id,
+        settings,
+        disks,
+        iaas,
+    } = match settings {
+        Some(path) => of_settings(&vm_dir, path).await?,
+        None => of_record(&vm_dir).await?,
+    };
+    let AgentSettings {
+        mbus,
+        certificate,
+        private_key,
+    } = settings;
+    let mbus = MbusUrl::parse(&mbus)?;
     let cert = certificate.as_deref().zip(private_key.as_deref());
     let tls = server::tls_config(cert, &mbus.host)?;
     let listener = server::bind(&mbus)
@@ -151,8 +233,7 @@ pub async fn serve(vm_dir: &Path, timings: Timings) -> Result<(), DaemonError> {
             mbus: mbus.without_credentials(),
             source,
         })?;
-    let disks = iaas.root().join("disks");
-    let agent = VmAgent::open(&vm_dir, &cid, &record.agent_id, &disks, timings)
+    let agent = VmAgent::open(&vm_dir, &cid, &agent_id, &disks, timings)
         .await
         .map_err(DaemonError::Vm)?;
     tokio::fs::write(vm_dir.join(PIDFILE), std::process::id().to_string())
@@ -168,9 +249,12 @@ pub async fn serve(vm_dir: &Path, timings: Timings) -> Result<(), DaemonError> {
     loop {
         tokio::select! {
             _ = term.recv() => break,
-            _ = tokio::time::sleep(VM_CHECK) => {
+            _ = tokio::time::sleep(VM_CHECK), if iaas.is_some() => {
                 let (iaas, cid) = (iaas.clone(), cid.clone());
-                let there = tokio::task::spawn_blocking(move || iaas.has_vm(&cid)).await;
+                let there = tokio::task::spawn_blocking(move || {
+                    iaas.is_none_or(|iaas| iaas.has_vm(&cid))
+                })
+                .await;
                 if !there.unwrap_or(true) {
                     break;
                 }

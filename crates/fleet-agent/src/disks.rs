@@ -55,8 +55,12 @@ impl VmAgent {
             .and_then(|hint| std::fs::canonicalize(hint).ok())
             .filter(|path| path.is_dir())
             .filter(|path| std::fs::canonicalize(iaas).is_ok_and(|root| path.starts_with(root)));
-        // Without a hint, where the IaaS has it: an attached disk is in its VM's directory.
+        // Without a hint, where the IaaS has it: an attached disk is in its VM's directory
+        // (all an agent inside its VM sees).
         let known = || {
+            if self.disks.starts_with(self.vm.root()) {
+                return self.disks.join(cid);
+            }
             fleet_vm::iaas::ProcessIaas::of_vm(self.vm.root())
                 .map(|(iaas, _)| iaas.disk_dir(cid))
                 .filter(|dir| dir.starts_with(iaas))

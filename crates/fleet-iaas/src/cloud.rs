@@ -459,6 +459,7 @@ impl Cpi for ProcessCloud {
                 .clone()
                 .unwrap_or_else(|| request.agent_id.clone()),
             compilation: request.instance_id.is_none(),
+            own_agent: false,
         });
         let record = on_iaas(&self.iaas, move |iaas| {
             let record = iaas.create_vm(

@@ -1,7 +1,8 @@
 //! The process-backed IaaS as an external CPI (`fleet-updater cpi`): one request in, one
 //! response out, every method BOSH's director and `create-env` call. The IaaS's
 //! directory is the `root` property of the request's context. A VM's processes are ended
-//! with it through its supervisor process, and a reboot restarts them there.
+//! with it through its supervisor process, and a reboot restarts them there. With
+//! `vms: containers` each VM is a container running its own agent at its address.
 
 use std::path::{Path, PathBuf};
 
@@ -10,7 +11,10 @@ use serde_json::{Map, Value, json};
 
 use super::networked_agent;
 use fleet_vm::daemon::Daemon;
-use fleet_vm::iaas::{AgentSettings, IaasError, ProcessIaas};
+use fleet_vm::iaas::{
+    AgentSettings, ContainerSettings, IaasError, OWN_AGENT_SETTINGS, OwnAgentSettings, ProcessIaas,
+    VmRecord,
+};
 use fleet_vm::registry_client::Registry;
 use fleet_vm::supervisor::Processes;
 
@@ -102,6 +106,32 @@ impl Arguments<'_> {
     }
 }
 
+/// What this CPI's VMs are (its `vms` property, as a fleet definition names them):
+/// directories of this machine (`processes`, the default), containers (`containers`),
+/// or containers where this machine makes them and directories elsewhere (`auto`).
+fn vms_are_containers(request: &Request) -> Result<bool, Failure> {
+    let unavailable = fleet_vm::container::unavailable;
+    match request.context.get("vms") {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::String(kind)) => match kind.as_str() {
+            "processes" => Ok(false),
+            "auto" => Ok(unavailable().is_none()),
+            "containers" => match unavailable() {
+                None => Ok(true),
+                Some(why) => Err(cloud_error(format!(
+                    "the CPI's `vms: containers` cannot be had here: {why}"
+                ))),
+            },
+            other => Err(cloud_error(format!(
+                "the CPI's `vms` is `{other}`: expected `processes`, `containers` or `auto`"
+            ))),
+        },
+        Some(other) => Err(cloud_error(format!(
+            "the CPI's `vms` is `{other}`: expected `processes`, `containers` or `auto`"
+        ))),
+    }
+}
+
 /// The networked agent a VM gets: the mbus of its `env` (`bosh.mbus.urls`), or of the
 /// CPI's `agent.mbus` property, as BOSH's CPIs give it to the agents they start; the
 /// certificate it serves with from `env.bosh.mbus.cert`. None without an mbus: the
@@ -175,6 +205,62 @@ async fn start_agent(
     Ok(())
 }
 
+/// Makes the new VM `cid` a container that runs its own agent, handed its settings as
+/// an IaaS hands a BOSH agent its own, and waits until the agent listens at the VM's
+/// address. The registry is not used: the VM reads its settings from itself.
+async fn start_container_agent(
+    request: &Request,
+    iaas: &ProcessIaas,
+    vm: &VmRecord,
+    env: &Value,
+    log: &mut Vec<String>,
+) -> Result<(), Failure> {
+    let settings = agent_settings(request, env)?.ok_or_else(|| {
+        cloud_error(
+            "create_vm: a container VM of this CPI runs its own agent, which needs an mbus \
+             (the VM's env.bosh.mbus.urls or the CPI's agent.mbus)"
+                .into(),
+        )
+    })?;
+    let (cid, hostname) = (vm.cid.clone(), vm.agent_id.clone());
+    let started = off_runtime(iaas, move |iaas| {
+        iaas.start_container(
+            &cid,
+            ContainerSettings {
+                hostname,
+                compilation: false,
+                own_agent: true,
+            },
+        )?;
+        // With a dynamic network's address as the container was given it.
+        iaas.vm(&cid)
+    })
+    .await?;
+    let own = OwnAgentSettings {
+        agent_id: vm.agent_id.clone(),
+        vm_cid: vm.cid.clone(),
+        networks: started.networks.clone(),
+        agent: settings,
+    };
+    let path = iaas.containers().settings_dir(&vm.cid).join(
+        Path::new(OWN_AGENT_SETTINGS)
+            .file_name()
+            .unwrap_or_default(),
+    );
+    let text = serde_json::to_vec_pretty(&own).map_err(|e| cloud_error(e.to_string()))?;
+    fleet_file::write(&path, &text, fleet_file::Mode::Private)
+        .map_err(|e| cloud_error(format!("VM {}: its agent's settings: {e}", vm.cid)))?;
+    log.push(format!("VM {}: its container started", vm.cid));
+    let sandbox = iaas
+        .sandbox(&vm.cid)
+        .map_err(|e| cloud_error(format!("VM {}: {e}", vm.cid)))?;
+    networked_agent::start_inside(&sandbox)
+        .await
+        .map_err(|e| cloud_error(e.to_string()))?;
+    log.push(format!("VM {}: its agent started inside it", vm.cid));
+    Ok(())
+}
+
 /// The registry, for a VM whose settings are kept there.
 fn registry_of(
     request: &Request,
@@ -234,7 +320,7 @@ async fn answer(
     if method == "info" {
         return Ok(json!({"stemcell_formats": [STEMCELL_FORMAT], "api_version": API_VERSION}));
     }
-    let iaas = ProcessIaas::open(&root(request)?)?;
+    let iaas = ProcessIaas::open(&root(request)?)?.with_program(program);
     let version = request.api_version;
     match method {
         "create_stemcell" => {
@@ -254,19 +340,30 @@ async fn answer(
             let properties = Value::Object(args.map(2, "cloud_properties")?);
             let networks = Value::Object(args.map(3, "networks")?);
             let env = Value::Object(args.map(5, "env")?);
-            let vm = iaas.create_vm(agent_id, stemcell, &properties, &networks, &env)?;
+            let containers = vms_are_containers(request)?;
+            let mut vm = iaas.create_vm(agent_id, stemcell, &properties, &networks, &env)?;
             log.push(format!("VM {} made for agent {agent_id}", vm.cid));
             // A VM whose agent cannot be set up is deleted again: a VM whose CID the
             // caller never learns would be leaked.
-            if let Err(failure) = start_agent(
-                request, program, &iaas, &vm.cid, agent_id, &networks, &env, log,
-            )
-            .await
-            {
-                networked_agent::end(&iaas.vm_dir(&vm.cid)).await;
+            let agent = if containers {
+                start_container_agent(request, &iaas, &vm, &env, log).await
+            } else {
+                start_agent(
+                    request, program, &iaas, &vm.cid, agent_id, &networks, &env, log,
+                )
+                .await
+            };
+            if let Err(failure) = agent {
+                if !containers {
+                    networked_agent::end(&iaas.vm_dir(&vm.cid)).await;
+                }
                 let gone = vm.cid.clone();
                 let _ = off_runtime(&iaas, move |iaas| iaas.delete_vm(&gone)).await;
                 return Err(failure);
+            }
+            if containers {
+                // A dynamic network's address, as the container was given it.
+                vm = iaas.vm(&vm.cid)?;
             }
             Ok(if version >= 2 {
                 json!([vm.cid, vm.networks])
@@ -279,9 +376,12 @@ async fn answer(
             if !fleet_vm::iaas::is_cid("vm", cid) {
                 return Err(IaasError::VmNotFound(cid.to_string()).into());
             }
-            // The VM's processes end with it, and its settings.
-            Daemon::new(&iaas.vm_dir(cid), program).exit().await;
-            networked_agent::end(&iaas.vm_dir(cid)).await;
+            // The VM's processes end with it, and its settings; a container's end with
+            // its container.
+            if iaas.vm(cid).is_ok_and(|vm| vm.container.is_none()) {
+                Daemon::new(&iaas.vm_dir(cid), program).exit().await;
+                networked_agent::end(&iaas.vm_dir(cid)).await;
+            }
             if let Some(registry) =
                 Registry::from_context(&request.context).map_err(|e| cloud_error(e.to_string()))?
                 && iaas.vm(cid).is_ok_and(|vm| vm.registry.is_some())
@@ -299,7 +399,25 @@ async fn answer(
         "has_vm" => Ok(json!(iaas.has_vm(args.string(0, "vm_cid")?))),
         "reboot_vm" => {
             let cid = args.string(0, "vm_cid")?;
-            iaas.vm(cid)?;
+            let record = iaas.vm(cid)?;
+            if let Some(settings) = record.container {
+                // Its container ends and starts again, with its agent, which brings back
+                // the jobs that ran.
+                let again = cid.to_string();
+                off_runtime(&iaas, move |iaas| {
+                    iaas.containers().halt(&again);
+                    iaas.start_container(&again, settings).map(|_| ())
+                })
+                .await?;
+                let sandbox = iaas
+                    .sandbox(cid)
+                    .map_err(|e| cloud_error(format!("VM {cid}: {e}")))?;
+                networked_agent::start_inside(&sandbox)
+                    .await
+                    .map_err(|e| cloud_error(e.to_string()))?;
+                log.push(format!("VM {cid} rebooted"));
+                return Ok(Value::Null);
+            }
             let supervisor = Daemon::new(&iaas.vm_dir(cid), program);
             if supervisor.running().await {
                 supervisor

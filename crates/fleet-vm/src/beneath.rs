@@ -170,6 +170,41 @@ impl Root {
         Ok(found)
     }
 
+    /// Removes the file (or link) `relative`; one that is not there is no error.
+    ///
+    /// # Errors
+    /// When its directory cannot be opened, or it cannot be removed.
+    pub fn remove_file(&self, relative: &Path) -> std::io::Result<()> {
+        let (Some(dir), Some(name)) = (relative.parent(), relative.file_name()) else {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "no file name",
+            ));
+        };
+        let dir = match self.open_at(dir, libc::O_PATH | libc::O_DIRECTORY, 0) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            other => other?,
+        };
+        let c = CString::new(name.as_bytes()).map_err(|_| {
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "a name with a NUL")
+        })?;
+        // SAFETY: a live directory descriptor and a single name, which unlinkat does not
+        // follow.
+        if unsafe { libc::unlinkat(dir.as_raw_fd(), c.as_ptr(), 0) } != 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::NotFound {
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `relative` is there (a link counts, unfollowed).
+    pub fn exists(&self, relative: &Path) -> bool {
+        self.open_at(relative, libc::O_PATH | libc::O_NOFOLLOW, 0)
+            .is_ok()
+    }
+
     /// Reads the file `relative`, at most `limit` bytes.
     ///
     /// # Errors
@@ -323,6 +358,18 @@ mod tests {
         );
         assert!(root.below(Path::new("sys/log")).is_ok());
         assert!(root.read(Path::new("../host/secret"), 100).is_err());
+        // Removing through a link removes nothing beyond it.
+        root.remove_file(Path::new("sys/log/kv/secret")).unwrap();
+        assert!(host.join("secret").exists(), "the host's file is left");
+        assert!(
+            root.exists(Path::new("sys/log/secret.log")),
+            "a link is there"
+        );
+        root.remove_file(Path::new("sys/log/secret.log")).unwrap();
+        assert!(!root.exists(Path::new("sys/log/secret.log")));
+        assert!(host.join("secret").exists(), "only the link went");
+        root.remove_file(Path::new("sys/nothing/here")).unwrap();
+        std::os::unix::fs::symlink(host.join("secret"), vm.join("sys/log/secret.log")).unwrap();
         let kinds = root.entries(Path::new("sys/log")).unwrap();
         assert_eq!(
             kinds,

@@ -94,7 +94,31 @@ pub struct ContainerSettings {
     /// A compilation VM installs into `packages/`.
     #[serde(default)]
     pub compilation: bool,
+    /// The VM runs its own networked agent inside (`create-env`'s VMs, whose creator
+    /// talks to the agent at the VM's address), which places its jobs and packages
+    /// itself.
+    #[serde(default)]
+    pub own_agent: bool,
 }
+
+/// What a VM that runs its own agent is told of itself, as an IaaS hands a BOSH agent
+/// its settings: read by the agent inside from [`OWN_AGENT_SETTINGS`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OwnAgentSettings {
+    pub agent_id: String,
+    pub vm_cid: String,
+    /// The networks with the VM's addresses (a dynamic network's as handed out).
+    #[serde(default)]
+    pub networks: Value,
+    pub agent: AgentSettings,
+}
+
+/// Where a container VM finds the settings of its own agent: a directory only this
+/// machine's side writes (its system directory's `settings/`), read-only inside.
+pub const OWN_AGENT_DIR: &str = "/var/vcap/bosh/settings";
+
+/// The settings file of a VM's own agent, inside the VM.
+pub const OWN_AGENT_SETTINGS: &str = "/var/vcap/bosh/settings/agent.json";
 
 /// A networked agent's settings: its mbus URL (with the credentials clients must bring)
 /// and, when given, the certificate it serves with.
@@ -134,7 +158,7 @@ struct DiskRecord {
 }
 
 /// Where an attached disk is in its VM's directory.
-const ATTACHED_DISKS: &str = ".disks";
+pub const ATTACHED_DISKS: &str = ".disks";
 
 /// Where a VM's directory keeps the records that are not the VM's own.
 pub const RECORDS: &str = ".records";
@@ -248,6 +272,7 @@ impl ProcessIaas {
                 networks: &vm.networks,
                 limits,
                 compilation: settings.compilation,
+                own_agent: settings.own_agent,
                 forwards,
             })
             .map_err(container)?;

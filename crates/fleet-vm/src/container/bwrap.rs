@@ -1,7 +1,8 @@
 //! The bubblewrap command line that makes a VM's container, built from what the VM is
 //! (pure: the host's root is read by the caller). The VM sees this machine's operating
 //! system read-only as its stemcell, its own directory as `/var/vcap` (its `jobs/` and,
-//! but on compilation VMs, its `packages/` read-only: only the agent places them), its
+//! but on compilation VMs, its `packages/` read-only where the agent that places them
+//! is this machine's; writable where the VM runs its own agent), its
 //! own `/etc` files that name it and its users, and its own `/tmp`, `/home` and `/root`.
 
 use std::ffi::OsString;
@@ -44,8 +45,11 @@ pub struct Layout<'a> {
     pub private: Vec<(PathBuf, bool)>,
     /// The program the VM's supervisor runs as, bound at [`VM_PROGRAM`].
     pub program: Option<&'a Path>,
-    /// A compilation VM installs what it compiles into `packages/`.
+    /// A compilation VM installs what it compiles into `packages/`, and a VM running
+    /// its own agent places its packages there.
     pub packages_writable: bool,
+    /// A VM running its own agent places its jobs.
+    pub jobs_writable: bool,
     /// The VM's ephemeral disk, mounted on this machine, when it has one of its own:
     /// its `/var/vcap/data`.
     pub ephemeral: Option<&'a Path>,
@@ -123,12 +127,14 @@ pub fn arguments(layout: &Layout<'_>) -> Vec<OsString> {
     if let Some(disk) = layout.ephemeral {
         bind(&mut args, "--bind", disk, &format!("{VCAP}/data"));
     }
-    bind(
-        &mut args,
-        "--ro-bind",
-        &layout.vm_dir.join("jobs"),
-        &format!("{VCAP}/jobs"),
-    );
+    if !layout.jobs_writable {
+        bind(
+            &mut args,
+            "--ro-bind",
+            &layout.vm_dir.join("jobs"),
+            &format!("{VCAP}/jobs"),
+        );
+    }
     if !layout.packages_writable {
         bind(
             &mut args,
@@ -145,6 +151,12 @@ pub fn arguments(layout: &Layout<'_>) -> Vec<OsString> {
         "--ro-bind",
         &layout.system_dir.join("inbox"),
         super::INBOX,
+    );
+    bind(
+        &mut args,
+        "--ro-bind",
+        &layout.system_dir.join("settings"),
+        crate::iaas::OWN_AGENT_DIR,
     );
     if let Some(program) = layout.program {
         bind(&mut args, "--ro-bind", program, VM_PROGRAM);
@@ -251,7 +263,7 @@ mod tests {
             .join(" ")
     }
 
-    fn layout(packages_writable: bool) -> Layout<'static> {
+    fn layout(packages_writable: bool, jobs_writable: bool) -> Layout<'static> {
         Layout {
             hostname: "a1b2",
             vm_dir: Path::new("/s/vms/vm-1"),
@@ -266,6 +278,7 @@ mod tests {
             ],
             program: Some(Path::new("/opt/fleet-updater")),
             packages_writable,
+            jobs_writable,
             ephemeral: Some(Path::new("/s/systems/vm-1/ephemeral")),
             own_network: true,
             user_namespace: false,
@@ -276,7 +289,7 @@ mod tests {
 
     #[test]
     fn the_vm_sees_the_host_read_only_and_its_own_directory_at_var_vcap() {
-        let args = text(&arguments(&layout(false)));
+        let args = text(&arguments(&layout(false, false)));
         for expected in [
             "--unshare-pid --unshare-uts --unshare-ipc --unshare-cgroup-try --unshare-net --hostname a1b2",
             "--ro-bind /usr /usr --symlink usr/bin /bin",
@@ -284,14 +297,19 @@ mod tests {
             "--ro-bind /dev/null /etc/ssh/ssh_host_rsa_key --tmpfs /etc/ssl/private --remount-ro /etc/ssl/private",
             "--bind /s/vms/vm-1 /var/vcap --bind /s/systems/vm-1/ephemeral /var/vcap/data --ro-bind /s/vms/vm-1/jobs /var/vcap/jobs --ro-bind /s/vms/vm-1/packages /var/vcap/packages",
             "--tmpfs /var/vcap/.records --remount-ro /var/vcap/.records",
-            "--ro-bind /s/systems/vm-1/inbox /var/vcap/bosh/inbox --ro-bind /opt/fleet-updater /var/vcap/bosh/bin/fleet-updater",
+            "--ro-bind /s/systems/vm-1/inbox /var/vcap/bosh/inbox --ro-bind /s/systems/vm-1/settings /var/vcap/bosh/settings --ro-bind /opt/fleet-updater /var/vcap/bosh/bin/fleet-updater",
             "--bind /s/systems/vm-1/tmp /tmp",
             "--info-fd 7 --block-fd 8 -- sleep infinity",
         ] {
             assert!(args.contains(expected), "{expected} in {args}");
         }
-        let compiling = text(&arguments(&layout(true)));
+        let compiling = text(&arguments(&layout(true, false)));
         assert!(!compiling.contains("/var/vcap/packages"), "{compiling}");
+        assert!(compiling.contains("--ro-bind /s/vms/vm-1/jobs /var/vcap/jobs"));
+        // A VM that runs its own agent places both itself.
+        let own_agent = text(&arguments(&layout(true, true)));
+        assert!(!own_agent.contains("/var/vcap/packages"), "{own_agent}");
+        assert!(!own_agent.contains("/var/vcap/jobs"), "{own_agent}");
     }
 
     #[test]
@@ -310,7 +328,7 @@ mod tests {
 
     #[test]
     fn the_var_vcap_binds_come_after_the_directory_they_cover() {
-        let args = text(&arguments(&layout(false)));
+        let args = text(&arguments(&layout(false, false)));
         let vcap = args.find("/s/vms/vm-1 /var/vcap ").unwrap();
         let jobs = args.find("/var/vcap/jobs").unwrap();
         let hidden = args.find("/var/vcap/.records").unwrap();

@@ -107,6 +107,8 @@ pub struct ContainerSpec<'a> {
     pub networks: &'a serde_json::Value,
     pub limits: Limits,
     pub compilation: bool,
+    /// The VM runs its own agent, which places its jobs and packages.
+    pub own_agent: bool,
     /// This machine's ports forwarded to the VM's (`ports`).
     pub forwards: Vec<ports::Forward>,
 }
@@ -228,6 +230,12 @@ impl Containers {
         at.is_dir().then_some(at)
     }
 
+    /// Where this machine's side puts the settings of the VM `cid`'s own agent, which
+    /// it sees at [`crate::iaas::OWN_AGENT_DIR`].
+    pub fn settings_dir(&self, cid: &str) -> PathBuf {
+        self.system_dir(cid).join("settings")
+    }
+
     /// Where this machine's side puts what it hands the VM `cid`, which sees it at
     /// [`INBOX`].
     pub fn inbox(&self, cid: &str) -> PathBuf {
@@ -317,7 +325,15 @@ impl Containers {
             Vec::new()
         };
         let system = self.system_dir(spec.cid);
-        for dir in ["etc", "tmp", "home", "root", "home/vcap", "inbox"] {
+        for dir in [
+            "etc",
+            "tmp",
+            "home",
+            "root",
+            "home/vcap",
+            "inbox",
+            "settings",
+        ] {
             std::fs::create_dir_all(system.join(dir)).map_err(io(format!("VM {}", spec.cid)))?;
         }
         use std::os::unix::fs::PermissionsExt;
@@ -452,19 +468,26 @@ impl Containers {
             host,
             private,
             program: self.program.as_deref(),
-            packages_writable: spec.compilation,
+            packages_writable: spec.compilation || spec.own_agent,
+            jobs_writable: spec.own_agent,
             ephemeral,
             user_namespace: self.privilege == Privilege::UserNamespace,
             own_network,
             info_fd: info_write.as_raw_fd(),
             block_fd: block_read.as_raw_fd(),
         };
-        let log = spec.vm_dir.join("sys/log/container.log");
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .map_err(io(log.display().to_string()))?;
+        // Within the VM's directory: a container started again finds what its VM left
+        // there, links included.
+        let log = (|| {
+            let root = crate::beneath::Root::open(spec.vm_dir)?;
+            root.create_dir_all(Path::new("sys/log"))?;
+            root.open_at(
+                Path::new("sys/log/container.log"),
+                libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT | libc::O_NOFOLLOW,
+                0o644,
+            )
+        })()
+        .map_err(io(format!("VM {}: sys/log/container.log", spec.cid)))?;
         let mut command = std::process::Command::new("bwrap");
         command
             .args(bwrap::arguments(&layout))
@@ -603,11 +626,22 @@ impl Containers {
     }
 
     /// Ends `cid`'s container (every process in it), removes its groups, NICs, system
-    /// directory and record. A container already gone is no error.
+    /// directory and record: its VM is deleted. A container already gone is no error.
     pub fn stop(&self, cid: &str) {
+        self.end(cid);
+        let _ = std::fs::remove_dir_all(self.system_dir(cid));
+    }
+
+    /// Ends `cid`'s container as [`Containers::stop`] does, keeping its system directory
+    /// (the users its jobs added, its ephemeral disk) for the container to start again
+    /// with, as a VM keeps its disks through a reboot.
+    pub fn halt(&self, cid: &str) {
+        self.end(cid);
+    }
+
+    fn end(&self, cid: &str) {
         let Some(record) = self.record(cid) else {
             ephemeral::release(&self.system_dir(cid));
-            let _ = std::fs::remove_dir_all(self.system_dir(cid));
             return;
         };
         if start_time(record.pid) == Some(record.started) {
@@ -633,7 +667,6 @@ impl Containers {
         record.groups.remove();
         network::disconnect(&record.nics);
         ephemeral::release(&self.system_dir(cid));
-        let _ = std::fs::remove_dir_all(self.system_dir(cid));
         let _ = std::fs::remove_file(self.record_path(cid));
     }
 
@@ -648,8 +681,10 @@ impl Containers {
             let Some(cid) = name.strip_suffix(".json").filter(|c| !c.starts_with('.')) else {
                 continue;
             };
-            if !vms.iter().any(|v| v == cid) || self.running(cid).is_none() {
+            if !vms.iter().any(|v| v == cid) {
                 self.stop(cid);
+            } else if self.running(cid).is_none() {
+                self.halt(cid);
             }
         }
     }
