@@ -35,15 +35,27 @@ impl Env {
         let w = Workspace::new();
         let repository = Path::new(env!("CARGO_MANIFEST_DIR"));
         let demo = repository.join("config/create-env");
-        // The demo's CPI release, its CPI recording each method and holding one that a
-        // file in `hold/` names.
+        // The demo's CPI release, its job's `bin/cpi` recording each method and holding
+        // one that a file in `hold/` names before it runs the package's CPI as the
+        // demo's does.
         let cpi = w.path("cpi-release");
         crate::support::copy_tree(&demo.join("cpi-release"), &cpi);
         std::fs::create_dir_all(w.path("hold")).unwrap();
+        let demo_template =
+            std::fs::read_to_string(cpi.join("jobs/process-cpi/templates/cpi.erb")).unwrap();
+        let runs_the_package = demo_template
+            .lines()
+            .skip_while(|l| !l.starts_with("exec "))
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert!(
+            runs_the_package.contains("process-cpi/bin/cpi"),
+            "{demo_template}"
+        );
         std::fs::write(
-            cpi.join("src/process-cpi/cpi"),
+            cpi.join("jobs/process-cpi/templates/cpi.erb"),
             format!(
-                "#!/bin/sh\nreq=$(cat)\nmethod=$(printf '%s' \"$req\" | sed -n 's/.*\"method\":\"\\([a-z_]*\\)\".*/\\1/p')\necho \"$method\" >> {calls}\nif [ -e {hold}/\"$method\" ]; then echo $$ > {hold}/held.pid; sleep 1000; fi\nprintf '%s' \"$req\" | exec \"$FLEET_UPDATER_PROGRAM\" cpi \"$@\"\n",
+                "#!/bin/sh\nreq=$(cat)\nmethod=$(printf '%s' \"$req\" | sed -n 's/.*\"method\":\"\\([a-z_]*\\)\".*/\\1/p')\necho \"$method\" >> {calls}\nif [ -e {hold}/\"$method\" ]; then echo $$ > {hold}/held.pid; sleep 1000; fi\nprintf '%s' \"$req\" | {runs_the_package}\n",
                 calls = w.path("cpi-calls").display(),
                 hold = w.path("hold").display()
             ),
@@ -53,7 +65,6 @@ impl Env {
         let manifest = std::fs::read_to_string(demo.join("manifest.yml"))
             .unwrap()
             .replace("127.0.0.1:6868", &format!("127.0.0.1:{port}"))
-            .replace("port: 6901", &format!("port: {}", free_port()))
             .replace(
                 "file://../releases/kv",
                 &format!("file://{}", repository.join("config/releases/kv").display()),
@@ -75,6 +86,28 @@ impl Env {
         }
     }
 
+    /// The demo with its CPI keeping the VM's settings in a registry, which
+    /// `create-env` runs while it deploys.
+    fn with_registry() -> Env {
+        let env = Env::new();
+        let manifest = std::fs::read_to_string(env.w.path("manifest.yml"))
+            .unwrap()
+            .replace(
+                "    vms: processes\n",
+                &format!(
+                    "    vms: processes\n    registry: {{host: 127.0.0.1, port: {}, username: registry, password: ((registry_password))}}\n",
+                    free_port()
+                ),
+            )
+            .replace(
+                "variables:\n",
+                "variables:\n- {name: registry_password, type: password}\n",
+            );
+        assert!(manifest.contains("registry_password"), "{manifest}");
+        env.w.write("manifest.yml", &manifest);
+        env
+    }
+
     /// The demo with the CPI's `vms: containers`: the VM on `10.246.NET.0/24` at `.10`,
     /// its agent listening there.
     fn in_containers(net: u8) -> Env {
@@ -86,10 +119,7 @@ impl Env {
                 &format!("10.246.{net}.10:6868"),
             )
             .replace("10.245.1.", &format!("10.246.{net}."))
-            .replace(
-                "  properties:\n    root:",
-                "  properties:\n    vms: containers\n    root:",
-            );
+            .replace("vms: processes", "vms: containers");
         assert!(manifest.contains("vms: containers"), "{manifest}");
         env.w.write("manifest.yml", &manifest);
         env.containers = true;
@@ -256,18 +286,12 @@ fn an_env_is_created_skipped_redeployed_with_its_data_and_deleted() {
         "the seed's CPI calls, in order"
     );
     assert!(out.contains("Finished deploying"), "{out}");
-    assert!(out.contains("Starting registry on 127.0.0.1"), "{out}");
-    let state = env.state();
-    // The VM's settings went through the registry: its record names the registry, not
-    // the agent's credentials, and the agent keeps what it read.
+    assert!(!out.contains("registry"), "{out}");
+    // No registry: the CPI gave the agent its settings in the VM's record.
     let record = std::fs::read_to_string(env.vm_dir().join(".records/vm.json")).unwrap();
-    assert!(
-        record.contains("\"registry\": \"http://registry:"),
-        "{record}"
-    );
-    assert!(!record.contains("mbus"), "{record}");
-    let cached = std::fs::read_to_string(env.vm_dir().join("bosh/settings.json")).unwrap();
-    assert!(cached.contains("\"mbus\":\"https://mbus:"), "{cached}");
+    assert!(record.contains("\"mbus\": \"https://mbus:"), "{record}");
+    assert!(!record.contains("\"registry\""), "{record}");
+    let state = env.state();
     let (vms, disks) = env.iaas();
     assert_eq!(vms, [state["current_vm_cid"].as_str().unwrap()]);
     assert_eq!(disks, [state["disks"][0]["cid"].as_str().unwrap()]);
@@ -297,6 +321,33 @@ fn an_env_is_created_skipped_redeployed_with_its_data_and_deleted() {
     }
     assert!(env.kv("GET", "/", "").starts_with("kv 1 kv-env/kv/0"));
     env.kv("PUT", "/greeting", "hello");
+    // The installed CPI runs as the bosh CLI runs it: with only the two variables the
+    // CLI sets, the program found where the package noted it when it was compiled.
+    let installation = std::fs::read_dir(env.w.path("home/installations"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let mut cpi = Process::new(installation.join("jobs/process-cpi/bin/cpi"))
+        .env_clear()
+        .env("BOSH_PACKAGES_DIR", installation.join("packages"))
+        .env("BOSH_JOBS_DIR", installation.join("jobs"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(
+        &mut cpi.stdin.take().unwrap(),
+        br#"{"method":"info","arguments":[],"context":{"director_uuid":"d"},"api_version":2}"#,
+    )
+    .unwrap();
+    let info: Value = serde_json::from_slice(&cpi.wait_with_output().unwrap().stdout).unwrap();
+    assert_eq!(
+        info["result"]["stemcell_formats"][0], "fleet-process",
+        "{info}"
+    );
+    assert_eq!(env.calls(), ["info"]);
 
     let again = env.deploy("manifest.yml");
     assert!(again.contains("No deployment, stemcell or release changes. Skipping deploy."));
@@ -329,6 +380,15 @@ fn an_env_is_created_skipped_redeployed_with_its_data_and_deleted() {
         "the old VM's processes ended"
     );
 
+    // The state file rewritten in the bosh CLI's layout (four-space indents, its
+    // manifest digest a SHA-512): delete-env reads it as its own.
+    let mut state = env.state();
+    state["current_manifest_sha"] = Value::from("cd".repeat(64));
+    let mut cli_layout = Vec::new();
+    let formatter = serde_json::ser::PrettyFormatter::with_indent(b"    ");
+    let mut serializer = serde_json::Serializer::with_formatter(&mut cli_layout, formatter);
+    serde::Serialize::serialize(&state, &mut serializer).unwrap();
+    std::fs::write(env.w.path("state.json"), &cli_layout).unwrap();
     let pids = env.pids();
     let out = env.run("delete-env", "changed.yml");
     assert!(
@@ -359,7 +419,8 @@ fn an_env_is_created_skipped_redeployed_with_its_data_and_deleted() {
 
 #[test]
 fn runs_killed_after_create_vm_and_after_create_disk_are_finished_without_leaks() {
-    let env = Env::new();
+    // With a registry: the agent of a VM made by a killed run reads its settings there.
+    let env = Env::with_registry();
     env.killed_at("set_vm_metadata");
     let state = env.state();
     let first_vm = state["current_vm_cid"].as_str().unwrap().to_string();
@@ -386,7 +447,18 @@ fn runs_killed_after_create_vm_and_after_create_disk_are_finished_without_leaks(
     assert_eq!(on_disk, disks);
 
     let _ = env.calls();
-    env.deploy("manifest.yml");
+    let out = env.deploy("manifest.yml");
+    assert!(out.contains("Starting registry on 127.0.0.1"), "{out}");
+    // The VM's settings went through the registry: its record names the registry, not
+    // the agent's credentials, and the agent keeps what it read.
+    let record = std::fs::read_to_string(env.vm_dir().join(".records/vm.json")).unwrap();
+    assert!(
+        record.contains("\"registry\": \"http://registry:"),
+        "{record}"
+    );
+    assert!(!record.contains("https://mbus:"), "{record}");
+    let cached = std::fs::read_to_string(env.vm_dir().join("bosh/settings.json")).unwrap();
+    assert!(cached.contains("\"mbus\":\"https://mbus:"), "{cached}");
     let state = env.state();
     let (vms, on_disk) = env.iaas();
     assert_eq!(

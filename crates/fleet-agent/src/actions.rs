@@ -27,6 +27,9 @@ const STARTED: &str = "bosh/started";
 #[derive(Default)]
 struct State {
     spec: ApplySpec,
+    /// The spec as it was applied, every field the client sent (its networks filled in
+    /// from the settings): what `get_state` answers with.
+    applied: Value,
     supervisor: Option<Arc<Supervisor>>,
     started: bool,
 }
@@ -35,6 +38,8 @@ pub struct VmAgent {
     pub(crate) vm: Sandbox,
     cid: String,
     agent_id: String,
+    /// The networks the VM was made on, with the addresses the IaaS gave it.
+    networks: serde_json::Map<String, Value>,
     /// Where the IaaS keeps persistent disks, each a directory named by its CID.
     pub(crate) disks: PathBuf,
     pub(crate) blobs: Blobstore,
@@ -73,8 +78,9 @@ impl Arguments<'_> {
 }
 
 impl VmAgent {
-    /// The agent of the VM in `vm_dir`, whose disks are in `disks`; what it applied
-    /// before is read back, and jobs that ran are started again, no script run.
+    /// The agent of the VM in `vm_dir`, made on `networks` (as `create_vm` was given
+    /// them), whose disks are in `disks`; what it applied before is read back, and jobs
+    /// that ran are started again, no script run.
     ///
     /// # Errors
     /// When the VM's directories cannot be made.
@@ -82,6 +88,7 @@ impl VmAgent {
         vm_dir: &Path,
         cid: &str,
         agent_id: &str,
+        networks: &Value,
         disks: &Path,
         timings: Timings,
     ) -> std::io::Result<Arc<VmAgent>> {
@@ -92,6 +99,7 @@ impl VmAgent {
             vm,
             cid: cid.to_string(),
             agent_id: agent_id.to_string(),
+            networks: networks.as_object().cloned().unwrap_or_default(),
             disks: disks.to_path_buf(),
             blobs,
             timings,
@@ -110,13 +118,17 @@ impl VmAgent {
         let Ok(text) = tokio::fs::read(self.vm.root().join(SPEC)).await else {
             return;
         };
-        let Ok(spec) = serde_json::from_slice::<ApplySpec>(&text) else {
+        let Ok(applied) = serde_json::from_slice::<Value>(&text) else {
+            return;
+        };
+        let Ok(spec) = serde_json::from_value::<ApplySpec>(applied.clone()) else {
             return;
         };
         let mut state = self.state.lock().await;
         let started = self.vm.root().join(STARTED).exists();
         state.supervisor = self.supervisor_for(&spec).ok().map(Arc::new);
         state.spec = spec;
+        state.applied = applied;
         if started && let Some(s) = &state.supervisor {
             s.start().await;
             state.started = true;
@@ -194,7 +206,10 @@ impl VmAgent {
                             async move { agent.prepare(&spec).await.map(|()| json!("prepared")) },
                         )
                     } else {
-                        Box::pin(async move { agent.apply(spec).await.map(|()| json!("applied")) })
+                        let sent = arguments.first().cloned().unwrap_or_default();
+                        Box::pin(
+                            async move { agent.apply(sent, spec).await.map(|()| json!("applied")) },
+                        )
                     }
                 }
                 "stop" => Box::pin(async move { agent.stop().await.map(|()| json!("stopped")) }),
@@ -257,7 +272,10 @@ impl VmAgent {
             .as_ref()
             .map(|s| s.statuses())
             .unwrap_or_default();
-        let job_state = if !state.started {
+        // A VM with no processes to run is running, as monit with nothing to watch says.
+        let job_state = if statuses.is_empty() {
+            "running"
+        } else if !state.started {
             "stopped"
         } else if statuses.iter().all(|s| s.state == ProcessState::Running) {
             "running"
@@ -266,7 +284,10 @@ impl VmAgent {
         } else {
             "starting"
         };
-        let mut value = serde_json::to_value(&state.spec).unwrap_or_else(|_| json!({}));
+        let mut value = match &state.applied {
+            Value::Object(_) => state.applied.clone(),
+            _ => json!({}),
+        };
         let processes: Vec<Value> = statuses
             .iter()
             .map(|s| {
@@ -278,6 +299,12 @@ impl VmAgent {
             })
             .collect();
         if let Some(map) = value.as_object_mut() {
+            // BOSH's agent answers these as empty maps, never null.
+            for key in ["networks", "resource_pool", "packages"] {
+                if map.get(key).is_none_or(Value::is_null) {
+                    map.insert(key.into(), json!({}));
+                }
+            }
             map.insert("agent_id".into(), json!(self.agent_id));
             map.insert("job_state".into(), json!(job_state));
             map.insert("vm".into(), json!({"name": self.cid}));
@@ -304,20 +331,39 @@ impl VmAgent {
         Ok(())
     }
 
-    async fn apply(&self, spec: ApplySpec) -> Result<(), ActionError> {
+    /// BOSH's apply: the networks checked against the settings; then, when the spec has
+    /// a configuration hash, its jobs and packages placed and only those kept (the
+    /// initial apply of `create-env` names none, and an empty archive: the VM is left
+    /// with nothing); the spec kept, and who the instance is written to `instance/`.
+    async fn apply(&self, sent: Value, mut spec: ApplySpec) -> Result<(), ActionError> {
+        super::networks::resolve(&mut spec.networks, &self.networks)?;
+        let mut applied = match sent {
+            Value::Object(map) => map,
+            _ => serde_json::Map::new(),
+        };
+        applied.insert("networks".into(), Value::Object(spec.networks.clone()));
         let mut state = self.state.lock().await;
-        if !spec.configuration_hash.is_empty()
-            && let Some(archive) = &spec.rendered_templates_archive
-        {
-            let bytes = self
-                .blobs
-                .fetch_off_runtime(&archive.blobstore_id, &archive.sha1)
-                .await?;
-            let rendered = tokio::task::spawn_blocking(move || fleet_render::unpack(&bytes))
-                .await
-                .map_err(|e| {
-                    ActionError::io("unpack the rendered templates")(std::io::Error::other(e))
-                })??;
+        if !spec.configuration_hash.is_empty() {
+            let archive = spec
+                .rendered_templates_archive
+                .as_ref()
+                .filter(|a| !a.blobstore_id.is_empty());
+            let rendered = match archive {
+                Some(archive) => {
+                    let bytes = self
+                        .blobs
+                        .fetch_off_runtime(&archive.blobstore_id, &archive.sha1)
+                        .await?;
+                    tokio::task::spawn_blocking(move || fleet_render::unpack(&bytes))
+                        .await
+                        .map_err(|e| {
+                            ActionError::io("unpack the rendered templates")(std::io::Error::other(
+                                e,
+                            ))
+                        })??
+                }
+                None => Default::default(),
+            };
             let mut packages = Vec::new();
             for PackageRef {
                 name,
@@ -336,17 +382,49 @@ impl VmAgent {
                 old.stop().await;
             }
             place::place(&self.vm, &rendered, packages).await?;
+            let (vm, jobs, names) = (
+                self.vm.clone(),
+                rendered.keys().cloned().collect::<Vec<_>>(),
+                spec.packages.keys().cloned().collect::<Vec<_>>(),
+            );
+            blocking(move || {
+                place::keep_only(&vm, &jobs, &names).map_err(ActionError::io(
+                    "remove the jobs and packages no longer applied",
+                ))
+            })
+            .await?;
             state.supervisor = Some(Arc::new(self.supervisor_for(&spec)?));
             state.started = false;
             self.remember_started(false).await?;
         }
-        let text = serde_json::to_vec_pretty(&spec).map_err(|source| ActionError::Encode {
+        let applied = Value::Object(applied);
+        let text = serde_json::to_vec_pretty(&applied).map_err(|source| ActionError::Encode {
             what: "the applied spec",
             source,
         })?;
-        let path = self.vm.root().join(SPEC);
-        blocking(move || Ok(fleet_vm::iaas::write_atomically(&path, &text)?)).await?;
+        let (path, instance, who) = (
+            self.vm.root().join(SPEC),
+            self.vm.root().join("instance"),
+            [
+                ("id", spec.id.clone()),
+                ("az", spec.az.clone()),
+                ("name", spec.name.clone()),
+                ("deployment", spec.deployment.clone()),
+            ],
+        );
+        blocking(move || {
+            fleet_vm::iaas::write_atomically(&path, &text)?;
+            std::fs::create_dir_all(&instance)
+                .map_err(ActionError::io("write who the instance is"))?;
+            for (file, value) in who {
+                std::fs::write(instance.join(file), value)
+                    .map_err(ActionError::io("write who the instance is"))?;
+            }
+            Ok(())
+        })
+        .await?;
         state.spec = spec;
+        state.applied = applied;
         Ok(())
     }
 
@@ -387,6 +465,9 @@ impl VmAgent {
             .unwrap_or_default();
         let state = self.state.lock().await;
         let context = match kind {
+            // The scripts ran to their end with `shutdown` or `update`: nothing is left
+            // to wait for.
+            "status" => return Ok(()),
             "shutdown" => StopContext::shutdown(Vec::new()),
             "update" => {
                 let next: ApplySpec = Arguments(arguments).value(1, "new_spec")?;

@@ -36,6 +36,7 @@ impl VmAgent {
                 version: &version,
                 source: &source,
                 dependencies,
+                env: Vec::new(),
             },
         )
         .await

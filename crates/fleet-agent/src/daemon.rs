@@ -143,6 +143,8 @@ struct Identity {
     cid: String,
     agent_id: String,
     settings: AgentSettings,
+    /// The networks the VM was made on.
+    networks: serde_json::Value,
     /// Where the VM's persistent disks are, each a directory named by its CID.
     disks: PathBuf,
     /// The IaaS whose record of the VM says whether it still exists; none inside a
@@ -171,6 +173,7 @@ async fn of_record(vm_dir: &Path) -> Result<Identity, DaemonError> {
         cid,
         agent_id: record.agent_id,
         settings,
+        networks: record.networks,
         disks: iaas.root().join("disks"),
         iaas: Some(iaas),
     })
@@ -192,6 +195,7 @@ async fn of_settings(vm_dir: &Path, path: &Path) -> Result<Identity, DaemonError
         cid: own.vm_cid,
         agent_id: own.agent_id,
         settings: own.agent,
+        networks: own.networks,
         disks: vm_dir.join(ATTACHED_DISKS),
         iaas: None,
     })
@@ -213,6 +217,7 @@ pub async fn serve(
         cid,
         agent_id,
         settings,
+        networks,
         disks,
         iaas,
     } = match settings {
@@ -233,7 +238,7 @@ pub async fn serve(
             mbus: mbus.without_credentials(),
             source,
         })?;
-    let agent = VmAgent::open(&vm_dir, &cid, &agent_id, &disks, timings)
+    let agent = VmAgent::open(&vm_dir, &cid, &agent_id, &networks, &disks, timings)
         .await
         .map_err(DaemonError::Vm)?;
     tokio::fs::write(vm_dir.join(PIDFILE), std::process::id().to_string())

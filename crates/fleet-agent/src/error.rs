@@ -20,7 +20,9 @@ pub enum ActionError {
         #[source]
         source: serde_json::Error,
     },
-    #[error("drain type `{0}` is not update or shutdown")]
+    #[error("Network '{0}' is not found in settings")]
+    NetworkNotInSettings(String),
+    #[error("drain type `{0}` is not update, shutdown or status")]
     DrainType(String),
     #[error("`{0}` is not a disk CID")]
     NotADiskCid(String),

@@ -11,6 +11,7 @@ pub mod daemon;
 mod disks;
 mod error;
 pub mod mbus;
+mod networks;
 pub mod protocol;
 pub mod server;
 mod tasks;

@@ -31,9 +31,21 @@ async fn served() -> Served {
         check_every: Duration::from_millis(100),
         ..Timings::default()
     };
-    let agent = VmAgent::open(&vm, "vm-1", "agent-1", &root.join("disks"), timings)
-        .await
-        .unwrap();
+    // Made on a manual network and a dynamic one the IaaS gave an address on.
+    let networks = json!({
+        "private": {"type": "manual", "ip": "10.0.0.5", "netmask": "255.255.255.0", "gateway": "10.0.0.1"},
+        "public": {"type": "dynamic", "ip": "10.254.9.7", "netmask": "255.255.255.0", "gateway": "10.254.9.1"},
+    });
+    let agent = VmAgent::open(
+        &vm,
+        "vm-1",
+        "agent-1",
+        &networks,
+        &root.join("disks"),
+        timings,
+    )
+    .await
+    .unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let url = MbusUrl::parse(&format!("https://mbus:pw-123@127.0.0.1:{port}")).unwrap();
@@ -66,7 +78,8 @@ async fn messages_tasks_and_blobs_travel_over_https_with_the_mbus_credentials() 
         .unwrap();
     let state = s.client.get_state().await.unwrap();
     assert_eq!(state["agent_id"], "agent-1");
-    assert_eq!(state["job_state"], "stopped");
+    // Nothing to run: running, as monit watching nothing says.
+    assert_eq!(state["job_state"], "running");
     assert_eq!(state["vm"]["name"], "vm-1");
 
     s.client
@@ -304,4 +317,70 @@ async fn disks_are_mounted_listed_migrated_and_unmounted() {
 
 fn sha256(bytes: &[u8]) -> String {
     fleet_release::sha256_hex(bytes)
+}
+
+/// `create-env`'s initial apply (as bosh-cli's `BuildInitialState` makes it: no jobs, no
+/// packages, an archive with no blob, a configuration hash) is accepted: what was placed
+/// before is removed, the networks are the settings' (a dynamic one's address filled
+/// in), `get_state` answers them with every field sent, and who the instance is is
+/// written; a network the VM was not made on is refused as BOSH's agent refuses it.
+#[tokio::test(flavor = "multi_thread")]
+async fn create_envs_initial_apply_empties_the_vm_and_get_state_reports_its_networks() {
+    let s = served().await;
+    let vm = s.root.join("vms/vm-1");
+    for left in ["jobs/old/monit", "packages/old/bin/x"] {
+        let path = vm.join(left);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, "").unwrap();
+    }
+    let initial = json!({
+        "deployment": "env", "name": "kv", "index": 0, "id": "0", "az": "unknown",
+        "packages": {},
+        "networks": {
+            "private": {"type": "manual", "ip": "10.0.0.5", "netmask": "255.255.255.0", "gateway": "10.0.0.1", "default": ["dns", "gateway"], "cloud_properties": {}},
+            "public": {"type": "dynamic", "cloud_properties": {}},
+        },
+        "job": {"name": "kv", "templates": []},
+        "rendered_templates_archive": {"blobstore_id": "", "sha1": ""},
+        "configuration_hash": "unused-configuration-hash",
+    });
+    assert_eq!(
+        s.client.call("apply", vec![initial.clone()]).await.unwrap(),
+        "applied"
+    );
+    assert!(!vm.join("jobs/old").exists() && !vm.join("packages/old").exists());
+    let state = s.client.get_state().await.unwrap();
+    assert_eq!(state["networks"]["private"], initial["networks"]["private"]);
+    assert_eq!(state["networks"]["public"]["ip"], "10.254.9.7");
+    assert_eq!(state["networks"]["public"]["gateway"], "10.254.9.1");
+    assert_eq!(state["resource_pool"], json!({}));
+    assert_eq!(state["configuration_hash"], "unused-configuration-hash");
+    assert_eq!(state["az"], "unknown");
+    assert_eq!(state["job_state"], "running", "nothing to run is running");
+    assert_eq!(state["agent_id"], "agent-1");
+    assert_eq!(
+        std::fs::read_to_string(vm.join("instance/deployment")).unwrap(),
+        "env"
+    );
+    assert_eq!(
+        std::fs::read_to_string(vm.join("instance/id")).unwrap(),
+        "0"
+    );
+
+    let mut elsewhere = initial;
+    elsewhere["networks"]["other"] = json!({"type": "manual", "ip": "10.9.0.5"});
+    let e = s.client.call("apply", vec![elsewhere]).await.unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("Network 'other' is not found in settings"),
+        "{e}"
+    );
+    assert_eq!(
+        s.client
+            .call("drain", vec![json!("status"), json!({})])
+            .await
+            .unwrap(),
+        0
+    );
+    let _ = s.stop.send(true);
 }

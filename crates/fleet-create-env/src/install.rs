@@ -190,6 +190,7 @@ impl Installation {
                 release: release.manifest.name.clone(),
             })?;
         let order = in_order(release, &job_archive.files.spec.packages)?;
+        let program = std::env::current_exe().map_err(io(Path::new("the running program")))?;
         // Each package's cache key, its dependencies' in it.
         let mut keys: BTreeMap<String, String> = BTreeMap::new();
         let mut compiled: BTreeMap<String, Vec<u8>> = BTreeMap::new();
@@ -242,6 +243,7 @@ impl Installation {
                             version: &package.package.archive.version,
                             source,
                             dependencies,
+                            env: vec![(PROGRAM_VARIABLE.into(), program.display().to_string())],
                         },
                     )
                     .await?;
@@ -296,7 +298,6 @@ impl Installation {
         if !executable.is_file() {
             return Err(InstallError::NoCpi(job.to_string()));
         }
-        let program = std::env::current_exe().map_err(io(Path::new("the running program")))?;
         Ok(CpiCommand {
             executable,
             args: Vec::new(),

@@ -264,6 +264,77 @@ mod tests {
         );
     }
 
+    /// A state file as the bosh CLI (v7) writes it: four-space indents, its manifest
+    /// digest a SHA-512, disks with their cloud properties, stemcells with their API
+    /// version; every field read, and the deployment it describes found deployed.
+    #[tokio::test]
+    async fn a_state_file_in_the_clis_own_layout_is_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cli-state.json");
+        let sha = "ab".repeat(64);
+        std::fs::write(
+            &path,
+            format!(
+                r#"{{
+    "director_id": "5c1e2a0b-7d2f-4e41-6b1a-0d9f3c2e8a11",
+    "installation_id": "1f0c9d8e-2b3a-4c5d-7e6f-8a9b0c1d2e3f",
+    "current_vm_cid": "vm-0123456789abcdef",
+    "current_stemcell_id": "a1b2c3d4-0000-4000-8000-000000000001",
+    "current_disk_id": "a1b2c3d4-0000-4000-8000-000000000002",
+    "current_release_ids": [
+        "a1b2c3d4-0000-4000-8000-000000000003",
+        "a1b2c3d4-0000-4000-8000-000000000004"
+    ],
+    "current_manifest_sha": "{sha}",
+    "disks": [
+        {{
+            "id": "a1b2c3d4-0000-4000-8000-000000000002",
+            "cid": "disk-0123456789abcdef",
+            "size": 64,
+            "cloud_properties": {{}}
+        }}
+    ],
+    "stemcells": [
+        {{
+            "id": "a1b2c3d4-0000-4000-8000-000000000001",
+            "name": "bosh-fleet-process-stemcell",
+            "version": "1",
+            "api_version": 2,
+            "cid": "stemcell-0123456789abcdef"
+        }}
+    ],
+    "releases": [
+        {{
+            "id": "a1b2c3d4-0000-4000-8000-000000000003",
+            "name": "kv",
+            "version": "1"
+        }},
+        {{
+            "id": "a1b2c3d4-0000-4000-8000-000000000004",
+            "name": "process-cpi",
+            "version": "1"
+        }}
+    ]
+}}"#
+            ),
+        )
+        .unwrap();
+        let file = StateFile::open(&path).await.unwrap();
+        assert_eq!(file.current_disk().unwrap().cid, "disk-0123456789abcdef");
+        assert_eq!(
+            file.current_stemcell().unwrap().cid,
+            "stemcell-0123456789abcdef"
+        );
+        let state = &file.state;
+        assert_eq!(state.current_vm_cid, "vm-0123456789abcdef");
+        assert_eq!(state.releases.len(), 2);
+        assert!(state.deployed(
+            &sha,
+            ("bosh-fleet-process-stemcell", "1"),
+            &[("kv", "1"), ("process-cpi", "1")]
+        ));
+    }
+
     #[tokio::test]
     async fn the_state_is_written_whole_after_each_change_and_reads_the_clis_nulls() {
         let dir = tempfile::tempdir().unwrap();

@@ -341,6 +341,7 @@ impl Agent for ProcessCloud {
                 version: &archived.version,
                 source: &source,
                 dependencies: compiled_dependencies,
+                env: Vec::new(),
             },
         )
         .await;

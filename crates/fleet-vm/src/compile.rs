@@ -21,6 +21,10 @@ pub struct CompileRequest<'a> {
     pub source: &'a [u8],
     /// Each dependency's name and compiled archive.
     pub dependencies: Vec<(String, Vec<u8>)>,
+    /// What the packaging script's environment has beyond BOSH's variables: the bosh
+    /// CLI compiles a CPI's packages in its user's environment, and `create-env` names
+    /// this program there too.
+    pub env: Vec<(String, String)>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -90,7 +94,10 @@ pub async fn compile(
             ("BOSH_INSTALL_TARGET".into(), install.display().to_string()),
             ("BOSH_PACKAGE_NAME".into(), request.name.to_string()),
             ("BOSH_PACKAGE_VERSION".into(), request.version.to_string()),
-        ],
+        ]
+        .into_iter()
+        .chain(request.env.iter().cloned())
+        .collect(),
         timeout: None,
         log_dir: vm.root().join("sys/log/compile"),
         cwd: Some(compile_dir),

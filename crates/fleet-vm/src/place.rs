@@ -68,6 +68,32 @@ pub async fn place(
     Ok(())
 }
 
+/// Removes every job and package of the VM that `jobs` and `packages` do not name, as
+/// BOSH's agent keeps only what the spec it applies lists.
+///
+/// # Errors
+/// A directory that cannot be read or an entry that cannot be removed.
+pub fn keep_only(vm: &Sandbox, jobs: &[String], packages: &[String]) -> std::io::Result<()> {
+    for (dir, kept) in [(vm.jobs(), jobs), (vm.packages(), packages)] {
+        let entries = match std::fs::read_dir(&dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            other => other?,
+        };
+        for entry in entries {
+            let entry = entry?;
+            if kept.iter().any(|k| entry.file_name() == k.as_str()) {
+                continue;
+            }
+            if entry.file_type()?.is_dir() {
+                std::fs::remove_dir_all(entry.path())?;
+            } else {
+                std::fs::remove_file(entry.path())?;
+            }
+        }
+    }
+    Ok(())
+}
+
 fn write_job(vm: &Sandbox, job: &str, files: &BTreeMap<String, Vec<u8>>) -> std::io::Result<()> {
     let dir = vm.job(job);
     let _ = std::fs::remove_dir_all(&dir);

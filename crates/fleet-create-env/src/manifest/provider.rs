@@ -72,7 +72,13 @@ pub(super) fn cloud_provider(
         c.report("cloud_provider.mbus", cp.at, e.to_string());
     }
     let ca = cp.get("cert").and_then(|cert| {
-        c.map(cert, "cloud_provider.cert", &["ca"]);
+        // Usually a certificate variable's whole value: only its CA is read, as the bosh
+        // CLI reads it.
+        c.map(
+            cert,
+            "cloud_provider.cert",
+            &["ca", "certificate", "private_key"],
+        );
         optional_text(c, cert, "cloud_provider.cert", "ca")
     });
     if let Some(pem) = &ca
