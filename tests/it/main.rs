@@ -1,5 +1,6 @@
 //! Integration tests, compiled into one binary: the `fleet-updater` command as a user runs it.
 
+mod bootstrap;
 mod bosh_cli_types;
 mod broker_http;
 mod canary_check;

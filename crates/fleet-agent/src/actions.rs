@@ -252,11 +252,14 @@ impl VmAgent {
                         Ok(cid) => cid,
                         Err(e) => return failed(&e),
                     };
-                    let hint = (method == "add_persistent_disk")
-                        .then(|| arguments.get(1).and_then(Value::as_str).map(str::to_string))
-                        .flatten();
-                    Box::pin(blocking(move || {
-                        agent.set_hint(&cid, hint.as_deref()).map(|()| json!({}))
+                    let adding = method == "add_persistent_disk";
+                    let hint = arguments.get(1).and_then(Value::as_str).map(str::to_string);
+                    Box::pin(blocking(move || match (adding, hint) {
+                        (true, Some(hint)) => agent.set_hint(&cid, Some(&hint)).map(|()| json!({})),
+                        // A hint that is no path (another CPI's map) says nothing this
+                        // agent can use: where the disk is stays as it was known.
+                        (true, None) => Ok(json!({})),
+                        (false, _) => agent.set_hint(&cid, None).map(|()| json!({})),
                     }))
                 }
                 "compile_package" => Box::pin(async move { agent.compile(&arguments).await }),

@@ -57,9 +57,16 @@ impl MbusUrl {
         if user.is_empty() || password.is_empty() || host.is_empty() {
             return Err(shown("has an empty user, password or host"));
         }
+        // As Go's URL parser (the bosh CLI's) reads them: percent-escapes decoded.
+        let decoded = |text: &str| {
+            percent_encoding::percent_decode_str(text)
+                .decode_utf8()
+                .map(|t| t.into_owned())
+                .map_err(|_| shown("has a user or password that is not UTF-8 once decoded"))
+        };
         Ok(MbusUrl {
-            user: user.to_string(),
-            password: password.to_string(),
+            user: decoded(user)?,
+            password: decoded(password)?,
             host: host
                 .trim_start_matches('[')
                 .trim_end_matches(']')
@@ -110,5 +117,8 @@ mod tests {
             .to_string();
         assert!(!e.contains("s3cret") && e.contains("no port"), "{e}");
         assert!(MbusUrl::parse("https://127.0.0.1:6868").is_err());
+        // Escapes are decoded, as the bosh CLI's URL parser decodes them.
+        let escaped = MbusUrl::parse("https://mbus:p%40ss%3Aword@127.0.0.1:6868").unwrap();
+        assert_eq!(escaped.password, "p@ss:word");
     }
 }

@@ -38,9 +38,11 @@ impl Tasks {
         let (tasks, task) = (self.clone(), id.clone());
         tokio::spawn(async move {
             let _turn = tasks.serial.lock().await;
-            let state = match work.await {
-                Ok(value) => TaskState::Done(value),
-                Err(e) => TaskState::Failed(e.to_string()),
+            // Run apart, so that one that panics is a failed task, not one polled forever.
+            let state = match tokio::spawn(work).await {
+                Ok(Ok(value)) => TaskState::Done(value),
+                Ok(Err(e)) => TaskState::Failed(e.to_string()),
+                Err(e) => TaskState::Failed(format!("the action ended abruptly: {e}")),
             };
             tasks.set(&task, state);
         });
@@ -60,5 +62,33 @@ impl Tasks {
             .unwrap_or_else(|p| p.into_inner())
             .get(id)
             .cloned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_task_that_panics_is_failed_and_the_next_runs() {
+        let tasks = Tasks::default();
+        let panicked = tasks.start(async { panic!("a bug") });
+        let next = tasks.start(async { Ok(Value::from("done")) });
+        for _ in 0..200 {
+            if tasks.state(&next) != Some(TaskState::Running) {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(
+            tasks.state(&next),
+            Some(TaskState::Done(Value::from("done")))
+        );
+        match tasks.state(&panicked) {
+            Some(TaskState::Failed(message)) => {
+                assert!(message.contains("ended abruptly"), "{message}")
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -21,7 +21,7 @@ pub async fn delete_env(
     }
     let mut p = prepare::read(options).await?;
     progress(format!("Deployment state: '{}'", p.state.path().display()));
-    p.load_releases().await?;
+    p.load_cpi_release().await?;
     // The stemcell deployed last says which API version the CPI speaks to its VMs.
     let api_version = p
         .state

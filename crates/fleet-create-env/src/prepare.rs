@@ -124,11 +124,26 @@ impl Prepared {
     /// # Errors
     /// The first release that cannot be read.
     pub async fn load_releases(&mut self) -> Result<(), EnvError> {
+        self.load(None).await
+    }
+
+    /// Reads only the release the CPI comes from: all `delete-env` needs (the others may
+    /// be large, and built from source on every read).
+    ///
+    /// # Errors
+    /// When it cannot be read.
+    pub async fn load_cpi_release(&mut self) -> Result<(), EnvError> {
+        let name = self.manifest.cloud_provider.release.clone();
+        self.load(Some(name)).await
+    }
+
+    async fn load(&mut self, only: Option<String>) -> Result<(), EnvError> {
         let (entries, base) = (self.manifest.releases.clone(), self.base.clone());
         self.releases = off_runtime("reading the releases", move || {
             entries
                 .iter()
                 .enumerate()
+                .filter(|(_, entry)| only.as_ref().is_none_or(|name| &entry.name == name))
                 .map(|(i, entry)| sources::release(i, entry, &base))
                 .collect::<Result<Vec<_>, _>>()
         })

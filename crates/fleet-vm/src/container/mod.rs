@@ -156,22 +156,42 @@ pub fn privilege() -> Result<Privilege, String> {
     }
     // SAFETY: geteuid reads the process's credentials and cannot fail.
     if unsafe { libc::geteuid() } == 0 {
-        return if installed("ip") {
+        if !installed("ip") {
+            return Err("`ip` (iproute2) is not installed".into());
+        }
+        // Root inside a container (a VM of this IaaS, say) may make no namespaces.
+        return if probe(&["--unshare-net", "--unshare-pid"]) {
             Ok(Privilege::Root)
         } else {
-            Err("`ip` (iproute2) is not installed".into())
+            Err("this process is root but may not make namespaces (it runs in a container)".into())
         };
     }
-    let probe = std::process::Command::new("bwrap")
-        .args(["--unshare-user", "--ro-bind", "/", "/", "true"])
+    if probe(&["--unshare-user"]) {
+        Ok(Privilege::UserNamespace)
+    } else {
+        Err("this user may not make user namespaces here, and is not root".into())
+    }
+}
+
+/// Whether bubblewrap makes a container with these namespaces here; asked once per
+/// process for each set.
+fn probe(unshare: &'static [&'static str]) -> bool {
+    static ASKED: std::sync::Mutex<Vec<(&'static [&'static str], bool)>> =
+        std::sync::Mutex::new(Vec::new());
+    let mut asked = ASKED.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, answer)) = asked.iter().find(|(set, _)| *set == unshare) {
+        return *answer;
+    }
+    let answer = std::process::Command::new("bwrap")
+        .args(unshare)
+        .args(["--ro-bind", "/", "/", "true"])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
-        .status();
-    match probe {
-        Ok(status) if status.success() => Ok(Privilege::UserNamespace),
-        _ => Err("this user may not make user namespaces here, and is not root".into()),
-    }
+        .status()
+        .is_ok_and(|status| status.success());
+    asked.push((unshare, answer));
+    answer
 }
 
 /// Whether this machine can run VMs as containers of their own network and control
