@@ -2,8 +2,10 @@
 //! `config/create-env/director.yml` (the fleet-updater release's fleet-director job, this
 //! program added to it as a blob, as `bosh add-blob` adds it) onto a container VM; then,
 //! over HTTPS at the VM's address with the generated CA and admin password, the kv
-//! release is uploaded and deployed onto that director, `fleet-updater run` recreates the
-//! deployment through it, and `delete-env` leaves no container, VM or process.
+//! release is uploaded and deployed onto that director; `fleet-updater run` deploys,
+//! through its broker, the service instances whose first deploy failed for want of the
+//! release, and recreates the deployment through the director; and `delete-env` leaves
+//! no container, VM or process.
 //!
 //! Needs root, `bwrap`, `nsenter` and `ip` (CI); elsewhere it says why it did not run.
 
@@ -35,6 +37,23 @@ impl Director {
             .args([verb, "director.yml", "--state", "state.json"])
             .output()
             .unwrap()
+    }
+
+    /// `fleet-updater run` with `config`, which must succeed; what it printed.
+    fn run(&self, config: &str) -> String {
+        let run = Command::new(env!("CARGO_BIN_EXE_fleet-updater"))
+            .current_dir(self.w.path(""))
+            .args(["run", "-c", config, "--state-dir"])
+            .arg(format!("{config}-state"))
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&run.stdout).into_owned();
+        assert!(
+            run.status.success(),
+            "{said}{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        said
     }
 
     /// A variable from the store create-env generated.
@@ -96,6 +115,19 @@ fn client(ca: &str) -> Client {
         .unwrap()
 }
 
+/// What `url` answers `admin`.
+async fn get(client: &Client, url: &str, password: &str) -> Value {
+    client
+        .get(url)
+        .basic_auth("admin", Some(password))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
 /// Follows the task a director call answered with to its end.
 async fn task(
     client: &Client,
@@ -106,15 +138,7 @@ async fn task(
     assert_eq!(response.status(), 302, "{}", response.text().await.unwrap());
     let location = response.headers()["location"].to_str().unwrap().to_string();
     for _ in 0..1200 {
-        let task: Value = client
-            .get(format!("{director}{location}"))
-            .basic_auth("admin", Some(password))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let task = get(client, &format!("{director}{location}"), password).await;
         if !["queued", "processing"].contains(&task["state"].as_str().unwrap()) {
             return task;
         }
@@ -163,14 +187,7 @@ async fn a_director_bootstrapped_by_create_env_deploys_kv_and_a_run_updates_it_t
     );
     let url = format!("https://{NET}10:25555");
     let http = client(&ca);
-    let info: Value = http
-        .get(format!("{url}/info"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let info = get(&http, &format!("{url}/info"), &password).await;
     // Its own fleet's VMs are processes inside it: it may make no containers there.
     assert_eq!(info["cpi"], "processes", "{info}");
 
@@ -201,25 +218,56 @@ async fn a_director_bootstrapped_by_create_env_deploys_kv_and_a_run_updates_it_t
     let deployed = task(&http, &url, &password, deployed).await;
     assert_eq!(deployed["state"], "done", "{deployed}");
 
-    // A run through the bootstrapped director: the deployment recreated.
     let ca_block: String = ca.lines().map(|l| format!("    {l}\n")).collect();
+    // The broker's two instances, provisioned at first start before the kv release was
+    // there, failed; a run over the failed instances through the bootstrapped broker
+    // deploys them.
+    let broker = format!("https://{NET}10:25556");
+    let listed = get(
+        &http,
+        &format!("{broker}/mgmt/service_instances"),
+        &password,
+    )
+    .await;
+    let states: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(states, ["failed", "failed"], "{listed}");
+    director.w.write(
+        "broker-run.yml",
+        &format!(
+            "service_broker:\n  api_endpoint: {broker}\n  username: admin\n  password: \"{password}\"\n  ca: |\n{ca_block}strategy:\n  type: update\n  update: {{instance_type: failed, max_in_parallel: 2}}\npolling: {{interval: 1s}}\n"
+        ),
+    );
+    let said = director.run("broker-run.yml");
+    assert!(said.contains("updated 2"), "{said}");
+    assert!(!said.contains(&password), "the password is never shown");
+    let listed = get(
+        &http,
+        &format!("{broker}/mgmt/service_instances"),
+        &password,
+    )
+    .await;
+    assert!(
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|i| i["state"] == "provisioned"),
+        "{listed}"
+    );
+
+    // A run through the bootstrapped director: the deployment recreated.
     director.w.write(
         "run.yml",
         &format!(
             "director:\n  url: {url}\n  username: admin\n  password: \"{password}\"\n  ca: |\n{ca_block}  deployments: \"kv-*\"\nstrategy:\n  type: recreate\npolling: {{interval: 1s}}\n"
         ),
     );
-    let run = Command::new(env!("CARGO_BIN_EXE_fleet-updater"))
-        .current_dir(director.w.path(""))
-        .args(["run", "-c", "run.yml", "--state-dir", "run-state"])
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&run.stdout).into_owned();
-    assert!(
-        run.status.success(),
-        "{said}{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    let said = director.run("run.yml");
     assert!(said.contains("recreated 1"), "{said}");
     assert!(!said.contains(&password), "the password is never shown");
 

@@ -142,6 +142,17 @@ impl Env {
         self.command(verb, manifest).output().unwrap()
     }
 
+    /// `delete-env`, which must succeed and leave the IaaS empty.
+    fn delete(&self, manifest: &str) {
+        let out = self.run("delete-env", manifest);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(self.iaas(), (vec![], vec![]));
+    }
+
     fn deploy(&self, manifest: &str) -> String {
         let output = self.run("create-env", manifest);
         let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
@@ -262,6 +273,21 @@ impl Drop for Env {
     }
 }
 
+/// What a CPI run as `command` answers `request`.
+fn answer(command: &mut Process, request: &Value) -> Value {
+    let mut cpi = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(
+        &mut cpi.stdin.take().unwrap(),
+        request.to_string().as_bytes(),
+    )
+    .unwrap();
+    serde_json::from_slice(&cpi.wait_with_output().unwrap().stdout).unwrap()
+}
+
 fn position(lines: &[String], line: &str) -> usize {
     lines
         .iter()
@@ -329,20 +355,14 @@ fn an_env_is_created_skipped_redeployed_with_its_data_and_deleted() {
         .unwrap()
         .unwrap()
         .path();
-    let mut cpi = Process::new(installation.join("jobs/process-cpi/bin/cpi"))
-        .env_clear()
+    let mut cpi = Process::new(installation.join("jobs/process-cpi/bin/cpi"));
+    cpi.env_clear()
         .env("BOSH_PACKAGES_DIR", installation.join("packages"))
-        .env("BOSH_JOBS_DIR", installation.join("jobs"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::io::Write::write_all(
-        &mut cpi.stdin.take().unwrap(),
-        br#"{"method":"info","arguments":[],"context":{"director_uuid":"d"},"api_version":2}"#,
-    )
-    .unwrap();
-    let info: Value = serde_json::from_slice(&cpi.wait_with_output().unwrap().stdout).unwrap();
+        .env("BOSH_JOBS_DIR", installation.join("jobs"));
+    let info = answer(
+        &mut cpi,
+        &serde_json::json!({"method": "info", "arguments": [], "context": {"director_uuid": "d"}, "api_version": 2}),
+    );
     assert_eq!(
         info["result"]["stemcell_formats"][0], "fleet-process",
         "{info}"
@@ -475,13 +495,7 @@ fn runs_killed_after_create_vm_and_after_create_disk_are_finished_without_leaks(
     assert_eq!(kept.len(), 1);
     assert_eq!(on_disk, kept, "one disk, the state's: nothing leaked");
     assert!(env.kv("GET", "/", "").starts_with("kv 1 kv-env/kv/0"));
-    let out = env.run("delete-env", "manifest.yml");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(env.iaas(), (vec![], vec![]));
+    env.delete("manifest.yml");
 }
 
 #[test]
@@ -583,18 +597,9 @@ fn an_env_on_a_container_vm_is_reached_at_the_vms_address_and_leaves_nothing() {
         "context": {"director_uuid": "d", "root": iaas.display().to_string(), "vms": "containers"},
         "api_version": 2,
     });
-    let mut cpi = std::process::Command::new(env!("CARGO_BIN_EXE_fleet-updater"))
-        .arg("cpi")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::io::Write::write_all(
-        &mut cpi.stdin.take().unwrap(),
-        request.to_string().as_bytes(),
-    )
-    .unwrap();
-    let answer: Value = serde_json::from_slice(&cpi.wait_with_output().unwrap().stdout).unwrap();
+    let mut cpi = Process::new(env!("CARGO_BIN_EXE_fleet-updater"));
+    cpi.arg("cpi");
+    let answer = answer(&mut cpi, &request);
     assert!(answer["error"].is_null(), "{answer}");
     let mut waited = Duration::ZERO;
     let greeting = loop {
@@ -610,13 +615,7 @@ fn an_env_on_a_container_vm_is_reached_at_the_vms_address_and_leaves_nothing() {
     };
     assert_eq!(greeting, "hello");
 
-    let out = env.run("delete-env", "changed.yml");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(env.iaas(), (vec![], vec![]));
+    env.delete("changed.yml");
     assert!(containers.records().is_empty(), "no container is left");
     let links = std::process::Command::new("ip")
         .args(["-o", "link", "show"])
