@@ -115,11 +115,12 @@ fn client(ca: &str) -> Client {
         .unwrap()
 }
 
-/// What `url` answers `admin`.
+/// What `url` answers `admin` (a broker's or the director's).
 async fn get(client: &Client, url: &str, password: &str) -> Value {
     client
         .get(url)
         .basic_auth("admin", Some(password))
+        .header("X-Broker-API-Version", "2.13")
         .send()
         .await
         .unwrap()

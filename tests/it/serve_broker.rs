@@ -9,12 +9,22 @@ use serde_json::{Value, json};
 
 use crate::served::Served;
 
+/// A trigger with the body clients send: the instance's plan as the listing gives it.
 async fn patch(s: &Served, id: &str, query: &str) -> reqwest::Response {
+    let listed = s
+        .broker(Method::GET, &format!("/mgmt/service_instances/{id}"))
+        .send()
+        .await
+        .unwrap();
+    let plan = match listed.status().as_u16() {
+        200 => listed.json::<Value>().await.unwrap()["plan_id"].clone(),
+        _ => json!("postgres-single"),
+    };
     s.broker(
         Method::PATCH,
         &format!("/mgmt/service_instances/{id}?{query}"),
     )
-    .json(&json!({ "plan_id": "postgres-single", "context": { "space_guid": "space" } }))
+    .json(&json!({ "plan_id": plan, "context": { "space_guid": "space" } }))
     .send()
     .await
     .unwrap()
@@ -203,6 +213,37 @@ async fn polling_needs_an_operation_and_a_known_instance() {
         .await
         .unwrap();
     assert_eq!(other_major.status(), 412);
+    let without = s
+        .client
+        .get(s.broker_url("/mgmt/service_instances"))
+        .basic_auth("admin", Some(&s.password))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(without.status(), 400, "a request without the API version");
+    assert!(
+        Served::description(without)
+            .await
+            .contains("X-Broker-API-Version")
+    );
+    // A trigger names the instance's own plan; another would be a plan change.
+    let other_plan = s
+        .broker(
+            Method::PATCH,
+            "/mgmt/service_instances/pg-01?operation_type=upgrade",
+        )
+        .header("content-type", "application/json")
+        .body(r#"{"plan_id": "other", "context": {}}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other_plan.status(), 422);
+    let said = Served::description(other_plan).await;
+    assert!(
+        said.contains("'other'") || said.contains("\"other\""),
+        "{said}"
+    );
+    assert!(said.contains("pg-01"), "{said}");
 }
 
 /// The ODB errands' trigger (`upgrade` or `recreate`), with the body they write by hand.

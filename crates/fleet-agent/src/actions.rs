@@ -275,9 +275,14 @@ impl VmAgent {
             .as_ref()
             .map(|s| s.statuses())
             .unwrap_or_default();
-        // A VM with no processes to run is running, as monit with nothing to watch says.
+        // A VM with no processes to run is running, as monit with nothing to watch says;
+        // one whose jobs' supervisor could not be made again runs none of them.
         let job_state = if statuses.is_empty() {
-            "running"
+            if state.supervisor.is_none() && !state.spec.job_names().is_empty() {
+                "failing"
+            } else {
+                "running"
+            }
         } else if !state.started {
             "stopped"
         } else if statuses.iter().all(|s| s.state == ProcessState::Running) {
@@ -385,10 +390,18 @@ impl VmAgent {
                 old.stop().await;
             }
             place::place(&self.vm, &rendered, packages).await?;
+            // The new jobs are supervised from here on, whatever else fails.
+            state.supervisor = Some(Arc::new(self.supervisor_for(&spec)?));
+            state.started = false;
+            self.remember_started(false).await?;
+            // Packages are placed under their names, whatever the spec's keys.
             let (vm, jobs, names) = (
                 self.vm.clone(),
                 rendered.keys().cloned().collect::<Vec<_>>(),
-                spec.packages.keys().cloned().collect::<Vec<_>>(),
+                spec.packages
+                    .values()
+                    .map(|p| p.name.clone())
+                    .collect::<Vec<_>>(),
             );
             blocking(move || {
                 place::keep_only(&vm, &jobs, &names).map_err(ActionError::io(
@@ -396,9 +409,6 @@ impl VmAgent {
                 ))
             })
             .await?;
-            state.supervisor = Some(Arc::new(self.supervisor_for(&spec)?));
-            state.started = false;
-            self.remember_started(false).await?;
         }
         let applied = Value::Object(applied);
         let text = serde_json::to_vec_pretty(&applied).map_err(|source| ActionError::Encode {
@@ -415,14 +425,15 @@ impl VmAgent {
                 ("deployment", spec.deployment.clone()),
             ],
         );
+        // Who the instance is, then the spec a restarted agent restores: a failure leaves
+        // the spec applied before.
         blocking(move || {
-            fleet_vm::iaas::write_atomically(&path, &text)?;
             std::fs::create_dir_all(&instance)
                 .map_err(ActionError::io("write who the instance is"))?;
             for (file, value) in who {
-                std::fs::write(instance.join(file), value)
-                    .map_err(ActionError::io("write who the instance is"))?;
+                fleet_vm::iaas::write_atomically(&instance.join(file), value.as_bytes())?;
             }
+            fleet_vm::iaas::write_atomically(&path, &text)?;
             Ok(())
         })
         .await?;

@@ -214,7 +214,7 @@ async fn start_container_agent(
     vm: &VmRecord,
     env: &Value,
     log: &mut Vec<String>,
-) -> Result<(), Failure> {
+) -> Result<VmRecord, Failure> {
     let settings = agent_settings(request, env)?.ok_or_else(|| {
         cloud_error(
             "create_vm: a container VM of this CPI runs its own agent, which needs an mbus \
@@ -258,7 +258,7 @@ async fn start_container_agent(
         .await
         .map_err(|e| cloud_error(e.to_string()))?;
     log.push(format!("VM {}: its agent started inside it", vm.cid));
-    Ok(())
+    Ok(started)
 }
 
 /// The registry, for a VM whose settings are kept there.
@@ -346,24 +346,28 @@ async fn answer(
             // A VM whose agent cannot be set up is deleted again: a VM whose CID the
             // caller never learns would be leaked.
             let agent = if containers {
-                start_container_agent(request, &iaas, &vm, &env, log).await
+                // With a dynamic network's address, as the container was given it.
+                start_container_agent(request, &iaas, &vm, &env, log)
+                    .await
+                    .map(Some)
             } else {
                 start_agent(
                     request, program, &iaas, &vm.cid, agent_id, &networks, &env, log,
                 )
                 .await
+                .map(|()| None)
             };
-            if let Err(failure) = agent {
-                if !containers {
-                    networked_agent::end(&iaas.vm_dir(&vm.cid)).await;
+            match agent {
+                Ok(Some(started)) => vm = started,
+                Ok(None) => {}
+                Err(failure) => {
+                    if !containers {
+                        networked_agent::end(&iaas.vm_dir(&vm.cid)).await;
+                    }
+                    let gone = vm.cid.clone();
+                    let _ = off_runtime(&iaas, move |iaas| iaas.delete_vm(&gone)).await;
+                    return Err(failure);
                 }
-                let gone = vm.cid.clone();
-                let _ = off_runtime(&iaas, move |iaas| iaas.delete_vm(&gone)).await;
-                return Err(failure);
-            }
-            if containers {
-                // A dynamic network's address, as the container was given it.
-                vm = iaas.vm(&vm.cid)?;
             }
             Ok(if version >= 2 {
                 json!([vm.cid, vm.networks])
@@ -378,7 +382,7 @@ async fn answer(
             }
             // The VM's processes end with it, and its settings; a container's end with
             // its container.
-            if iaas.vm(cid).is_ok_and(|vm| vm.container.is_none()) {
+            if !matches!(iaas.vm(cid), Ok(vm) if vm.container.is_some()) {
                 Daemon::new(&iaas.vm_dir(cid), program).exit().await;
                 networked_agent::end(&iaas.vm_dir(cid)).await;
             }

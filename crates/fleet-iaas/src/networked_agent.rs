@@ -25,6 +25,8 @@ pub enum AgentStartError {
     Spawn(#[source] std::io::Error),
     #[error("cannot start the VM's agent: its container does not run")]
     NotRunning,
+    #[error("cannot start the VM's agent inside it: the VM is no container")]
+    NotAContainer,
     #[error("cannot start the VM's agent: sh {0}")]
     Shell(std::process::ExitStatus),
     #[error("the VM's agent did not start: {logged}")]
@@ -62,12 +64,12 @@ pub async fn start(program: &Path, vm_dir: &Path) -> Result<(), AgentStartError>
 /// VM's own address. Waited for as [`start`] waits.
 ///
 /// # Errors
-/// As [`start`]; a VM whose container does not run.
+/// As [`start`]; a VM that is no container, or whose container does not run.
 pub async fn start_inside(vm: &Sandbox) -> Result<(), AgentStartError> {
     let enter = vm
         .enter()
-        .map_err(AgentStartError::Spawn)?
-        .ok_or(AgentStartError::NotRunning)?;
+        .map_err(|_| AgentStartError::NotRunning)?
+        .ok_or(AgentStartError::NotAContainer)?;
     let vcap = Path::new(fleet_vm::sandbox::VCAP);
     let command = enter.command(
         Path::new("/bin/sh"),
@@ -100,7 +102,7 @@ async fn launch(
     // The log is appended to: what an earlier start logged is not this start's reason.
     let mut reader = LogTail {
         offset: root
-            .open_at(Path::new(LOG), libc::O_RDONLY | libc::O_NOFOLLOW, 0)
+            .open_file(Path::new(LOG), libc::O_RDONLY, 0)
             .and_then(|f| f.metadata())
             .map_or(0, |m| m.len()),
         partial: String::new(),
@@ -143,9 +145,7 @@ impl LogTail {
     /// The last `error: ` line logged so far, without its prefix.
     fn error(&mut self, root: &Root) -> Option<String> {
         use std::io::{Read, Seek};
-        let mut file = root
-            .open_at(Path::new(LOG), libc::O_RDONLY | libc::O_NOFOLLOW, 0)
-            .ok()?;
+        let mut file = root.open_file(Path::new(LOG), libc::O_RDONLY, 0).ok()?;
         file.seek(std::io::SeekFrom::Start(self.offset)).ok()?;
         let mut added = Vec::new();
         // A log is small between two looks; one that grew beyond reason is read in part.

@@ -103,7 +103,8 @@ pub fn read(bytes: &[u8]) -> Result<JobFiles, Vec<String>> {
 /// # Errors
 /// Every problem, by key and line.
 pub fn parse_spec(text: &str) -> Result<JobSpec, Vec<String>> {
-    let root = load(text, Limits::default()).map_err(|e| vec![e.to_string()])?;
+    let root = load(text, Limits::document(Limits::default().max_bytes))
+        .map_err(|e| vec![e.to_string()])?;
     let mut check = Checker::new();
     let name = match root.get("name") {
         Some(n) => check.string(n, "name"),

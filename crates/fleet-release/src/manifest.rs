@@ -49,7 +49,8 @@ pub struct ReleaseManifest {
 /// # Errors
 /// Every problem found, each naming its key and line.
 pub fn parse(text: &str) -> Result<ReleaseManifest, Vec<String>> {
-    let root = load(text, Limits::default()).map_err(|e| vec![e.to_string()])?;
+    let root = load(text, Limits::document(Limits::default().max_bytes))
+        .map_err(|e| vec![e.to_string()])?;
     let mut check = Checker::new();
     let name = required_text(&mut check, &root, "", "name");
     let version = required_text(&mut check, &root, "", "version");
@@ -271,6 +272,21 @@ mod tests {
         format!(
             "name: kv\nversion: '2'\ncommit_hash: abc\nuncommitted_changes: false\njobs:\n{jobs}packages:\n{packages}"
         )
+    }
+
+    /// An alias bomb in `release.MF` is refused while it is read, at the same bound as
+    /// a deployment manifest's.
+    #[test]
+    fn an_alias_bomb_is_refused_at_a_manifests_bound() {
+        // Each level doubles the last: 2^18 nodes from a few lines.
+        let mut text = String::from("a0: &a0 [x, x]\n");
+        for level in 1..=18 {
+            let last = level - 1;
+            text.push_str(&format!("a{level}: &a{level} [*a{last}, *a{last}]\n"));
+        }
+        text.push_str("name: kv\nversion: '1'\n");
+        let problems = parse(&text).unwrap_err();
+        assert!(problems.iter().any(|p| p.contains("nodes")), "{problems:?}");
     }
 
     #[test]

@@ -64,18 +64,23 @@ fn failure(e: BrokerError) -> Response {
     }
 }
 
-/// Clients send `X-Broker-API-Version: 2.x`; any 2.x is accepted, a missing header too
-/// (the management routes predate it), another major version is refused.
+/// Clients send `X-Broker-API-Version: 2.x` (the On-Demand Service Broker's errands and
+/// this project's updater do): any 2.x is accepted, another version refused with 412, and
+/// a request without the header with 400, as the Open Service Broker API allows.
 async fn api_version(request: Request, next: Next) -> Response {
-    if let Some(v) = request.headers().get("x-broker-api-version") {
-        let ok = v.to_str().is_ok_and(|v| v.trim().starts_with("2."));
-        if !ok {
-            return error(
-                StatusCode::PRECONDITION_FAILED,
-                "UnsupportedApiVersion",
-                "X-Broker-API-Version must be 2.x",
-            );
-        }
+    let Some(v) = request.headers().get("x-broker-api-version") else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            "the X-Broker-API-Version header is missing; this broker speaks 2.x",
+        );
+    };
+    if !v.to_str().is_ok_and(|v| v.trim().starts_with("2.")) {
+        return error(
+            StatusCode::PRECONDITION_FAILED,
+            "UnsupportedApiVersion",
+            "X-Broker-API-Version must be 2.x",
+        );
     }
     next.run(request).await
 }
@@ -202,13 +207,37 @@ async fn trigger(
     body: String,
 ) -> Response {
     let _ = headers;
-    if !body.trim().is_empty() && !serde_json::from_str::<Value>(&body).is_ok_and(|v| v.is_object())
-    {
-        return error(
-            StatusCode::BAD_REQUEST,
-            "BadRequest",
-            "the body must be a JSON object like {\"plan_id\": \"...\", \"context\": {...}}",
-        );
+    let body = match body.trim() {
+        "" => Value::Object(Default::default()),
+        text => match serde_json::from_str::<Value>(text) {
+            Ok(value @ Value::Object(_)) => value,
+            _ => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "BadRequest",
+                    "the body must be a JSON object like {\"plan_id\": \"...\", \"context\": {...}}",
+                );
+            }
+        },
+    };
+    // The instance's own plan, as the listing gave it: a trigger changes no plan.
+    if let Some(asked) = body.get("plan_id") {
+        let recorded = match broker.instance(&id).await {
+            Ok(view) => view.map(|v| v.instance.plan_id),
+            Err(e) => return failure(e),
+        };
+        if let Some(plan) = recorded
+            && asked.as_str() != Some(plan.as_str())
+        {
+            return error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "PlanMismatch",
+                format!(
+                    "service instance {id} is on plan '{plan}', not {asked}: an upgrade or \
+                     recreate keeps an instance's plan"
+                ),
+            );
+        }
     }
     let force = params.get("force").is_some_and(|f| f == "true");
     let kind = params.get("operation_type").map(String::as_str);

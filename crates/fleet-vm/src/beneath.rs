@@ -97,6 +97,32 @@ impl Root {
         Ok(unsafe { File::from_raw_fd(fd as i32) })
     }
 
+    /// Opens the regular file `relative` (links not followed), with `flags` and `mode`:
+    /// a named pipe or a device a VM put there is refused, never waited on (opening a
+    /// pipe waits for its other end).
+    ///
+    /// # Errors
+    /// As [`Root::open_at`]; something there that is not a regular file.
+    pub fn open_file(&self, relative: &Path, flags: i32, mode: u32) -> std::io::Result<File> {
+        let file = self.open_at(relative, flags | libc::O_NOFOLLOW | libc::O_NONBLOCK, mode)?;
+        if !file.metadata()?.file_type().is_file() {
+            return Err(std::io::Error::other(format!(
+                "{} is not a regular file",
+                relative.display()
+            )));
+        }
+        // SAFETY: fcntl on a descriptor this function owns.
+        let cleared = unsafe {
+            let current = libc::fcntl(file.as_raw_fd(), libc::F_GETFL);
+            current >= 0
+                && libc::fcntl(file.as_raw_fd(), libc::F_SETFL, current & !libc::O_NONBLOCK) == 0
+        };
+        if !cleared {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(file)
+    }
+
     /// Makes `relative` and the directories above it that are missing.
     ///
     /// # Errors
@@ -134,9 +160,9 @@ impl Root {
         if let Some(dir) = relative.parent() {
             self.create_dir_all(dir)?;
         }
-        let mut file = self.open_at(
+        let mut file = self.open_file(
             relative,
-            libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT | libc::O_NOFOLLOW,
+            libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT,
             0o644,
         )?;
         std::io::Write::write_all(&mut file, text)
@@ -210,7 +236,7 @@ impl Root {
     /// # Errors
     /// When it cannot be opened or read, or is larger.
     pub fn read(&self, relative: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
-        let file = self.open_at(relative, libc::O_RDONLY | libc::O_NOFOLLOW, 0)?;
+        let file = self.open_file(relative, libc::O_RDONLY, 0)?;
         let mut bytes = Vec::new();
         std::io::Read::read_to_end(&mut std::io::Read::take(file, limit + 1), &mut bytes)?;
         if bytes.len() as u64 > limit {
@@ -358,6 +384,14 @@ mod tests {
         );
         assert!(root.below(Path::new("sys/log")).is_ok());
         assert!(root.read(Path::new("../host/secret"), 100).is_err());
+        // A named pipe is refused at once, not waited on.
+        let fifo =
+            std::ffi::CString::new(vm.join("sys/log/pipe.log").as_os_str().as_bytes()).unwrap();
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+        assert!(root.read(Path::new("sys/log/pipe.log"), 100).is_err());
+        assert!(root.append(Path::new("sys/log/pipe.log"), b"x").is_err());
+        root.remove_file(Path::new("sys/log/pipe.log")).unwrap();
         // Removing through a link removes nothing beyond it.
         root.remove_file(Path::new("sys/log/kv/secret")).unwrap();
         assert!(host.join("secret").exists(), "the host's file is left");

@@ -25,6 +25,20 @@ impl Default for Limits {
     }
 }
 
+impl Limits {
+    /// What a document a director reads from a client may cost: a manifest, a cloud
+    /// config, a release's `release.MF` and job specs. Tenfold fewer nodes than a
+    /// configuration file may have: such documents are small, and anyone who may upload
+    /// sends them.
+    pub fn document(max_bytes: usize) -> Limits {
+        Limits {
+            max_bytes,
+            max_depth: 64,
+            max_nodes: 100_000,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{at}: {message}")]
 pub struct LoadError {

@@ -199,11 +199,7 @@ pub fn diff(old: &str, new: &str) -> Vec<Value> {
 /// The limits a YAML body is read under: an alias bomb or a deep nesting is refused
 /// while reading, before it can take memory.
 pub fn yaml_limits(max_bytes: usize) -> Limits {
-    Limits {
-        max_bytes,
-        max_depth: 64,
-        max_nodes: 100_000,
-    }
+    Limits::document(max_bytes)
 }
 
 /// Most bodies hold manifests or cloud configs, far below this.

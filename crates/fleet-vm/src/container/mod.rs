@@ -316,7 +316,8 @@ impl Containers {
     ///
     /// # Errors
     /// When bubblewrap cannot start it, or its groups or network cannot be made; what
-    /// was made is removed then.
+    /// was started is ended then, its system directory kept (the users its jobs added,
+    /// its ephemeral disk) for a start that succeeds; deleting the VM removes it.
     pub fn start(&self, spec: &ContainerSpec<'_>) -> Result<ContainerRecord, ContainerError> {
         // One start at a time across processes: a dynamic address is handed out once.
         let _lock = self.lock()?;
@@ -378,9 +379,13 @@ impl Containers {
                 }
             }
         }
+        // Within the VM's directory: a container started again finds links its VM made.
+        let vm_root =
+            crate::beneath::Root::open(spec.vm_dir).map_err(io(format!("VM {}", spec.cid)))?;
         for dir in ["jobs", "packages", "bosh/bin", crate::iaas::RECORDS] {
-            std::fs::create_dir_all(spec.vm_dir.join(dir))
-                .map_err(io(format!("VM {}", spec.cid)))?;
+            vm_root
+                .create_dir_all(Path::new(dir))
+                .map_err(io(format!("VM {}: {dir}", spec.cid)))?;
         }
         // Inside, `/var/vcap` is open to the VM's users (session users sign in through
         // it, `vcap` runs jobs); on this machine, the directories above it keep it to
@@ -430,7 +435,7 @@ impl Containers {
             std::io::Write::write_all(&mut release, b"1").map_err(io("releasing the container"))
         })();
         if let Err(e) = ready {
-            self.stop(spec.cid);
+            self.end(spec.cid);
             return Err(e);
         }
         let mut record = record;
@@ -439,12 +444,12 @@ impl Containers {
                 Ok(forwarder) => {
                     record.forwarder = Some(forwarder);
                     if let Err(e) = self.save(&record) {
-                        self.stop(spec.cid);
+                        self.end(spec.cid);
                         return Err(e);
                     }
                 }
                 Err(e) => {
-                    self.stop(spec.cid);
+                    self.end(spec.cid);
                     return Err(e);
                 }
             }
@@ -498,16 +503,19 @@ impl Containers {
         };
         // Within the VM's directory: a container started again finds what its VM left
         // there, links included.
-        let log = (|| {
+        let mut log = (|| {
             let root = crate::beneath::Root::open(spec.vm_dir)?;
             root.create_dir_all(Path::new("sys/log"))?;
-            root.open_at(
+            root.open_file(
                 Path::new("sys/log/container.log"),
-                libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT | libc::O_NOFOLLOW,
+                libc::O_RDWR | libc::O_APPEND | libc::O_CREAT,
                 0o644,
             )
         })()
         .map_err(io(format!("VM {}: sys/log/container.log", spec.cid)))?;
+        // What bubblewrap says this time is read back from here, through the same file.
+        let said_from = std::io::Seek::seek(&mut log, std::io::SeekFrom::End(0))
+            .map_err(io(format!("VM {}: sys/log/container.log", spec.cid)))?;
         let mut command = std::process::Command::new("bwrap");
         command
             .args(bwrap::arguments(&layout))
@@ -515,7 +523,7 @@ impl Containers {
             .env("PATH", crate::lifecycle::SCRIPT_PATH)
             .stdin(std::process::Stdio::null())
             .stdout(log.try_clone().map_err(ContainerError::Spawn)?)
-            .stderr(log);
+            .stderr(log.try_clone().map_err(ContainerError::Spawn)?);
         let inherit = [info_write.as_raw_fd(), block_read.as_raw_fd()];
         // SAFETY: between fork and exec only async-signal-safe calls: setsid and fcntl.
         unsafe {
@@ -540,8 +548,14 @@ impl Containers {
         let Some(pid) = pid else {
             let _ = child.kill();
             let _ = child.wait();
-            let logged = std::fs::read_to_string(spec.vm_dir.join("sys/log/container.log"))
-                .unwrap_or_default();
+            let mut logged = String::new();
+            let _ =
+                std::io::Seek::seek(&mut log, std::io::SeekFrom::Start(said_from)).and_then(|_| {
+                    std::io::Read::read_to_string(
+                        &mut std::io::Read::take(&mut log, 1 << 16),
+                        &mut logged,
+                    )
+                });
             let last = logged
                 .lines()
                 .last()
