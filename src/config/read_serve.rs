@@ -22,6 +22,9 @@ const LIMITS: &[&str] = &[
     "max_connections_per_client",
     "max_upload_bytes",
     "upload_timeout",
+    "max_unpacked_bytes",
+    "max_release_files",
+    "max_expansion",
 ];
 
 pub fn read_serve(node: &Node, base: &Path, serve: &mut ServeConfig, checker: &mut Checker) {
@@ -69,6 +72,18 @@ pub fn read_serve(node: &Node, base: &Path, serve: &mut ServeConfig, checker: &m
                         "upload_timeout" => {
                             set(&mut serve.limits.upload_timeout, duration(checker, v, &p))
                         }
+                        "max_unpacked_bytes" => set(
+                            &mut serve.limits.max_unpacked_bytes,
+                            at_least(checker, v, &p, 1024 * 1024).map(|n| n as u64),
+                        ),
+                        "max_release_files" => set(
+                            &mut serve.limits.max_release_files,
+                            at_least(checker, v, &p, 1).map(|n| n as usize),
+                        ),
+                        "max_expansion" => set(
+                            &mut serve.limits.max_expansion,
+                            at_least(checker, v, &p, 1).map(|n| n as u64),
+                        ),
                         "max_connections_per_client" => set(
                             &mut serve.limits.max_connections_per_client,
                             at_least(checker, v, &p, 1).map(|n| n as usize),

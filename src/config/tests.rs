@@ -340,10 +340,30 @@ fn director_credentials_must_be_complete_and_of_one_kind() {
 #[test]
 fn the_serve_block_names_each_bad_value() {
     let config = parse(
-        "serve:\n  director: 0.0.0.0:25555\n  broker: 127.0.0.1:8443\n  releases_on_host: true\n  users: [{name: ops, password: pw}]\n  limits: {max_body_bytes: 65536, request_timeout: 5s, max_connections: 8, max_connections_per_client: 4, max_upload_bytes: 1048576, upload_timeout: 10m}\n",
+        "serve:\n  director: 0.0.0.0:25555\n  broker: 127.0.0.1:8443\n  releases_on_host: true\n  users: [{name: ops, password: pw}]\n  limits: {max_body_bytes: 65536, request_timeout: 5s, max_connections: 8, max_connections_per_client: 4, max_upload_bytes: 1048576, upload_timeout: 10m, max_unpacked_bytes: 1073741824, max_expansion: 4, max_release_files: 500}\n",
     )
     .unwrap();
     assert_eq!(config.serve.limits.max_upload_bytes, 1 << 20);
+    let unpacking = config.serve.limits.unpacking();
+    assert_eq!(
+        (
+            unpacking.max_bytes,
+            unpacking.max_expansion,
+            unpacking.max_entries
+        ),
+        (1 << 30, 4, 500)
+    );
+    let bad = parse("serve:\n  limits: {max_expansion: 0, max_unpacked_bytes: 10}\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        bad.contains("serve.limits.max_expansion: must be at least 1"),
+        "{bad}"
+    );
+    assert!(
+        bad.contains("serve.limits.max_unpacked_bytes: must be at least 1048576"),
+        "{bad}"
+    );
     assert!(config.serve.releases_on_host);
     assert!(
         !parse("serve: {}\n").unwrap().serve.releases_on_host,

@@ -271,3 +271,60 @@ plans: []
     let simulated = Served::start(ServeLimits::default()).await;
     assert_eq!(simulated.info().await["cpi"], "simulated");
 }
+
+/// A compression bomb (a tarball of under a megabyte inflating to 512 MiB of zeros)
+/// uploaded to a `serve` process is refused while it inflates, naming the bound, and the
+/// process's own peak memory stays far below what the bomb would take.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_compression_bomb_is_refused_while_it_inflates_and_serve_stays_small() {
+    use std::io::Read;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yml");
+    std::fs::write(
+        &config,
+        "serve:\n  users: [{name: admin, password: Bomb-Test-Pw-1}]\n",
+    )
+    .unwrap();
+    let server = super::serve_shared::start(&config, &dir.path().join("state"), None);
+    // Half a gibibyte of zeros, packed as it streams: read whole, it would take twice the
+    // peak allowed below.
+    let size: u64 = 512 << 20;
+    let gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    let mut tar = tar::Builder::new(gz);
+    let mut header = tar::Header::new_gnu();
+    header.set_size(size);
+    header.set_mode(0o644);
+    header.set_cksum();
+    tar.append_data(&mut header, "release.bin", std::io::repeat(0).take(size))
+        .unwrap();
+    let bomb = tar.into_inner().unwrap().finish().unwrap();
+    assert!(bomb.len() < 8 << 20, "{} bytes", bomb.len());
+
+    let client = super::served::client_trusting(&server.ca);
+    let response = client
+        .post(format!("https://{}/releases", server.director))
+        .basic_auth("admin", Some("Bomb-Test-Pw-1"))
+        .header("content-type", "application/x-compressed")
+        .body(bomb)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    let said: Value = response.json().await.unwrap();
+    let description = said["description"].as_str().unwrap();
+    assert!(
+        description.contains("unpacks to more than 64 MiB"),
+        "{description}"
+    );
+    let status = std::fs::read_to_string(format!("/proc/{}/status", server.child.id())).unwrap();
+    let peak_kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    assert!(
+        peak_kb < 256 * 1024,
+        "serve peaked at {} MiB",
+        peak_kb / 1024
+    );
+}

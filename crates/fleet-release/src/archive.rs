@@ -15,6 +15,9 @@ use super::{package, tgz};
 /// The outer tarball holds already compressed archives: about its own size unpacked.
 pub const MAX_RELEASE_BYTES: u64 = 16 * 1024 * 1024 * 1024;
 
+/// The most a release's `release.MF` may hold: a document, read whole.
+pub const MAX_MANIFEST_BYTES: u64 = 4 * 1024 * 1024;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ReleaseError {
     /// The file (`release.MF`, `jobs/kv.tgz`, or the release itself) and each problem.
@@ -118,7 +121,61 @@ pub fn from_path(path: &Path) -> Result<ReleaseArchive, ReleaseError> {
 /// does not parse, a job archive missing or not matching its digest, a job spec naming a
 /// package the release lacks.
 pub fn from_tarball(bytes: &[u8]) -> Result<ReleaseArchive, ReleaseError> {
-    let entries = tgz::files(bytes, MAX_RELEASE_BYTES)
+    from_tarball_within(bytes, &UnpackLimits::default())
+}
+
+/// What reading a release tarball sent by anyone may cost: checked while it is read, so
+/// that a compression bomb or a flood of files is refused before it takes the memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UnpackLimits {
+    /// The most the tarball may inflate to.
+    pub max_bytes: u64,
+    /// The most files it may hold.
+    pub max_entries: usize,
+    /// The most it may inflate to, as a multiple of its own size (past a floor of
+    /// [`EXPANSION_FLOOR`]): a release's files are archives already, so a release
+    /// tarball inflates little, and a bomb a thousandfold.
+    pub max_expansion: u64,
+}
+
+/// What any tarball may inflate to, however small: headers and padding of a small
+/// release inflate well past its packed size.
+pub const EXPANSION_FLOOR: u64 = 64 * 1024 * 1024;
+
+impl Default for UnpackLimits {
+    fn default() -> Self {
+        UnpackLimits {
+            max_bytes: MAX_RELEASE_BYTES,
+            max_entries: 100_000,
+            max_expansion: 8,
+        }
+    }
+}
+
+impl UnpackLimits {
+    /// The most a tarball of `packed` bytes may inflate to.
+    pub fn inflated(&self, packed: u64) -> u64 {
+        packed
+            .saturating_mul(self.max_expansion)
+            .max(EXPANSION_FLOOR)
+            .min(self.max_bytes)
+    }
+}
+
+/// [`from_tarball`] within `limits`.
+///
+/// # Errors
+/// As [`from_tarball`]; a tarball past a limit, named.
+pub fn from_tarball_within(
+    bytes: &[u8],
+    limits: &UnpackLimits,
+) -> Result<ReleaseArchive, ReleaseError> {
+    let bounds = tgz::Bounds {
+        max_bytes: limits.inflated(bytes.len() as u64),
+        max_entries: limits.max_entries,
+        document: Some(("release.MF", MAX_MANIFEST_BYTES)),
+    };
+    let entries = tgz::files_within(bytes, bounds)
         .map_err(|e| ReleaseError::invalid("the release tarball", e.to_string()))?;
     let mut files = BTreeMap::new();
     for entry in entries {

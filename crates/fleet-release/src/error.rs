@@ -24,6 +24,10 @@ pub enum ArchiveError {
     /// Reading stopped at the caller's limit; tar's own error would hide why.
     #[error("unpacks to more than {} MiB", limit / (1024 * 1024))]
     TooLarge { limit: u64 },
+    #[error("the archive holds more than {limit} files")]
+    TooManyEntries { limit: usize },
+    #[error("`{path}` is larger than {limit} bytes")]
+    EntryTooLarge { path: String, limit: u64 },
     #[error("`{path}` leaves the archive (`..`)")]
     LeavesArchive { path: String },
     #[error("`{path}` is an absolute path")]

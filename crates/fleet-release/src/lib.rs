@@ -16,8 +16,8 @@ mod tgz;
 mod tree;
 
 pub use archive::{
-    CompiledArchive, JobArchive, MAX_RELEASE_BYTES, PackageArchive, ReleaseArchive, ReleaseError,
-    from_path, from_tarball,
+    CompiledArchive, EXPANSION_FLOOR, JobArchive, MAX_RELEASE_BYTES, PackageArchive,
+    ReleaseArchive, ReleaseError, UnpackLimits, from_path, from_tarball, from_tarball_within,
 };
 pub use builder::{File, ReleaseBuilder, SourceFile};
 pub use digest::{Digest, sha1_hex, sha256_hex};

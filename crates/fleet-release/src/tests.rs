@@ -144,3 +144,64 @@ fn a_job_needing_a_package_the_release_lacks_is_refused() {
         "jobs/kv.tgz: packages: `nowhere` is not a package of the release"
     );
 }
+
+/// A gzipped tarball of one file of `size` zeros, built as it streams: a bomb of any size
+/// in a few kilobytes of memory per megabyte it packs to.
+fn zeros(path: &str, size: u64) -> Vec<u8> {
+    use std::io::Read;
+    let gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    let mut tar = tar::Builder::new(gz);
+    let mut header = tar::Header::new_gnu();
+    header.set_size(size);
+    header.set_mode(0o644);
+    header.set_cksum();
+    tar.append_data(&mut header, path, std::io::repeat(0).take(size))
+        .unwrap();
+    tar.into_inner().unwrap().finish().unwrap()
+}
+
+#[test]
+fn a_tarball_is_read_within_its_bounds_which_name_themselves() {
+    use crate::{UnpackLimits, from_tarball_within};
+    let small = UnpackLimits {
+        max_bytes: 1 << 20,
+        max_entries: 3,
+        max_expansion: 8,
+    };
+    let bomb = zeros("blob", 4 << 20);
+    let e = from_tarball_within(&bomb, &small).unwrap_err().to_string();
+    assert!(e.contains("unpacks to more than 1 MiB"), "{e}");
+    // Packing little, a tarball may inflate to the floor, not past it: a thousandfold
+    // bomb is refused at 64 MiB, whatever the absolute bound.
+    let big_bomb = zeros("blob", 80 << 20);
+    assert!(big_bomb.len() < 1 << 20, "{}", big_bomb.len());
+    let e = from_tarball_within(&big_bomb, &UnpackLimits::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("unpacks to more than 64 MiB"), "{e}");
+    // More files than allowed: refused, not some of them dropped.
+    let many: Vec<(String, Vec<u8>)> = (0..5).map(|i| (format!("f{i}"), vec![b'x'])).collect();
+    let refs: Vec<(&str, &[u8])> = many
+        .iter()
+        .map(|(p, b)| (p.as_str(), b.as_slice()))
+        .collect();
+    let e = from_tarball_within(&build_tgz(&refs), &small)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("more than 3 files"), "{e}");
+    // A release.MF past a document's size is refused while it is read.
+    let manifest = zeros("release.MF", 5 << 20);
+    let e = from_tarball_within(&manifest, &UnpackLimits::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("`release.MF` is larger than 4194304 bytes"),
+        "{e}"
+    );
+    // A release within them reads as before.
+    let roomy = UnpackLimits {
+        max_entries: 100,
+        ..small
+    };
+    assert!(from_tarball_within(&release("1").build(), &roomy).is_ok());
+}

@@ -44,6 +44,56 @@ pub fn files(bytes: &[u8], limit: u64) -> Result<Vec<Entry>, ArchiveError> {
     Ok(found)
 }
 
+/// What reading an archive sent by anyone may cost, checked while it is read: the
+/// bytes it inflates to, its files, and the size of each file a caller names (a
+/// document read whole afterwards).
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds<'a> {
+    pub max_bytes: u64,
+    pub max_entries: usize,
+    /// A file and the most it may hold.
+    pub document: Option<(&'a str, u64)>,
+}
+
+/// Every regular file of the archive in `bytes`, in archive order, within `bounds`.
+///
+/// # Errors
+/// As [`files`]; too many files, or the named document too large.
+pub fn files_within(bytes: &[u8], bounds: Bounds<'_>) -> Result<Vec<Entry>, ArchiveError> {
+    let mut found = Vec::new();
+    walk(bytes, bounds.max_bytes, |path, reader| {
+        if found.len() == bounds.max_entries {
+            return Err(ArchiveError::TooManyEntries {
+                limit: bounds.max_entries,
+            });
+        }
+        let cap = match bounds.document {
+            Some((name, limit)) if name == path => limit,
+            _ => u64::MAX,
+        };
+        let mut content = Vec::new();
+        reader
+            .take(cap.saturating_add(1))
+            .read_to_end(&mut content)
+            .map_err(|source| ArchiveError::ReadEntry {
+                path: path.to_string(),
+                source,
+            })?;
+        if content.len() as u64 > cap {
+            return Err(ArchiveError::EntryTooLarge {
+                path: path.to_string(),
+                limit: cap,
+            });
+        }
+        found.push(Entry {
+            path: path.to_string(),
+            bytes: content,
+        });
+        Ok(())
+    })?;
+    Ok(found)
+}
+
 /// The paths of the archive's regular files, reading no more than `limit` bytes.
 ///
 /// # Errors

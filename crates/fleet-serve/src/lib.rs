@@ -124,7 +124,7 @@ pub async fn start(
         crate::director_api::Uploads::Taken
     };
     let director_api = protect(
-        crate::director_api::router(fleet.director().clone(), uploads),
+        crate::director_api::router(fleet.director().clone(), uploads, config.limits.unpacking()),
         Gate::new(
             credentials.users.clone(),
             Flavor::Director,

@@ -26,6 +26,23 @@ pub struct ServeLimits {
     pub max_upload_bytes: usize,
     /// How long sending and reading an upload may take.
     pub upload_timeout: Duration,
+    /// What an uploaded release tarball may inflate to, how many files it may hold,
+    /// and how many times its own size it may inflate to (past 64 MiB): checked while it
+    /// is read, so that a compression bomb is refused before it takes the memory.
+    pub max_unpacked_bytes: u64,
+    pub max_release_files: usize,
+    pub max_expansion: u64,
+}
+
+impl ServeLimits {
+    /// The bounds a release upload is read within.
+    pub fn unpacking(&self) -> fleet_release::UnpackLimits {
+        fleet_release::UnpackLimits {
+            max_bytes: self.max_unpacked_bytes,
+            max_entries: self.max_release_files,
+            max_expansion: self.max_expansion,
+        }
+    }
 }
 
 impl Default for ServeLimits {
@@ -37,6 +54,9 @@ impl Default for ServeLimits {
             max_connections_per_client: 32,
             max_upload_bytes: 2 * 1024 * 1024 * 1024,
             upload_timeout: Duration::from_secs(30 * 60),
+            max_unpacked_bytes: 8 * 1024 * 1024 * 1024,
+            max_release_files: fleet_release::UnpackLimits::default().max_entries,
+            max_expansion: fleet_release::UnpackLimits::default().max_expansion,
         }
     }
 }

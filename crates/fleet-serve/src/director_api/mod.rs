@@ -73,9 +73,15 @@ pub enum Uploads {
     RefusedOnHost,
 }
 
-pub fn router(director: Director, uploads: Uploads) -> Router {
+pub fn router(
+    director: Director,
+    uploads: Uploads,
+    unpacking: fleet_release::UnpackLimits,
+) -> Router {
     let upload = match uploads {
-        Uploads::Taken => post(releases::upload),
+        Uploads::Taken => post(move |acting, query, headers, body| {
+            releases::upload(acting, query, headers, body, unpacking)
+        }),
         Uploads::RefusedOnHost => post(releases::refused_on_host),
     };
     Router::new()

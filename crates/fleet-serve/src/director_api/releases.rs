@@ -125,6 +125,7 @@ pub async fn upload(
     Query(params): Query<Params>,
     headers: HeaderMap,
     body: Body,
+    unpacking: fleet_release::UnpackLimits,
 ) -> ApiResult<Response> {
     let content_type = headers
         .get(header::CONTENT_TYPE)
@@ -157,12 +158,14 @@ pub async fn upload(
         }
     };
     // Inflating and hashing a large release is CPU work: kept off the async workers.
-    let archive = tokio::task::spawn_blocking(move || fleet_release::from_tarball(&bytes))
-        .await
-        .map_err(|e| {
-            ApiError::bad_request(code::GENERIC, format!("reading the release failed: {e}"))
-        })?
-        .map_err(|e| ApiError::bad_request(RELEASE_INVALID, e.to_string()))?;
+    // Within bounds checked while it inflates: a bomb is refused before it takes memory.
+    let archive =
+        tokio::task::spawn_blocking(move || fleet_release::from_tarball_within(&bytes, &unpacking))
+            .await
+            .map_err(|e| {
+                ApiError::bad_request(code::GENERIC, format!("reading the release failed: {e}"))
+            })?
+            .map_err(|e| ApiError::bad_request(RELEASE_INVALID, e.to_string()))?;
     let task = director.upload_release_archive(archive, fix).await?;
     Ok(redirect(&task))
 }
