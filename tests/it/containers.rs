@@ -4,7 +4,8 @@
 //! a VM over its `ram` is killed by the kernel and reported failing; vitals are the VM's;
 //! and nothing (container, veth, bridge, control group) is left once the deployment is
 //! deleted, also after `serve` died and a container with it. The demo on real processes
-//! runs each kv instance in a container at its own address.
+//! runs each kv instance in a container at its own address. And, on VMs that are plain
+//! processes, a killed supervisor is reported and started again.
 //!
 //! These need root, `bwrap`, `nsenter` and `ip` (CI runs as root and `.ci/run` installs
 //! bubblewrap); elsewhere each test says why it did not run and passes.
@@ -1003,5 +1004,83 @@ instance_groups:
     assert!(
         std::net::TcpListener::bind("0.0.0.0:28180").is_ok(),
         "its port is free again"
+    );
+}
+
+/// A VM's supervisor (its monit) and its job's process killed under `serve`, on VMs that
+/// are plain processes (no root needed): `bosh instances --ps` reports the instance
+/// failing with its process, and the supervisor is started again, bringing the job back
+/// without any lifecycle script, as runit brings back a VM's monit.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_supervisor_is_reported_failing_and_brings_its_jobs_back() {
+    let mut definition =
+        Definition::parse(&fleet_text(30).replace("vms: containers", "vms: processes")).unwrap();
+    definition.supervisor = Some(PathBuf::from(env!("CARGO_BIN_EXE_fleet-updater")));
+    let s = Served::start_fleet(
+        tempfile::tempdir().unwrap(),
+        &definition,
+        ServeLimits::default(),
+    )
+    .await;
+    let manifest = kv_manifest("revived", "default", "{kv: {drain_seconds: 0}}")
+        .replace("instances: 2", "instances: 1");
+    assert_eq!(deploy(&s, &manifest).await["state"], "done");
+    let vms: Vec<PathBuf> = std::fs::read_dir(iaas(&s).join("vms"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("sys/run/bpm/kv/kv.pid").exists())
+        .collect();
+    let vm = &vms[0];
+    let read_pid = |file: &str| -> u32 {
+        std::fs::read_to_string(vm.join(file))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let (supervisor, server) = (
+        read_pid("sys/run/supervisor.pid"),
+        read_pid("sys/run/bpm/kv/kv.pid"),
+    );
+    let lifecycle =
+        || std::fs::read_to_string(vm.join("sys/log/kv/lifecycle.log")).unwrap_or_default();
+    let steps = lifecycle().lines().count();
+    for pid in [supervisor, server] {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status();
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let seen = s.vm_infos("revived", "instances").await;
+    assert_eq!(seen[0].process_state, "failing", "{seen:?}");
+    assert!(
+        seen[0]
+            .processes
+            .iter()
+            .any(|p| p.name == "kv" && p.state == "failing"),
+        "{seen:?}"
+    );
+    let mut waited = Duration::ZERO;
+    loop {
+        let seen = s.vm_infos("revived", "instances").await;
+        if seen[0].process_state == "running" {
+            break;
+        }
+        assert!(waited < Duration::from_secs(30), "it came back: {seen:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        waited += Duration::from_millis(200);
+    }
+    let revived = read_pid("sys/run/supervisor.pid");
+    assert_ne!(revived, supervisor);
+    assert!(super::processes::alive(read_pid("sys/run/bpm/kv/kv.pid")));
+    assert_eq!(
+        lifecycle().lines().count(),
+        steps,
+        "no lifecycle script ran"
+    );
+    delete(&s, "revived").await;
+    assert!(
+        !super::processes::alive(revived),
+        "its supervisor ends with its VM"
     );
 }

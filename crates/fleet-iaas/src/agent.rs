@@ -106,13 +106,41 @@ impl Agent for ProcessCloud {
     async fn get_state(&self, agent_id: &str) -> Result<AgentState, AgentError> {
         let vm = self.agent(agent_id, "get_state").await?;
         let running = vm.running.lock().await;
-        let statuses = match &running.supervisor {
+        let mut statuses = match &running.supervisor {
             Some(s) => s
                 .statuses()
                 .await
                 .map_err(|e| Self::failed(agent_id, "get_state", e))?,
             None => Vec::new(),
         };
+        // The VM's supervisor died (killed, or out of memory) while its jobs were to
+        // run: its processes are reported failing, and it is started again, bringing
+        // them back without lifecycle scripts, as runit brings back a VM's monit.
+        if running.started
+            && statuses.is_empty()
+            && let Some(daemon) = self.supervision.daemon(&vm.sandbox)
+            && !daemon.running().await
+        {
+            let expected = jobs::processes(&vm.sandbox, &running.jobs).unwrap_or_default();
+            if !expected.is_empty() {
+                tracing::warn!(agent = %agent_id, "the VM's supervisor is not running: starting it again");
+                statuses = expected
+                    .into_iter()
+                    .map(|p| fleet_vm::supervisor::ProcessStatus {
+                        job: p.job,
+                        name: p.name,
+                        state: ProcessState::Failing,
+                        pid: None,
+                        restarts: 0,
+                        uptime: None,
+                    })
+                    .collect();
+                // Under the VM's lock: no other call starts a second supervisor meanwhile.
+                if let Err(e) = daemon.boot(&running.jobs).await {
+                    tracing::warn!(agent = %agent_id, error = %e, "the VM's supervisor did not start again");
+                }
+            }
+        }
         let job_state = if !running.started {
             JobState::Stopped
         } else if statuses.iter().all(|s| s.state == ProcessState::Running) {
