@@ -103,9 +103,12 @@ fn read_users(node: &Node, path: &str, serve: &mut ServeConfig, checker: &mut Ch
     for (i, item) in checker.list(node, path).iter().enumerate() {
         let p = format!("{path}[{i}]");
         let (mut name, mut password) = (None, None);
-        for (k, v) in checker.map(item, &p, &["name", "password"]) {
+        let mut scopes = vec!["bosh.admin".to_string()];
+        for (k, v) in checker.map(item, &p, &["name", "password", "scopes"]) {
             let kp = join(&p, &k.name);
-            if k.name == "name" {
+            if k.name == "scopes" {
+                scopes = read_scopes(v, &kp, checker);
+            } else if k.name == "name" {
                 name = checker
                     .string(v, &kp)
                     .filter(|n| !n.is_empty() && !n.contains(':'));
@@ -124,7 +127,11 @@ fn read_users(node: &Node, path: &str, serve: &mut ServeConfig, checker: &mut Ch
                 if serve.users.iter().any(|u| u.name == name) {
                     checker.report(&p, item.at, format!("user `{name}` is listed twice"));
                 }
-                serve.users.push(ServeUser { name, password });
+                serve.users.push(ServeUser {
+                    name,
+                    password,
+                    scopes,
+                });
             }
             (None, _) if item.get("name").is_none() => {
                 checker.report(&p, item.at, "a user needs a `name`")
@@ -135,6 +142,35 @@ fn read_users(node: &Node, path: &str, serve: &mut ServeConfig, checker: &mut Ch
             _ => {}
         }
     }
+}
+
+/// A user's scopes: those the director honours that `serve` takes so far.
+fn read_scopes(node: &Node, path: &str, checker: &mut Checker) -> Vec<String> {
+    let known = fleet_serve::scopes::KNOWN;
+    let mut scopes = Vec::new();
+    for (i, item) in checker.list(node, path).iter().enumerate() {
+        let p = format!("{path}[{i}]");
+        let Some(scope) = checker.string(item, &p) else {
+            continue;
+        };
+        if known.contains(&scope.as_str()) {
+            scopes.push(scope);
+        } else {
+            checker.report(
+                &p,
+                item.at,
+                format!(
+                    "`{scope}` is not a scope serve takes: {} (teams, director-UUID and \
+                     upload scopes are not taken yet)",
+                    known.join(", ")
+                ),
+            );
+        }
+    }
+    if scopes.is_empty() {
+        checker.report(path, node.at, "a user needs at least one scope");
+    }
+    scopes
 }
 
 fn listen(checker: &mut Checker, node: &Node, path: &str) -> Option<SocketAddr> {

@@ -97,9 +97,10 @@ pub fn render(config: &Config) -> String {
                 .users
                 .iter()
                 .map(|u| format!(
-                    "{{name: {}, password: {}}}",
+                    "{{name: {}, password: {}, scopes: [{}]}}",
                     serde_json::to_string(&u.name).expect("strings serialize"),
-                    serde_json::to_string(&u.password.to_string()).expect("strings serialize")
+                    serde_json::to_string(&u.password.to_string()).expect("strings serialize"),
+                    u.scopes.join(", ")
                 ))
                 .collect::<Vec<_>>()
                 .join(", ")

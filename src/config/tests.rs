@@ -353,6 +353,25 @@ fn the_serve_block_names_each_bad_value() {
         ),
         (1 << 30, 4, 500)
     );
+    let scoped = parse(
+        "serve:\n  users: [{name: ops, password: pw}, {name: auditor, password: pw2, scopes: [bosh.read]}]\n",
+    )
+    .unwrap();
+    assert_eq!(scoped.serve.users[0].scopes, ["bosh.admin"], "admin by default");
+    assert_eq!(scoped.serve.users[1].scopes, ["bosh.read"]);
+    let unknown = parse(
+        "serve:\n  users: [{name: t, password: pw, scopes: [bosh.teams.x.admin]}, {name: u, password: pw, scopes: []}]\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        unknown.contains("serve.users[0].scopes[0]: `bosh.teams.x.admin` is not a scope serve takes"),
+        "{unknown}"
+    );
+    assert!(
+        unknown.contains("serve.users[1].scopes: a user needs at least one scope"),
+        "{unknown}"
+    );
     let bad = parse("serve:\n  limits: {max_expansion: 0, max_unpacked_bytes: 10}\n")
         .unwrap_err()
         .to_string();

@@ -264,3 +264,107 @@ fn serve_logs_every_request_and_each_failed_login_without_credentials() {
 fn terminate(pid: u32) {
     let _ = Process::new("kill").arg(pid.to_string()).status();
 }
+
+/// Users with scopes, as BOSH's UAA scopes: `bosh.read` reads deployments, tasks and
+/// their event output over real HTTPS, and gets 403 (the director's code 600000) on a
+/// change, a task's debug output, variables and logs; on the broker API it lists and
+/// triggers nothing. An admin does all of it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reader_reads_and_is_refused_every_change() {
+    use fleet_updater::config::{ServeConfig, ServeUser};
+    let admin = ServeUser::admin(
+        "admin",
+        fleet_updater::config::Secret::new("Admin-Pw-1".to_string()),
+    );
+    let reader = ServeUser {
+        name: "auditor".into(),
+        password: fleet_updater::config::Secret::new("Reader-Pw-1".to_string()),
+        scopes: vec!["bosh.read".into()],
+    };
+    let config = ServeConfig {
+        users: vec![admin, reader],
+        ..ServeConfig::default()
+    };
+    let s = Served::start_configured(
+        tempfile::tempdir().unwrap(),
+        &super::served::small_fleet(),
+        &config,
+    )
+    .await;
+    let as_reader = |method: Method, path: &str| {
+        s.client
+            .request(method, s.director_url(path))
+            .basic_auth("auditor", Some("Reader-Pw-1"))
+    };
+    let deployments: Value = as_reader(Method::GET, "/deployments")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let name = deployments[0]["name"].as_str().unwrap().to_string();
+    for path in [
+        format!("/deployments/{name}"),
+        format!("/deployments/{name}/instances"),
+        "/tasks".to_string(),
+        "/releases".to_string(),
+    ] {
+        let response = as_reader(Method::GET, &path).send().await.unwrap();
+        assert_eq!(response.status(), 200, "{path}");
+    }
+    let tasks: Value = as_reader(Method::GET, "/tasks")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let task = tasks[0]["id"].as_u64().unwrap();
+    let events = as_reader(Method::GET, &format!("/tasks/{task}/output?type=event"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(events.status(), 200);
+    let refused = [
+        (Method::GET, format!("/tasks/{task}/output?type=debug")),
+        (Method::GET, format!("/deployments/{name}/variables")),
+        (Method::GET, format!("/deployments/{name}/jobs/*/*/logs")),
+        (Method::DELETE, format!("/deployments/{name}")),
+        (Method::POST, "/deployments".to_string()),
+    ];
+    for (method, path) in refused {
+        let response = as_reader(method.clone(), &path).send().await.unwrap();
+        assert_eq!(response.status(), 403, "{method} {path}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["code"], 600000, "{body}");
+        assert!(body["description"].as_str().unwrap().contains("bosh.admin"));
+    }
+    // Nothing was deleted: the admin still sees the deployment, and may read the debug
+    // output the reader may not.
+    let seen = s.send(Method::GET, &format!("/deployments/{name}")).await;
+    assert_eq!(seen.status(), 200);
+    let debug = s
+        .send(Method::GET, &format!("/tasks/{task}/output?type=debug"))
+        .await;
+    assert_eq!(debug.status(), 200);
+
+    let list = s
+        .client
+        .get(s.broker_url("/mgmt/service_instances"))
+        .basic_auth("auditor", Some("Reader-Pw-1"))
+        .header("X-Broker-API-Version", "2.13")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(list.status(), 200);
+    let trigger = s
+        .client
+        .patch(s.broker_url("/mgmt/service_instances/pg-01?operation_type=upgrade"))
+        .basic_auth("auditor", Some("Reader-Pw-1"))
+        .header("X-Broker-API-Version", "2.13")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(trigger.status(), 403);
+}

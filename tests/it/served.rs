@@ -104,12 +104,16 @@ impl Served {
         )
         .await
         .unwrap();
-        let credentials = std::fs::read_to_string(serving.credentials.as_ref().unwrap()).unwrap();
-        let password = credentials
-            .lines()
-            .find_map(|l| l.strip_prefix("password: "))
-            .unwrap()
-            .to_string();
+        // The generated user's, or the first configured user's (named `admin`).
+        let password = match &serving.credentials {
+            Some(file) => std::fs::read_to_string(file)
+                .unwrap()
+                .lines()
+                .find_map(|l| l.strip_prefix("password: "))
+                .unwrap()
+                .to_string(),
+            None => config.users[0].password.expose().to_string(),
+        };
         let ca = serving.ca.clone().unwrap();
         Served {
             client: client_trusting(&ca),

@@ -16,7 +16,34 @@ use subtle::ConstantTimeEq;
 use super::clients::ClientAddr;
 use super::rejection::{Flavor, rejection};
 use super::throttle::LoginThrottle;
+use crate::scopes::{self, Role};
 use crate::settings::ServeUser;
+
+/// Whether a user of `role` may make `request`.
+fn permitted(flavor: Flavor, role: Option<Role>, request: &Request) -> bool {
+    match (role, flavor) {
+        (Some(Role::Admin), _) => true,
+        (Some(Role::Read), Flavor::Director) => scopes::reader_may(
+            request.method(),
+            request.uri().path(),
+            request.uri().query(),
+        ),
+        (Some(Role::Read), Flavor::Broker) => scopes::broker_reader_may(request.method()),
+        (None, _) => false,
+    }
+}
+
+/// A signed-in user whose scopes do not allow the request: 403, in the API's shape (the
+/// director's code for it, 600000).
+fn refused(flavor: Flavor) -> Response {
+    let mut response = rejection(flavor, StatusCode::FORBIDDEN, scopes::REFUSED);
+    if flavor == Flavor::Director {
+        *response.body_mut() = axum::body::Body::from(
+            serde_json::json!({"code": 600000, "description": scopes::REFUSED}).to_string(),
+        );
+    }
+    response
+}
 
 #[derive(Clone)]
 pub struct Gate {
@@ -43,8 +70,9 @@ impl Gate {
         }
     }
 
-    /// The listed user the credentials name, when its password matches.
-    fn admits(&self, authorization: Option<&HeaderValue>) -> Option<String> {
+    /// The listed user the credentials name, when its password matches, with what it
+    /// may do.
+    fn admits(&self, authorization: Option<&HeaderValue>) -> Option<(String, Option<Role>)> {
         let encoded = authorization.and_then(|v| v.to_str().ok()).and_then(|v| {
             v.strip_prefix("Basic ")
                 .or_else(|| v.strip_prefix("basic "))
@@ -55,12 +83,12 @@ impl Gate {
         let decoded = String::from_utf8(decoded).ok()?;
         let (name, password) = decoded.split_once(':')?;
         // Every user is compared, each in constant time, so timing tells nothing.
-        let found = self.users.iter().fold(false, |found, user| {
+        let found = self.users.iter().fold(None, |found, user| {
             let matches = same(user.name.as_bytes(), name.as_bytes())
                 & same(user.password.expose().as_bytes(), password.as_bytes());
-            found | matches
+            if matches { Some(user) } else { found }
         });
-        found.then(|| name.to_string())
+        found.map(|user| (name.to_string(), Role::of(&user.scopes)))
     }
 }
 
@@ -129,7 +157,17 @@ pub async fn require(State(gate): State<Gate>, mut request: Request, next: Next)
         }
     }
     let open = gate.open.contains(&request.uri().path());
-    if let Some(user) = user {
+    if let Some((user, role)) = user {
+        if !open && !permitted(gate.flavor, role, &request) {
+            tracing::warn!(
+                target: "fleet_serve::access",
+                user = %user,
+                method = %request.method(),
+                path = %request.uri().path(),
+                "refused: the user's scopes do not allow it"
+            );
+            return refused(gate.flavor);
+        }
         request.extensions_mut().insert(SignedIn(user.clone()));
         let mut response = next.run(request).await;
         response.extensions_mut().insert(SignedIn(user));
@@ -169,18 +207,27 @@ mod tests {
     #[test]
     fn only_a_listed_user_with_its_password_is_admitted() {
         let gate = Gate::new(
-            vec![ServeUser {
-                name: "admin".into(),
-                password: Secret::new("s3cret"),
-            }],
+            vec![
+                ServeUser::admin("admin", Secret::new("s3cret")),
+                ServeUser {
+                    name: "auditor".into(),
+                    password: Secret::new("r3ad"),
+                    scopes: vec!["bosh.read".into()],
+                },
+            ],
             Flavor::Broker,
             &[],
             Arc::default(),
         );
         assert_eq!(
-            gate.admits(Some(&basic("admin", "s3cret"))).as_deref(),
-            Some("admin")
+            gate.admits(Some(&basic("admin", "s3cret"))),
+            Some(("admin".to_string(), Some(Role::Admin)))
         );
+        assert_eq!(
+            gate.admits(Some(&basic("auditor", "r3ad"))),
+            Some(("auditor".to_string(), Some(Role::Read)))
+        );
+        assert_eq!(gate.admits(Some(&basic("auditor", "s3cret"))), None);
         assert_eq!(gate.admits(Some(&basic("admin", "s3cret!"))), None);
         assert_eq!(gate.admits(Some(&basic("admin", "s3cre"))), None);
         assert_eq!(gate.admits(Some(&basic("root", "s3cret"))), None);

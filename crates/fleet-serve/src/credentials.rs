@@ -37,10 +37,10 @@ fn parse(path: &Path, text: &str) -> Result<ServeUser, ServeError> {
             .map(str::to_string)
             .ok_or_else(|| ServeError::Credentials(format!("{} has no `{key}`", path.display())))
     };
-    Ok(ServeUser {
-        name: field("user")?,
-        password: Secret::new(field("password")?),
-    })
+    Ok(ServeUser::admin(
+        &field("user")?,
+        Secret::new(field("password")?),
+    ))
 }
 
 /// # Errors
@@ -64,10 +64,7 @@ pub fn credentials(state_dir: &Path, configured: &[ServeUser]) -> Result<Credent
                  user: {GENERATED_USER}\npassword: {password}\n"
             ),
         )?;
-        ServeUser {
-            name: GENERATED_USER.to_string(),
-            password: Secret::new(password),
-        }
+        ServeUser::admin(GENERATED_USER, Secret::new(password))
     };
     Ok(Credentials {
         users: vec![user],

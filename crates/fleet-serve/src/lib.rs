@@ -13,6 +13,7 @@ mod limits;
 mod linger;
 mod listener;
 mod rejection;
+pub mod scopes;
 mod settings;
 mod throttle;
 pub mod tls;

@@ -8,6 +8,19 @@ use fleet_secret::Secret;
 pub struct ServeUser {
     pub name: String,
     pub password: Secret,
+    /// What the user may do, as BOSH's UAA scopes name it (`bosh.admin`, `bosh.read`).
+    pub scopes: Vec<String>,
+}
+
+impl ServeUser {
+    /// A user who may do everything, as users without scopes given are.
+    pub fn admin(name: &str, password: Secret) -> ServeUser {
+        ServeUser {
+            name: name.to_string(),
+            password,
+            scopes: vec!["bosh.admin".to_string()],
+        }
+    }
 }
 
 /// What one client may ask of `serve`, so that hostile input cannot exhaust it.
