@@ -12,6 +12,7 @@ const KEYS: &[&str] = &[
     "broker",
     "tls",
     "users",
+    "broker_users",
     "limits",
     "releases_on_host",
 ];
@@ -52,7 +53,8 @@ pub fn read_serve(node: &Node, base: &Path, serve: &mut ServeConfig, checker: &m
                     );
                 }
             }
-            "users" => read_users(value, &path, serve, checker),
+            "users" => serve.users = read_users(value, &path, checker),
+            "broker_users" => serve.broker_users = read_users(value, &path, checker),
             "releases_on_host" => set(&mut serve.releases_on_host, checker.boolean(value, &path)),
             _ => {
                 for (k, v) in checker.map(value, &path, LIMITS) {
@@ -99,7 +101,8 @@ pub fn read_serve(node: &Node, base: &Path, serve: &mut ServeConfig, checker: &m
     }
 }
 
-fn read_users(node: &Node, path: &str, serve: &mut ServeConfig, checker: &mut Checker) {
+fn read_users(node: &Node, path: &str, checker: &mut Checker) -> Vec<ServeUser> {
+    let mut users: Vec<ServeUser> = Vec::new();
     for (i, item) in checker.list(node, path).iter().enumerate() {
         let p = format!("{path}[{i}]");
         let (mut name, mut password) = (None, None);
@@ -124,10 +127,10 @@ fn read_users(node: &Node, path: &str, serve: &mut ServeConfig, checker: &mut Ch
         }
         match (name, password) {
             (Some(name), Some(password)) => {
-                if serve.users.iter().any(|u| u.name == name) {
+                if users.iter().any(|u| u.name == name) {
                     checker.report(&p, item.at, format!("user `{name}` is listed twice"));
                 }
-                serve.users.push(ServeUser {
+                users.push(ServeUser {
                     name,
                     password,
                     scopes,
@@ -142,6 +145,7 @@ fn read_users(node: &Node, path: &str, serve: &mut ServeConfig, checker: &mut Ch
             _ => {}
         }
     }
+    users
 }
 
 /// A user's scopes: those the director honours that `serve` takes so far.

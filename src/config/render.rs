@@ -88,13 +88,10 @@ pub fn render(config: &Config) -> String {
         _ => plain("null"),
     };
     let serve = &config.serve;
-    let users = if serve.users.is_empty() {
-        plain("[]  # generated in the state directory")
-    } else {
+    let listed = |users: &[fleet_serve::ServeUser]| {
         plain(format!(
             "[{}]",
-            serve
-                .users
+            users
                 .iter()
                 .map(|u| format!(
                     "{{name: {}, password: {}, scopes: [{}]}}",
@@ -105,6 +102,16 @@ pub fn render(config: &Config) -> String {
                 .collect::<Vec<_>>()
                 .join(", ")
         ))
+    };
+    let users = if serve.users.is_empty() {
+        plain("[]  # generated in the state directory")
+    } else {
+        listed(&serve.users)
+    };
+    let broker_users = if serve.broker_users.is_empty() {
+        plain("[]  # the director's")
+    } else {
+        listed(&serve.broker_users)
     };
     let serve = Item::Map(vec![
         ("director", text(&serve.director_listen.to_string())),
@@ -128,6 +135,7 @@ pub fn render(config: &Config) -> String {
             ]),
         ),
         ("users", users),
+        ("broker_users", broker_users),
         (
             "limits",
             Item::Map(vec![

@@ -357,15 +357,28 @@ fn the_serve_block_names_each_bad_value() {
         "serve:\n  users: [{name: ops, password: pw}, {name: auditor, password: pw2, scopes: [bosh.read]}]\n",
     )
     .unwrap();
-    assert_eq!(scoped.serve.users[0].scopes, ["bosh.admin"], "admin by default");
+    assert_eq!(
+        scoped.serve.users[0].scopes,
+        ["bosh.admin"],
+        "admin by default"
+    );
     assert_eq!(scoped.serve.users[1].scopes, ["bosh.read"]);
+    assert!(
+        scoped.serve.broker_users.is_empty(),
+        "the director's by default"
+    );
+    let separate =
+        parse("serve:\n  broker_users: [{name: cf, password: pw, scopes: [bosh.admin]}]\n")
+            .unwrap();
+    assert_eq!(separate.serve.broker_users[0].name, "cf");
     let unknown = parse(
         "serve:\n  users: [{name: t, password: pw, scopes: [bosh.teams.x.admin]}, {name: u, password: pw, scopes: []}]\n",
     )
     .unwrap_err()
     .to_string();
     assert!(
-        unknown.contains("serve.users[0].scopes[0]: `bosh.teams.x.admin` is not a scope serve takes"),
+        unknown
+            .contains("serve.users[0].scopes[0]: `bosh.teams.x.admin` is not a scope serve takes"),
         "{unknown}"
     );
     assert!(

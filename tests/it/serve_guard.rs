@@ -368,3 +368,47 @@ async fn a_reader_reads_and_is_refused_every_change() {
         .unwrap();
     assert_eq!(trigger.status(), 403);
 }
+
+/// The broker API's own users (`serve.broker_users`): a platform's broker credentials
+/// open nothing of the director, and the director's users nothing of the broker.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_broker_takes_its_own_users_when_it_has_them() {
+    use fleet_updater::config::{Secret, ServeConfig, ServeUser};
+    let config = ServeConfig {
+        users: vec![ServeUser::admin("admin", Secret::new("Admin-Pw-2"))],
+        broker_users: vec![ServeUser::admin("platform", Secret::new("Platform-Pw-2"))],
+        ..ServeConfig::default()
+    };
+    let s = Served::start_configured(
+        tempfile::tempdir().unwrap(),
+        &super::served::small_fleet(),
+        &config,
+    )
+    .await;
+    let broker = |user: &str, password: &str| {
+        s.client
+            .get(s.broker_url("/mgmt/service_instances"))
+            .basic_auth(user, Some(password))
+            .header("X-Broker-API-Version", "2.13")
+            .send()
+    };
+    assert_eq!(
+        broker("platform", "Platform-Pw-2").await.unwrap().status(),
+        200
+    );
+    assert_eq!(broker("admin", "Admin-Pw-2").await.unwrap().status(), 401);
+    let director = |user: &str, password: &str| {
+        s.client
+            .get(s.director_url("/deployments"))
+            .basic_auth(user, Some(password))
+            .send()
+    };
+    assert_eq!(director("admin", "Admin-Pw-2").await.unwrap().status(), 200);
+    assert_eq!(
+        director("platform", "Platform-Pw-2")
+            .await
+            .unwrap()
+            .status(),
+        401
+    );
+}

@@ -142,7 +142,16 @@ pub async fn start(
     );
     let broker_api = protect(
         crate::broker_api::router(Arc::clone(&fleet.broker)),
-        Gate::new(credentials.users.clone(), Flavor::Broker, &[], throttle),
+        Gate::new(
+            if config.broker_users.is_empty() {
+                credentials.users.clone()
+            } else {
+                config.broker_users.clone()
+            },
+            Flavor::Broker,
+            &[],
+            throttle,
+        ),
         RequestLimits {
             flavor: Flavor::Broker,
             max_body_bytes: config.limits.max_body_bytes,

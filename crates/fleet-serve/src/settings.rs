@@ -86,6 +86,9 @@ pub struct ServeConfig {
     pub private_key: Option<PathBuf>,
     /// Without users, credentials are generated in the state directory.
     pub users: Vec<ServeUser>,
+    /// The broker API's own users, when it is not to take the director's (a platform's
+    /// broker credentials are not an operator's).
+    pub broker_users: Vec<ServeUser>,
     pub limits: ServeLimits,
     /// Whether releases uploaded through the director API may run on a fleet whose VMs
     /// are plain processes of this machine (their jobs, packaging scripts and templates
@@ -101,6 +104,7 @@ impl Default for ServeConfig {
             certificate: None,
             private_key: None,
             users: Vec::new(),
+            broker_users: Vec::new(),
             limits: ServeLimits::default(),
             releases_on_host: false,
         }
