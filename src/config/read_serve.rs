@@ -152,7 +152,8 @@ fn read_users(node: &Node, path: &str, checker: &mut Checker) -> Vec<ServeUser> 
 fn read_scopes(node: &Node, path: &str, checker: &mut Checker) -> Vec<String> {
     let known = fleet_serve::scopes::KNOWN;
     let mut scopes = Vec::new();
-    for (i, item) in checker.list(node, path).iter().enumerate() {
+    let items = checker.list(node, path);
+    for (i, item) in items.iter().enumerate() {
         let p = format!("{path}[{i}]");
         let Some(scope) = checker.string(item, &p) else {
             continue;
@@ -171,7 +172,8 @@ fn read_scopes(node: &Node, path: &str, checker: &mut Checker) -> Vec<String> {
             );
         }
     }
-    if scopes.is_empty() {
+    // Said once: an item already reported says what is wrong.
+    if items.is_empty() && matches!(node.value, crate::yaml::Value::Seq(_)) {
         checker.report(path, node.at, "a user needs at least one scope");
     }
     scopes

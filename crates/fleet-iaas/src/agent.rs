@@ -117,6 +117,7 @@ impl Agent for ProcessCloud {
         // run: its processes are reported failing, and it is started again, bringing
         // them back without lifecycle scripts, as runit brings back a VM's monit.
         if running.started
+            && running.supervisor.is_some()
             && statuses.is_empty()
             && let Some(daemon) = self.supervision.daemon(&vm.sandbox)
             && !daemon.running().await

@@ -121,7 +121,13 @@ pub fn from_path(path: &Path) -> Result<ReleaseArchive, ReleaseError> {
 /// does not parse, a job archive missing or not matching its digest, a job spec naming a
 /// package the release lacks.
 pub fn from_tarball(bytes: &[u8]) -> Result<ReleaseArchive, ReleaseError> {
-    from_tarball_within(bytes, &UnpackLimits::default())
+    // This machine's own files (the CLI, create-env, the fleet's sources): bounded only
+    // by the absolute size, not by how far they inflate.
+    let trusted = UnpackLimits {
+        max_expansion: u64::MAX,
+        ..UnpackLimits::default()
+    };
+    from_tarball_within(bytes, &trusted)
 }
 
 /// What reading a release tarball sent by anyone may cost: checked while it is read, so

@@ -55,7 +55,8 @@ pub struct Gate {
 }
 
 impl Gate {
-    /// Both APIs share one `throttle`: their users are the same, so are the guesses.
+    /// Both APIs share one `throttle`: their users are usually the same, so are the
+    /// guesses.
     pub fn new(
         users: Vec<ServeUser>,
         flavor: Flavor,

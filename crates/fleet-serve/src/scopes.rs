@@ -62,15 +62,28 @@ pub fn reader_may(method: &Method, path: &str, query: Option<&str>) -> bool {
         | ["runtime_configs"]
         | ["locks"] => true,
         // A task's event and result output; its debug and CPI output is an admin's.
+        // Every `type` the query gives counts (the handler takes one of them), decoded
+        // as the handler decodes it.
         ["tasks", _, "output"] => {
-            let kind = query
+            let types: Vec<String> = query
                 .unwrap_or("")
                 .split('&')
-                .find_map(|pair| pair.strip_prefix("type="));
-            matches!(kind, Some("event" | "result"))
+                .filter_map(|pair| {
+                    let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+                    (decoded(key) == "type").then(|| decoded(value))
+                })
+                .collect();
+            !types.is_empty() && types.iter().all(|t| t == "event" || t == "result")
         }
         _ => false,
     }
+}
+
+/// A query's key or value as a form decodes it: `+` a space, escapes decoded.
+fn decoded(text: &str) -> String {
+    percent_encoding::percent_decode_str(&text.replace('+', " "))
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 /// Whether a broker API request is one a reader may make: listings and polls.
@@ -103,6 +116,21 @@ mod tests {
         assert!(reader_may(&get, "/tasks/3/output", Some("type=result")));
         assert!(!reader_may(&get, "/tasks/3/output", Some("type=debug")));
         assert!(!reader_may(&get, "/tasks/3/output", None));
+        for sneaky in [
+            "type=event&type=debug",
+            "type=event&typ%65=cpi",
+            "typ%65=debug",
+        ] {
+            assert!(
+                !reader_may(&get, "/tasks/3/output", Some(sneaky)),
+                "{sneaky}"
+            );
+        }
+        assert!(reader_may(
+            &get,
+            "/tasks/3/output",
+            Some("type=result&type=event")
+        ));
         for path in [
             "/deployments/d/variables",
             "/deployments/d/jobs/kv/0/logs",

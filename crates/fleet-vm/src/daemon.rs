@@ -22,6 +22,7 @@ use super::supervisor::{ProcessStatus, Processes, Supervisor, Timings};
 
 pub const SOCKET: &str = "sys/run/supervisor.sock";
 pub const PIDFILE: &str = "sys/run/supervisor.pid";
+const LOCKFILE: &str = "sys/run/supervisor.lock";
 
 /// How often an idle supervisor looks whether its VM still exists.
 const VM_CHECK: Duration = Duration::from_secs(5);
@@ -58,6 +59,9 @@ struct Answer {
 /// When its socket cannot be bound.
 pub async fn serve(root: &Path, timings: Timings) -> std::io::Result<()> {
     let sandbox = Sandbox::create(root)?;
+    // One supervisor per VM: a second (started while the first's socket was gone) ends
+    // at once rather than fight it over the processes.
+    let _only = only_supervisor(root)?;
     end_leftovers(&sandbox);
     let socket = root.join(SOCKET);
     let _ = std::fs::remove_file(&socket);
@@ -174,6 +178,21 @@ async fn handle(
         tracing::warn!(error = %e, "supervisor request failed");
     }
     (answer, false)
+}
+
+/// The lock that makes a VM's supervisor its only one, held while it runs.
+fn only_supervisor(root: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::fd::AsRawFd;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(root.join(LOCKFILE))?;
+    // SAFETY: flock on a descriptor this function owns.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(std::io::Error::other("another supervisor runs for this VM"));
+    }
+    Ok(file)
 }
 
 /// Ends what a VM's processes left when the process supervising them went away: every
@@ -405,5 +424,27 @@ impl Processes for Daemon {
             Err(_) if !self.running().await => Ok(Vec::new()),
             Err(e) => Err(e),
         }
+    }
+}
+
+#[cfg(test)]
+mod lock_tests {
+    use super::*;
+
+    #[test]
+    fn a_second_supervisor_of_a_vm_is_refused_while_the_first_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("sys/run")).unwrap();
+        let first = only_supervisor(dir.path()).unwrap();
+        let second = only_supervisor(dir.path()).unwrap_err();
+        assert!(
+            second.to_string().contains("another supervisor"),
+            "{second}"
+        );
+        drop(first);
+        assert!(
+            only_supervisor(dir.path()).is_ok(),
+            "free once the first ended"
+        );
     }
 }
