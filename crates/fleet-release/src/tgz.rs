@@ -26,22 +26,14 @@ pub struct Entry {
 /// For the archive's reader to place: not a tarball, a path or link refused, the limit
 /// exceeded.
 pub fn files(bytes: &[u8], limit: u64) -> Result<Vec<Entry>, ArchiveError> {
-    let mut found = Vec::new();
-    walk(bytes, limit, |path, reader| {
-        let mut content = Vec::new();
-        reader
-            .read_to_end(&mut content)
-            .map_err(|source| ArchiveError::ReadEntry {
-                path: path.to_string(),
-                source,
-            })?;
-        found.push(Entry {
-            path: path.to_string(),
-            bytes: content,
-        });
-        Ok(())
-    })?;
-    Ok(found)
+    files_within(
+        bytes,
+        Bounds {
+            max_bytes: limit,
+            max_entries: usize::MAX,
+            document: None,
+        },
+    )
 }
 
 /// What reading an archive sent by anyone may cost, checked while it is read: the
