@@ -271,31 +271,19 @@ fn terminate(pid: u32) {
 /// triggers nothing. An admin does all of it.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_reader_reads_and_is_refused_every_change() {
-    use fleet_updater::config::{ServeConfig, ServeUser};
-    let admin = ServeUser::admin(
-        "admin",
-        fleet_updater::config::Secret::new("Admin-Pw-1".to_string()),
-    );
+    use fleet_updater::config::{Secret, ServeConfig, ServeUser};
     let reader = ServeUser {
         name: "auditor".into(),
-        password: fleet_updater::config::Secret::new("Reader-Pw-1".to_string()),
+        password: Secret::new("Reader-Pw-1"),
         scopes: vec!["bosh.read".into()],
     };
-    let config = ServeConfig {
-        users: vec![admin, reader],
+    let s = served_with(ServeConfig {
+        users: vec![ServeUser::admin("admin", Secret::new("Admin-Pw-1")), reader],
         ..ServeConfig::default()
-    };
-    let s = Served::start_configured(
-        tempfile::tempdir().unwrap(),
-        &super::served::small_fleet(),
-        &config,
-    )
+    })
     .await;
-    let as_reader = |method: Method, path: &str| {
-        s.client
-            .request(method, s.director_url(path))
-            .basic_auth("auditor", Some("Reader-Pw-1"))
-    };
+    let as_reader =
+        |method: Method, path: &str| s.director_as(method, path, "auditor", "Reader-Pw-1");
     let deployments: Value = as_reader(Method::GET, "/deployments")
         .send()
         .await
@@ -349,24 +337,29 @@ async fn a_reader_reads_and_is_refused_every_change() {
         .await;
     assert_eq!(debug.status(), 200);
 
-    let list = s
-        .client
-        .get(s.broker_url("/mgmt/service_instances"))
-        .basic_auth("auditor", Some("Reader-Pw-1"))
-        .header("X-Broker-API-Version", "2.13")
-        .send()
+    let broker =
+        |method: Method, path: &str| s.broker_as(method, path, "auditor", "Reader-Pw-1").send();
+    let list = broker(Method::GET, "/mgmt/service_instances")
         .await
         .unwrap();
     assert_eq!(list.status(), 200);
-    let trigger = s
-        .client
-        .patch(s.broker_url("/mgmt/service_instances/pg-01?operation_type=upgrade"))
-        .basic_auth("auditor", Some("Reader-Pw-1"))
-        .header("X-Broker-API-Version", "2.13")
-        .send()
-        .await
-        .unwrap();
+    let trigger = broker(
+        Method::PATCH,
+        "/mgmt/service_instances/pg-01?operation_type=upgrade",
+    )
+    .await
+    .unwrap();
     assert_eq!(trigger.status(), 403);
+}
+
+/// `serve` of the small fleet configured as `config`.
+async fn served_with(config: fleet_updater::config::ServeConfig) -> Served {
+    Served::start_configured(
+        tempfile::tempdir().unwrap(),
+        &super::served::small_fleet(),
+        &config,
+    )
+    .await
 }
 
 /// The broker API's own users (`serve.broker_users`): a platform's broker credentials
@@ -374,41 +367,20 @@ async fn a_reader_reads_and_is_refused_every_change() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_broker_takes_its_own_users_when_it_has_them() {
     use fleet_updater::config::{Secret, ServeConfig, ServeUser};
-    let config = ServeConfig {
+    let s = served_with(ServeConfig {
         users: vec![ServeUser::admin("admin", Secret::new("Admin-Pw-2"))],
         broker_users: vec![ServeUser::admin("platform", Secret::new("Platform-Pw-2"))],
         ..ServeConfig::default()
-    };
-    let s = Served::start_configured(
-        tempfile::tempdir().unwrap(),
-        &super::served::small_fleet(),
-        &config,
-    )
+    })
     .await;
-    let broker = |user: &str, password: &str| {
-        s.client
-            .get(s.broker_url("/mgmt/service_instances"))
-            .basic_auth(user, Some(password))
-            .header("X-Broker-API-Version", "2.13")
-            .send()
+    let status = |request: reqwest::RequestBuilder| async move {
+        request.send().await.unwrap().status().as_u16()
     };
-    assert_eq!(
-        broker("platform", "Platform-Pw-2").await.unwrap().status(),
-        200
-    );
-    assert_eq!(broker("admin", "Admin-Pw-2").await.unwrap().status(), 401);
-    let director = |user: &str, password: &str| {
-        s.client
-            .get(s.director_url("/deployments"))
-            .basic_auth(user, Some(password))
-            .send()
-    };
-    assert_eq!(director("admin", "Admin-Pw-2").await.unwrap().status(), 200);
-    assert_eq!(
-        director("platform", "Platform-Pw-2")
-            .await
-            .unwrap()
-            .status(),
-        401
-    );
+    let listing = "/mgmt/service_instances";
+    let broker = |user, password| s.broker_as(Method::GET, listing, user, password);
+    let director = |user, password| s.director_as(Method::GET, "/deployments", user, password);
+    assert_eq!(status(broker("platform", "Platform-Pw-2")).await, 200);
+    assert_eq!(status(broker("admin", "Admin-Pw-2")).await, 401);
+    assert_eq!(status(director("admin", "Admin-Pw-2")).await, 200);
+    assert_eq!(status(director("platform", "Platform-Pw-2")).await, 401);
 }

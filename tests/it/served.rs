@@ -134,15 +134,37 @@ impl Served {
 
     /// A request to the director API with credentials.
     pub fn director(&self, method: Method, path: &str) -> RequestBuilder {
+        self.director_as(method, path, "admin", &self.password)
+    }
+
+    /// A request to the director API as `user`.
+    pub fn director_as(
+        &self,
+        method: Method,
+        path: &str,
+        user: &str,
+        password: &str,
+    ) -> RequestBuilder {
         self.client
             .request(method, self.director_url(path))
-            .basic_auth("admin", Some(&self.password))
+            .basic_auth(user, Some(password))
     }
 
     pub fn broker(&self, method: Method, path: &str) -> RequestBuilder {
+        self.broker_as(method, path, "admin", &self.password)
+    }
+
+    /// A request to the broker API as `user`, with the API version clients send.
+    pub fn broker_as(
+        &self,
+        method: Method,
+        path: &str,
+        user: &str,
+        password: &str,
+    ) -> RequestBuilder {
         self.client
             .request(method, self.broker_url(path))
-            .basic_auth("admin", Some(&self.password))
+            .basic_auth(user, Some(password))
             .header("X-Broker-API-Version", "2.13")
     }
 

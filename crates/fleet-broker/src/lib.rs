@@ -364,6 +364,15 @@ impl Broker {
         self.operation(task).await
     }
 
+    /// The plan service instance `id` is on, from its record alone (none for an unknown
+    /// instance): what a trigger's body is checked against.
+    ///
+    /// # Errors
+    /// A store error.
+    pub async fn plan_of(&self, id: &str) -> Result<Option<String>, BrokerError> {
+        Ok(self.instances.get(id).await?.map(|i| i.plan_id))
+    }
+
     /// # Errors
     /// A store or director error.
     pub async fn instance(&self, id: &str) -> Result<Option<InstanceView>, BrokerError> {

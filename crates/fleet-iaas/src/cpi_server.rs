@@ -12,8 +12,7 @@ use serde_json::{Map, Value, json};
 use super::networked_agent;
 use fleet_vm::daemon::Daemon;
 use fleet_vm::iaas::{
-    AgentSettings, ContainerSettings, IaasError, OWN_AGENT_SETTINGS, OwnAgentSettings, ProcessIaas,
-    VmRecord,
+    AgentSettings, ContainerSettings, IaasError, OwnAgentSettings, ProcessIaas, VmRecord,
 };
 use fleet_vm::registry_client::Registry;
 use fleet_vm::supervisor::Processes;
@@ -111,23 +110,22 @@ impl Arguments<'_> {
 /// or containers where this machine makes them and directories elsewhere (`auto`).
 fn vms_are_containers(request: &Request) -> Result<bool, Failure> {
     let unavailable = fleet_vm::container::unavailable;
-    match request.context.get("vms") {
-        None | Some(Value::Null) => Ok(false),
-        Some(Value::String(kind)) => match kind.as_str() {
-            "processes" => Ok(false),
-            "auto" => Ok(unavailable().is_none()),
-            "containers" => match unavailable() {
-                None => Ok(true),
-                Some(why) => Err(cloud_error(format!(
-                    "the CPI's `vms: containers` cannot be had here: {why}"
-                ))),
-            },
-            other => Err(cloud_error(format!(
-                "the CPI's `vms` is `{other}`: expected `processes`, `containers` or `auto`"
+    let kind = match request.context.get("vms") {
+        None | Some(Value::Null) => return Ok(false),
+        Some(kind) => kind,
+    };
+    match kind.as_str() {
+        Some("processes") => Ok(false),
+        Some("auto") => Ok(unavailable().is_none()),
+        Some("containers") => match unavailable() {
+            None => Ok(true),
+            Some(why) => Err(cloud_error(format!(
+                "the CPI's `vms: containers` cannot be had here: {why}"
             ))),
         },
-        Some(other) => Err(cloud_error(format!(
-            "the CPI's `vms` is `{other}`: expected `processes`, `containers` or `auto`"
+        other => Err(cloud_error(format!(
+            "the CPI's `vms` is `{}`: expected `processes`, `containers` or `auto`",
+            other.map_or_else(|| kind.to_string(), str::to_string)
         ))),
     }
 }
@@ -242,23 +240,24 @@ async fn start_container_agent(
         networks: started.networks.clone(),
         agent: settings,
     };
-    let path = iaas.containers().settings_dir(&vm.cid).join(
-        Path::new(OWN_AGENT_SETTINGS)
-            .file_name()
-            .unwrap_or_default(),
-    );
+    let path = iaas.containers().own_agent_settings(&vm.cid);
     let text = serde_json::to_vec_pretty(&own).map_err(|e| cloud_error(e.to_string()))?;
     fleet_file::write(&path, &text, fleet_file::Mode::Private)
         .map_err(|e| cloud_error(format!("VM {}: its agent's settings: {e}", vm.cid)))?;
     log.push(format!("VM {}: its container started", vm.cid));
-    let sandbox = iaas
-        .sandbox(&vm.cid)
-        .map_err(|e| cloud_error(format!("VM {}: {e}", vm.cid)))?;
-    networked_agent::start_inside(&sandbox)
-        .await
-        .map_err(|e| cloud_error(e.to_string()))?;
+    agent_inside(iaas, &vm.cid).await?;
     log.push(format!("VM {}: its agent started inside it", vm.cid));
     Ok(started)
+}
+
+/// Starts the agent of the container VM `cid` inside it, and waits until it listens.
+async fn agent_inside(iaas: &ProcessIaas, cid: &str) -> Result<(), Failure> {
+    let sandbox = iaas
+        .sandbox(cid)
+        .map_err(|e| cloud_error(format!("VM {cid}: {e}")))?;
+    networked_agent::start_inside(&sandbox)
+        .await
+        .map_err(|e| cloud_error(e.to_string()))
 }
 
 /// The registry, for a VM whose settings are kept there.
@@ -413,12 +412,7 @@ async fn answer(
                     iaas.start_container(&again, settings).map(|_| ())
                 })
                 .await?;
-                let sandbox = iaas
-                    .sandbox(cid)
-                    .map_err(|e| cloud_error(format!("VM {cid}: {e}")))?;
-                networked_agent::start_inside(&sandbox)
-                    .await
-                    .map_err(|e| cloud_error(e.to_string()))?;
+                agent_inside(&iaas, cid).await?;
                 log.push(format!("VM {cid} rebooted"));
                 return Ok(Value::Null);
             }

@@ -36,13 +36,14 @@ fn permitted(flavor: Flavor, role: Option<Role>, request: &Request) -> bool {
 /// A signed-in user whose scopes do not allow the request: 403, in the API's shape (the
 /// director's code for it, 600000).
 fn refused(flavor: Flavor) -> Response {
-    let mut response = rejection(flavor, StatusCode::FORBIDDEN, scopes::REFUSED);
-    if flavor == Flavor::Director {
-        *response.body_mut() = axum::body::Body::from(
-            serde_json::json!({"code": 600000, "description": scopes::REFUSED}).to_string(),
-        );
+    match flavor {
+        Flavor::Director => (
+            StatusCode::FORBIDDEN,
+            axum::Json(serde_json::json!({"code": 600000, "description": scopes::REFUSED})),
+        )
+            .into_response(),
+        Flavor::Broker => rejection(flavor, StatusCode::FORBIDDEN, scopes::REFUSED),
     }
-    response
 }
 
 #[derive(Clone)]

@@ -222,8 +222,8 @@ async fn trigger(
     };
     // The instance's own plan, as the listing gave it: a trigger changes no plan.
     if let Some(asked) = body.get("plan_id") {
-        let recorded = match broker.instance(&id).await {
-            Ok(view) => view.map(|v| v.instance.plan_id),
+        let recorded = match broker.plan_of(&id).await {
+            Ok(plan) => plan,
             Err(e) => return failure(e),
         };
         if let Some(plan) = recorded

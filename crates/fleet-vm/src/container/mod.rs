@@ -251,9 +251,9 @@ impl Containers {
     }
 
     /// Where this machine's side puts the settings of the VM `cid`'s own agent, which
-    /// it sees at [`crate::iaas::OWN_AGENT_DIR`].
-    pub fn settings_dir(&self, cid: &str) -> PathBuf {
-        self.system_dir(cid).join("settings")
+    /// it sees at [`crate::iaas::OWN_AGENT_SETTINGS`] (its directory bound read-only).
+    pub fn own_agent_settings(&self, cid: &str) -> PathBuf {
+        self.system_dir(cid).join("settings/agent.json")
     }
 
     /// Where this machine's side puts what it hands the VM `cid`, which sees it at
@@ -435,23 +435,18 @@ impl Containers {
             std::io::Write::write_all(&mut release, b"1").map_err(io("releasing the container"))
         })();
         if let Err(e) = ready {
-            self.end(spec.cid);
+            self.halt(spec.cid);
             return Err(e);
         }
         let mut record = record;
         if !spec.forwards.is_empty() {
-            match self.forward(spec, &record) {
-                Ok(forwarder) => {
-                    record.forwarder = Some(forwarder);
-                    if let Err(e) = self.save(&record) {
-                        self.end(spec.cid);
-                        return Err(e);
-                    }
-                }
-                Err(e) => {
-                    self.end(spec.cid);
-                    return Err(e);
-                }
+            let forwarded = self.forward(spec, &record).and_then(|forwarder| {
+                record.forwarder = Some(forwarder);
+                self.save(&record)
+            });
+            if let Err(e) = forwarded {
+                self.halt(spec.cid);
+                return Err(e);
             }
         }
         Ok(record)
@@ -501,29 +496,15 @@ impl Containers {
             info_fd: info_write.as_raw_fd(),
             block_fd: block_read.as_raw_fd(),
         };
-        // Within the VM's directory: a container started again finds what its VM left
-        // there, links included.
-        let mut log = (|| {
-            let root = crate::beneath::Root::open(spec.vm_dir)?;
-            root.create_dir_all(Path::new("sys/log"))?;
-            root.open_file(
-                Path::new("sys/log/container.log"),
-                libc::O_RDWR | libc::O_APPEND | libc::O_CREAT,
-                0o644,
-            )
-        })()
-        .map_err(io(format!("VM {}: sys/log/container.log", spec.cid)))?;
-        // What bubblewrap says this time is read back from here, through the same file.
-        let said_from = std::io::Seek::seek(&mut log, std::io::SeekFrom::End(0))
-            .map_err(io(format!("VM {}: sys/log/container.log", spec.cid)))?;
+        let mut log = VmLog::open(spec, "container.log")?;
         let mut command = std::process::Command::new("bwrap");
         command
             .args(bwrap::arguments(&layout))
             .env_clear()
             .env("PATH", crate::lifecycle::SCRIPT_PATH)
             .stdin(std::process::Stdio::null())
-            .stdout(log.try_clone().map_err(ContainerError::Spawn)?)
-            .stderr(log.try_clone().map_err(ContainerError::Spawn)?);
+            .stdout(log.output()?)
+            .stderr(log.output()?);
         let inherit = [info_write.as_raw_fd(), block_read.as_raw_fd()];
         // SAFETY: between fork and exec only async-signal-safe calls: setsid and fcntl.
         unsafe {
@@ -548,20 +529,10 @@ impl Containers {
         let Some(pid) = pid else {
             let _ = child.kill();
             let _ = child.wait();
-            let mut logged = String::new();
-            let _ =
-                std::io::Seek::seek(&mut log, std::io::SeekFrom::Start(said_from)).and_then(|_| {
-                    std::io::Read::read_to_string(
-                        &mut std::io::Read::take(&mut log, 1 << 16),
-                        &mut logged,
-                    )
-                });
-            let last = logged
-                .lines()
-                .last()
-                .unwrap_or("bwrap said nothing")
-                .to_string();
-            return Err(ContainerError::DidNotStart(last));
+            return Err(ContainerError::DidNotStart(
+                log.last_line()
+                    .unwrap_or_else(|| "bwrap said nothing".into()),
+            ));
         };
         // bubblewrap's own process waits for the container; a thread reaps it so that
         // no zombie is left while this process runs.
@@ -598,12 +569,7 @@ impl Containers {
                     "forwarding its ports: the VM has no address of its own".into(),
                 )
             })?;
-        let log_path = spec.vm_dir.join("sys/log/ports.log");
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log_path)
-            .map_err(io(log_path.display().to_string()))?;
+        let mut log = VmLog::open(spec, "ports.log")?;
         let mut command = std::process::Command::new(program);
         command
             .arg("vm-ports")
@@ -611,8 +577,8 @@ impl Containers {
             .env_clear()
             .env("PATH", crate::lifecycle::SCRIPT_PATH)
             .stdin(std::process::Stdio::null())
-            .stdout(log.try_clone().map_err(ContainerError::Spawn)?)
-            .stderr(log);
+            .stdout(log.output()?)
+            .stderr(log.output()?);
         // SAFETY: between fork and exec only setsid, which is async-signal-safe.
         unsafe {
             std::os::unix::process::CommandExt::pre_exec(&mut command, || {
@@ -626,10 +592,9 @@ impl Containers {
         let mut listening = false;
         for _ in 0..50 {
             if let Ok(Some(_)) = child.try_wait() {
-                let logged = std::fs::read_to_string(&log_path).unwrap_or_default();
                 return Err(ContainerError::DidNotStart(format!(
                     "forwarding its ports: {}",
-                    logged.lines().last().unwrap_or("it ended")
+                    log.last_line().unwrap_or_else(|| "it ended".into())
                 )));
             }
             listening = spec
@@ -662,7 +627,7 @@ impl Containers {
     /// Ends `cid`'s container (every process in it), removes its groups, NICs, system
     /// directory and record: its VM is deleted. A container already gone is no error.
     pub fn stop(&self, cid: &str) {
-        self.end(cid);
+        self.halt(cid);
         let _ = std::fs::remove_dir_all(self.system_dir(cid));
     }
 
@@ -670,10 +635,6 @@ impl Containers {
     /// (the users its jobs added, its ephemeral disk) for the container to start again
     /// with, as a VM keeps its disks through a reboot.
     pub fn halt(&self, cid: &str) {
-        self.end(cid);
-    }
-
-    fn end(&self, cid: &str) {
         let Some(record) = self.record(cid) else {
             ephemeral::release(&self.system_dir(cid));
             return;
@@ -721,6 +682,52 @@ impl Containers {
                 self.halt(cid);
             }
         }
+    }
+}
+
+/// A log of this machine's side in a VM's `sys/log` (bubblewrap's, the port
+/// forwarder's), opened within the VM's directory as a regular file (a container started
+/// again finds what its VM left there, links and pipes included), and what was written
+/// to it since it was opened, read back through the same file.
+struct VmLog {
+    file: std::fs::File,
+    from: u64,
+    what: String,
+}
+
+impl VmLog {
+    fn open(spec: &ContainerSpec<'_>, name: &str) -> Result<VmLog, ContainerError> {
+        let what = format!("VM {}: sys/log/{name}", spec.cid);
+        let mut file = (|| {
+            let root = crate::beneath::Root::open(spec.vm_dir)?;
+            root.create_dir_all(Path::new("sys/log"))?;
+            root.open_file(
+                &Path::new("sys/log").join(name),
+                libc::O_RDWR | libc::O_APPEND | libc::O_CREAT,
+                0o644,
+            )
+        })()
+        .map_err(io(what.clone()))?;
+        let from =
+            std::io::Seek::seek(&mut file, std::io::SeekFrom::End(0)).map_err(io(what.clone()))?;
+        Ok(VmLog { file, from, what })
+    }
+
+    /// The file again, for a child's stdout or stderr.
+    fn output(&self) -> Result<std::fs::File, ContainerError> {
+        self.file.try_clone().map_err(io(self.what.clone()))
+    }
+
+    /// The last line written since it was opened.
+    fn last_line(&mut self) -> Option<String> {
+        use std::io::{Read, Seek};
+        let mut said = String::new();
+        self.file.seek(std::io::SeekFrom::Start(self.from)).ok()?;
+        (&mut self.file)
+            .take(1 << 16)
+            .read_to_string(&mut said)
+            .ok()?;
+        said.lines().last().map(str::to_string)
     }
 }
 
