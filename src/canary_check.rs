@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
-use fleet_rollout::check::{AddressBook, CanaryCheck, CheckResult, tail};
+use fleet_rollout::check::{AddressBook, CanaryCheck, CheckResult, overdue, tail};
 use fleet_rollout::inventory::Instance;
 
 use crate::config::{CanaryCheckConfig, CanaryCheckKind};
@@ -47,7 +47,11 @@ pub struct CommandCheck {
 }
 
 impl CanaryCheck for CommandCheck {
-    fn check(&self, instance: Instance) -> Pin<Box<dyn Future<Output = CheckResult> + Send>> {
+    fn check(
+        &self,
+        instance: Instance,
+        deadline: tokio::time::Instant,
+    ) -> Pin<Box<dyn Future<Output = CheckResult> + Send>> {
         let mut command = tokio::process::Command::new(&self.program);
         let context = instance.context.clone().unwrap_or_default();
         command
@@ -76,9 +80,10 @@ impl CanaryCheck for CommandCheck {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            // A check past its time limit is dropped, and its process with it.
+            // Killed when its check is past its time limit.
             .kill_on_drop(true);
         let program = self.program.display().to_string();
+        let (what, limit) = (self.describe(), self.time_limit);
         let book = self.addresses.clone();
         Box::pin(async move {
             let addresses = match book {
@@ -89,9 +94,9 @@ impl CanaryCheck for CommandCheck {
                 None => Vec::new(),
             };
             command.env("FLEET_ADDRESSES", addresses.join(" "));
-            let output = command
-                .output()
+            let output = tokio::time::timeout_at(deadline, command.output())
                 .await
+                .map_err(|_| overdue(&what, limit))?
                 .map_err(|e| format!("{program} could not be run: {e}"))?;
             let mut said = String::from_utf8_lossy(&output.stdout).into_owned();
             said.push('\n');
@@ -122,6 +127,51 @@ impl CanaryCheck for CommandCheck {
 mod tests {
     use super::*;
 
+    fn far() -> tokio::time::Instant {
+        tokio::time::Instant::now() + Duration::from_secs(600)
+    }
+
+    #[tokio::test]
+    async fn a_command_past_its_deadline_is_killed_and_the_check_is_overdue() {
+        let dir = tempfile::tempdir().unwrap();
+        let (script, pid) = (dir.path().join("slow"), dir.path().join("pid"));
+        std::fs::write(
+            &script,
+            format!("#!/bin/sh\necho $$ > {}\nexec sleep 600\n", pid.display()),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let check = CommandCheck {
+            program: script,
+            args: Vec::new(),
+            time_limit: Duration::from_millis(300),
+            addresses: None,
+        };
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(300);
+        let said = check
+            .check(Instance::new("pg-01", "small"), deadline)
+            .await
+            .unwrap_err();
+        assert!(said.ends_with("did not finish within 300ms"), "{said}");
+        let pid: i32 = std::fs::read_to_string(&pid)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        // Killed and reaped once its check gave up (tokio reaps a dropped child).
+        let mut gone = false;
+        for _ in 0..100 {
+            let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            if state.is_empty() || state.contains(") Z ") {
+                gone = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(gone, "the check's process {pid} still runs");
+    }
+
     #[tokio::test]
     async fn a_command_sees_the_instance_and_its_exit_code_decides() {
         let dir = tempfile::tempdir().unwrap();
@@ -151,7 +201,7 @@ mod tests {
             addresses: Some(Arc::new(Book)),
         };
         assert_eq!(
-            check("pass").check(instance.clone()).await,
+            check("pass").check(instance.clone(), far()).await,
             Ok(
                 "exit code 0: checking pg-01 on small in service-instance_pg-01 at 10.0.0.5 \
                  10.0.0.6 | oops"
@@ -159,7 +209,7 @@ mod tests {
             )
         );
         assert_eq!(
-            check("fail").check(instance.clone()).await,
+            check("fail").check(instance.clone(), far()).await,
             Err(
                 "exit code 1: checking pg-01 on small in service-instance_pg-01 at 10.0.0.5 \
                  10.0.0.6 | oops"
@@ -174,7 +224,7 @@ mod tests {
         };
         assert!(
             missing
-                .check(instance)
+                .check(instance, far())
                 .await
                 .unwrap_err()
                 .contains("could not be run")

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fleet_http_client::{Call, segment};
-use fleet_rollout::check::{CanaryCheck, CheckResult, OnDrop, errand_verdict};
+use fleet_rollout::check::{CanaryCheck, CheckResult, errand_verdict, overdue};
 use fleet_rollout::inventory::{Instance, InventoryError};
 use reqwest::Method;
 use serde::Deserialize;
@@ -145,8 +145,13 @@ impl ErrandCheck {
 }
 
 impl CanaryCheck for ErrandCheck {
-    fn check(&self, instance: Instance) -> Pin<Box<dyn Future<Output = CheckResult> + Send>> {
+    fn check(
+        &self,
+        instance: Instance,
+        deadline: tokio::time::Instant,
+    ) -> Pin<Box<dyn Future<Output = CheckResult> + Send>> {
         let inventory = Arc::clone(&self.inventory);
+        let (what, limit) = (self.describe(), self.time_limit);
         let (errand, poll) = (self.errand.clone(), self.poll);
         Box::pin(async move {
             // A director inventory's instance is its deployment.
@@ -155,19 +160,14 @@ impl CanaryCheck for ErrandCheck {
                 .run_errand(&deployment, &errand)
                 .await
                 .map_err(|e| e.to_string())?;
-            // A check past its time limit is dropped here: its errand is cancelled rather
-            // than left holding the deployment's lock.
-            let cancelling = Arc::clone(&inventory);
-            let guard = OnDrop::new(move || {
-                tokio::spawn(async move {
-                    let _ = cancelling.cancel(task).await;
-                });
-            });
-            let runs = inventory
-                .errand_runs(task, poll)
-                .await
-                .map_err(|e| e.to_string())?;
-            guard.disarm();
+            let Ok(runs) =
+                tokio::time::timeout_at(deadline, inventory.errand_runs(task, poll)).await
+            else {
+                // Cancelled rather than left holding the deployment's lock.
+                let _ = inventory.cancel(task).await;
+                return Err(overdue(&what, limit));
+            };
+            let runs = runs.map_err(|e| e.to_string())?;
             errand_verdict(task, &runs)
         })
     }

@@ -7,10 +7,12 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use fleet_broker::Broker;
 use fleet_director::errand::{ErrandRequest, ErrandResult};
 use fleet_director::model::TaskState;
-use fleet_rollout::check::{CanaryCheck, CheckResult, OnDrop, errand_verdict};
+use fleet_rollout::check::{CanaryCheck, CheckResult, errand_verdict, overdue};
 use fleet_rollout::inventory::Instance;
 
 pub struct ErrandCheck {
@@ -30,8 +32,13 @@ impl ErrandCheck {
 }
 
 impl CanaryCheck for ErrandCheck {
-    fn check(&self, instance: Instance) -> Pin<Box<dyn Future<Output = CheckResult> + Send>> {
+    fn check(
+        &self,
+        instance: Instance,
+        deadline: Instant,
+    ) -> Pin<Box<dyn Future<Output = CheckResult> + Send>> {
         let (broker, errand) = (Arc::clone(&self.broker), self.errand.clone());
+        let (what, limit) = (self.describe(), self.time_limit);
         Box::pin(async move {
             let deployment = instance
                 .deployment_name
@@ -48,16 +55,12 @@ impl CanaryCheck for ErrandCheck {
                 .run_errand(&deployment, request)
                 .await
                 .map_err(|e| e.to_string())?;
-            // A check past its time limit is dropped here: its errand is cancelled rather
-            // than left holding the deployment's lock.
-            let cancel = (Arc::clone(&broker), task.id);
-            let guard = OnDrop::new(move || {
-                tokio::spawn(async move {
-                    let _ = cancel.0.director().cancel(cancel.1).await;
-                });
-            });
-            let ended = director.wait(task.id).await.map_err(|e| e.to_string())?;
-            guard.disarm();
+            let Ok(ended) = tokio::time::timeout_at(deadline, director.wait(task.id)).await else {
+                // Cancelled rather than left holding the deployment's lock.
+                let _ = director.cancel(task.id).await;
+                return Err(overdue(&what, limit));
+            };
+            let ended = ended.map_err(|e| e.to_string())?;
             if ended.state != TaskState::Done {
                 return Err(format!(
                     "task {} {}: {}",

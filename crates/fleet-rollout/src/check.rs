@@ -7,6 +7,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use crate::inventory::Instance;
 
 /// What a check ended with: what it said (the tail of its output, its exit code) either
@@ -14,8 +16,16 @@ use crate::inventory::Instance;
 pub type CheckResult = Result<String, String>;
 
 pub trait CanaryCheck: Send + Sync + 'static {
-    /// Checks `instance`, whose operation just succeeded.
-    fn check(&self, instance: Instance) -> Pin<Box<dyn Future<Output = CheckResult> + Send>>;
+    /// Checks `instance`, whose operation just succeeded, by `deadline`. A check that
+    /// started work elsewhere (an errand's task) stops it once the deadline has passed and
+    /// answers [`overdue`]; the stop is awaited, so nothing a check started outlives its
+    /// canary (a future dropped at the limit could not await it). A check that does not
+    /// stop by itself is dropped [`STOP_GRACE`] later.
+    fn check(
+        &self,
+        instance: Instance,
+        deadline: Instant,
+    ) -> Pin<Box<dyn Future<Output = CheckResult> + Send>>;
 
     /// How long a check may take; past it, it has failed.
     fn time_limit(&self) -> Duration;
@@ -24,17 +34,22 @@ pub trait CanaryCheck: Send + Sync + 'static {
     fn describe(&self) -> String;
 }
 
+/// How long past its deadline a check may take to stop what it started.
+pub const STOP_GRACE: Duration = Duration::from_secs(30);
+
 /// Runs `check` on `instance` within its time limit.
 pub(crate) async fn run(check: &dyn CanaryCheck, instance: Instance) -> CheckResult {
     let limit = check.time_limit();
-    match tokio::time::timeout(limit, check.check(instance)).await {
+    let deadline = Instant::now() + limit;
+    match tokio::time::timeout_at(deadline + STOP_GRACE, check.check(instance, deadline)).await {
         Ok(result) => result,
-        Err(_) => Err(format!(
-            "{} did not finish within {}",
-            check.describe(),
-            fleet_clock::short(limit)
-        )),
+        Err(_) => Err(overdue(&check.describe(), limit)),
     }
+}
+
+/// What a check past its time limit failed with; `what` is its [`CanaryCheck::describe`].
+pub fn overdue(what: &str, limit: Duration) -> String {
+    format!("{what} did not finish within {}", fleet_clock::short(limit))
 }
 
 /// Where a fleet's instances are reached: what a command check hands its program. Only
@@ -54,29 +69,6 @@ const TAIL_LINES: usize = 10;
 pub fn tail(text: &str) -> String {
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     lines[lines.len().saturating_sub(TAIL_LINES)..].join(" | ")
-}
-
-/// Runs `undo` when dropped unless disarmed first: a check dropped past its time limit
-/// cancels what it started (an errand's task) rather than leave it running.
-pub struct OnDrop(Option<Box<dyn FnOnce() + Send>>);
-
-impl OnDrop {
-    pub fn new(undo: impl FnOnce() + Send + 'static) -> Self {
-        OnDrop(Some(Box::new(undo)))
-    }
-
-    /// What was started ended: nothing to undo.
-    pub fn disarm(mut self) {
-        self.0 = None;
-    }
-}
-
-impl Drop for OnDrop {
-    fn drop(&mut self) {
-        if let Some(undo) = self.0.take() {
-            undo();
-        }
-    }
 }
 
 /// What an errand task's runs come to, each an exit code and its output: passed when it

@@ -30,7 +30,11 @@ struct SmokeTest {
 }
 
 impl CanaryCheck for SmokeTest {
-    fn check(&self, instance: Instance) -> Pin<Box<dyn Future<Output = CheckResult> + Send>> {
+    fn check(
+        &self,
+        instance: Instance,
+        _deadline: Instant,
+    ) -> Pin<Box<dyn Future<Output = CheckResult> + Send>> {
         let fails = self.failing.contains(&instance.id.0.as_str());
         let (takes, checked) = (self.takes, Arc::clone(&self.checked));
         Box::pin(async move {
