@@ -2,6 +2,9 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
+use std::time::Duration;
+
+use fleet_director::health_monitor::HealthMonitorSettings;
 
 use super::read_value::{at_least, duration, path_value, secret, set};
 use crate::yaml::{Checker, Node, join};
@@ -15,7 +18,17 @@ const KEYS: &[&str] = &[
     "broker_users",
     "limits",
     "releases_on_host",
+    "health_monitor",
 ];
+const HEALTH_MONITOR: &[&str] = &[
+    "enabled",
+    "interval",
+    "agent_timeout",
+    "check_timeout",
+    "resurrector",
+    "meltdown",
+];
+const MELTDOWN: &[&str] = &["minimum_down", "percent_threshold", "time_threshold"];
 const LIMITS: &[&str] = &[
     "max_body_bytes",
     "request_timeout",
@@ -56,6 +69,9 @@ pub fn read_serve(node: &Node, base: &Path, serve: &mut ServeConfig, checker: &m
             "users" => serve.users = read_users(value, &path, checker),
             "broker_users" => serve.broker_users = read_users(value, &path, checker),
             "releases_on_host" => set(&mut serve.releases_on_host, checker.boolean(value, &path)),
+            "health_monitor" => {
+                serve.health_monitor = read_health_monitor(value, &path, checker);
+            }
             _ => {
                 for (k, v) in checker.map(value, &path, LIMITS) {
                     let p = join(&path, &k.name);
@@ -99,6 +115,69 @@ pub fn read_serve(node: &Node, base: &Path, serve: &mut ServeConfig, checker: &m
             }
         }
     }
+}
+
+/// `enabled: false` turns the monitor off; the other keys change BOSH's defaults.
+fn read_health_monitor(
+    node: &Node,
+    path: &str,
+    checker: &mut Checker,
+) -> Option<HealthMonitorSettings> {
+    let mut settings = HealthMonitorSettings::default();
+    let mut enabled = true;
+    for (k, v) in checker.map(node, path, HEALTH_MONITOR) {
+        let p = join(path, &k.name);
+        match k.name.as_str() {
+            "enabled" => set(&mut enabled, checker.boolean(v, &p)),
+            "interval" => set(&mut settings.interval, at_least_a_second(checker, v, &p)),
+            "agent_timeout" => set(
+                &mut settings.agent_timeout,
+                at_least_a_second(checker, v, &p),
+            ),
+            "check_timeout" => set(
+                &mut settings.check_timeout,
+                at_least_a_second(checker, v, &p),
+            ),
+            "resurrector" => set(&mut settings.resurrector, checker.boolean(v, &p)),
+            _ => {
+                for (mk, mv) in checker.map(v, &p, MELTDOWN) {
+                    let mp = join(&p, &mk.name);
+                    match mk.name.as_str() {
+                        "minimum_down" => set(
+                            &mut settings.meltdown.minimum_down,
+                            at_least(checker, mv, &mp, 1).map(|n| n as usize),
+                        ),
+                        "percent_threshold" => {
+                            let share = checker.number(mv, &mp);
+                            if share.is_some_and(|s| !(0.0..=1.0).contains(&s)) {
+                                checker.report(
+                                    &mp,
+                                    mv.at,
+                                    "must be a fraction from 0 to 1, like 0.2",
+                                );
+                            } else {
+                                set(&mut settings.meltdown.percent_threshold, share);
+                            }
+                        }
+                        _ => set(
+                            &mut settings.meltdown.time_threshold,
+                            at_least_a_second(checker, mv, &mp),
+                        ),
+                    }
+                }
+            }
+        }
+    }
+    enabled.then_some(settings)
+}
+
+fn at_least_a_second(checker: &mut Checker, node: &Node, path: &str) -> Option<Duration> {
+    let time = duration(checker, node, path)?;
+    if time < Duration::from_secs(1) {
+        checker.report(path, node.at, "must be at least 1s");
+        return None;
+    }
+    Some(time)
 }
 
 fn read_users(node: &Node, path: &str, checker: &mut Checker) -> Vec<ServeUser> {

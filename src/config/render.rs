@@ -157,6 +157,27 @@ pub fn render(config: &Config) -> String {
             ]),
         ),
         ("releases_on_host", plain(serve.releases_on_host)),
+        (
+            "health_monitor",
+            match &serve.health_monitor {
+                None => Item::Map(vec![("enabled", plain(false))]),
+                Some(m) => Item::Map(vec![
+                    ("enabled", plain(true)),
+                    ("interval", plain(format(m.interval))),
+                    ("agent_timeout", plain(format(m.agent_timeout))),
+                    ("check_timeout", plain(format(m.check_timeout))),
+                    ("resurrector", plain(m.resurrector)),
+                    (
+                        "meltdown",
+                        Item::Map(vec![
+                            ("minimum_down", plain(m.meltdown.minimum_down)),
+                            ("percent_threshold", plain(m.meltdown.percent_threshold)),
+                            ("time_threshold", plain(format(m.meltdown.time_threshold))),
+                        ]),
+                    ),
+                ]),
+            },
+        ),
     ]);
     let root = Item::Map(vec![
         ("service_broker", broker),

@@ -686,3 +686,36 @@ service_instances_api: {url: 'https://siapi'}
         "{all}"
     );
 }
+
+#[test]
+fn the_health_monitor_is_on_with_boshs_defaults_and_each_key_is_checked() {
+    let monitor = parse("serve: {}\n").unwrap().serve.health_monitor.unwrap();
+    assert_eq!(monitor.interval, Duration::from_secs(30));
+    assert_eq!(monitor.meltdown.minimum_down, 5);
+    let config = parse(
+        "serve:\n  health_monitor:\n    interval: 5s\n    agent_timeout: 20s\n    resurrector: false\n    meltdown: {minimum_down: 2, percent_threshold: 0.5, time_threshold: 5m}\n",
+    )
+    .unwrap();
+    let monitor = config.serve.health_monitor.unwrap();
+    assert_eq!(
+        (monitor.interval, monitor.agent_timeout, monitor.resurrector),
+        (Duration::from_secs(5), Duration::from_secs(20), false)
+    );
+    assert_eq!(monitor.meltdown.minimum_down, 2);
+    assert_eq!(monitor.meltdown.percent_threshold, 0.5);
+    assert_eq!(monitor.meltdown.time_threshold, Duration::from_secs(300));
+    let off = parse("serve:\n  health_monitor: {enabled: false}\n").unwrap();
+    assert!(off.serve.health_monitor.is_none());
+    let all = problems(
+        "serve:\n  health_monitor:\n    interval: 10ms\n    resurector: true\n    meltdown: {percent_threshold: 5, minimum_down: 0}\n",
+    )
+    .join("\n");
+    for key in [
+        "serve.health_monitor.interval",
+        "serve.health_monitor.resurector",
+        "serve.health_monitor.meltdown.percent_threshold",
+        "serve.health_monitor.meltdown.minimum_down",
+    ] {
+        assert!(all.contains(key), "{key}: {all}");
+    }
+}

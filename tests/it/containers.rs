@@ -1007,6 +1007,75 @@ instance_groups:
     );
 }
 
+/// The same under `serve` with its health monitor and nobody asking: the monitor's pass
+/// finds the instance failing, raises an alert (an event of `bosh events`), and its
+/// asking brings the supervisor and the job back.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_health_monitor_notices_a_killed_supervisor_and_brings_it_back() {
+    let mut definition =
+        Definition::parse(&fleet_text(31).replace("vms: containers", "vms: processes")).unwrap();
+    definition.supervisor = Some(PathBuf::from(env!("CARGO_BIN_EXE_fleet-updater")));
+    let config = fleet_updater::config::ServeConfig {
+        health_monitor: Some(
+            fleet_updater::director::health_monitor::HealthMonitorSettings {
+                interval: Duration::from_millis(500),
+                ..Default::default()
+            },
+        ),
+        ..Default::default()
+    };
+    let s = Served::start_configured(tempfile::tempdir().unwrap(), &definition, &config).await;
+    let manifest = kv_manifest("watched", "default", "{kv: {drain_seconds: 0}}")
+        .replace("instances: 2", "instances: 1");
+    assert_eq!(deploy(&s, &manifest).await["state"], "done");
+    let vm = std::fs::read_dir(iaas(&s).join("vms"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.join("sys/run/bpm/kv/kv.pid").exists())
+        .unwrap();
+    let read_pid = |file: &str| -> Option<u32> {
+        std::fs::read_to_string(vm.join(file))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    let supervisor = read_pid("sys/run/supervisor.pid").unwrap();
+    let server = read_pid("sys/run/bpm/kv/kv.pid").unwrap();
+    for pid in [supervisor, server] {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status();
+    }
+    let mut waited = Duration::ZERO;
+    loop {
+        let back = read_pid("sys/run/supervisor.pid").filter(|p| *p != supervisor);
+        let serving = read_pid("sys/run/bpm/kv/kv.pid")
+            .filter(|p| *p != server && super::processes::alive(*p));
+        if back.is_some_and(super::processes::alive) && serving.is_some() {
+            break;
+        }
+        assert!(
+            waited < Duration::from_secs(30),
+            "the monitor brought it back"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        waited += Duration::from_millis(200);
+    }
+    let alerts = s.get_json("/events?object_type=alert").await;
+    let said: Vec<&str> = alerts
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["context"]["message"].as_str())
+        .collect();
+    assert!(
+        said.iter().any(|m| m.contains("has failing processes: kv")),
+        "{alerts}"
+    );
+    delete(&s, "watched").await;
+}
+
 /// A VM's supervisor (its monit) and its job's process killed under `serve`, on VMs that
 /// are plain processes (no root needed): `bosh instances --ps` reports the instance
 /// failing with its process, and the supervisor is started again, bringing the job back

@@ -23,6 +23,7 @@ mod serve_bosh_cli;
 mod serve_broker;
 mod serve_director;
 mod serve_guard;
+mod serve_health;
 mod serve_logs;
 mod serve_odb;
 mod serve_releases;

@@ -69,8 +69,10 @@ impl Served {
         definition: &Definition,
         limits: ServeLimits,
     ) -> Served {
+        // Without a health monitor, whose passes would act beside what a test checks.
         let config = ServeConfig {
             limits,
+            health_monitor: None,
             ..ServeConfig::default()
         };
         Served::start_configured(state, definition, &config).await

@@ -6,6 +6,9 @@
 //! whose first has the task's start as parent. Task `n`'s events are numbered from
 //! `n << 20`: its start, its instances' events in the order they happened, its end at the
 //! top of its range; so ids grow with time and page with `before_id` as the director's do.
+//! The lowest ids of each range are the health monitor's alerts raised before the task
+//! started (after the one before it), so alerts sort among the tasks' events by when they
+//! were raised.
 
 use super::model::{EventState, Task, TaskEvent, TaskKind, TaskState};
 
@@ -24,6 +27,8 @@ pub struct AuditEvent {
     /// `group/id` of the instance an instance event is about; empty otherwise.
     pub instance: String,
     pub error: Option<String>,
+    /// What an alert said; `None` for a task's events.
+    pub message: Option<String>,
 }
 
 /// Which events a listing wants; every field narrows it.
@@ -48,18 +53,40 @@ pub const PAGE: usize = 200;
 /// How many ids each task's events have: far more than a task's instances make.
 const SHIFT: u32 = 20;
 
+/// How many alerts may be raised between two tasks' starts: the lowest ids of a task's
+/// range.
+const ALERT_SLOTS: u64 = 1 << 12;
+
 /// The id of task `task`'s event at `seq`: 0 for its start, `END` for its end.
 fn id(task: u64, seq: u64) -> u64 {
-    (task << SHIFT) | seq
+    if seq == END {
+        (task << SHIFT) | END
+    } else {
+        (task << SHIFT) | (ALERT_SLOTS + seq)
+    }
 }
 
 const END: u64 = (1 << SHIFT) - 1;
+
+/// The most events a task's instances make in its range.
+const INSTANCE_EVENTS: u64 = END - ALERT_SLOTS;
+
+/// The id of the `seq`th alert raised while `newest_task` was the newest task (before
+/// the next one started); `None` when so many were raised that no id is left.
+pub fn alert_id(newest_task: u64, seq: u64) -> Option<u64> {
+    (seq < ALERT_SLOTS).then(|| ((newest_task + 1) << SHIFT) | seq)
+}
+
+/// The newest task when an alert was raised.
+pub fn alert_task(alert_id: u64) -> u64 {
+    (alert_id >> SHIFT) - 1
+}
 
 /// What a task of `kind` does to its deployment, as the director names the action.
 fn action(kind: TaskKind) -> Option<&'static str> {
     Some(match kind {
         TaskKind::CreateDeployment => "create",
-        TaskKind::UpdateDeployment | TaskKind::ResolveProblems => "update",
+        TaskKind::UpdateDeployment | TaskKind::ResolveProblems | TaskKind::ScanAndFix => "update",
         TaskKind::RecreateDeployment => "recreate",
         TaskKind::StopDeployment => "stop",
         TaskKind::StartDeployment => "start",
@@ -84,7 +111,7 @@ fn instance_action(stage: &str, kind: TaskKind) -> Option<&'static str> {
     match stage {
         "Updating instance" => Some(match kind {
             TaskKind::CreateDeployment => "create",
-            TaskKind::RecreateDeployment => "recreate",
+            TaskKind::RecreateDeployment | TaskKind::ScanAndFix => "recreate",
             TaskKind::StopDeployment => "stop",
             TaskKind::StartDeployment => "start",
             TaskKind::RestartDeployment => "restart",
@@ -132,6 +159,7 @@ pub fn of(task: &Task, log: &[TaskEvent]) -> Vec<AuditEvent> {
         deployment: deployment.clone(),
         instance: String::new(),
         error: None,
+        message: None,
     };
     let mut out = vec![start.clone()];
     // A step's start, by stage, tags and index: its end names it as parent.
@@ -142,7 +170,7 @@ pub fn of(task: &Task, log: &[TaskEvent]) -> Vec<AuditEvent> {
             continue;
         };
         let seq = out.len() as u64;
-        if seq >= END {
+        if seq >= INSTANCE_EVENTS {
             break;
         }
         // `group/id (index)`, with ` (canary)` for a canary.

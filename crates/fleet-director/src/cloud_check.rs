@@ -185,28 +185,93 @@ pub async fn resolve(
         step.end(applied)?;
     }
     let recreated = recreate.len();
-    if !recreate.is_empty() {
-        let options = DeployOptions {
-            recreate: true,
-            fix: true,
-            skip_drain: false,
-            canaries: None,
-            max_in_flight: None,
-            dry_run: false,
-            start: false,
-            restart: false,
-            target: Target {
-                only: Some(recreate),
-                ..Target::default()
-            },
-        };
-        let redeploy = deploy_ports.clone();
-        deploy::recreate_or_start(redeploy, limits, log, name.clone(), options).await?;
-    }
+    recreate_fixing(&deploy_ports, limits, log, &name, recreate).await?;
     Ok(format!(
         "deployment `{name}`: {} problems resolved, {recreated} VMs recreated",
         chosen.len()
     ))
+}
+
+/// Recreates the instances' VMs together, with the deployment's last manifest, as
+/// `recreate --fix` of those instances.
+async fn recreate_fixing(
+    deploy_ports: &DeployPorts,
+    limits: InstanceLimits,
+    log: TaskLog,
+    name: &str,
+    instances: BTreeSet<String>,
+) -> Result<(), JobError> {
+    if instances.is_empty() {
+        return Ok(());
+    }
+    let options = DeployOptions {
+        recreate: true,
+        fix: true,
+        skip_drain: false,
+        canaries: None,
+        max_in_flight: None,
+        dry_run: false,
+        start: false,
+        restart: false,
+        target: Target {
+            only: Some(instances),
+            ..Target::default()
+        },
+    };
+    deploy::recreate_or_start(deploy_ports.clone(), limits, log, name.to_string(), options).await?;
+    Ok(())
+}
+
+/// The resurrector's repair (`scan and fix`): of the instances named, those whose agent
+/// does not answer or whose VM is gone get new VMs. Instances with a persistent disk are
+/// left to an operator unless `fix_stateful` (the director's
+/// `auto_fix_stateful_nodes`): recreating the VM of a database that only looks down can
+/// cost more than it saves. Nothing is kept as a problem of `bosh cck`.
+pub async fn scan_and_fix(
+    deploy_ports: DeployPorts,
+    limits: InstanceLimits,
+    log: TaskLog,
+    name: String,
+    named: BTreeSet<String>,
+    fix_stateful: bool,
+) -> Result<String, JobError> {
+    let ports = &deploy_ports.ports;
+    let mut instances = ports.records.instances(&name).await?;
+    instances.retain(|i| named.contains(&i.id));
+    instances.sort_by(|a, b| (&a.group, a.index).cmp(&(&b.group, b.index)));
+    let stage = log.stage("Scanning VMs", Vec::new(), 1);
+    let step = stage.start(format!("Checking VM states of {} VMs", instances.len()));
+    let mut broken = BTreeSet::new();
+    let mut stateful = Vec::new();
+    for instance in &instances {
+        log.check()?;
+        let Some(health) = observe(&*ports.cpi, &ports.agents, instance).await? else {
+            continue;
+        };
+        if health == Health::Fine {
+            continue;
+        }
+        if instance.disk_cid.is_some() && !fix_stateful {
+            stateful.push(instance.name());
+            continue;
+        }
+        if health == Health::Missing {
+            let mut record = instance.clone();
+            forget_vm(&ports.records, &mut record).await?;
+        }
+        broken.insert(instance.id.clone());
+    }
+    step.finish();
+    let fixed = broken.len();
+    recreate_fixing(&deploy_ports, limits, log, &name, broken).await?;
+    let mut result = format!("scan and fix complete: {fixed} VMs recreated");
+    if !stateful.is_empty() {
+        result.push_str(&format!(
+            "; left alone, having persistent disks: {}",
+            stateful.join(", ")
+        ));
+    }
+    Ok(result)
 }
 
 #[cfg(test)]

@@ -31,6 +31,10 @@ pub const ERRAND_RUNS: Collection = Collection::new("errand_runs");
 pub const LOG_BUNDLES: Collection = Collection::new("log_bundles");
 /// Every version of every named runtime config.
 pub const RUNTIME_CONFIGS: Collection = Collection::new("runtime_configs");
+/// Every version of every named resurrection config.
+pub const RESURRECTION_CONFIGS: Collection = Collection::new("resurrection_configs");
+/// The health monitor's alerts, by id, scoped by deployment: events of `bosh events`.
+pub const ALERTS: Collection = Collection::new("alerts");
 /// Compilation VMs that exist, by CID: one left by a crash is deleted by the next
 /// deploy of its deployment.
 pub const COMPILATION_VMS: Collection = Collection::new("compilation_vms");

@@ -27,6 +27,9 @@ pub struct DirectorSettings {
     /// locks and tasks outlive its last renewal (it renews every third of it). A process
     /// that died is known by it, as BOSH's director knows an expired lock.
     pub lock_timeout: Duration,
+    /// Whether the resurrector's `scan and fix` recreates VMs of instances with persistent
+    /// disks too (BOSH's `scan_and_fix.auto_fix_stateful_nodes`).
+    pub auto_fix_stateful_nodes: bool,
 }
 
 impl Default for DirectorSettings {
@@ -38,6 +41,7 @@ impl Default for DirectorSettings {
             // BOSH's `max_tasks`.
             tasks_kept: 2000,
             lock_timeout: Duration::from_secs(10),
+            auto_fix_stateful_nodes: false,
         }
     }
 }

@@ -94,6 +94,7 @@ fn line(
     vm: Option<&VmRecord>,
     observed: &(String, Option<AgentState>),
     uploaded: &[Stemcell],
+    resurrection_paused: bool,
 ) -> Value {
     let (process_state, state) = (&observed.0, observed.1.as_ref());
     let mut ips: Vec<String> = instance
@@ -142,7 +143,7 @@ fn line(
         "processes": processes(state),
         "vitals": vitals(state),
         "vm_created_at": timestamp(vm.and_then(|v| v.created_at)),
-        "resurrection_paused": false,
+        "resurrection_paused": resurrection_paused,
     })
 }
 
@@ -158,6 +159,7 @@ pub async fn instance_lines(
     instances.retain(|i| !vms_only || i.vm_cid.is_some());
     let vms: Vec<VmRecord> = records.vms(&deployment).await?;
     let uploaded = records.stemcells().await?;
+    let paused = records.resurrection_paused().await?;
     instances.sort_by(|a, b| (&a.group, a.index).cmp(&(&b.group, b.index)));
     let mut asked = JoinSet::new();
     for (slot, instance) in instances.iter().enumerate() {
@@ -176,7 +178,7 @@ pub async fn instance_lines(
         let vm = vms
             .iter()
             .find(|v| Some(&v.cid) == instance.vm_cid.as_ref());
-        out.push_str(&line(instance, vm, seen, &uploaded).to_string());
+        out.push_str(&line(instance, vm, seen, &uploaded, paused).to_string());
         out.push('\n');
     }
     Ok(out)

@@ -23,6 +23,12 @@ pub enum DirectorError {
     /// Refused at upload: the runtime config in force stays as it was.
     #[error(transparent)]
     RuntimeConfig(#[from] crate::runtime::RuntimeConfigError),
+    /// Refused at upload: the resurrection configs in force stay as they were.
+    #[error(transparent)]
+    ResurrectionConfig(#[from] crate::resurrection::ResurrectionConfigError),
+    /// Resurrection is paused for the whole director (`bosh update-resurrection off`).
+    #[error("Resurrector is paused")]
+    ResurrectionPaused,
     #[error("Deployment '{deployment}' has no successfully deployed manifest to act on")]
     NotDeployed { deployment: String },
     #[error("Instance group '{group}' doesn't exist in deployment '{deployment}'")]

@@ -7,6 +7,7 @@
 
 pub mod addresses;
 pub mod agent;
+pub mod alerts;
 pub mod audit;
 pub mod cleanup;
 pub mod cloud;
@@ -28,6 +29,7 @@ mod dry_run;
 pub mod errand;
 mod error;
 mod gather;
+pub mod health_monitor;
 mod identity;
 mod ids;
 pub mod latest;
@@ -49,6 +51,7 @@ pub mod records;
 pub mod release_export;
 mod release_upload;
 pub mod renderer;
+pub mod resurrection;
 mod runner;
 pub mod runtime;
 pub mod sim;
@@ -96,6 +99,8 @@ pub struct RecreateOptions {
 mod cloud_properties_tests;
 #[cfg(test)]
 mod errand_tests;
+#[cfg(test)]
+mod health_monitor_tests;
 #[cfg(test)]
 mod links_tests;
 #[cfg(test)]

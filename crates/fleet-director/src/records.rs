@@ -5,13 +5,18 @@
 
 use std::collections::BTreeSet;
 
+use super::alerts::Alert;
 use super::model::{
     CloudConfig, ConfigsInForce, DeploymentRecord, DiskRecord, InstanceRecord, Release, Stemcell,
     VmRecord,
 };
 use super::problem::Problem;
+use super::resurrection::ResurrectionConfig;
 use super::runtime::RuntimeConfig;
 use fleet_store::{AsyncStore, StoreError, Write, get, list};
+
+/// Where the director keeps whether resurrection is paused (`bosh update-resurrection`).
+const RESURRECTION_PAUSED: &str = "resurrection_paused";
 
 /// What a deploy starts from: the cloud config in force, the uploads, and every runtime
 /// config version.
@@ -78,6 +83,44 @@ impl Records {
                 all.sort_by_key(|c| std::cmp::Reverse(c.version));
                 Ok(all)
             })
+            .await
+    }
+
+    /// Every version of every resurrection config, newest first.
+    pub async fn resurrection_configs(&self) -> Result<Vec<ResurrectionConfig>, StoreError> {
+        let mut all: Vec<ResurrectionConfig> = self
+            .store
+            .list(crate::collections::RESURRECTION_CONFIGS, None)
+            .await?;
+        all.sort_by_key(|c| std::cmp::Reverse(c.version));
+        Ok(all)
+    }
+
+    /// Whether an operator paused resurrection for the whole director.
+    pub async fn resurrection_paused(&self) -> Result<bool, StoreError> {
+        let paused: Option<bool> = self
+            .store
+            .get(crate::collections::DIRECTOR, RESURRECTION_PAUSED)
+            .await?;
+        Ok(paused.unwrap_or(false))
+    }
+
+    /// The health monitor's alerts, of one deployment or all, oldest first.
+    pub async fn alerts(&self, deployment: Option<&str>) -> Result<Vec<Alert>, StoreError> {
+        self.store
+            .list(crate::collections::ALERTS, deployment)
+            .await
+    }
+
+    /// Keeps `alert` unless one has its id; whether it did.
+    pub async fn insert_alert(&self, alert: &Alert) -> Result<bool, StoreError> {
+        self.store
+            .insert(
+                crate::collections::ALERTS,
+                &change::alert_key(alert.id),
+                &alert.deployment,
+                alert,
+            )
             .await
     }
 
@@ -336,12 +379,41 @@ const HISTORY: &str = "history";
 pub mod change {
     use serde::Serialize;
 
+    use super::super::alerts::Alert;
     use super::super::model::{
         CloudConfig, DeploymentRecord, DiskRecord, InstanceRecord, Release, Stemcell, VmRecord,
     };
     use super::super::problem::Problem;
+    use super::super::resurrection::ResurrectionConfig;
     use super::super::runtime::RuntimeConfig;
     use fleet_store::{Write, put, remove};
+
+    /// Alerts' keys sort as their ids do.
+    pub fn alert_key(id: u64) -> String {
+        format!("{id:020}")
+    }
+
+    pub fn alert_gone(alert: &Alert) -> Write {
+        remove(crate::collections::ALERTS, &alert_key(alert.id))
+    }
+
+    pub fn resurrection_config(config: &ResurrectionConfig) -> Write {
+        put(
+            crate::collections::RESURRECTION_CONFIGS,
+            &format!("{}/{:012}", config.name, config.version),
+            &config.name,
+            config,
+        )
+    }
+
+    pub fn resurrection_paused(paused: bool) -> Write {
+        put(
+            crate::collections::DIRECTOR,
+            super::RESURRECTION_PAUSED,
+            "",
+            &paused,
+        )
+    }
 
     pub fn release(release: &Release) -> Write {
         let key = format!("{}/{}", release.name, release.version);

@@ -72,7 +72,8 @@ pub struct RuntimeModel {
     addons: Vec<Addon>,
 }
 
-fn strings(checker: &mut Checker, node: Option<&Node>, path: &str) -> Vec<String> {
+/// The strings of an optional list; each item that is not one is reported.
+pub(crate) fn strings(checker: &mut Checker, node: Option<&Node>, path: &str) -> Vec<String> {
     let Some(node) = node else {
         return Vec::new();
     };

@@ -19,6 +19,9 @@ pub enum TaskKind {
     ScanProblems,
     /// Applies the resolutions chosen for the problems a scan found.
     ResolveProblems,
+    /// The resurrector's repair: recreates the VMs of the instances named whose agents
+    /// do not answer or whose VMs are gone (`PUT /deployments/:d/scan_and_fix`).
+    ScanAndFix,
     /// Deletes unused releases and stemcells and orphaned disks (`bosh clean-up`).
     CleanUp,
     /// Deletes one orphaned disk (`bosh delete-disk`).
@@ -42,7 +45,7 @@ pub enum TaskKind {
 }
 
 impl TaskKind {
-    pub const ALL: [TaskKind; 18] = [
+    pub const ALL: [TaskKind; 19] = [
         TaskKind::CreateDeployment,
         TaskKind::UpdateDeployment,
         TaskKind::RecreateDeployment,
@@ -53,6 +56,7 @@ impl TaskKind {
         TaskKind::InstanceDetails,
         TaskKind::ScanProblems,
         TaskKind::ResolveProblems,
+        TaskKind::ScanAndFix,
         TaskKind::CleanUp,
         TaskKind::DeleteOrphanDisk,
         TaskKind::UpdateRelease,
@@ -64,10 +68,10 @@ impl TaskKind {
     ];
 
     /// Every kind as the store keeps it.
-    pub const SPECS: [TaskKindSpec; 18] = {
-        let mut specs = [TaskKind::CreateDeployment.spec(); 18];
+    pub const SPECS: [TaskKindSpec; 19] = {
+        let mut specs = [TaskKind::CreateDeployment.spec(); 19];
         let mut i = 0;
-        while i < 18 {
+        while i < 19 {
             specs[i] = TaskKind::ALL[i].spec();
             i += 1;
         }
@@ -87,6 +91,7 @@ impl TaskKind {
             TaskKind::InstanceDetails => "instance_details",
             TaskKind::ScanProblems => "scan_problems",
             TaskKind::ResolveProblems => "resolve_problems",
+            TaskKind::ScanAndFix => "scan_and_fix",
             TaskKind::CleanUp => "clean_up",
             TaskKind::DeleteOrphanDisk => "delete_orphan_disk",
             TaskKind::UpdateRelease => "update_release",
@@ -111,6 +116,7 @@ impl TaskKind {
             TaskKind::InstanceDetails => "retrieve vm-stats",
             TaskKind::ScanProblems => "scan cloud",
             TaskKind::ResolveProblems => "apply resolutions",
+            TaskKind::ScanAndFix => "scan and fix",
             TaskKind::CleanUp => "clean up",
             TaskKind::DeleteOrphanDisk => "delete orphan disk",
             TaskKind::UpdateRelease => "create release",
@@ -164,7 +170,7 @@ mod tests {
             TaskKind::ALL.iter().map(|k| k.name()).collect();
         let descriptions: std::collections::BTreeSet<&str> =
             TaskKind::ALL.iter().map(|k| k.description()).collect();
-        assert_eq!((names.len(), descriptions.len()), (18, 18));
+        assert_eq!((names.len(), descriptions.len()), (19, 19));
         for kind in TaskKind::ALL {
             assert_eq!(TaskKind::from_name(kind.name()), Some(kind));
         }

@@ -192,6 +192,9 @@ struct DefinitionText {
     /// last renewal.
     #[serde(default)]
     lock_timeout: Option<String>,
+    /// Whether the resurrector recreates VMs of instances with persistent disks too.
+    #[serde(default)]
+    auto_fix_stateful_nodes: bool,
     #[serde(default)]
     releases: Vec<Release>,
     #[serde(default)]
@@ -227,6 +230,7 @@ pub struct Definition {
     pub limits: fleet_director::InstanceLimits,
     pub tasks_kept: Option<usize>,
     pub lock_timeout: Option<std::time::Duration>,
+    pub auto_fix_stateful_nodes: bool,
     pub stemcells: Vec<Stemcell>,
     pub cloud_config: Option<String>,
     pub catalog: Catalog,
@@ -444,6 +448,7 @@ impl Definition {
             limits: raw.limits,
             tasks_kept: raw.tasks_kept,
             lock_timeout,
+            auto_fix_stateful_nodes: raw.auto_fix_stateful_nodes,
             stemcells: raw.stemcells,
             cloud_config: raw.cloud_config,
             catalog,

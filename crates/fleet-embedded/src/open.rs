@@ -279,6 +279,7 @@ pub async fn open(
         lock_timeout: definition
             .lock_timeout
             .unwrap_or(DirectorSettings::default().lock_timeout),
+        auto_fix_stateful_nodes: definition.auto_fix_stateful_nodes,
     };
     let infrastructure = match (&processes, &definition.cpi) {
         (Some(p), Some(settings)) => {

@@ -65,6 +65,7 @@ pub struct Serving {
     fleet: Arc<EmbeddedFleet>,
     stop: watch::Sender<bool>,
     listeners: Vec<JoinHandle<()>>,
+    monitor: Option<JoinHandle<()>>,
 }
 
 /// Where each API listens, so that tests can take any free port.
@@ -182,6 +183,9 @@ pub async fn start(
             stopped,
         )),
     ];
+    let monitor = config
+        .health_monitor
+        .map(|settings| fleet_director::health_monitor::spawn(fleet.director().clone(), settings));
     Ok(Serving {
         director: bound[0],
         broker: bound[1],
@@ -190,6 +194,7 @@ pub async fn start(
         fleet,
         stop,
         listeners,
+        monitor,
     })
 }
 
@@ -249,6 +254,9 @@ impl Serving {
     /// and gives them `grace` to reach a safe point. A task still running after that is
     /// cut off with the process and marked as errored by the next start.
     pub async fn shutdown(self, grace: Duration) -> Vec<u64> {
+        if let Some(monitor) = &self.monitor {
+            monitor.abort();
+        }
         let _ = self.stop.send(true);
         for listener in self.listeners {
             let _ = listener.await;

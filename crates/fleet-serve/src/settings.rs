@@ -94,6 +94,8 @@ pub struct ServeConfig {
     /// are plain processes of this machine (their jobs, packaging scripts and templates
     /// would run as the user `serve` runs as); refused unless set.
     pub releases_on_host: bool,
+    /// The health monitor and its resurrector; `None` turns it off.
+    pub health_monitor: Option<fleet_director::health_monitor::HealthMonitorSettings>,
 }
 
 impl Default for ServeConfig {
@@ -107,6 +109,7 @@ impl Default for ServeConfig {
             broker_users: Vec::new(),
             limits: ServeLimits::default(),
             releases_on_host: false,
+            health_monitor: Some(Default::default()),
         }
     }
 }

@@ -4,7 +4,7 @@
 use crate::DirectorError;
 use crate::model::{CloudConfig, ConfigsInForce};
 use crate::records::change;
-use crate::{cloud, runtime};
+use crate::{cloud, resurrection, runtime};
 
 use super::Director;
 
@@ -41,10 +41,12 @@ impl Director {
     async fn next_config_version(&self) -> Result<u64, DirectorError> {
         let cloud = self.records().cloud_configs().await?;
         let runtime = self.records().runtime_configs().await?;
+        let resurrection = self.records().resurrection_configs().await?;
         let newest = cloud
             .iter()
             .map(|c| c.version)
             .chain(runtime.iter().map(|c| c.version))
+            .chain(resurrection.iter().map(|c| c.version))
             .max()
             .unwrap_or(0);
         Ok(newest + 1)
@@ -77,6 +79,71 @@ impl Director {
             .write(vec![change::runtime_config(&config)])
             .await?;
         Ok(config.version)
+    }
+
+    /// Uploads resurrection config `name`, checked first (every invalid key at once); the
+    /// same config written another way makes no new version. The health monitor reads
+    /// the newest of each name at its next pass.
+    ///
+    /// # Errors
+    /// [`DirectorError::ResurrectionConfig`] naming every invalid key.
+    pub async fn update_resurrection_config(
+        &self,
+        name: &str,
+        text: &str,
+    ) -> Result<u64, DirectorError> {
+        resurrection::parse(text)?;
+        let all = self.records().resurrection_configs().await?;
+        if let Some(current) = all.iter().find(|c| c.name == name)
+            && same_document(&current.text, text)
+        {
+            return Ok(current.version);
+        }
+        let config = resurrection::ResurrectionConfig {
+            name: name.to_string(),
+            version: self.next_config_version().await?,
+            text: text.to_string(),
+            created_at: Some(self.core.unix_now()),
+        };
+        self.records()
+            .write(vec![change::resurrection_config(&config)])
+            .await?;
+        Ok(config.version)
+    }
+
+    /// Every version of every resurrection config, newest first.
+    pub async fn resurrection_configs(
+        &self,
+    ) -> Result<Vec<resurrection::ResurrectionConfig>, DirectorError> {
+        Ok(self.records().resurrection_configs().await?)
+    }
+
+    /// The rules of the newest version of each resurrection config.
+    ///
+    /// # Errors
+    /// [`DirectorError::ResurrectionConfig`] for a stored config that is not valid.
+    pub async fn resurrection_rules(
+        &self,
+    ) -> Result<resurrection::ResurrectionRules, DirectorError> {
+        let all = self.records().resurrection_configs().await?;
+        let mut names = std::collections::BTreeSet::new();
+        let newest = all.iter().filter(|c| names.insert(c.name.as_str()));
+        Ok(resurrection::ResurrectionRules::of(
+            newest.map(|c| c.text.as_str()),
+        )?)
+    }
+
+    /// Pauses or resumes resurrection for the whole director (`bosh update-resurrection
+    /// off|on`).
+    pub async fn set_resurrection_paused(&self, paused: bool) -> Result<(), DirectorError> {
+        self.records()
+            .write(vec![change::resurrection_paused(paused)])
+            .await?;
+        Ok(())
+    }
+
+    pub async fn resurrection_paused(&self) -> Result<bool, DirectorError> {
+        Ok(self.records().resurrection_paused().await?)
     }
 
     /// Every version of every runtime config, newest first.

@@ -59,6 +59,57 @@ impl Director {
             .await
     }
 
+    /// The resurrector's repair of the deployment (`PUT /deployments/:d/scan_and_fix`):
+    /// the instances named by group whose agents do not answer or whose VMs are gone get
+    /// new VMs; see [`cloud_check::scan_and_fix`].
+    ///
+    /// # Errors
+    /// [`DirectorError::ResurrectionPaused`] when resurrection is paused,
+    /// [`DirectorError::UnknownInstance`] for an instance the deployment does not have,
+    /// [`DirectorError::Locked`] when another task holds the deployment.
+    pub async fn scan_and_fix(
+        &self,
+        deployment: &str,
+        jobs: &std::collections::BTreeMap<String, Vec<String>>,
+    ) -> Result<Task, DirectorError> {
+        self.require_deployment(deployment).await?;
+        if self.resurrection_paused().await? {
+            return Err(DirectorError::ResurrectionPaused);
+        }
+        let instances = self.records().instances(deployment).await?;
+        let mut named = std::collections::BTreeSet::new();
+        for (group, ids) in jobs {
+            for id in ids {
+                // An instance is named by its id or its index, as BOSH's API takes both.
+                let found = instances
+                    .iter()
+                    .find(|i| &i.group == group && (&i.id == id || i.index.to_string() == *id));
+                let Some(found) = found else {
+                    return Err(DirectorError::UnknownInstance {
+                        deployment: deployment.to_string(),
+                        group: group.clone(),
+                        instance: id.clone(),
+                    });
+                };
+                named.insert(found.id.clone());
+            }
+        }
+        let name = deployment.to_string();
+        self.runner
+            .start(
+                TaskKind::ScanAndFix,
+                Some(deployment),
+                &self.origin,
+                move |core, log| {
+                    let limits = core.settings.limits;
+                    let stateful = core.settings.auto_fix_stateful_nodes;
+                    let ports = core.deploy_ports();
+                    cloud_check::scan_and_fix(ports, limits, log, name, named, stateful)
+                },
+            )
+            .await
+    }
+
     /// What the deployment's last scan found that is not resolved yet.
     pub async fn problems(
         &self,

@@ -1,5 +1,5 @@
-//! `/configs`, `/cloud_configs` and `/stemcells`. Cloud and runtime configs
-//! are configs here; other types are refused by name.
+//! `/configs`, `/cloud_configs` and `/stemcells`. Cloud, runtime and resurrection
+//! configs are configs here; other types are refused by name.
 
 use axum::Json;
 use axum::extract::{Query, State};
@@ -64,20 +64,41 @@ async fn entries(director: &Director) -> ApiResult<Vec<Entry>> {
             current: i == 0,
         })
         .collect();
-    let mut seen = std::collections::BTreeSet::new();
-    for c in director.runtime_configs().await? {
-        let current = seen.insert(c.name.clone());
-        all.push(Entry {
-            id: c.version,
-            kind: "runtime",
-            name: c.name,
-            text: c.text,
-            created_at: c.created_at,
-            current,
-        });
-    }
+    let runtime = director.runtime_configs().await?;
+    all.extend(named(
+        "runtime",
+        runtime
+            .into_iter()
+            .map(|c| (c.version, c.name, c.text, c.created_at)),
+    ));
+    let resurrection = director.resurrection_configs().await?;
+    all.extend(named(
+        "resurrection",
+        resurrection
+            .into_iter()
+            .map(|c| (c.version, c.name, c.text, c.created_at)),
+    ));
     all.sort_by_key(|e| std::cmp::Reverse(e.id));
     Ok(all)
+}
+
+/// Versions of named configs, newest first: `(version, name, text, created_at)`; the
+/// first of each name is its current one.
+fn named(
+    kind: &'static str,
+    versions: impl Iterator<Item = (u64, String, String, Option<u64>)>,
+) -> Vec<Entry> {
+    let mut seen = std::collections::BTreeSet::new();
+    versions
+        .map(|(id, name, text, created_at)| Entry {
+            id,
+            kind,
+            current: seen.insert(name.clone()),
+            name,
+            text,
+            created_at,
+        })
+        .collect()
 }
 
 /// The config of version `id`.
@@ -107,13 +128,16 @@ fn kind_of(kind: &str) -> ApiResult<&'static str> {
     match kind {
         "cloud" => Ok("cloud"),
         "runtime" => Ok("runtime"),
+        "resurrection" => Ok("resurrection"),
         "cpi" => Err(ApiError::bad_request(
             code::GENERIC,
             "config type 'cpi' is not supported: this director has one CPI, the simulated cloud",
         )),
         other => Err(ApiError::bad_request(
             code::GENERIC,
-            format!("config type '{other}' is not supported; 'cloud' and 'runtime' are"),
+            format!(
+                "config type '{other}' is not supported; 'cloud', 'runtime' and 'resurrection' are"
+            ),
         )),
     }
 }
@@ -244,6 +268,11 @@ pub async fn update(State(director): State<Director>, body: String) -> ApiResult
     }
     let version = match kind {
         "cloud" => director.update_cloud_config(&parsed.content).await?,
+        "resurrection" => {
+            director
+                .update_resurrection_config(&name, &parsed.content)
+                .await?
+        }
         _ => {
             director
                 .update_runtime_config(&name, &parsed.content)

@@ -18,6 +18,8 @@ pub mod code {
     pub const INSTANCE_NOT_FOUND: u32 = 70_001;
     pub const JOB_NOT_FOUND: u32 = 70_009;
     pub const BAD_MANIFEST: u32 = 440_001;
+    /// BOSH's `CloudcheckResurrectionPaused`.
+    pub const RESURRECTION_PAUSED: u32 = 410_004;
 }
 
 #[derive(Debug)]
@@ -85,8 +87,12 @@ impl From<DirectorError> for ApiError {
             | DirectorError::Release(_)
             | DirectorError::CloudConfig(_)
             | DirectorError::RuntimeConfig(_)
+            | DirectorError::ResurrectionConfig(_)
             | DirectorError::NotDeployed { .. } => {
                 ApiError::bad_request(code::GENERIC, description)
+            }
+            DirectorError::ResurrectionPaused => {
+                ApiError::bad_request(code::RESURRECTION_PAUSED, description)
             }
             DirectorError::UnknownGroup { .. } => {
                 ApiError::not_found(code::JOB_NOT_FOUND, description)

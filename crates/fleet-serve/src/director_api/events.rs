@@ -23,7 +23,13 @@ fn event_json(e: &AuditEvent) -> Value {
     out.insert("task".into(), json!(e.task.to_string()));
     out.insert("deployment".into(), json!(e.deployment));
     out.insert("instance".into(), json!(e.instance));
-    out.insert("context".into(), json!({}));
+    out.insert(
+        "context".into(),
+        match &e.message {
+            Some(message) => json!({ "message": message }),
+            None => json!({}),
+        },
+    );
     if let Some(error) = &e.error {
         out.insert("error".into(), json!(error));
     }

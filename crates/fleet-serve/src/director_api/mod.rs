@@ -108,6 +108,18 @@ pub fn router(
             put(deployments::ignore),
         )
         .route("/deployments/{name}/scans", post(problems::scan))
+        .route(
+            "/deployments/{name}/scan_and_fix",
+            put(problems::scan_and_fix),
+        )
+        .route(
+            "/deployments/{name}/jobs/{group}/{id}/resurrection",
+            put(problems::instance_resurrection),
+        )
+        .route(
+            "/resurrection",
+            get(problems::resurrection).put(problems::update_resurrection),
+        )
         .route("/deployments/{name}/ssh", post(ssh::ssh))
         .route(
             "/deployments/{name}/problems",

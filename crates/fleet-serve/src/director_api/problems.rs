@@ -1,10 +1,11 @@
 //! `/deployments/:name/scans` and `/deployments/:name/problems`: cloud check as `bosh
-//! cck` drives it (scan, list, resolve).
+//! cck` drives it (scan, list, resolve); the resurrector's `scan_and_fix` and
+//! `/resurrection` (`bosh update-resurrection`).
 
 use std::collections::BTreeMap;
 
 use axum::Json;
-use axum::extract::Path;
+use axum::extract::{Path, State};
 use axum::response::Response;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -12,6 +13,7 @@ use serde_json::{Value, json};
 use super::Acting;
 use super::deployments::redirect;
 use super::error::{ApiError, ApiResult, code};
+use fleet_director::Director;
 use fleet_director::cloud_check::{Problem, Resolution};
 
 pub async fn scan(Acting(director): Acting, Path(name): Path<String>) -> ApiResult<Response> {
@@ -87,4 +89,63 @@ pub async fn resolve(
         choices.push((number, resolution));
     }
     Ok(redirect(&director.resolve(&name, &choices).await?))
+}
+
+/// What a health monitor sends: instance ids (or indexes) by instance group.
+#[derive(Deserialize)]
+pub struct ScanAndFixBody {
+    jobs: BTreeMap<String, Vec<String>>,
+}
+
+pub async fn scan_and_fix(
+    Acting(director): Acting,
+    Path(name): Path<String>,
+    body: String,
+) -> ApiResult<Response> {
+    let body: ScanAndFixBody = serde_json::from_str(&body).map_err(|e| {
+        ApiError::bad_request(
+            code::VALIDATION_INVALID_TYPE,
+            format!("the body must be {{\"jobs\": {{INSTANCE_GROUP: [INSTANCE_ID]}}}}: {e}"),
+        )
+    })?;
+    Ok(redirect(&director.scan_and_fix(&name, &body.jobs).await?))
+}
+
+pub async fn resurrection(State(director): State<Director>) -> ApiResult<Json<Value>> {
+    let paused = director.resurrection_paused().await?;
+    Ok(Json(json!({ "resurrection": !paused })))
+}
+
+#[derive(Deserialize)]
+pub struct ResurrectionBody {
+    resurrection_paused: bool,
+}
+
+pub async fn update_resurrection(
+    State(director): State<Director>,
+    body: String,
+) -> ApiResult<Json<Value>> {
+    let body: ResurrectionBody = serde_json::from_str(&body).map_err(|e| {
+        ApiError::bad_request(
+            code::VALIDATION_INVALID_TYPE,
+            format!("the body must be {{\"resurrection_paused\": true|false}}: {e}"),
+        )
+    })?;
+    director
+        .set_resurrection_paused(body.resurrection_paused)
+        .await?;
+    Ok(Json(json!({})))
+}
+
+/// The per-instance switch BOSH retired: resurrection is turned off for instances by a
+/// resurrection config now.
+pub async fn instance_resurrection() -> ApiError {
+    ApiError {
+        status: axum::http::StatusCode::GONE,
+        code: code::GENERIC,
+        description: "This endpoint has been removed. Please use \
+                      `bosh update-config --type resurrection` to turn resurrection off for \
+                      instance groups, or `bosh ignore` for an instance."
+            .into(),
+    }
 }

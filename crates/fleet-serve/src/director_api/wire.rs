@@ -50,6 +50,7 @@ pub fn task_type(task: &Task) -> &str {
         TaskKind::InstanceDetails => "vms",
         TaskKind::ScanProblems => "cck_scan_and_fix",
         TaskKind::ResolveProblems => "cck_apply",
+        TaskKind::ScanAndFix => "cck_scan_and_fix",
         TaskKind::CleanUp => "delete_artifacts",
         TaskKind::DeleteOrphanDisk => "delete_orphan_disk",
         TaskKind::UpdateRelease => "update_release",
