@@ -22,6 +22,7 @@ mod schedule;
 mod serve_bosh_cli;
 mod serve_broker;
 mod serve_director;
+mod serve_full_disk;
 mod serve_guard;
 mod serve_health;
 mod serve_logs;

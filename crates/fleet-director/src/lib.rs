@@ -73,7 +73,7 @@ mod shared_tests;
 
 pub use core::{Core, DirectorSettings, Infrastructure};
 pub use deploy::DeployOptions;
-pub use director::{Director, LinkView, RECOVERY_REASON};
+pub use director::{Director, LinkView, RECOVERY_REASON, Readiness};
 pub use error::DirectorError;
 pub use identity::{DIRECTOR_NAME, director_uuid};
 pub use limits::InstanceLimits;

@@ -81,6 +81,9 @@ where
     }
 }
 
+/// How often a task's end that the store could not record is tried again.
+const HEAL_EVERY: Duration = Duration::from_secs(5);
+
 /// How often a task another process runs is read again while waited for.
 const OTHERS_POLLED_EVERY: Duration = Duration::from_millis(500);
 
@@ -97,8 +100,8 @@ pub struct TaskRunner {
     running: Mutex<HashMap<u64, Arc<AtomicBool>>>,
     /// The trace of every task this process runs, readable while it runs.
     traces: Mutex<HashMap<u64, Trace>>,
-    /// Tasks of this process whose end could not be recorded: they look running in the
-    /// store, and nobody will end them before the next start.
+    /// Tasks of this process whose end the store could not record yet: they look running
+    /// in the store until it heals.
     unrecorded: Mutex<std::collections::HashSet<u64>>,
     /// Held by every write of a task's state (its start, its end, a cancellation), so
     /// that none overwrites another.
@@ -279,7 +282,7 @@ impl TaskRunner {
         running.state = state;
         running.result = Some(result);
         running.finished_at = Some(core.unix_now());
-        let recorded = persist("record the end of", id, || {
+        let record_end = || {
             let (ended, trace, lock) = (running.clone(), kept_trace.clone(), lock.clone());
             async move {
                 let _writing = self.state_writes.lock().await;
@@ -302,24 +305,34 @@ impl TaskRunner {
                     })
                     .await
             }
-        })
-        .await;
-        if recorded.is_err() {
+        };
+        if persist("record the end of", id, record_end).await.is_err() {
+            // The store cannot be written (a full disk, a database gone away): the task
+            // stays this process's until its end and the release of its lock are
+            // written, tried again until they are, so that the deployment is not left
+            // locked by a task nobody runs once the store heals.
             self.unrecorded
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .insert(id);
+            tracing::error!(
+                task = id,
+                "the store cannot record the end of the task; trying again every {}s until it can",
+                HEAL_EVERY.as_secs()
+            );
+            loop {
+                tokio::time::sleep(HEAL_EVERY).await;
+                if record_end().await.is_ok() {
+                    break;
+                }
+            }
+            tracing::info!(task = id, "the store healed: the task's end is recorded");
+            self.unrecorded
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&id);
         }
         self.traces_of().remove(&id);
-        // Released with the end above, unless that could not be written.
-        if recorded.is_err()
-            && let Some(lock) = &lock
-        {
-            let _ = persist("release the lock of", id, || {
-                core.store.release_lock(lock, id)
-            })
-            .await;
-        }
         // The oldest tasks of its kind go, as the director keeps the last of each type.
         match core
             .store
@@ -402,6 +415,19 @@ impl TaskRunner {
         }
     }
 
+    /// Tasks of this process whose end waits for the store to heal.
+    pub fn unrecorded(&self) -> Vec<u64> {
+        let mut ids: Vec<u64> = self
+            .unrecorded
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .copied()
+            .collect();
+        ids.sort_unstable();
+        ids
+    }
+
     /// The ids of the tasks this process runs.
     pub fn running_ids(&self) -> Vec<u64> {
         self.flags().keys().copied().collect()
@@ -434,8 +460,8 @@ impl TaskRunner {
     ///
     /// # Errors
     /// [`DirectorError::NotFound`] for an unknown task; [`DirectorError::Invalid`] for a
-    /// task this process does not run, or whose end could not be recorded, which would
-    /// otherwise be waited for forever.
+    /// task this process does not run, which would otherwise be waited for forever. A
+    /// task whose end waits for the store to heal is waited for.
     pub async fn wait(&self, id: u64) -> Result<Task, DirectorError> {
         loop {
             let notified = self.finished.notified();
@@ -450,12 +476,7 @@ impl TaskRunner {
                 if !task.state.is_running() {
                     return Ok(task);
                 }
-                let unrecorded = self
-                    .unrecorded
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .contains(&id);
-                if self.core.store.blocking().shared() && !unrecorded {
+                if self.core.store.blocking().shared() {
                     // Another director process runs it: its end is seen in the store,
                     // or its lease runs out and a survivor ends it.
                     tokio::time::sleep(OTHERS_POLLED_EVERY).await;

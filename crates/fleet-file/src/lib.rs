@@ -5,6 +5,10 @@
 //! half of either, and a crash or power loss keeps one of them whole. One rule for every
 //! file: state, records, reports, blobs, keys.
 
+mod space;
+
+pub use space::disk_use;
+
 use std::io::Write;
 use std::path::Path;
 

@@ -12,6 +12,7 @@ mod files;
 mod limits;
 mod linger;
 mod listener;
+mod ready;
 mod rejection;
 pub mod scopes;
 mod settings;
@@ -126,7 +127,11 @@ pub async fn start(
         crate::director_api::Uploads::Taken
     };
     let director_api = protect(
-        crate::director_api::router(fleet.director().clone(), uploads, config.limits.unpacking()),
+        crate::director_api::router(fleet.director().clone(), uploads, config.limits.unpacking())
+            .merge(ready::router(
+                fleet.director().clone(),
+                state_dir.to_path_buf(),
+            )),
         Gate::new(
             credentials.users.clone(),
             Flavor::Director,

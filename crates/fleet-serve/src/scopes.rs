@@ -60,7 +60,8 @@ pub fn reader_may(method: &Method, path: &str, query: Option<&str>) -> bool {
         | ["configs", _]
         | ["cloud_configs"]
         | ["runtime_configs"]
-        | ["locks"] => true,
+        | ["locks"]
+        | ["ready"] => true,
         // A task's event and result output; its debug and CPI output is an admin's.
         // Every `type` the query gives counts (the handler takes one of them), decoded
         // as the handler decodes it.

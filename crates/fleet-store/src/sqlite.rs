@@ -243,6 +243,19 @@ impl SqliteStore {
         Ok(db)
     }
 
+    /// The connection for a call that only reads. Deferred writes that cannot be applied
+    /// now (a full disk) stay deferred, and the read answers from what is stored: reads
+    /// keep working while nothing can be written, and the writes go with the first call
+    /// that can.
+    fn read(&self) -> Result<MutexGuard<'_, Db>, StoreError> {
+        let mut db = self.connection();
+        db.answering()?;
+        if let Err(e) = self.apply_deferred(&mut db, Vec::new()) {
+            tracing::debug!(error = %e, "deferred records cannot be written yet; reading without them");
+        }
+        Ok(db)
+    }
+
     /// The connection as it is.
     fn connection(&self) -> MutexGuard<'_, Db> {
         commits::lock(&self.db)
@@ -465,14 +478,14 @@ fn reservation(address: u32, row: &rusqlite::Row<'_>) -> rusqlite::Result<IpReco
 impl Store for SqliteStore {
     fn get(&self, collection: Collection, key: &str) -> Result<Option<String>, StoreError> {
         Ok(self
-            .lock()?
+            .read()?
             .prepare_cached("SELECT body FROM documents WHERE collection = ?1 AND key = ?2")?
             .query_row(params![collection.name(), key], |row| row.get(0))
             .optional()?)
     }
 
     fn list(&self, collection: Collection, scope: Option<&str>) -> Result<Vec<String>, StoreError> {
-        let connection = self.lock()?;
+        let connection = self.read()?;
         let rows = match scope {
             Some(scope) => {
                 let mut stmt = connection.prepare_cached(
@@ -649,7 +662,7 @@ impl Store for SqliteStore {
 
     fn task(&self, id: u64) -> Result<Option<Task>, StoreError> {
         let body: Option<String> = self
-            .lock()?
+            .read()?
             .prepare_cached("SELECT body FROM tasks WHERE id = ?1")?
             .query_row([id as i64], |row| row.get(0))
             .optional()?;
@@ -657,7 +670,7 @@ impl Store for SqliteStore {
     }
 
     fn tasks(&self, filter: &TaskFilter) -> Result<Vec<Task>, StoreError> {
-        let connection = self.lock()?;
+        let connection = self.read()?;
         let mut stmt = connection.prepare_cached(
             "SELECT body FROM tasks
              WHERE (?1 IS NULL OR deployment = ?1)
@@ -686,7 +699,7 @@ impl Store for SqliteStore {
 
     fn last_change(&self, deployment: &str) -> Result<Option<Task>, StoreError> {
         let body: Option<String> = self
-            .lock()?
+            .read()?
             .prepare_cached(
                 "SELECT body FROM tasks WHERE deployment = ?1 AND changes = 1
                  ORDER BY id DESC LIMIT 1",
@@ -697,7 +710,7 @@ impl Store for SqliteStore {
     }
 
     fn last_changes(&self) -> Result<Vec<Task>, StoreError> {
-        let connection = self.lock()?;
+        let connection = self.read()?;
         let mut stmt = connection.prepare_cached(
             "SELECT tasks.body FROM tasks JOIN (
                  SELECT MAX(id) AS id FROM tasks
@@ -730,7 +743,7 @@ impl Store for SqliteStore {
     }
 
     fn events(&self, task: u64) -> Result<Vec<TaskEvent>, StoreError> {
-        let connection = self.lock()?;
+        let connection = self.read()?;
         let mut stmt = connection
             .prepare_cached("SELECT body FROM task_events WHERE task_id = ?1 ORDER BY seq")?;
         let bodies = stmt
@@ -744,7 +757,7 @@ impl Store for SqliteStore {
 
     fn lock_holder(&self, lock: &str) -> Result<Option<u64>, StoreError> {
         let holder: Option<i64> = self
-            .lock()?
+            .read()?
             .prepare_cached("SELECT task_id FROM locks WHERE name = ?1")?
             .query_row([lock], |row| row.get(0))
             .optional()?;
@@ -768,7 +781,7 @@ impl Store for SqliteStore {
     }
 
     fn blob(&self, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        let connection = self.lock()?;
+        let connection = self.read()?;
         Ok(connection
             .prepare_cached("SELECT bytes FROM blobs WHERE id = ?1")?
             .query_row([id], |row| row.get(0))
@@ -776,7 +789,7 @@ impl Store for SqliteStore {
     }
 
     fn blob_ids(&self) -> Result<Vec<String>, StoreError> {
-        let connection = self.lock()?;
+        let connection = self.read()?;
         let mut stmt = connection.prepare_cached("SELECT id FROM blobs ORDER BY id")?;
         let ids = stmt
             .query_map([], |row| row.get(0))?
@@ -793,7 +806,7 @@ impl Store for SqliteStore {
     }
 
     fn locks(&self) -> Result<Vec<(String, u64)>, StoreError> {
-        let connection = self.lock()?;
+        let connection = self.read()?;
         let mut stmt =
             connection.prepare_cached("SELECT name, task_id FROM locks ORDER BY name")?;
         let rows = stmt
@@ -809,7 +822,7 @@ impl Store for SqliteStore {
     }
 
     fn ip_holders(&self, addresses: &[u32]) -> Result<Vec<IpRecord>, StoreError> {
-        let connection = self.lock()?;
+        let connection = self.read()?;
         let mut stmt = connection.prepare_cached(
             "SELECT network, deployment, instance, static FROM ip_addresses WHERE address = ?1",
         )?;
@@ -921,7 +934,7 @@ impl Store for SqliteStore {
     }
 
     fn ips_in(&self, lo: u32, hi: u32) -> Result<Vec<u32>, StoreError> {
-        let connection = self.lock()?;
+        let connection = self.read()?;
         let mut stmt = connection.prepare_cached(
             "SELECT address FROM ip_addresses WHERE address BETWEEN ?1 AND ?2 ORDER BY address",
         )?;
@@ -932,7 +945,7 @@ impl Store for SqliteStore {
     }
 
     fn ips_of(&self, deployment: &str) -> Result<Vec<IpRecord>, StoreError> {
-        let connection = self.lock()?;
+        let connection = self.read()?;
         let mut stmt = connection.prepare_cached(
             "SELECT address, network, instance, static FROM ip_addresses
              WHERE deployment = ?1 ORDER BY address",
@@ -1217,6 +1230,60 @@ mod tests {
             .query_row("PRAGMA page_count", [], |row| row.get(0))
             .unwrap();
         db.pragma_update(None, "max_page_count", pages).unwrap();
+    }
+
+    /// A full disk: writes fail, reads answer (without the deferred writes, which stay
+    /// deferred), and once there is room the deferred writes go with the next write.
+    #[test]
+    fn reads_answer_on_a_full_disk_and_deferred_writes_wait_for_room() {
+        let store = SqliteStore::in_memory().unwrap();
+        store
+            .write(vec![put(crate::testing::FLEET, "a", "", &1)])
+            .unwrap();
+        full(&store);
+        store
+            .defer(vec![put(
+                crate::testing::FLEET,
+                "big",
+                "",
+                &"x".repeat(1 << 20),
+            )])
+            .unwrap();
+        assert_eq!(
+            get::<u32>(&store, crate::testing::FLEET, "a").unwrap(),
+            Some(1)
+        );
+        assert_eq!(
+            crate::list::<serde_json::Value>(&store, crate::testing::FLEET, None)
+                .unwrap()
+                .len(),
+            1,
+            "read without the deferred write"
+        );
+        assert!(store.tasks(&TaskFilter::default()).unwrap().is_empty());
+        assert!(
+            store
+                .write(vec![put(crate::testing::FLEET, "b", "", &2)])
+                .is_err(),
+            "a write needs the room the deferred one lacks"
+        );
+        store
+            .connection()
+            .pragma_update(None, "max_page_count", 1_000_000)
+            .unwrap();
+        store
+            .write(vec![put(crate::testing::FLEET, "b", "", &2)])
+            .unwrap();
+        assert!(
+            get::<String>(&store, crate::testing::FLEET, "big")
+                .unwrap()
+                .is_some(),
+            "the deferred write went first"
+        );
+        assert_eq!(
+            get::<u32>(&store, crate::testing::FLEET, "b").unwrap(),
+            Some(2)
+        );
     }
 
     fn halfway(store: &SqliteStore) -> Result<(), StoreError> {

@@ -11,11 +11,13 @@ mod inventory;
 mod links;
 mod logs;
 mod orphans;
+mod readiness;
 mod releases;
 mod ssh;
 mod tasks;
 
 pub use links::LinkView;
+pub use readiness::Readiness;
 
 use std::sync::Arc;
 

@@ -39,27 +39,7 @@ fn percent(used: Duration, elapsed: Duration, cores: usize) -> f64 {
     100.0 * used.as_secs_f64() / (elapsed.as_secs_f64() * cores.max(1) as f64)
 }
 
-/// Percent of a disk's blocks and inodes used, from `statvfs`.
-pub fn disk_use(path: &Path) -> Option<(u64, u64)> {
-    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
-    // SAFETY: statvfs writes into the zeroed struct it is given.
-    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid C string and a struct of the right type.
-    if unsafe { libc::statvfs(c.as_ptr(), &mut stat) } != 0 {
-        return None;
-    }
-    let share = |total: u64, free: u64| {
-        if total == 0 {
-            0
-        } else {
-            (100 * total.saturating_sub(free)).div_ceil(total)
-        }
-    };
-    Some((
-        share(stat.f_blocks as u64, stat.f_bfree as u64),
-        share(stat.f_files as u64, stat.f_ffree as u64),
-    ))
-}
+pub use fleet_file::disk_use;
 
 fn machine_memory_bytes() -> u64 {
     std::fs::read_to_string("/proc/meminfo")
