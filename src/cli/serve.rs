@@ -49,6 +49,9 @@ pub fn serve(args: &ServeArgs) -> Result<u8, CliError> {
         let serving = serve::start(fleet, &config.serve, &config.state_dir, addresses).await?;
         println!("director API (BOSH director): https://{}", serving.director);
         println!("broker API (management API): https://{}", serving.broker);
+        if let Some(metrics) = serving.metrics {
+            println!("metrics (Prometheus): http://{metrics}/metrics");
+        }
         match &serving.ca {
             Some(ca) => println!("CA certificate: {}", ca.display()),
             None => println!("TLS certificate: as configured in serve.tls"),

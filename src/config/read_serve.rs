@@ -19,6 +19,7 @@ const KEYS: &[&str] = &[
     "limits",
     "releases_on_host",
     "health_monitor",
+    "metrics",
 ];
 const HEALTH_MONITOR: &[&str] = &[
     "enabled",
@@ -69,6 +70,7 @@ pub fn read_serve(node: &Node, base: &Path, serve: &mut ServeConfig, checker: &m
             "users" => serve.users = read_users(value, &path, checker),
             "broker_users" => serve.broker_users = read_users(value, &path, checker),
             "releases_on_host" => set(&mut serve.releases_on_host, checker.boolean(value, &path)),
+            "metrics" => serve.metrics_listen = listen(checker, value, &path),
             "health_monitor" => {
                 serve.health_monitor = read_health_monitor(value, &path, checker);
             }

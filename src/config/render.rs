@@ -158,6 +158,14 @@ pub fn render(config: &Config) -> String {
         ),
         ("releases_on_host", plain(serve.releases_on_host)),
         (
+            "metrics",
+            serve
+                .metrics_listen
+                .map_or(plain("null  # /metrics on the director API only"), |a| {
+                    text(&a.to_string())
+                }),
+        ),
+        (
             "health_monitor",
             match &serve.health_monitor {
                 None => Item::Map(vec![("enabled", plain(false))]),

@@ -26,6 +26,7 @@ mod serve_full_disk;
 mod serve_guard;
 mod serve_health;
 mod serve_logs;
+mod serve_metrics;
 mod serve_odb;
 mod serve_releases;
 mod serve_shared;

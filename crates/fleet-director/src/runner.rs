@@ -200,6 +200,7 @@ impl TaskRunner {
         task.context_id = origin.context_id.clone();
         let cancel = Arc::new(AtomicBool::new(false));
         self.flags().insert(task.id, Arc::clone(&cancel));
+        metrics::gauge!("fleet_director_tasks_running", "kind" => kind.name()).increment(1.0);
         let runner = Arc::clone(self);
         let running = task.clone();
         tokio::spawn(async move { runner.run(kind, running, lock, cancel, job).await });
@@ -349,6 +350,13 @@ impl TaskRunner {
             Ok(_) => {}
             Err(e) => tracing::warn!(task = id, error = %e, "old tasks were not pruned"),
         }
+        metrics::gauge!("fleet_director_tasks_running", "kind" => kind.name()).decrement(1.0);
+        metrics::counter!(
+            "fleet_director_tasks_total",
+            "kind" => kind.name(),
+            "state" => running.state.as_str(),
+        )
+        .increment(1);
         // Only now is the task over for `idle` and `wait`: its lock is released (or
         // cannot be).
         self.flags().remove(&id);

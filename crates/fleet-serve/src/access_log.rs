@@ -1,10 +1,11 @@
 //! One line per request at `info` on the `fleet_serve::access` target: which API, the
 //! client, the user who signed in, method, path, status and duration. Never the query
-//! (it may carry what a client should not have put there), headers or bodies.
+//! (it may carry what a client should not have put there), headers or bodies. Each
+//! request is also counted, with its latency, for `/metrics`.
 
 use tokio::time::Instant;
 
-use axum::extract::{Request, State};
+use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
 
@@ -16,6 +17,12 @@ pub async fn log(State(flavor): State<Flavor>, request: Request, next: Next) -> 
     let started = Instant::now();
     let method = request.method().clone();
     let path = request.uri().path().to_string();
+    // The route's template (`/deployments/{name}`), not the path: a metric's labels must
+    // stay few.
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_string(), |m| m.as_str().to_string());
     let client = request
         .extensions()
         .get::<ClientAddr>()
@@ -38,5 +45,13 @@ pub async fn log(State(flavor): State<Flavor>, request: Request, next: Next) -> 
         millis = started.elapsed().as_millis() as u64,
         "request"
     );
+    metrics::histogram!(
+        "fleet_serve_request_duration_seconds",
+        "api" => flavor.name(),
+        "route" => route,
+        "method" => method.to_string(),
+        "status" => response.status().as_u16().to_string(),
+    )
+    .record(started.elapsed().as_secs_f64());
     response
 }

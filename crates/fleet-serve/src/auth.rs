@@ -146,6 +146,8 @@ pub async fn require(State(gate): State<Gate>, mut request: Request, next: Next)
             tokio::time::Instant::now(),
         );
         if user.is_none() {
+            metrics::counter!("fleet_serve_login_failures_total", "api" => gate.flavor.name())
+                .increment(1);
             // A name that is no user may be a password typed in the wrong field.
             let known = gate.users.iter().any(|u| u.name == claimed);
             tracing::warn!(

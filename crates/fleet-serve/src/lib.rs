@@ -12,6 +12,7 @@ mod files;
 mod limits;
 mod linger;
 mod listener;
+pub mod metrics;
 mod ready;
 mod rejection;
 pub mod scopes;
@@ -59,6 +60,8 @@ pub enum ServeError {
 pub struct Serving {
     pub director: SocketAddr,
     pub broker: SocketAddr,
+    /// Where `/metrics` is served over plain HTTP, when configured.
+    pub metrics: Option<SocketAddr>,
     /// The generated CA that clients must trust; `None` with a configured certificate.
     pub ca: Option<PathBuf>,
     /// Where generated credentials are; `None` with configured users.
@@ -104,8 +107,13 @@ pub async fn start(
     state_dir: &Path,
     addresses: Addresses,
 ) -> Result<Serving, ServeError> {
+    crate::metrics::install();
     let director_listener = bind(addresses.director).await?;
     let broker_listener = bind(addresses.broker).await?;
+    let metrics_listener = match config.metrics_listen {
+        Some(addr) => Some(bind(addr).await?),
+        None => None,
+    };
     let bound = [
         director_listener.local_addr().unwrap_or(addresses.director),
         broker_listener.local_addr().unwrap_or(addresses.broker),
@@ -131,7 +139,8 @@ pub async fn start(
             .merge(ready::router(
                 fleet.director().clone(),
                 state_dir.to_path_buf(),
-            )),
+            ))
+            .merge(metrics::router(fleet.director().clone())),
         Gate::new(
             credentials.users.clone(),
             Flavor::Director,
@@ -172,7 +181,8 @@ pub async fn start(
         per_client: config.limits.max_connections_per_client,
         flavor,
     };
-    let listeners = vec![
+    let metrics_address = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
+    let mut listeners = vec![
         tokio::spawn(listener::serve(
             director_listener,
             acceptor.clone(),
@@ -188,12 +198,30 @@ pub async fn start(
             stopped,
         )),
     ];
+    if let Some(listener) = metrics_listener {
+        // Plain HTTP and no credentials, at an address the operator chose for a scraper:
+        // the figures name no secret.
+        let app = metrics::router(fleet.director().clone());
+        let mut stopping = stop.subscribe();
+        listeners.push(tokio::spawn(async move {
+            let shutdown = async move {
+                let _ = stopping.wait_for(|stop| *stop).await;
+            };
+            if let Err(e) = axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown)
+                .await
+            {
+                tracing::warn!("the metrics listener stopped: {e}");
+            }
+        }));
+    }
     let monitor = config
         .health_monitor
         .map(|settings| fleet_director::health_monitor::spawn(fleet.director().clone(), settings));
     Ok(Serving {
         director: bound[0],
         broker: bound[1],
+        metrics: metrics_address,
         ca: identity.ca,
         credentials: credentials.file,
         fleet,

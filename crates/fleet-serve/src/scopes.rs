@@ -61,7 +61,8 @@ pub fn reader_may(method: &Method, path: &str, query: Option<&str>) -> bool {
         | ["cloud_configs"]
         | ["runtime_configs"]
         | ["locks"]
-        | ["ready"] => true,
+        | ["ready"]
+        | ["metrics"] => true,
         // A task's event and result output; its debug and CPI output is an admin's.
         // Every `type` the query gives counts (the handler takes one of them), decoded
         // as the handler decodes it.

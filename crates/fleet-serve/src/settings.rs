@@ -94,6 +94,9 @@ pub struct ServeConfig {
     /// are plain processes of this machine (their jobs, packaging scripts and templates
     /// would run as the user `serve` runs as); refused unless set.
     pub releases_on_host: bool,
+    /// A plain-HTTP listener for `/metrics` alone, without credentials, for a scraper;
+    /// `/metrics` is on the director API behind authentication either way.
+    pub metrics_listen: Option<std::net::SocketAddr>,
     /// The health monitor and its resurrector; `None` turns it off.
     pub health_monitor: Option<fleet_director::health_monitor::HealthMonitorSettings>,
 }
@@ -109,6 +112,7 @@ impl Default for ServeConfig {
             broker_users: Vec::new(),
             limits: ServeLimits::default(),
             releases_on_host: false,
+            metrics_listen: None,
             health_monitor: Some(Default::default()),
         }
     }

@@ -47,7 +47,11 @@ impl AsyncStore {
         F: FnOnce(&dyn Store) -> Result<T, StoreError>,
     {
         tokio::task::coop::consume_budget().await;
-        call(&*self.store)
+        let started = tokio::time::Instant::now();
+        let answer = call(&*self.store);
+        metrics::histogram!("fleet_store_call_duration_seconds")
+            .record(started.elapsed().as_secs_f64());
+        answer
     }
 
     /// A blob, read on tokio's blocking pool: a blob runs to hundreds of megabytes (a

@@ -102,6 +102,8 @@ impl Director {
             }
             seq += 1;
         };
+        metrics::counter!("fleet_director_alerts_total", "severity" => alert.severity.name())
+            .increment(1);
         tracing::warn!(
             deployment,
             severity = alert.severity.name(),

@@ -86,6 +86,7 @@ pub async fn pass(
     let names: BTreeSet<String> = deployments.iter().map(|d| d.name.clone()).collect();
     watch.keep_only(&names);
     let paused = director.resurrection_paused().await?;
+    let mut agents = [0usize; 3];
     let rules = director.resurrection_rules().await.unwrap_or_else(|e| {
         tracing::warn!("the resurrection configs are ignored: {e}");
         ResurrectionRules::default()
@@ -103,6 +104,13 @@ pub async fn pass(
             .map(|i| i.id.clone())
             .collect();
         let seen = check(director, instances, settings.check_timeout).await;
+        for (_, one) in &seen {
+            agents[match one {
+                Seen::Running => 0,
+                Seen::Failing(_) => 1,
+                Seen::Silent => 2,
+            }] += 1;
+        }
         let allowed = |group: &str| rules.enabled(name, group);
         let stateful = |id: &str| with_disks.contains(id);
         let permission = watch::Permission {
@@ -118,11 +126,20 @@ pub async fn pass(
             continue;
         }
         match director.scan_and_fix(name, &verdict.resurrect).await {
-            Ok(task) => tracing::info!(deployment = %name, task = task.id, "resurrecting"),
+            Ok(task) => {
+                metrics::counter!("fleet_director_resurrections_total").increment(1);
+                tracing::info!(deployment = %name, task = task.id, "resurrecting")
+            }
             // Another director process, or an operator, got there first.
             Err(DirectorError::Locked { .. } | DirectorError::ResurrectionPaused) => {}
             Err(e) => tracing::warn!(deployment = %name, "resurrection not started: {e}"),
         }
+    }
+    for (health, count) in ["running", "failing", "unresponsive"]
+        .into_iter()
+        .zip(agents)
+    {
+        metrics::gauge!("fleet_director_agents", "health" => health).set(count as f64);
     }
     Ok(())
 }
