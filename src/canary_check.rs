@@ -140,11 +140,11 @@ mod tests {
             format!("#!/bin/sh\necho $$ > {}\nexec sleep 600\n", pid.display()),
         )
         .unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // Read by the shell rather than executed: a file written a moment ago may be held
+        // open by a process another test forks meanwhile (ETXTBSY).
         let check = CommandCheck {
-            program: script,
-            args: Vec::new(),
+            program: PathBuf::from("/bin/sh"),
+            args: vec![script.display().to_string()],
             time_limit: Duration::from_millis(300),
             addresses: None,
         };

@@ -231,7 +231,6 @@ fn read_users(node: &Node, path: &str, checker: &mut Checker) -> Vec<ServeUser> 
 
 /// A user's scopes: those the director honours that `serve` takes so far.
 fn read_scopes(node: &Node, path: &str, checker: &mut Checker) -> Vec<String> {
-    let known = fleet_serve::scopes::KNOWN;
     let mut scopes = Vec::new();
     let items = checker.list(node, path);
     for (i, item) in items.iter().enumerate() {
@@ -239,18 +238,9 @@ fn read_scopes(node: &Node, path: &str, checker: &mut Checker) -> Vec<String> {
         let Some(scope) = checker.string(item, &p) else {
             continue;
         };
-        if known.contains(&scope.as_str()) {
-            scopes.push(scope);
-        } else {
-            checker.report(
-                &p,
-                item.at,
-                format!(
-                    "`{scope}` is not a scope serve takes: {} (teams, director-UUID and \
-                     upload scopes are not taken yet)",
-                    known.join(", ")
-                ),
-            );
+        match fleet_serve::scopes::check(&scope) {
+            Ok(()) => scopes.push(scope),
+            Err(why) => checker.report(&p, item.at, why),
         }
     }
     // Said once: an item already reported says what is wrong.

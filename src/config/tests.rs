@@ -372,13 +372,13 @@ fn the_serve_block_names_each_bad_value() {
             .unwrap();
     assert_eq!(separate.serve.broker_users[0].name, "cf");
     let unknown = parse(
-        "serve:\n  users: [{name: t, password: pw, scopes: [bosh.teams.x.admin]}, {name: u, password: pw, scopes: []}]\n",
+        "serve:\n  users: [{name: t, password: pw, scopes: [bosh.teams.x.write]}, {name: u, password: pw, scopes: []}]\n",
     )
     .unwrap_err()
     .to_string();
     assert!(
         unknown
-            .contains("serve.users[0].scopes[0]: `bosh.teams.x.admin` is not a scope serve takes"),
+            .contains("serve.users[0].scopes[0]: `bosh.teams.x.write` is not a scope serve takes"),
         "{unknown}"
     );
     assert!(

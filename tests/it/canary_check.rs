@@ -159,10 +159,12 @@ fn a_smoke_test_past_its_time_limit_fails_the_canary_and_its_errand_is_cancelled
         .map(|(_, state, _, _)| state)
         .collect();
     // Asked to stop: `cancelled` once its task sees it, `cancelling` when the run ended
-    // first (the next process that opens the fleet ends it).
+    // first (the next process that opens the fleet ends it); on a loaded machine a quick
+    // errand may have ended (`done`) before the cancellation reached it. Never left
+    // queued or running.
     assert_eq!(errands.len(), 1, "{errands:?}");
     assert!(
-        ["cancelling", "cancelled"].contains(&errands[0].as_str()),
+        ["cancelling", "cancelled", "done"].contains(&errands[0].as_str()),
         "the errand is cancelled rather than left running: {errands:?}"
     );
 }

@@ -30,5 +30,6 @@ mod serve_metrics;
 mod serve_odb;
 mod serve_releases;
 mod serve_shared;
+mod serve_teams;
 mod served;
 mod support;

@@ -217,6 +217,7 @@ async fn recreate_fixing(
             only: Some(instances),
             ..Target::default()
         },
+        teams: Vec::new(),
     };
     deploy::recreate_or_start(deploy_ports.clone(), limits, log, name.to_string(), options).await?;
     Ok(())

@@ -31,6 +31,8 @@ pub const ERRAND_RUNS: Collection = Collection::new("errand_runs");
 pub const LOG_BUNDLES: Collection = Collection::new("log_bundles");
 /// Every version of every named runtime config.
 pub const RUNTIME_CONFIGS: Collection = Collection::new("runtime_configs");
+/// The teams each deployment belongs to (those its creator administered), by deployment.
+pub const DEPLOYMENT_TEAMS: Collection = Collection::new("deployment_teams");
 /// Every version of every named resurrection config.
 pub const RESURRECTION_CONFIGS: Collection = Collection::new("resurrection_configs");
 /// The health monitor's alerts, by id, scoped by deployment: events of `bosh events`.

@@ -26,6 +26,10 @@ pub enum DirectorError {
     /// Refused at upload: the resurrection configs in force stay as they were.
     #[error(transparent)]
     ResurrectionConfig(#[from] crate::resurrection::ResurrectionConfigError),
+    /// The acting user's scopes do not cover the deployment (a team user and a
+    /// deployment of other teams).
+    #[error("{0}")]
+    NotPermitted(String),
     /// Resurrection is paused for the whole director (`bosh update-resurrection off`).
     #[error("Resurrector is paused")]
     ResurrectionPaused,

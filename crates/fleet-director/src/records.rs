@@ -168,6 +168,17 @@ impl Records {
         self.store.get(crate::collections::DEPLOYMENTS, name).await
     }
 
+    /// The teams of every deployment that has any, by deployment.
+    pub async fn deployment_teams(
+        &self,
+    ) -> Result<std::collections::BTreeMap<String, Vec<String>>, StoreError> {
+        let all: Vec<(String, Vec<String>)> = self
+            .store
+            .list(crate::collections::DEPLOYMENT_TEAMS, None)
+            .await?;
+        Ok(all.into_iter().collect())
+    }
+
     pub async fn external_link(
         &self,
         id: &str,
@@ -481,6 +492,20 @@ pub mod change {
 
     pub fn deployment_gone(name: &str) -> Write {
         remove(crate::collections::DEPLOYMENTS, name)
+    }
+
+    /// The teams a deployment belongs to from its creation on.
+    pub fn deployment_teams(name: &str, teams: &[String]) -> Write {
+        put(
+            crate::collections::DEPLOYMENT_TEAMS,
+            name,
+            name,
+            &(name, teams),
+        )
+    }
+
+    pub fn deployment_teams_gone(name: &str) -> Write {
+        remove(crate::collections::DEPLOYMENT_TEAMS, name)
     }
 
     pub fn instance(record: &InstanceRecord) -> Write {

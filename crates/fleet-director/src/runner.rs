@@ -92,6 +92,10 @@ const OTHERS_POLLED_EVERY: Duration = Duration::from_millis(500);
 pub struct Origin {
     pub user: Option<String>,
     pub context_id: Option<String>,
+    /// For a user whose scopes name teams (and who is no director admin): the teams it
+    /// administers. A deployment it creates belongs to them; one of other teams it may
+    /// not change. `None` for a director admin.
+    pub teams: Option<Vec<String>>,
 }
 
 pub struct TaskRunner {

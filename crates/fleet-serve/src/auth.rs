@@ -16,22 +16,9 @@ use subtle::ConstantTimeEq;
 use super::clients::ClientAddr;
 use super::rejection::{Flavor, rejection};
 use super::throttle::LoginThrottle;
-use crate::scopes::{self, Role};
+use crate::authorize::{self, Decision};
+use crate::scopes::{self, Access};
 use crate::settings::ServeUser;
-
-/// Whether a user of `role` may make `request`.
-fn permitted(flavor: Flavor, role: Option<Role>, request: &Request) -> bool {
-    match (role, flavor) {
-        (Some(Role::Admin), _) => true,
-        (Some(Role::Read), Flavor::Director) => scopes::reader_may(
-            request.method(),
-            request.uri().path(),
-            request.uri().query(),
-        ),
-        (Some(Role::Read), Flavor::Broker) => scopes::broker_reader_may(request.method()),
-        (None, _) => false,
-    }
-}
 
 /// A signed-in user whose scopes do not allow the request: 403, in the API's shape (the
 /// director's code for it, 600000).
@@ -53,6 +40,11 @@ pub struct Gate {
     /// Paths anyone may read: the director's `/info` tells clients how to sign in.
     open: &'static [&'static str],
     throttle: Arc<LoginThrottle>,
+    /// The director API's director: a team user's requests are decided by its
+    /// deployments' teams.
+    director: Option<fleet_director::Director>,
+    /// The director's UUID, which `bosh.UUID.admin` and `.read` name.
+    uuid: String,
 }
 
 impl Gate {
@@ -69,12 +61,22 @@ impl Gate {
             flavor,
             open,
             throttle,
+            director: None,
+            uuid: String::new(),
         }
+    }
+
+    /// This gate, deciding team users' requests by `director`'s deployments, whose
+    /// UUID is `uuid`.
+    pub fn with_director(mut self, director: fleet_director::Director, uuid: String) -> Self {
+        self.director = Some(director);
+        self.uuid = uuid;
+        self
     }
 
     /// The listed user the credentials name, when its password matches, with what it
     /// may do.
-    fn admits(&self, authorization: Option<&HeaderValue>) -> Option<(String, Option<Role>)> {
+    fn admits(&self, authorization: Option<&HeaderValue>) -> Option<(String, Access)> {
         let encoded = authorization.and_then(|v| v.to_str().ok()).and_then(|v| {
             v.strip_prefix("Basic ")
                 .or_else(|| v.strip_prefix("basic "))
@@ -90,7 +92,7 @@ impl Gate {
                 & same(user.password.expose().as_bytes(), password.as_bytes());
             if matches { Some(user) } else { found }
         });
-        found.map(|user| (name.to_string(), Role::of(&user.scopes)))
+        found.map(|user| (name.to_string(), Access::of(&user.scopes, &self.uuid)))
     }
 }
 
@@ -161,16 +163,31 @@ pub async fn require(State(gate): State<Gate>, mut request: Request, next: Next)
         }
     }
     let open = gate.open.contains(&request.uri().path());
-    if let Some((user, role)) = user {
-        if !open && !permitted(gate.flavor, role, &request) {
-            tracing::warn!(
-                target: "fleet_serve::access",
-                user = %user,
-                method = %request.method(),
-                path = %request.uri().path(),
-                "refused: the user's scopes do not allow it"
-            );
-            return refused(gate.flavor);
+    if let Some((user, access)) = user {
+        if !open {
+            let asked = authorize::Asked::of(&request);
+            let decision =
+                authorize::decide(gate.flavor, &access, &asked, gate.director.as_ref()).await;
+            match decision {
+                Decision::Refused => {
+                    tracing::warn!(
+                        target: "fleet_serve::access",
+                        user = %user,
+                        method = %request.method(),
+                        path = %request.uri().path(),
+                        "refused: the user's scopes do not allow it"
+                    );
+                    return refused(gate.flavor);
+                }
+                Decision::Allowed { visible, teams } => {
+                    if let Some(visible) = visible {
+                        request.extensions_mut().insert(visible);
+                    }
+                    if let Some(teams) = teams {
+                        request.extensions_mut().insert(teams);
+                    }
+                }
+            }
         }
         request.extensions_mut().insert(SignedIn(user.clone()));
         let mut response = next.run(request).await;
@@ -223,13 +240,17 @@ mod tests {
             &[],
             Arc::default(),
         );
+        let admitted = |user: &str, password: &str| {
+            gate.admits(Some(&basic(user, password)))
+                .map(|(name, access)| (name, access.admin, access.read))
+        };
         assert_eq!(
-            gate.admits(Some(&basic("admin", "s3cret"))),
-            Some(("admin".to_string(), Some(Role::Admin)))
+            admitted("admin", "s3cret"),
+            Some(("admin".to_string(), true, false))
         );
         assert_eq!(
-            gate.admits(Some(&basic("auditor", "r3ad"))),
-            Some(("auditor".to_string(), Some(Role::Read)))
+            admitted("auditor", "r3ad"),
+            Some(("auditor".to_string(), false, true))
         );
         assert_eq!(gate.admits(Some(&basic("auditor", "s3cret"))), None);
         assert_eq!(gate.admits(Some(&basic("admin", "s3cret!"))), None);

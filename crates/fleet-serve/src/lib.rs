@@ -4,6 +4,7 @@
 
 mod access_log;
 mod auth;
+mod authorize;
 pub mod broker_api;
 mod clients;
 mod credentials;
@@ -125,6 +126,8 @@ pub async fn start(
         &bound,
     )?;
     let credentials = credentials::credentials(state_dir, &config.users)?;
+    // What `bosh.UUID.admin` names; a director whose UUID cannot be read takes none.
+    let uuid = fleet.director().uuid().await.unwrap_or_default();
     let acceptor = TlsAcceptor::from(identity.config);
     let fleet = Arc::new(fleet);
     let throttle = Arc::new(throttle::LoginThrottle::default());
@@ -146,7 +149,8 @@ pub async fn start(
             Flavor::Director,
             crate::director_api::OPEN_PATHS,
             Arc::clone(&throttle),
-        ),
+        )
+        .with_director(fleet.director().clone(), uuid.clone()),
         RequestLimits {
             flavor: Flavor::Director,
             max_body_bytes: config.limits.max_body_bytes,

@@ -57,7 +57,10 @@ pub async fn delete(
     templates::forget_unused(&ports.records, &*deploy_ports.renderer, &name).await?;
     ports
         .records
-        .write(vec![change::deployment_gone(&name)])
+        .write(vec![
+            change::deployment_gone(&name),
+            change::deployment_teams_gone(&name),
+        ])
         .await?;
     Ok(format!(
         "deployment `{name}` deleted with {count} instances"

@@ -182,10 +182,11 @@ async fn deploy_valid(
             providers: Vec::new(),
             consumers: Vec::new(),
         };
-        ports
-            .records
-            .write(vec![change::deployment(&record)])
-            .await?;
+        let mut created = vec![change::deployment(&record)];
+        if !options.teams.is_empty() {
+            created.push(change::deployment_teams(&name, &options.teams));
+        }
+        ports.records.write(created).await?;
     }
     compilation::delete_leftovers(ports, &log, &name).await?;
     let variables = config_server::resolve(

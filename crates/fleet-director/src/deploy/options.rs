@@ -21,4 +21,7 @@ pub struct DeployOptions {
     pub restart: bool,
     /// The instances `recreate` and `start` apply to.
     pub target: Target,
+    /// The teams a deployment this deploy creates belongs to (BOSH's teams of the user
+    /// who created it); a deployment keeps the teams it was created with.
+    pub teams: Vec<String>,
 }

@@ -37,9 +37,17 @@ impl Director {
         let text = manifest.to_string();
         let known: Option<DeploymentRecord> = self.records().deployment(&name).await?;
         let kind = if known.is_some() {
+            self.may_change(&name).await?;
             TaskKind::UpdateDeployment
         } else {
             TaskKind::CreateDeployment
+        };
+        // A new deployment belongs to the teams its creator administers; an existing one
+        // keeps its own.
+        let mut options = options;
+        options.teams = match (&known, &self.origin.teams) {
+            (None, Some(teams)) => teams.clone(),
+            _ => Vec::new(),
         };
         self.runner
             .start(kind, Some(&name), &self.origin, move |core, log| {
@@ -76,6 +84,7 @@ impl Director {
             start: false,
             restart: false,
             target: options.target,
+            teams: Vec::new(),
         };
         self.runner
             .start(

@@ -49,6 +49,14 @@ impl Director {
             .await
     }
 
+    /// The deployment a kept log bundle's logs came from.
+    ///
+    /// # Errors
+    /// A store failure.
+    pub async fn log_bundle_deployment(&self, id: &str) -> Result<Option<String>, DirectorError> {
+        Ok(self.records().log_bundle(id).await?.map(|b| b.deployment))
+    }
+
     /// A kept log bundle's or exported release's bytes (`GET /resources/ID`); `None` for
     /// any other blob.
     ///

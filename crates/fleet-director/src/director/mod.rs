@@ -112,6 +112,49 @@ impl Director {
         acting
     }
 
+    /// This director, acting for a user who administers `teams` only (not the whole
+    /// director): a deployment it creates belongs to them, and it may change only
+    /// deployments of one of them.
+    pub fn for_teams(&self, teams: Vec<String>) -> Director {
+        let mut acting = self.clone();
+        acting.origin.teams = Some(teams);
+        acting
+    }
+
+    /// The teams of every deployment that has any, by deployment.
+    pub async fn deployment_teams(
+        &self,
+    ) -> Result<std::collections::BTreeMap<String, Vec<String>>, DirectorError> {
+        Ok(self.records().deployment_teams().await?)
+    }
+
+    /// Refuses a team user a change to a deployment of none of its teams.
+    ///
+    /// # Errors
+    /// [`DirectorError::NotPermitted`].
+    pub(crate) async fn may_change(&self, deployment: &str) -> Result<(), DirectorError> {
+        let Some(teams) = &self.origin.teams else {
+            return Ok(());
+        };
+        let owners = self.records().deployment_teams().await?;
+        let theirs = owners
+            .get(deployment)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        if theirs.iter().any(|t| teams.contains(t)) {
+            Ok(())
+        } else {
+            Err(DirectorError::NotPermitted(format!(
+                "Require one of the scopes: bosh.admin, {}",
+                theirs
+                    .iter()
+                    .map(|t| format!("bosh.teams.{t}.admin"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )))
+        }
+    }
+
     /// This director, recording the tasks it starts in the client's context
     /// (`X-Bosh-Context-Id`), by which the client finds them again.
     pub fn in_context(&self, context_id: Option<&str>) -> Director {

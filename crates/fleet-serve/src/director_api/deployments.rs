@@ -11,6 +11,7 @@ use super::Acting;
 use super::error::{ApiError, ApiResult, code};
 use super::query::{Params, count, flag, present};
 use super::wire::{self, check_manifest, require_yaml};
+use crate::authorize::Visible;
 use fleet_director::manifest::Manifest;
 use fleet_director::model::{DesiredState, InstanceRecord, Stemcell, Task};
 use fleet_director::{DeployOptions, Director, RecreateOptions, Target};
@@ -58,17 +59,25 @@ fn versions(manifest: Option<&Manifest>, uploaded: &[Stemcell]) -> (Value, Value
     (json!(releases), json!(stemcells))
 }
 
-pub async fn list(State(director): State<Director>) -> ApiResult<Json<Value>> {
+pub async fn list(
+    State(director): State<Director>,
+    visible: Option<axum::Extension<Visible>>,
+) -> ApiResult<Json<Value>> {
     let uploaded = director.stemcells().await?;
+    let teams = director.deployment_teams().await?;
+    let visible = visible.map(|v| v.0);
     let mut out = Vec::new();
     for d in director.deployment_summaries().await? {
+        if !Visible::shows(visible.as_ref(), Some(&d.record.name)) {
+            continue;
+        }
         let (releases, stemcells) = versions(d.manifest.as_ref(), &uploaded);
         out.push(json!({
             "name": d.record.name,
             "cloud_config": d.cloud_config.as_str(),
             "releases": releases,
             "stemcells": stemcells,
-            "teams": [],
+            "teams": teams.get(&d.record.name).cloned().unwrap_or_default(),
             "locked": d.locked,
         }));
     }

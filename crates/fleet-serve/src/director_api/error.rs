@@ -91,6 +91,11 @@ impl From<DirectorError> for ApiError {
             | DirectorError::NotDeployed { .. } => {
                 ApiError::bad_request(code::GENERIC, description)
             }
+            DirectorError::NotPermitted(_) => ApiError {
+                status: StatusCode::FORBIDDEN,
+                code: 600_000,
+                description,
+            },
             DirectorError::ResurrectionPaused => {
                 ApiError::bad_request(code::RESURRECTION_PAUSED, description)
             }

@@ -6,6 +6,7 @@ use serde_json::{Map, Value, json};
 
 use super::error::{ApiError, ApiResult, code};
 use super::query::{Params, number};
+use crate::authorize::Visible;
 use fleet_director::Director;
 use fleet_director::audit::{AuditEvent, AuditFilter};
 
@@ -67,8 +68,10 @@ fn time(params: &Params, name: &str) -> ApiResult<Option<u64>> {
 
 pub async fn list(
     State(director): State<Director>,
+    visible: Option<axum::Extension<Visible>>,
     Query(params): Query<Params>,
 ) -> ApiResult<Json<Value>> {
+    let visible = visible.map(|v| v.0);
     let text = |name: &str| params.get(name).filter(|v| !v.is_empty()).cloned();
     let filter = AuditFilter {
         before_id: number(&params, "before_id")?,
@@ -83,5 +86,11 @@ pub async fn list(
         object_name: text("object_name"),
     };
     let events = director.audit_events(&filter).await?;
-    Ok(Json(Value::Array(events.iter().map(event_json).collect())))
+    Ok(Json(Value::Array(
+        events
+            .iter()
+            .filter(|e| Visible::shows(visible.as_ref(), Some(&e.deployment)))
+            .map(event_json)
+            .collect(),
+    )))
 }

@@ -54,7 +54,11 @@ impl axum::extract::FromRequestParts<Director> for Acting {
                 }
             },
         };
-        Ok(Acting(director.acting_for(user).in_context(context)))
+        let mut acting = director.acting_for(user).in_context(context);
+        if let Some(teams) = parts.extensions.get::<crate::authorize::TeamsActing>() {
+            acting = acting.for_teams(teams.0.clone());
+        }
+        Ok(Acting(acting))
     }
 }
 

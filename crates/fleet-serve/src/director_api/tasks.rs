@@ -9,13 +9,16 @@ use serde_json::{Value, json};
 use super::error::{ApiError, ApiResult, code};
 use super::query::{Params, number};
 use super::wire;
+use crate::authorize::Visible;
 use fleet_director::Director;
 use fleet_director::model::{Task, TaskFilter, TaskState};
 
 pub async fn list(
     State(director): State<Director>,
+    visible: Option<axum::Extension<Visible>>,
     Query(params): Query<Params>,
 ) -> ApiResult<Json<Value>> {
+    let visible = visible.map(|v| v.0);
     // A state no task can have matches nothing, as on the director.
     let states: Option<Vec<TaskState>> = params.get("state").map(|s| {
         s.split(',')
@@ -34,12 +37,15 @@ pub async fn list(
         // Tasks that only read are listed with `verbose=2` alone, as the director does.
         read_only: verbose >= 2,
         context_id: params.get("context_id").cloned(),
-        limit,
+        // A team user's tasks are those of its deployments: the limit counts those.
+        limit: if visible.is_some() { None } else { limit },
     };
     let tasks: Vec<Value> = director
         .tasks(filter)
         .await?
         .iter()
+        .filter(|t| Visible::shows(visible.as_ref(), t.deployment.as_deref()))
+        .take(limit.unwrap_or(usize::MAX))
         .map(wire::task)
         .collect();
     Ok(Json(Value::Array(tasks)))
