@@ -38,6 +38,9 @@ enum Entry {
     Flush(oneshot::Sender<()>),
 }
 
+/// How often a long step looks whether its task was cancelled.
+const CANCEL_POLL: std::time::Duration = std::time::Duration::from_millis(250);
+
 #[derive(Clone)]
 pub struct TaskLog {
     task: u64,
@@ -78,6 +81,15 @@ impl TaskLog {
 
     pub fn cancelled(&self) -> bool {
         self.cancel.load(Ordering::SeqCst)
+    }
+
+    /// Returns once cancellation is asked for: what a step that waits long (an errand's
+    /// run) races, so that a cancelled task stops within a moment rather than at its next
+    /// safe point.
+    pub async fn until_cancelled(&self) {
+        while !self.cancelled() {
+            tokio::time::sleep(CANCEL_POLL).await;
+        }
     }
 
     /// A safe point: ends the job when cancellation was asked for.

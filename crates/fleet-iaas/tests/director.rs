@@ -753,6 +753,89 @@ async fn an_errand_runs_its_bin_run_on_a_vm_of_its_own_or_where_its_job_is_place
     );
 }
 
+/// A release whose `sleeper` errand writes its process id to the file its property names,
+/// then sleeps for ten minutes.
+fn sleeper_release() -> Vec<u8> {
+    ReleaseBuilder::new("sleeps", "1")
+        .job(
+            "sleeper",
+            vec![
+                file(
+                    "job.MF",
+                    "name: sleeper\ntemplates:\n  run.erb: bin/run\nproperties:\n  sleeper.pid_file: {}\n",
+                ),
+                file("monit", ""),
+                file(
+                    "templates/run.erb",
+                    "#!/bin/sh\necho $$ > <%= p('sleeper.pid_file') %>\nsleep 600\n",
+                ),
+            ],
+        )
+        .build()
+}
+
+/// `bosh cancel-task` of a running errand: its `bin/run` is stopped at once and the task
+/// ends as cancelled, rather than holding the deployment until the run ends by itself.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancelled_errand_stops_its_run_at_once() {
+    let f = fixture().await;
+    f.upload(&release(false)).await;
+    f.upload(&sleeper_release()).await;
+    let pid_file = f.record.with_file_name("sleeper.pid");
+    let manifest = manifest(&f.record, "1")
+        .replace(
+            "releases: [{name: greeter, version: '1'}]",
+            "releases: [{name: greeter, version: '1'}, {name: sleeps, version: '1'}]",
+        )
+        .replace(
+            "  - {name: recorder,",
+            &format!(
+                "  - {{name: sleeper, release: sleeps, properties: {{sleeper: {{pid_file: {}}}}}}}\n  - {{name: recorder,",
+                pid_file.display()
+            ),
+        );
+    let task = f.deploy_manifest(&manifest).await;
+    assert_eq!(task.state, TaskState::Done, "{:?}", task.result);
+    let request = fleet_director::errand::ErrandRequest {
+        name: "sleeper".into(),
+        instances: vec![fleet_director::errand::InstanceFilter {
+            group: "greeter".into(),
+            id: Some("0".into()),
+        }],
+        ..Default::default()
+    };
+    let task = f.director.run_errand("greeter", request).await.unwrap();
+    let mut pid = None;
+    for _ in 0..300 {
+        pid = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|t| t.trim().parse::<u32>().ok());
+        if pid.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let pid = pid.expect("the errand is running");
+    assert!(alive(pid));
+    f.director.cancel(task.id).await.unwrap();
+    let ended = tokio::time::timeout(Duration::from_secs(20), f.director.wait(task.id))
+        .await
+        .expect("the task ends within seconds of its cancellation")
+        .unwrap();
+    assert_eq!(ended.state, TaskState::Cancelled, "{:?}", ended.result);
+    let mut gone = false;
+    for _ in 0..50 {
+        if !alive(pid) {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(gone, "the errand's process {pid} was stopped");
+    assert_eq!(f.director.lock_holder("greeter").await.unwrap(), None);
+    f.cloud.halt().await;
+}
+
 /// `server` provides a `conn` link exporting its port; `client` consumes it and records,
 /// in its pre-start, what its template read of the link.
 fn linked_release() -> Vec<u8> {

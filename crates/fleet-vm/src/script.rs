@@ -115,10 +115,15 @@ pub async fn run(script: &Script) -> std::io::Result<ScriptRun> {
         )
     })?;
     let group = child.id();
+    // A run given up (its caller dropped it: a cancelled task) takes the script's whole
+    // process group with it, not only the script.
+    let mut reaper = GroupReaper(group);
     let waited = match script.timeout {
         Some(limit) => tokio::time::timeout(limit, child.wait_with_output()).await,
         None => Ok(child.wait_with_output().await),
     };
+    // Waited for: what the script left running in the background is its own business.
+    reaper.0 = None;
     let (output, timed_out) = match waited {
         Ok(output) => (Some(output?), false),
         Err(_) => {
@@ -154,6 +159,18 @@ pub async fn run(script: &Script) -> std::io::Result<ScriptRun> {
         stdout,
         stderr,
     })
+}
+
+/// Kills a process group when dropped while armed: the script and whatever it started,
+/// when its run is given up before it ended.
+struct GroupReaper(Option<u32>);
+
+impl Drop for GroupReaper {
+    fn drop(&mut self) {
+        if let Some(pgid) = self.0 {
+            crate::signal::group(pgid, libc::SIGKILL);
+        }
+    }
 }
 
 async fn append(dir: &std::path::Path, file: &str, text: &str) -> std::io::Result<()> {

@@ -335,6 +335,10 @@ async fn run_group(
         }
     }
     templates::forget_unused(&ports.records, &*deploy_ports.renderer, &deployment).await?;
+    if outcome.is_err() {
+        // A run stopped by a cancellation ends the task as cancelled, not failed.
+        log.check()?;
+    }
     let (result, logs_failed) = outcome?.into_result(&record, &request.name);
     Ok(Outcome {
         results: vec![result],
@@ -415,7 +419,14 @@ async fn run_colocated(
             (slot, ran.map(|r| r.into_result(&record, &name)))
         }));
     }
-    let results = super::gather::gather(running).await?;
+    let results = match super::gather::gather(running).await {
+        Ok(results) => results,
+        Err(e) => {
+            // A run stopped by a cancellation ends the task as cancelled, not failed.
+            log.check()?;
+            return Err(e.into());
+        }
+    };
     let mut logs_failed = None;
     let results = results
         .into_iter()
@@ -463,9 +474,16 @@ async fn run_on(
             record.name()
         ))));
     };
-    let ran = agents
-        .call(&agent, "run_errand", agents.agent.run_errand(&agent, job))
-        .await
-        .map_err(|e| StepError::Failed(format!("run_errand on {}: {e}", record.name())));
+    // A cancelled task stops its errand at once (the agent's run ends with the call),
+    // as BOSH's agent cancels a running errand: a long `bin/run` would otherwise hold the
+    // deployment until it ends.
+    let ran = tokio::select! {
+        ran = agents.call(&agent, "run_errand", agents.agent.run_errand(&agent, job)) => ran
+            .map_err(|e| StepError::Failed(format!("run_errand on {}: {e}", record.name()))),
+        () = log.until_cancelled() => Err(StepError::Failed(format!(
+            "the errand on {} was stopped: its task was cancelled",
+            record.name()
+        ))),
+    };
     step.end(ran)
 }
