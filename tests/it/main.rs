@@ -32,4 +32,5 @@ mod serve_releases;
 mod serve_shared;
 mod serve_teams;
 mod served;
+mod soak;
 mod support;

@@ -31,6 +31,9 @@ pub const ERRAND_RUNS: Collection = Collection::new("errand_runs");
 pub const LOG_BUNDLES: Collection = Collection::new("log_bundles");
 /// Every version of every named runtime config.
 pub const RUNTIME_CONFIGS: Collection = Collection::new("runtime_configs");
+/// VMs being created, by the agent they are made for, until their CID is recorded: what
+/// a crash in between left is found and deleted at the next start.
+pub const CREATING_VMS: Collection = Collection::new("creating_vms");
 /// The teams each deployment belongs to (those its creator administered), by deployment.
 pub const DEPLOYMENT_TEAMS: Collection = Collection::new("deployment_teams");
 /// Every version of every named resurrection config.

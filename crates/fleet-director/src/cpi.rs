@@ -49,6 +49,13 @@ pub trait Cpi: Send + Sync {
         Ok(())
     }
     async fn create_vm(&self, request: &VmRequest) -> Result<String, CpiError>;
+    /// The VM made for `agent_id`, where the IaaS can tell: a VM whose creation a crash
+    /// cut off before the director recorded its CID is found again by the agent it was
+    /// made for, and deleted. `None` where it cannot (BOSH's CPI protocol has no such
+    /// call, so an external CPI's VM is left, as BOSH's director leaves it).
+    async fn vm_of_agent(&self, _agent_id: &str) -> Result<Option<String>, CpiError> {
+        Ok(None)
+    }
     async fn delete_vm(&self, cid: &str) -> Result<(), CpiError>;
     async fn has_vm(&self, cid: &str) -> Result<bool, CpiError>;
     /// Restarts the VM; its agent starts its jobs again.

@@ -44,6 +44,15 @@ impl Cpi for TracedCpi {
         .await
     }
 
+    async fn vm_of_agent(&self, agent_id: &str) -> Result<Option<String>, CpiError> {
+        traced(
+            "vm_of_agent",
+            agent_id.to_string(),
+            self.0.vm_of_agent(agent_id),
+        )
+        .await
+    }
+
     async fn deployment_taken(&self, deployment: &str) -> Result<(), CpiError> {
         // Not a call to the IaaS: nothing to trace.
         self.0.deployment_taken(deployment).await

@@ -168,6 +168,13 @@ impl Records {
         self.store.get(crate::collections::DEPLOYMENTS, name).await
     }
 
+    /// VMs whose creation started and whose CID was not recorded: `(agent id, instance)`.
+    pub async fn creating_vms(&self) -> Result<Vec<(String, String)>, StoreError> {
+        self.store
+            .list(crate::collections::CREATING_VMS, None)
+            .await
+    }
+
     /// The teams of every deployment that has any, by deployment.
     pub async fn deployment_teams(
         &self,
@@ -492,6 +499,20 @@ pub mod change {
 
     pub fn deployment_gone(name: &str) -> Write {
         remove(crate::collections::DEPLOYMENTS, name)
+    }
+
+    /// A VM about to be created for `agent_id`, for instance `instance` of `deployment`.
+    pub fn creating_vm(agent_id: &str, deployment: &str, instance: &str) -> Write {
+        put(
+            crate::collections::CREATING_VMS,
+            agent_id,
+            deployment,
+            &(agent_id, instance),
+        )
+    }
+
+    pub fn creating_vm_done(agent_id: &str) -> Write {
+        remove(crate::collections::CREATING_VMS, agent_id)
     }
 
     /// The teams a deployment belongs to from its creation on.

@@ -492,6 +492,53 @@ async fn tasks_left_running_by_a_crash_are_errored_on_the_next_start() {
     );
 }
 
+/// A process killed after the cloud made a VM and before the director recorded it: the
+/// next start finds the VM by the agent it was made for and deletes it, so no VM leaks.
+#[tokio::test(start_paused = true)]
+async fn a_vm_whose_creation_a_crash_cut_off_is_deleted_at_the_next_start() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store: Arc<dyn fleet_store::Store> = Arc::new(SqliteStore::open(dir.path()).unwrap());
+        let cloud = SimulatedCloud::new(Arc::clone(&store), SimulationSettings::default());
+        store
+            .write(vec![change::creating_vm("agent-cut", "d", "web/0 (abc)")])
+            .unwrap();
+        let request = crate::cpi::VmRequest {
+            agent_id: "agent-cut".into(),
+            stemcell: "jammy/1.0".into(),
+            stemcell_cid: None,
+            vm_type: None,
+            deployment: "d".into(),
+            instance: "web/0".into(),
+            networks: Vec::new(),
+            network_settings: serde_json::Value::Null,
+            cloud_properties: serde_json::Map::new(),
+            instance_id: Some("abc".into()),
+            az: None,
+        };
+        cloud.create_vm(&request).await.unwrap();
+        // Also noted, and never made (the cloud refused, or the crash came first).
+        store
+            .write(vec![change::creating_vm("agent-never", "d", "web/1 (def)")])
+            .unwrap();
+        assert_eq!(cloud.vms().await.len(), 1);
+    }
+    let store: Arc<dyn fleet_store::Store> = Arc::new(SqliteStore::open(dir.path()).unwrap());
+    let cloud = Arc::new(SimulatedCloud::new(
+        Arc::clone(&store),
+        SimulationSettings::default(),
+    ));
+    let director = Director::new(
+        Arc::clone(&store),
+        Infrastructure::new(cloud.clone(), cloud.clone()),
+        DirectorSettings::default(),
+    )
+    .await
+    .unwrap();
+    assert!(cloud.vms().await.is_empty(), "the cut-off VM is deleted");
+    assert!(director.records().creating_vms().await.unwrap().is_empty());
+}
+
 /// As an older fleet-updater left them: tasks with a description and no kind.
 #[tokio::test(start_paused = true)]
 async fn a_director_names_the_tasks_stored_without_a_kind_by_their_description() {

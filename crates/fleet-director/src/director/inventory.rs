@@ -118,6 +118,12 @@ impl Director {
         Ok(instances)
     }
 
+    /// The compilation VMs of the deployment that exist: none between deploys, unless a
+    /// crash left them (its next deploy or its deletion deletes them).
+    pub async fn compilation_vms(&self, deployment: &str) -> Result<Vec<VmRecord>, DirectorError> {
+        Ok(self.records().compilation_vms(deployment).await?)
+    }
+
     pub async fn vms(&self, deployment: &str) -> Result<Vec<VmRecord>, DirectorError> {
         Ok(self.records().vms(deployment).await?)
     }

@@ -268,6 +268,17 @@ impl SimulatedCloud {
         vms
     }
 
+    /// The disks the cloud has, by CID: what a check compares with the director's view.
+    pub async fn disks(&self) -> Vec<String> {
+        let mut disks: Vec<String> = self
+            .records
+            .read(|r| r.disks.keys().cloned().collect())
+            .await
+            .unwrap_or_default();
+        disks.sort();
+        disks
+    }
+
     /// The cloud properties the VM or disk `cid` was made with; `None` when the cloud
     /// has no such VM or disk.
     pub async fn cloud_properties(
@@ -302,6 +313,20 @@ impl Cpi for SimulatedCloud {
             .refresh(deployment)
             .await
             .map_err(Self::cpi_error)
+    }
+
+    async fn vm_of_agent(&self, agent_id: &str) -> Result<Option<String>, CpiError> {
+        let agent = agent_id.to_string();
+        Ok(self
+            .records
+            .read(move |r| {
+                r.vms
+                    .values()
+                    .find(|vm| vm.agent_id == agent)
+                    .map(|vm| vm.cid.clone())
+            })
+            .await
+            .map_err(Self::cpi_error)?)
     }
 
     async fn create_vm(&self, request: &VmRequest) -> Result<String, CpiError> {

@@ -75,7 +75,7 @@ impl AgentRecord {
 pub(super) struct Records {
     pub vms: HashMap<String, CloudVm>,
     pub agents: HashMap<String, AgentRecord>,
-    disks: HashMap<String, CloudDisk>,
+    pub disks: HashMap<String, CloudDisk>,
     /// The disks attached to each VM, so that deleting a VM does not look at every disk.
     attached: HashMap<String, BTreeSet<String>>,
 }

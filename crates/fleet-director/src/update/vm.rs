@@ -81,11 +81,28 @@ pub async fn create_vm(
         instance_id: Some(record.id.clone()),
         az: record.az.clone(),
     };
-    let cid = ports
-        .cpi
-        .create_vm(&request)
-        .await
-        .for_subject("create_vm", &name)?;
+    // Noted before the cloud makes it: a crash before its CID is recorded leaves a VM
+    // that the next start finds by its agent and deletes.
+    ports
+        .records
+        .write(vec![change::creating_vm(
+            &agent_id,
+            &record.deployment,
+            &record.name(),
+        )])
+        .await?;
+    let created = ports.cpi.create_vm(&request).await;
+    let cid = match created {
+        Ok(cid) => cid,
+        Err(e) => {
+            // Refused: nothing was made.
+            let _ = ports
+                .records
+                .write(vec![change::creating_vm_done(&agent_id)])
+                .await;
+            return Err::<(), _>(e).for_subject("create_vm", &name);
+        }
+    };
     record.vm_cid = Some(cid.clone());
     record.agent_id = Some(agent_id.clone());
     record.vm_stemcell = Some(plan.desired.stemcell.clone());
@@ -99,9 +116,14 @@ pub async fn create_vm(
         stemcell: plan.desired.stemcell.clone(),
         created_at: Some(ports.clock.unix_secs()),
     };
+    let noted = vm.agent_id.clone();
     ports
         .records
-        .write(vec![change::instance(record), change::vm(&vm)])
+        .write(vec![
+            change::instance(record),
+            change::vm(&vm),
+            change::creating_vm_done(&noted),
+        ])
         .await
         .map_err(StepError::from)
 }

@@ -1,0 +1,37 @@
+//! The chaos soak's short version (`examples/chaos_soak.rs` is the long one): `serve`
+//! killed and stopped under concurrent clients, then every invariant holds.
+
+#[path = "../../examples/shared/soak.rs"]
+mod chaos;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_short_soak_kills_serve_under_clients_and_every_invariant_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = chaos::SoakSettings {
+        program: PathBuf::from(env!("CARGO_BIN_EXE_fleet-updater")),
+        duration: Duration::from_secs(25),
+        clients: 3,
+        deployments_per_client: 2,
+        fault_every: Duration::from_secs(6),
+        seed: 11,
+        small_disk: None,
+    };
+    let report = chaos::soak(&settings, dir.path()).await.unwrap();
+    println!("{report}");
+    assert!(report.faults_injected() >= 1, "{report}");
+    assert!(report.operations_done() >= 5, "{report}");
+    assert!(
+        report.violations.is_empty(),
+        "{report}\nserve's output: {}",
+        std::fs::read_to_string(dir.path().join("serve.log"))
+            .unwrap_or_default()
+            .lines()
+            .rev()
+            .take(40)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
