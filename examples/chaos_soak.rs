@@ -3,7 +3,7 @@
 //! (default 300 s, 6 clients). `fleet-updater serve` runs as a child process on a
 //! simulated fleet; clients deploy, update, recreate, restart and delete deployments
 //! through the director API while `serve` is killed (SIGKILL) and stopped (SIGTERM) at
-//! random and started again, and, as root, its state's disk (a 64 MiB tmpfs) is filled and
+//! random and started again, and, as root, its state's disk (a 256 MiB tmpfs) is filled and
 //! freed. It prints the operations done, the faults injected and the invariant violations
 //! found afterwards (target: 0) and exits 1 when there is any.
 
@@ -30,12 +30,12 @@ fn program() -> PathBuf {
     program
 }
 
-/// A 64 MiB tmpfs for the state, when this process may mount one.
+/// A 256 MiB tmpfs (more than the store's write-ahead log may grow to, 64 MiB) for the state, when this process may mount one.
 fn small_disk(dir: &std::path::Path) -> Option<PathBuf> {
     let disk = dir.join("disk");
     std::fs::create_dir_all(&disk).ok()?;
     let mounted = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=64m", "soak-disk"])
+        .args(["-t", "tmpfs", "-o", "size=256m", "soak-disk"])
         .arg(&disk)
         .stderr(std::process::Stdio::null())
         .status()
@@ -81,6 +81,7 @@ async fn main() {
         }
         Err(e) => {
             eprintln!("the soak could not run: {e}");
+            eprintln!("kept for a look: {}", dir.keep().display());
             std::process::exit(2);
         }
     }

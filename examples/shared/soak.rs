@@ -219,10 +219,21 @@ impl Serve {
                 }
             }
         });
-        self.child = Some(child);
-        listening
-            .recv_timeout(Duration::from_secs(120))
-            .map_err(|_| "serve did not start within 120 s".to_string())
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            if listening.recv_timeout(Duration::from_millis(200)).is_ok() {
+                self.child = Some(child);
+                return Ok(());
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                return Err(format!("serve exited as it started ({status})"));
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err("serve did not start within 120 s".to_string());
+            }
+        }
     }
 
     fn signal(&mut self, signal: &str) {
@@ -309,11 +320,16 @@ impl Api {
         response.json().await.map_err(|e| e.to_string())
     }
 
-    /// Follows a task until it ends: its state, or `None` when `serve` did not answer
-    /// for `patience`.
+    /// Follows a task until it ends: its state, `None` when `serve` did not answer for
+    /// `patience`, or `stuck` after 600 s.
     async fn wait(&self, id: u64, patience: Duration) -> Option<String> {
         let mut silent_since = Instant::now();
+        // A task that runs for longer is stuck: said, not waited for forever.
+        let give_up = Instant::now() + Duration::from_secs(600);
         loop {
+            if Instant::now() > give_up {
+                return Some("stuck (still running after 600 s)".into());
+            }
             match self.json(&format!("/tasks/{id}")).await {
                 Ok(task) => {
                     silent_since = Instant::now();
@@ -494,15 +510,35 @@ pub async fn soak(settings: &SoakSettings, dir: &Path) -> Result<SoakReport, Str
         }
         tokio::time::sleep(wait).await;
         let choice = dice.below(if filler.is_some() { 4 } else { 3 });
+        // Started again; on a full disk `serve` may refuse to start (it cannot recover
+        // its state): then the disk is freed first, as an operator would.
+        let mut restart = |serve: &mut Serve, filled: &mut bool| -> Result<(), String> {
+            match serve.start() {
+                Ok(()) => Ok(()),
+                Err(e) if *filled => {
+                    if let Some(filler) = &filler {
+                        let _ = std::fs::remove_file(filler);
+                    }
+                    *filled = false;
+                    *faults
+                        .entry(format!(
+                            "serve did not start on the full disk ({e}); disk freed"
+                        ))
+                        .or_default() += 1;
+                    serve.start()
+                }
+                Err(e) => Err(e),
+            }
+        };
         let kind = match (choice, &filler) {
             (0, _) => {
                 serve.signal("-KILL");
-                serve.start()?;
+                restart(&mut serve, &mut filled)?;
                 "serve killed (SIGKILL) and started again"
             }
             (1, _) => {
                 serve.signal("-TERM");
-                serve.start()?;
+                restart(&mut serve, &mut filled)?;
                 "serve stopped (SIGTERM) and started again"
             }
             (3, Some(filler)) if !filled => {
@@ -535,7 +571,15 @@ pub async fn soak(settings: &SoakSettings, dir: &Path) -> Result<SoakReport, Str
         faults,
         ..SoakReport::default()
     };
-    report.violations = check(&api, &mut serve, &beliefs, dir, &state).await;
+    report.violations = report
+        .operations
+        .iter()
+        .filter(|(kind, _)| kind.contains("stuck"))
+        .map(|(kind, n)| format!("{n} tasks {kind}"))
+        .collect();
+    report
+        .violations
+        .extend(check(&api, &mut serve, &beliefs, dir, &state).await);
     report.elapsed = started.elapsed();
     Ok(report)
 }
