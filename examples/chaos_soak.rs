@@ -57,6 +57,7 @@ async fn main() {
         deployments_per_client: 3,
         fault_every: Duration::from_secs(8),
         seed: 2026,
+        kill: true,
         small_disk: disk.clone(),
     };
     println!(

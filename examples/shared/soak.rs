@@ -35,6 +35,8 @@ pub struct SoakSettings {
     /// Between two faults (each one a little sooner or later).
     pub fault_every: Duration,
     pub seed: u64,
+    /// Whether `serve` is also killed (SIGKILL), not only stopped (SIGTERM).
+    pub kill: bool,
     /// A small filesystem for the state directory, which the injector fills and frees;
     /// without one, the disk is left alone.
     pub small_disk: Option<PathBuf>,
@@ -531,12 +533,12 @@ pub async fn soak(settings: &SoakSettings, dir: &Path) -> Result<SoakReport, Str
             }
         };
         let kind = match (choice, &filler) {
-            (0, _) => {
+            (0, _) if settings.kill => {
                 serve.signal("-KILL");
                 restart(&mut serve, &mut filled)?;
                 "serve killed (SIGKILL) and started again"
             }
-            (1, _) => {
+            (0 | 1, _) => {
                 serve.signal("-TERM");
                 restart(&mut serve, &mut filled)?;
                 "serve stopped (SIGTERM) and started again"
