@@ -428,6 +428,16 @@ impl ConfigsInForce {
     }
 }
 
+/// One uploaded version of a named config (a runtime or a resurrection config): each name
+/// keeps its versions, the newest of each name applies.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NamedConfig {
+    pub name: String,
+    pub version: u64,
+    pub text: String,
+    pub created_at: Option<u64>,
+}
+
 /// The director's cloud config; every update makes a new version.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CloudConfig {

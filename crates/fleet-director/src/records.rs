@@ -88,10 +88,16 @@ impl Records {
 
     /// Every version of every resurrection config, newest first.
     pub async fn resurrection_configs(&self) -> Result<Vec<ResurrectionConfig>, StoreError> {
-        let mut all: Vec<ResurrectionConfig> = self
-            .store
-            .list(crate::collections::RESURRECTION_CONFIGS, None)
-            .await?;
+        self.named_configs(crate::collections::RESURRECTION_CONFIGS)
+            .await
+    }
+
+    /// Every version of every named config of a kind, newest first.
+    async fn named_configs(
+        &self,
+        collection: fleet_store::Collection,
+    ) -> Result<Vec<crate::model::NamedConfig>, StoreError> {
+        let mut all: Vec<crate::model::NamedConfig> = self.store.list(collection, None).await?;
         all.sort_by_key(|c| std::cmp::Reverse(c.version));
         Ok(all)
     }
@@ -126,12 +132,8 @@ impl Records {
 
     /// Every version of every runtime config, newest first.
     pub async fn runtime_configs(&self) -> Result<Vec<RuntimeConfig>, StoreError> {
-        let mut all: Vec<RuntimeConfig> = self
-            .store
-            .list(crate::collections::RUNTIME_CONFIGS, None)
-            .await?;
-        all.sort_by_key(|c| std::cmp::Reverse(c.version));
-        Ok(all)
+        self.named_configs(crate::collections::RUNTIME_CONFIGS)
+            .await
     }
 
     /// The configs a deploy would apply now, by version, read in one turn of the store.
@@ -173,6 +175,15 @@ impl Records {
         self.store
             .list(crate::collections::CREATING_VMS, None)
             .await
+    }
+
+    /// The teams `deployment` belongs to; none for one created by a director admin.
+    pub async fn teams_of(&self, deployment: &str) -> Result<Vec<String>, StoreError> {
+        let kept: Option<(String, Vec<String>)> = self
+            .store
+            .get(crate::collections::DEPLOYMENT_TEAMS, deployment)
+            .await?;
+        Ok(kept.map(|(_, teams)| teams).unwrap_or_default())
     }
 
     /// The teams of every deployment that has any, by deployment.
@@ -416,8 +427,16 @@ pub mod change {
     }
 
     pub fn resurrection_config(config: &ResurrectionConfig) -> Write {
+        named_config(crate::collections::RESURRECTION_CONFIGS, config)
+    }
+
+    /// A version of a named config, keyed so that a name's versions sort in order.
+    fn named_config(
+        collection: fleet_store::Collection,
+        config: &crate::model::NamedConfig,
+    ) -> Write {
         put(
-            crate::collections::RESURRECTION_CONFIGS,
+            collection,
             &format!("{}/{:012}", config.name, config.version),
             &config.name,
             config,
@@ -444,12 +463,7 @@ pub mod change {
     }
 
     pub fn runtime_config(config: &RuntimeConfig) -> Write {
-        put(
-            crate::collections::RUNTIME_CONFIGS,
-            &format!("{}/{:012}", config.name, config.version),
-            &config.name,
-            config,
-        )
+        named_config(crate::collections::RUNTIME_CONFIGS, config)
     }
 
     pub fn release_gone(release: &Release) -> Write {

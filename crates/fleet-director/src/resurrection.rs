@@ -6,19 +6,11 @@
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 use crate::runtime::strings;
 use fleet_yaml::{self as yaml, Checker, Node, join};
 
 /// One uploaded version of a named resurrection config.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ResurrectionConfig {
-    pub name: String,
-    pub version: u64,
-    pub text: String,
-    pub created_at: Option<u64>,
-}
+pub type ResurrectionConfig = crate::model::NamedConfig;
 
 /// Every problem of a resurrection config, each naming its key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -2,19 +2,11 @@
 //! deploy places on the instance groups an addon's `include` and `exclude` pick. Each
 //! named runtime config keeps its versions; the newest of each name applies.
 
-use serde::{Deserialize, Serialize};
-
 use super::manifest::{JobRef, Manifest, ReleaseRef};
 use fleet_yaml::{self as yaml, Checker, Node, join};
 
 /// One uploaded version of a named runtime config.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RuntimeConfig {
-    pub name: String,
-    pub version: u64,
-    pub text: String,
-    pub created_at: Option<u64>,
-}
+pub type RuntimeConfig = crate::model::NamedConfig;
 
 /// Every problem of a runtime config, each naming its key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -35,7 +35,8 @@ fn refused(flavor: Flavor) -> Response {
 
 #[derive(Clone)]
 pub struct Gate {
-    users: Arc<Vec<ServeUser>>,
+    /// Each user with what its scopes allow, read once rather than at every request.
+    users: Arc<Vec<(ServeUser, Access)>>,
     flavor: Flavor,
     /// Paths anyone may read: the director's `/info` tells clients how to sign in.
     open: &'static [&'static str],
@@ -43,8 +44,6 @@ pub struct Gate {
     /// The director API's director: a team user's requests are decided by its
     /// deployments' teams.
     director: Option<fleet_director::Director>,
-    /// The director's UUID, which `bosh.UUID.admin` and `.read` name.
-    uuid: String,
 }
 
 impl Gate {
@@ -57,20 +56,32 @@ impl Gate {
         throttle: Arc<LoginThrottle>,
     ) -> Self {
         Gate {
-            users: Arc::new(users),
+            users: Arc::new(
+                users
+                    .into_iter()
+                    .map(|u| {
+                        let access = Access::of(&u.scopes, "");
+                        (u, access)
+                    })
+                    .collect(),
+            ),
             flavor,
             open,
             throttle,
             director: None,
-            uuid: String::new(),
         }
     }
 
     /// This gate, deciding team users' requests by `director`'s deployments, whose
     /// UUID is `uuid`.
     pub fn with_director(mut self, director: fleet_director::Director, uuid: String) -> Self {
+        let users = self
+            .users
+            .iter()
+            .map(|(u, _)| (u.clone(), Access::of(&u.scopes, &uuid)))
+            .collect();
+        self.users = Arc::new(users);
         self.director = Some(director);
-        self.uuid = uuid;
         self
     }
 
@@ -87,12 +98,12 @@ impl Gate {
         let decoded = String::from_utf8(decoded).ok()?;
         let (name, password) = decoded.split_once(':')?;
         // Every user is compared, each in constant time, so timing tells nothing.
-        let found = self.users.iter().fold(None, |found, user| {
+        let found = self.users.iter().fold(None, |found, (user, access)| {
             let matches = same(user.name.as_bytes(), name.as_bytes())
                 & same(user.password.expose().as_bytes(), password.as_bytes());
-            if matches { Some(user) } else { found }
+            if matches { Some(access) } else { found }
         });
-        found.map(|user| (name.to_string(), Access::of(&user.scopes, &self.uuid)))
+        found.map(|access| (name.to_string(), access.clone()))
     }
 }
 
@@ -151,7 +162,7 @@ pub async fn require(State(gate): State<Gate>, mut request: Request, next: Next)
             metrics::counter!("fleet_serve_login_failures_total", "api" => gate.flavor.name())
                 .increment(1);
             // A name that is no user may be a password typed in the wrong field.
-            let known = gate.users.iter().any(|u| u.name == claimed);
+            let known = gate.users.iter().any(|(u, _)| u.name == claimed);
             tracing::warn!(
                 target: "fleet_serve::access",
                 client = %client,

@@ -97,12 +97,8 @@ pub async fn decide(
         return Decision::Refused;
     };
     match by_teams(access, scopes::team_need(method, path, query), director).await {
-        Ok(Some(visible)) => Decision::Allowed {
-            visible: Some(visible),
-            teams: Some(TeamsActing(access.team_admin.iter().cloned().collect())),
-        },
-        Ok(None) => Decision::Allowed {
-            visible: None,
+        Ok(visible) => Decision::Allowed {
+            visible,
             teams: Some(TeamsActing(access.team_admin.iter().cloned().collect())),
         },
         Err(()) => Decision::Refused,
@@ -116,10 +112,10 @@ async fn by_teams(
     need: TeamNeed<'_>,
     director: &Director,
 ) -> Result<Option<Visible>, ()> {
-    let teams_of = || async { director.deployment_teams().await.map_err(|_| ()) };
+    let teams_of =
+        |deployment: String| async move { director.teams_of(&deployment).await.map_err(|_| ()) };
     let verdict = |ok: bool| if ok { Ok(None) } else { Err(()) };
-    let deployment_allows = |teams: Option<&Vec<String>>, admin: bool| {
-        let teams = teams.map(Vec::as_slice).unwrap_or_default();
+    let deployment_allows = |teams: &[String], admin: bool| {
         if admin {
             access.administers(teams)
         } else {
@@ -131,7 +127,7 @@ async fn by_teams(
         TeamNeed::AnyTeam => Ok(None),
         TeamNeed::AnyTeamAdmin => verdict(!access.team_admin.is_empty()),
         TeamNeed::Listing => {
-            let all = teams_of().await?;
+            let all = director.deployment_teams().await.map_err(|_| ())?;
             let visible = all
                 .into_iter()
                 .filter(|(_, teams)| access.reads(teams))
@@ -140,14 +136,12 @@ async fn by_teams(
             Ok(Some(Visible(visible)))
         }
         TeamNeed::Deployment { name, admin } => {
-            let all = teams_of().await?;
-            verdict(deployment_allows(all.get(name), admin))
+            verdict(deployment_allows(&teams_of(name.to_string()).await?, admin))
         }
         TeamNeed::Task { id, admin } => {
             let task = director.task(id).await.map_err(|_| ())?.ok_or(())?;
             let deployment = task.deployment.ok_or(())?;
-            let all = teams_of().await?;
-            verdict(deployment_allows(all.get(&deployment), admin))
+            verdict(deployment_allows(&teams_of(deployment).await?, admin))
         }
         TeamNeed::Bundle { id } => {
             let deployment = director
@@ -155,8 +149,7 @@ async fn by_teams(
                 .await
                 .map_err(|_| ())?
                 .ok_or(())?;
-            let all = teams_of().await?;
-            verdict(deployment_allows(all.get(&deployment), true))
+            verdict(deployment_allows(&teams_of(deployment).await?, true))
         }
     }
 }

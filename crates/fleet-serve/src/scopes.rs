@@ -25,38 +25,65 @@ pub struct Access {
     pub upload_releases: bool,
 }
 
+/// One scope, as `serve` reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scope<'a> {
+    Admin,
+    Read,
+    /// `bosh.UUID.admin`: admin of the director with that UUID.
+    DirectorAdmin(&'a str),
+    DirectorRead(&'a str),
+    TeamAdmin(&'a str),
+    TeamRead(&'a str),
+    UploadReleases,
+}
+
+impl<'a> Scope<'a> {
+    /// The scope `text` names; `None` for one `serve` does not take.
+    fn parse(text: &'a str) -> Option<Scope<'a>> {
+        let name_ok = |n: &str| {
+            !n.is_empty()
+                && n.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        };
+        let uuid_shaped =
+            |id: &str| id.len() == 36 && id.chars().all(|c| c.is_ascii_hexdigit() || c == '-');
+        let parts: Vec<&'a str> = text.split('.').collect();
+        Some(match parts.as_slice() {
+            ["bosh", "admin"] => Scope::Admin,
+            ["bosh", "read"] => Scope::Read,
+            ["bosh", "releases", "upload"] => Scope::UploadReleases,
+            ["bosh", "teams", team, "admin"] if name_ok(team) => Scope::TeamAdmin(team),
+            ["bosh", "teams", team, "read"] if name_ok(team) => Scope::TeamRead(team),
+            ["bosh", id, "admin"] if uuid_shaped(id) => Scope::DirectorAdmin(id),
+            ["bosh", id, "read"] if uuid_shaped(id) => Scope::DirectorRead(id),
+            _ => return None,
+        })
+    }
+}
+
 impl Access {
     /// What `scopes` allow on the director whose UUID is `uuid`; a scope of another
     /// director's UUID allows nothing here.
     pub fn of(scopes: &[String], uuid: &str) -> Access {
         let mut access = Access::default();
-        for scope in scopes {
-            let parts: Vec<&str> = scope.split('.').collect();
-            match parts.as_slice() {
-                ["bosh", "admin"] => access.admin = true,
-                ["bosh", "read"] => access.read = true,
-                ["bosh", id, "admin"] if *id == uuid => access.admin = true,
-                ["bosh", id, "read"] if *id == uuid => access.read = true,
-                ["bosh", "teams", team, "admin"] => {
+        for scope in scopes.iter().filter_map(|s| Scope::parse(s)) {
+            match scope {
+                Scope::Admin => access.admin = true,
+                Scope::Read => access.read = true,
+                Scope::DirectorAdmin(id) if id == uuid => access.admin = true,
+                Scope::DirectorRead(id) if id == uuid => access.read = true,
+                Scope::DirectorAdmin(_) | Scope::DirectorRead(_) => {}
+                Scope::TeamAdmin(team) => {
                     access.team_admin.insert(team.to_string());
                 }
-                ["bosh", "teams", team, "read"] => {
+                Scope::TeamRead(team) => {
                     access.team_read.insert(team.to_string());
                 }
-                ["bosh", "releases", "upload"] => access.upload_releases = true,
-                _ => {}
+                Scope::UploadReleases => access.upload_releases = true,
             }
         }
         access
-    }
-
-    /// Whether the scopes allow anything at all.
-    pub fn any(&self) -> bool {
-        self.admin
-            || self.read
-            || self.upload_releases
-            || !self.team_admin.is_empty()
-            || !self.team_read.is_empty()
     }
 
     /// A user whose reach is its teams' deployments: no director admin, some team.
@@ -77,29 +104,13 @@ impl Access {
 
 /// Whether `scope` is one `serve` takes; what is wrong with it otherwise.
 pub fn check(scope: &str) -> Result<(), String> {
-    let parts: Vec<&str> = scope.split('.').collect();
-    let name_ok = |n: &str| {
-        !n.is_empty()
-            && n.chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-    };
-    let uuid_shaped =
-        |id: &str| id.len() == 36 && id.chars().all(|c| c.is_ascii_hexdigit() || c == '-');
-    let taken = match parts.as_slice() {
-        ["bosh", "admin" | "read"] => true,
-        ["bosh", "releases", "upload"] => true,
-        ["bosh", "teams", team, "admin" | "read"] => name_ok(team),
-        ["bosh", id, "admin" | "read"] => uuid_shaped(id),
-        _ => false,
-    };
-    if taken {
-        Ok(())
-    } else {
-        Err(format!(
+    match Scope::parse(scope) {
+        Some(_) => Ok(()),
+        None => Err(format!(
             "`{scope}` is not a scope serve takes: bosh.admin, bosh.read, \
              bosh.DIRECTOR-UUID.admin, bosh.DIRECTOR-UUID.read, bosh.teams.TEAM.admin, \
              bosh.teams.TEAM.read, bosh.releases.upload"
-        ))
+        )),
     }
 }
 
@@ -311,7 +322,7 @@ mod team_tests {
             &scopes(&["bosh.11111111-2222-3333-4444-555555555555.admin"]),
             UUID,
         );
-        assert!(!other.any());
+        assert_eq!(other, Access::default(), "nothing at all");
         assert!(Access::of(&scopes(&["bosh.releases.upload"]), UUID).upload_releases);
         for ok in [
             "bosh.admin",

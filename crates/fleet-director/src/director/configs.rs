@@ -2,7 +2,7 @@
 //! new version) and what is in force.
 
 use crate::DirectorError;
-use crate::model::{CloudConfig, ConfigsInForce};
+use crate::model::{CloudConfig, ConfigsInForce, NamedConfig};
 use crate::records::change;
 use crate::{cloud, resurrection, runtime};
 
@@ -63,21 +63,33 @@ impl Director {
         text: &str,
     ) -> Result<u64, DirectorError> {
         runtime::parse(text)?;
-        let all = self.records().runtime_configs().await?;
-        if let Some(current) = all.iter().find(|c| c.name == name)
+        let kept = self.records().runtime_configs().await?;
+        self.keep_named(&kept, name, text, change::runtime_config)
+            .await
+    }
+
+    /// Keeps `text` as the next version of named config `name`, among `kept` (every
+    /// version of its kind), unless it means the same as that name's newest; the version
+    /// in force either way.
+    async fn keep_named(
+        &self,
+        kept: &[NamedConfig],
+        name: &str,
+        text: &str,
+        write: fn(&NamedConfig) -> fleet_store::Write,
+    ) -> Result<u64, DirectorError> {
+        if let Some(current) = kept.iter().find(|c| c.name == name)
             && same_document(&current.text, text)
         {
             return Ok(current.version);
         }
-        let config = runtime::RuntimeConfig {
+        let config = NamedConfig {
             name: name.to_string(),
             version: self.next_config_version().await?,
             text: text.to_string(),
             created_at: Some(self.core.unix_now()),
         };
-        self.records()
-            .write(vec![change::runtime_config(&config)])
-            .await?;
+        self.records().write(vec![write(&config)]).await?;
         Ok(config.version)
     }
 
@@ -93,22 +105,9 @@ impl Director {
         text: &str,
     ) -> Result<u64, DirectorError> {
         resurrection::parse(text)?;
-        let all = self.records().resurrection_configs().await?;
-        if let Some(current) = all.iter().find(|c| c.name == name)
-            && same_document(&current.text, text)
-        {
-            return Ok(current.version);
-        }
-        let config = resurrection::ResurrectionConfig {
-            name: name.to_string(),
-            version: self.next_config_version().await?,
-            text: text.to_string(),
-            created_at: Some(self.core.unix_now()),
-        };
-        self.records()
-            .write(vec![change::resurrection_config(&config)])
-            .await?;
-        Ok(config.version)
+        let kept = self.records().resurrection_configs().await?;
+        self.keep_named(&kept, name, text, change::resurrection_config)
+            .await
     }
 
     /// Every version of every resurrection config, newest first.

@@ -168,6 +168,11 @@ impl Director {
         Ok(self.records().deployment_teams().await?)
     }
 
+    /// The teams `deployment` belongs to.
+    pub async fn teams_of(&self, deployment: &str) -> Result<Vec<String>, DirectorError> {
+        Ok(self.records().teams_of(deployment).await?)
+    }
+
     /// Refuses a team user a change to a deployment of none of its teams.
     ///
     /// # Errors
@@ -176,11 +181,7 @@ impl Director {
         let Some(teams) = &self.origin.teams else {
             return Ok(());
         };
-        let owners = self.records().deployment_teams().await?;
-        let theirs = owners
-            .get(deployment)
-            .map(Vec::as_slice)
-            .unwrap_or_default();
+        let theirs = self.records().teams_of(deployment).await?;
         if theirs.iter().any(|t| teams.contains(t)) {
             Ok(())
         } else {

@@ -12,6 +12,7 @@ use super::error::{ApiError, ApiResult, code};
 use super::query::{Params, number};
 use super::wire::{self, MAX_YAML_BYTES, require_yaml, yaml_limits};
 use fleet_director::Director;
+use fleet_director::model::NamedConfig;
 
 const NAME: &str = "default";
 
@@ -65,38 +66,27 @@ async fn entries(director: &Director) -> ApiResult<Vec<Entry>> {
         })
         .collect();
     let runtime = director.runtime_configs().await?;
-    all.extend(named(
-        "runtime",
-        runtime
-            .into_iter()
-            .map(|c| (c.version, c.name, c.text, c.created_at)),
-    ));
-    let resurrection = director.resurrection_configs().await?;
+    all.extend(named("runtime", runtime));
     all.extend(named(
         "resurrection",
-        resurrection
-            .into_iter()
-            .map(|c| (c.version, c.name, c.text, c.created_at)),
+        director.resurrection_configs().await?,
     ));
     all.sort_by_key(|e| std::cmp::Reverse(e.id));
     Ok(all)
 }
 
-/// Versions of named configs, newest first: `(version, name, text, created_at)`; the
-/// first of each name is its current one.
-fn named(
-    kind: &'static str,
-    versions: impl Iterator<Item = (u64, String, String, Option<u64>)>,
-) -> Vec<Entry> {
+/// Versions of named configs, newest first; the first of each name is its current one.
+fn named(kind: &'static str, versions: Vec<NamedConfig>) -> Vec<Entry> {
     let mut seen = std::collections::BTreeSet::new();
     versions
-        .map(|(id, name, text, created_at)| Entry {
-            id,
+        .into_iter()
+        .map(|c| Entry {
+            id: c.version,
             kind,
-            current: seen.insert(name.clone()),
-            name,
-            text,
-            created_at,
+            current: seen.insert(c.name.clone()),
+            name: c.name,
+            text: c.text,
+            created_at: c.created_at,
         })
         .collect()
 }
