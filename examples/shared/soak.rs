@@ -448,12 +448,13 @@ async fn client(
 }
 
 /// Writes zeros until the disk holding `path` is full.
-fn fill(path: &Path) {
+pub fn fill(path: &Path) {
     if let Ok(mut file) = std::fs::File::create(path) {
         let chunk = vec![0u8; 1 << 16];
         while std::io::Write::write_all(&mut file, &chunk).is_ok() {}
         let small = [0u8; 512];
         while std::io::Write::write_all(&mut file, &small).is_ok() {}
+        let _ = file.sync_all();
     }
 }
 

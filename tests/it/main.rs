@@ -4,6 +4,9 @@ mod bootstrap;
 mod bosh_cli_types;
 mod broker_http;
 mod canary_check;
+/// The chaos soak's driver, shared with `examples/chaos_soak.rs`.
+#[path = "../../examples/shared/soak.rs"]
+mod chaos;
 mod check_config;
 mod containers;
 mod create_env;

@@ -3,8 +3,7 @@
 //! is wrong, and once there is room the director records what it could not, releases
 //! the locks and takes new work, by itself.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
@@ -51,16 +50,6 @@ impl Drop for SmallDisk {
     }
 }
 
-/// Writes zeros to `path` until the disk has no room left.
-fn fill(path: &Path) {
-    let mut file = std::fs::File::create(path).unwrap();
-    let chunk = vec![0u8; 64 * 1024];
-    while file.write_all(&chunk).is_ok() {}
-    let small = [0u8; 512];
-    while file.write_all(&small).is_ok() {}
-    let _ = file.sync_all();
-}
-
 async fn ready(s: &Served) -> (u16, Value) {
     let response = s.send(Method::GET, "/ready").await;
     let status = response.status().as_u16();
@@ -93,7 +82,7 @@ async fn a_full_disk_keeps_reads_answering_and_the_director_heals_when_room_retu
         .await;
     let mut asked = vec![Served::task_of(&running)];
     let filler = disk.0.join("filler");
-    fill(&filler);
+    crate::chaos::fill(&filler);
 
     // Work asked for now cannot be recorded at all (an error now), or is refused as the
     // deployment is locked.

@@ -271,19 +271,15 @@ fn terminate(pid: u32) {
 /// triggers nothing. An admin does all of it.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_reader_reads_and_is_refused_every_change() {
-    use fleet_updater::config::{Secret, ServeConfig, ServeUser};
-    let reader = ServeUser {
-        name: "auditor".into(),
-        password: Secret::new("Reader-Pw-1"),
-        scopes: vec!["bosh.read".into()],
-    };
+    use fleet_updater::config::ServeConfig;
     let s = served_with(ServeConfig {
-        users: vec![ServeUser::admin("admin", Secret::new("Admin-Pw-1")), reader],
+        users: crate::served::admin_and_reader(),
         ..ServeConfig::default()
     })
     .await;
-    let as_reader =
-        |method: Method, path: &str| s.director_as(method, path, "auditor", "Reader-Pw-1");
+    let as_reader = |method: Method, path: &str| {
+        s.director_as(method, path, "auditor", crate::served::READER_PASSWORD)
+    };
     let deployments: Value = as_reader(Method::GET, "/deployments")
         .send()
         .await
@@ -337,8 +333,10 @@ async fn a_reader_reads_and_is_refused_every_change() {
         .await;
     assert_eq!(debug.status(), 200);
 
-    let broker =
-        |method: Method, path: &str| s.broker_as(method, path, "auditor", "Reader-Pw-1").send();
+    let broker = |method: Method, path: &str| {
+        s.broker_as(method, path, "auditor", crate::served::READER_PASSWORD)
+            .send()
+    };
     let list = broker(Method::GET, "/mgmt/service_instances")
         .await
         .unwrap();

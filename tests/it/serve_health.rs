@@ -1,7 +1,7 @@
 //! Resurrection over the director API as `bosh update-resurrection`, a health monitor's
 //! `scan_and_fix` and `bosh update-config --type resurrection` drive it, over real HTTPS.
 
-use fleet_updater::config::{Secret, ServeConfig, ServeUser};
+use fleet_updater::config::ServeConfig;
 use reqwest::Method;
 use serde_json::Value;
 
@@ -11,13 +11,8 @@ const RMQ: &str = "service-instance_rmq-01";
 
 #[tokio::test(flavor = "multi_thread")]
 async fn resurrection_is_paused_and_resumed_and_scan_and_fix_acts_on_what_it_names() {
-    let reader = ServeUser {
-        name: "auditor".into(),
-        password: Secret::new("Reader-Pw-1"),
-        scopes: vec!["bosh.read".into()],
-    };
     let config = ServeConfig {
-        users: vec![ServeUser::admin("admin", Secret::new("Admin-Pw-1")), reader],
+        users: crate::served::admin_and_reader(),
         health_monitor: None,
         ..ServeConfig::default()
     };
@@ -27,7 +22,12 @@ async fn resurrection_is_paused_and_resumed_and_scan_and_fix_acts_on_what_it_nam
         serde_json::json!({"resurrection": true})
     );
     let by_reader = s
-        .director_as(Method::PUT, "/resurrection", "auditor", "Reader-Pw-1")
+        .director_as(
+            Method::PUT,
+            "/resurrection",
+            "auditor",
+            crate::served::READER_PASSWORD,
+        )
         .header("content-type", "application/json")
         .body(r#"{"resurrection_paused": true}"#)
         .send()

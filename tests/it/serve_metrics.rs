@@ -2,7 +2,7 @@
 //! configures, in Prometheus' text format: requests by API, route, method and status,
 //! failed logins, tasks by kind and state, locks held, the store's call latency.
 
-use fleet_updater::config::{Secret, ServeConfig, ServeUser};
+use fleet_updater::config::ServeConfig;
 use reqwest::Method;
 
 use crate::served::{Served, small_fleet};
@@ -30,13 +30,8 @@ fn value(scrape: &prometheus_parse::Scrape, name: &str, labels: &[(&str, &str)])
 
 #[tokio::test(flavor = "multi_thread")]
 async fn metrics_count_requests_logins_tasks_and_store_calls() {
-    let reader = ServeUser {
-        name: "auditor".into(),
-        password: Secret::new("Reader-Pw-1"),
-        scopes: vec!["bosh.read".into()],
-    };
     let config = ServeConfig {
-        users: vec![ServeUser::admin("admin", Secret::new("Admin-Pw-1")), reader],
+        users: crate::served::admin_and_reader(),
         metrics_listen: Some("127.0.0.1:0".parse().unwrap()),
         health_monitor: None,
         ..ServeConfig::default()
@@ -69,7 +64,12 @@ async fn metrics_count_requests_logins_tasks_and_store_calls() {
         "behind authentication on the director API"
     );
     let by_reader = s
-        .director_as(Method::GET, "/metrics", "auditor", "Reader-Pw-1")
+        .director_as(
+            Method::GET,
+            "/metrics",
+            "auditor",
+            crate::served::READER_PASSWORD,
+        )
         .send()
         .await
         .unwrap();

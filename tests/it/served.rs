@@ -35,6 +35,23 @@ pub fn small_fleet() -> Definition {
     definition
 }
 
+/// The password of the reader [`admin_and_reader`] lists.
+pub const READER_PASSWORD: &str = "Reader-Pw-1";
+
+/// `admin` (a director admin) and `auditor` (`bosh.read`, [`READER_PASSWORD`]): the users
+/// the scope tests sign in as.
+pub fn admin_and_reader() -> Vec<fleet_updater::config::ServeUser> {
+    use fleet_updater::config::{Secret, ServeUser};
+    vec![
+        ServeUser::admin("admin", Secret::new("Admin-Pw-1")),
+        ServeUser {
+            name: "auditor".into(),
+            password: Secret::new(READER_PASSWORD),
+            scopes: vec!["bosh.read".into()],
+        },
+    ]
+}
+
 pub fn client_trusting(ca: &std::path::Path) -> Client {
     client_from(ca, "127.0.0.1".parse().unwrap())
 }

@@ -1,9 +1,7 @@
 //! The chaos soak's short version (`examples/chaos_soak.rs` is the long one): `serve`
 //! stopped and started again under concurrent clients, then every invariant holds.
 
-#[path = "../../examples/shared/soak.rs"]
-mod chaos;
-
+use crate::chaos;
 use std::path::PathBuf;
 use std::time::Duration;
 
