@@ -155,3 +155,54 @@ async fn a_full_disk_keeps_reads_answering_and_the_director_heals_when_room_retu
     drop(s);
     drop(disk);
 }
+
+/// The state store's write-ahead log needs less of the disk than a small state directory
+/// has: a store that rewrites its documents for long (more than three times the disk in
+/// all) keeps taking writes on a 40 MiB disk, where a log checkpointed only at 64 MiB
+/// filled it; and a store whose disk filled to the last byte takes writes again once
+/// room returns.
+#[test]
+fn the_state_stores_log_fits_a_small_disk_and_writes_resume_when_room_returns() {
+    use fleet_store::{Collection, SqliteStore, Store, put};
+    const DOCUMENTS: Collection = Collection::new("documents");
+    let Some(disk) = SmallDisk::mount(40) else {
+        return;
+    };
+    let dir = disk.0.join("state");
+    let store = SqliteStore::open(&dir).unwrap();
+    let body = "x".repeat(32 * 1024);
+    let log_size = || std::fs::metadata(dir.join("fleet.db-wal")).map_or(0, |m| m.len());
+    let mut largest = 0;
+    for round in 0..4_000 {
+        let key = format!("doc-{}", round % 32);
+        // Every page of the body changes: SQLite writes only the pages that do.
+        let changed = format!("{round:08}").repeat(4 * 1024);
+        store
+            .write(vec![put(DOCUMENTS, &key, "", &changed)])
+            .unwrap_or_else(|e| panic!("write {round} on a 40 MiB disk: {e}"));
+        largest = largest.max(log_size());
+    }
+    assert!(
+        largest <= 20 * 1024 * 1024,
+        "the log grew to {largest} bytes"
+    );
+
+    let filler = disk.0.join("filler");
+    crate::chaos::fill(&filler);
+    let mut refused = false;
+    for round in 0..2_000 {
+        // New documents (more than the disk holds): the database itself must grow.
+        let key = format!("new-{round}");
+        if store.write(vec![put(DOCUMENTS, &key, "", &body)]).is_err() {
+            refused = true;
+            break;
+        }
+    }
+    assert!(refused, "the full disk refused a write");
+    std::fs::remove_file(&filler).unwrap();
+    store
+        .write(vec![put(DOCUMENTS, "after", "", &body)])
+        .expect("room returned: the store writes again");
+    let read: Option<String> = fleet_store::get(&store, DOCUMENTS, "after").unwrap();
+    assert_eq!(read.as_deref(), Some(body.as_str()));
+}

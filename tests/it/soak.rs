@@ -1,5 +1,5 @@
 //! The chaos soak's short version (`examples/chaos_soak.rs` is the long one): `serve`
-//! stopped and started again under concurrent clients, then every invariant holds.
+//! killed, stopped and started again under concurrent clients, then every invariant holds.
 
 use crate::chaos;
 use std::path::PathBuf;
@@ -15,8 +15,7 @@ async fn a_short_soak_stops_serve_under_clients_and_every_invariant_holds() {
         deployments_per_client: 2,
         fault_every: Duration::from_secs(6),
         seed: 11,
-        // SIGTERM only: a SIGKILL can still leak a VM (see docs/benchmarks.md).
-        kill: false,
+        kill: true,
         small_disk: None,
     };
     let report = chaos::soak(&settings, dir.path()).await.unwrap();

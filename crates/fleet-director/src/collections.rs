@@ -31,9 +31,11 @@ pub const ERRAND_RUNS: Collection = Collection::new("errand_runs");
 pub const LOG_BUNDLES: Collection = Collection::new("log_bundles");
 /// Every version of every named runtime config.
 pub const RUNTIME_CONFIGS: Collection = Collection::new("runtime_configs");
-/// VMs being created, by the agent they are made for, until their CID is recorded: what
-/// a crash in between left is found and deleted at the next start.
-pub const CREATING_VMS: Collection = Collection::new("creating_vms");
+/// VMs whose existence the records may not match, by the agent they are made for: noted
+/// before the cloud makes one and before a recorded one is forgotten for deletion, until
+/// the records say again what the cloud has. What a crash left noted is deleted (kept
+/// under the name it was first stored by).
+pub const UNSETTLED_VMS: Collection = Collection::new("creating_vms");
 /// The teams each deployment belongs to (those its creator administered), by deployment.
 pub const DEPLOYMENT_TEAMS: Collection = Collection::new("deployment_teams");
 /// Every version of every named resurrection config.

@@ -27,6 +27,7 @@ use super::ports::{CompileLocks, Ports};
 use super::records::Records;
 use super::snapshot::Snapshot;
 use super::task::TaskLog;
+use super::unsettled::UnsettledVm;
 
 /// A compilation VM's place: its reserved address, and its VM while it has one.
 struct Slot {
@@ -72,12 +73,26 @@ impl Worker<'_> {
             instance_id: None,
             az: self.config.az.clone(),
         };
-        let cid = self.ports.cpi.create_vm(&request).await.for_subject(
+        // Noted before the cloud makes it, recorded at once after: a crash in between
+        // leaves a VM found by its agent and deleted (see `crate::unsettled`), one after
+        // a VM the next deploy deletes; one that cannot be recorded is not kept.
+        let note = UnsettledVm {
+            agent_id: agent_id.clone(),
+            instance: format!("compilation {}", slot.owner.instance),
+            cid: None,
+        };
+        let records = &self.ports.records;
+        records
+            .write(vec![change::vm_unsettled(self.deployment, &note)])
+            .await?;
+        let created = self.ports.cpi.create_vm(&request).await;
+        if created.is_err() {
+            let _ = records.write(vec![change::vm_settled(&agent_id)]).await;
+        }
+        let cid = created.for_subject(
             "create_vm",
             &format!("compilation VM {}", slot.owner.instance),
         )?;
-        // Recorded at once, so that a crash from here on leaves a VM the next deploy
-        // finds and deletes; one that cannot be recorded is not kept.
         let record = VmRecord {
             cid: cid.clone(),
             agent_id: agent_id.clone(),
@@ -86,13 +101,16 @@ impl Worker<'_> {
             stemcell: self.stemcell.to_string(),
             created_at: Some(self.ports.clock.unix_secs()),
         };
-        if let Err(e) = self
-            .ports
-            .records
-            .write(vec![change::compilation_vm(&record)])
-            .await
-        {
-            let _ = self.ports.cpi.delete_vm(&cid).await;
+        let written = records
+            .write(vec![
+                change::compilation_vm(&record),
+                change::vm_settled(&agent_id),
+            ])
+            .await;
+        if let Err(e) = written {
+            if self.ports.cpi.delete_vm(&cid).await.is_ok() {
+                let _ = records.write(vec![change::vm_settled(&agent_id)]).await;
+            }
             return Err(e.into());
         }
         slot.vm = Some((cid.clone(), agent_id.clone()));

@@ -62,6 +62,7 @@ mod task;
 pub mod task_kind;
 pub mod templates;
 pub mod trace;
+pub mod unsettled;
 mod update;
 mod update_order;
 mod upload_refusal;
@@ -111,5 +112,7 @@ mod release_tests;
 mod stop_and_render_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod unsettled_tests;
 #[cfg(test)]
 mod variables_tests;

@@ -13,6 +13,7 @@ use super::model::{
 use super::problem::Problem;
 use super::resurrection::ResurrectionConfig;
 use super::runtime::RuntimeConfig;
+use super::unsettled::UnsettledVm;
 use fleet_store::{AsyncStore, StoreError, Write, get, list};
 
 /// Where the director keeps whether resurrection is paused (`bosh update-resurrection`).
@@ -170,11 +171,28 @@ impl Records {
         self.store.get(crate::collections::DEPLOYMENTS, name).await
     }
 
-    /// VMs whose creation started and whose CID was not recorded: `(agent id, instance)`.
-    pub async fn creating_vms(&self) -> Result<Vec<(String, String)>, StoreError> {
+    /// VMs a crash could have left unrecorded (being made, or forgotten and not yet
+    /// deleted), of one deployment or of all.
+    pub async fn unsettled_vms(
+        &self,
+        deployment: Option<&str>,
+    ) -> Result<Vec<UnsettledVm>, StoreError> {
         self.store
-            .list(crate::collections::CREATING_VMS, None)
+            .list(crate::collections::UNSETTLED_VMS, deployment)
             .await
+    }
+
+    /// Whether a record names the VM `cid`, as an instance's or a compilation's.
+    pub async fn names_vm(&self, cid: &str) -> Result<bool, StoreError> {
+        let vm: Option<VmRecord> = self.store.get(crate::collections::VMS, cid).await?;
+        if vm.is_some() {
+            return Ok(true);
+        }
+        let compiling: Option<VmRecord> = self
+            .store
+            .get(crate::collections::COMPILATION_VMS, cid)
+            .await?;
+        Ok(compiling.is_some())
     }
 
     /// The teams `deployment` belongs to; none for one created by a director admin.
@@ -415,6 +433,7 @@ pub mod change {
     use super::super::problem::Problem;
     use super::super::resurrection::ResurrectionConfig;
     use super::super::runtime::RuntimeConfig;
+    use super::super::unsettled::UnsettledVm;
     use fleet_store::{Write, put, remove};
 
     /// Alerts' keys sort as their ids do.
@@ -515,18 +534,20 @@ pub mod change {
         remove(crate::collections::DEPLOYMENTS, name)
     }
 
-    /// A VM about to be created for `agent_id`, for instance `instance` of `deployment`.
-    pub fn creating_vm(agent_id: &str, deployment: &str, instance: &str) -> Write {
+    /// A VM of `deployment` whose existence the records may soon not match: about to be
+    /// made, or forgotten before its deletion.
+    pub fn vm_unsettled(deployment: &str, vm: &UnsettledVm) -> Write {
         put(
-            crate::collections::CREATING_VMS,
-            agent_id,
+            crate::collections::UNSETTLED_VMS,
+            &vm.agent_id,
             deployment,
-            &(agent_id, instance),
+            vm,
         )
     }
 
-    pub fn creating_vm_done(agent_id: &str) -> Write {
-        remove(crate::collections::CREATING_VMS, agent_id)
+    /// The records say again what the cloud has for `agent_id`.
+    pub fn vm_settled(agent_id: &str) -> Write {
+        remove(crate::collections::UNSETTLED_VMS, agent_id)
     }
 
     /// The teams a deployment belongs to from its creation on.

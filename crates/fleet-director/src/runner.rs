@@ -287,6 +287,20 @@ impl TaskRunner {
         running.state = state;
         running.result = Some(result);
         running.finished_at = Some(core.unix_now());
+        // A VM the task had made and could not record (the store refused), and could not
+        // delete either, is settled while the deployment's lock is still held; tried
+        // again with the end's record when the store refuses that too.
+        let held = lock.as_ref().and(running.deployment.clone());
+        let settle = || async {
+            let Some(deployment) = held.as_deref() else {
+                return;
+            };
+            let settled = crate::unsettled::settle(&*core.cpi, &core.records, Some(deployment));
+            if let Err(e) = settled.await {
+                tracing::warn!(task = id, error = %e, "VMs the task left unrecorded cannot be settled yet");
+            }
+        };
+        settle().await;
         let record_end = || {
             let (ended, trace, lock) = (running.clone(), kept_trace.clone(), lock.clone());
             async move {
@@ -327,6 +341,7 @@ impl TaskRunner {
             );
             loop {
                 tokio::time::sleep(HEAL_EVERY).await;
+                settle().await;
                 if record_end().await.is_ok() {
                     break;
                 }

@@ -91,9 +91,19 @@ pub(crate) async fn fixture_rendering(
     settings: SimulationSettings,
     renderer: Option<Arc<dyn crate::templates::Renderer>>,
 ) -> Fixture {
+    fixture_through(store, settings, renderer, |cloud| cloud as Arc<dyn Cpi>).await
+}
+
+/// The same, the director reaching the cloud through the CPI `through` makes of it.
+pub(crate) async fn fixture_through(
+    store: Arc<dyn fleet_store::Store>,
+    settings: SimulationSettings,
+    renderer: Option<Arc<dyn crate::templates::Renderer>>,
+    through: impl FnOnce(Arc<SimulatedCloud>) -> Arc<dyn Cpi>,
+) -> Fixture {
     let cloud = Arc::new(SimulatedCloud::new(Arc::clone(&store), settings));
     let mut infrastructure = Infrastructure::new(
-        Arc::clone(&cloud) as Arc<dyn Cpi>,
+        through(Arc::clone(&cloud)),
         Arc::clone(&cloud) as Arc<dyn Agent>,
     );
     if let Some(renderer) = renderer {
@@ -501,7 +511,14 @@ async fn a_vm_whose_creation_a_crash_cut_off_is_deleted_at_the_next_start() {
         let store: Arc<dyn fleet_store::Store> = Arc::new(SqliteStore::open(dir.path()).unwrap());
         let cloud = SimulatedCloud::new(Arc::clone(&store), SimulationSettings::default());
         store
-            .write(vec![change::creating_vm("agent-cut", "d", "web/0 (abc)")])
+            .write(vec![change::vm_unsettled(
+                "d",
+                &crate::unsettled::UnsettledVm {
+                    agent_id: "agent-cut".into(),
+                    instance: "web/0 (abc)".into(),
+                    cid: None,
+                },
+            )])
             .unwrap();
         let request = crate::cpi::VmRequest {
             agent_id: "agent-cut".into(),
@@ -519,7 +536,14 @@ async fn a_vm_whose_creation_a_crash_cut_off_is_deleted_at_the_next_start() {
         cloud.create_vm(&request).await.unwrap();
         // Also noted, and never made (the cloud refused, or the crash came first).
         store
-            .write(vec![change::creating_vm("agent-never", "d", "web/1 (def)")])
+            .write(vec![change::vm_unsettled(
+                "d",
+                &crate::unsettled::UnsettledVm {
+                    agent_id: "agent-never".into(),
+                    instance: "web/1 (def)".into(),
+                    cid: None,
+                },
+            )])
             .unwrap();
         assert_eq!(cloud.vms().await.len(), 1);
     }
@@ -536,7 +560,14 @@ async fn a_vm_whose_creation_a_crash_cut_off_is_deleted_at_the_next_start() {
     .await
     .unwrap();
     assert!(cloud.vms().await.is_empty(), "the cut-off VM is deleted");
-    assert!(director.records().creating_vms().await.unwrap().is_empty());
+    assert!(
+        director
+            .records()
+            .unsettled_vms(None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 /// As an older fleet-updater left them: tasks with a description and no kind.
@@ -2205,6 +2236,10 @@ mod store_faults {
         inner: Arc<dyn Store>,
         put_task_failures: AtomicU32,
         release_failures: AtomicU32,
+        /// Writes that record an instance's VM.
+        vm_record_failures: AtomicU32,
+        /// The simulated cloud's deletions of a VM.
+        cloud_delete_failures: AtomicU32,
         ended_while_locked: std::sync::Mutex<Vec<u64>>,
     }
 
@@ -2227,6 +2262,17 @@ mod store_faults {
             self.inner.list(c, scope)
         }
         fn write(&self, batch: Vec<Write>) -> Result<(), StoreError> {
+            let touches = |collection: Collection, put: bool| {
+                batch.iter().any(|w| match w {
+                    Write::Put { collection: c, .. } => put && *c == collection,
+                    Write::Delete { collection: c, .. } => !put && *c == collection,
+                })
+            };
+            if (touches(crate::collections::VMS, true) && take(&self.vm_record_failures))
+                || (touches(crate::sim::CLOUD_VMS, false) && take(&self.cloud_delete_failures))
+            {
+                return Err(busy());
+            }
             self.inner.write(batch)
         }
         fn insert(
@@ -2370,6 +2416,8 @@ mod store_faults {
             inner: fleet_store::testing::store(),
             put_task_failures: AtomicU32::new(0),
             release_failures: AtomicU32::new(0),
+            vm_record_failures: AtomicU32::new(0),
+            cloud_delete_failures: AtomicU32::new(0),
             ended_while_locked: std::sync::Mutex::default(),
         });
         let f = fixture_on(Arc::clone(&store) as Arc<dyn Store>, vec![]).await;
@@ -2452,6 +2500,32 @@ mod store_faults {
         assert_eq!(ended.state, TaskState::Done, "{:?}", ended.result);
         assert!(f.director.locks().await.unwrap().is_empty(), "released");
         assert!(f.director.readiness().await.ready());
+        let again = deploy(&f.director, &manifest("d", 2, "1.0", 0)).await;
+        assert_eq!(again.state, TaskState::Done, "{:?}", again.result);
+    }
+
+    /// The store refused the record of a VM the cloud made, and the cloud then refused
+    /// its deletion: the task fails, and the VM goes before its deployment's lock does.
+    #[tokio::test(start_paused = true)]
+    async fn a_vm_whose_record_the_store_refused_is_deleted_when_its_task_ends() {
+        let (store, f) = flaky().await;
+        let first = deploy(&f.director, &manifest("d", 1, "1.0", 0)).await;
+        assert_eq!(first.state, TaskState::Done, "{:?}", first.result);
+        let before = f.cloud.vms().await;
+        store.vm_record_failures.store(1, Ordering::SeqCst);
+        store.cloud_delete_failures.store(1, Ordering::SeqCst);
+        let task = deploy(&f.director, &manifest("d", 2, "1.0", 0)).await;
+        assert!(failed(&task).contains("busy"), "{:?}", task.result);
+        assert_eq!(store.cloud_delete_failures.load(Ordering::SeqCst), 0);
+        assert_eq!(f.cloud.vms().await, before, "the new VM is gone");
+        assert!(
+            f.director
+                .records()
+                .unsettled_vms(None)
+                .await
+                .unwrap()
+                .is_empty()
+        );
         let again = deploy(&f.director, &manifest("d", 2, "1.0", 0)).await;
         assert_eq!(again.state, TaskState::Done, "{:?}", again.result);
     }

@@ -515,6 +515,15 @@ impl Cpi for ProcessCloud {
         Ok(self.iaas.has_vm(cid))
     }
 
+    async fn vm_of_agent(&self, agent_id: &str) -> Result<Option<String>, CpiError> {
+        let agent = agent_id.to_string();
+        let found = on_iaas(&self.iaas, move |iaas| iaas.vm_of_agent(&agent))
+            .await
+            .map_err(cpi_error)?
+            .map_err(cpi_error)?;
+        Ok(found.map(|vm| vm.cid))
+    }
+
     async fn reboot_vm(&self, cid: &str) -> Result<(), CpiError> {
         let record = self.iaas.vm(cid).map_err(cpi_error)?;
         let vm = self

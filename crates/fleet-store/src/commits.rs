@@ -130,6 +130,14 @@ impl Db {
             // back or this does, nothing of the call is left.
             let _ = steer(&self.connection, "ROLLBACK");
         }
+        if matches!(&done, Err(e) if is_disk_full(e)) {
+            // The log's frames go into the database where its pages are, and the log
+            // gives its room back to the disk: what lets the next call write once
+            // anything at all is freed.
+            if let Err(e) = wal_checkpoint(&self.connection, "TRUNCATE") {
+                tracing::warn!(error = %e, "the state store's log cannot give its room back yet");
+            }
+        }
         done
     }
 
@@ -218,9 +226,20 @@ impl Db {
     }
 }
 
-/// How many frames the write-ahead log grows to before it is checkpointed into the
-/// database and started over (64 MiB of 4 KiB pages).
+/// How many frames the write-ahead log of grouped commits grows to before it is
+/// checkpointed into the database and started over (64 MiB of 4 KiB pages): a run's
+/// checkpoints are off the callers' way, and fewer of them write each page fewer times.
 pub const CHECKPOINT_FRAMES: i64 = 16_384;
+
+/// The same for a store that commits each call, checkpointed by SQLite itself after a
+/// commit (16 MiB): the log must never need more of the disk than a small state
+/// directory has, or a disk that fills could not be given back the log's room by a
+/// checkpoint that never comes.
+pub const EACH_CALL_CHECKPOINT_FRAMES: i64 = 4_096;
+
+/// What SQLite keeps of the log's file once a checkpoint started it over: the room a
+/// log that grew (a large write, a reader holding a checkpoint back) gives back.
+pub const LOG_KEPT_BYTES: i64 = 16 * 1024 * 1024;
 
 /// Checkpoints run every this many commits of the flusher.
 const CHECKPOINT_EVERY: u32 = 10;
@@ -295,6 +314,12 @@ fn checkpoint(db: &Mutex<Db>, checkpoints: &Connection, long: i64) {
     if let Err(e) = restarted.and(restored) {
         tracing::warn!(error = %e, "cannot start the state store's log over");
     }
+}
+
+/// Whether SQLite refused a write for want of room on the disk.
+fn is_disk_full(e: &StoreError) -> bool {
+    matches!(e, StoreError::Database(crate::DbError::Sqlite(e))
+        if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull))
 }
 
 /// `(busy, frames in the log)` after a checkpoint of `mode`.

@@ -194,10 +194,11 @@ impl SqliteStore {
         // Grouped commits leave checkpoints to the thread that commits them, off the
         // callers' way.
         let autocheckpoint = match commits {
-            Commits::EachCall => commits::CHECKPOINT_FRAMES,
+            Commits::EachCall => commits::EACH_CALL_CHECKPOINT_FRAMES,
             Commits::Grouped { .. } => 0,
         };
         connection.pragma_update(None, "wal_autocheckpoint", autocheckpoint)?;
+        connection.pragma_update(None, "journal_size_limit", commits::LOG_KEPT_BYTES)?;
         // A large fleet's hot pages (the recent tasks, the indexes, the deployments being
         // changed) outgrow SQLite's 2 MiB default: 64 MiB at most, taken as the state grows.
         connection.pragma_update(None, "cache_size", -65_536)?;
@@ -220,7 +221,8 @@ impl SqliteStore {
                     tracing::warn!(error = %e, "cannot commit grouped writes apart: each call commits");
                     let mut db = commits::lock(&db);
                     db.each_call();
-                    db.pragma_update(None, "wal_autocheckpoint", commits::CHECKPOINT_FRAMES)?;
+                    let frames = commits::EACH_CALL_CHECKPOINT_FRAMES;
+                    db.pragma_update(None, "wal_autocheckpoint", frames)?;
                     None
                 }
             },

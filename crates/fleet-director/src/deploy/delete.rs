@@ -51,6 +51,8 @@ pub async fn delete(
         let gone = delete_instance(ports, deletion.record, deletion.responsive, false, intent);
         step.end(gone.await)?;
     }
+    // What a crash of an earlier task of this deployment left, deleted under its lock.
+    crate::unsettled::settle(&*ports.cpi, &ports.records, Some(&name)).await?;
     compilation::delete_leftovers(ports, &log, &name).await?;
     // Every address the deployment held, static or dynamic, returns to its network.
     networking::release_where(&ports.addresses, &name, |_| true).await?;

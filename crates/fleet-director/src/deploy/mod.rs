@@ -188,6 +188,8 @@ async fn deploy_valid(
         }
         ports.records.write(created).await?;
     }
+    // What a crash of an earlier task of this deployment left, deleted under its lock.
+    crate::unsettled::settle(&*ports.cpi, &ports.records, Some(&name)).await?;
     compilation::delete_leftovers(ports, &log, &name).await?;
     let variables = config_server::resolve(
         &ports.records,

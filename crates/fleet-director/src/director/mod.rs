@@ -92,41 +92,13 @@ impl Director {
         Ok(director)
     }
 
-    /// Deletes the VMs a previous process had the cloud make and died before recording
-    /// (found by the agent each was made for), so that a crash leaks no VM. Only a process
-    /// that holds the store alone does it: on a shared database another process may be
-    /// making them right now.
+    /// Deletes the VMs a previous process left unrecorded when it died (see
+    /// [`crate::unsettled`]), so that a crash leaks no VM. Only a process that holds the
+    /// store alone does it for every deployment: on a shared database another process may
+    /// be making them right now.
     async fn delete_half_made_vms(&self) {
-        let creating = match self.records().creating_vms().await {
-            Ok(creating) => creating,
-            Err(e) => {
-                tracing::warn!(error = %e, "VMs whose creation was cut off cannot be listed");
-                return;
-            }
-        };
-        for (agent, instance) in creating {
-            let cpi = &self.core.cpi;
-            match cpi.vm_of_agent(&agent).await {
-                Ok(Some(cid)) => match cpi.delete_vm(&cid).await {
-                    Ok(()) => tracing::warn!(
-                        vm = %cid, %instance,
-                        "deleted a VM whose creation the last process did not record"
-                    ),
-                    Err(e) => {
-                        tracing::warn!(vm = %cid, %instance, error = %e, "a VM whose creation was cut off could not be deleted");
-                        continue;
-                    }
-                },
-                Ok(None) => {}
-                Err(e) => {
-                    tracing::warn!(%agent, %instance, error = %e, "the cloud cannot say whether a VM was made");
-                    continue;
-                }
-            }
-            let done = crate::records::change::creating_vm_done(&agent);
-            if let Err(e) = self.records().write(vec![done]).await {
-                tracing::warn!(error = %e, "cannot record a cut-off VM as dealt with");
-            }
+        if let Err(e) = crate::unsettled::settle(&*self.core.cpi, self.records(), None).await {
+            tracing::warn!(error = %e, "VMs a crash left unrecorded cannot be settled");
         }
     }
 

@@ -13,6 +13,7 @@ use super::records::{orphaned, persist};
 use crate::error::CallContext;
 use crate::ports::Ports;
 use crate::records::{Records, change};
+use crate::unsettled::UnsettledVm;
 
 /// Creates the VM and persistent disk of a new instance (or one that lost its VM).
 pub async fn create_missing_vm(
@@ -82,14 +83,15 @@ pub async fn create_vm(
         az: record.az.clone(),
     };
     // Noted before the cloud makes it: a crash before its CID is recorded leaves a VM
-    // that the next start finds by its agent and deletes.
+    // that is found by its agent and deleted (see `crate::unsettled`).
+    let note = UnsettledVm {
+        agent_id: agent_id.clone(),
+        instance: record.name(),
+        cid: None,
+    };
     ports
         .records
-        .write(vec![change::creating_vm(
-            &agent_id,
-            &record.deployment,
-            &record.name(),
-        )])
+        .write(vec![change::vm_unsettled(&record.deployment, &note)])
         .await?;
     let created = ports.cpi.create_vm(&request).await;
     let cid = match created {
@@ -98,7 +100,7 @@ pub async fn create_vm(
             // Refused: nothing was made.
             let _ = ports
                 .records
-                .write(vec![change::creating_vm_done(&agent_id)])
+                .write(vec![change::vm_settled(&agent_id)])
                 .await;
             return Err::<(), _>(e).for_subject("create_vm", &name);
         }
@@ -116,16 +118,25 @@ pub async fn create_vm(
         stemcell: plan.desired.stemcell.clone(),
         created_at: Some(ports.clock.unix_secs()),
     };
-    let noted = vm.agent_id.clone();
-    ports
+    let written = ports
         .records
         .write(vec![
             change::instance(record),
             change::vm(&vm),
-            change::creating_vm_done(&noted),
+            change::vm_settled(&vm.agent_id),
         ])
-        .await
-        .map_err(StepError::from)
+        .await;
+    if let Err(e) = written {
+        // Not kept when it cannot be recorded; the note stays for one the cloud keeps.
+        if ports.cpi.delete_vm(&cid).await.is_ok() {
+            let _ = ports
+                .records
+                .write(vec![change::vm_settled(&vm.agent_id)])
+                .await;
+        }
+        return Err(e.into());
+    }
+    Ok(())
 }
 
 /// Deletes the instance's VM; with a responsive agent its disk is unmounted first.
@@ -158,18 +169,39 @@ pub async fn delete_vm(
             .await
             .for_subject("detach_disk", &name)?;
     }
-    // Forget the VM first: a crash now leaks a VM rather than pointing at a deleted one.
-    forget_vm(&ports.records, record).await?;
+    // Forgotten first, with a note that names it: a crash from here on leaves a VM that
+    // is deleted later (see `crate::unsettled`), not a record pointing at a deleted one.
+    let note = UnsettledVm {
+        agent_id: record.agent_id.clone().unwrap_or_else(|| cid.clone()),
+        instance: name.clone(),
+        cid: Some(cid.clone()),
+    };
+    forget_vm_noting(&ports.records, record, Some(&note)).await?;
     ports
         .cpi
         .delete_vm(&cid)
         .await
-        .map_err(|e| StepError::Failed(format!("delete_vm for {name}: {e}")))
+        .map_err(|e| StepError::Failed(format!("delete_vm for {name}: {e}")))?;
+    ports
+        .records
+        .write(vec![change::vm_settled(&note.agent_id)])
+        .await
+        .map_err(StepError::from)
 }
 
-/// Forgets the instance's VM without asking the cloud: before deleting it, or for a VM
-/// the cloud no longer has or one the operator gives up on (cloud check).
+/// Forgets the instance's VM without asking the cloud: for a VM the cloud no longer has
+/// or one the operator gives up on (cloud check).
 pub async fn forget_vm(records: &Records, record: &mut InstanceRecord) -> Result<(), StepError> {
+    forget_vm_noting(records, record, None).await
+}
+
+/// Forgets the instance's VM, noting `unsettled` in the same write when it is about to
+/// be deleted.
+async fn forget_vm_noting(
+    records: &Records,
+    record: &mut InstanceRecord,
+    unsettled: Option<&UnsettledVm>,
+) -> Result<(), StepError> {
     let Some(cid) = record.vm_cid.take() else {
         return Ok(());
     };
@@ -177,10 +209,9 @@ pub async fn forget_vm(records: &Records, record: &mut InstanceRecord) -> Result
     record.vm_stemcell = None;
     record.vm_type = None;
     record.vm_networks.clear();
-    records
-        .write(vec![change::instance(record), change::vm_gone(&cid)])
-        .await
-        .map_err(StepError::from)
+    let mut writes = vec![change::instance(record), change::vm_gone(&cid)];
+    writes.extend(unsettled.map(|vm| change::vm_unsettled(&record.deployment, vm)));
+    records.write(writes).await.map_err(StepError::from)
 }
 
 /// Removes an instance that is no longer wanted: its jobs are drained and stopped (when
