@@ -30,7 +30,8 @@ fn check(dir: &Path) {
         let spec = dir.join("packages").join(name).join("spec");
         let files = list(&spec, "files");
         assert!(!files.is_empty(), "{} names its files", spec.display());
-        let held = tgz_files(package.bytes.as_ref().unwrap(), u64::MAX).unwrap();
+        let bytes = package.bytes.as_ref().unwrap().read().unwrap();
+        let held = tgz_files(&bytes, u64::MAX).unwrap();
         let mut paths: Vec<&str> = held.iter().map(|e| e.path.as_str()).collect();
         paths.sort();
         let mut expected: Vec<&str> = files.iter().map(String::as_str).collect();

@@ -6,6 +6,7 @@ use fleet_updater::config::ServeLimits;
 use fleet_updater::release::{File, ReleaseBuilder, from_tarball};
 use reqwest::Method;
 use serde_json::Value;
+use std::time::Duration;
 
 use super::served::Served;
 
@@ -272,20 +273,26 @@ plans: []
     assert_eq!(simulated.info().await["cpi"], "simulated");
 }
 
+const PASSWORD: &str = "Upload-Test-Pw-1";
+
+/// `serve` as a process of its own, whose memory is its own, with the user `admin`
+/// (password [`PASSWORD`]); and the directory of its state.
+fn serve_process() -> (tempfile::TempDir, super::serve_shared::Server) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yml");
+    let users = format!("serve:\n  users: [{{name: admin, password: {PASSWORD}}}]\n");
+    std::fs::write(&config, users).unwrap();
+    let server = super::serve_shared::start(&config, &dir.path().join("state"), None);
+    (dir, server)
+}
+
 /// A compression bomb (a tarball of under a megabyte inflating to 512 MiB of zeros)
 /// uploaded to a `serve` process is refused while it inflates, naming the bound, and the
 /// process's own peak memory stays far below what the bomb would take.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_compression_bomb_is_refused_while_it_inflates_and_serve_stays_small() {
     use std::io::Read;
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config.yml");
-    std::fs::write(
-        &config,
-        "serve:\n  users: [{name: admin, password: Bomb-Test-Pw-1}]\n",
-    )
-    .unwrap();
-    let server = super::serve_shared::start(&config, &dir.path().join("state"), None);
+    let (_dir, server) = serve_process();
     // Half a gibibyte of zeros, packed as it streams: read whole, it would take twice the
     // peak allowed below.
     let size: u64 = 512 << 20;
@@ -303,7 +310,7 @@ async fn a_compression_bomb_is_refused_while_it_inflates_and_serve_stays_small()
     let client = super::served::client_trusting(&server.ca);
     let response = client
         .post(format!("https://{}/releases", server.director))
-        .basic_auth("admin", Some("Bomb-Test-Pw-1"))
+        .basic_auth("admin", Some(PASSWORD))
         .header("content-type", "application/x-compressed")
         .body(bomb)
         .send()
@@ -316,15 +323,111 @@ async fn a_compression_bomb_is_refused_while_it_inflates_and_serve_stays_small()
         description.contains("unpacks to more than 64 MiB"),
         "{description}"
     );
-    let status = std::fs::read_to_string(format!("/proc/{}/status", server.child.id())).unwrap();
-    let peak_kb: u64 = status
+    let peak = peak_mib(server.child.id());
+    assert!(peak < 256, "serve peaked at {peak} MiB");
+}
+
+/// The peak memory of process `pid` so far, in MiB.
+fn peak_mib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
         .lines()
         .find_map(|l| l.strip_prefix("VmHWM:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap();
+    kb / 1024
+}
+
+/// A release that does not compress (a package of 96 MiB of noise) is spooled to disk as
+/// it arrives, unpacked to files and kept in the store piece by piece: `serve`'s peak
+/// memory grows by less than the release's size, where holding the upload and its
+/// package in memory took twice it; the package is kept, and the spool emptied.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_large_release_is_kept_without_being_held_in_memory() {
+    let (dir, server) = serve_process();
+    let size = 96usize << 20;
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut noise = Vec::with_capacity(size);
+    while noise.len() < size {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        noise.extend_from_slice(&state.to_le_bytes());
+    }
+    let release = echo("1", "echo big")
+        .package(
+            "big",
+            &[],
+            vec![file("packaging", "true\n"), ("noise.bin".into(), noise)],
+        )
+        .build();
+    assert!(release.len() > size, "{} bytes", release.len());
+    let before = peak_mib(server.child.id());
+
+    // A debug build takes a while over the release (TLS, inflating, hashing, copying).
+    let loopback = "127.0.0.1".parse().unwrap();
+    let client = super::served::client_waiting(&server.ca, loopback, Duration::from_secs(600));
+    let started = tokio::time::Instant::now();
+    let response = client
+        .post(format!("https://{}/releases", server.director))
+        .basic_auth("admin", Some(PASSWORD))
+        .header("content-type", "application/x-compressed")
+        .body(release)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 302, "{:?}", response.text().await);
+    let task = response.headers()["location"].to_str().unwrap().to_string();
+    let state = loop {
+        let task: Value = client
+            .get(format!("https://{}{task}", server.director))
+            .basic_auth("admin", Some(PASSWORD))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let state = task["state"].as_str().unwrap().to_string();
+        if state != "queued" && state != "processing" {
+            break state;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(state, "done");
+    // Held whole, the upload and its package took twice the release at once; spooled,
+    // what grows is mostly SQLite's page cache (64 MiB at most).
+    let peak = peak_mib(server.child.id());
     assert!(
-        peak_kb < 256 * 1024,
-        "serve peaked at {} MiB",
-        peak_kb / 1024
+        peak - before < (size >> 20) as u64,
+        "serve peaked at {peak} MiB, from {before} MiB before the upload, in {:?}",
+        started.elapsed()
+    );
+    let shown: Value = client
+        .get(format!(
+            "https://{}/releases/echo?version=1",
+            server.director
+        ))
+        .basic_auth("admin", Some(PASSWORD))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let big = shown["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "big")
+        .unwrap();
+    assert!(big["blobstore_id"].as_str().is_some_and(|b| b.len() == 40));
+    assert!(
+        !dir.path()
+            .join("state/uploads")
+            .read_dir()
+            .unwrap()
+            .any(|_| true),
+        "nothing is left in the spool"
     );
 }

@@ -59,6 +59,11 @@ pub fn client_trusting(ca: &std::path::Path) -> Client {
 /// A client trusting `ca` that connects from `local`, another loopback address: another
 /// client as `serve` counts clients.
 pub fn client_from(ca: &std::path::Path, local: std::net::IpAddr) -> Client {
+    client_waiting(ca, local, Duration::from_secs(30))
+}
+
+/// [`client_from`] waiting `timeout` for an answer.
+pub fn client_waiting(ca: &std::path::Path, local: std::net::IpAddr, timeout: Duration) -> Client {
     let pem = std::fs::read(ca).unwrap();
     // reqwest is built without a provider of its own (the build uses ring throughout).
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -66,7 +71,7 @@ pub fn client_from(ca: &std::path::Path, local: std::net::IpAddr) -> Client {
         .tls_certs_only([Certificate::from_pem(&pem).unwrap()])
         .local_address(local)
         .redirect(reqwest::redirect::Policy::none())
-        .timeout(Duration::from_secs(30))
+        .timeout(timeout)
         .build()
         .unwrap()
 }

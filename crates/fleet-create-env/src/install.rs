@@ -229,7 +229,9 @@ impl Installation {
                     let source = package
                         .bytes
                         .as_ref()
-                        .ok_or_else(|| InstallError::NoArchive(name.clone()))?;
+                        .ok_or_else(|| InstallError::NoArchive(name.clone()))?
+                        .read()
+                        .map_err(io(&cached))?;
                     let dependencies = package
                         .package
                         .dependencies
@@ -241,7 +243,7 @@ impl Installation {
                         CompileRequest {
                             name,
                             version: &package.package.archive.version,
-                            source,
+                            source: &source,
                             dependencies,
                             env: vec![(PROGRAM_VARIABLE.into(), program.display().to_string())],
                         },

@@ -172,11 +172,16 @@ async fn compile(
             }
             let archive = &package.package.archive;
             progress(format!("Compiling package '{name}/{}'", archive.version));
-            let source = package.bytes.clone().ok_or_else(|| {
-                EnvError::Deploy(format!(
-                    "package `{name}`: the release holds no archive of it"
-                ))
-            })?;
+            let source = package
+                .bytes
+                .as_ref()
+                .ok_or_else(|| {
+                    EnvError::Deploy(format!(
+                        "package `{name}`: the release holds no archive of it"
+                    ))
+                })?
+                .read()
+                .map_err(|e| EnvError::Deploy(format!("package `{name}`: {e}")))?;
             let source_id = uuid();
             agent
                 .put_blob(&source_id, source)

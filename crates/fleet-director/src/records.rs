@@ -368,6 +368,23 @@ impl Records {
         self.store.put_blob(id, bytes).await
     }
 
+    /// Keeps a release's archive as the blob `id`: from its spooled file piece by piece,
+    /// or from memory.
+    pub async fn put_payload(
+        &self,
+        id: &str,
+        payload: fleet_release::Payload,
+    ) -> Result<(), StoreError> {
+        if let Some(path) = payload.file() {
+            return self.store.put_blob_file(id, path).await;
+        }
+        let bytes = payload.into_bytes().map_err(|source| StoreError::Source {
+            path: std::path::PathBuf::from(id),
+            source,
+        })?;
+        self.store.put_blob(id, bytes).await
+    }
+
     pub async fn delete_blob(&self, id: String) -> Result<(), StoreError> {
         self.store.run(move |s| s.delete_blob(&id)).await
     }

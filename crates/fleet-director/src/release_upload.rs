@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use fleet_release::{ReleaseArchive, sha1_hex};
+use fleet_release::{Payload, ReleaseArchive};
 
 use super::compile::cache_key;
 use super::error::StepError;
@@ -34,8 +34,8 @@ pub enum Decision {
 pub struct Upload {
     pub release: Release,
     /// Package and job archives the upload brought, by blob id, each with what it is.
-    pub packages: Vec<(String, String, Vec<u8>)>,
-    pub jobs: Vec<(String, String, Vec<u8>)>,
+    pub packages: Vec<(String, String, Payload)>,
+    pub jobs: Vec<(String, String, Payload)>,
     /// What a compiled release's packages put in the compilation cache, by cache key.
     pub compiled: Vec<(String, CompiledPackage)>,
 }
@@ -77,7 +77,7 @@ pub fn decide(
         };
         let kept = match package.bytes {
             Some(bytes) => {
-                let blob = sha1_hex(&bytes);
+                let blob = bytes.sha1().to_string();
                 packages.push((blob.clone(), package.package.archive.name.clone(), bytes));
                 archived(blob)
             }
@@ -111,7 +111,7 @@ pub fn decide(
         let name = package.archive.name.clone();
         let blob = match entry.bytes {
             Some(bytes) => {
-                let blob = sha1_hex(&bytes);
+                let blob = bytes.sha1().to_string();
                 packages.push((blob.clone(), name.clone(), bytes));
                 blob
             }
@@ -143,7 +143,8 @@ pub fn decide(
     let mut jobs = Vec::new();
     let mut release_jobs = Vec::new();
     for job in archive.jobs {
-        let blob = sha1_hex(&job.bytes);
+        let bytes = Payload::memory(job.bytes);
+        let blob = bytes.sha1().to_string();
         let spec = job.files.spec;
         release_jobs.push(ReleaseJob {
             name: job.archive.name.clone(),
@@ -169,7 +170,7 @@ pub fn decide(
             provides: spec.provides.into_iter().map(link_def).collect(),
             consumes: spec.consumes.into_iter().map(link_def).collect(),
         });
-        jobs.push((blob, job.archive.name, job.bytes));
+        jobs.push((blob, job.archive.name, bytes));
     }
     let release = Release {
         name,
@@ -303,7 +304,7 @@ pub async fn run(
         for (blob, name, bytes) in blobs {
             log.check()?;
             let step = stage.start(format!("{name}/{}", &blob[..blob.len().min(12)]));
-            let kept = records.put_blob(&blob, bytes).await;
+            let kept = records.put_payload(&blob, bytes).await;
             step.end(kept.map_err(StepError::from))?;
         }
     }

@@ -6,11 +6,13 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use super::digest::Digest;
 use super::job::{self, JobFiles};
 use super::manifest::{self, ArchiveRef, CompiledRef, PackageRef, ReleaseManifest};
-use super::{package, tgz};
+use super::payload::Payload;
+use super::{ArchiveError, package, tgz};
 
 /// The outer tarball holds already compressed archives: about its own size unpacked.
 pub const MAX_RELEASE_BYTES: u64 = 16 * 1024 * 1024 * 1024;
@@ -52,7 +54,7 @@ pub struct JobArchive {
 pub struct PackageArchive {
     pub package: PackageRef,
     /// `None` when the upload left it out.
-    pub bytes: Option<Vec<u8>>,
+    pub bytes: Option<Payload>,
 }
 
 /// A compiled package: what its installation left, for one stemcell.
@@ -60,7 +62,7 @@ pub struct PackageArchive {
 pub struct CompiledArchive {
     pub compiled: CompiledRef,
     /// `None` when the upload left it out.
-    pub bytes: Option<Vec<u8>>,
+    pub bytes: Option<Payload>,
 }
 
 #[derive(Debug, Clone)]
@@ -86,10 +88,10 @@ pub fn from_path(path: &Path) -> Result<ReleaseArchive, ReleaseError> {
         let manifest = path.join("release.MF");
         files.insert(
             "release.MF".to_string(),
-            std::fs::read(&manifest).map_err(|source| ReleaseError::Io {
+            Payload::memory(std::fs::read(&manifest).map_err(|source| ReleaseError::Io {
                 path: manifest.clone(),
                 source,
-            })?,
+            })?),
         );
         for sub in ["jobs", "packages"] {
             let dir = path.join(sub);
@@ -104,11 +106,11 @@ pub fn from_path(path: &Path) -> Result<ReleaseArchive, ReleaseError> {
                         path: entry.path(),
                         source,
                     })?;
-                    files.insert(format!("{sub}/{name}"), bytes);
+                    files.insert(format!("{sub}/{name}"), Payload::memory(bytes));
                 }
             }
         }
-        assemble(files)
+        assemble(files, &TRUSTED, 0)
     } else {
         from_tarball(&std::fs::read(path).map_err(io)?)
     }
@@ -121,14 +123,16 @@ pub fn from_path(path: &Path) -> Result<ReleaseArchive, ReleaseError> {
 /// does not parse, a job archive missing or not matching its digest, a job spec naming a
 /// package the release lacks.
 pub fn from_tarball(bytes: &[u8]) -> Result<ReleaseArchive, ReleaseError> {
-    // This machine's own files (the CLI, create-env, the fleet's sources): bounded only
-    // by the absolute size, not by how far they inflate.
-    let trusted = UnpackLimits {
-        max_expansion: u64::MAX,
-        ..UnpackLimits::default()
-    };
-    from_tarball_within(bytes, &trusted)
+    from_tarball_within(bytes, &TRUSTED)
 }
+
+/// This machine's own files (the CLI, create-env, the fleet's sources): bounded only by
+/// the absolute size, not by how far they inflate.
+const TRUSTED: UnpackLimits = UnpackLimits {
+    max_bytes: MAX_RELEASE_BYTES,
+    max_entries: 100_000,
+    max_expansion: u64::MAX,
+};
 
 /// What reading a release tarball sent by anyone may cost: checked while it is read, so
 /// that a compression bomb or a flood of files is refused before it takes the memory.
@@ -184,16 +188,92 @@ pub fn from_tarball_within(
     let entries = tgz::files_within(bytes, bounds)
         .map_err(|e| ReleaseError::invalid("the release tarball", e.to_string()))?;
     let mut files = BTreeMap::new();
+    let mut unpacked = 0u64;
     for entry in entries {
-        files.insert(entry.path, entry.bytes);
+        unpacked += entry.bytes.len() as u64;
+        files.insert(entry.path, Payload::memory(entry.bytes));
     }
-    assemble(files)
+    assemble(files, limits, unpacked)
 }
 
-fn assemble(mut files: BTreeMap<String, Vec<u8>>) -> Result<ReleaseArchive, ReleaseError> {
+/// [`from_tarball_within`] for the tarball in the file `path` (an upload spooled to disk),
+/// read as it streams: `release.MF` and the job archives (small, read whole) are held in
+/// memory, each package archive goes to a file of its own in a new directory under
+/// `spool` (gone with the last payload in it), and any other file is read past. Memory
+/// holds no more than a job archive, whatever the release's size.
+///
+/// # Errors
+/// As [`from_tarball_within`]; [`ReleaseError::Io`] when the file or the spool cannot be
+/// read or written.
+pub fn from_file_within(
+    path: &Path,
+    limits: &UnpackLimits,
+    spool: &Path,
+) -> Result<ReleaseArchive, ReleaseError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| ReleaseError::Io { path, source }
+    };
+    let file = std::fs::File::open(path).map_err(io(path))?;
+    let packed = file.metadata().map_err(io(path))?.len();
+    std::fs::create_dir_all(spool).map_err(io(spool))?;
+    let unpacked = Arc::new(
+        tempfile::Builder::new()
+            .prefix("release-")
+            .tempdir_in(spool)
+            .map_err(io(spool))?,
+    );
+    let invalid = |e: ArchiveError| ReleaseError::invalid("the release tarball", e.to_string());
+    let plain = tgz::plain_reader(file).map_err(|e| invalid(ArchiveError::NotATarball(e)))?;
+    let mut files = BTreeMap::new();
+    let mut entries = 0usize;
+    let unpacked = tgz::walk_from(plain, limits.inflated(packed), |name, reader| {
+        if entries == limits.max_entries {
+            return Err(ArchiveError::TooManyEntries {
+                limit: limits.max_entries,
+            });
+        }
+        entries += 1;
+        let held = match name {
+            "release.MF" => Some(MAX_MANIFEST_BYTES),
+            _ if name.starts_with("jobs/") => Some(job::MAX_JOB_BYTES),
+            _ => None,
+        };
+        let kept = if let Some(cap) = held {
+            Payload::memory(tgz::read_capped(reader, name, cap)?)
+        } else if name.starts_with("packages/") || name.starts_with("compiled_packages/") {
+            let spooled = Payload::spool(reader, &unpacked, &entries.to_string());
+            spooled.map_err(|source| ArchiveError::WriteEntry {
+                path: name.to_string(),
+                source,
+            })?
+        } else {
+            // Not part of a release: read past (the tarball's reader skips it).
+            return Ok(());
+        };
+        files.insert(name.to_string(), kept);
+        Ok(())
+    })
+    .map_err(invalid)?;
+    assemble(files, limits, unpacked)
+}
+
+/// The release of `files`, every archive checked. Package archives are tarballs again:
+/// each may inflate as the release tarball may ([`UnpackLimits::inflated`] of its own
+/// size), and all of them together to what is left of `limits.max_bytes` once the
+/// release tarball inflated to `unpacked`, so that a bomb nested in a package costs no
+/// more than one sent whole.
+fn assemble(
+    mut files: BTreeMap<String, Payload>,
+    limits: &UnpackLimits,
+    unpacked: u64,
+) -> Result<ReleaseArchive, ReleaseError> {
+    let mut left = limits.max_bytes.saturating_sub(unpacked);
     let text = files
         .remove("release.MF")
-        .ok_or_else(|| ReleaseError::invalid("the release", "has no `release.MF`"))?;
+        .ok_or_else(|| ReleaseError::invalid("the release", "has no `release.MF`"))?
+        .into_bytes()
+        .map_err(|e| ReleaseError::invalid("release.MF", e.to_string()))?;
     let text = String::from_utf8(text)
         .map_err(|_| ReleaseError::invalid("release.MF", "is not UTF-8 text"))?;
     let manifest = manifest::parse(&text).map_err(|problems| ReleaseError::Invalid {
@@ -203,13 +283,20 @@ fn assemble(mut files: BTreeMap<String, Vec<u8>>) -> Result<ReleaseArchive, Rele
     let mut jobs = Vec::new();
     for archive in &manifest.jobs {
         let file = format!("jobs/{}.tgz", archive.name);
-        let bytes = files.remove(&file).ok_or_else(|| {
-            ReleaseError::invalid(
-                &file,
-                format!("is missing, but release.MF lists job `{}`", archive.name),
-            )
-        })?;
-        verify(&file, &archive.digest, &bytes)?;
+        let bytes = files
+            .remove(&file)
+            .ok_or_else(|| {
+                ReleaseError::invalid(
+                    &file,
+                    format!("is missing, but release.MF lists job `{}`", archive.name),
+                )
+            })?
+            .into_bytes()
+            .map_err(|e| ReleaseError::invalid(&file, e.to_string()))?;
+        archive
+            .digest
+            .verify(&bytes)
+            .map_err(|e| ReleaseError::invalid(&file, format!("sha1: {e}")))?;
         let files = job::read(&bytes).map_err(|problems| ReleaseError::Invalid {
             file: file.clone(),
             problems,
@@ -248,7 +335,13 @@ fn assemble(mut files: BTreeMap<String, Vec<u8>>) -> Result<ReleaseArchive, Rele
         let bytes = files.remove(&file);
         if let Some(bytes) = &bytes {
             verify(&file, &package.archive.digest, bytes)?;
-            package::check(bytes).map_err(|e| ReleaseError::invalid(&file, e.to_string()))?;
+            let reader = bytes
+                .reader()
+                .map_err(|e| ReleaseError::invalid(&file, e.to_string()))?;
+            let limit = limits.inflated(bytes.len()).min(left);
+            let read = package::check_reader(reader, limit)
+                .map_err(|e| ReleaseError::invalid(&file, e.to_string()))?;
+            left -= read;
         }
         packages.push(PackageArchive {
             package: package.clone(),
@@ -275,8 +368,11 @@ fn assemble(mut files: BTreeMap<String, Vec<u8>>) -> Result<ReleaseArchive, Rele
     })
 }
 
-fn verify(file: &str, digest: &Digest, bytes: &[u8]) -> Result<(), ReleaseError> {
+fn verify(file: &str, digest: &Digest, payload: &Payload) -> Result<(), ReleaseError> {
+    let mut reader = payload
+        .reader()
+        .map_err(|e| ReleaseError::invalid(file, e.to_string()))?;
     digest
-        .verify(bytes)
+        .verify_reader(&mut reader, file)
         .map_err(|e| ReleaseError::invalid(file, format!("sha1: {e}")))
 }

@@ -3,7 +3,9 @@
 //! separated by `;`. Every digest given is checked, so a manifest cannot name a strong one
 //! that is wrong beside a weak one that is right.
 
-use ring::digest::{Algorithm, SHA1_FOR_LEGACY_USE_ONLY, SHA256, SHA512, digest};
+use std::io::Read;
+
+use ring::digest::{Algorithm, Context, SHA1_FOR_LEGACY_USE_ONLY, SHA256, SHA512, digest};
 
 use super::ArchiveError;
 
@@ -61,9 +63,42 @@ impl Digest {
     /// # Errors
     /// The first algorithm whose digest differs, with the digest the bytes have.
     pub fn verify(&self, bytes: &[u8]) -> Result<(), ArchiveError> {
-        for e in &self.expected {
-            let (_, algo) = algorithm_named(e.algorithm).expect("parsed names are known");
-            let actual = hex(digest(algo, bytes).as_ref());
+        self.verify_reader(&mut &bytes[..], "bytes in memory")
+    }
+
+    /// [`Self::verify`] for what `reader` gives, read once whatever the algorithms.
+    ///
+    /// # Errors
+    /// As [`Self::verify`]; [`ArchiveError::ReadEntry`] naming `what` when reading fails.
+    pub fn verify_reader(&self, reader: &mut dyn Read, what: &str) -> Result<(), ArchiveError> {
+        let mut contexts: Vec<Context> = self
+            .expected
+            .iter()
+            .map(|e| {
+                Context::new(
+                    algorithm_named(e.algorithm)
+                        .expect("parsed names are known")
+                        .1,
+                )
+            })
+            .collect();
+        let mut buffer = vec![0u8; 64 * 1024];
+        loop {
+            let n = reader
+                .read(&mut buffer)
+                .map_err(|source| ArchiveError::ReadEntry {
+                    path: what.to_string(),
+                    source,
+                })?;
+            if n == 0 {
+                break;
+            }
+            for context in &mut contexts {
+                context.update(&buffer[..n]);
+            }
+        }
+        for (e, context) in self.expected.iter().zip(contexts) {
+            let actual = hex(context.finish().as_ref());
             if actual != e.hex {
                 return Err(ArchiveError::DigestMismatch {
                     algorithm: e.algorithm,
@@ -100,7 +135,7 @@ fn algorithm_named(name: &str) -> Option<(&'static str, &'static Algorithm)> {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     data_encoding::HEXLOWER.encode(bytes)
 }
 
@@ -118,6 +153,8 @@ mod tests {
         let wrong = d.verify(b"abd").unwrap_err().to_string();
         assert!(wrong.starts_with("sha1 digest is "), "{wrong}");
         assert_eq!(sha1_hex(b"abc"), ABC_SHA1);
+        assert!(d.verify_reader(&mut &b"abc"[..], "abc").is_ok());
+        assert!(d.verify_reader(&mut &b"abd"[..], "abd").is_err());
     }
 
     #[test]

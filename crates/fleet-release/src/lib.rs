@@ -11,18 +11,21 @@ mod fingerprint;
 mod job;
 mod manifest;
 mod package;
+mod payload;
 mod source;
 mod tgz;
 mod tree;
 
 pub use archive::{
     CompiledArchive, EXPANSION_FLOOR, JobArchive, MAX_RELEASE_BYTES, PackageArchive,
-    ReleaseArchive, ReleaseError, UnpackLimits, from_path, from_tarball, from_tarball_within,
+    ReleaseArchive, ReleaseError, UnpackLimits, from_file_within, from_path, from_tarball,
+    from_tarball_within,
 };
 pub use builder::{File, ReleaseBuilder, SourceFile};
 pub use digest::{Digest, sha1_hex, sha256_hex};
 pub use error::ArchiveError;
 pub use job::{JobFiles, JobSpec, LinkSpec, PropertySpec, parse_spec};
+pub use payload::Payload;
 
 /// A job archive read and checked; every problem joined.
 ///

@@ -5,14 +5,16 @@ use super::{ArchiveError, tgz};
 /// Packages carry sources and prebuilt binaries; this bounds what one may unpack to.
 pub const MAX_PACKAGE_BYTES: u64 = 8 * 1024 * 1024 * 1024;
 
-/// Checks that a package archive is a tarball with a `packaging` script.
+/// Checks that the package archive `reader` gives is a tarball with a `packaging`
+/// script, read as it streams and refused past `limit` bytes inflated; the bytes it
+/// inflated to.
 ///
 /// # Errors
 /// What is wrong, for the caller to name the file.
-pub fn check(bytes: &[u8]) -> Result<(), ArchiveError> {
-    let paths = tgz::paths(bytes, MAX_PACKAGE_BYTES)?;
+pub fn check_reader(reader: impl std::io::Read, limit: u64) -> Result<u64, ArchiveError> {
+    let (paths, read) = tgz::paths_in(reader, limit.min(MAX_PACKAGE_BYTES))?;
     if paths.iter().any(|p| p == "packaging") {
-        Ok(())
+        Ok(read)
     } else {
         Err(ArchiveError::NoPackagingScript)
     }
@@ -28,10 +30,12 @@ mod tests {
             ("packaging", b"cp -a kv/* $BOSH_INSTALL_TARGET\n"),
             ("kv/kv.py", b""),
         ]);
-        assert!(check(&good).is_ok());
+        assert!(check_reader(good.as_slice(), 1 << 20).is_ok());
         let bad = tgz::build(&[("kv/kv.py", b"")]);
         assert_eq!(
-            check(&bad).unwrap_err().to_string(),
+            check_reader(bad.as_slice(), 1 << 20)
+                .unwrap_err()
+                .to_string(),
             "has no `packaging` script"
         );
     }

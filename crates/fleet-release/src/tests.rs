@@ -205,3 +205,86 @@ fn a_tarball_is_read_within_its_bounds_which_name_themselves() {
     };
     assert!(from_tarball_within(&release("1").build(), &roomy).is_ok());
 }
+
+/// `tarball` written to a file and read from it, its packages spooled under `spool`.
+fn from_file(
+    tarball: &[u8],
+    limits: &UnpackLimits,
+    spool: &std::path::Path,
+) -> Result<ReleaseArchive, ReleaseError> {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), tarball).unwrap();
+    crate::from_file_within(file.path(), limits, spool)
+}
+
+#[test]
+fn a_release_read_from_a_file_spools_its_packages_and_reads_as_from_memory() {
+    let spool = tempfile::tempdir().unwrap();
+    let tarball = release("1").build();
+    let spooled = from_file(&tarball, &UnpackLimits::default(), spool.path()).unwrap();
+    let held = from_tarball(&tarball).unwrap();
+    assert_eq!(spooled.manifest, held.manifest);
+    assert_eq!(spooled.jobs[0].bytes, held.jobs[0].bytes);
+    for (a, b) in spooled.packages.iter().zip(&held.packages) {
+        let (a, b) = (a.bytes.as_ref().unwrap(), b.bytes.as_ref().unwrap());
+        assert!(
+            a.file().is_some_and(|f| f.starts_with(spool.path())),
+            "{a:?}"
+        );
+        assert_eq!(a.sha1(), b.sha1());
+        assert_eq!(a.read().unwrap(), b.read().unwrap());
+    }
+    // Its files go with it.
+    drop(spooled);
+    assert_eq!(std::fs::read_dir(spool.path()).unwrap().count(), 0);
+    // What memory refuses, the file refuses alike, and leaves nothing behind.
+    let e = from_file(
+        &zeros("release.MF", 5 << 20),
+        &UnpackLimits::default(),
+        spool.path(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("`release.MF` is larger than 4194304 bytes"),
+        "{e}"
+    );
+    let e = from_file(
+        &zeros("blob", 80 << 20),
+        &UnpackLimits::default(),
+        spool.path(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("unpacks to more than 64 MiB"), "{e}");
+    assert_eq!(std::fs::read_dir(spool.path()).unwrap().count(), 0);
+}
+
+/// A package archive is a tarball again: a bomb nested in one is refused as one sent
+/// whole would be, from memory and from a file alike.
+#[test]
+fn a_bomb_nested_in_a_package_is_refused_within_the_same_bounds() {
+    let zeros: File = ("zeros".into(), vec![0u8; 80 << 20]);
+    let tarball = ReleaseBuilder::new("kv", "1")
+        .job(
+            "kv",
+            vec![f("job.MF", "name: kv\npackages: [big]\n"), f("monit", "")],
+        )
+        .package("big", &[], vec![f("packaging", "true\n"), zeros])
+        .build();
+    assert!(tarball.len() < 1 << 20, "{}", tarball.len());
+    let e = from_tarball_within(&tarball, &UnpackLimits::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("packages/big.tgz") && e.contains("unpacks to more than 64 MiB"),
+        "{e}"
+    );
+    let spool = tempfile::tempdir().unwrap();
+    let e = from_file(&tarball, &UnpackLimits::default(), spool.path())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("unpacks to more than 64 MiB"), "{e}");
+    // This machine's own files are trusted to inflate as far as they do.
+    assert!(from_tarball(&tarball).is_ok());
+}

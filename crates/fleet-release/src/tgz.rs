@@ -5,7 +5,7 @@
 //! inflates without end is refused rather than exhausting memory.
 
 use std::cell::Cell;
-use std::io::Read;
+use std::io::{BufRead, Read};
 use std::rc::Rc;
 
 use flate2::read::GzDecoder;
@@ -63,27 +63,36 @@ pub fn files_within(bytes: &[u8], bounds: Bounds<'_>) -> Result<Vec<Entry>, Arch
             Some((name, limit)) if name == path => limit,
             _ => u64::MAX,
         };
-        let mut content = Vec::new();
-        reader
-            .take(cap.saturating_add(1))
-            .read_to_end(&mut content)
-            .map_err(|source| ArchiveError::ReadEntry {
-                path: path.to_string(),
-                source,
-            })?;
-        if content.len() as u64 > cap {
-            return Err(ArchiveError::EntryTooLarge {
-                path: path.to_string(),
-                limit: cap,
-            });
-        }
         found.push(Entry {
             path: path.to_string(),
-            bytes: content,
+            bytes: read_capped(reader, path, cap)?,
         });
         Ok(())
     })?;
     Ok(found)
+}
+
+/// All of the file `name`'s `reader`, refused past `cap` bytes.
+pub(crate) fn read_capped(
+    reader: &mut dyn Read,
+    name: &str,
+    cap: u64,
+) -> Result<Vec<u8>, ArchiveError> {
+    let mut content = Vec::new();
+    reader
+        .take(cap.saturating_add(1))
+        .read_to_end(&mut content)
+        .map_err(|source| ArchiveError::ReadEntry {
+            path: name.to_string(),
+            source,
+        })?;
+    if content.len() as u64 > cap {
+        return Err(ArchiveError::EntryTooLarge {
+            path: name.to_string(),
+            limit: cap,
+        });
+    }
+    Ok(content)
 }
 
 /// The paths of the archive's regular files, reading no more than `limit` bytes.
@@ -99,12 +108,36 @@ pub fn paths(bytes: &[u8], limit: u64) -> Result<Vec<String>, ArchiveError> {
     Ok(found)
 }
 
+/// The paths of the regular files of the tarball `reader` gives, reading no more than
+/// `limit` bytes of it inflated; and how many it read.
+///
+/// # Errors
+/// As [`files`]; [`ArchiveError::NotATarball`] when it cannot be read.
+pub fn paths_in(reader: impl Read, limit: u64) -> Result<(Vec<String>, u64), ArchiveError> {
+    let mut found = Vec::new();
+    let plain = plain_reader(reader).map_err(ArchiveError::NotATarball)?;
+    let read = walk_from(plain, limit, |path, _| {
+        found.push(path.to_string());
+        Ok(())
+    })?;
+    Ok((found, read))
+}
+
 fn walk(
     bytes: &[u8],
     limit: u64,
+    visit: impl FnMut(&str, &mut dyn Read) -> Result<(), ArchiveError>,
+) -> Result<u64, ArchiveError> {
+    walk_from(plain(bytes), limit, visit)
+}
+
+/// Visits each regular file of the (inflated) tarball `plain`, with a reader of its
+/// contents, reading no more than `limit` bytes in all; the bytes it read.
+pub(crate) fn walk_from(
+    plain: Box<dyn Read + '_>,
+    limit: u64,
     mut visit: impl FnMut(&str, &mut dyn Read) -> Result<(), ArchiveError>,
-) -> Result<(), ArchiveError> {
-    let plain = plain(bytes);
+) -> Result<u64, ArchiveError> {
     let exceeded = Rc::new(Cell::new(false));
     let mut archive = tar::Archive::new(Limited {
         inner: plain,
@@ -134,7 +167,7 @@ fn walk(
         }
         visit(&path, &mut entry).map_err(over)?;
     }
-    Ok(())
+    Ok(limit - archive.into_inner().left)
 }
 
 /// The tarball in `bytes`, inflated when gzipped.
@@ -144,6 +177,17 @@ pub(crate) fn plain(bytes: &[u8]) -> Box<dyn Read + '_> {
     } else {
         Box::new(bytes)
     }
+}
+
+/// The tarball `reader` gives, inflated when gzipped: read as it streams.
+pub(crate) fn plain_reader<'a>(reader: impl Read + 'a) -> std::io::Result<Box<dyn Read + 'a>> {
+    let mut buffered = std::io::BufReader::with_capacity(64 * 1024, reader);
+    let gzipped = buffered.fill_buf()?.starts_with(&[0x1f, 0x8b]);
+    Ok(if gzipped {
+        Box::new(GzDecoder::new(buffered))
+    } else {
+        Box::new(buffered)
+    })
 }
 
 /// Reads at most `left` bytes, then fails, remembering why: tar reports the failure in

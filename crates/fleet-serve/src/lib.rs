@@ -92,6 +92,23 @@ fn protect(router: Router, gate: Gate, limits: RequestLimits) -> Router {
     .layer(from_fn_with_state(flavor, access_log::log))
 }
 
+/// Where uploaded releases are spooled while they are read and kept, emptied of what an
+/// earlier process left there (one killed mid-upload).
+fn releases_spool(state_dir: &Path) -> Result<PathBuf, ServeError> {
+    let spool = state_dir.join("uploads");
+    let failed = |source| ServeError::File {
+        path: spool.clone(),
+        source,
+    };
+    match std::fs::remove_dir_all(&spool) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(failed(e)),
+    }
+    std::fs::create_dir_all(&spool).map_err(failed)?;
+    Ok(spool)
+}
+
 async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
     TcpListener::bind(addr)
         .await
@@ -135,7 +152,9 @@ pub async fn start(
     let uploads = if fleet.releases_run_on_host() && !config.releases_on_host {
         crate::director_api::Uploads::RefusedOnHost
     } else {
-        crate::director_api::Uploads::Taken
+        crate::director_api::Uploads::Taken {
+            spool: releases_spool(state_dir)?,
+        }
     };
     let director_api = protect(
         crate::director_api::router(fleet.director().clone(), uploads, config.limits.unpacking())

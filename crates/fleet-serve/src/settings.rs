@@ -35,7 +35,7 @@ pub struct ServeLimits {
     /// Connections one client address may hold open, handshaking or not; more are closed
     /// at once, so that one client cannot take the others' connections.
     pub max_connections_per_client: usize,
-    /// Largest release tarball `POST /releases` takes; it is held in memory while read.
+    /// Largest release tarball `POST /releases` takes; it is spooled to the state directory.
     pub max_upload_bytes: usize,
     /// How long sending and reading an upload may take.
     pub upload_timeout: Duration,

@@ -381,6 +381,18 @@ fn documents_events_and_blobs_round_trip() {
     assert_eq!(store.blob_ids().unwrap(), ["a", "b"]);
     store.delete_blob("a").unwrap();
     assert_eq!(store.blob("a").unwrap(), None);
+    // A blob kept from a file: piece by piece where the store can, whole either way, and
+    // replacing what the id held.
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let large: Vec<u8> = (0..3_000_000u32).map(|i| (i % 253) as u8).collect();
+    std::fs::write(file.path(), &large).unwrap();
+    store.put_blob_file("b", file.path()).unwrap();
+    assert_eq!(store.blob("b").unwrap().as_deref(), Some(large.as_slice()));
+    let missing = store
+        .put_blob_file("c", &file.path().with_extension("gone"))
+        .unwrap_err();
+    assert!(matches!(missing, StoreError::Source { .. }), "{missing}");
+    assert_eq!(store.blob("c").unwrap(), None);
 }
 
 #[test]

@@ -74,6 +74,15 @@ impl AsyncStore {
         off_runtime(move || store.put_blob(&id, &bytes)).await
     }
 
+    /// [`Store::put_blob_file`], on tokio's blocking pool.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn put_blob_file(&self, id: &str, path: &std::path::Path) -> Result<(), StoreError> {
+        let (store, id, path) = (Arc::clone(&self.store), id.to_string(), path.to_path_buf());
+        off_runtime(move || store.put_blob_file(&id, &path)).await
+    }
+
     /// [`Store::defer`]: writes that need no commit of their own.
     ///
     /// # Errors

@@ -80,6 +80,13 @@ pub enum StoreError {
     /// or its opening, finished.
     #[error("the state store stopped answering before the call finished (shutting down)")]
     Stopped,
+    /// A file to keep as a blob could not be read.
+    #[error("cannot read {} into the state store: {source}", path.display())]
+    Source {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl StoreError {
@@ -288,6 +295,20 @@ pub trait Store: Send + Sync {
     /// written again (what repairs a damaged one, `upload-release --fix`). Release archives live here, beside the records that name them, so that
     /// the state directory is the whole director.
     fn put_blob(&self, id: &str, bytes: &[u8]) -> Result<(), StoreError>;
+
+    /// [`Store::put_blob`] of the file at `path`. A store that can copies it piece by
+    /// piece, so that a package of gigabytes is never in memory whole; this one reads it
+    /// whole.
+    ///
+    /// # Errors
+    /// [`StoreError::Source`] when the file cannot be read, else as `put_blob`.
+    fn put_blob_file(&self, id: &str, path: &std::path::Path) -> Result<(), StoreError> {
+        let bytes = std::fs::read(path).map_err(|source| StoreError::Source {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        self.put_blob(id, &bytes)
+    }
 
     fn blob(&self, id: &str) -> Result<Option<Vec<u8>>, StoreError>;
 

@@ -782,6 +782,28 @@ impl Store for SqliteStore {
         })
     }
 
+    /// Copied in pieces into a blob of the file's size made first: SQLite writes it page
+    /// by page, and memory holds one piece.
+    fn put_blob_file(&self, id: &str, path: &std::path::Path) -> Result<(), StoreError> {
+        let source = |source| StoreError::Source {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut file = std::fs::File::open(path).map_err(source)?;
+        let len = file.metadata().map_err(source)?.len();
+        let len = i64::try_from(len).map_err(|_| source(std::io::Error::other("too large")))?;
+        self.lock()?.unit(|tx| {
+            tx.prepare_cached(
+                "INSERT OR REPLACE INTO blobs (id, bytes) VALUES (?1, zeroblob(?2))",
+            )?
+            .execute(params![id, len])?;
+            let row = tx.last_insert_rowid();
+            let mut blob = tx.blob_open(rusqlite::MAIN_DB, "blobs", "bytes", row, false)?;
+            std::io::copy(&mut file, &mut blob).map_err(source)?;
+            Ok(Outcome::Keep(()))
+        })
+    }
+
     fn blob(&self, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
         let connection = self.read()?;
         Ok(connection

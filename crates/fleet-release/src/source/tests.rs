@@ -86,7 +86,7 @@ fn a_source_builds_the_release_the_cli_builds() {
         package(&release, "lib").package.archive.fingerprint,
         "29502aff2b6ba565729421866a6086feea7d6e891baf30754654651f044e1274"
     );
-    let bytes = server.bytes.as_ref().unwrap();
+    let bytes = &server.bytes.as_ref().unwrap().read().unwrap();
     let mut paths = crate::tgz_paths(bytes, u64::MAX).unwrap();
     paths.sort();
     assert_eq!(
@@ -123,7 +123,12 @@ fn a_tracked_blob_is_packaged_and_a_missing_one_is_named() {
     .unwrap();
     let release = crate::from_tarball(&build_from_source(dir.path(), "1").unwrap()).unwrap();
     let paths = crate::tgz_paths(
-        package(&release, "server").bytes.as_ref().unwrap(),
+        &package(&release, "server")
+            .bytes
+            .as_ref()
+            .unwrap()
+            .read()
+            .unwrap(),
         u64::MAX,
     )
     .unwrap();

@@ -69,9 +69,10 @@ const CONTEXT_ID_MAX: usize = 256;
 pub const OPEN_PATHS: &[&str] = &["/info"];
 
 /// Whether releases uploaded through the API are taken.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Uploads {
-    Taken,
+    /// Taken, spooled to files under `spool` while they are read and kept.
+    Taken { spool: std::path::PathBuf },
     /// The fleet's VMs are plain processes of this machine, and the configuration does
     /// not allow what such a release runs there.
     RefusedOnHost,
@@ -83,8 +84,8 @@ pub fn router(
     unpacking: fleet_release::UnpackLimits,
 ) -> Router {
     let upload = match uploads {
-        Uploads::Taken => post(move |acting, query, headers, body| {
-            releases::upload(acting, query, headers, body, unpacking)
+        Uploads::Taken { spool } => post(move |acting, query, headers, body| {
+            releases::upload(acting, query, headers, body, unpacking, spool)
         }),
         Uploads::RefusedOnHost => post(releases::refused_on_host),
     };

@@ -119,13 +119,17 @@ pub async fn refused_on_host() -> ApiError {
     }
 }
 
-/// `bosh upload-release`: the tarball is the body (`application/x-compressed`).
+/// `bosh upload-release`: the tarball is the body (`application/x-compressed`). It is
+/// written to a file under `spool` as it arrives and read from there, its package
+/// archives to files of their own, so that what memory holds does not grow with the
+/// release.
 pub async fn upload(
     Acting(director): Acting,
     Query(params): Query<Params>,
     headers: HeaderMap,
     body: Body,
     unpacking: fleet_release::UnpackLimits,
+    spool: std::path::PathBuf,
 ) -> ApiResult<Response> {
     let content_type = headers
         .get(header::CONTENT_TYPE)
@@ -146,28 +150,77 @@ pub async fn upload(
         ));
     }
     let fix = strict_flag(&params, "fix")?;
-    let bytes = match axum::body::to_bytes(body, usize::MAX).await {
-        Ok(bytes) => bytes,
+    let tarball = match spooled(body, &spool).await {
+        Ok(tarball) => tarball,
         // Past the upload limit: the limits layer answers in the API's shape, naming it.
-        Err(e) if is_length_limit(&e) => return Ok(StatusCode::PAYLOAD_TOO_LARGE.into_response()),
-        Err(e) => {
+        Err(Spooling::TooLarge) => return Ok(StatusCode::PAYLOAD_TOO_LARGE.into_response()),
+        Err(Spooling::Unread(e)) => {
             return Err(ApiError::bad_request(
                 code::GENERIC,
                 format!("the release tarball could not be read: {e}"),
             ));
         }
+        Err(Spooling::Unwritten(e)) => {
+            tracing::error!(spool = %spool.display(), error = %e, "cannot spool an upload");
+            return Err(ApiError {
+                status: StatusCode::INTERNAL_SERVER_ERROR,
+                code: code::GENERIC,
+                description: format!("the release tarball could not be kept while it is read: {e}"),
+            });
+        }
     };
-    // Inflating and hashing a large release is CPU work: kept off the async workers.
-    // Within bounds checked while it inflates: a bomb is refused before it takes memory.
-    let archive =
-        tokio::task::spawn_blocking(move || fleet_release::from_tarball_within(&bytes, &unpacking))
-            .await
-            .map_err(|e| {
-                ApiError::bad_request(code::GENERIC, format!("reading the release failed: {e}"))
-            })?
-            .map_err(|e| ApiError::bad_request(RELEASE_INVALID, e.to_string()))?;
+    // Inflating and hashing a large release is CPU and disk work: kept off the async
+    // workers. Within bounds checked while it inflates: a bomb is refused before it takes
+    // the disk, and nothing of it is held in memory.
+    let archive = tokio::task::spawn_blocking(move || {
+        fleet_release::from_file_within(tarball.path(), &unpacking, &spool)
+    })
+    .await
+    .map_err(|e| ApiError::bad_request(code::GENERIC, format!("reading the release failed: {e}")))?
+    .map_err(|e| ApiError::bad_request(RELEASE_INVALID, e.to_string()))?;
     let task = director.upload_release_archive(archive, fix).await?;
     Ok(redirect(&task))
+}
+
+/// Why an upload's body could not be spooled.
+enum Spooling {
+    /// Past the upload limit.
+    TooLarge,
+    /// The client's body broke off.
+    Unread(axum::Error),
+    /// The spool could not be written (a full disk).
+    Unwritten(std::io::Error),
+}
+
+/// The body, written to a new file under `spool` as it arrives (removed when dropped).
+async fn spooled(
+    mut body: Body,
+    spool: &std::path::Path,
+) -> Result<tempfile::NamedTempFile, Spooling> {
+    use http_body_util::BodyExt;
+    use tokio::io::AsyncWriteExt;
+    let spool = spool.to_path_buf();
+    let file = tokio::task::spawn_blocking(move || {
+        tempfile::Builder::new()
+            .prefix("upload-")
+            .tempfile_in(spool)
+    })
+    .await
+    .map_err(|e| Spooling::Unwritten(std::io::Error::other(e)))?
+    .map_err(Spooling::Unwritten)?;
+    let mut writer = tokio::fs::File::from_std(file.reopen().map_err(Spooling::Unwritten)?);
+    while let Some(frame) = body.frame().await {
+        let frame = match frame {
+            Ok(frame) => frame,
+            Err(e) if is_length_limit(&e) => return Err(Spooling::TooLarge),
+            Err(e) => return Err(Spooling::Unread(e)),
+        };
+        if let Ok(data) = frame.into_data() {
+            writer.write_all(&data).await.map_err(Spooling::Unwritten)?;
+        }
+    }
+    writer.flush().await.map_err(Spooling::Unwritten)?;
+    Ok(file)
 }
 
 fn is_length_limit(e: &axum::Error) -> bool {
