@@ -43,6 +43,7 @@ struct Slot {
 struct Worker<'a> {
     ports: &'a Ports,
     locks: &'a CompileLocks,
+    log: &'a TaskLog,
     deployment: &'a str,
     stemcell: &'a str,
     config: &'a CompilationConfig,
@@ -147,23 +148,23 @@ impl Worker<'_> {
         }
         let (_, agent) = self.ensure_vm(slot).await?;
         let what = package.describe();
-        let blob = self
-            .ports
-            .agents
-            .call(
-                &agent,
-                "compile_package",
-                self.ports
-                    .agents
-                    .agent
-                    .compile_package(&agent, &what, dependencies),
-            )
-            .await
-            .map_err(|source| StepError::Compiling {
-                package: what.to_string(),
-                stemcell: self.stemcell.to_string(),
-                source: Box::new(source),
-            })?;
+        let agents = &self.ports.agents;
+        let compiling = agents.call(
+            &agent,
+            "compile_package",
+            agents.agent.compile_package(&agent, &what, dependencies),
+        );
+        // A cancelled task stops its compilation at once (a packaging script ends with
+        // the call), rather than after a build that may take an hour.
+        let compiled = self
+            .log
+            .unless_cancelled(|| format!("compiling {what}"), compiling)
+            .await?;
+        let blob = compiled.map_err(|source| StepError::Compiling {
+            package: what.to_string(),
+            stemcell: self.stemcell.to_string(),
+            source: Box::new(source),
+        })?;
         let record = CompiledPackage {
             package: what,
             stemcell: self.stemcell.to_string(),
@@ -392,6 +393,10 @@ pub fn decide_for(
 
 /// Compiles what `plan` decided, on compilation VMs that take addresses the instances'
 /// (`taken`) leave free and go again at the end; returns how many packages were compiled.
+///
+/// # Errors
+/// The first compilation that failed; [`StepError::Stopped`] when the task's cancellation
+/// stopped it (what was compiling stops at once, nothing new starts).
 pub async fn compile(
     ports: &Ports,
     locks: &CompileLocks,
@@ -470,7 +475,16 @@ pub async fn compile(
     let slots = Arc::new(Mutex::new(slots));
     let mut result = Ok(());
     for batch in work {
-        result = run(ports, locks, &stage, &manifest.name, &config, batch, &slots).await;
+        let running = Running {
+            ports,
+            locks,
+            log,
+            stage: &stage,
+            deployment: &manifest.name,
+            config: &config,
+            slots: &slots,
+        };
+        result = run(&running, batch).await;
         if result.is_err() {
             break;
         }
@@ -480,6 +494,7 @@ pub async fn compile(
     let worker = Worker {
         ports,
         locks,
+        log,
         deployment: &manifest.name,
         stemcell: "",
         config: &config,
@@ -580,15 +595,27 @@ struct Batch {
     todo: BTreeSet<PackageKey>,
 }
 
-async fn run(
-    ports: &Ports,
-    locks: &CompileLocks,
-    stage: &super::task::Stage,
-    deployment: &str,
-    config: &CompilationConfig,
-    batch: &Batch,
-    slots: &Arc<Mutex<Vec<Slot>>>,
-) -> Result<(), StepError> {
+/// What a batch's compilation runs with.
+struct Running<'a> {
+    ports: &'a Ports,
+    locks: &'a CompileLocks,
+    log: &'a TaskLog,
+    stage: &'a super::task::Stage,
+    deployment: &'a str,
+    config: &'a CompilationConfig,
+    slots: &'a Arc<Mutex<Vec<Slot>>>,
+}
+
+async fn run(with: &Running<'_>, batch: &Batch) -> Result<(), StepError> {
+    let Running {
+        ports,
+        locks,
+        log,
+        stage,
+        deployment,
+        config,
+        slots,
+    } = *with;
     let (stemcell, graph, todo) = (batch.on.stemcell.as_str(), &batch.on.graph, &batch.todo);
     let mut done: BTreeSet<PackageKey> = graph
         .keys()
@@ -599,7 +626,8 @@ async fn run(
     let mut running = JoinSet::new();
     let mut first_error: Option<StepError> = None;
     loop {
-        while first_error.is_none() && running.len() < config.workers {
+        // Nothing new starts once the task is cancelled; what runs stops.
+        while first_error.is_none() && !log.cancelled() && running.len() < config.workers {
             let Some(ready) = pending
                 .iter()
                 .find(|p| graph[*p].iter().all(|d| done.contains(d)))
@@ -620,7 +648,7 @@ async fn run(
                 })
                 .collect();
             let key = batch.on.keys[&ready].clone();
-            let (ports, locks) = (ports.clone(), locks.clone());
+            let (ports, locks, log) = (ports.clone(), locks.clone(), log.clone());
             let (stage, slots) = (stage.clone(), Arc::clone(slots));
             let (deployment, stemcell, config) =
                 (deployment.to_string(), stemcell.to_string(), config.clone());
@@ -628,6 +656,7 @@ async fn run(
                 let worker = Worker {
                     ports: &ports,
                     locks: &locks,
+                    log: &log,
                     deployment: &deployment,
                     stemcell: &stemcell,
                     config: &config,
@@ -653,6 +682,9 @@ async fn run(
     }
     match first_error {
         Some(e) => Err(e),
+        None if !pending.is_empty() && log.cancelled() => {
+            Err(StepError::Stopped("compilation".into()))
+        }
         None if !pending.is_empty() => Err(StepError::Failed("packages left uncompiled".into())),
         None => Ok(()),
     }

@@ -57,6 +57,10 @@ pub enum DirectorError {
 /// names the step and what it acted on.
 #[derive(Debug, thiserror::Error)]
 pub enum StepError {
+    /// A long step (a compilation, an errand's run, a log fetch) stopped because its task
+    /// was cancelled: the task ends cancelled, not failed.
+    #[error("{0} was stopped: its task was cancelled")]
+    Stopped(String),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]

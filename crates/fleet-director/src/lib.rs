@@ -97,6 +97,8 @@ pub struct RecreateOptions {
 }
 
 #[cfg(test)]
+mod cancel_tests;
+#[cfg(test)]
 mod cloud_properties_tests;
 #[cfg(test)]
 mod errand_tests;

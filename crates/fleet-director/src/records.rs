@@ -291,7 +291,11 @@ impl Records {
         self.store.list(crate::collections::DEPLOYMENTS, None).await
     }
 
-    /// A deployment's instances, in id order.
+    /// Every deployment's name, in order, without reading its record.
+    pub async fn deployment_names(&self) -> Result<Vec<String>, StoreError> {
+        self.store.keys(crate::collections::DEPLOYMENTS).await
+    }
+
     /// What the deployment's last cloud check found and is not resolved yet, by id.
     pub async fn problems(&self, deployment: &str) -> Result<Vec<Problem>, StoreError> {
         let mut found: Vec<Problem> = self

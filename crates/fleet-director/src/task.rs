@@ -22,7 +22,16 @@ pub enum JobError {
     Cancelled,
     /// A step failed; its message becomes the task's result.
     #[error(transparent)]
-    Failed(#[from] StepError),
+    Failed(StepError),
+}
+
+impl From<StepError> for JobError {
+    fn from(e: StepError) -> Self {
+        match e {
+            StepError::Stopped(_) => JobError::Cancelled,
+            e => JobError::Failed(e),
+        }
+    }
 }
 
 impl From<fleet_store::StoreError> for JobError {
@@ -83,12 +92,29 @@ impl TaskLog {
         self.cancel.load(Ordering::SeqCst)
     }
 
-    /// Returns once cancellation is asked for: what a step that waits long (an errand's
-    /// run) races, so that a cancelled task stops within a moment rather than at its next
-    /// safe point.
-    pub async fn until_cancelled(&self) {
+    /// Returns once cancellation is asked for.
+    async fn until_cancelled(&self) {
         while !self.cancelled() {
             tokio::time::sleep(CANCEL_POLL).await;
+        }
+    }
+
+    /// `work`'s outcome, or [`StepError::Stopped`] naming `what` once the task is
+    /// cancelled: what a step that waits long on an agent (an errand's run, a
+    /// compilation, a log fetch) does, so that a cancelled task stops within a moment
+    /// rather than at its next safe point. The work is dropped, which ends it: an
+    /// agent's call ends with its future (a script's process group with it).
+    ///
+    /// # Errors
+    /// [`StepError::Stopped`], which ends the task cancelled.
+    pub async fn unless_cancelled<T>(
+        &self,
+        what: impl FnOnce() -> String,
+        work: impl Future<Output = T>,
+    ) -> Result<T, StepError> {
+        tokio::select! {
+            done = work => Ok(done),
+            () = self.until_cancelled() => Err(StepError::Stopped(what())),
         }
     }
 

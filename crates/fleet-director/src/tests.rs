@@ -81,7 +81,10 @@ async fn director_at(dir: &std::path::Path) -> Director {
 }
 
 /// A director with nginx and two jammy stemcells uploaded, on a simulated cloud.
-async fn fixture_with(store: Arc<dyn fleet_store::Store>, settings: SimulationSettings) -> Fixture {
+pub(crate) async fn fixture_with(
+    store: Arc<dyn fleet_store::Store>,
+    settings: SimulationSettings,
+) -> Fixture {
     fixture_rendering(store, settings, None).await
 }
 
@@ -2260,6 +2263,9 @@ mod store_faults {
         }
         fn list(&self, c: Collection, scope: Option<&str>) -> Result<Vec<String>, StoreError> {
             self.inner.list(c, scope)
+        }
+        fn keys(&self, c: Collection) -> Result<Vec<String>, StoreError> {
+            self.inner.keys(c)
         }
         fn write(&self, batch: Vec<Write>) -> Result<(), StoreError> {
             let touches = |collection: Collection, put: bool| {

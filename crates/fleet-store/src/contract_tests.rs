@@ -344,6 +344,7 @@ fn documents_events_and_blobs_round_trip() {
         list::<i32>(&*store, crate::testing::FLEET, None).unwrap(),
         [3, 2]
     );
+    assert_eq!(store.keys(crate::testing::FLEET).unwrap(), ["a", "b"]);
     store
         .write(vec![remove(crate::testing::FLEET, "a")])
         .unwrap();

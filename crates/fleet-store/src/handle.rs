@@ -109,6 +109,10 @@ impl AsyncStore {
         self.run(|s| super::list(s, collection, scope)).await
     }
 
+    pub async fn keys(&self, collection: Collection) -> Result<Vec<String>, StoreError> {
+        self.run(|s| s.keys(collection)).await
+    }
+
     /// Applies every write of the batch, or none; an empty batch costs nothing.
     pub async fn write(&self, batch: Vec<Write>) -> Result<(), StoreError> {
         if batch.is_empty() {

@@ -170,6 +170,10 @@ pub trait Store: Send + Sync {
     /// Documents of a collection in key order, all or those of one scope.
     fn list(&self, collection: Collection, scope: Option<&str>) -> Result<Vec<String>, StoreError>;
 
+    /// The keys of a collection's documents, in order, without their bodies: what a
+    /// caller that only needs names (a monitor's pass over every deployment) reads.
+    fn keys(&self, collection: Collection) -> Result<Vec<String>, StoreError>;
+
     /// Applies every write of the batch, or none.
     fn write(&self, batch: Vec<Write>) -> Result<(), StoreError>;
 

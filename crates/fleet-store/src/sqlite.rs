@@ -507,6 +507,16 @@ impl Store for SqliteStore {
         Ok(rows)
     }
 
+    fn keys(&self, collection: Collection) -> Result<Vec<String>, StoreError> {
+        let connection = self.read()?;
+        let mut stmt = connection
+            .prepare_cached("SELECT key FROM documents WHERE collection = ?1 ORDER BY key")?;
+        let keys = stmt
+            .query_map(params![collection.name()], |row| row.get(0))?
+            .collect::<Result<Vec<String>, _>>()?;
+        Ok(keys)
+    }
+
     fn write(&self, batch: Vec<Write>) -> Result<(), StoreError> {
         let mut db = self.connection();
         db.answering()?;

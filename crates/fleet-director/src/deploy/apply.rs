@@ -91,7 +91,6 @@ pub async fn apply(
         &plan.compilation,
     )
     .await?;
-    log.check()?;
     create_missing_vms(ports, &log, &name, &mut plan.instances).await?;
 
     let update = UpdateOptions {

@@ -19,6 +19,12 @@ impl Director {
         Ok(self.records().deployments().await?)
     }
 
+    /// Every deployment's name, in order: cheaper than [`Self::deployments`] when the
+    /// names are all a caller needs.
+    pub async fn deployment_names(&self) -> Result<Vec<String>, DirectorError> {
+        Ok(self.records().deployment_names().await?)
+    }
+
     /// Every deployment with its last successfully deployed manifest, parsed; `None`
     /// before a first success.
     pub async fn deployed_manifests(

@@ -477,13 +477,12 @@ async fn run_on(
     // A cancelled task stops its errand at once (the agent's run ends with the call),
     // as BOSH's agent cancels a running errand: a long `bin/run` would otherwise hold the
     // deployment until it ends.
-    let ran = tokio::select! {
-        ran = agents.call(&agent, "run_errand", agents.agent.run_errand(&agent, job)) => ran
-            .map_err(|e| StepError::Failed(format!("run_errand on {}: {e}", record.name()))),
-        () = log.until_cancelled() => Err(StepError::Failed(format!(
-            "the errand on {} was stopped: its task was cancelled",
-            record.name()
-        ))),
-    };
+    let running = agents.call(&agent, "run_errand", agents.agent.run_errand(&agent, job));
+    let ran = log
+        .unless_cancelled(|| format!("the errand on {}", record.name()), running)
+        .await
+        .and_then(|ran| {
+            ran.map_err(|e| StepError::Failed(format!("run_errand on {}: {e}", record.name())))
+        });
     step.end(ran)
 }

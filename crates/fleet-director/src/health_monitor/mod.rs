@@ -82,9 +82,17 @@ pub async fn pass(
     watch: &mut Watch,
     settings: &HealthMonitorSettings,
 ) -> Result<(), DirectorError> {
-    let deployments = director.deployments().await?;
-    let names: BTreeSet<String> = deployments.iter().map(|d| d.name.clone()).collect();
+    // Names alone: a pass reads no deployment's manifest.
+    let names: BTreeSet<String> = director.deployment_names().await?.into_iter().collect();
     watch.keep_only(&names);
+    // A task at work on a deployment changes its VMs: what the monitor would see is the
+    // task's. One read of the locks for the whole pass.
+    let locked: BTreeSet<String> = director
+        .locks()
+        .await?
+        .into_iter()
+        .map(|(lock, _)| lock)
+        .collect();
     let paused = director.resurrection_paused().await?;
     let mut agents = [0usize; 3];
     let rules = director.resurrection_rules().await.unwrap_or_else(|e| {
@@ -92,8 +100,7 @@ pub async fn pass(
         ResurrectionRules::default()
     });
     for name in &names {
-        // A task at work on it changes its VMs: what the monitor would see is the task's.
-        if director.lock_holder(name).await?.is_some() {
+        if locked.contains(&crate::runner::lock_name(name)) {
             continue;
         }
         let instances = director.instances(name).await?;

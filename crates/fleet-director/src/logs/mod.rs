@@ -122,14 +122,17 @@ pub async fn from_instance(
             record.name()
         ))));
     };
-    let fetched = agents
-        .call(
-            &agent,
-            "fetch_logs",
-            agents.agent.fetch_logs(&agent, request),
-        )
+    let fetching = agents.call(
+        &agent,
+        "fetch_logs",
+        agents.agent.fetch_logs(&agent, request),
+    );
+    let fetched = log
+        .unless_cancelled(|| format!("fetching logs from {}", record.name()), fetching)
         .await
-        .map_err(|e| StepError::Failed(format!("fetch_logs on {}: {e}", record.name())));
+        .and_then(|fetched| {
+            fetched.map_err(|e| StepError::Failed(format!("fetch_logs on {}: {e}", record.name())))
+        });
     step.end(fetched)
 }
 

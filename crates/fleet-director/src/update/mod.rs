@@ -116,7 +116,7 @@ async fn run_window(
     if first_error.is_none() && stage.cancelled() && pending.next().is_some() {
         return Err(JobError::Cancelled);
     }
-    first_error.map_or(Ok(()), |e| Err(JobError::Failed(e)))
+    first_error.map_or(Ok(()), |e| Err(e.into()))
 }
 
 /// One group's windows, each finished before the next starts.

@@ -197,6 +197,16 @@ impl Store for PgStore {
         })
     }
 
+    fn keys(&self, collection: Collection) -> Result<Vec<String>, StoreError> {
+        self.call(move |s| {
+            let rows = s.rows(
+                "SELECT key FROM documents WHERE collection = $1 ORDER BY key",
+                &[&collection.name()],
+            )?;
+            Ok(rows.iter().map(|r| r.get(0)).collect())
+        })
+    }
+
     fn write(&self, batch: Vec<Write>) -> Result<(), StoreError> {
         if batch.is_empty() {
             return Ok(());
