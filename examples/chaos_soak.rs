@@ -1,11 +1,13 @@
 //! A chaos soak of `serve`; run with
-//! `cargo build --release && cargo run --release --example chaos_soak -- [SECONDS] [CLIENTS]`
+//! `cargo build --release && cargo run --release --example chaos_soak -- [SECONDS] [CLIENTS] [processes]`
 //! (default 300 s, 6 clients). `fleet-updater serve` runs as a child process on a
-//! simulated fleet; clients deploy, update, recreate, restart and delete deployments
-//! through the director API while `serve` is killed (SIGKILL) and stopped (SIGTERM) at
-//! random and started again, and, as root, its state's disk (a 256 MiB tmpfs) is filled and
-//! freed. It prints the operations done, the faults injected and the invariant violations
-//! found afterwards (target: 0) and exits 1 when there is any.
+//! simulated fleet, or with `processes` on one whose VMs are processes of this machine
+//! running the kv release; clients deploy, update, recreate, restart and delete
+//! deployments through the director API while `serve` is killed (SIGKILL) and stopped
+//! (SIGTERM) at random and started again, as root its state's disk (a 64 MiB tmpfs) is
+//! filled and freed, and on processes VMs' supervisors and jobs are killed. It prints the
+//! operations done, the faults injected and the invariant violations found afterwards
+//! (target: 0) and exits 1 when there is any.
 
 #[path = "shared/soak.rs"]
 mod soak;
@@ -30,12 +32,14 @@ fn program() -> PathBuf {
     program
 }
 
-/// A 256 MiB tmpfs (more than the store's write-ahead log may grow to, 64 MiB) for the state, when this process may mount one.
-fn small_disk(dir: &std::path::Path) -> Option<PathBuf> {
+/// A 64 MiB tmpfs for the state (more than its store's write-ahead log keeps, 16 MiB),
+/// when this process may mount one; 512 MiB on processes, whose VMs hold their packages.
+fn small_disk(dir: &std::path::Path, processes: bool) -> Option<PathBuf> {
     let disk = dir.join("disk");
     std::fs::create_dir_all(&disk).ok()?;
+    let size = if processes { "size=512m" } else { "size=64m" };
     let mounted = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=256m", "soak-disk"])
+        .args(["-t", "tmpfs", "-o", size, "soak-disk"])
         .arg(&disk)
         .stderr(std::process::Stdio::null())
         .status()
@@ -48,8 +52,10 @@ async fn main() {
     let mut args = std::env::args().skip(1);
     let seconds: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(300);
     let clients: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(6);
+    let processes = args.next().is_some_and(|a| a == "processes");
     let dir = tempfile::tempdir().expect("a temporary folder");
-    let disk = small_disk(dir.path());
+    let disk = small_disk(dir.path(), processes);
+    let kv = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/releases/kv");
     let settings = soak::SoakSettings {
         program: program(),
         duration: Duration::from_secs(seconds),
@@ -59,9 +65,15 @@ async fn main() {
         seed: 2026,
         kill: true,
         small_disk: disk.clone(),
+        processes: processes.then_some(kv),
     };
     println!(
-        "soaking serve for {seconds} s with {clients} clients{}",
+        "soaking serve on {} for {seconds} s with {clients} clients{}",
+        if processes {
+            "process-backed VMs"
+        } else {
+            "a simulated fleet"
+        },
         if disk.is_some() {
             ", its disk filled and freed"
         } else {

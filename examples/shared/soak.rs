@@ -1,10 +1,13 @@
 //! A chaos soak of `fleet-updater serve`: clients deploy, update, recreate, restart and
 //! delete deployments through the director API at once, while a fault injector kills
-//! `serve` (SIGKILL and SIGTERM) and starts it again and, given a small filesystem
-//! holding the state, fills and frees its disk. Then the invariants are checked on what
-//! is left: every task ended, no lock held, every deployment the clients were told exists
-//! does (and those they were told are deleted do not), no address held twice, no VM or
-//! disk in the cloud that the director does not know, nothing secret in `serve`'s output.
+//! `serve` (SIGKILL and SIGTERM) and starts it again, given a small filesystem holding
+//! the state fills and frees its disk, and on a process-backed fleet kills VMs'
+//! supervisors and jobs' processes. Then the invariants are checked on what is left:
+//! every task ended, no lock held, every deployment the clients were told exists does
+//! (and those they were told are deleted do not), no address held twice, no VM or disk
+//! in the cloud that the director does not know, on a process-backed fleet every
+//! instance's processes running again and no process of a VM nobody knows, nothing
+//! secret in `serve`'s output.
 //! Shared by `examples/chaos_soak.rs` (the long run) and a short run among the tests.
 
 // A soak runs against the real clock: `serve` is another process.
@@ -40,6 +43,10 @@ pub struct SoakSettings {
     /// A small filesystem for the state directory, which the injector fills and frees;
     /// without one, the disk is left alone.
     pub small_disk: Option<PathBuf>,
+    /// The kv release's source: the fleet's VMs are then processes of this machine
+    /// running it (`iaas: processes`), and the injector also kills their supervisors and
+    /// jobs. Without it, the fleet is simulated.
+    pub processes: Option<PathBuf>,
 }
 
 #[derive(Debug, Default)]
@@ -50,6 +57,8 @@ pub struct SoakReport {
     /// Faults by kind.
     pub faults: BTreeMap<String, usize>,
     pub violations: Vec<String>,
+    /// What the invariants were checked on, by what: a check that saw nothing says so.
+    pub checked: BTreeMap<String, usize>,
 }
 
 impl SoakReport {
@@ -72,6 +81,10 @@ impl fmt::Display for SoakReport {
         writeln!(f, "faults injected: {}", self.faults_injected())?;
         for (kind, n) in &self.faults {
             writeln!(f, "  {kind}: {n}")?;
+        }
+        writeln!(f, "checked:")?;
+        for (what, n) in &self.checked {
+            writeln!(f, "  {what}: {n}")?;
         }
         writeln!(f, "invariant violations: {}", self.violations.len())?;
         for v in &self.violations {
@@ -136,6 +149,52 @@ plans:
         networks: [{name: default}]
 provision: []
 "#;
+
+/// A process-backed fleet running the kv release built from `kv`'s source; its VMs are
+/// supervised by processes of their own, as `serve`'s are.
+fn processes_fleet(kv: &Path) -> String {
+    format!(
+        r#"iaas: processes
+vms: processes
+release_sources:
+  - {{path: {kv}, versions: ["1"]}}
+stemcells:
+  - {{name: bosh-local, os: local, version: "1"}}
+cloud_config: |
+  azs: [{{name: z1}}, {{name: z2}}]
+  vm_types: [{{name: small}}]
+  networks:
+  - name: default
+    type: manual
+    subnets:
+    - {{range: 10.251.0.0/22, gateway: 10.251.0.1, azs: [z1, z2]}}
+  compilation: {{workers: 1, network: default, vm_type: small, az: z1}}
+plans: []
+provision: []
+"#,
+        kv = kv.display()
+    )
+}
+
+/// A kv deployment: its servers take any free port (its VMs share this machine's).
+fn kv_manifest(name: &str, instances: u64) -> String {
+    format!(
+        "name: {name}
+releases: [{{name: kv, version: '1'}}]
+stemcells: [{{alias: default, os: local, version: '1'}}]
+update: {{canaries: 1, max_in_flight: 2, canary_watch_time: 200-20000, update_watch_time: 200-20000}}
+instance_groups:
+- name: kv
+  instances: {instances}
+  azs: [z1, z2]
+  jobs: [{{name: kv, release: kv, properties: {{kv: {{drain_seconds: 0}}}}}}]
+  vm_type: small
+  stemcell: default
+  persistent_disk: 16
+  networks: [{{name: default}}]
+"
+    )
+}
 
 fn manifest(name: &str, instances: u64, port: u64) -> String {
     format!(
@@ -367,6 +426,7 @@ async fn client(
     seed: u64,
     until: Instant,
     counts: Counts,
+    processes: bool,
 ) -> BTreeMap<String, Belief> {
     let mut dice = Dice(seed ^ (id as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
     let mut beliefs: BTreeMap<String, Belief> = (0..deployments)
@@ -380,7 +440,11 @@ async fn client(
                 "deploy",
                 reqwest::Method::POST,
                 "/deployments".to_string(),
-                Some(manifest(&name, 1 + dice.below(3), 5000 + dice.below(100))),
+                Some(if processes {
+                    kv_manifest(&name, 1 + dice.below(2))
+                } else {
+                    manifest(&name, 1 + dice.below(3), 5000 + dice.below(100))
+                }),
             ),
             (Belief::Exists, 4..=5) => (
                 "recreate",
@@ -466,7 +530,11 @@ pub async fn soak(settings: &SoakSettings, dir: &Path) -> Result<SoakReport, Str
         .clone()
         .unwrap_or_else(|| dir.to_path_buf());
     let state = state_root.join("soak-state");
-    std::fs::write(dir.join("soak-fleet.yml"), FLEET).map_err(|e| e.to_string())?;
+    let fleet = match &settings.processes {
+        Some(kv) => processes_fleet(kv),
+        None => FLEET.to_string(),
+    };
+    std::fs::write(dir.join("soak-fleet.yml"), &fleet).map_err(|e| e.to_string())?;
     std::fs::write(
         dir.join("soak.yml"),
         format!(
@@ -498,6 +566,7 @@ pub async fn soak(settings: &SoakSettings, dir: &Path) -> Result<SoakReport, Str
             settings.seed,
             until,
             Arc::clone(&counts),
+            settings.processes.is_some(),
         )));
     }
     // The injector, on this task, between the clients' requests.
@@ -512,7 +581,12 @@ pub async fn soak(settings: &SoakSettings, dir: &Path) -> Result<SoakReport, Str
             break;
         }
         tokio::time::sleep(wait).await;
-        let choice = dice.below(if filler.is_some() { 4 } else { 3 });
+        // On a process-backed fleet, two more: a VM's supervisor or a job's process.
+        let choice = match (settings.processes.is_some(), dice.below(6)) {
+            (true, 4) => 4,
+            (true, 5) => 5,
+            (_, roll) => roll % if filler.is_some() { 4 } else { 3 },
+        };
         // Started again; on a full disk `serve` may refuse to start (it cannot recover
         // its state): then the disk is freed first, as an operator would.
         let mut restart = |serve: &mut Serve, filled: &mut bool| -> Result<(), String> {
@@ -554,6 +628,21 @@ pub async fn soak(settings: &SoakSettings, dir: &Path) -> Result<SoakReport, Str
                 filled = false;
                 "disk freed"
             }
+            (4 | 5, _) => {
+                let supervisors = choice == 4;
+                let pids = vm_pids(&state.join("iaas"), supervisors);
+                match pids.get(dice.below(pids.len() as u64) as usize) {
+                    Some(pid) => {
+                        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+                        if supervisors {
+                            "a VM's supervisor killed (SIGKILL)"
+                        } else {
+                            "a job's process killed (SIGKILL)"
+                        }
+                    }
+                    None => "none (a quiet spell)",
+                }
+            }
             _ => {
                 // A pause: the clients' work runs undisturbed for a while.
                 "none (a quiet spell)"
@@ -580,11 +669,100 @@ pub async fn soak(settings: &SoakSettings, dir: &Path) -> Result<SoakReport, Str
         .filter(|(kind, _)| kind.contains("stuck"))
         .map(|(kind, n)| format!("{n} tasks {kind}"))
         .collect();
-    report
-        .violations
-        .extend(check(&api, &mut serve, &beliefs, dir, &state).await);
+    let checked = check(
+        &api,
+        &mut serve,
+        &beliefs,
+        dir,
+        &state,
+        settings.processes.is_some(),
+        &mut report.checked,
+    );
+    report.violations.extend(checked.await);
+    // Nothing of the fleet outlives the soak: its VMs' supervisors are daemons.
+    for pid in processes_under(&state.join("iaas")) {
+        let _ = Command::new("kill")
+            .args(["-9", &pid.0.to_string()])
+            .status();
+    }
     report.elapsed = started.elapsed();
     Ok(report)
+}
+
+/// The pids the VMs under `iaas` wrote: their supervisors', or their jobs' processes'.
+fn vm_pids(iaas: &Path, supervisors: bool) -> Vec<u32> {
+    let mut files = Vec::new();
+    for vm in std::fs::read_dir(iaas.join("vms"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let run = vm.path().join("sys/run");
+        if supervisors {
+            files.push(run.join("supervisor.pid"));
+        } else {
+            for job in std::fs::read_dir(run.join("bpm"))
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                for file in std::fs::read_dir(job.path())
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                {
+                    files.push(file.path());
+                }
+            }
+        }
+    }
+    let mut pids: Vec<u32> = files
+        .iter()
+        .filter(|f| f.extension().is_some_and(|e| e == "pid"))
+        .filter_map(|f| std::fs::read_to_string(f).ok()?.trim().parse().ok())
+        .filter(|pid| Path::new(&format!("/proc/{pid}")).exists())
+        .collect();
+    pids.sort_unstable();
+    pids
+}
+
+/// Every process of this machine working in a VM's directory under `iaas` (by its
+/// working directory or its command line), with the VM's CID.
+fn processes_under(iaas: &Path) -> Vec<(u32, String)> {
+    let vms = iaas.join("vms");
+    let vms = std::fs::canonicalize(&vms).unwrap_or(vms);
+    let prefix = vms.display().to_string();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let cwd = std::fs::read_link(entry.path().join("cwd"))
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        let cmdline = std::fs::read(entry.path().join("cmdline"))
+            .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+            .unwrap_or_default();
+        let Some(at) = [cwd, cmdline].into_iter().find_map(|text| {
+            text.find(&prefix)
+                .map(|i| text[i + prefix.len()..].to_string())
+        }) else {
+            continue;
+        };
+        let cid: String = at
+            .trim_start_matches('/')
+            .chars()
+            .take_while(|c| *c != '/' && !c.is_whitespace())
+            .collect();
+        if !cid.is_empty() {
+            found.push((pid, cid));
+        }
+    }
+    found
 }
 
 /// The invariants, on what the soak left.
@@ -594,6 +772,8 @@ async fn check(
     beliefs: &BTreeMap<String, Belief>,
     dir: &Path,
     state: &Path,
+    processes: bool,
+    checked: &mut BTreeMap<String, usize>,
 ) -> Vec<String> {
     let mut violations = Vec::new();
     // Every task ends by itself (a task of a killed process is ended by the next start).
@@ -642,9 +822,19 @@ async fn check(
             _ => {}
         }
     }
+    // Every instance's processes run again: the health monitor brought back what the
+    // injector killed.
+    if processes {
+        for name in &listed {
+            match all_running(api, name).await {
+                Ok(running) => *checked.entry("instances running".into()).or_default() += running,
+                Err(e) => violations.push(format!("{name}: {e}")),
+            }
+        }
+    }
     // The cloud against the director, read from the state once `serve` is stopped.
     serve.signal("-TERM");
-    violations.extend(cloud_matches_director(state, dir).await);
+    violations.extend(cloud_matches_director(state, dir, processes, checked).await);
     for file in ["serve.log", "serve.stdout"] {
         let text = std::fs::read_to_string(dir.join(file)).unwrap_or_default();
         if text.contains(PASSWORD) {
@@ -654,15 +844,76 @@ async fn check(
     violations
 }
 
-/// No address held twice, no VM or disk in the cloud the director does not know.
-async fn cloud_matches_director(state: &Path, dir: &Path) -> Vec<String> {
+/// Whether every instance of `deployment` has all its processes running, asked for
+/// 60 s: the health monitor's pass brings back what was killed. How many run.
+async fn all_running(api: &Api, deployment: &str) -> Result<usize, String> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let states = instance_states(api, deployment).await?;
+        let failing: Vec<&String> = states.iter().filter(|s| *s != "running").collect();
+        if failing.is_empty() {
+            return Ok(states.len());
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "instances not running 60 s after the soak: {failing:?}"
+            ));
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Each instance's `process_state`, as `bosh instances --ps` asks for it.
+async fn instance_states(api: &Api, deployment: &str) -> Result<Vec<String>, String> {
+    let path = format!("/deployments/{deployment}/instances?format=full");
+    let response = api
+        .send(reqwest::Method::GET, &path, None)
+        .await
+        .map_err(|e| e.to_string())?;
+    let task = response
+        .headers()
+        .get("location")
+        .and_then(|l| l.to_str().ok())
+        .and_then(|l| l.strip_prefix("/tasks/"))
+        .and_then(|id| id.parse::<u64>().ok())
+        .ok_or(format!("GET {path}: {}", response.status()))?;
+    match api.wait(task, Duration::from_secs(60)).await.as_deref() {
+        Some("done") => {}
+        other => return Err(format!("the instances' task {task} ended {other:?}")),
+    }
+    let output = api
+        .send(
+            reqwest::Method::GET,
+            &format!("/tasks/{task}/output?type=result"),
+            None,
+        )
+        .await
+        .map_err(|e| e.to_string())?
+        .text()
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(output
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|i| i["process_state"].as_str().unwrap_or_default().to_string())
+        .collect())
+}
+
+/// No address held twice, no VM or disk in the cloud the director does not know, and on
+/// a process-backed fleet no process of a VM it does not know.
+async fn cloud_matches_director(
+    state: &Path,
+    dir: &Path,
+    processes: bool,
+    checked: &mut BTreeMap<String, usize>,
+) -> Vec<String> {
     use fleet_updater::fleet::{self, Access, Definition};
     let mut violations = Vec::new();
-    let definition = match Definition::parse(FLEET) {
+    let text = std::fs::read_to_string(dir.join("soak-fleet.yml")).unwrap_or_default();
+    let definition = match Definition::parse(&text) {
         Ok(d) => d,
         Err(e) => return vec![format!("the soak's fleet: {e}")],
     };
-    let _ = dir;
     let fleet = match fleet::open(
         state,
         &definition,
@@ -703,16 +954,51 @@ async fn cloud_matches_director(state: &Path, dir: &Path) -> Vec<String> {
     for disk in director.orphaned_disks().await.unwrap_or_default() {
         known_disks.insert(disk.cid);
     }
-    for (cid, _) in fleet.cloud.vms().await {
+    let iaas = state.join("iaas");
+    let (in_cloud, disks_in_cloud): (Vec<String>, Vec<String>) = if processes {
+        let Ok(opened) = fleet_updater::vm::iaas::ProcessIaas::open(&iaas) else {
+            return vec![format!("the IaaS at {} cannot be read", iaas.display())];
+        };
+        let vms = opened.vms().unwrap_or_default();
+        (
+            vms.into_iter().map(|vm| vm.cid).collect(),
+            opened.disk_cids().unwrap_or_default(),
+        )
+    } else {
+        let vms = fleet.cloud.vms().await;
+        (
+            vms.into_iter().map(|(cid, _)| cid).collect(),
+            fleet.cloud.disks().await,
+        )
+    };
+    checked.insert("VMs in the cloud".into(), in_cloud.len());
+    checked.insert("disks in the cloud".into(), disks_in_cloud.len());
+    for cid in in_cloud {
         if !known_vms.contains(&cid) {
             violations.push(format!("VM {cid} is in the cloud but no instance's"));
         }
     }
-    for cid in fleet.cloud.disks().await {
+    for cid in disks_in_cloud {
         if !known_disks.contains(&cid) {
             violations.push(format!(
                 "disk {cid} is in the cloud but unknown to the director"
             ));
+        }
+    }
+    if processes {
+        let seen = processes_under(&iaas);
+        checked.insert("processes of VMs".into(), seen.len());
+        // The VMs' supervisors outlive `serve`: a check that sees none of them sees
+        // nothing.
+        if !known_vms.is_empty() && seen.is_empty() {
+            violations.push("no process of the fleet's VMs is seen: the check is blind".into());
+        }
+        for (pid, cid) in seen {
+            if !known_vms.contains(&cid) {
+                violations.push(format!(
+                    "process {pid} runs for VM {cid}, which no record names"
+                ));
+            }
         }
     }
     violations

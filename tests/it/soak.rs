@@ -17,11 +17,46 @@ async fn a_short_soak_stops_serve_under_clients_and_every_invariant_holds() {
         seed: 11,
         kill: true,
         small_disk: None,
+        processes: None,
     };
     let report = chaos::soak(&settings, dir.path()).await.unwrap();
     println!("{report}");
     assert!(report.faults_injected() >= 1, "{report}");
     assert!(report.operations_done() >= 5, "{report}");
+    assert!(
+        report.violations.is_empty(),
+        "{report}\nserve's output: {}",
+        std::fs::read_to_string(dir.path().join("serve.log"))
+            .unwrap_or_default()
+            .lines()
+            .rev()
+            .take(40)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+/// The same on a fleet whose VMs are processes of this machine running the kv release:
+/// the injector also kills VMs' supervisors and jobs' processes, and afterwards every
+/// instance runs again and no process is left of a VM nobody knows.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_short_soak_kills_supervisors_and_jobs_of_process_vms_and_every_invariant_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = chaos::SoakSettings {
+        program: PathBuf::from(env!("CARGO_BIN_EXE_fleet-updater")),
+        duration: Duration::from_secs(30),
+        clients: 2,
+        deployments_per_client: 2,
+        fault_every: Duration::from_secs(4),
+        seed: 5,
+        kill: true,
+        small_disk: None,
+        processes: Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config/releases/kv")),
+    };
+    let report = chaos::soak(&settings, dir.path()).await.unwrap();
+    println!("{report}");
+    assert!(report.faults_injected() >= 1, "{report}");
+    assert!(report.operations_done() >= 2, "{report}");
     assert!(
         report.violations.is_empty(),
         "{report}\nserve's output: {}",

@@ -471,6 +471,27 @@ impl ProcessIaas {
         Ok(found)
     }
 
+    /// Every disk the IaaS keeps, attached or not, by CID in order.
+    ///
+    /// # Errors
+    /// When the disks' directory cannot be read.
+    pub fn disk_cids(&self) -> Result<Vec<String>, IaasError> {
+        let dir = self.root.join("disks");
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(&dir).map_err(io(dir.display().to_string()))? {
+            let Ok(entry) = entry else { continue };
+            let name = entry.file_name();
+            let Some(cid) = name.to_str().and_then(|n| n.strip_suffix(".json")) else {
+                continue;
+            };
+            if self.has_disk(cid) {
+                found.push(cid.to_string());
+            }
+        }
+        found.sort();
+        Ok(found)
+    }
+
     /// The VM whose agent is `agent_id`.
     ///
     /// # Errors
@@ -829,6 +850,11 @@ mod tests {
         );
         iaas.attach_disk(&vm.cid, &disk).unwrap();
         assert_eq!(again.vm(&vm.cid).unwrap().disks, vec![disk.clone()], "once");
+        assert_eq!(
+            again.disk_cids().unwrap(),
+            vec![disk.clone()],
+            "listed attached"
+        );
         std::fs::write(iaas.disk_dir(&disk).join("data"), "kept").unwrap();
         let snap = iaas.snapshot_disk(&disk).unwrap();
         assert_eq!(
@@ -839,7 +865,13 @@ mod tests {
         iaas.detach_disk(&vm.cid, &disk).unwrap();
         assert!(iaas.vm(&vm.cid).unwrap().disks.is_empty());
         iaas.resize_disk(&disk, 2048).unwrap();
+        assert_eq!(
+            again.disk_cids().unwrap(),
+            vec![disk.clone()],
+            "and detached"
+        );
         iaas.delete_disk(&disk).unwrap();
+        assert!(again.disk_cids().unwrap().is_empty());
         assert!(matches!(
             iaas.delete_disk(&disk),
             Err(IaasError::DiskNotFound(_))
