@@ -308,14 +308,7 @@ async fn a_compression_bomb_is_refused_while_it_inflates_and_serve_stays_small()
     assert!(bomb.len() < 8 << 20, "{} bytes", bomb.len());
 
     let client = super::served::client_trusting(&server.ca);
-    let response = client
-        .post(format!("https://{}/releases", server.director))
-        .basic_auth("admin", Some(PASSWORD))
-        .header("content-type", "application/x-compressed")
-        .body(bomb)
-        .send()
-        .await
-        .unwrap();
+    let response = post_release(&client, &server, bomb).await;
     assert_eq!(response.status(), 400);
     let said: Value = response.json().await.unwrap();
     let description = said["description"].as_str().unwrap();
@@ -325,6 +318,22 @@ async fn a_compression_bomb_is_refused_while_it_inflates_and_serve_stays_small()
     );
     let peak = peak_mib(server.child.id());
     assert!(peak < 256, "serve peaked at {peak} MiB");
+}
+
+/// `bosh upload-release` of `tarball` to the `serve` process `server`, as `admin`.
+async fn post_release(
+    client: &reqwest::Client,
+    server: &super::serve_shared::Server,
+    tarball: Vec<u8>,
+) -> reqwest::Response {
+    client
+        .post(format!("https://{}/releases", server.director))
+        .basic_auth("admin", Some(PASSWORD))
+        .header("content-type", "application/x-compressed")
+        .body(tarball)
+        .send()
+        .await
+        .unwrap()
 }
 
 /// The peak memory of process `pid` so far, in MiB.
@@ -368,14 +377,7 @@ async fn a_large_release_is_kept_without_being_held_in_memory() {
     let loopback = "127.0.0.1".parse().unwrap();
     let client = super::served::client_waiting(&server.ca, loopback, Duration::from_secs(600));
     let started = tokio::time::Instant::now();
-    let response = client
-        .post(format!("https://{}/releases", server.director))
-        .basic_auth("admin", Some(PASSWORD))
-        .header("content-type", "application/x-compressed")
-        .body(release)
-        .send()
-        .await
-        .unwrap();
+    let response = post_release(&client, &server, release).await;
     assert_eq!(response.status(), 302, "{:?}", response.text().await);
     let task = response.headers()["location"].to_str().unwrap().to_string();
     let state = loop {

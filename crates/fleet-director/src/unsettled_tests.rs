@@ -245,6 +245,8 @@ async fn the_next_deploy_of_a_deployment_deletes_the_vms_a_crash_left_unrecorded
             change::vm_unsettled("d", &note("agent-made", None)),
             change::vm_unsettled("d", &note("agent-gone", Some(&being_deleted))),
             change::vm_unsettled("e", &note("agent-other", None)),
+            // Noted, and never made (the cloud refused, or the crash came first).
+            change::vm_unsettled("d", &note("agent-never", None)),
             // A note whose VM a record names: the VM is kept.
             change::vm_unsettled(
                 "d",
