@@ -6,8 +6,8 @@
 //! every task ended, no lock held, every deployment the clients were told exists does
 //! (and those they were told are deleted do not), no address held twice, no VM or disk
 //! in the cloud that the director does not know, on a process-backed fleet every
-//! instance's processes running again and no process of a VM nobody knows, nothing
-//! secret in `serve`'s output.
+//! instance's processes running again (where the last operation ended `done`) and no
+//! process of a VM nobody knows, nothing secret in `serve`'s output.
 //! Shared by `examples/chaos_soak.rs` (the long run) and a short run among the tests.
 
 // A soak runs against the real clock: `serve` is another process.
@@ -417,8 +417,14 @@ fn count(counts: &Counts, what: String) {
         .or_default() += 1;
 }
 
-/// One client: works on its own deployments until `until`, and returns what it was told
-/// of each.
+/// What a client was told: of each deployment, and which ones' last operation ended
+/// `done` (a restart cut off by a fault may leave jobs stopped, as in BOSH).
+struct Told {
+    beliefs: BTreeMap<String, Belief>,
+    settled: BTreeSet<String>,
+}
+
+/// One client: works on its own deployments until `until`, and returns what it was told.
 async fn client(
     api: Api,
     id: usize,
@@ -427,13 +433,15 @@ async fn client(
     until: Instant,
     counts: Counts,
     processes: bool,
-) -> BTreeMap<String, Belief> {
+) -> Told {
     let mut dice = Dice(seed ^ (id as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
     let mut beliefs: BTreeMap<String, Belief> = (0..deployments)
         .map(|k| (format!("soak-{id}-{k}"), Belief::Gone))
         .collect();
+    let mut settled = BTreeSet::new();
     while Instant::now() < until {
         let name = format!("soak-{id}-{}", dice.below(deployments as u64));
+        settled.remove(&name);
         let belief = beliefs[&name];
         let (kind, method, path, body) = match (belief, dice.below(10)) {
             (Belief::Gone | Belief::Unknown, _) | (Belief::Exists, 0..=3) => (
@@ -506,9 +514,12 @@ async fn client(
             ("recreate" | "restart", Some(_)) => belief,
             _ => Belief::Unknown,
         };
+        if ended.as_deref() == Some("done") {
+            settled.insert(name.clone());
+        }
         beliefs.insert(name, now);
     }
-    beliefs
+    Told { beliefs, settled }
 }
 
 /// Writes zeros until the disk holding `path` is full.
@@ -653,9 +664,14 @@ pub async fn soak(settings: &SoakSettings, dir: &Path) -> Result<SoakReport, Str
     if let Some(filler) = &filler {
         let _ = std::fs::remove_file(filler);
     }
-    let mut beliefs = BTreeMap::new();
+    let mut told = Told {
+        beliefs: BTreeMap::new(),
+        settled: BTreeSet::new(),
+    };
     for c in clients {
-        beliefs.extend(c.await.map_err(|e| e.to_string())?);
+        let one = c.await.map_err(|e| e.to_string())?;
+        told.beliefs.extend(one.beliefs);
+        told.settled.extend(one.settled);
     }
     faults.remove("none (a quiet spell)");
     let mut report = SoakReport {
@@ -672,7 +688,7 @@ pub async fn soak(settings: &SoakSettings, dir: &Path) -> Result<SoakReport, Str
     let checked = check(
         &api,
         &mut serve,
-        &beliefs,
+        &told,
         dir,
         &state,
         settings.processes.is_some(),
@@ -769,7 +785,7 @@ fn processes_under(iaas: &Path) -> Vec<(u32, String)> {
 async fn check(
     api: &Api,
     serve: &mut Serve,
-    beliefs: &BTreeMap<String, Belief>,
+    told: &Told,
     dir: &Path,
     state: &Path,
     processes: bool,
@@ -811,7 +827,7 @@ async fn check(
             BTreeSet::new()
         }
     };
-    for (name, belief) in beliefs {
+    for (name, belief) in &told.beliefs {
         match belief {
             Belief::Exists if !listed.contains(name) => {
                 violations.push(format!("{name} was deployed (its task done) but is gone"))
@@ -822,10 +838,10 @@ async fn check(
             _ => {}
         }
     }
-    // Every instance's processes run again: the health monitor brought back what the
-    // injector killed.
+    // Every instance's processes run again where the last operation ended `done`: the
+    // health monitor brought back what the injector killed.
     if processes {
-        for name in &listed {
+        for name in listed.intersection(&told.settled) {
             match all_running(api, name).await {
                 Ok(running) => *checked.entry("instances running".into()).or_default() += running,
                 Err(e) => violations.push(format!("{name}: {e}")),
