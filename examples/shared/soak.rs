@@ -407,6 +407,18 @@ impl Api {
     }
 }
 
+/// The task a redirect names (`Location: /tasks/ID`).
+fn task_of(response: &reqwest::Response) -> Option<u64> {
+    response
+        .headers()
+        .get("location")?
+        .to_str()
+        .ok()?
+        .strip_prefix("/tasks/")?
+        .parse()
+        .ok()
+}
+
 type Counts = Arc<Mutex<BTreeMap<String, usize>>>;
 
 fn count(counts: &Counts, what: String) {
@@ -494,13 +506,7 @@ async fn client(
             tokio::time::sleep(Duration::from_millis(200)).await;
             continue;
         }
-        let task = response
-            .headers()
-            .get("location")
-            .and_then(|l| l.to_str().ok())
-            .and_then(|l| l.strip_prefix("/tasks/"))
-            .and_then(|id| id.parse::<u64>().ok());
-        let Some(task) = task else {
+        let Some(task) = task_of(&response) else {
             count(&counts, format!("{kind} without task"));
             continue;
         };
@@ -886,13 +892,7 @@ async fn instance_states(api: &Api, deployment: &str) -> Result<Vec<String>, Str
         .send(reqwest::Method::GET, &path, None)
         .await
         .map_err(|e| e.to_string())?;
-    let task = response
-        .headers()
-        .get("location")
-        .and_then(|l| l.to_str().ok())
-        .and_then(|l| l.strip_prefix("/tasks/"))
-        .and_then(|id| id.parse::<u64>().ok())
-        .ok_or(format!("GET {path}: {}", response.status()))?;
+    let task = task_of(&response).ok_or(format!("GET {path}: {}", response.status()))?;
     match api.wait(task, Duration::from_secs(60)).await.as_deref() {
         Some("done") => {}
         other => return Err(format!("the instances' task {task} ended {other:?}")),

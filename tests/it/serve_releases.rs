@@ -380,16 +380,12 @@ async fn a_large_release_is_kept_without_being_held_in_memory() {
     let response = post_release(&client, &server, release).await;
     assert_eq!(response.status(), 302, "{:?}", response.text().await);
     let task = response.headers()["location"].to_str().unwrap().to_string();
+    let get = |path: String| {
+        let url = format!("https://{}{path}", server.director);
+        super::serve_shared::get_as(&client, url, PASSWORD)
+    };
     let state = loop {
-        let task: Value = client
-            .get(format!("https://{}{task}", server.director))
-            .basic_auth("admin", Some(PASSWORD))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let task = get(task.clone()).await;
         let state = task["state"].as_str().unwrap().to_string();
         if state != "queued" && state != "processing" {
             break state;
@@ -405,18 +401,7 @@ async fn a_large_release_is_kept_without_being_held_in_memory() {
         "serve peaked at {peak} MiB, from {before} MiB before the upload, in {:?}",
         started.elapsed()
     );
-    let shown: Value = client
-        .get(format!(
-            "https://{}/releases/echo?version=1",
-            server.director
-        ))
-        .basic_auth("admin", Some(PASSWORD))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let shown = get("/releases/echo?version=1".into()).await;
     let big = shown["packages"]
         .as_array()
         .unwrap()

@@ -82,9 +82,14 @@ pub(super) fn start(config: &Path, state: &Path, store: Option<&str>) -> Server 
 }
 
 async fn get(client: &reqwest::Client, url: String) -> Value {
+    get_as(client, url, PASSWORD).await
+}
+
+/// `url`'s JSON, asked as `admin` with `password`; it must succeed.
+pub(super) async fn get_as(client: &reqwest::Client, url: String, password: &str) -> Value {
     let response = client
         .get(url)
-        .basic_auth("admin", Some(PASSWORD))
+        .basic_auth("admin", Some(password))
         .header("X-Broker-API-Version", "2.13")
         .send()
         .await

@@ -27,7 +27,6 @@ use super::ports::{CompileLocks, Ports};
 use super::records::Records;
 use super::snapshot::Snapshot;
 use super::task::TaskLog;
-use super::unsettled::UnsettledVm;
 
 /// A compilation VM's place: its reserved address, and its VM while it has one.
 struct Slot {
@@ -74,46 +73,32 @@ impl Worker<'_> {
             instance_id: None,
             az: self.config.az.clone(),
         };
-        // Noted before the cloud makes it, recorded at once after: a crash in between
-        // leaves a VM found by its agent and deleted (see `crate::unsettled`), one after
-        // a VM the next deploy deletes; one that cannot be recorded is not kept.
-        let note = UnsettledVm {
-            agent_id: agent_id.clone(),
-            instance: format!("compilation {}", slot.owner.instance),
-            cid: None,
-        };
-        let records = &self.ports.records;
-        records
-            .write(vec![change::vm_unsettled(self.deployment, &note)])
-            .await?;
-        let created = self.ports.cpi.create_vm(&request).await;
-        if created.is_err() {
-            let _ = records.write(vec![change::vm_settled(&agent_id)]).await;
-        }
-        let cid = created.for_subject(
+        // Recorded as it is made (see `crate::unsettled`): a crash leaves a VM the next
+        // deploy deletes; one that cannot be recorded is not kept.
+        let (deployment, stemcell) = (self.deployment, self.stemcell);
+        let clock = &self.ports.clock;
+        let instance = format!("compilation {}", slot.owner.instance);
+        let created = crate::unsettled::create_vm(
+            &*self.ports.cpi,
+            &self.ports.records,
+            &request,
+            &instance,
+            |cid| {
+                let record = VmRecord {
+                    cid: cid.to_string(),
+                    agent_id: agent_id.clone(),
+                    deployment: deployment.to_string(),
+                    instance_id: None,
+                    stemcell: stemcell.to_string(),
+                    created_at: Some(clock.unix_secs()),
+                };
+                vec![change::compilation_vm(&record)]
+            },
+        );
+        let cid = created.await?.for_subject(
             "create_vm",
             &format!("compilation VM {}", slot.owner.instance),
         )?;
-        let record = VmRecord {
-            cid: cid.clone(),
-            agent_id: agent_id.clone(),
-            deployment: self.deployment.to_string(),
-            instance_id: None,
-            stemcell: self.stemcell.to_string(),
-            created_at: Some(self.ports.clock.unix_secs()),
-        };
-        let written = records
-            .write(vec![
-                change::compilation_vm(&record),
-                change::vm_settled(&agent_id),
-            ])
-            .await;
-        if let Err(e) = written {
-            if self.ports.cpi.delete_vm(&cid).await.is_ok() {
-                let _ = records.write(vec![change::vm_settled(&agent_id)]).await;
-            }
-            return Err(e.into());
-        }
         slot.vm = Some((cid.clone(), agent_id.clone()));
         Ok((cid, agent_id))
     }

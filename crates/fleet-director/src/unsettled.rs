@@ -2,14 +2,15 @@
 //! the cloud makes it, and again when a recorded one is forgotten before its deletion;
 //! the note goes in the same write that records what the cloud then has. A note a crash
 //! left behind names a VM no record may name: it is deleted, at the next start of a
-//! director that holds its store alone, and by the next deploy or deletion of its
-//! deployment (under the deployment's lock, so on a shared database too).
+//! director that holds its store alone, by the next deploy or deletion of its deployment
+//! (under the deployment's lock, so on a shared database too), and when the task that
+//! made it ends.
 
 use serde::{Deserialize, Serialize};
 
-use crate::cpi::Cpi;
+use crate::cpi::{Cpi, CpiError, VmRequest};
 use crate::records::{Records, change};
-use fleet_store::StoreError;
+use fleet_store::{StoreError, Write};
 
 /// One noted VM. Stored first as an `[agent, instance]` pair, which still reads.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -22,26 +23,58 @@ pub struct UnsettledVm {
     pub cid: Option<String>,
 }
 
-/// What settling did.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct Settled {
-    /// VMs deleted, as `(cid, instance)`.
-    pub deleted: Vec<(String, String)>,
-    /// Notes kept for the next try: the cloud could not say or could not delete.
-    pub kept: usize,
+/// Has the cloud make the VM `request` asks for (for `instance`, as the log names it),
+/// noted first, and writes `recorded(cid)` with the write that settles the note, so that
+/// a crash at any point leaves no VM the records cannot find. A VM whose record the store
+/// refuses is deleted again; its note stays while the cloud keeps it.
+///
+/// # Errors
+/// The store's, noting or recording; inside, the cloud's refusal (nothing was made).
+pub async fn create_vm(
+    cpi: &dyn Cpi,
+    records: &Records,
+    request: &VmRequest,
+    instance: &str,
+    recorded: impl FnOnce(&str) -> Vec<Write>,
+) -> Result<Result<String, CpiError>, StoreError> {
+    let agent = &request.agent_id;
+    let note = UnsettledVm {
+        agent_id: agent.clone(),
+        instance: instance.to_string(),
+        cid: None,
+    };
+    records
+        .write(vec![change::vm_unsettled(&request.deployment, &note)])
+        .await?;
+    let cid = match cpi.create_vm(request).await {
+        Ok(cid) => cid,
+        Err(refused) => {
+            let _ = records.write(vec![change::vm_settled(agent)]).await;
+            return Ok(Err(refused));
+        }
+    };
+    let mut writes = recorded(&cid);
+    writes.push(change::vm_settled(agent));
+    if let Err(e) = records.write(writes).await {
+        if cpi.delete_vm(&cid).await.is_ok() {
+            let _ = records.write(vec![change::vm_settled(agent)]).await;
+        }
+        return Err(e);
+    }
+    Ok(Ok(cid))
 }
 
 /// Settles the notes of `deployment` (of every deployment with `None`): a VM the cloud
-/// has and no record names is deleted, and the note goes.
+/// has and no record names is deleted, and the note goes; a note whose VM the cloud cannot
+/// find or delete now stays for the next try.
 ///
 /// # Errors
-/// The store's; a cloud that fails keeps the note instead (see [`Settled::kept`]).
+/// The store's.
 pub async fn settle(
     cpi: &dyn Cpi,
     records: &Records,
     deployment: Option<&str>,
-) -> Result<Settled, StoreError> {
-    let mut settled = Settled::default();
+) -> Result<(), StoreError> {
     for note in records.unsettled_vms(deployment).await? {
         let cid = match &note.cid {
             Some(cid) => Some(cid.clone()),
@@ -49,7 +82,6 @@ pub async fn settle(
                 Ok(cid) => cid,
                 Err(e) => {
                     tracing::warn!(agent = %note.agent_id, instance = %note.instance, error = %e, "the cloud cannot say whether a VM was made");
-                    settled.kept += 1;
                     continue;
                 }
             },
@@ -59,17 +91,15 @@ pub async fn settle(
         {
             if let Err(e) = cpi.delete_vm(&cid).await {
                 tracing::warn!(vm = %cid, instance = %note.instance, error = %e, "a VM a crash left unrecorded could not be deleted");
-                settled.kept += 1;
                 continue;
             }
             tracing::warn!(vm = %cid, instance = %note.instance, "deleted a VM a crash left unrecorded");
-            settled.deleted.push((cid, note.instance.clone()));
         }
         records
             .write(vec![change::vm_settled(&note.agent_id)])
             .await?;
     }
-    Ok(settled)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -66,6 +66,26 @@ impl Digest {
         self.verify_reader(&mut &bytes[..], "bytes in memory")
     }
 
+    /// [`Self::verify`] against the SHA-1 already known of the bytes (a spooled
+    /// archive's, hashed as it was written), when SHA-1 is all the manifest gives: the
+    /// bytes need not be read again. `None` when it gives another algorithm.
+    ///
+    /// # Errors
+    /// As [`Self::verify`].
+    pub fn verify_sha1(&self, sha1: &str) -> Option<Result<(), ArchiveError>> {
+        if self.expected.iter().any(|e| e.algorithm != "sha1") {
+            return None;
+        }
+        Some(match self.expected.iter().find(|e| e.hex != sha1) {
+            Some(e) => Err(ArchiveError::DigestMismatch {
+                algorithm: e.algorithm,
+                actual: sha1.to_string(),
+                expected: e.hex.clone(),
+            }),
+            None => Ok(()),
+        })
+    }
+
     /// [`Self::verify`] for what `reader` gives, read once whatever the algorithms.
     ///
     /// # Errors
@@ -155,6 +175,15 @@ mod tests {
         assert_eq!(sha1_hex(b"abc"), ABC_SHA1);
         assert!(d.verify_reader(&mut &b"abc"[..], "abc").is_ok());
         assert!(d.verify_reader(&mut &b"abd"[..], "abd").is_err());
+        assert!(matches!(d.verify_sha1(ABC_SHA1), Some(Ok(()))));
+        let known = d
+            .verify_sha1(&sha1_hex(b"abd"))
+            .unwrap()
+            .unwrap_err()
+            .to_string();
+        assert_eq!(known, wrong);
+        let both = Digest::parse(&format!("{ABC_SHA1};sha256:{ABC_SHA256}")).unwrap();
+        assert!(both.verify_sha1(ABC_SHA1).is_none(), "sha256 must be read");
     }
 
     #[test]

@@ -46,23 +46,22 @@ impl Payload {
     ) -> io::Result<Payload> {
         let path = spool.path().join(name);
         let mut file = io::BufWriter::new(std::fs::File::create(&path)?);
-        let mut hashing = Hashing {
-            context: Context::new(&SHA1_FOR_LEGACY_USE_ONLY),
-            len: 0,
-        };
+        let mut sha1 = Context::new(&SHA1_FOR_LEGACY_USE_ONLY);
+        let mut len = 0u64;
         let mut buffer = vec![0u8; 64 * 1024];
         loop {
             let n = from.read(&mut buffer)?;
             if n == 0 {
                 break;
             }
-            hashing.update(&buffer[..n]);
+            sha1.update(&buffer[..n]);
+            len += n as u64;
             file.write_all(&buffer[..n])?;
         }
         file.flush()?;
         Ok(Payload {
-            sha1: hex(hashing.context.finish().as_ref()),
-            len: hashing.len,
+            sha1: hex(sha1.finish().as_ref()),
+            len,
             kept: Kept::Spooled {
                 path,
                 _spool: Arc::clone(spool),
@@ -122,18 +121,6 @@ impl Payload {
             Kept::Memory(bytes) => Ok(Arc::try_unwrap(bytes).unwrap_or_else(|b| (*b).clone())),
             Kept::Spooled { path, .. } => std::fs::read(path),
         }
-    }
-}
-
-struct Hashing {
-    context: Context,
-    len: u64,
-}
-
-impl Hashing {
-    fn update(&mut self, bytes: &[u8]) {
-        self.context.update(bytes);
-        self.len += bytes.len() as u64;
     }
 }
 

@@ -100,12 +100,7 @@ pub(crate) fn read_capped(
 /// # Errors
 /// As [`files`].
 pub fn paths(bytes: &[u8], limit: u64) -> Result<Vec<String>, ArchiveError> {
-    let mut found = Vec::new();
-    walk(bytes, limit, |path, _| {
-        found.push(path.to_string());
-        Ok(())
-    })?;
-    Ok(found)
+    paths_in(bytes, limit).map(|(found, _)| found)
 }
 
 /// The paths of the regular files of the tarball `reader` gives, reading no more than

@@ -82,60 +82,24 @@ pub async fn create_vm(
         instance_id: Some(record.id.clone()),
         az: record.az.clone(),
     };
-    // Noted before the cloud makes it: a crash before its CID is recorded leaves a VM
-    // that is found by its agent and deleted (see `crate::unsettled`).
-    let note = UnsettledVm {
-        agent_id: agent_id.clone(),
-        instance: record.name(),
-        cid: None,
-    };
-    ports
-        .records
-        .write(vec![change::vm_unsettled(&record.deployment, &note)])
-        .await?;
-    let created = ports.cpi.create_vm(&request).await;
-    let cid = match created {
-        Ok(cid) => cid,
-        Err(e) => {
-            // Refused: nothing was made.
-            let _ = ports
-                .records
-                .write(vec![change::vm_settled(&agent_id)])
-                .await;
-            return Err::<(), _>(e).for_subject("create_vm", &name);
-        }
-    };
-    record.vm_cid = Some(cid.clone());
-    record.agent_id = Some(agent_id.clone());
-    record.vm_stemcell = Some(plan.desired.stemcell.clone());
-    record.vm_type = plan.desired.vm_type.clone();
-    record.vm_networks = plan.desired.networks.clone();
-    let vm = VmRecord {
-        cid: cid.clone(),
-        agent_id,
-        deployment: record.deployment.clone(),
-        instance_id: Some(record.id.clone()),
-        stemcell: plan.desired.stemcell.clone(),
-        created_at: Some(ports.clock.unix_secs()),
-    };
-    let written = ports
-        .records
-        .write(vec![
-            change::instance(record),
-            change::vm(&vm),
-            change::vm_settled(&vm.agent_id),
-        ])
-        .await;
-    if let Err(e) = written {
-        // Not kept when it cannot be recorded; the note stays for one the cloud keeps.
-        if ports.cpi.delete_vm(&cid).await.is_ok() {
-            let _ = ports
-                .records
-                .write(vec![change::vm_settled(&vm.agent_id)])
-                .await;
-        }
-        return Err(e.into());
-    }
+    let created =
+        crate::unsettled::create_vm(&*ports.cpi, &ports.records, &request, &name, |cid| {
+            record.vm_cid = Some(cid.to_string());
+            record.agent_id = Some(agent_id.clone());
+            record.vm_stemcell = Some(plan.desired.stemcell.clone());
+            record.vm_type = plan.desired.vm_type.clone();
+            record.vm_networks = plan.desired.networks.clone();
+            let vm = VmRecord {
+                cid: cid.to_string(),
+                agent_id: agent_id.clone(),
+                deployment: record.deployment.clone(),
+                instance_id: Some(record.id.clone()),
+                stemcell: plan.desired.stemcell.clone(),
+                created_at: Some(ports.clock.unix_secs()),
+            };
+            vec![change::instance(record), change::vm(&vm)]
+        });
+    created.await?.for_subject("create_vm", &name)?;
     Ok(())
 }
 
