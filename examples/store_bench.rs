@@ -58,7 +58,7 @@ fn main() {
             ));
         }
         for (name, store) in stores {
-            let timed = fleet_run::run(&definition, &store);
+            let timed = fleet_run::run(&definition, &store, &[]);
             let provisioning = timed.provisioning.as_secs_f64();
             println!(
                 "{:<22} {:>10} {:>8} {:>18.2} {:>12.2} {:>10.2}",

@@ -15,6 +15,7 @@ mod location;
 mod postgres;
 mod records;
 mod sqlite;
+pub mod statement_times;
 mod task;
 pub mod testing;
 

@@ -795,13 +795,15 @@ impl Store for PgStore {
             s.unit(|s| {
                 let doomed: Vec<i64> = s
                     .rows(
-                        "SELECT id FROM (SELECT id FROM tasks
-                                         WHERE kind = $1
-                                           AND state IN ('done', 'error', 'cancelled')
-                                         ORDER BY id DESC OFFSET $2) AS old
-                         WHERE id NOT IN (SELECT MAX(id) FROM tasks
-                                          WHERE deployment IS NOT NULL AND changes
-                                          GROUP BY deployment)
+                        // Beyond the newest finished tasks kept, those that are no
+                        // deployment's newest change (see the schema's version 2).
+                        "SELECT id FROM tasks
+                         WHERE kind = $1 AND state IN ('done', 'error', 'cancelled')
+                           AND NOT newest_change
+                           AND id <= (SELECT id FROM tasks
+                                      WHERE kind = $1
+                                        AND state IN ('done', 'error', 'cancelled')
+                                      ORDER BY id DESC OFFSET $2 LIMIT 1)
                          ORDER BY id DESC LIMIT 500",
                         &[&kind, &keep],
                     )?
@@ -848,6 +850,9 @@ impl Store for PgStore {
                         "UPDATE tasks SET kind = $1, changes = $2, body = $3 WHERE id = $4",
                         &[&kind.name, &kind.changes_deployment, &body, id],
                     )?;
+                }
+                if !old.is_empty() {
+                    s.execute(schema::MARK_NEWEST_CHANGES, &[])?;
                 }
                 Ok(Outcome::Keep(old.len()))
             })

@@ -8,9 +8,10 @@ use super::error::db;
 use crate::StoreError;
 
 /// The schema this build writes: each entry brings the database to its version.
-const MIGRATIONS: &[(i64, &str)] = &[(
-    1,
-    r#"CREATE TABLE documents (
+const MIGRATIONS: &[(i64, &str)] = &[
+    (
+        1,
+        r#"CREATE TABLE documents (
          collection TEXT NOT NULL,
          -- Keys, names and ids sort by their bytes, as SQLite sorts them.
          key TEXT COLLATE "C" NOT NULL,
@@ -62,7 +63,44 @@ const MIGRATIONS: &[(i64, &str)] = &[(
          id TEXT COLLATE "C" PRIMARY KEY,
          bytes BYTEA NOT NULL
      );"#,
-)];
+    ),
+    // Each deployment's newest change marked as it is inserted, by the database whichever
+    // process inserts it, so that pruning (at the end of every task) walks indexes instead
+    // of grouping every task by deployment: on 10,000 deployments that grouping was most
+    // of a fleet's run. Two changes of one deployment inserted at once may both stay
+    // marked (neither sees the other's row); the next change of that deployment unmarks
+    // them, and a task kept too long is the only harm.
+    (
+        2,
+        r#"ALTER TABLE tasks ADD COLUMN newest_change BOOLEAN NOT NULL DEFAULT FALSE;
+     UPDATE tasks SET newest_change = TRUE
+         WHERE id IN (SELECT MAX(id) FROM tasks
+                      WHERE deployment IS NOT NULL AND changes GROUP BY deployment);
+     DROP INDEX tasks_by_kind;
+     CREATE INDEX tasks_finished ON tasks (kind, id)
+         WHERE state IN ('done', 'error', 'cancelled');
+     CREATE INDEX tasks_prunable ON tasks (kind, id)
+         WHERE state IN ('done', 'error', 'cancelled') AND NOT newest_change;
+     CREATE FUNCTION fleet_mark_newest_change() RETURNS trigger LANGUAGE plpgsql AS $$
+     BEGIN
+         UPDATE tasks SET newest_change = FALSE
+             WHERE deployment = NEW.deployment AND changes AND newest_change
+               AND id < NEW.id;
+         NEW.newest_change := TRUE;
+         RETURN NEW;
+     END $$;
+     CREATE TRIGGER tasks_newest_change BEFORE INSERT ON tasks
+         FOR EACH ROW WHEN (NEW.deployment IS NOT NULL AND NEW.changes)
+         EXECUTE FUNCTION fleet_mark_newest_change();"#,
+    ),
+];
+
+/// Marks every deployment's newest change anew, for tasks whose kind (and so whether they
+/// change their deployment) was named after they were written.
+pub const MARK_NEWEST_CHANGES: &str =
+    "UPDATE tasks SET newest_change = (id IN (SELECT MAX(id) FROM tasks
+                                              WHERE deployment IS NOT NULL AND changes
+                                              GROUP BY deployment))";
 
 /// The newest version this build knows.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS[MIGRATIONS.len() - 1].0;
