@@ -14,7 +14,7 @@ use crate::{Director, DirectorError};
 
 const MIN: Duration = Duration::from_secs(60);
 
-fn settings() -> HealthMonitorSettings {
+pub(crate) fn settings() -> HealthMonitorSettings {
     HealthMonitorSettings {
         meltdown: Meltdown {
             minimum_down: 3,
@@ -50,7 +50,7 @@ async fn monitor_for(director: &Director, settings: HealthMonitorSettings, time:
     }
 }
 
-async fn scans_and_fixes(director: &Director) -> Vec<Task> {
+pub(crate) async fn scans_and_fixes(director: &Director) -> Vec<Task> {
     let all = TaskFilter {
         deployment: Some("d".into()),
         states: None,
@@ -67,7 +67,7 @@ async fn scans_and_fixes(director: &Director) -> Vec<Task> {
 }
 
 /// The titles of the alerts `bosh events` lists, oldest first.
-async fn alerts(director: &Director) -> Vec<String> {
+pub(crate) async fn alerts(director: &Director) -> Vec<String> {
     let filter = AuditFilter {
         object_type: Some("alert".into()),
         ..AuditFilter::default()

@@ -104,6 +104,115 @@ async fn a_director_that_stops_renewing_has_its_tasks_errored_and_its_locks_rele
     assert_eq!(done.state, TaskState::Done, "{done:?}");
 }
 
+#[tokio::test(start_paused = true)]
+async fn one_director_watches_and_resurrects_for_both_and_the_other_takes_over_when_it_stops() {
+    use crate::health_monitor::{self, HealthMonitorSettings};
+    use crate::health_monitor_tests::{alerts, scans_and_fixes, settings};
+    let Some((a, b, _)) = two_directors().await else {
+        return;
+    };
+    let done = deploy(&a.director, &manifest("d", 4, "1.0", 0)).await;
+    assert_eq!(done.state, TaskState::Done, "{done:?}");
+    let a_leads = a.director.leads().await.unwrap();
+    assert_ne!(a_leads, b.director.leads().await.unwrap(), "one leads");
+    let (leader, other) = if a_leads { (a, b) } else { (b, a) };
+    let mut instances = other.director.instances("d").await.unwrap();
+    instances.sort_by_key(|i| i.index);
+    let agent = |i: usize| instances[i].agent_id.clone().unwrap();
+    leader.cloud.set_responsive(&agent(1), false).await.unwrap();
+    let watch = |f: &Fixture, settings: HealthMonitorSettings| {
+        health_monitor::spawn(f.director.clone(), settings)
+    };
+    let monitors = [watch(&leader, settings()), watch(&other, settings())];
+    tokio::time::sleep(Duration::from_secs(180)).await;
+    monitors.iter().for_each(|m| m.abort());
+    let fixes = scans_and_fixes(&other.director).await;
+    assert_eq!(fixes.len(), 1, "one repair: {fixes:?}");
+    assert_eq!(fixes[0].state, TaskState::Done, "{:?}", fixes[0].result);
+    // Asked, said and decided once, not once per process.
+    let said = alerts(&other.director).await;
+    assert_eq!(
+        said.iter()
+            .filter(|a| **a == format!("{} has timed out", agent(1)))
+            .count(),
+        1,
+        "{said:?}"
+    );
+    // The leader stops: once its lease ran out, the other watches and resurrects.
+    drop(leader);
+    other.cloud.set_responsive(&agent(2), false).await.unwrap();
+    let monitor = watch(&other, settings());
+    tokio::time::sleep(Duration::from_secs(300)).await;
+    monitor.abort();
+    assert!(other.director.leads().await.unwrap());
+    let fixes = scans_and_fixes(&other.director).await;
+    assert_eq!(fixes.len(), 2, "{fixes:?}");
+    assert!(
+        fixes.iter().all(|t| t.state == TaskState::Done),
+        "{fixes:?}"
+    );
+    let after = other.director.instances("d").await.unwrap();
+    let replaced = |i: usize| {
+        after
+            .iter()
+            .find(|a| a.index == instances[i].index)
+            .is_some_and(|a| a.agent_id != instances[i].agent_id)
+    };
+    assert!(replaced(1) && replaced(2) && !replaced(0) && !replaced(3));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_database_going_down_under_a_deploy_ends_it_and_the_director_works_again_after() {
+    let Some(database) = testing::postgres() else {
+        eprintln!(
+            "skipped: {} names no PostgreSQL database",
+            testing::POSTGRES_VARIABLE
+        );
+        return;
+    };
+    let (at, outage) = testing::fresh_database(&database);
+    let f = fixture_on_shared(Arc::new(PgStore::connect(&at).unwrap())).await;
+    let started = f
+        .director
+        .deploy(&manifest("d", 6, "1.0", 0), DeployOptions::default())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        f.director
+            .task(started.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .state
+            .is_running()
+    );
+    outage.begin();
+    let refused = f.director.task(started.id).await.unwrap_err();
+    assert!(
+        matches!(&refused, DirectorError::Store(e) if e.is_transient()),
+        "{refused:?}"
+    );
+    // Down for longer than the lock timeout: the lease runs out meanwhile.
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    outage.end();
+    // The deploy ended (the store failed under it), recorded once the database answered
+    // again: never left processing, its lock released.
+    let ended = tokio::time::timeout(Duration::from_secs(120), f.director.wait(started.id))
+        .await
+        .expect("the deploy's end is recorded")
+        .unwrap();
+    assert!(!ended.state.is_running(), "{ended:?}");
+    assert_eq!(
+        f.director.task(started.id).await.unwrap().unwrap().state,
+        ended.state
+    );
+    assert!(f.director.locks().await.unwrap().is_empty());
+    let again = deploy(&f.director, &manifest("d", 6, "1.0", 0)).await;
+    assert_eq!(again.state, TaskState::Done, "{again:?}");
+    assert_eq!(f.director.instances("d").await.unwrap().len(), 6);
+}
+
 /// One change a director is asked for.
 #[derive(Debug, Clone)]
 enum Change {

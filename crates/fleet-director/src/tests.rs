@@ -2241,6 +2241,9 @@ mod store_faults {
         fn shared(&self) -> bool {
             self.inner.shared()
         }
+        fn leads(&self, now: u64) -> Result<bool, StoreError> {
+            self.inner.leads(now)
+        }
         fn renew(&self, lease: fleet_store::Lease) -> Result<fleet_store::Renewal, StoreError> {
             self.inner.renew(lease)
         }

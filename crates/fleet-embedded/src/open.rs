@@ -131,6 +131,7 @@ pub struct EmbeddedFleet {
     /// The process-backed IaaS, when the definition asks for it; the director's cloud
     /// and agents then.
     pub processes: Option<Arc<ProcessCloud>>,
+    store: AsyncStore,
     /// Released when the fleet is dropped (or the process ends, however it ends).
     _lock: Option<File>,
 }
@@ -138,6 +139,12 @@ pub struct EmbeddedFleet {
 impl EmbeddedFleet {
     pub fn director(&self) -> &Director {
         self.broker.director()
+    }
+
+    /// The fleet's store, for what `serve` keeps beside the director's and the broker's
+    /// records (the login throttle's failures, which processes sharing a database share).
+    pub fn store(&self) -> &AsyncStore {
+        &self.store
     }
 
     /// Whether a release's jobs, packaging scripts and templates would run on this
@@ -318,6 +325,7 @@ pub async fn open(
         broker,
         cloud,
         processes,
+        store,
         _lock: held,
     })
 }

@@ -15,6 +15,7 @@ use subtle::ConstantTimeEq;
 
 use super::clients::ClientAddr;
 use super::rejection::{Flavor, rejection};
+use super::shared_throttle::SharedFailures;
 use super::throttle::LoginThrottle;
 use crate::authorize::{self, Decision};
 use crate::scopes::{self, Access};
@@ -41,6 +42,8 @@ pub struct Gate {
     /// Paths anyone may read: the director's `/info` tells clients how to sign in.
     open: &'static [&'static str],
     throttle: Arc<LoginThrottle>,
+    /// The failures other `serve` processes on the database counted, when it is shared.
+    shared: Option<Arc<SharedFailures>>,
     /// The director API's director: a team user's requests are decided by its
     /// deployments' teams.
     director: Option<fleet_director::Director>,
@@ -68,8 +71,16 @@ impl Gate {
             flavor,
             open,
             throttle,
+            shared: None,
             director: None,
         }
+    }
+
+    /// This gate, sharing its failed logins with the other `serve` processes on the
+    /// database through `shared`.
+    pub fn with_shared_failures(mut self, shared: Option<Arc<SharedFailures>>) -> Self {
+        self.shared = shared;
+        self
     }
 
     /// This gate, deciding team users' requests by `director`'s deployments, whose
@@ -142,6 +153,21 @@ pub async fn require(State(gate): State<Gate>, mut request: Request, next: Next)
     let authorization = request.headers().get(header::AUTHORIZATION).cloned();
     let client = request.extensions().get::<ClientAddr>().map(|c| c.0);
     let claimed = claimed_user(authorization.as_ref());
+    let known = gate.users.iter().any(|(u, _)| u.name == claimed);
+    // Failures as a name that is no user are this process's alone.
+    let shared = gate.shared.as_ref().filter(|_| known);
+    if let (Some(_), Some(client), Some(shared)) = (&authorization, client, shared) {
+        match shared.recent(client.ip(), &claimed).await {
+            Ok(Some(failures)) => {
+                let now = tokio::time::Instant::now();
+                gate.throttle.adopt(client.ip(), &claimed, failures, now);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "the failed logins other processes counted cannot be read")
+            }
+        }
+    }
     if let (Some(_), Some(client)) = (&authorization, client) {
         let wait = gate
             .throttle
@@ -152,17 +178,39 @@ pub async fn require(State(gate): State<Gate>, mut request: Request, next: Next)
     }
     let user = gate.admits(authorization.as_ref());
     if let (Some(_), Some(client)) = (&authorization, client) {
-        let failures = gate.throttle.record(
+        let failed_before = gate.throttle.failures(client.ip(), &claimed);
+        let mut failures = gate.throttle.record(
             client.ip(),
             &claimed,
             user.is_some(),
             tokio::time::Instant::now(),
         );
+        if let Some(shared) = shared {
+            let counted = if user.is_some() {
+                if failed_before > 0 {
+                    shared.cleared(client.ip(), &claimed).await.map(|()| 0)
+                } else {
+                    Ok(0)
+                }
+            } else {
+                shared.failed(client.ip(), &claimed).await
+            };
+            match counted {
+                Ok(counted) if counted > failures => {
+                    let now = tokio::time::Instant::now();
+                    gate.throttle.adopt(client.ip(), &claimed, counted, now);
+                    failures = counted;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "the failed login cannot be shared with other processes")
+                }
+            }
+        }
         if user.is_none() {
             metrics::counter!("fleet_serve_login_failures_total", "api" => gate.flavor.name())
                 .increment(1);
             // A name that is no user may be a password typed in the wrong field.
-            let known = gate.users.iter().any(|(u, _)| u.name == claimed);
             tracing::warn!(
                 target: "fleet_serve::access",
                 client = %client,

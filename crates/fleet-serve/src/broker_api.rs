@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use fleet_broker::{
     Answer, Broker, BrokerError, Filter, InstanceView, OperationStatus, State as InstanceState,
 };
+use fleet_director::DirectorError;
 use fleet_director::model::TaskState;
 
 type Params = std::collections::HashMap<String, String>;
@@ -55,11 +56,20 @@ fn failure(e: BrokerError) -> Response {
         }
         other => {
             tracing::error!(error = %other, "broker request failed");
-            error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "InternalError",
-                other.to_string(),
-            )
+            // A database that is down, restarting or busy may answer the same request in
+            // a moment: 503, which clients try again.
+            let transient = match &other {
+                BrokerError::Store(e) | BrokerError::Director(DirectorError::Store(e)) => {
+                    e.is_transient()
+                }
+                _ => false,
+            };
+            let status = if transient {
+                StatusCode::SERVICE_UNAVAILABLE
+            } else {
+                StatusCode::INTERNAL_SERVER_ERROR
+            };
+            error(status, "InternalError", other.to_string())
         }
     }
 }

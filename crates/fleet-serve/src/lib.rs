@@ -18,6 +18,7 @@ mod ready;
 mod rejection;
 pub mod scopes;
 mod settings;
+mod shared_throttle;
 mod throttle;
 pub mod tls;
 
@@ -148,6 +149,12 @@ pub async fn start(
     let acceptor = TlsAcceptor::from(identity.config);
     let fleet = Arc::new(fleet);
     let throttle = Arc::new(throttle::LoginThrottle::default());
+    // Processes sharing a database share their failed logins; one alone keeps them.
+    let shared_failures = fleet
+        .store()
+        .blocking()
+        .shared()
+        .then(|| Arc::new(shared_throttle::SharedFailures::new(fleet.store().clone())));
     // A release uploaded to a fleet of plain-process VMs would run on this machine.
     let uploads = if fleet.releases_run_on_host() && !config.releases_on_host {
         crate::director_api::Uploads::RefusedOnHost
@@ -169,6 +176,7 @@ pub async fn start(
             crate::director_api::OPEN_PATHS,
             Arc::clone(&throttle),
         )
+        .with_shared_failures(shared_failures.clone())
         .with_director(fleet.director().clone(), uuid.clone()),
         RequestLimits {
             flavor: Flavor::Director,
@@ -189,7 +197,8 @@ pub async fn start(
             Flavor::Broker,
             &[],
             throttle,
-        ),
+        )
+        .with_shared_failures(shared_failures),
         RequestLimits {
             flavor: Flavor::Broker,
             max_body_bytes: config.limits.max_body_bytes,

@@ -19,16 +19,16 @@ const FREE_FAILURES: u32 = 3;
 const FIRST_DELAY: Duration = Duration::from_millis(250);
 const MAX_DELAY: Duration = Duration::from_secs(4);
 /// An address that failed nothing for this long is forgotten.
-const FORGET_AFTER: Duration = Duration::from_secs(15 * 60);
+pub(crate) const FORGET_AFTER: Duration = Duration::from_secs(15 * 60);
 /// Above this many remembered clients, the forgotten ones are swept, once a minute at most.
 const SWEEP_ABOVE: usize = 4096;
 /// Never more remembered than this: the least failed go first.
 const MAX_RECORDS: usize = 65_536;
 
 /// Who is throttled: an address (IPv6 by its /64) and the user name it tried.
-type Key = (IpAddr, String);
+pub(crate) type Key = (IpAddr, String);
 
-fn key(ip: IpAddr, user: &str) -> Key {
+pub(crate) fn key(ip: IpAddr, user: &str) -> Key {
     let ip = match ip {
         IpAddr::V6(v6) => {
             let s = v6.segments();
@@ -82,6 +82,41 @@ impl LoginThrottle {
         let turn = record.next.max(now).min(now + MAX_DELAY);
         record.next = turn + delay(record.failures);
         turn - now
+    }
+
+    /// The failures of `ip` as `user` so far.
+    pub fn failures(&self, ip: IpAddr, user: &str) -> u32 {
+        let records = self.records.lock().unwrap_or_else(|e| e.into_inner());
+        records
+            .by_client
+            .get(&key(ip, user))
+            .map_or(0, |r| r.failures)
+    }
+
+    /// Raises the failures of `ip` as `user` to `failures` (those other `serve` processes
+    /// on the database counted, [`crate::shared_throttle`]), as if the ones not seen here
+    /// had failed here at `now`; fewer change nothing.
+    pub fn adopt(&self, ip: IpAddr, user: &str, failures: u32, now: Instant) {
+        if failures == 0 {
+            return;
+        }
+        let mut records = self.records.lock().unwrap_or_else(|e| e.into_inner());
+        if records.by_client.len() >= MAX_RECORDS {
+            return;
+        }
+        let record = records.by_client.entry(key(ip, user)).or_insert(Record {
+            failures: 0,
+            next: now,
+            last_failure: now,
+        });
+        if failures > record.failures {
+            // Spaced as if the failures it did not see had been here, just now.
+            record.failures = failures;
+            record.last_failure = now;
+            if failures >= FREE_FAILURES {
+                record.next = record.next.max(now + delay(failures));
+            }
+        }
     }
 
     /// Records the outcome of a check; the failures from the address so far.

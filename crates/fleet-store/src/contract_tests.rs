@@ -111,6 +111,36 @@ fn only_a_runner_whose_lease_ran_out_is_recovered_and_it_learns_of_it() {
 }
 
 #[test]
+fn one_living_runner_leads_and_the_next_takes_over_when_its_lease_runs_out() {
+    let Pair { a, b, _dir } = pair();
+    if !a.shared() {
+        // One process's store: whoever asks leads.
+        assert!(a.leads(0).unwrap() && b.leads(0).unwrap());
+        return;
+    }
+    assert!(
+        !a.leads(0).unwrap(),
+        "a runner not yet registered does not lead"
+    );
+    a.renew(lease(0, 10_000)).unwrap();
+    b.renew(lease(0, 10_000)).unwrap();
+    let (a_leads, b_leads) = (a.leads(5_000).unwrap(), b.leads(5_000).unwrap());
+    assert!(
+        a_leads != b_leads,
+        "exactly one leads: a {a_leads}, b {b_leads}"
+    );
+    let (leader, other) = if a_leads { (&a, &b) } else { (&b, &a) };
+    // The leader stops renewing; the other renews on and leads once the lease ran out.
+    other.renew(lease(9_000, 19_000)).unwrap();
+    assert!(leader.leads(9_500).unwrap() && !other.leads(9_500).unwrap());
+    assert!(other.leads(10_001).unwrap());
+    assert!(
+        !leader.leads(10_001).unwrap(),
+        "a runner given up does not lead"
+    );
+}
+
+#[test]
 fn a_lock_whose_lease_ran_out_is_taken_over_and_a_live_one_is_not() {
     let Pair { a, b, _dir } = pair();
     let held = processing(&*a, "d", Some("lock:d"), lease(0, 1_000));

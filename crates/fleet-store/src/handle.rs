@@ -149,6 +149,14 @@ impl AsyncStore {
         self.run(move |s| s.request_cancel(id)).await
     }
 
+    /// [`Store::leads`].
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn leads(&self, now: u64) -> Result<bool, StoreError> {
+        self.run(|s| s.leads(now)).await
+    }
+
     pub async fn renew(&self, lease: Lease) -> Result<Renewal, StoreError> {
         self.run(move |s| s.renew(lease)).await
     }

@@ -242,6 +242,16 @@ pub trait Store: Send + Sync {
     /// each renews its lease, and only an expired one's tasks are recovered.
     fn shared(&self) -> bool;
 
+    /// Whether this handle's runner leads the director processes sharing the database at
+    /// `now` (Unix milliseconds): the living runner (its lease runs past `now`) whose id
+    /// sorts first. Work that one process must do for all of them (watching agents and
+    /// resurrecting their VMs) is done by the leader alone; when it dies, its lease runs
+    /// out and the next takes over, with no election to hold. One process's store: always.
+    ///
+    /// # Errors
+    /// A store failure.
+    fn leads(&self, now: u64) -> Result<bool, StoreError>;
+
     /// Registers this handle's runner, or renews its lease and its locks' until
     /// `lease.until`. Tells which of its tasks another process asked to cancel, and
     /// whether it had been given up for dead (its tasks errored, its locks released).

@@ -124,6 +124,19 @@ impl PostgresLocation {
         config
     }
 
+    /// Another database, `name`, on the same server, reached the same way.
+    pub fn in_database(&self, name: &str) -> PostgresLocation {
+        let authority = self.url.find("://").map_or(0, |i| i + 3);
+        let query = self.url.find('?').unwrap_or(self.url.len());
+        let path = self.url[authority..query]
+            .find('/')
+            .map_or(query, |i| authority + i);
+        PostgresLocation {
+            url: format!("{}/{name}{}", &self.url[..path], &self.url[query..]),
+            ..self.clone()
+        }
+    }
+
     /// The same database with connections that use `schema` instead of `public`: how
     /// tests get a database of their own on one server.
     pub fn in_schema(&self, schema: &str) -> PostgresLocation {
@@ -206,5 +219,29 @@ mod tests {
             "{}",
             schema.url()
         );
+    }
+
+    #[test]
+    fn another_database_on_the_same_server_is_reached_the_same_way() {
+        for (url, expected) in [
+            (
+                "postgresql:///fleet?host=/tmp/pg&port=5432&user=postgres",
+                "postgresql:///other?host=/tmp/pg&port=5432&user=postgres",
+            ),
+            (
+                "postgres://fleet@db:5433/director",
+                "postgres://fleet@db:5433/other",
+            ),
+            (
+                "postgres://fleet@db/director?connect_timeout=3",
+                "postgres://fleet@db/other?connect_timeout=3",
+            ),
+        ] {
+            let other = PostgresLocation::parse(url, None, None)
+                .unwrap()
+                .in_database("other");
+            assert_eq!(other.url(), expected);
+            assert_eq!(other.config().get_dbname(), Some("other"));
+        }
     }
 }

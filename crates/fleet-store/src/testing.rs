@@ -31,11 +31,64 @@ pub fn postgres() -> Option<PostgresLocation> {
 /// When the server cannot be reached.
 pub fn fresh_schema(database: &PostgresLocation) -> PostgresLocation {
     let schema = format!("test_{}", uuid::Uuid::new_v4().simple());
+    run(database, format!("CREATE SCHEMA {schema}"));
+    database.in_schema(&schema)
+}
+
+/// A new, empty database on `database`'s server, and what takes it down and up again as
+/// a restart of the server would, for that database alone (the other tests on the server
+/// go on).
+///
+/// # Panics
+/// When the server cannot be reached.
+pub fn fresh_database(database: &PostgresLocation) -> (PostgresLocation, Outage) {
+    let name = format!("test_{}", uuid::Uuid::new_v4().simple());
+    run(database, format!("CREATE DATABASE {name}"));
+    let outage = Outage {
+        server: database.clone(),
+        name: name.clone(),
+    };
+    (database.in_database(&name), outage)
+}
+
+/// A database of its own that can be taken down: every connection to it ended, and new
+/// ones refused, until it is brought back.
+pub struct Outage {
+    /// Another database on the server, whose connections run the outage.
+    server: PostgresLocation,
+    name: String,
+}
+
+impl Outage {
+    /// Refuses new connections to the database and ends those it has, as a server going
+    /// down does (its clients hear `terminating connection due to administrator
+    /// command`).
+    pub fn begin(&self) {
+        let name = &self.name;
+        run(
+            &self.server,
+            format!(
+                "ALTER DATABASE {name} ALLOW_CONNECTIONS false;
+                 SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'"
+            ),
+        );
+    }
+
+    /// Takes connections again, as the server back up does.
+    pub fn end(&self) {
+        run(
+            &self.server,
+            format!("ALTER DATABASE {} ALLOW_CONNECTIONS true", self.name),
+        );
+    }
+}
+
+/// Runs `sql` on `database`.
+fn run(database: &PostgresLocation, sql: String) {
     let config = database.config();
     let tls = database
         .ca_file()
         .map(|ca| crate::postgres::MakeRustls::trusting(ca).expect("the CA file is usable"));
-    let create = format!("CREATE SCHEMA {schema}");
     // The client runs a runtime of its own, which a test's runtime may not hold.
     std::thread::spawn(move || {
         let connected = match tls {
@@ -45,12 +98,11 @@ pub fn fresh_schema(database: &PostgresLocation) -> PostgresLocation {
         let mut client =
             connected.unwrap_or_else(|e| panic!("{POSTGRES_VARIABLE}: cannot connect: {e}"));
         client
-            .batch_execute(&create)
-            .unwrap_or_else(|e| panic!("{POSTGRES_VARIABLE}: cannot create a schema: {e}"));
+            .batch_execute(&sql)
+            .unwrap_or_else(|e| panic!("{POSTGRES_VARIABLE}: `{sql}` failed: {e}"));
     })
     .join()
-    .expect("creating the schema panicked");
-    database.in_schema(&schema)
+    .expect("the statement's thread panicked");
 }
 
 /// An empty store on the backend the environment picks.

@@ -8,6 +8,16 @@ use crate::{cloud_check, details};
 use super::Director;
 
 impl Director {
+    /// Whether this process watches the fleet's agents and resurrects their VMs for every
+    /// director process on its database: one does, so that agents are asked once, an
+    /// alert is raised once and a resurrection decided once (see [`fleet_store::Store::leads`]).
+    ///
+    /// # Errors
+    /// A store error.
+    pub async fn leads(&self) -> Result<bool, DirectorError> {
+        Ok(self.core.store.leads(self.core.now_ms()).await?)
+    }
+
     /// Starts a task that asks every agent of the deployment for its state and records one
     /// JSON line per instance as its result output (what `bosh instances` reads; only
     /// those with a VM for `bosh vms`). It takes no lock.

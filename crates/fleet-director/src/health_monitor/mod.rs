@@ -4,8 +4,9 @@
 //! run, and starts a `scan and fix` of a deployment's timed-out instances unless
 //! resurrection is paused, turned off for them by a resurrection config, or the deployment
 //! is in meltdown. Asking an agent for its state is also what brings a process
-//! supervisor that died back with its processes. Its time comes from tokio, so it is
-//! tested in virtual time.
+//! supervisor that died back with its processes. Director processes sharing a database
+//! share one monitor: the one that leads them ([`Director::leads`]) passes, the others
+//! wait to take over. Its time comes from tokio, so it is tested in virtual time.
 
 mod watch;
 
@@ -94,6 +95,12 @@ pub async fn pass(
     watch: &mut Watch,
     settings: &HealthMonitorSettings,
 ) -> Result<(), DirectorError> {
+    if !director.leads().await? {
+        // Another process watches. What this one saw is forgotten: should it lead later,
+        // it times agents out from what it then sees, never from a stale sighting.
+        watch.keep_only(&BTreeSet::new());
+        return Ok(());
+    }
     // Names alone: a pass reads no deployment's manifest.
     let names: BTreeSet<String> = director.deployment_names().await?.into_iter().collect();
     watch.keep_only(&names);

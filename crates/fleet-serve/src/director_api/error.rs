@@ -106,10 +106,17 @@ impl From<DirectorError> for ApiError {
                 ApiError::not_found(code::INSTANCE_NOT_FOUND, description)
             }
             DirectorError::Link(link) => link_error(&link, description),
-            DirectorError::Store(_) => {
+            DirectorError::Store(e) => {
                 tracing::error!(error = %description, "director store error");
+                // A database that is down, restarting or busy may answer the same
+                // request in a moment: 503, which clients try again.
+                let status = if e.is_transient() {
+                    StatusCode::SERVICE_UNAVAILABLE
+                } else {
+                    StatusCode::INTERNAL_SERVER_ERROR
+                };
                 ApiError {
-                    status: StatusCode::INTERNAL_SERVER_ERROR,
+                    status,
                     code: 500_000,
                     description,
                 }

@@ -5,7 +5,13 @@ use crate::{DbError, StoreError};
 /// A database error, kept apart by what a caller can do about it.
 pub fn db(e: postgres::Error) -> StoreError {
     use postgres::error::SqlState;
-    if e.is_closed() {
+    // A connection that broke, that failed (class 08) or that the server ended (shutting
+    // down, restarting, an operator's termination: 57P01 to 57P05) is gone; the next call
+    // connects again, so the same call may succeed then.
+    let gone = e
+        .code()
+        .is_some_and(|c| c.code().starts_with("57P") || c.code().starts_with("08"));
+    if e.is_closed() || gone {
         return StoreError::Unreachable {
             location: "the database".into(),
             reason: e.to_string(),

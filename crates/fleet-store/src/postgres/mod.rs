@@ -370,6 +370,20 @@ impl Store for PgStore {
         true
     }
 
+    fn leads(&self, now: u64) -> Result<bool, StoreError> {
+        let now = i64::try_from(now).unwrap_or(i64::MAX);
+        let runner = self.runner.clone();
+        self.call(move |s| {
+            let first: Option<String> = s
+                .row(
+                    "SELECT id FROM runners WHERE expires_at >= $1 ORDER BY id LIMIT 1",
+                    &[&now],
+                )?
+                .map(|r| r.get(0));
+            Ok(first.as_deref() == Some(runner.as_str()))
+        })
+    }
+
     fn renew(&self, lease: Lease) -> Result<Renewal, StoreError> {
         let runner = self.runner.clone();
         let renewal = self.call(move |s| {
