@@ -30,8 +30,14 @@ pub(crate) use tls::MakeRustls;
 /// lost an address to one of them (which reads them again at once).
 const CLAIMED_FOR: Duration = Duration::from_secs(1);
 
+/// Connections each process holds: calls made at once (a hundred deploys in flight) wait on
+/// the server side by side rather than in one line; two processes of eight stay far below
+/// PostgreSQL's default hundred.
+const CONNECTIONS: usize = 8;
+
 pub struct PgStore {
-    connection: Connection,
+    /// The first is opened with the store, the others at their first call.
+    connections: Vec<Connection>,
     runner: String,
     registration: Registration,
     /// Every claimed address as last read, and when.
@@ -46,15 +52,19 @@ impl PgStore {
     /// than this build's.
     pub fn connect(location: &PostgresLocation) -> Result<Self, StoreError> {
         // Every failure to open names the database, whatever step it came from.
-        let connection = Connection::open(location.clone()).map_err(|e| match e {
+        let first = Connection::open(location.clone()).map_err(|e| match e {
             StoreError::Unreachable { reason, .. } => StoreError::Unreachable {
                 location: location.url().to_string(),
                 reason,
             },
             other => other,
         })?;
+        let mut connections = vec![first];
+        for _ in 1..CONNECTIONS {
+            connections.push(Connection::start(location.clone())?);
+        }
         Ok(PgStore {
-            connection,
+            connections,
             runner: crate::new_runner_id(),
             registration: Registration::default(),
             claimed: Mutex::new(None),
@@ -66,7 +76,14 @@ impl PgStore {
         T: Send + 'static,
         F: FnOnce(&mut Session) -> Result<T, StoreError> + Send + 'static,
     {
-        self.connection.call(job)
+        // The connection with the fewest calls waiting: any serves, since each call is
+        // a transaction of its own, committed before it answers.
+        let connection = self
+            .connections
+            .iter()
+            .min_by_key(|c| c.waiting())
+            .expect("a store has connections");
+        connection.call(job)
     }
 
     /// Reads the claimed addresses again at the next plan.
@@ -871,5 +888,123 @@ impl Store for PgStore {
                 Ok(Outcome::Keep(old.len()))
             })
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::testing;
+
+    /// Holds an exclusive lock on `table` in a transaction of its own until told to
+    /// commit: calls that touch the table wait, as behind a long transaction.
+    fn hold_lock(at: &PostgresLocation, table: &'static str) -> mpsc::Sender<()> {
+        let (release, released) = mpsc::channel::<()>();
+        let (locked, is_locked) = mpsc::channel::<()>();
+        let config = at.config();
+        std::thread::spawn(move || {
+            let mut client = config.connect(::postgres::NoTls).unwrap();
+            let mut tx = client.transaction().unwrap();
+            tx.batch_execute(&format!("LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE"))
+                .unwrap();
+            locked.send(()).unwrap();
+            let _ = released.recv();
+            tx.commit().unwrap();
+        });
+        is_locked.recv().unwrap();
+        release
+    }
+
+    #[test]
+    fn a_call_waiting_on_the_database_does_not_hold_up_the_others() {
+        let Some(database) = testing::postgres() else {
+            eprintln!(
+                "skipped: {} names no PostgreSQL database",
+                testing::POSTGRES_VARIABLE
+            );
+            return;
+        };
+        if database.ca_file().is_some() {
+            // The lock's holder connects without TLS; the server's Unix socket serves it.
+            return;
+        }
+        let at = testing::fresh_schema(&database);
+        let store = Arc::new(PgStore::connect(&at).unwrap());
+        store
+            .write(vec![crate::put(testing::FLEET, "k", "", &1)])
+            .unwrap();
+        let release = hold_lock(&at, "documents");
+        let (answered, answer) = mpsc::channel();
+        let waiting = Arc::clone(&store);
+        std::thread::spawn(move || {
+            let got = crate::get::<u32>(&*waiting, testing::FLEET, "k");
+            answered.send(got.map_err(|e| e.to_string())).unwrap();
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(answer.try_recv().is_err(), "the read waits for the lock");
+        // Another call, on another table, answers meanwhile: it does not queue behind
+        // the waiting one on one connection.
+        let (other_answered, other_answer) = mpsc::channel();
+        let other = Arc::clone(&store);
+        std::thread::spawn(move || {
+            let locks = other.locks().map_err(|e| e.to_string());
+            other_answered.send(locks).unwrap();
+        });
+        let other = other_answer.recv_timeout(Duration::from_secs(5));
+        release.send(()).unwrap();
+        assert_eq!(other, Ok(Ok(Vec::new())), "the other call answered at once");
+        assert_eq!(
+            answer.recv_timeout(Duration::from_secs(10)).unwrap(),
+            Ok(Some(1))
+        );
+    }
+
+    #[test]
+    fn on_a_multi_threaded_runtime_a_call_waiting_on_the_database_frees_its_worker() {
+        let Some(database) = testing::postgres() else {
+            eprintln!(
+                "skipped: {} names no PostgreSQL database",
+                testing::POSTGRES_VARIABLE
+            );
+            return;
+        };
+        if database.ca_file().is_some() {
+            return;
+        }
+        let at = testing::fresh_schema(&database);
+        let store = crate::AsyncStore::new(Arc::new(PgStore::connect(&at).unwrap()));
+        store
+            .blocking()
+            .write(vec![crate::put(testing::FLEET, "k", "", &1)])
+            .unwrap();
+        let release = hold_lock(&at, "documents");
+        // One worker: the waiting call would hold it, and nothing else would run (not
+        // even the runtime's timers: the test watches from a thread of its own).
+        let (ran, other_ran) = mpsc::channel();
+        let waiter = store.clone();
+        let runtime = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                let waiting =
+                    tokio::spawn(async move { waiter.get::<u32>(testing::FLEET, "k").await });
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                let other = tokio::spawn(async move { store.task(1).await })
+                    .await
+                    .unwrap();
+                ran.send(other.map_err(|e| e.to_string())).unwrap();
+                waiting.await.unwrap().map_err(|e| e.to_string())
+            })
+        });
+        let other = other_ran.recv_timeout(Duration::from_secs(10));
+        release.send(()).unwrap();
+        assert_eq!(other, Ok(Ok(None)), "another task ran while a call waited");
+        assert_eq!(runtime.join().unwrap(), Ok(Some(1)));
     }
 }

@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
@@ -133,6 +134,8 @@ impl Session {
 pub struct Connection {
     jobs: Mutex<Option<mpsc::Sender<Job>>>,
     thread: Option<JoinHandle<()>>,
+    /// Calls handed to the thread and not yet answered.
+    waiting: AtomicUsize,
 }
 
 impl Connection {
@@ -142,6 +145,16 @@ impl Connection {
     /// # Errors
     /// When the connection or the migration fails.
     pub fn open(location: PostgresLocation) -> Result<Self, StoreError> {
+        let connection = Self::start(location)?;
+        connection.call(|s| s.connected().map(|_| ()))?;
+        Ok(connection)
+    }
+
+    /// Starts the thread, which connects at its first call.
+    ///
+    /// # Errors
+    /// When the CA file cannot be read or no thread can be started.
+    pub fn start(location: PostgresLocation) -> Result<Self, StoreError> {
         let tls = location.ca_file().map(MakeRustls::trusting).transpose()?;
         let (jobs, queue) = mpsc::channel::<Job>();
         let thread = std::thread::Builder::new()
@@ -161,12 +174,16 @@ impl Connection {
                 location: "the database".into(),
                 reason: format!("cannot start the connection's thread: {e}"),
             })?;
-        let connection = Connection {
+        Ok(Connection {
             jobs: Mutex::new(Some(jobs)),
             thread: Some(thread),
-        };
-        connection.call(|s| s.connected().map(|_| ()))?;
-        Ok(connection)
+            waiting: AtomicUsize::new(0),
+        })
+    }
+
+    /// How many calls wait on this connection now.
+    pub fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::Relaxed)
     }
 
     /// Runs `job` on the connection and waits for its answer.
@@ -174,6 +191,17 @@ impl Connection {
     /// # Errors
     /// The job's own, or [`StoreError::Stopped`] when the thread is gone.
     pub fn call<T, F>(&self, job: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Session) -> Result<T, StoreError> + Send + 'static,
+    {
+        self.waiting.fetch_add(1, Ordering::Relaxed);
+        let answer = self.answer(job);
+        self.waiting.fetch_sub(1, Ordering::Relaxed);
+        answer
+    }
+
+    fn answer<T, F>(&self, job: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&mut Session) -> Result<T, StoreError> + Send + 'static,
