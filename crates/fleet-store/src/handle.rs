@@ -62,9 +62,11 @@ impl AsyncStore {
         // this worker's other tasks to another meanwhile: calls made at once then wait on
         // the server side by side (the store holds several connections) instead of each
         // holding a worker. A current-thread runtime (tests, the embedded run) cannot.
-        let multi_threaded = tokio::runtime::Handle::try_current()
-            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-        let answer = if self.waits_on_server && multi_threaded {
+        let multi_threaded = || {
+            tokio::runtime::Handle::try_current()
+                .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
+        };
+        let answer = if self.waits_on_server && multi_threaded() {
             tokio::task::block_in_place(|| call(&*self.store))
         } else {
             call(&*self.store)
