@@ -918,25 +918,33 @@ mod tests {
         release
     }
 
-    #[test]
-    fn a_call_waiting_on_the_database_does_not_hold_up_the_others() {
+    /// A store whose document `k` holds 1, with its documents' table locked until the
+    /// sender is told; `None` where no PostgreSQL database is named, or it is reached
+    /// over TLS (the lock's holder connects without; the server's Unix socket serves it).
+    fn store_behind_a_lock() -> Option<(Arc<dyn Store>, mpsc::Sender<()>)> {
         let Some(database) = testing::postgres() else {
             eprintln!(
                 "skipped: {} names no PostgreSQL database",
                 testing::POSTGRES_VARIABLE
             );
-            return;
+            return None;
         };
         if database.ca_file().is_some() {
-            // The lock's holder connects without TLS; the server's Unix socket serves it.
-            return;
+            return None;
         }
         let at = testing::fresh_schema(&database);
-        let store = Arc::new(PgStore::connect(&at).unwrap());
+        let store: Arc<dyn Store> = Arc::new(PgStore::connect(&at).unwrap());
         store
             .write(vec![crate::put(testing::FLEET, "k", "", &1)])
             .unwrap();
-        let release = hold_lock(&at, "documents");
+        Some((store, hold_lock(&at, "documents")))
+    }
+
+    #[test]
+    fn a_call_waiting_on_the_database_does_not_hold_up_the_others() {
+        let Some((store, release)) = store_behind_a_lock() else {
+            return;
+        };
         let (answered, answer) = mpsc::channel();
         let waiting = Arc::clone(&store);
         std::thread::spawn(move || {
@@ -964,23 +972,10 @@ mod tests {
 
     #[test]
     fn on_a_multi_threaded_runtime_a_call_waiting_on_the_database_frees_its_worker() {
-        let Some(database) = testing::postgres() else {
-            eprintln!(
-                "skipped: {} names no PostgreSQL database",
-                testing::POSTGRES_VARIABLE
-            );
+        let Some((store, release)) = store_behind_a_lock() else {
             return;
         };
-        if database.ca_file().is_some() {
-            return;
-        }
-        let at = testing::fresh_schema(&database);
-        let store = crate::AsyncStore::new(Arc::new(PgStore::connect(&at).unwrap()));
-        store
-            .blocking()
-            .write(vec![crate::put(testing::FLEET, "k", "", &1)])
-            .unwrap();
-        let release = hold_lock(&at, "documents");
+        let store = crate::AsyncStore::new(store);
         // One worker: the waiting call would hold it, and nothing else would run (not
         // even the runtime's timers: the test watches from a thread of its own).
         let (ran, other_ran) = mpsc::channel();
