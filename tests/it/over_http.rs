@@ -25,7 +25,7 @@ fn broker_config(s: &Served, ca: &str, strategy: &str) -> String {
     )
 }
 
-fn director_config(s: &Served, ca: &str, strategy: &str) -> String {
+pub(super) fn director_config(s: &Served, ca: &str, strategy: &str) -> String {
     format!(
         "director:\n  url: https://{}\n  username: admin\n  password: {}\n  deployments: service-instance_*\n  ca: |\n{}strategy:\n  type: {strategy}\n  update: {{canaries: 1, max_in_parallel: 3}}\n  recreate: {{canaries: 1, max_in_parallel: 3}}\n{TUNING}",
         s.serving.director,
@@ -35,7 +35,7 @@ fn director_config(s: &Served, ca: &str, strategy: &str) -> String {
 }
 
 /// Runs the updater with `config`; exit code, JSON report, stdout and stderr.
-async fn run(workspace: &Workspace, config: &str) -> (i32, Value, String, String) {
+pub(super) async fn run(workspace: &Workspace, config: &str) -> (i32, Value, String, String) {
     let path = workspace.write("fleet.yml", config);
     let report = workspace.path("report.json");
     let mut cmd = fleet_updater();
@@ -85,7 +85,7 @@ fn canaries(report: &Value) -> Vec<&str> {
         .collect()
 }
 
-fn ca(s: &Served) -> String {
+pub(super) fn ca(s: &Served) -> String {
     std::fs::read_to_string(&s.ca).unwrap()
 }
 

@@ -47,19 +47,24 @@ impl DirectorInventory {
         Ok(task)
     }
 
+    /// Waits for task `task` to end, polling every `poll`.
+    async fn ended(&self, task: u64, poll: Duration) -> Result<Task, InventoryError> {
+        loop {
+            let state: Task = self.get(&format!("/tasks/{task}")).await?;
+            if !matches!(state.state.as_str(), "queued" | "processing" | "cancelling") {
+                return Ok(state);
+            }
+            tokio::time::sleep(poll).await;
+        }
+    }
+
     /// Waits for the errand task `task` to end: each instance's exit code and output.
     async fn errand_runs(
         &self,
         task: u64,
         poll: Duration,
     ) -> Result<Vec<(i32, String)>, InventoryError> {
-        let ended = loop {
-            let state: Task = self.get(&format!("/tasks/{task}")).await?;
-            if !matches!(state.state.as_str(), "queued" | "processing" | "cancelling") {
-                break state;
-            }
-            tokio::time::sleep(poll).await;
-        };
+        let ended = self.ended(task, poll).await?;
         if ended.state != "done" {
             return Err(InventoryError::permanent(format!(
                 "task {task} {}: {}",
@@ -163,8 +168,12 @@ impl CanaryCheck for ErrandCheck {
             let Ok(runs) =
                 tokio::time::timeout_at(deadline, inventory.errand_runs(task, poll)).await
             else {
-                // Cancelled rather than left holding the deployment's lock.
-                let _ = inventory.cancel(task).await;
+                // Cancelled rather than left holding the deployment's lock, and its end
+                // awaited (within the check's grace) so that it does not outlive the
+                // canary.
+                if inventory.cancel(task).await.is_ok() {
+                    let _ = inventory.ended(task, poll).await;
+                }
                 return Err(overdue(&what, limit));
             };
             let runs = runs.map_err(|e| e.to_string())?;

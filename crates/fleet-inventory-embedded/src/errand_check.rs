@@ -56,8 +56,13 @@ impl CanaryCheck for ErrandCheck {
                 .await
                 .map_err(|e| e.to_string())?;
             let Ok(ended) = tokio::time::timeout_at(deadline, director.wait(task.id)).await else {
-                // Cancelled rather than left holding the deployment's lock.
-                let _ = director.cancel(task.id).await;
+                // Cancelled rather than left holding the deployment's lock, and its end
+                // awaited (within the check's grace) so that it does not outlive the
+                // canary: a run that ended first would leave it to the next process,
+                // which ends it in error.
+                if director.cancel(task.id).await.is_ok() {
+                    let _ = director.wait(task.id).await;
+                }
                 return Err(overdue(&what, limit));
             };
             let ended = ended.map_err(|e| e.to_string())?;
