@@ -7,7 +7,9 @@
 //!
 //! (`scripts/with-postgres` starts a throwaway server with fsync off, as a benchmark of
 //! the store's own work wants; a production server's commits cost its disk's flushes.)
-//! Without the variable, the SQLite figures alone are printed.
+//! Without the variable, the SQLite figures alone are printed. Followed by `statements`
+//! too, each run's statements that took longest follow its figures (PostgreSQL's as its
+//! client waited for them, the round trip included, `BEGIN` and `COMMIT` among them).
 
 // Wall time is what this measures, so it reads the real clock.
 #![allow(clippy::disallowed_types)]
@@ -16,6 +18,7 @@
 mod fleet_run;
 
 use fleet_updater::fleet::{DEMO, Definition};
+use fleet_updater::store::statement_times;
 use fleet_updater::store::{StoreLocation, testing};
 
 fn fleet_of(instances: u32) -> Definition {
@@ -32,7 +35,12 @@ fn fleet_of(instances: u32) -> Definition {
 }
 
 fn main() {
-    let only: Vec<String> = std::env::args().skip(1).collect();
+    let mut only: Vec<String> = std::env::args().skip(1).collect();
+    let statements = only.iter().any(|a| a == "statements");
+    if statements {
+        statement_times::record();
+        only.retain(|a| a != "statements");
+    }
     let wanted = |figure: &str| only.is_empty() || only.iter().any(|o| o == figure);
     let postgres = testing::postgres();
     if postgres.is_none() {
@@ -69,6 +77,18 @@ fn main() {
                 timed.total.as_secs_f64() - provisioning,
                 timed.total.as_secs_f64()
             );
+            if statements {
+                let runs: u64 = timed.statements.iter().map(|s| s.runs).sum();
+                println!("    {runs} statements:");
+                for statement in timed.statements.iter().take(15) {
+                    println!(
+                        "        {:>8.3}s {:>9} runs  {:.150}",
+                        statement.total.as_secs_f64(),
+                        statement.runs,
+                        statement.sql
+                    );
+                }
+            }
         }
     }
 }

@@ -161,8 +161,9 @@ pub async fn plan_once<T, E: From<NetworkError>>(
     named: &[u32],
     mut plan: impl FnMut(PlannedIpRepo) -> Result<(T, PlannedIpRepo), E>,
 ) -> Result<(T, PlannedIpRepo), E> {
+    let named = named.to_vec();
     let (holders, claimed) = store
-        .run(|s| Ok((s.ip_holders(named)?, s.claimed()?)))
+        .run(move |s| Ok((s.ip_holders(&named)?, s.claimed()?)))
         .await
         .map_err(|e| E::from(NetworkError::Store(e.to_string())))?;
     let repo = PlannedIpRepo::new(

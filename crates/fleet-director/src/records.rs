@@ -357,8 +357,12 @@ impl Records {
     }
 
     pub async fn is_compiled(&self, key: &str) -> Result<bool, StoreError> {
+        let key = key.to_string();
         self.store
-            .run(|s| Ok(s.get(crate::collections::COMPILED_PACKAGES, key)?.is_some()))
+            .run(move |s| {
+                Ok(s.get(crate::collections::COMPILED_PACKAGES, &key)?
+                    .is_some())
+            })
             .await
     }
 

@@ -118,8 +118,9 @@ impl Renderer for FakeRenderer {
         );
         let digest = fleet_release::sha1_hex(text.as_bytes());
         let blob = rendered_blob_id(&instance.deployment, &digest);
+        let id = blob.clone();
         self.store
-            .run(|s| s.put_blob(&blob, text.as_bytes()))
+            .run(move |s| s.put_blob(&id, text.as_bytes()))
             .await
             .map_err(|e| TemplateError::Unavailable(e.to_string()))?;
         Ok(Some(RenderedTemplates {

@@ -60,6 +60,73 @@ fn processing(store: &dyn Store, deployment: &str, lock: Option<&str>, lease: Le
 }
 
 #[test]
+fn a_batch_of_puts_and_deletes_ends_as_applied_one_after_the_other() {
+    let Pair { a, b, _dir } = pair();
+    let fleet = testing::FLEET;
+    a.write(vec![put(fleet, "kept", "", &1), put(fleet, "gone", "", &1)])
+        .unwrap();
+    let delete = |key: &str| Write::Delete {
+        collection: fleet,
+        key: key.to_string(),
+    };
+    a.write(vec![
+        delete("gone"),
+        put(fleet, "back", "s", &1),
+        delete("back"),
+        put(fleet, "back", "t", &2),
+        put(fleet, "new", "", &3),
+        put(fleet, "new", "", &4),
+        delete("never-there"),
+        put(fleet, "brief", "", &5),
+        delete("brief"),
+    ])
+    .unwrap();
+    let stored = |key: &str| get::<u32>(&*b, fleet, key).unwrap();
+    assert_eq!(
+        ["kept", "gone", "back", "new", "brief"].map(stored),
+        [Some(1), None, Some(2), Some(4), None]
+    );
+    assert_eq!(list::<u32>(&*b, fleet, Some("t")).unwrap(), [2]);
+    a.write(vec![delete("kept"), delete("new")]).unwrap();
+    assert_eq!(
+        ["kept", "new", "back"].map(stored),
+        [None, None, Some(2)],
+        "deletes alone"
+    );
+}
+
+#[test]
+fn deferred_writes_go_with_the_next_call_and_none_is_left_behind() {
+    let Pair {
+        a: store,
+        b: elsewhere,
+        _dir,
+    } = pair();
+    let fleet = testing::FLEET;
+    let stored = |key: &str| get::<u32>(&*elsewhere, fleet, key).unwrap();
+    store.defer(vec![put(fleet, "cloud", "", &1)]).unwrap();
+    assert_eq!(stored("cloud"), None, "deferred, not written");
+    store.write(vec![put(fleet, "director", "", &2)]).unwrap();
+    assert_eq!((stored("cloud"), stored("director")), (Some(1), Some(2)));
+    store.defer(vec![put(fleet, "cloud", "", &3)]).unwrap();
+    assert_eq!(
+        get::<u32>(&*store, fleet, "cloud").unwrap(),
+        Some(3),
+        "a read comes after what was deferred before it"
+    );
+    store.defer(vec![put(fleet, "task", "", &4)]).unwrap();
+    store.locks().unwrap();
+    assert_eq!(stored("task"), Some(4), "any call applies them");
+    store.defer(vec![put(fleet, "synced", "", &5)]).unwrap();
+    store.sync().unwrap();
+    assert_eq!(stored("synced"), Some(5), "a sync applies them");
+    store.defer(vec![put(fleet, "last", "", &6)]).unwrap();
+    assert_eq!(stored("last"), None);
+    drop(store);
+    assert_eq!(stored("last"), Some(6), "written when the store closed");
+}
+
+#[test]
 fn a_runner_that_holds_the_store_alone_recovers_everything_others_left() {
     let Pair { a, b, _dir } = pair();
     a.renew(lease(0, 1_000)).unwrap();

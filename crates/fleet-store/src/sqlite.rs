@@ -1197,41 +1197,6 @@ mod tests {
     use crate::{get, put};
 
     #[test]
-    fn deferred_writes_go_with_the_next_call_and_none_is_left_behind() {
-        let dir = tempfile::tempdir().unwrap();
-        let elsewhere = SqliteStore::open(dir.path()).unwrap();
-        let stored = |key: &str| get::<u32>(&elsewhere, crate::testing::FLEET, key).unwrap();
-        let store = SqliteStore::open(dir.path()).unwrap();
-        store
-            .defer(vec![put(crate::testing::FLEET, "cloud", "", &1)])
-            .unwrap();
-        assert_eq!(stored("cloud"), None, "deferred, not written");
-        store
-            .write(vec![put(crate::testing::FLEET, "director", "", &2)])
-            .unwrap();
-        assert_eq!((stored("cloud"), stored("director")), (Some(1), Some(2)));
-        store
-            .defer(vec![put(crate::testing::FLEET, "cloud", "", &3)])
-            .unwrap();
-        assert_eq!(
-            get::<u32>(&store, crate::testing::FLEET, "cloud").unwrap(),
-            Some(3),
-            "a read comes after what was deferred before it"
-        );
-        store
-            .defer(vec![put(crate::testing::FLEET, "task", "", &4)])
-            .unwrap();
-        store.locks().unwrap();
-        assert_eq!(stored("task"), Some(4), "any call applies them");
-        store
-            .defer(vec![put(crate::testing::FLEET, "last", "", &5)])
-            .unwrap();
-        assert_eq!(stored("last"), None);
-        drop(store);
-        assert_eq!(stored("last"), Some(5), "written when the store closed");
-    }
-
-    #[test]
     fn blobs_are_kept_by_id_and_outlive_the_connection() {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open(dir.path()).unwrap();

@@ -1,8 +1,10 @@
-//! Where SQLite's time goes, statement by statement, for benchmarks that must find what
+//! Where the store's time goes, statement by statement, for benchmarks that must find what
 //! grows with the state before they fix it (the task pruning that once made a
 //! 10,000-instance run three quarters pruning showed here first). Off unless a benchmark
 //! turns it on: the store is opened deep inside the fleet it measures, so the switch and
-//! the tally are the process's, not a store's.
+//! the tally are the process's, not a store's. SQLite's statements are timed by SQLite
+//! itself; PostgreSQL's as the client waits for them (the round trip included), with
+//! `BEGIN` and `COMMIT` counted as the statements they are.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,7 +20,7 @@ pub struct StatementTime {
     /// The statement's text, its whitespace folded.
     pub sql: String,
     pub runs: u64,
-    /// SQLite's own measure of the runs' time.
+    /// SQLite's own measure of the runs' time; for PostgreSQL, the client's.
     pub total: Duration,
 }
 
@@ -42,6 +44,20 @@ pub fn take() -> Vec<StatementTime> {
     times
 }
 
+/// Whether statements are being timed.
+pub(crate) fn recording() -> bool {
+    ON.load(Ordering::Relaxed)
+}
+
+/// Adds a run of `sql` that took `took` to the tally.
+pub(crate) fn note(sql: &str, took: Duration) {
+    let sql = sql.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut tally = TALLY.lock().unwrap_or_else(|p| p.into_inner());
+    let entry = tally.entry(sql).or_default();
+    entry.0 += 1;
+    entry.1 += took;
+}
+
 /// Has `connection` report each statement's time to the tally, when [`record`] was called.
 pub(crate) fn attach(connection: &mut Connection) -> rusqlite::Result<()> {
     if !ON.load(Ordering::SeqCst) {
@@ -51,15 +67,7 @@ pub(crate) fn attach(connection: &mut Connection) -> rusqlite::Result<()> {
         TraceEventCodes::SQLITE_TRACE_PROFILE,
         Some(|event: TraceEvent<'_>| {
             if let TraceEvent::Profile(statement, took) = event {
-                let sql = statement
-                    .sql()
-                    .split_whitespace()
-                    .collect::<Vec<_>>()
-                    .join(" ");
-                let mut tally = TALLY.lock().unwrap_or_else(|p| p.into_inner());
-                let entry = tally.entry(sql).or_default();
-                entry.0 += 1;
-                entry.1 += took;
+                note(&statement.sql(), took);
             }
         }),
     )

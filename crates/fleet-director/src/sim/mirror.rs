@@ -168,11 +168,12 @@ impl Mirror {
     /// replacing what memory holds of them: on a database shared with other director
     /// processes, the one that held the deployment last may have changed them.
     pub async fn refresh(&self, deployment: &str) -> Result<(), StoreError> {
+        let named = deployment.to_string();
         let (vms, agents, disks) = self
             .store
-            .run(|s| {
-                let vms: Vec<CloudVm> = list(s, crate::sim::CLOUD_VMS, Some(deployment))?;
-                let agents: Vec<AgentRecord> = list(s, crate::sim::AGENTS, Some(deployment))?;
+            .run(move |s| {
+                let vms: Vec<CloudVm> = list(s, crate::sim::CLOUD_VMS, Some(&named))?;
+                let agents: Vec<AgentRecord> = list(s, crate::sim::AGENTS, Some(&named))?;
                 let mut disks: Vec<CloudDisk> = Vec::new();
                 for vm in &vms {
                     disks.extend(list::<CloudDisk>(

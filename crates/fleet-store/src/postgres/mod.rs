@@ -3,6 +3,7 @@
 //! key, an address a row keyed by the address, a task id an identity column. Every call
 //! that writes is one transaction.
 
+mod batch;
 mod error;
 mod schema;
 mod session;
@@ -42,6 +43,12 @@ pub struct PgStore {
     registration: Registration,
     /// Every claimed address as last read, and when.
     claimed: Mutex<Option<(Arc<IpSet>, Instant)>>,
+    /// Writes deferred ([`Store::defer`]), applied by the next call of any kind before
+    /// it runs: a run of the simulated cloud's records then costs one statement.
+    deferred: Mutex<Vec<Write>>,
+    /// Held while deferred writes are applied: every call passes it, so that a call made
+    /// after a deferral waits for it to be stored, whichever connection took it.
+    applying: Mutex<()>,
 }
 
 impl PgStore {
@@ -68,6 +75,8 @@ impl PgStore {
             runner: crate::new_runner_id(),
             registration: Registration::default(),
             claimed: Mutex::new(None),
+            deferred: Mutex::new(Vec::new()),
+            applying: Mutex::new(()),
         })
     }
 
@@ -76,19 +85,60 @@ impl PgStore {
         T: Send + 'static,
         F: FnOnce(&mut Session) -> Result<T, StoreError> + Send + 'static,
     {
-        // The connection with the fewest calls waiting: any serves, since each call is
-        // a transaction of its own, committed before it answers.
-        let connection = self
-            .connections
+        self.apply_deferred()?;
+        self.connection().call(job)
+    }
+
+    /// The connection with the fewest calls waiting: any serves, since each call is a
+    /// transaction of its own, committed before it answers.
+    fn connection(&self) -> &Connection {
+        self.connections
             .iter()
             .min_by_key(|c| c.waiting())
-            .expect("a store has connections");
-        connection.call(job)
+            .expect("a store has connections")
+    }
+
+    /// Stores what was deferred so far, before anything else is stored.
+    fn apply_deferred(&self) -> Result<(), StoreError> {
+        self.write_after_deferred(Vec::new())
+    }
+
+    /// Stores what was deferred so far and then `batch`, in one statement. Deferred
+    /// writes that could not be stored stay deferred, ahead of later ones.
+    fn write_after_deferred(&self, batch: Vec<Write>) -> Result<(), StoreError> {
+        let one_at_a_time = self.applying.lock().unwrap_or_else(|p| p.into_inner());
+        let mut all = std::mem::take(&mut *self.deferred.lock().unwrap_or_else(|p| p.into_inner()));
+        if all.is_empty() {
+            drop(one_at_a_time);
+            return match batch.is_empty() {
+                true => Ok(()),
+                false => self.connection().call(|s| batch::apply(s, &batch)),
+            };
+        }
+        let deferred = all.len();
+        all.extend(batch);
+        let applied = self.connection().call(|s| batch::apply(s, &all));
+        if applied.is_err() {
+            let mut later = self.deferred.lock().unwrap_or_else(|p| p.into_inner());
+            all.truncate(deferred);
+            all.append(&mut later);
+            *later = all;
+        }
+        applied
     }
 
     /// Reads the claimed addresses again at the next plan.
     fn forget_claimed(&self) {
         *self.claimed.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+}
+
+impl Drop for PgStore {
+    /// Nothing deferred is left behind when the store closes.
+    fn drop(&mut self) {
+        if let Err(e) = self.apply_deferred() {
+            tracing::warn!(error = %e, "cannot write the last deferred records");
+        }
     }
 }
 
@@ -110,68 +160,6 @@ fn record(row: &postgres::Row) -> IpRecord {
         },
         is_static: row.get(4),
     }
-}
-
-/// Applies `batch` in order, each run of puts as one statement: a deploy writes its
-/// records by the dozen, and each statement is a round trip.
-fn apply(s: &mut Session, batch: &[Write]) -> Result<(), StoreError> {
-    let mut puts: Vec<&Write> = Vec::new();
-    for write in batch {
-        match write {
-            Write::Put { .. } => puts.push(write),
-            Write::Delete { collection, key } => {
-                put_all(s, &puts)?;
-                puts.clear();
-                s.execute(
-                    "DELETE FROM documents WHERE collection = $1 AND key = $2",
-                    &[&collection.name(), key],
-                )?;
-            }
-        }
-    }
-    put_all(s, &puts)
-}
-
-/// Upserts `puts` in one statement; of puts to one key, the last wins, as it would one
-/// after the other.
-fn put_all(s: &mut Session, puts: &[&Write]) -> Result<(), StoreError> {
-    let mut last: std::collections::HashMap<(&str, &str), usize> = Default::default();
-    for (at, write) in puts.iter().enumerate() {
-        if let Write::Put {
-            collection, key, ..
-        } = write
-        {
-            last.insert((collection.name(), key.as_str()), at);
-        }
-    }
-    let (mut collections, mut keys, mut scopes, mut bodies) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for (at, write) in puts.iter().enumerate() {
-        if let Write::Put {
-            collection,
-            key,
-            scope,
-            body,
-        } = write
-            && last.get(&(collection.name(), key.as_str())) == Some(&at)
-        {
-            collections.push(collection.name());
-            keys.push(key.as_str());
-            scopes.push(scope.as_str());
-            bodies.push(body.as_str());
-        }
-    }
-    if keys.is_empty() {
-        return Ok(());
-    }
-    s.execute(
-        "INSERT INTO documents (collection, key, scope, body)
-         SELECT * FROM unnest($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::TEXT[])
-         ON CONFLICT (collection, key) DO UPDATE
-             SET scope = EXCLUDED.scope, body = EXCLUDED.body",
-        &[&collections, &keys, &scopes, &bodies],
-    )?;
-    Ok(())
 }
 
 /// Ends `task` in error with `reason`.
@@ -224,25 +212,23 @@ impl Store for PgStore {
         })
     }
 
+    fn defer(&self, batch: Vec<Write>) -> Result<(), StoreError> {
+        self.deferred
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(batch);
+        Ok(())
+    }
+
+    fn sync(&self) -> Result<(), StoreError> {
+        self.apply_deferred()
+    }
+
     fn write(&self, batch: Vec<Write>) -> Result<(), StoreError> {
         if batch.is_empty() {
             return Ok(());
         }
-        self.call(move |s| {
-            // One statement is a transaction of its own: BEGIN and COMMIT would be two
-            // more round trips.
-            let deletes = batch
-                .iter()
-                .filter(|w| matches!(w, Write::Delete { .. }))
-                .count();
-            if deletes == 0 || (deletes == 1 && batch.len() == 1) {
-                return apply(s, &batch);
-            }
-            s.unit(|s| {
-                apply(s, &batch)?;
-                Ok(Outcome::Keep(()))
-            })
-        })
+        self.write_after_deferred(batch)
     }
 
     fn insert(
@@ -971,35 +957,73 @@ mod tests {
     }
 
     #[test]
-    fn on_a_multi_threaded_runtime_a_call_waiting_on_the_database_frees_its_worker() {
-        let Some((store, release)) = store_behind_a_lock() else {
+    fn a_call_waiting_on_the_database_frees_its_worker_on_either_kind_of_runtime() {
+        for multi_threaded in [false, true] {
+            let Some((store, release)) = store_behind_a_lock() else {
+                return;
+            };
+            let store = crate::AsyncStore::new(store);
+            // One worker: the waiting call would hold it, and nothing else would run (not
+            // even the runtime's timers: the test watches from a thread of its own).
+            let (ran, other_ran) = mpsc::channel();
+            let waiter = store.clone();
+            let runtime = std::thread::spawn(move || {
+                let runtime = if multi_threaded {
+                    tokio::runtime::Builder::new_multi_thread()
+                        .worker_threads(1)
+                        .enable_all()
+                        .build()
+                } else {
+                    tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                }
+                .unwrap();
+                runtime.block_on(async move {
+                    let waiting =
+                        tokio::spawn(async move { waiter.get::<u32>(testing::FLEET, "k").await });
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    let other = tokio::spawn(async move { store.task(1).await })
+                        .await
+                        .unwrap();
+                    ran.send(other.map_err(|e| e.to_string())).unwrap();
+                    waiting.await.unwrap().map_err(|e| e.to_string())
+                })
+            });
+            let other = other_ran.recv_timeout(Duration::from_secs(10));
+            release.send(()).unwrap();
+            assert_eq!(
+                other,
+                Ok(Ok(None)),
+                "another task ran while a call waited (multi-threaded: {multi_threaded})"
+            );
+            assert_eq!(runtime.join().unwrap(), Ok(Some(1)));
+        }
+    }
+
+    #[test]
+    fn deferred_writes_the_database_refused_stay_deferred_until_it_is_back() {
+        let Some(server) = testing::postgres() else {
             return;
         };
-        let store = crate::AsyncStore::new(store);
-        // One worker: the waiting call would hold it, and nothing else would run (not
-        // even the runtime's timers: the test watches from a thread of its own).
-        let (ran, other_ran) = mpsc::channel();
-        let waiter = store.clone();
-        let runtime = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .enable_all()
-                .build()
-                .unwrap();
-            runtime.block_on(async move {
-                let waiting =
-                    tokio::spawn(async move { waiter.get::<u32>(testing::FLEET, "k").await });
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                let other = tokio::spawn(async move { store.task(1).await })
-                    .await
-                    .unwrap();
-                ran.send(other.map_err(|e| e.to_string())).unwrap();
-                waiting.await.unwrap().map_err(|e| e.to_string())
-            })
-        });
-        let other = other_ran.recv_timeout(Duration::from_secs(10));
-        release.send(()).unwrap();
-        assert_eq!(other, Ok(Ok(None)), "another task ran while a call waited");
-        assert_eq!(runtime.join().unwrap(), Ok(Some(1)));
+        let (at, outage) = testing::fresh_database(&server);
+        let store = PgStore::connect(&at).unwrap();
+        store
+            .defer(vec![crate::put(testing::FLEET, "first", "", &1)])
+            .unwrap();
+        outage.begin();
+        assert!(store.locks().is_err(), "the database is down");
+        store
+            .defer(vec![crate::put(testing::FLEET, "first", "", &2)])
+            .unwrap();
+        assert!(store.sync().is_err(), "still down");
+        outage.end();
+        store.locks().unwrap();
+        let elsewhere = PgStore::connect(&at).unwrap();
+        assert_eq!(
+            crate::get::<u32>(&elsewhere, testing::FLEET, "first").unwrap(),
+            Some(2),
+            "both kept, in order"
+        );
     }
 }

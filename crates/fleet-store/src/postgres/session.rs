@@ -1,14 +1,9 @@
-//! The connection to PostgreSQL, owned by a thread of its own. The store's calls are
-//! synchronous and made from async workers, where a blocking client may not run its own
-//! runtime; so each call is handed to this thread, which runs it and answers, and the
-//! caller waits for the answer as it would wait for SQLite's file. A broken connection is
-//! made again at the next call.
+//! A connection to PostgreSQL and the calls made on it. A broken connection is made again
+//! at the next call.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc;
-use std::thread::JoinHandle;
 
 use postgres::types::ToSql;
 use postgres::{Client, Row, Statement};
@@ -18,9 +13,6 @@ use super::schema;
 use super::tls::MakeRustls;
 use crate::commits::Outcome;
 use crate::{PostgresLocation, StoreError};
-
-/// One call, run on the connection's thread.
-type Job = Box<dyn FnOnce(&mut Session) + Send>;
 
 /// A connection with the statements it prepared.
 pub struct Session {
@@ -68,7 +60,8 @@ impl Session {
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<u64, StoreError> {
         let statement = self.statement(sql)?;
-        self.connected()?.execute(&statement, params).map_err(db)
+        let client = self.connected()?;
+        timed(sql, || client.execute(&statement, params)).map_err(db)
     }
 
     pub fn rows(
@@ -77,7 +70,8 @@ impl Session {
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Row>, StoreError> {
         let statement = self.statement(sql)?;
-        self.connected()?.query(&statement, params).map_err(db)
+        let client = self.connected()?;
+        timed(sql, || client.query(&statement, params)).map_err(db)
     }
 
     pub fn row(
@@ -86,7 +80,14 @@ impl Session {
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Option<Row>, StoreError> {
         let statement = self.statement(sql)?;
-        self.connected()?.query_opt(&statement, params).map_err(db)
+        let client = self.connected()?;
+        timed(sql, || client.query_opt(&statement, params)).map_err(db)
+    }
+
+    /// `sql` sent as it is (no parameters, no rows).
+    fn simple(&mut self, sql: &'static str) -> Result<(), StoreError> {
+        let client = self.connected()?;
+        timed(sql, || client.batch_execute(sql)).map_err(db)
     }
 
     /// Runs `body` in one transaction: all of its writes or none.
@@ -94,13 +95,13 @@ impl Session {
         &mut self,
         body: impl FnOnce(&mut Session) -> Result<Outcome<T>, StoreError>,
     ) -> Result<T, StoreError> {
-        self.connected()?.batch_execute("BEGIN").map_err(db)?;
+        self.simple("BEGIN")?;
         match body(self) {
-            Ok(Outcome::Keep(t)) => match self.connected()?.batch_execute("COMMIT") {
+            Ok(Outcome::Keep(t)) => match self.simple("COMMIT") {
                 Ok(()) => Ok(t),
                 Err(e) => {
                     self.abandon();
-                    Err(db(e))
+                    Err(e)
                 }
             },
             Ok(Outcome::Undo(t)) => {
@@ -118,7 +119,7 @@ impl Session {
         let rolled_back = self
             .client
             .as_mut()
-            .is_some_and(|c| c.batch_execute("ROLLBACK").is_ok());
+            .is_some_and(|c| timed("ROLLBACK", || c.batch_execute("ROLLBACK")).is_ok());
         if !rolled_back {
             self.abandon();
         }
@@ -130,17 +131,34 @@ impl Session {
     }
 }
 
-/// The handle to the connection's thread.
+/// Runs `statement`, timing it when statements are timed
+/// ([`crate::statement_times::record`]).
+fn timed<T>(sql: &str, statement: impl FnOnce() -> T) -> T {
+    if !crate::statement_times::recording() {
+        return statement();
+    }
+    // The wall clock's time, on purpose: a call may run where a paused clock is current.
+    #[allow(clippy::disallowed_types)]
+    let started = std::time::Instant::now();
+    let answer = statement();
+    crate::statement_times::note(sql, started.elapsed());
+    answer
+}
+
+/// A connection, used by one call at a time on the caller's own thread: a call made on
+/// tokio's blocking pool (as the async store makes them) or outside any runtime waits for
+/// the server there, with no thread to hand it to and back. A call made on an async
+/// worker, where the blocking client may not run its own runtime, runs on a thread of its
+/// own, as rare callers do (a command-line path, a test).
 pub struct Connection {
-    jobs: Mutex<Option<mpsc::Sender<Job>>>,
-    thread: Option<JoinHandle<()>>,
-    /// Calls handed to the thread and not yet answered.
+    session: Mutex<Session>,
+    /// Calls holding or waiting for the connection.
     waiting: AtomicUsize,
 }
 
 impl Connection {
-    /// Starts the thread and connects (migrating the schema), so that a database that
-    /// cannot be reached or is too new is told at once.
+    /// Connects (migrating the schema), so that a database that cannot be reached or is
+    /// too new is told at once.
     ///
     /// # Errors
     /// When the connection or the migration fails.
@@ -150,99 +168,88 @@ impl Connection {
         Ok(connection)
     }
 
-    /// Starts the thread, which connects at its first call.
+    /// A connection made at its first call.
     ///
     /// # Errors
-    /// When the CA file cannot be read or no thread can be started.
+    /// When the CA file cannot be read.
     pub fn start(location: PostgresLocation) -> Result<Self, StoreError> {
         let tls = location.ca_file().map(MakeRustls::trusting).transpose()?;
-        let (jobs, queue) = mpsc::channel::<Job>();
-        let thread = std::thread::Builder::new()
-            .name("fleet-store-pg".into())
-            .spawn(move || {
-                let mut session = Session {
-                    client: None,
-                    statements: HashMap::new(),
-                    location,
-                    tls,
-                };
-                for job in queue {
-                    job(&mut session);
-                }
-            })
-            .map_err(|e| StoreError::Unreachable {
-                location: "the database".into(),
-                reason: format!("cannot start the connection's thread: {e}"),
-            })?;
         Ok(Connection {
-            jobs: Mutex::new(Some(jobs)),
-            thread: Some(thread),
+            session: Mutex::new(Session {
+                client: None,
+                statements: HashMap::new(),
+                location,
+                tls,
+            }),
             waiting: AtomicUsize::new(0),
         })
     }
 
-    /// How many calls wait on this connection now.
+    /// How many calls hold or wait for this connection now.
     pub fn waiting(&self) -> usize {
         self.waiting.load(Ordering::Relaxed)
     }
 
-    /// Runs `job` on the connection and waits for its answer.
+    /// Runs `job` on the connection, once the calls before it are done.
     ///
     /// # Errors
-    /// The job's own, or [`StoreError::Stopped`] when the thread is gone.
+    /// The job's own.
     pub fn call<T, F>(&self, job: F) -> Result<T, StoreError>
     where
-        T: Send + 'static,
-        F: FnOnce(&mut Session) -> Result<T, StoreError> + Send + 'static,
+        T: Send,
+        F: FnOnce(&mut Session) -> Result<T, StoreError> + Send,
     {
         self.waiting.fetch_add(1, Ordering::Relaxed);
-        let answer = self.answer(job);
-        self.waiting.fetch_sub(1, Ordering::Relaxed);
-        answer
+        let _counted = Counted(&self.waiting);
+        if crate::handle::may_block_here() {
+            return self.run(job);
+        }
+        std::thread::scope(|scope| match scope.spawn(|| self.run(job)).join() {
+            Ok(answer) => answer,
+            Err(panic) => std::panic::resume_unwind(panic),
+        })
     }
 
-    fn answer<T, F>(&self, job: F) -> Result<T, StoreError>
-    where
-        T: Send + 'static,
-        F: FnOnce(&mut Session) -> Result<T, StoreError> + Send + 'static,
-    {
-        let (answer, answered) = mpsc::sync_channel(1);
-        let sent = self
-            .jobs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-            .map(|jobs| {
-                jobs.send(Box::new(move |session: &mut Session| {
-                    // A job that panics must not take the connection's thread down
-                    // with it; the caller hears of it as a failed call.
-                    // A transaction it left open is dropped with the connection.
-                    let outcome =
-                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(session)));
-                    if outcome.is_err() {
-                        session.abandon();
-                    }
-                    let _ = answer.send(outcome);
-                }))
-                .is_ok()
-            })
-            .unwrap_or(false);
-        if !sent {
-            return Err(StoreError::Stopped);
-        }
-        match answered.recv() {
-            Ok(Ok(outcome)) => outcome,
-            Ok(Err(panic)) => std::panic::resume_unwind(panic),
-            Err(_) => Err(StoreError::Stopped),
+    fn run<T>(
+        &self,
+        job: impl FnOnce(&mut Session) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
+        // A job that panics leaves the connection in a state nobody knows (a transaction
+        // open): it is dropped, and the caller hears of the panic.
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(&mut session))) {
+            Ok(answer) => answer,
+            Err(panic) => {
+                session.abandon();
+                std::panic::resume_unwind(panic)
+            }
         }
     }
 }
 
 impl Drop for Connection {
+    /// The blocking client runs a runtime of its own, which may not be dropped on an
+    /// async worker: there, it goes on a thread of its own.
     fn drop(&mut self) {
-        drop(self.jobs.lock().unwrap_or_else(|p| p.into_inner()).take());
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+        let session = self.session.get_mut().unwrap_or_else(|p| p.into_inner());
+        let Some(client) = session.client.take() else {
+            return;
+        };
+        if crate::handle::may_block_here() {
+            drop(client);
+        } else {
+            std::thread::scope(|scope| {
+                scope.spawn(move || drop(client));
+            });
         }
+    }
+}
+
+/// Counts a call out when it ends, however it ends.
+struct Counted<'a>(&'a AtomicUsize);
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
