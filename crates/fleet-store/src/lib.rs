@@ -36,7 +36,7 @@ pub use task::{EventState, Task, TaskEvent, TaskFilter, TaskKindSpec, TaskState}
 pub enum DbError {
     #[error(transparent)]
     Sqlite(#[from] rusqlite::Error),
-    #[error(transparent)]
+    #[error("{}", postgres::describe(.0))]
     Postgres(#[from] ::postgres::Error),
 }
 

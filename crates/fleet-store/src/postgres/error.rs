@@ -14,7 +14,7 @@ pub fn db(e: postgres::Error) -> StoreError {
     if e.is_closed() || gone {
         return StoreError::Unreachable {
             location: "the database".into(),
-            reason: e.to_string(),
+            reason: describe(&e),
         };
     }
     match e.code() {
@@ -27,5 +27,14 @@ pub fn db(e: postgres::Error) -> StoreError {
         }
         Some(c) if c.code().starts_with("23") => StoreError::Constraint(DbError::Postgres(e)),
         _ => StoreError::Database(DbError::Postgres(e)),
+    }
+}
+
+/// What the server said, where the client's own words (`db error`) say nothing: its
+/// message and its SQLSTATE code.
+pub fn describe(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{} ({})", db.message(), db.code().code()),
+        None => e.to_string(),
     }
 }

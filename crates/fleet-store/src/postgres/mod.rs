@@ -23,6 +23,7 @@ use crate::task::{named, task_from};
 use crate::{Collection, IpClaim, IpHolder, IpRecord, IpRelease, Store, StoreError, Write};
 use crate::{Lease, PostgresLocation, Recovery, Renewal};
 use crate::{Task, TaskEvent, TaskFilter, TaskKindSpec};
+pub(crate) use error::describe;
 use session::{Connection, Session};
 pub(crate) use tls::MakeRustls;
 
@@ -59,7 +60,8 @@ impl PgStore {
     /// than this build's.
     pub fn connect(location: &PostgresLocation) -> Result<Self, StoreError> {
         // Every failure to open names the database, whatever step it came from.
-        let first = Connection::open(location.clone()).map_err(|e| match e {
+        let lost = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let first = Connection::open(location.clone(), Arc::clone(&lost)).map_err(|e| match e {
             StoreError::Unreachable { reason, .. } => StoreError::Unreachable {
                 location: location.url().to_string(),
                 reason,
@@ -68,7 +70,7 @@ impl PgStore {
         })?;
         let mut connections = vec![first];
         for _ in 1..CONNECTIONS {
-            connections.push(Connection::start(location.clone())?);
+            connections.push(Connection::start(location.clone(), Arc::clone(&lost))?);
         }
         Ok(PgStore {
             connections,
@@ -262,82 +264,98 @@ impl Store for PgStore {
         let user = user.map(str::to_string);
         let runner = self.runner.clone();
         self.call(move |s| {
-            s.unit(|s| {
-                if let Some(lock) = &lock {
-                    // Taken when free or expired; a live holder's row is left alone, and
-                    // a process taking it at the same time waits for this one to end.
-                    let taken = s.row(
-                        "INSERT INTO locks (name, task_id, runner, expires_at)
-                         VALUES ($1, 0, $2, $3)
-                         ON CONFLICT (name) DO UPDATE
-                             SET task_id = 0, runner = $2, expires_at = $3
-                             WHERE locks.expires_at < $4
-                         RETURNING name",
-                        &[lock, &runner, &lease.until_stored(), &lease.now_stored()],
-                    )?;
-                    if taken.is_none() {
-                        let holder: Option<i64> = s
-                            .row("SELECT task_id FROM locks WHERE name = $1", &[lock])?
-                            .map(|r| r.get(0));
-                        return Ok(Outcome::Undo(Err(holder.unwrap_or_default() as u64)));
-                    }
-                }
-                let row = s
-                    .row(
-                        "INSERT INTO tasks (state, deployment, body, kind, changes, runner)
-                         VALUES ('queued', $1, '{}', $2, $3, $4) RETURNING id",
-                        &[&deployment, &kind.name, &kind.changes_deployment, &runner],
-                    )?
-                    .expect("an insert returns its row");
-                let task_id: i64 = row.get(0);
-                let task = Task::queued(
-                    task_id as u64,
-                    kind,
-                    deployment.as_deref(),
-                    user.as_deref(),
-                    lease.now / 1000,
-                );
+            // The task's id first, so that its row, its body and its lock's row go in one
+            // statement.
+            let task_id: i64 = s
+                .row("SELECT nextval(pg_get_serial_sequence('tasks', 'id'))", &[])?
+                .expect("nextval returns a row")
+                .get(0);
+            let task = Task::queued(
+                task_id as u64,
+                kind,
+                deployment.as_deref(),
+                user.as_deref(),
+                lease.now / 1000,
+            );
+            let body = serde_json::to_string(&task)?;
+            let Some(lock) = &lock else {
                 s.execute(
-                    "UPDATE tasks SET body = $1 WHERE id = $2",
-                    &[&serde_json::to_string(&task)?, &task_id],
+                    "INSERT INTO tasks (id, state, deployment, body, kind, changes, runner)
+                     VALUES ($1, 'queued', $2, $3, $4, $5, $6)",
+                    &[
+                        &task_id,
+                        &deployment,
+                        &body,
+                        &kind.name,
+                        &kind.changes_deployment,
+                        &runner,
+                    ],
                 )?;
-                if let Some(lock) = &lock {
-                    s.execute(
-                        "UPDATE locks SET task_id = $1 WHERE name = $2",
-                        &[&task_id, lock],
-                    )?;
-                }
-                Ok(Outcome::Keep(Ok(task)))
-            })
+                return Ok(Ok(task));
+            };
+            // The lock is taken when free or expired; a live holder's row is left alone
+            // (and named), and a process taking it at the same time waits for this one
+            // to end. The task is inserted only with the lock.
+            let row = s
+                .row(
+                    "WITH taken AS (
+                         INSERT INTO locks (name, task_id, runner, expires_at)
+                         VALUES ($7, $1, $6, $8)
+                         ON CONFLICT (name) DO UPDATE
+                             SET task_id = $1, runner = $6, expires_at = $8
+                             WHERE locks.expires_at < $9
+                         RETURNING name
+                     ),
+                     inserted AS (
+                         INSERT INTO tasks (id, state, deployment, body, kind, changes, runner)
+                         SELECT $1, 'queued', $2, $3, $4, $5, $6 FROM taken
+                         RETURNING id
+                     )
+                     SELECT (SELECT id FROM inserted),
+                            (SELECT task_id FROM locks WHERE name = $7)",
+                    &[
+                        &task_id,
+                        &deployment,
+                        &body,
+                        &kind.name,
+                        &kind.changes_deployment,
+                        &runner,
+                        lock,
+                        &lease.until_stored(),
+                        &lease.now_stored(),
+                    ],
+                )?
+                .expect("a select returns its row");
+            match row.get::<_, Option<i64>>(0) {
+                Some(_) => Ok(Ok(task)),
+                None => Ok(Err(row.get::<_, Option<i64>>(1).unwrap_or_default() as u64)),
+            }
         })
     }
 
     fn put_task(&self, task: &Task) -> Result<(), StoreError> {
-        let task = task.clone();
+        // What the write records over each state the stored task may be in, decided by
+        // the database on the row as it locks it: one statement, no transaction around
+        // a read and a write.
+        let written = crate::task::written_over("processing", task.clone())
+            .expect("a running task's state is written over");
+        let cancelling = crate::task::written_over("cancelling", task.clone())
+            .expect("a cancelling task's state is written over");
+        let bodies = (
+            serde_json::to_string(&written)?,
+            serde_json::to_string(&cancelling)?,
+        );
+        let (task, state, kept) = (id(task.id), written.state, cancelling.state);
         self.call(move |s| {
-            s.unit(|s| {
-                let stored: Option<String> = s
-                    .row(
-                        "SELECT state FROM tasks WHERE id = $1 FOR UPDATE",
-                        &[&id(task.id)],
-                    )?
-                    .map(|r| r.get(0));
-                let Some(stored) = stored else {
-                    return Ok(Outcome::Keep(()));
-                };
-                let Some(written) = crate::task::written_over(&stored, task) else {
-                    return Ok(Outcome::Keep(()));
-                };
-                s.execute(
-                    "UPDATE tasks SET state = $1, body = $2 WHERE id = $3",
-                    &[
-                        &written.state.as_str(),
-                        &serde_json::to_string(&written)?,
-                        &id(written.id),
-                    ],
-                )?;
-                Ok(Outcome::Keep(()))
-            })
+            s.execute(
+                "UPDATE tasks SET
+                     state = CASE WHEN state = 'cancelling' THEN $3 ELSE $2 END,
+                     body = CASE WHEN state = 'cancelling' THEN $5 ELSE $4 END
+                 WHERE id = $1
+                   AND (state NOT IN ('done', 'error', 'cancelled') OR state = $2)",
+                &[&task, &state.as_str(), &kept.as_str(), &bodies.0, &bodies.1],
+            )?;
+            Ok(())
         })
     }
 

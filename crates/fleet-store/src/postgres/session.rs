@@ -1,9 +1,11 @@
 //! A connection to PostgreSQL and the calls made on it. A broken connection is made again
-//! at the next call.
+//! at the next call; so are the others of its store, which a server that went away has
+//! broken too though they do not know it yet (a connection hears of its end only at its
+//! next statement, which would fail).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use postgres::types::ToSql;
 use postgres::{Client, Row, Statement};
@@ -20,15 +22,28 @@ pub struct Session {
     statements: HashMap<&'static str, Statement>,
     location: PostgresLocation,
     tls: Option<MakeRustls>,
+    /// How many connections of the store were found lost so far, and how many had been
+    /// when this one connected.
+    lost: Arc<AtomicU64>,
+    connected_after: u64,
 }
 
 impl Session {
+    /// Drops the connection when another of the store was found lost since it was made.
+    fn forget_if_stale(&mut self) {
+        if self.client.is_some() && self.connected_after < self.lost.load(Ordering::SeqCst) {
+            self.client = None;
+            self.statements.clear();
+        }
+    }
+
     fn connected(&mut self) -> Result<&mut Client, StoreError> {
         if self.client.as_ref().is_some_and(Client::is_closed) {
             self.client = None;
         }
         if self.client.is_none() {
             self.statements.clear();
+            self.connected_after = self.lost.load(Ordering::SeqCst);
             let config = self.location.config();
             let connected = match &self.tls {
                 Some(tls) => config.connect(tls.clone()),
@@ -46,6 +61,8 @@ impl Session {
 
     /// `sql`, prepared once per connection.
     fn statement(&mut self, sql: &'static str) -> Result<Statement, StoreError> {
+        // Connected first: a connection made again has prepared nothing yet.
+        self.connected()?;
         if let Some(statement) = self.statements.get(sql) {
             return Ok(statement.clone());
         }
@@ -162,17 +179,18 @@ impl Connection {
     ///
     /// # Errors
     /// When the connection or the migration fails.
-    pub fn open(location: PostgresLocation) -> Result<Self, StoreError> {
-        let connection = Self::start(location)?;
+    pub fn open(location: PostgresLocation, lost: Arc<AtomicU64>) -> Result<Self, StoreError> {
+        let connection = Self::start(location, lost)?;
         connection.call(|s| s.connected().map(|_| ()))?;
         Ok(connection)
     }
 
-    /// A connection made at its first call.
+    /// A connection made at its first call; `lost` counts the store's connections found
+    /// lost.
     ///
     /// # Errors
     /// When the CA file cannot be read.
-    pub fn start(location: PostgresLocation) -> Result<Self, StoreError> {
+    pub fn start(location: PostgresLocation, lost: Arc<AtomicU64>) -> Result<Self, StoreError> {
         let tls = location.ca_file().map(MakeRustls::trusting).transpose()?;
         Ok(Connection {
             session: Mutex::new(Session {
@@ -180,6 +198,8 @@ impl Connection {
                 statements: HashMap::new(),
                 location,
                 tls,
+                lost,
+                connected_after: 0,
             }),
             waiting: AtomicUsize::new(0),
         })
@@ -215,10 +235,16 @@ impl Connection {
         job: impl FnOnce(&mut Session) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
+        session.forget_if_stale();
         // A job that panics leaves the connection in a state nobody knows (a transaction
         // open): it is dropped, and the caller hears of the panic.
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(&mut session))) {
-            Ok(answer) => answer,
+            Ok(answer) => {
+                if matches!(answer, Err(StoreError::Unreachable { .. })) {
+                    session.lost.fetch_add(1, Ordering::SeqCst);
+                }
+                answer
+            }
             Err(panic) => {
                 session.abandon();
                 std::panic::resume_unwind(panic)
