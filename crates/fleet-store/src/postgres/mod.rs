@@ -827,38 +827,42 @@ impl Store for PgStore {
         let keep = i64::try_from(keep).unwrap_or(i64::MAX);
         let attached = attached.to_vec();
         self.call(move |s| {
+            // Found outside a transaction: most task ends find nothing to prune, and a
+            // task found here that another process prunes first is deleted twice, which
+            // is nothing.
+            let doomed: Vec<i64> = s
+                .rows(
+                    // Beyond the newest finished tasks kept, those that are no
+                    // deployment's newest change (see the schema's version 2).
+                    "SELECT id FROM tasks
+                     WHERE kind = $1 AND state IN ('done', 'error', 'cancelled')
+                       AND NOT newest_change
+                       AND id <= (SELECT id FROM tasks
+                                  WHERE kind = $1
+                                    AND state IN ('done', 'error', 'cancelled')
+                                  ORDER BY id DESC OFFSET $2 LIMIT 1)
+                     ORDER BY id DESC LIMIT 500",
+                    &[&kind, &keep],
+                )?
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            if doomed.is_empty() {
+                return Ok(Vec::new());
+            }
             s.unit(|s| {
-                let doomed: Vec<i64> = s
-                    .rows(
-                        // Beyond the newest finished tasks kept, those that are no
-                        // deployment's newest change (see the schema's version 2).
-                        "SELECT id FROM tasks
-                         WHERE kind = $1 AND state IN ('done', 'error', 'cancelled')
-                           AND NOT newest_change
-                           AND id <= (SELECT id FROM tasks
-                                      WHERE kind = $1
-                                        AND state IN ('done', 'error', 'cancelled')
-                                      ORDER BY id DESC OFFSET $2 LIMIT 1)
-                         ORDER BY id DESC LIMIT 500",
-                        &[&kind, &keep],
-                    )?
-                    .iter()
-                    .map(|r| r.get(0))
-                    .collect();
-                if !doomed.is_empty() {
-                    let keys: Vec<String> = doomed.iter().map(i64::to_string).collect();
+                let keys: Vec<String> = doomed.iter().map(i64::to_string).collect();
+                s.execute(
+                    "DELETE FROM task_events WHERE task_id = ANY($1)",
+                    &[&doomed],
+                )?;
+                for kept in &attached {
                     s.execute(
-                        "DELETE FROM task_events WHERE task_id = ANY($1)",
-                        &[&doomed],
+                        "DELETE FROM documents WHERE collection = $1 AND key = ANY($2)",
+                        &[&kept.name(), &keys],
                     )?;
-                    for kept in &attached {
-                        s.execute(
-                            "DELETE FROM documents WHERE collection = $1 AND key = ANY($2)",
-                            &[&kept.name(), &keys],
-                        )?;
-                    }
-                    s.execute("DELETE FROM tasks WHERE id = ANY($1)", &[&doomed])?;
                 }
+                s.execute("DELETE FROM tasks WHERE id = ANY($1)", &[&doomed])?;
                 Ok(Outcome::Keep(
                     doomed.into_iter().map(|i| i as u64).collect(),
                 ))
