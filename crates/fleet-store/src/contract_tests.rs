@@ -491,6 +491,13 @@ fn documents_events_and_blobs_round_trip() {
         .unwrap_err();
     assert!(matches!(missing, StoreError::Source { .. }), "{missing}");
     assert_eq!(store.blob("c").unwrap(), None);
+    // Written again shorter: nothing of the longer one is left.
+    std::fs::write(file.path(), b"short").unwrap();
+    store.put_blob_file("b", file.path()).unwrap();
+    assert_eq!(store.blob("b").unwrap().as_deref(), Some(&b"short"[..]));
+    store.put_blob("empty", b"").unwrap();
+    assert_eq!(store.blob("empty").unwrap().as_deref(), Some(&b""[..]));
+    assert_eq!(store.blob_ids().unwrap(), ["b", "empty"]);
 }
 
 #[test]

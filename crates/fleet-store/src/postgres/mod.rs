@@ -4,6 +4,7 @@
 //! that writes is one transaction.
 
 mod batch;
+mod blobs;
 mod error;
 mod schema;
 mod session;
@@ -742,39 +743,40 @@ impl Store for PgStore {
 
     fn put_blob(&self, blob: &str, bytes: &[u8]) -> Result<(), StoreError> {
         let (blob, bytes) = (blob.to_string(), bytes.to_vec());
-        self.call(move |s| {
-            s.execute(
-                "INSERT INTO blobs (id, bytes) VALUES ($1, $2)
-                 ON CONFLICT (id) DO UPDATE SET bytes = $2",
-                &[&blob, &bytes],
-            )?;
-            Ok(())
-        })
+        // Bytes in memory are read without failing.
+        let unread = |source| StoreError::Source {
+            path: "memory".into(),
+            source,
+        };
+        self.call(move |s| blobs::put(s, &blob, &bytes[..], unread))
+    }
+
+    /// Read and written a piece at a time: memory holds one piece, not the file.
+    fn put_blob_file(&self, blob: &str, path: &std::path::Path) -> Result<(), StoreError> {
+        let source = |path: &std::path::Path| {
+            let path = path.to_path_buf();
+            move |source| StoreError::Source {
+                path: path.clone(),
+                source,
+            }
+        };
+        let file = std::fs::File::open(path).map_err(source(path))?;
+        let (blob, source) = (blob.to_string(), source(path));
+        self.call(move |s| blobs::put(s, &blob, file, source))
     }
 
     fn blob(&self, blob: &str) -> Result<Option<Vec<u8>>, StoreError> {
         let blob = blob.to_string();
-        self.call(move |s| {
-            Ok(s.row("SELECT bytes FROM blobs WHERE id = $1", &[&blob])?
-                .map(|r| r.get(0)))
-        })
+        self.call(move |s| blobs::get(s, &blob))
     }
 
     fn blob_ids(&self) -> Result<Vec<String>, StoreError> {
-        self.call(|s| {
-            Ok(s.rows("SELECT id FROM blobs ORDER BY id", &[])?
-                .iter()
-                .map(|r| r.get(0))
-                .collect())
-        })
+        self.call(blobs::ids)
     }
 
     fn delete_blob(&self, blob: &str) -> Result<(), StoreError> {
         let blob = blob.to_string();
-        self.call(move |s| {
-            s.execute("DELETE FROM blobs WHERE id = $1", &[&blob])?;
-            Ok(())
-        })
+        self.call(move |s| blobs::delete(s, &blob))
     }
 
     fn recover(&self, reason: &str, now: u64, recovery: Recovery) -> Result<Vec<u64>, StoreError> {
@@ -1021,6 +1023,88 @@ mod tests {
             );
             assert_eq!(runtime.join().unwrap(), Ok(Some(1)));
         }
+    }
+
+    #[test]
+    fn a_blob_is_written_a_piece_at_a_time_and_a_source_that_fails_leaves_the_old_one() {
+        let Some(database) = testing::postgres() else {
+            return;
+        };
+        let store = PgStore::connect(&testing::fresh_schema(&database)).unwrap();
+        let bytes = vec![7u8; blobs::PIECE * 3 + 10];
+        store.put_blob("b", &bytes).unwrap();
+        let pieces = |store: &PgStore| {
+            store
+                .call(|s| {
+                    Ok(s.rows(
+                        "SELECT length(bytes) FROM blob_pieces WHERE id = 'b' ORDER BY seq",
+                        &[],
+                    )?
+                    .iter()
+                    .map(|r| r.get::<_, i32>(0) as usize)
+                    .collect::<Vec<_>>())
+                })
+                .unwrap()
+        };
+        assert_eq!(
+            pieces(&store),
+            [blobs::PIECE, blobs::PIECE, blobs::PIECE, 10]
+        );
+        // A source that fails halfway: nothing of it is kept.
+        struct Failing(usize);
+        impl std::io::Read for Failing {
+            fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+                if self.0 == 0 {
+                    return Err(std::io::Error::other("the disk went away"));
+                }
+                let n = buffer.len().min(self.0);
+                self.0 -= n;
+                Ok(n)
+            }
+        }
+        let failed = store.call(|s| {
+            blobs::put(s, "b", Failing(blobs::PIECE * 2), |source| {
+                StoreError::Source {
+                    path: "failing".into(),
+                    source,
+                }
+            })
+        });
+        assert!(
+            matches!(failed, Err(StoreError::Source { .. })),
+            "{failed:?}"
+        );
+        assert_eq!(store.blob("b").unwrap(), Some(bytes));
+    }
+
+    #[test]
+    fn the_blobs_of_a_version_3_database_are_kept_as_pieces() {
+        let Some(database) = testing::postgres() else {
+            return;
+        };
+        let at = testing::fresh_schema(&database);
+        drop(PgStore::connect(&at).unwrap());
+        // Back to version 3's blobs, one of them kept.
+        let config = at.config();
+        std::thread::spawn(move || {
+            let mut client = config.connect(::postgres::NoTls).unwrap();
+            client
+                .batch_execute(
+                    "DROP TABLE blob_pieces;
+                     CREATE TABLE blobs (id TEXT COLLATE \"C\" PRIMARY KEY, bytes BYTEA NOT NULL);
+                     INSERT INTO blobs VALUES ('old', 'kept bytes');
+                     DELETE FROM fleet_schema_versions WHERE version = 4",
+                )
+                .unwrap();
+        })
+        .join()
+        .unwrap();
+        let store = PgStore::connect(&at).unwrap();
+        assert_eq!(
+            store.blob("old").unwrap().as_deref(),
+            Some(&b"kept bytes"[..])
+        );
+        assert_eq!(store.blob_ids().unwrap(), ["old"]);
     }
 
     #[test]

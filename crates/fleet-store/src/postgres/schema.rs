@@ -114,6 +114,18 @@ const MIGRATIONS: &[(i64, &str)] = &[
                  SET scope = EXCLUDED.scope, body = EXCLUDED.body;
      END $$;"#,
     ),
+    // Blobs in pieces of a mebibyte, written and read a piece at a time (see `blobs.rs`).
+    (
+        4,
+        r#"CREATE TABLE blob_pieces (
+         id TEXT COLLATE "C" NOT NULL,
+         seq INTEGER NOT NULL,
+         bytes BYTEA NOT NULL,
+         PRIMARY KEY (id, seq)
+     );
+     INSERT INTO blob_pieces (id, seq, bytes) SELECT id, 0, bytes FROM blobs;
+     DROP TABLE blobs;"#,
+    ),
 ];
 
 /// Marks every deployment's newest change anew, for tasks whose kind (and so whether they

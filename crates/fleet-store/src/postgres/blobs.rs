@@ -1,0 +1,86 @@
+//! Blobs in pieces: a release's archive or a compiled package runs to hundreds of
+//! megabytes, which one value would have the client hold whole (and encode again) to
+//! write, and the server hold whole to store. Each blob is its pieces in order, at least
+//! one (an empty blob is one empty piece); a blob written again replaces all of them in
+//! one transaction.
+
+use std::io::Read;
+
+use super::session::Session;
+use crate::StoreError;
+use crate::commits::Outcome;
+
+/// The size of a piece.
+pub(super) const PIECE: usize = 1 << 20;
+
+/// Keeps what `read` yields as the blob `id`, a piece at a time; `source` makes a read's
+/// error the store's.
+pub(super) fn put(
+    s: &mut Session,
+    id: &str,
+    mut read: impl Read,
+    source: impl Fn(std::io::Error) -> StoreError,
+) -> Result<(), StoreError> {
+    s.unit(|s| {
+        s.execute("DELETE FROM blob_pieces WHERE id = $1", &[&id])?;
+        let mut piece = vec![0u8; PIECE];
+        for seq in 0i32.. {
+            let filled = fill(&mut read, &mut piece).map_err(&source)?;
+            if filled == 0 && seq > 0 {
+                break;
+            }
+            s.execute(
+                "INSERT INTO blob_pieces (id, seq, bytes) VALUES ($1, $2, $3)",
+                &[&id, &seq, &&piece[..filled]],
+            )?;
+            if filled < PIECE {
+                break;
+            }
+        }
+        Ok(Outcome::Keep(()))
+    })
+}
+
+/// Reads into `buffer` until it is full or the source ends; how much it holds.
+fn fill(read: &mut impl Read, buffer: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buffer.len() {
+        match read.read(&mut buffer[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
+}
+
+/// The blob `id`, its pieces joined.
+pub(super) fn get(s: &mut Session, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+    let rows = s.rows(
+        "SELECT bytes FROM blob_pieces WHERE id = $1 ORDER BY seq",
+        &[&id],
+    )?;
+    if rows.is_empty() {
+        return Ok(None);
+    }
+    let mut bytes = Vec::new();
+    for row in &rows {
+        bytes.extend_from_slice(row.get::<_, &[u8]>(0));
+    }
+    Ok(Some(bytes))
+}
+
+pub(super) fn ids(s: &mut Session) -> Result<Vec<String>, StoreError> {
+    Ok(
+        s.rows("SELECT id FROM blob_pieces WHERE seq = 0 ORDER BY id", &[])?
+            .iter()
+            .map(|r| r.get(0))
+            .collect(),
+    )
+}
+
+pub(super) fn delete(s: &mut Session, id: &str) -> Result<(), StoreError> {
+    s.execute("DELETE FROM blob_pieces WHERE id = $1", &[&id])?;
+    Ok(())
+}
