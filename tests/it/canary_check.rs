@@ -210,13 +210,8 @@ async fn through_a_director_a_smoke_test_proves_the_canary_and_one_past_its_limi
         reason.ends_with("errand smoke-tests did not finish within 1ms"),
         "{reason}"
     );
-    let mut errands: Vec<(u64, String)> = s
-        .serving
-        .fleet()
-        .director()
-        .tasks(Default::default())
+    let mut errands: Vec<(u64, String)> = crate::over_http::tasks(&s)
         .await
-        .unwrap()
         .into_iter()
         .filter(|t| t.description.starts_with("run errand"))
         .map(|t| (t.id, t.state.as_str().to_string()))

@@ -60,14 +60,20 @@ fn set(ids: &[&str]) -> BTreeSet<String> {
     ids.iter().map(|s| s.to_string()).collect()
 }
 
-/// The director's tasks with a description, by deployment.
-async fn deploy_tasks(s: &Served, description: &str) -> BTreeSet<String> {
+/// Every task of the served director.
+pub(super) async fn tasks(s: &Served) -> Vec<fleet_updater::director::model::Task> {
     s.serving
         .fleet()
         .director()
         .tasks(Default::default())
         .await
         .unwrap()
+}
+
+/// The director's tasks with a description, by deployment.
+async fn deploy_tasks(s: &Served, description: &str) -> BTreeSet<String> {
+    tasks(s)
+        .await
         .into_iter()
         .filter(|t| t.description == description && t.state.as_str() == "done")
         .filter_map(|t| t.deployment)

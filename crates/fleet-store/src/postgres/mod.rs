@@ -279,29 +279,14 @@ impl Store for PgStore {
                 lease.now / 1000,
             );
             let body = serde_json::to_string(&task)?;
-            let Some(lock) = &lock else {
-                s.execute(
-                    "INSERT INTO tasks (id, state, deployment, body, kind, changes, runner)
-                     VALUES ($1, 'queued', $2, $3, $4, $5, $6)",
-                    &[
-                        &task_id,
-                        &deployment,
-                        &body,
-                        &kind.name,
-                        &kind.changes_deployment,
-                        &runner,
-                    ],
-                )?;
-                return Ok(Ok(task));
-            };
-            // The lock is taken when free or expired; a live holder's row is left alone
-            // (and named), and a process taking it at the same time waits for this one
-            // to end. The task is inserted only with the lock.
+            // The lock, when there is one, is taken when free or expired; a live
+            // holder's row is left alone (and named), and a process taking it at the same
+            // time waits for this one to end. The task is inserted only with the lock.
             let row = s
                 .row(
                     "WITH taken AS (
                          INSERT INTO locks (name, task_id, runner, expires_at)
-                         VALUES ($7, $1, $6, $8)
+                         SELECT $7, $1, $6, $8 WHERE $7::TEXT IS NOT NULL
                          ON CONFLICT (name) DO UPDATE
                              SET task_id = $1, runner = $6, expires_at = $8
                              WHERE locks.expires_at < $9
@@ -309,7 +294,8 @@ impl Store for PgStore {
                      ),
                      inserted AS (
                          INSERT INTO tasks (id, state, deployment, body, kind, changes, runner)
-                         SELECT $1, 'queued', $2, $3, $4, $5, $6 FROM taken
+                         SELECT $1, 'queued', $2, $3, $4, $5, $6
+                         WHERE $7::TEXT IS NULL OR EXISTS (SELECT 1 FROM taken)
                          RETURNING id
                      )
                      SELECT (SELECT id FROM inserted),
@@ -321,7 +307,7 @@ impl Store for PgStore {
                         &kind.name,
                         &kind.changes_deployment,
                         &runner,
-                        lock,
+                        &lock,
                         &lease.until_stored(),
                         &lease.now_stored(),
                     ],
