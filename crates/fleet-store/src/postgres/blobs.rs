@@ -13,6 +13,10 @@ use crate::commits::Outcome;
 /// The size of a piece.
 pub(super) const PIECE: usize = 1 << 20;
 
+/// The first key of the advisory locks writers of one blob take (the second is a hash
+/// of the blob's id): "blob" in ASCII.
+const BLOB_LOCKS: i32 = 0x626c_6f62;
+
 /// Keeps what `read` yields as the blob `id`, a piece at a time; `source` makes a read's
 /// error the store's.
 pub(super) fn put(
@@ -22,6 +26,12 @@ pub(super) fn put(
     source: impl Fn(std::io::Error) -> StoreError,
 ) -> Result<(), StoreError> {
     s.unit(|s| {
+        // Two writers of one blob take turns, the last one's pieces kept: each would
+        // otherwise miss the other's uncommitted pieces when deleting, and collide.
+        s.execute(
+            "SELECT pg_advisory_xact_lock($1, hashtext($2))",
+            &[&BLOB_LOCKS, &id],
+        )?;
         s.execute("DELETE FROM blob_pieces WHERE id = $1", &[&id])?;
         let mut piece = vec![0u8; PIECE];
         for seq in 0i32.. {

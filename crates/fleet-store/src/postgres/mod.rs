@@ -92,6 +92,20 @@ impl PgStore {
         self.connection().call(job)
     }
 
+    /// A call that only reads: deferred writes that cannot be stored now stay deferred,
+    /// and the read answers from what is stored, as on SQLite, so that reads (and the
+    /// lease's renewal) keep working while nothing can be written.
+    fn read<T, F>(&self, job: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Session) -> Result<T, StoreError> + Send + 'static,
+    {
+        if let Err(e) = self.apply_deferred() {
+            tracing::debug!(error = %e, "deferred records cannot be written yet; reading without them");
+        }
+        self.connection().call(job)
+    }
+
     /// The connection with the fewest calls waiting: any serves, since each call is a
     /// transaction of its own, committed before it answers.
     fn connection(&self) -> &Connection {
@@ -121,13 +135,33 @@ impl PgStore {
         let deferred = all.len();
         all.extend(batch);
         let applied = self.connection().call(|s| batch::apply(s, &all));
-        if applied.is_err() {
+        let Err(e) = applied else {
+            return Ok(());
+        };
+        let batch = all.split_off(deferred);
+        if e.is_transient() {
+            // Tried again with the next call, ahead of what is deferred meanwhile.
             let mut later = self.deferred.lock().unwrap_or_else(|p| p.into_inner());
-            all.truncate(deferred);
             all.append(&mut later);
             *later = all;
+            return Err(e);
         }
-        applied
+        // Refused for good, by the deferred writes or by the batch: the deferred ones
+        // alone tell which. Refused themselves, they are lost, as a crash loses the last
+        // call made to the world they record; the batch is the caller's to hear about.
+        if let Err(e) = self.connection().call(|s| batch::apply(s, &all)) {
+            if e.is_transient() {
+                let mut later = self.deferred.lock().unwrap_or_else(|p| p.into_inner());
+                all.append(&mut later);
+                *later = all;
+                return Err(e);
+            }
+            tracing::error!(error = %e, writes = all.len(), "deferred records refused by the database are dropped");
+        }
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.connection().call(|s| batch::apply(s, &batch))
     }
 
     /// Reads the claimed addresses again at the next plan.
@@ -178,7 +212,7 @@ fn end_in_error(s: &mut Session, body: &str, reason: &str, now: u64) -> Result<u
 impl Store for PgStore {
     fn get(&self, collection: Collection, key: &str) -> Result<Option<String>, StoreError> {
         let key = key.to_string();
-        self.call(move |s| {
+        self.read(move |s| {
             Ok(s.row(
                 "SELECT body FROM documents WHERE collection = $1 AND key = $2",
                 &[&collection.name(), &key],
@@ -189,7 +223,7 @@ impl Store for PgStore {
 
     fn list(&self, collection: Collection, scope: Option<&str>) -> Result<Vec<String>, StoreError> {
         let scope = scope.map(str::to_string);
-        self.call(move |s| {
+        self.read(move |s| {
             let rows = match &scope {
                 Some(scope) => s.rows(
                     "SELECT body FROM documents WHERE collection = $1 AND scope = $2
@@ -206,7 +240,7 @@ impl Store for PgStore {
     }
 
     fn keys(&self, collection: Collection) -> Result<Vec<String>, StoreError> {
-        self.call(move |s| {
+        self.read(move |s| {
             let rows = s.rows(
                 "SELECT key FROM documents WHERE collection = $1 ORDER BY key",
                 &[&collection.name()],
@@ -282,9 +316,8 @@ impl Store for PgStore {
             // The lock, when there is one, is taken when free or expired; a live
             // holder's row is left alone (and named), and a process taking it at the same
             // time waits for this one to end. The task is inserted only with the lock.
-            let row = s
-                .row(
-                    "WITH taken AS (
+            let row = s.row(
+                "WITH taken AS (
                          INSERT INTO locks (name, task_id, runner, expires_at)
                          SELECT $7, $1, $6, $8 WHERE $7::TEXT IS NOT NULL
                          ON CONFLICT (name) DO UPDATE
@@ -298,25 +331,28 @@ impl Store for PgStore {
                          WHERE $7::TEXT IS NULL OR EXISTS (SELECT 1 FROM taken)
                          RETURNING id
                      )
-                     SELECT (SELECT id FROM inserted),
-                            (SELECT task_id FROM locks WHERE name = $7)",
-                    &[
-                        &task_id,
-                        &deployment,
-                        &body,
-                        &kind.name,
-                        &kind.changes_deployment,
-                        &runner,
-                        &lock,
-                        &lease.until_stored(),
-                        &lease.now_stored(),
-                    ],
-                )?
-                .expect("a select returns its row");
-            match row.get::<_, Option<i64>>(0) {
-                Some(_) => Ok(Ok(task)),
-                None => Ok(Err(row.get::<_, Option<i64>>(1).unwrap_or_default() as u64)),
+                     SELECT id FROM inserted",
+                &[
+                    &task_id,
+                    &deployment,
+                    &body,
+                    &kind.name,
+                    &kind.changes_deployment,
+                    &runner,
+                    &lock,
+                    &lease.until_stored(),
+                    &lease.now_stored(),
+                ],
+            )?;
+            if row.is_some() {
+                return Ok(Ok(task));
             }
+            // Held: by whom is read anew, since the statement's snapshot may predate a
+            // holder that took the lock while it waited.
+            let holder: Option<i64> = s
+                .row("SELECT task_id FROM locks WHERE name = $1", &[&lock])?
+                .map(|r| r.get(0));
+            Ok(Err(holder.unwrap_or_default() as u64))
         })
     }
 
@@ -381,7 +417,7 @@ impl Store for PgStore {
     fn leads(&self, now: u64) -> Result<bool, StoreError> {
         let now = i64::try_from(now).unwrap_or(i64::MAX);
         let runner = self.runner.clone();
-        self.call(move |s| {
+        self.read(move |s| {
             let first: Option<String> = s
                 .row(
                     "SELECT id FROM runners WHERE expires_at >= $1 ORDER BY id LIMIT 1",
@@ -428,7 +464,7 @@ impl Store for PgStore {
     }
 
     fn task(&self, task: u64) -> Result<Option<Task>, StoreError> {
-        self.call(move |s| {
+        self.read(move |s| {
             s.row("SELECT body FROM tasks WHERE id = $1", &[&id(task)])?
                 .map(|r| task_from(r.get(0)))
                 .transpose()
@@ -437,7 +473,7 @@ impl Store for PgStore {
 
     fn tasks(&self, filter: &TaskFilter) -> Result<Vec<Task>, StoreError> {
         let filter = filter.clone();
-        self.call(move |s| {
+        self.read(move |s| {
             let states: Option<Vec<String>> = filter
                 .states
                 .as_ref()
@@ -464,7 +500,7 @@ impl Store for PgStore {
 
     fn last_change(&self, deployment: &str) -> Result<Option<Task>, StoreError> {
         let deployment = deployment.to_string();
-        self.call(move |s| {
+        self.read(move |s| {
             s.row(
                 "SELECT body FROM tasks WHERE deployment = $1 AND changes
                  ORDER BY id DESC LIMIT 1",
@@ -476,7 +512,7 @@ impl Store for PgStore {
     }
 
     fn last_changes(&self) -> Result<Vec<Task>, StoreError> {
-        self.call(|s| {
+        self.read(|s| {
             let rows = s.rows(
                 "SELECT tasks.body FROM tasks JOIN (
                      SELECT MAX(id) AS id FROM tasks
@@ -512,7 +548,7 @@ impl Store for PgStore {
     }
 
     fn events(&self, task: u64) -> Result<Vec<TaskEvent>, StoreError> {
-        self.call(move |s| {
+        self.read(move |s| {
             s.rows(
                 "SELECT body FROM task_events WHERE task_id = $1 ORDER BY seq",
                 &[&id(task)],
@@ -525,7 +561,7 @@ impl Store for PgStore {
 
     fn lock_holder(&self, lock: &str) -> Result<Option<u64>, StoreError> {
         let lock = lock.to_string();
-        self.call(move |s| {
+        self.read(move |s| {
             Ok(
                 s.row("SELECT task_id FROM locks WHERE name = $1", &[&lock])?
                     .map(|r| r.get::<_, i64>(0) as u64),
@@ -545,7 +581,7 @@ impl Store for PgStore {
     }
 
     fn locks(&self) -> Result<Vec<(String, u64)>, StoreError> {
-        self.call(|s| {
+        self.read(|s| {
             Ok(
                 s.rows("SELECT name, task_id FROM locks ORDER BY name", &[])?
                     .iter()
@@ -582,7 +618,7 @@ impl Store for PgStore {
         {
             return Ok(Arc::clone(set));
         }
-        let addresses = self.call(|s| {
+        let addresses = self.read(|s| {
             Ok(s.rows("SELECT address FROM ip_addresses", &[])?
                 .iter()
                 .map(|r| r.get::<_, i64>(0) as u32)
@@ -603,7 +639,7 @@ impl Store for PgStore {
             return Ok(Vec::new());
         }
         let wanted: Vec<i64> = addresses.iter().map(|&a| i64::from(a)).collect();
-        self.call(move |s| {
+        self.read(move |s| {
             Ok(s.rows(
                 "SELECT address, network, deployment, instance, static FROM ip_addresses
                  WHERE address = ANY($1) ORDER BY address",
@@ -701,7 +737,7 @@ impl Store for PgStore {
     }
 
     fn ips_in(&self, lo: u32, hi: u32) -> Result<Vec<u32>, StoreError> {
-        self.call(move |s| {
+        self.read(move |s| {
             Ok(s.rows(
                 "SELECT address FROM ip_addresses WHERE address BETWEEN $1 AND $2
                  ORDER BY address",
@@ -715,7 +751,7 @@ impl Store for PgStore {
 
     fn ips_of(&self, deployment: &str) -> Result<Vec<IpRecord>, StoreError> {
         let deployment = deployment.to_string();
-        self.call(move |s| {
+        self.read(move |s| {
             Ok(s.rows(
                 "SELECT address, network, deployment, instance, static FROM ip_addresses
                  WHERE deployment = $1 ORDER BY address",
@@ -753,11 +789,11 @@ impl Store for PgStore {
 
     fn blob(&self, blob: &str) -> Result<Option<Vec<u8>>, StoreError> {
         let blob = blob.to_string();
-        self.call(move |s| blobs::get(s, &blob))
+        self.read(move |s| blobs::get(s, &blob))
     }
 
     fn blob_ids(&self) -> Result<Vec<String>, StoreError> {
-        self.call(blobs::ids)
+        self.read(blobs::ids)
     }
 
     fn delete_blob(&self, blob: &str) -> Result<(), StoreError> {
@@ -1061,6 +1097,78 @@ mod tests {
             "{failed:?}"
         );
         assert_eq!(store.blob("b").unwrap(), Some(bytes));
+    }
+
+    #[test]
+    fn two_writers_of_one_blob_at_once_both_succeed_and_one_of_them_is_kept_whole() {
+        let Some(database) = testing::postgres() else {
+            return;
+        };
+        let store = Arc::new(PgStore::connect(&testing::fresh_schema(&database)).unwrap());
+        let writers: Vec<_> = [1u8, 2]
+            .into_iter()
+            .map(|byte| {
+                let store = Arc::clone(&store);
+                std::thread::spawn(move || {
+                    for _ in 0..10 {
+                        store
+                            .put_blob("shared", &vec![byte; blobs::PIECE + 1])
+                            .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for writer in writers {
+            writer.join().unwrap();
+        }
+        let kept = store.blob("shared").unwrap().unwrap();
+        assert_eq!(kept.len(), blobs::PIECE + 1);
+        assert!(kept.iter().all(|b| *b == kept[0]), "pieces of both writers");
+    }
+
+    #[test]
+    fn deferred_writes_the_database_refuses_for_good_are_dropped_and_the_store_goes_on() {
+        let Some(database) = testing::postgres() else {
+            return;
+        };
+        let store = PgStore::connect(&testing::fresh_schema(&database)).unwrap();
+        // A key past what an index entry can hold, even compressed: refused, whenever it
+        // is tried.
+        let mut state = 0x2545_f491u32;
+        let huge: String = (0..20_000)
+            .map(|_| {
+                state = state.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                char::from(b'a' + ((state >> 16) % 26) as u8)
+            })
+            .collect();
+        store
+            .defer(vec![crate::put(testing::FLEET, &huge, "", &1)])
+            .unwrap();
+        store
+            .write(vec![crate::put(testing::FLEET, "mine", "", &2)])
+            .unwrap();
+        assert_eq!(
+            crate::get::<u32>(&store, testing::FLEET, "mine").unwrap(),
+            Some(2)
+        );
+        assert_eq!(
+            crate::get::<u32>(&store, testing::FLEET, &huge).unwrap(),
+            None
+        );
+        // Refused in the caller's own batch, the caller hears of it; what was deferred
+        // before it is kept.
+        store
+            .defer(vec![crate::put(testing::FLEET, "cloud", "", &3)])
+            .unwrap();
+        assert!(
+            store
+                .write(vec![crate::put(testing::FLEET, &huge, "", &4)])
+                .is_err()
+        );
+        assert_eq!(
+            crate::get::<u32>(&store, testing::FLEET, "cloud").unwrap(),
+            Some(3)
+        );
     }
 
     #[test]

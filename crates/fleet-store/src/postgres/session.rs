@@ -26,6 +26,9 @@ pub struct Session {
     /// when this one connected.
     lost: Arc<AtomicU64>,
     connected_after: u64,
+    /// Inside [`Session::unit`]: a connection that broke there is not made again, or the
+    /// rest of the transaction would run outside it.
+    in_unit: bool,
 }
 
 impl Session {
@@ -40,6 +43,12 @@ impl Session {
     fn connected(&mut self) -> Result<&mut Client, StoreError> {
         if self.client.as_ref().is_some_and(Client::is_closed) {
             self.client = None;
+        }
+        if self.client.is_none() && self.in_unit {
+            return Err(StoreError::Unreachable {
+                location: self.location.url().to_string(),
+                reason: "the connection broke inside a transaction".into(),
+            });
         }
         if self.client.is_none() {
             self.statements.clear();
@@ -113,7 +122,10 @@ impl Session {
         body: impl FnOnce(&mut Session) -> Result<Outcome<T>, StoreError>,
     ) -> Result<T, StoreError> {
         self.simple("BEGIN")?;
-        match body(self) {
+        self.in_unit = true;
+        let ended = body(self);
+        self.in_unit = false;
+        match ended {
             Ok(Outcome::Keep(t)) => match self.simple("COMMIT") {
                 Ok(()) => Ok(t),
                 Err(e) => {
@@ -145,6 +157,7 @@ impl Session {
     /// Drops a connection whose state is unknown; the next call connects anew.
     fn abandon(&mut self) {
         self.client = None;
+        self.in_unit = false;
     }
 }
 
@@ -200,6 +213,7 @@ impl Connection {
                 tls,
                 lost,
                 connected_after: 0,
+                in_unit: false,
             }),
             waiting: AtomicUsize::new(0),
         })
