@@ -140,20 +140,19 @@ impl PgStore {
         };
         let batch = all.split_off(deferred);
         if e.is_transient() {
-            // Tried again with the next call, ahead of what is deferred meanwhile.
-            let mut later = self.deferred.lock().unwrap_or_else(|p| p.into_inner());
-            all.append(&mut later);
-            *later = all;
+            self.keep_deferred(all);
             return Err(e);
         }
         // Refused for good, by the deferred writes or by the batch: the deferred ones
         // alone tell which. Refused themselves, they are lost, as a crash loses the last
         // call made to the world they record; the batch is the caller's to hear about.
-        if let Err(e) = self.connection().call(|s| batch::apply(s, &all)) {
+        let refused = match batch.is_empty() {
+            true => Err(e),
+            false => self.connection().call(|s| batch::apply(s, &all)),
+        };
+        if let Err(e) = refused {
             if e.is_transient() {
-                let mut later = self.deferred.lock().unwrap_or_else(|p| p.into_inner());
-                all.append(&mut later);
-                *later = all;
+                self.keep_deferred(all);
                 return Err(e);
             }
             tracing::error!(error = %e, writes = all.len(), "deferred records refused by the database are dropped");
@@ -162,6 +161,14 @@ impl PgStore {
             return Ok(());
         }
         self.connection().call(|s| batch::apply(s, &batch))
+    }
+
+    /// Puts `writes` back in front of what was deferred since they were taken: tried
+    /// again with the next call.
+    fn keep_deferred(&self, mut writes: Vec<Write>) {
+        let mut later = self.deferred.lock().unwrap_or_else(|p| p.into_inner());
+        writes.append(&mut later);
+        *later = writes;
     }
 
     /// Reads the claimed addresses again at the next plan.
