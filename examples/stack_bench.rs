@@ -19,6 +19,9 @@
 // Wall time is what this measures, so it reads the real clock.
 #![allow(clippy::disallowed_types)]
 
+#[path = "shared/serve_output.rs"]
+mod serve_output;
+
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -101,28 +104,13 @@ fn start(binary: &Path, config: &Path, state: &Path, store: &str) -> Server {
         Arc::clone(&broker_requests),
     );
     let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
-    let (mut director, mut broker, mut ca) = (None, None, None);
-    let mut line = String::new();
-    while (director.is_none() || broker.is_none() || ca.is_none())
-        && stdout.read_line(&mut line).expect("serve's output") > 0
-    {
-        if let Some(a) = line.strip_prefix("director API (BOSH director): https://") {
-            director = Some(a.trim().to_string());
-        }
-        if let Some(a) = line.strip_prefix("broker API (management API): https://") {
-            broker = Some(a.trim().to_string());
-        }
-        if let Some(path) = line.strip_prefix("CA certificate: ") {
-            ca = Some(PathBuf::from(path.trim()));
-        }
-        line.clear();
-    }
+    let listening = serve_output::listening(&mut stdout);
     count_broker_requests(stdout, Arc::clone(&broker_requests));
     Server {
         child,
-        director: director.expect("serve prints where the director listens"),
-        broker: broker.expect("serve prints where the broker listens"),
-        ca: ca.expect("serve prints its CA"),
+        director: listening.director,
+        broker: listening.broker,
+        ca: listening.ca,
         broker_requests,
     }
 }

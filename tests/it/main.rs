@@ -31,6 +31,10 @@ mod serve_health;
 mod serve_logs;
 mod serve_metrics;
 mod serve_odb;
+/// Where a started `serve` listens, read from its output; shared with
+/// `examples/stack_bench.rs`.
+#[path = "../../examples/shared/serve_output.rs"]
+mod serve_output;
 mod serve_releases;
 mod serve_shared;
 mod serve_teams;

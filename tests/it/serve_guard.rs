@@ -3,7 +3,7 @@
 //! are logged and slowed without locking the right user out, and every request is in the
 //! access log.
 
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 use std::net::{IpAddr, SocketAddr};
 use std::process::{Command as Process, Stdio};
 use std::time::Duration;
@@ -199,19 +199,8 @@ fn serve_logs_every_request_and_each_failed_login_without_credentials() {
         .spawn()
         .unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let (mut director, mut ca) = (None, None);
-    let mut line = String::new();
-    while (director.is_none() || ca.is_none()) && stdout.read_line(&mut line).unwrap() > 0 {
-        if let Some(a) = line.strip_prefix("director API (BOSH director): https://") {
-            director = Some(a.trim().to_string());
-        }
-        if let Some(path) = line.strip_prefix("CA certificate: ") {
-            ca = Some(std::path::PathBuf::from(path.trim()));
-        }
-        line.clear();
-    }
-    let director = director.expect("serve prints where the director listens");
-    let ca = ca.expect("serve prints its CA");
+    let crate::serve_output::Listening { director, ca, .. } =
+        crate::serve_output::listening(&mut stdout);
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         let client = crate::served::client_trusting(&ca);

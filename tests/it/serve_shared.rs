@@ -4,7 +4,7 @@
 //! the fleet up to date afterwards. Runs where `FLEET_TEST_POSTGRES` names a database
 //! (`.ci/run`'s second pass).
 
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -56,29 +56,14 @@ pub(super) fn start(config: &Path, state: &Path, store: Option<&str>) -> Server 
         .spawn()
         .unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let (mut director, mut broker, mut ca) = (None, None, None);
-    let mut line = String::new();
-    while (director.is_none() || broker.is_none() || ca.is_none())
-        && stdout.read_line(&mut line).unwrap() > 0
-    {
-        if let Some(a) = line.strip_prefix("director API (BOSH director): https://") {
-            director = Some(a.trim().to_string());
-        }
-        if let Some(a) = line.strip_prefix("broker API (management API): https://") {
-            broker = Some(a.trim().to_string());
-        }
-        if let Some(path) = line.strip_prefix("CA certificate: ") {
-            ca = Some(PathBuf::from(path.trim()));
-        }
-        line.clear();
-    }
+    let listening = crate::serve_output::listening(&mut stdout);
     // Its further lines are not read; they must not block it.
     std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
     Server {
         child,
-        director: director.expect("serve prints where the director listens"),
-        broker: broker.expect("serve prints where the broker listens"),
-        ca: ca.expect("serve prints its CA"),
+        director: listening.director,
+        broker: listening.broker,
+        ca: listening.ca,
     }
 }
 
