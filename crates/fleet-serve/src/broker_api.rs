@@ -56,18 +56,11 @@ fn failure(e: BrokerError) -> Response {
         }
         other => {
             tracing::error!(error = %other, "broker request failed");
-            // A database that is down, restarting or busy may answer the same request in
-            // a moment: 503, which clients try again.
-            let transient = match &other {
+            let status = match &other {
                 BrokerError::Store(e) | BrokerError::Director(DirectorError::Store(e)) => {
-                    e.is_transient()
+                    crate::ready::store_failure_status(e)
                 }
-                _ => false,
-            };
-            let status = if transient {
-                StatusCode::SERVICE_UNAVAILABLE
-            } else {
-                StatusCode::INTERNAL_SERVER_ERROR
+                _ => StatusCode::INTERNAL_SERVER_ERROR,
             };
             error(status, "InternalError", other.to_string())
         }

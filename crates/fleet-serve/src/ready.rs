@@ -17,6 +17,17 @@ use fleet_director::Director;
 /// full: SQLite needs room for its log before a write can be refused cleanly.
 const FULL_PERCENT: u64 = 99;
 
+/// What a request the store failed answers: 503 (Service Unavailable, which clients try
+/// again) when the database is down, restarting or busy and may answer the same request
+/// in a moment, 500 otherwise.
+pub(crate) fn store_failure_status(e: &fleet_store::StoreError) -> StatusCode {
+    if e.is_transient() {
+        StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        StatusCode::INTERNAL_SERVER_ERROR
+    }
+}
+
 #[derive(Clone)]
 struct Probed {
     director: Director,

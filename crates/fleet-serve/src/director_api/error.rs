@@ -108,15 +108,8 @@ impl From<DirectorError> for ApiError {
             DirectorError::Link(link) => link_error(&link, description),
             DirectorError::Store(e) => {
                 tracing::error!(error = %description, "director store error");
-                // A database that is down, restarting or busy may answer the same
-                // request in a moment: 503, which clients try again.
-                let status = if e.is_transient() {
-                    StatusCode::SERVICE_UNAVAILABLE
-                } else {
-                    StatusCode::INTERNAL_SERVER_ERROR
-                };
                 ApiError {
-                    status,
+                    status: crate::ready::store_failure_status(&e),
                     code: 500_000,
                     description,
                 }
