@@ -508,15 +508,10 @@ fn a_postgres_database_of_a_newer_schema_is_refused() {
     let at = testing::fresh_schema(&database);
     let store = PgStore::connect(&at).unwrap();
     drop(store);
-    let config = at.config();
-    std::thread::spawn(move || {
-        let mut client = config.connect(::postgres::NoTls).unwrap();
-        client
-            .batch_execute("INSERT INTO fleet_schema_versions (version) VALUES (99)")
-            .unwrap();
-    })
-    .join()
-    .unwrap();
+    testing::run(
+        &at,
+        "INSERT INTO fleet_schema_versions (version) VALUES (99)".into(),
+    );
     let refused = PgStore::connect(&at).err().expect("refused");
     assert!(
         matches!(refused, StoreError::NewerSchema { found: 99, .. }),

@@ -22,9 +22,6 @@ use super::{Lease, Recovery, Renewal, Task, TaskEvent, TaskFilter, TaskKindSpec}
 #[derive(Clone)]
 pub struct AsyncStore {
     store: Arc<dyn Store>,
-    /// Whether a call waits on a database server (PostgreSQL's round trips, a tenth of a
-    /// millisecond and more) rather than runs in this process (SQLite's microseconds).
-    waits_on_server: bool,
 }
 
 impl From<Arc<dyn Store>> for AsyncStore {
@@ -35,11 +32,7 @@ impl From<Arc<dyn Store>> for AsyncStore {
 
 impl AsyncStore {
     pub fn new(store: Arc<dyn Store>) -> Self {
-        let waits_on_server = store.shared();
-        AsyncStore {
-            store,
-            waits_on_server,
-        }
+        AsyncStore { store }
     }
 
     /// The blocking store, for code that already runs where blocking is allowed (a
@@ -61,12 +54,14 @@ impl AsyncStore {
     {
         tokio::task::coop::consume_budget().await;
         let started = tokio::time::Instant::now();
-        // A call that waits on a server is made on tokio's blocking pool, so that no
+        // A call that waits on a server (a shared store's: PostgreSQL's round trips, a
+        // tenth of a millisecond and more, where SQLite's take microseconds in this
+        // process) is made on tokio's blocking pool, so that no
         // worker waits for it, even the only one of a current-thread runtime (the
         // embedded run): calls made at once then wait on the server side by side (the
         // store holds several connections) while the workers go on. A paused clock does
         // not advance while one is out.
-        let answer = if self.waits_on_server && tokio::runtime::Handle::try_current().is_ok() {
+        let answer = if self.store.shared() && tokio::runtime::Handle::try_current().is_ok() {
             let store = Arc::clone(&self.store);
             off_runtime(move || call(&*store)).await
         } else {
@@ -298,6 +293,18 @@ thread_local! {
 /// [`AsyncStore`] makes such calls) or outside any runtime, not on an async worker.
 pub(crate) fn may_block_here() -> bool {
     ON_BLOCKING_POOL.get() || tokio::runtime::Handle::try_current().is_err()
+}
+
+/// Runs `work` where it may block: here when [`may_block_here`], else on a thread of its
+/// own, waited for; a panic in it is the caller's.
+pub(crate) fn where_blocking_is_allowed<R: Send>(work: impl FnOnce() -> R + Send) -> R {
+    if may_block_here() {
+        return work();
+    }
+    std::thread::scope(|scope| match scope.spawn(work).join() {
+        Ok(answer) => answer,
+        Err(panic) => std::panic::resume_unwind(panic),
+    })
 }
 
 /// Unsets [`ON_BLOCKING_POOL`] when the call ends, however it ends.

@@ -83,8 +83,11 @@ impl Outage {
     }
 }
 
-/// Runs `sql` on `database`.
-fn run(database: &PostgresLocation, sql: String) {
+/// Runs `sql` on `database`, as a test sets a database up or breaks it.
+///
+/// # Panics
+/// When the server cannot be reached or refuses the statements.
+pub(crate) fn run(database: &PostgresLocation, sql: String) {
     let config = database.config();
     let tls = database
         .ca_file()

@@ -5,6 +5,7 @@
 //! one transaction.
 
 use std::io::Read;
+use std::path::Path;
 
 use super::session::Session;
 use crate::StoreError;
@@ -17,13 +18,13 @@ pub(super) const PIECE: usize = 1 << 20;
 /// of the blob's id): "blob" in ASCII.
 const BLOB_LOCKS: i32 = 0x626c_6f62;
 
-/// Keeps what `read` yields as the blob `id`, a piece at a time; `source` makes a read's
-/// error the store's.
+/// Keeps what `read` yields as the blob `id`, a piece at a time; `from` names the source
+/// in a read's error.
 pub(super) fn put(
     s: &mut Session,
     id: &str,
     mut read: impl Read,
-    source: impl Fn(std::io::Error) -> StoreError,
+    from: &Path,
 ) -> Result<(), StoreError> {
     s.unit(|s| {
         // Two writers of one blob take turns, the last one's pieces kept: each would
@@ -33,36 +34,29 @@ pub(super) fn put(
             &[&BLOB_LOCKS, &id],
         )?;
         s.execute("DELETE FROM blob_pieces WHERE id = $1", &[&id])?;
-        let mut piece = vec![0u8; PIECE];
+        let mut piece = Vec::with_capacity(PIECE);
         for seq in 0i32.. {
-            let filled = fill(&mut read, &mut piece).map_err(&source)?;
-            if filled == 0 && seq > 0 {
+            piece.clear();
+            (&mut read)
+                .take(PIECE as u64)
+                .read_to_end(&mut piece)
+                .map_err(|source| StoreError::Source {
+                    path: from.to_path_buf(),
+                    source,
+                })?;
+            if piece.is_empty() && seq > 0 {
                 break;
             }
             s.execute(
                 "INSERT INTO blob_pieces (id, seq, bytes) VALUES ($1, $2, $3)",
-                &[&id, &seq, &&piece[..filled]],
+                &[&id, &seq, &piece],
             )?;
-            if filled < PIECE {
+            if piece.len() < PIECE {
                 break;
             }
         }
         Ok(Outcome::Keep(()))
     })
-}
-
-/// Reads into `buffer` until it is full or the source ends; how much it holds.
-fn fill(read: &mut impl Read, buffer: &mut [u8]) -> std::io::Result<usize> {
-    let mut filled = 0;
-    while filled < buffer.len() {
-        match read.read(&mut buffer[filled..]) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(filled)
 }
 
 /// The blob `id`, its pieces joined.

@@ -773,25 +773,17 @@ impl Store for PgStore {
     fn put_blob(&self, blob: &str, bytes: &[u8]) -> Result<(), StoreError> {
         let (blob, bytes) = (blob.to_string(), bytes.to_vec());
         // Bytes in memory are read without failing.
-        let unread = |source| StoreError::Source {
-            path: "memory".into(),
-            source,
-        };
-        self.call(move |s| blobs::put(s, &blob, &bytes[..], unread))
+        self.call(move |s| blobs::put(s, &blob, &bytes[..], std::path::Path::new("memory")))
     }
 
     /// Read and written a piece at a time: memory holds one piece, not the file.
     fn put_blob_file(&self, blob: &str, path: &std::path::Path) -> Result<(), StoreError> {
-        let source = |path: &std::path::Path| {
-            let path = path.to_path_buf();
-            move |source| StoreError::Source {
-                path: path.clone(),
-                source,
-            }
-        };
-        let file = std::fs::File::open(path).map_err(source(path))?;
-        let (blob, source) = (blob.to_string(), source(path));
-        self.call(move |s| blobs::put(s, &blob, file, source))
+        let file = std::fs::File::open(path).map_err(|source| StoreError::Source {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let (blob, path) = (blob.to_string(), path.to_path_buf());
+        self.call(move |s| blobs::put(s, &blob, file, &path))
     }
 
     fn blob(&self, blob: &str) -> Result<Option<Vec<u8>>, StoreError> {
@@ -1092,12 +1084,12 @@ mod tests {
             }
         }
         let failed = store.call(|s| {
-            blobs::put(s, "b", Failing(blobs::PIECE * 2), |source| {
-                StoreError::Source {
-                    path: "failing".into(),
-                    source,
-                }
-            })
+            blobs::put(
+                s,
+                "b",
+                Failing(blobs::PIECE * 2),
+                std::path::Path::new("failing"),
+            )
         });
         assert!(
             matches!(failed, Err(StoreError::Source { .. })),
@@ -1186,20 +1178,14 @@ mod tests {
         let at = testing::fresh_schema(&database);
         drop(PgStore::connect(&at).unwrap());
         // Back to version 3's blobs, one of them kept.
-        let config = at.config();
-        std::thread::spawn(move || {
-            let mut client = config.connect(::postgres::NoTls).unwrap();
-            client
-                .batch_execute(
-                    "DROP TABLE blob_pieces;
-                     CREATE TABLE blobs (id TEXT COLLATE \"C\" PRIMARY KEY, bytes BYTEA NOT NULL);
-                     INSERT INTO blobs VALUES ('old', 'kept bytes');
-                     DELETE FROM fleet_schema_versions WHERE version = 4",
-                )
-                .unwrap();
-        })
-        .join()
-        .unwrap();
+        testing::run(
+            &at,
+            "DROP TABLE blob_pieces;
+             CREATE TABLE blobs (id TEXT COLLATE \"C\" PRIMARY KEY, bytes BYTEA NOT NULL);
+             INSERT INTO blobs VALUES ('old', 'kept bytes');
+             DELETE FROM fleet_schema_versions WHERE version = 4"
+                .into(),
+        );
         let store = PgStore::connect(&at).unwrap();
         assert_eq!(
             store.blob("old").unwrap().as_deref(),

@@ -34,9 +34,8 @@ pub struct Session {
 impl Session {
     /// Drops the connection when another of the store was found lost since it was made.
     fn forget_if_stale(&mut self) {
-        if self.client.is_some() && self.connected_after < self.lost.load(Ordering::SeqCst) {
+        if self.connected_after < self.lost.load(Ordering::SeqCst) {
             self.client = None;
-            self.statements.clear();
         }
     }
 
@@ -235,13 +234,7 @@ impl Connection {
     {
         self.waiting.fetch_add(1, Ordering::Relaxed);
         let _counted = Counted(&self.waiting);
-        if crate::handle::may_block_here() {
-            return self.run(job);
-        }
-        std::thread::scope(|scope| match scope.spawn(|| self.run(job)).join() {
-            Ok(answer) => answer,
-            Err(panic) => std::panic::resume_unwind(panic),
-        })
+        crate::handle::where_blocking_is_allowed(|| self.run(job))
     }
 
     fn run<T>(
@@ -272,15 +265,8 @@ impl Drop for Connection {
     /// async worker: there, it goes on a thread of its own.
     fn drop(&mut self) {
         let session = self.session.get_mut().unwrap_or_else(|p| p.into_inner());
-        let Some(client) = session.client.take() else {
-            return;
-        };
-        if crate::handle::may_block_here() {
-            drop(client);
-        } else {
-            std::thread::scope(|scope| {
-                scope.spawn(move || drop(client));
-            });
+        if let Some(client) = session.client.take() {
+            crate::handle::where_blocking_is_allowed(move || drop(client));
         }
     }
 }
